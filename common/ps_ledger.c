@@ -1,0 +1,339 @@
+//  Step ledger: a watermark plus a bitmap window; see ps_ledger.h.
+//
+//  In memory the window is a run of 64-bit words aligned to multiples of 64
+//  steps: live word 0 covers steps [origin, origin + 64), where origin is
+//  base rounded down to a multiple of 64, and bit k of live word i stands for
+//  step origin + 64 i + k. The bits of word 0 for the steps [origin, base)
+//  are kept set, so the watermark is always the position of the first clear
+//  bit and advancing it is a count of trailing ones. A word that fills up is
+//  dropped by moving `head` rather than by shifting the array; the array is
+//  compacted only when the window would run past its end, and by then at
+//  least as many words have been dropped as are moved, so marking a step
+//  costs amortised O(1).
+//
+//  Two invariants make the representation canonical, which is what lets
+//  ps_ledger_equal and ps_ledger_encode work on the words directly: the last
+//  live word is never zero (words are only created to hold a new bit and are
+//  only dropped from the front), and word 0 holds the set bits below base.
+
+#include "ps_ledger.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+//  Encoded header: u64 base, u64 count, u32 word count.
+#define S_HEADER_SIZE  20
+
+struct _ps_ledger_t {
+    uint64_t base;          //  every step below base is recorded
+    uint64_t count;         //  distinct steps recorded
+    uint64_t *words;        //  storage; the live window is words [head, head + nwords)
+    size_t head;
+    size_t nwords;
+    size_t capacity;        //  words allocated
+};
+
+ps_ledger_t *
+ps_ledger_new (void)
+{
+    return calloc (1, sizeof (ps_ledger_t));
+}
+
+void
+ps_ledger_destroy (ps_ledger_t **self_p)
+{
+    assert (self_p);
+    if (*self_p) {
+        free ((*self_p)->words);
+        free (*self_p);
+        *self_p = NULL;
+    }
+}
+
+static uint64_t
+s_origin (const ps_ledger_t *self)
+{
+    return self->base & ~UINT64_C (63);
+}
+
+//  Make the live window at least `need` words long, zeroing the new words.
+//  When the window would run past the end of the array, either compact it
+//  in place (when it uses at most half the array, so the move is paid for by
+//  the words dropped since the last compaction) or move it to an array of
+//  twice the needed size.
+static int
+s_reserve (ps_ledger_t *self, size_t need, ps_error_t *err)
+{
+    if (need <= self->nwords)
+        return PS_OK;
+    if (self->head + need > self->capacity) {
+        if (need > self->capacity / 2) {
+            size_t capacity = 2 * need;
+            uint64_t *words = malloc (capacity * sizeof (uint64_t));
+            if (!words)
+                return ps_error_set (err, PS_ETOOBIG,
+                                     "ledger: cannot allocate %zu bytes for a window of %zu steps",
+                                     capacity * sizeof (uint64_t), need * 64);
+            if (self->nwords)
+                memcpy (words, self->words + self->head, self->nwords * sizeof (uint64_t));
+            free (self->words);
+            self->words = words;
+            self->capacity = capacity;
+        }
+        else
+            memmove (self->words, self->words + self->head, self->nwords * sizeof (uint64_t));
+        self->head = 0;
+    }
+    memset (self->words + self->head + self->nwords, 0,
+            (need - self->nwords) * sizeof (uint64_t));
+    self->nwords = need;
+    return PS_OK;
+}
+
+//  Move the watermark past the recorded steps at its position, dropping the
+//  words that have filled up.
+static void
+s_advance (ps_ledger_t *self)
+{
+    while (self->nwords > 0 && self->words [self->head] == UINT64_MAX) {
+        self->head++;
+        self->nwords--;
+        self->base = s_origin (self) + 64;
+    }
+    if (self->nwords > 0)
+        self->base = s_origin (self) + (uint64_t) __builtin_ctzll (~self->words [self->head]);
+    else
+        //  An empty window can start again at the front of the array.
+        self->head = 0;
+}
+
+int
+ps_ledger_mark (ps_ledger_t *self, uint64_t step, ps_error_t *err)
+{
+    assert (self);
+    if (step < self->base)
+        return PS_DUPLICATE;
+    if (step - self->base >= PS_LEDGER_MAX_SPAN)
+        return ps_error_set (err, PS_EINVAL,
+                             "ledger: step %llu is %llu above the watermark %llu, expected less than %llu",
+                             (unsigned long long) step, (unsigned long long) (step - self->base),
+                             (unsigned long long) self->base,
+                             (unsigned long long) PS_LEDGER_MAX_SPAN);
+    //  Recording step 2^64-1 would move the watermark past the largest
+    //  uint64_t, so that one value is not a valid step id.
+    if (step == UINT64_MAX)
+        return ps_error_set (err, PS_EINVAL, "ledger: step 2^64-1 is reserved, expected a smaller id");
+
+    uint64_t offset = step - s_origin (self);
+    size_t word = (size_t) (offset / 64);
+    uint64_t bit = UINT64_C (1) << (offset % 64);
+    if (word < self->nwords && (self->words [self->head + word] & bit))
+        return PS_DUPLICATE;
+    int rc = s_reserve (self, word + 1, err);
+    if (rc)
+        return rc;
+    self->words [self->head + word] |= bit;
+    self->count++;
+    if (step == self->base)
+        s_advance (self);
+    return PS_OK;
+}
+
+bool
+ps_ledger_contains (const ps_ledger_t *self, uint64_t step)
+{
+    assert (self);
+    if (step < self->base)
+        return true;
+    uint64_t offset = step - s_origin (self);
+    if (offset / 64 >= self->nwords)
+        return false;
+    return (self->words [self->head + offset / 64] >> (offset % 64)) & 1;
+}
+
+uint64_t
+ps_ledger_count (const ps_ledger_t *self)
+{
+    assert (self);
+    return self->count;
+}
+
+uint64_t
+ps_ledger_base (const ps_ledger_t *self)
+{
+    assert (self);
+    return self->base;
+}
+
+//  Number of words the encoding needs: enough to reach the highest recorded
+//  step above the watermark, counted from the watermark.
+static size_t
+s_encoded_words (const ps_ledger_t *self)
+{
+    if (self->nwords == 0)
+        return 0;
+    uint64_t last = self->words [self->head + self->nwords - 1];
+    uint64_t top = s_origin (self) + 64 * (uint64_t) (self->nwords - 1)
+                 + (uint64_t) (63 - __builtin_clzll (last));
+    if (top < self->base)
+        return 0;
+    return (size_t) ((top - self->base) / 64 + 1);
+}
+
+size_t
+ps_ledger_encoded_size (const ps_ledger_t *self)
+{
+    assert (self);
+    return S_HEADER_SIZE + 8 * s_encoded_words (self);
+}
+
+static void
+s_put_u32 (uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p [i] = (uint8_t) (v >> (8 * i));
+}
+
+static void
+s_put_u64 (uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p [i] = (uint8_t) (v >> (8 * i));
+}
+
+static uint32_t
+s_get_u32 (const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t) p [i] << (8 * i);
+    return v;
+}
+
+static uint64_t
+s_get_u64 (const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t) p [i] << (8 * i);
+    return v;
+}
+
+//  The encoded bitmap starts at the watermark, not at the aligned origin,
+//  so that a reader needs no knowledge of the in-memory layout: bit k of
+//  encoded word j stands for step base + 64 j + k.
+void
+ps_ledger_encode (const ps_ledger_t *self, uint8_t *buf)
+{
+    assert (self);
+    assert (buf);
+    size_t nwords = s_encoded_words (self);
+    s_put_u64 (buf, self->base);
+    s_put_u64 (buf + 8, self->count);
+    s_put_u32 (buf + 16, (uint32_t) nwords);
+    const uint64_t *live = self->words + self->head;
+    unsigned shift = (unsigned) (self->base - s_origin (self));
+    for (size_t j = 0; j < nwords; j++) {
+        uint64_t word = live [j] >> shift;
+        if (shift && j + 1 < self->nwords)
+            word |= live [j + 1] << (64 - shift);
+        s_put_u64 (buf + S_HEADER_SIZE + 8 * j, word);
+    }
+}
+
+ps_ledger_t *
+ps_ledger_decode (const uint8_t *buf, size_t len, ps_error_t *err)
+{
+    assert (buf || len == 0);
+    if (len < S_HEADER_SIZE) {
+        ps_error_set (err, PS_ECORRUPT, "ledger: %zu bytes, expected at least %d",
+                      len, S_HEADER_SIZE);
+        return NULL;
+    }
+    uint64_t base = s_get_u64 (buf);
+    uint64_t count = s_get_u64 (buf + 8);
+    size_t nwords = s_get_u32 (buf + 16);
+    if (nwords > PS_LEDGER_MAX_SPAN / 64) {
+        ps_error_set (err, PS_ECORRUPT, "ledger: %zu bitmap words, expected at most %llu",
+                      nwords, (unsigned long long) (PS_LEDGER_MAX_SPAN / 64));
+        return NULL;
+    }
+    if (len != S_HEADER_SIZE + 8 * nwords) {
+        ps_error_set (err, PS_ECORRUPT, "ledger: %zu bytes, expected %zu for %zu bitmap words",
+                      len, S_HEADER_SIZE + 8 * nwords, nwords);
+        return NULL;
+    }
+    const uint8_t *bits = buf + S_HEADER_SIZE;
+    //  The highest recorded step above the watermark, as an offset from it.
+    uint64_t top = 0;
+    if (nwords > 0) {
+        if (s_get_u64 (bits) & 1) {
+            ps_error_set (err, PS_ECORRUPT,
+                          "ledger: the bit for the watermark step %llu is set, expected it clear",
+                          (unsigned long long) base);
+            return NULL;
+        }
+        uint64_t last = s_get_u64 (bits + 8 * (nwords - 1));
+        if (last == 0) {
+            ps_error_set (err, PS_ECORRUPT, "ledger: the last bitmap word is zero, expected it trimmed");
+            return NULL;
+        }
+        top = 64 * (uint64_t) (nwords - 1) + (uint64_t) (63 - __builtin_clzll (last));
+        if (top >= UINT64_MAX - base) {
+            ps_error_set (err, PS_ECORRUPT, "ledger: a step above 2^64-2 is recorded");
+            return NULL;
+        }
+    }
+    uint64_t population = 0;
+    for (size_t j = 0; j < nwords; j++)
+        population += (uint64_t) __builtin_popcountll (s_get_u64 (bits + 8 * j));
+    if (count < base || count - base != population) {
+        ps_error_set (err, PS_ECORRUPT,
+                      "ledger: count is %llu, expected %llu below the watermark plus %llu in the bitmap",
+                      (unsigned long long) count, (unsigned long long) base,
+                      (unsigned long long) population);
+        return NULL;
+    }
+
+    ps_ledger_t *self = ps_ledger_new ();
+    if (!self) {
+        ps_error_set (err, PS_ETOOBIG, "ledger: cannot allocate a ledger");
+        return NULL;
+    }
+    self->base = base;
+    self->count = count;
+    unsigned shift = (unsigned) (base - s_origin (self));
+    //  Live words reach from the origin to the highest set bit, which is
+    //  either the top recorded step or, with nothing above the watermark,
+    //  the filled-in step just below it.
+    size_t need = nwords > 0 ? (size_t) ((shift + top) / 64 + 1) : (shift > 0 ? 1 : 0);
+    if (s_reserve (self, need, err)) {
+        ps_ledger_destroy (&self);
+        return NULL;
+    }
+    if (need > 0)
+        self->words [0] = (UINT64_C (1) << shift) - 1;
+    for (size_t j = 0; j < nwords; j++) {
+        uint64_t word = s_get_u64 (bits + 8 * j);
+        self->words [j] |= word << shift;
+        if (shift && j + 1 < need)
+            self->words [j + 1] |= word >> (64 - shift);
+    }
+    return self;
+}
+
+bool
+ps_ledger_equal (const ps_ledger_t *a, const ps_ledger_t *b)
+{
+    assert (a);
+    assert (b);
+    //  The representation is canonical (see the top of this file), so equal
+    //  contents mean equal watermarks and equal live words.
+    return a->base == b->base
+        && a->count == b->count
+        && a->nwords == b->nwords
+        && (a->nwords == 0
+            || memcmp (a->words + a->head, b->words + b->head,
+                       a->nwords * sizeof (uint64_t)) == 0);
+}

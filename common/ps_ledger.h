@@ -1,0 +1,57 @@
+//  A step ledger records which step ids have been applied to a partition, so
+//  that a push repeated for the same step (a re-run of a failed worker's
+//  step, or a late push from a worker that was presumed dead) is ignored.
+//
+//  Step ids are dense: the coordinator numbers steps 0, 1, 2, ... and every
+//  one is eventually applied. The ledger therefore stores a watermark `base`
+//  below which every step is known to be applied, plus a bitmap for the
+//  window of steps above it. Memory is proportional to the spread between
+//  the oldest missing step and the newest applied one, not to the number of
+//  steps seen.
+
+#ifndef PS_LEDGER_H_INCLUDED
+#define PS_LEDGER_H_INCLUDED
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ps_error.h"
+
+//  Steps further than this above the watermark are refused: they can only
+//  come from a corrupt or hostile request, and would cost memory.
+#define PS_LEDGER_MAX_SPAN  (UINT64_C (1) << 27)
+
+typedef struct _ps_ledger_t ps_ledger_t;
+
+ps_ledger_t *ps_ledger_new (void);
+void ps_ledger_destroy (ps_ledger_t **self_p);
+
+//  Record step. Returns 0 when it is new, PS_DUPLICATE when it was recorded
+//  before, PS_EINVAL (and changes nothing) when it is more than
+//  PS_LEDGER_MAX_SPAN above the watermark.
+int ps_ledger_mark (ps_ledger_t *self, uint64_t step, ps_error_t *err);
+
+//  True when step was recorded.
+bool ps_ledger_contains (const ps_ledger_t *self, uint64_t step);
+
+//  Number of distinct steps recorded.
+uint64_t ps_ledger_count (const ps_ledger_t *self);
+
+//  Every step below the watermark has been recorded.
+uint64_t ps_ledger_base (const ps_ledger_t *self);
+
+//  Serialize into a self-describing little-endian byte string (format in
+//  schemas/snapshot.md). ps_ledger_encoded_size gives the exact length.
+size_t ps_ledger_encoded_size (const ps_ledger_t *self);
+void ps_ledger_encode (const ps_ledger_t *self, uint8_t *buf);
+
+//  Parse what ps_ledger_encode wrote. Returns NULL with PS_ECORRUPT when the
+//  bytes are inconsistent (wrong length, bits set past the end, counts that
+//  do not match the bitmap).
+ps_ledger_t *ps_ledger_decode (const uint8_t *buf, size_t len, ps_error_t *err);
+
+//  True when both ledgers hold the same steps.
+bool ps_ledger_equal (const ps_ledger_t *a, const ps_ledger_t *b);
+
+#endif

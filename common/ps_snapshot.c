@@ -1,0 +1,637 @@
+//  Snapshot files: one partition's state on disk; see ps_snapshot.h, and
+//  schemas/snapshot.md for the byte layout and the crash-safety protocol.
+//
+//  Writing streams the header, then the caller's value and slot arrays
+//  straight from its memory with write (), feeding each chunk to the CRC as
+//  it goes, so a snapshot of a large partition needs no second copy of it.
+//  Reading is one pass too: the header and ledger go to a small buffer and
+//  the arrays straight into their final aligned memory, with the CRC
+//  computed over exactly the bytes kept. Magic, version and checksum are
+//  verified before any field is trusted; then every field is checked
+//  against the others.
+
+#include "ps_snapshot.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+//  The value and slot arrays go to disk as they lie in memory, and the
+//  format says little-endian float32.
+_Static_assert (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+                "snapshot files store float arrays in host order, which must be little-endian");
+
+//  The first byte has the high bit set and the CR LF pair follows, so a
+//  transfer that strips the eighth bit or rewrites line ends is detected.
+static const uint8_t s_magic [8] = { 0x89, 'P', 'S', 'N', 'A', 'P', '\r', '\n' };
+
+//  Offsets of the fixed header fields (schemas/snapshot.md).
+#define S_OFF_FORMAT       8
+#define S_OFF_PART        12
+#define S_OFF_RANK        16
+#define S_OFF_KIND        20
+#define S_OFF_NESTEROV    24
+#define S_OFF_SLOTS       28
+#define S_OFF_NAME        32
+#define S_OFF_DIMS       160
+#define S_OFF_ROW_BEGIN  224
+#define S_OFF_ROW_END    232
+#define S_OFF_DOUBLES    240
+#define S_OFF_OPT_T      312
+#define S_OFF_VERSION    320
+#define S_OFF_DUPLICATES 328
+#define S_OFF_ELEMENTS   336
+#define S_OFF_LEDGER_LEN 344
+#define S_HEADER_SIZE    352
+#define S_TRAILER_SIZE     4
+
+//  The optimizer's double fields, in file order from S_OFF_DOUBLES, 8 bytes
+//  each. One table serves the writer and the reader so they cannot disagree.
+static const size_t s_doubles [] = {
+    offsetof (ps_opt_config_t, lr),
+    offsetof (ps_opt_config_t, momentum),
+    offsetof (ps_opt_config_t, beta1),
+    offsetof (ps_opt_config_t, beta2),
+    offsetof (ps_opt_config_t, epsilon),
+    offsetof (ps_opt_config_t, initial_accumulator),
+    offsetof (ps_opt_config_t, weight_decay),
+    offsetof (ps_opt_config_t, clip_value),
+    offsetof (ps_opt_config_t, clip_norm),
+};
+_Static_assert (S_OFF_DOUBLES + 8 * sizeof s_doubles / sizeof s_doubles [0] == S_OFF_OPT_T,
+                "the optimizer doubles must end where opt_t starts");
+
+//  zlib's crc32 () takes a 32-bit length, and Linux moves at most about
+//  2 GiB per write (), so big arrays go in chunks of 1 GiB.
+#define S_CHUNK  ((size_t) 1 << 30)
+
+static void
+s_put_u32 (uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p [i] = (uint8_t) (v >> (8 * i));
+}
+
+static void
+s_put_u64 (uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p [i] = (uint8_t) (v >> (8 * i));
+}
+
+static uint32_t
+s_get_u32 (const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t) p [i] << (8 * i);
+    return v;
+}
+
+static uint64_t
+s_get_u64 (const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t) p [i] << (8 * i);
+    return v;
+}
+
+static uint32_t
+s_crc (uint32_t crc, const uint8_t *data, size_t len)
+{
+    while (len > 0) {
+        size_t chunk = len < S_CHUNK ? len : S_CHUNK;
+        crc = (uint32_t) crc32 (crc, data, (uInt) chunk);
+        data += chunk;
+        len -= chunk;
+    }
+    return crc;
+}
+
+//  Check the fields the layout depends on: the name, the shape, the row
+//  range and the optimizer kind. The writer runs this before it creates a
+//  file and the reader after it parses one. Sets *elements to the number of
+//  floats in each array.
+static int
+s_check (const ps_snapshot_t *snap, int64_t *elements, ps_error_t *err)
+{
+    int rc = ps_name_check (snap->var, strnlen (snap->var, PS_NAME_MAX), err);
+    if (rc)
+        return rc;
+    ps_shape_t shape, rows;
+    rc = ps_shape_set (&shape, snap->shape.dims, snap->shape.rank, err);
+    if (rc)
+        return rc;
+    rc = ps_shape_rows (&shape, snap->row_begin, snap->row_end, &rows, err);
+    if (rc)
+        return rc;
+    if ((unsigned) snap->opt.kind > PS_OPT_ADAM)
+        return ps_error_set (err, PS_EINVAL, "optimizer kind is %u, expected 0..%d",
+                             (unsigned) snap->opt.kind, PS_OPT_ADAM);
+    *elements = ps_shape_count (&rows);
+    return PS_OK;
+}
+
+static void
+s_encode_header (const ps_snapshot_t *snap, int64_t elements, int nslots,
+                 size_t ledger_len, uint8_t *header)
+{
+    memset (header, 0, S_HEADER_SIZE);
+    memcpy (header, s_magic, sizeof s_magic);
+    s_put_u32 (header + S_OFF_FORMAT, PS_SNAPSHOT_VERSION);
+    s_put_u32 (header + S_OFF_PART, snap->part);
+    s_put_u32 (header + S_OFF_RANK, (uint32_t) snap->shape.rank);
+    s_put_u32 (header + S_OFF_KIND, (uint32_t) snap->opt.kind);
+    s_put_u32 (header + S_OFF_NESTEROV, snap->opt.nesterov ? 1 : 0);
+    s_put_u32 (header + S_OFF_SLOTS, (uint32_t) nslots);
+    //  s_check has bounded the name below PS_NAME_MAX; the rest stays zero.
+    memcpy (header + S_OFF_NAME, snap->var, strlen (snap->var));
+    for (int i = 0; i < snap->shape.rank; i++)
+        s_put_u64 (header + S_OFF_DIMS + 8 * i, (uint64_t) snap->shape.dims [i]);
+    s_put_u64 (header + S_OFF_ROW_BEGIN, (uint64_t) snap->row_begin);
+    s_put_u64 (header + S_OFF_ROW_END, (uint64_t) snap->row_end);
+    for (size_t i = 0; i < sizeof s_doubles / sizeof s_doubles [0]; i++) {
+        uint64_t bits;
+        memcpy (&bits, (const uint8_t *) &snap->opt + s_doubles [i], sizeof bits);
+        s_put_u64 (header + S_OFF_DOUBLES + 8 * i, bits);
+    }
+    s_put_u64 (header + S_OFF_OPT_T, snap->opt_t);
+    s_put_u64 (header + S_OFF_VERSION, snap->version);
+    s_put_u64 (header + S_OFF_DUPLICATES, snap->duplicates);
+    s_put_u64 (header + S_OFF_ELEMENTS, (uint64_t) elements);
+    s_put_u64 (header + S_OFF_LEDGER_LEN, ledger_len);
+}
+
+//  Write all of data, resuming after short writes and signals, and fold
+//  what was written into *crc unless crc is NULL. Returns 0, or -1 with
+//  errno set.
+static int
+s_write_all (int fd, const void *data, size_t len, uint32_t *crc)
+{
+    const uint8_t *p = data;
+    while (len > 0) {
+        ssize_t n = write (fd, p, len < S_CHUNK ? len : S_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            //  A regular file never takes zero bytes of a non-empty write;
+            //  treat it as an error rather than loop forever.
+            if (n == 0)
+                errno = EIO;
+            return -1;
+        }
+        if (crc)
+            *crc = s_crc (*crc, p, (size_t) n);
+        p += n;
+        len -= (size_t) n;
+    }
+    return 0;
+}
+
+//  Report that call failed on what while writing path, close fd when it is
+//  open, remove the temporary file, and return PS_EIO. error is the errno
+//  of the failed call, saved before the cleanup could change it.
+static int
+s_write_failed (ps_error_t *err, const char *path, const char *call, const char *what,
+                int error, int fd, const char *tmp)
+{
+    //  The write has already failed, so a failure to close as well changes
+    //  nothing the caller could act on.
+    if (fd >= 0)
+        (void) close (fd);
+    if (unlink (tmp) != 0 && errno != ENOENT) {
+        int unlink_error = errno;
+        return ps_error_set (err, PS_EIO, "file %s: %s (%s) failed: %s; unlink (%s) failed too: %s",
+                             path, call, what, strerror (error), tmp, strerror (unlink_error));
+    }
+    return ps_error_set (err, PS_EIO, "file %s: %s (%s) failed: %s",
+                         path, call, what, strerror (error));
+}
+
+//  The directory that holds path, as a new string.
+static char *
+s_dirname (const char *path)
+{
+    const char *slash = strrchr (path, '/');
+    if (!slash)
+        return strdup (".");
+    if (slash == path)
+        return strdup ("/");
+    return strndup (path, (size_t) (slash - path));
+}
+
+//  Stream the header, values, slots and CRC trailer to fd.
+static int
+s_write_body (int fd, const ps_snapshot_t *snap, const uint8_t *header, size_t header_size,
+              size_t array_bytes, int nslots)
+{
+    uint32_t crc = (uint32_t) crc32 (0, Z_NULL, 0);
+    if (s_write_all (fd, header, header_size, &crc)
+    ||  s_write_all (fd, snap->values, array_bytes, &crc))
+        return -1;
+    for (int i = 0; i < nslots; i++)
+        if (s_write_all (fd, snap->slots [i], array_bytes, &crc))
+            return -1;
+    uint8_t trailer [S_TRAILER_SIZE];
+    s_put_u32 (trailer, crc);
+    return s_write_all (fd, trailer, sizeof trailer, NULL);
+}
+
+int
+ps_snapshot_write (const char *path, const ps_snapshot_t *snap, ps_error_t *err)
+{
+    assert (path);
+    assert (snap);
+    assert (snap->ledger);
+    int64_t elements;
+    ps_error_t check_err;
+    if (s_check (snap, &elements, &check_err))
+        return ps_error_set (err, PS_EINVAL, "file %s: %s", path, check_err.msg);
+    int nslots = ps_opt_slot_count (snap->opt.kind);
+    assert (snap->values);
+    for (int i = 0; i < nslots; i++)
+        assert (snap->slots [i]);
+
+    size_t ledger_len = ps_ledger_encoded_size (snap->ledger);
+    size_t header_size = S_HEADER_SIZE + ledger_len;
+    size_t tmp_size = strlen (path) + 32;
+    uint8_t *header = malloc (header_size);
+    char *tmp = malloc (tmp_size);
+    char *dir = s_dirname (path);
+    if (!header || !tmp || !dir) {
+        free (header);
+        free (tmp);
+        free (dir);
+        return ps_error_set (err, PS_EIO, "file %s: cannot allocate %zu bytes for the header",
+                             path, header_size);
+    }
+    s_encode_header (snap, elements, nslots, ledger_len, header);
+    ps_ledger_encode (snap->ledger, header + S_HEADER_SIZE);
+    snprintf (tmp, tmp_size, "%s.tmp.%ld", path, (long) getpid ());
+
+    int rc = PS_OK;
+    int fd = open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        rc = s_write_failed (err, path, "open", tmp, errno, -1, tmp);
+    else
+    if (s_write_body (fd, snap, header, header_size, (size_t) elements * sizeof (float), nslots))
+        rc = s_write_failed (err, path, "write", tmp, errno, fd, tmp);
+    else
+    if (fsync (fd) != 0)
+        rc = s_write_failed (err, path, "fsync", tmp, errno, fd, tmp);
+    else
+    if (close (fd) != 0)
+        rc = s_write_failed (err, path, "close", tmp, errno, -1, tmp);
+    else
+    if (rename (tmp, path) != 0)
+        rc = s_write_failed (err, path, "rename", tmp, errno, -1, tmp);
+    else {
+        //  The rename is durable only once the directory entry is on disk.
+        int dir_fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir_fd < 0)
+            rc = s_write_failed (err, path, "open", dir, errno, -1, tmp);
+        else
+        if (fsync (dir_fd) != 0)
+            rc = s_write_failed (err, path, "fsync", dir, errno, dir_fd, tmp);
+        else
+        if (close (dir_fd) != 0)
+            rc = s_write_failed (err, path, "close", dir, errno, -1, tmp);
+    }
+    free (header);
+    free (tmp);
+    free (dir);
+    return rc;
+}
+
+//  Reading state: the open file, its size, how far we are, and the CRC of
+//  every byte read so far.
+typedef struct {
+    int fd;
+    const char *path;
+    size_t size;
+    size_t offset;
+    uint32_t crc;
+} s_reader_t;
+
+//  Read exactly len bytes into buf, resuming after short reads and signals.
+//  A file that ends early is corrupt (it shrank under us, since its size
+//  was checked); a failing read is an I/O error.
+static int
+s_read (s_reader_t *reader, void *buf, size_t len, ps_error_t *err)
+{
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = read (reader->fd, p, len < S_CHUNK ? len : S_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return ps_error_set (err, PS_EIO, "file %s: read failed: %s",
+                                 reader->path, strerror (errno));
+        if (n == 0)
+            return ps_error_set (err, PS_ECORRUPT, "file %s: ended after %zu of %zu bytes",
+                                 reader->path, reader->offset, reader->size);
+        reader->crc = s_crc (reader->crc, p, (size_t) n);
+        reader->offset += (size_t) n;
+        p += n;
+        len -= (size_t) n;
+    }
+    return PS_OK;
+}
+
+//  Read the 4-byte trailer and compare it with the CRC of all that came
+//  before it.
+static int
+s_read_trailer (s_reader_t *reader, ps_error_t *err)
+{
+    uint32_t computed = reader->crc;
+    uint8_t trailer [S_TRAILER_SIZE];
+    int rc = s_read (reader, trailer, sizeof trailer, err);
+    if (rc)
+        return rc;
+    uint32_t stored = s_get_u32 (trailer);
+    if (stored != computed)
+        return ps_error_set (err, PS_ECORRUPT,
+                             "file %s: checksum mismatch (stored 0x%08x, computed 0x%08x)",
+                             reader->path, stored, computed);
+    return PS_OK;
+}
+
+//  n floats of memory aligned for vector loads, or NULL.
+static float *
+s_alloc_floats (size_t n)
+{
+    size_t bytes = n * sizeof (float);
+    return aligned_alloc (64, (bytes + 63) & ~(size_t) 63);
+}
+
+//  Read the file: header and ledger into a new buffer *head_p, the value
+//  and slot arrays straight into their final, aligned memory in snap, and
+//  verify the checksum on the way. The checks run in this order: size
+//  enough for magic and format version, magic, format version, size enough
+//  for a header and trailer, checksum. The format version comes before the
+//  checksum so that a file from a newer release is reported as such, even
+//  if that release checksums differently.
+static int
+s_load (s_reader_t *reader, uint8_t **head_p, ps_snapshot_t *snap, ps_error_t *err)
+{
+    const char *path = reader->path;
+    uint8_t header [S_HEADER_SIZE];
+    size_t first = reader->size < S_HEADER_SIZE ? reader->size : S_HEADER_SIZE;
+    int rc = s_read (reader, header, first, err);
+    if (rc)
+        return rc;
+    if (memcmp (header, s_magic, sizeof s_magic) != 0)
+        return ps_error_set (err, PS_ECORRUPT, "file %s: bad magic", path);
+    uint32_t format = s_get_u32 (header + S_OFF_FORMAT);
+    if (format != PS_SNAPSHOT_VERSION)
+        return ps_error_set (err, PS_EVERSION, "file %s: format version %u, expected %d",
+                             path, format, PS_SNAPSHOT_VERSION);
+    if (reader->size < S_HEADER_SIZE + S_TRAILER_SIZE)
+        return ps_error_set (err, PS_ECORRUPT, "file %s: %zu bytes, expected at least %d",
+                             path, reader->size, S_HEADER_SIZE + S_TRAILER_SIZE);
+
+    //  The lengths come from bytes the checksum has not vouched for yet.
+    //  They only decide where the following bytes go, and must add up to
+    //  the file size before anything is allocated, so a corrupt length can
+    //  cost no more memory than the file's size.
+    uint64_t ledger_len = s_get_u64 (header + S_OFF_LEDGER_LEN);
+    uint64_t elements = s_get_u64 (header + S_OFF_ELEMENTS);
+    uint32_t nslots = s_get_u32 (header + S_OFF_SLOTS);
+    size_t room = reader->size - S_HEADER_SIZE - S_TRAILER_SIZE;
+    bool fits = nslots <= PS_OPT_MAX_SLOTS
+             && elements <= room / sizeof (float) / (1 + nslots)
+             && ledger_len == room - elements * sizeof (float) * (1 + nslots);
+    if (!fits) {
+        //  Read on to the trailer, so that a damaged file is reported as a
+        //  checksum mismatch like any other damage, and only a file with a
+        //  good checksum as one with inconsistent lengths.
+        uint8_t scratch [4096];
+        while (reader->offset < reader->size - S_TRAILER_SIZE) {
+            size_t left = reader->size - S_TRAILER_SIZE - reader->offset;
+            rc = s_read (reader, scratch, left < sizeof scratch ? left : sizeof scratch, err);
+            if (rc)
+                return rc;
+        }
+        rc = s_read_trailer (reader, err);
+        if (rc)
+            return rc;
+        return ps_error_set (err, PS_ECORRUPT,
+                             "file %s: %zu bytes, expected %d header + %llu ledger + %u x %llu array"
+                             " + %d trailer bytes", path, reader->size, S_HEADER_SIZE,
+                             (unsigned long long) ledger_len, 1 + nslots,
+                             (unsigned long long) (elements * sizeof (float)), S_TRAILER_SIZE);
+    }
+
+    uint8_t *head = malloc (S_HEADER_SIZE + (size_t) ledger_len);
+    if (!head)
+        return ps_error_set (err, PS_EIO, "file %s: cannot allocate %llu bytes for the ledger",
+                             path, (unsigned long long) ledger_len);
+    *head_p = head;
+    memcpy (head, header, S_HEADER_SIZE);
+    rc = s_read (reader, head + S_HEADER_SIZE, (size_t) ledger_len, err);
+    if (rc)
+        return rc;
+    size_t array_bytes = (size_t) elements * sizeof (float);
+    for (uint32_t i = 0; i <= nslots; i++) {
+        float *array = s_alloc_floats ((size_t) elements);
+        if (!array)
+            return ps_error_set (err, PS_EIO, "file %s: cannot allocate %zu bytes for an array",
+                                 path, array_bytes);
+        if (i == 0)
+            snap->values = array;
+        else
+            snap->slots [i - 1] = array;
+        rc = s_read (reader, array, array_bytes, err);
+        if (rc)
+            return rc;
+    }
+    return s_read_trailer (reader, err);
+}
+
+//  Check and take the header fields, whose bytes the checksum has verified,
+//  and decode the ledger. head holds the header followed by the ledger.
+static int
+s_parse (const char *path, const uint8_t *head, ps_snapshot_t *snap, ps_error_t *err)
+{
+    //  The name field is NUL-terminated and zero-padded, so there is one
+    //  encoding per name.
+    const char *name = (const char *) head + S_OFF_NAME;
+    size_t name_len = strnlen (name, PS_NAME_MAX);
+    if (name_len == PS_NAME_MAX)
+        return ps_error_set (err, PS_ECORRUPT, "file %s: variable name has no NUL in %d bytes",
+                             path, PS_NAME_MAX);
+    for (size_t i = name_len; i < PS_NAME_MAX; i++)
+        if (name [i] != 0)
+            return ps_error_set (err, PS_ECORRUPT,
+                                 "file %s: name padding byte %zu is 0x%02x, expected 0",
+                                 path, i, (unsigned char) name [i]);
+    memcpy (snap->var, name, PS_NAME_MAX);
+
+    uint32_t rank = s_get_u32 (head + S_OFF_RANK);
+    if (rank < 1 || rank > PS_MAX_RANK)
+        return ps_error_set (err, PS_ECORRUPT, "file %s: rank %u, expected 1..%d",
+                             path, rank, PS_MAX_RANK);
+    snap->shape.rank = (int) rank;
+    for (int i = 0; i < PS_MAX_RANK; i++) {
+        snap->shape.dims [i] = (int64_t) s_get_u64 (head + S_OFF_DIMS + 8 * i);
+        if (i >= (int) rank && snap->shape.dims [i] != 0)
+            return ps_error_set (err, PS_ECORRUPT,
+                                 "file %s: dimension %d is %lld beyond rank %u, expected 0",
+                                 path, i, (long long) snap->shape.dims [i], rank);
+    }
+    uint32_t kind = s_get_u32 (head + S_OFF_KIND);
+    if (kind > PS_OPT_ADAM)
+        return ps_error_set (err, PS_ECORRUPT, "file %s: optimizer kind %u, expected 0..%d",
+                             path, kind, PS_OPT_ADAM);
+    snap->opt.kind = (ps_opt_kind_t) kind;
+    uint32_t nesterov = s_get_u32 (head + S_OFF_NESTEROV);
+    if (nesterov > 1)
+        return ps_error_set (err, PS_ECORRUPT, "file %s: nesterov flag %u, expected 0 or 1",
+                             path, nesterov);
+    snap->opt.nesterov = nesterov == 1;
+    for (size_t i = 0; i < sizeof s_doubles / sizeof s_doubles [0]; i++) {
+        uint64_t bits = s_get_u64 (head + S_OFF_DOUBLES + 8 * i);
+        memcpy ((uint8_t *) &snap->opt + s_doubles [i], &bits, sizeof bits);
+    }
+    snap->part = s_get_u32 (head + S_OFF_PART);
+    snap->row_begin = (int64_t) s_get_u64 (head + S_OFF_ROW_BEGIN);
+    snap->row_end = (int64_t) s_get_u64 (head + S_OFF_ROW_END);
+    snap->opt_t = s_get_u64 (head + S_OFF_OPT_T);
+    snap->version = s_get_u64 (head + S_OFF_VERSION);
+    snap->duplicates = s_get_u64 (head + S_OFF_DUPLICATES);
+
+    int64_t elements;
+    ps_error_t check_err;
+    if (s_check (snap, &elements, &check_err))
+        return ps_error_set (err, PS_ECORRUPT, "file %s: %s", path, check_err.msg);
+    uint64_t stored_elements = s_get_u64 (head + S_OFF_ELEMENTS);
+    if (stored_elements != (uint64_t) elements)
+        return ps_error_set (err, PS_ECORRUPT,
+                             "file %s: element count %llu, expected %lld for rows [%lld,%lld)",
+                             path, (unsigned long long) stored_elements, (long long) elements,
+                             (long long) snap->row_begin, (long long) snap->row_end);
+    int nslots = ps_opt_slot_count (snap->opt.kind);
+    uint32_t stored_slots = s_get_u32 (head + S_OFF_SLOTS);
+    if (stored_slots != (uint32_t) nslots)
+        return ps_error_set (err, PS_ECORRUPT, "file %s: slot count %u, expected %d for %s",
+                             path, stored_slots, nslots, ps_opt_kind_name (snap->opt.kind));
+
+    ps_error_t ledger_err;
+    size_t ledger_len = (size_t) s_get_u64 (head + S_OFF_LEDGER_LEN);
+    snap->ledger = ps_ledger_decode (head + S_HEADER_SIZE, ledger_len, &ledger_err);
+    if (!snap->ledger)
+        return ps_error_set (err, ledger_err.code, "file %s: %s", path, ledger_err.msg);
+    return PS_OK;
+}
+
+int
+ps_snapshot_read (const char *path, ps_snapshot_t *snap, ps_error_t *err)
+{
+    assert (path);
+    assert (snap);
+    memset (snap, 0, sizeof *snap);
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return ps_error_set (err, PS_ENOTFOUND, "file %s: not found", path);
+        return ps_error_set (err, PS_EIO, "file %s: open failed: %s", path, strerror (errno));
+    }
+    s_reader_t reader = { .fd = fd, .path = path, .crc = (uint32_t) crc32 (0, Z_NULL, 0) };
+    uint8_t *head = NULL;
+    struct stat st;
+    int rc;
+    if (fstat (fd, &st) != 0)
+        rc = ps_error_set (err, PS_EIO, "file %s: fstat failed: %s", path, strerror (errno));
+    else
+    if (st.st_size < S_OFF_FORMAT + 4)
+        rc = ps_error_set (err, PS_ECORRUPT, "file %s: %lld bytes, too short for a snapshot",
+                           path, (long long) st.st_size);
+    else {
+        reader.size = (size_t) st.st_size;
+        rc = s_load (&reader, &head, snap, err);
+        if (rc == PS_OK)
+            rc = s_parse (path, head, snap, err);
+    }
+    //  A failure to close a file only read from loses nothing, but it is
+    //  reported all the same when nothing else went wrong.
+    if (close (fd) != 0 && rc == PS_OK)
+        rc = ps_error_set (err, PS_EIO, "file %s: close failed: %s", path, strerror (errno));
+    free (head);
+    if (rc)
+        ps_snapshot_release (snap);
+    return rc;
+}
+
+void
+ps_snapshot_release (ps_snapshot_t *snap)
+{
+    assert (snap);
+    free (snap->values);
+    for (int i = 0; i < PS_OPT_MAX_SLOTS; i++)
+        free (snap->slots [i]);
+    ps_ledger_destroy (&snap->ledger);
+    memset (snap, 0, sizeof *snap);
+}
+
+int
+ps_snapshot_filename (const char *var, uint32_t part, char *buf, size_t len)
+{
+    assert (var);
+    static const char hex [] = "0123456789ABCDEF";
+    size_t used = 0;
+    for (const unsigned char *p = (const unsigned char *) var; *p; p++) {
+        bool plain = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z')
+                  || (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' || *p == '-';
+        size_t need = plain ? 1 : 3;
+        //  Keep room for the terminating NUL.
+        if (used + need >= len)
+            return PS_EINVAL;
+        if (plain)
+            buf [used++] = (char) *p;
+        else {
+            buf [used++] = '%';
+            buf [used++] = hex [*p >> 4];
+            buf [used++] = hex [*p & 15];
+        }
+    }
+    int n = snprintf (buf + used, len - used, ".part%u.snap", part);
+    if (n < 0 || (size_t) n >= len - used)
+        return PS_EINVAL;
+    return PS_OK;
+}
+
+int
+ps_snapshot_summary (const char *path, uint64_t *bytes, uint32_t *crc, ps_error_t *err)
+{
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ps_error_set (err, errno == ENOENT ? PS_ENOTFOUND : PS_EIO,
+                             "file %s: open failed: %s", path, strerror (errno));
+    struct stat st;
+    uint8_t trailer [S_TRAILER_SIZE];
+    int rc = PS_OK;
+    if (fstat (fd, &st) != 0)
+        rc = ps_error_set (err, PS_EIO, "file %s: fstat failed: %s", path, strerror (errno));
+    else
+    if (st.st_size < S_TRAILER_SIZE)
+        rc = ps_error_set (err, PS_ECORRUPT, "file %s: %lld bytes, shorter than its checksum",
+                           path, (long long) st.st_size);
+    else
+    if (pread (fd, trailer, sizeof trailer, st.st_size - S_TRAILER_SIZE) != S_TRAILER_SIZE)
+        rc = ps_error_set (err, PS_EIO, "file %s: cannot read the checksum: %s",
+                           path, strerror (errno));
+    else {
+        *bytes = (uint64_t) st.st_size;
+        *crc = s_get_u32 (trailer);
+    }
+    close (fd);
+    return rc;
+}

@@ -1,0 +1,389 @@
+//  Unit tests for the step ledger (common/ps_ledger.c): marking, the
+//  watermark, the span limit, and the encoding with its consistency checks.
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_ledger.h"
+
+//  A small deterministic generator, so that failures reproduce.
+static uint64_t
+s_rand (uint64_t *state)
+{
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return *state >> 33;
+}
+
+static void
+s_shuffle (uint64_t *steps, size_t n, uint64_t seed)
+{
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t) (s_rand (&seed) % i);
+        uint64_t tmp = steps [i - 1];
+        steps [i - 1] = steps [j];
+        steps [j] = tmp;
+    }
+}
+
+//  Encode, decode, and check that the copy holds the same steps and
+//  encodes to the same bytes.
+static void
+s_assert_round_trip (const ps_ledger_t *ledger)
+{
+    size_t size = ps_ledger_encoded_size (ledger);
+    uint8_t *buf = malloc (size);
+    assert_non_null (buf);
+    ps_ledger_encode (ledger, buf);
+    ps_error_t err = { 0 };
+    ps_ledger_t *copy = ps_ledger_decode (buf, size, &err);
+    if (!copy)
+        fail_msg ("decode failed: %s", err.msg);
+    assert_true (ps_ledger_equal (ledger, copy));
+    assert_int_equal (ps_ledger_base (copy), ps_ledger_base (ledger));
+    assert_int_equal (ps_ledger_count (copy), ps_ledger_count (ledger));
+    assert_int_equal (ps_ledger_encoded_size (copy), size);
+    uint8_t *again = malloc (size);
+    assert_non_null (again);
+    ps_ledger_encode (copy, again);
+    assert_memory_equal (buf, again, size);
+    free (again);
+    free (buf);
+    ps_ledger_destroy (&copy);
+    assert_null (copy);
+}
+
+static void
+test_new_and_duplicate (void **state)
+{
+    (void) state;
+    ps_ledger_t *ledger = ps_ledger_new ();
+    assert_non_null (ledger);
+    assert_int_equal (ps_ledger_count (ledger), 0);
+    assert_int_equal (ps_ledger_base (ledger), 0);
+    assert_false (ps_ledger_contains (ledger, 0));
+
+    assert_int_equal (ps_ledger_mark (ledger, 0, NULL), PS_OK);
+    assert_int_equal (ps_ledger_mark (ledger, 0, NULL), PS_DUPLICATE);
+    assert_int_equal (ps_ledger_mark (ledger, 5, NULL), PS_OK);
+    assert_int_equal (ps_ledger_mark (ledger, 5, NULL), PS_DUPLICATE);
+    assert_int_equal (ps_ledger_count (ledger), 2);
+    assert_int_equal (ps_ledger_base (ledger), 1);
+    assert_true (ps_ledger_contains (ledger, 0));
+    assert_true (ps_ledger_contains (ledger, 5));
+    assert_false (ps_ledger_contains (ledger, 1));
+    assert_false (ps_ledger_contains (ledger, 1000));
+
+    ps_ledger_destroy (&ledger);
+    assert_null (ledger);
+    //  A second destroy of the NULLed pointer is harmless.
+    ps_ledger_destroy (&ledger);
+}
+
+static void
+test_holes (void **state)
+{
+    (void) state;
+    uint64_t steps [99];
+    size_t n = 0;
+    for (uint64_t s = 0; s < 100; s++)
+        if (s != 37)
+            steps [n++] = s;
+    s_shuffle (steps, n, 42);
+
+    ps_ledger_t *ledger = ps_ledger_new ();
+    assert_non_null (ledger);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal (ps_ledger_mark (ledger, steps [i], NULL), PS_OK);
+    assert_int_equal (ps_ledger_base (ledger), 37);
+    assert_int_equal (ps_ledger_count (ledger), 99);
+    for (uint64_t s = 0; s < 100; s++)
+        assert_int_equal (ps_ledger_contains (ledger, s), s != 37);
+    assert_false (ps_ledger_contains (ledger, 100));
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal (ps_ledger_mark (ledger, steps [i], NULL), PS_DUPLICATE);
+    s_assert_round_trip (ledger);
+
+    assert_int_equal (ps_ledger_mark (ledger, 37, NULL), PS_OK);
+    assert_int_equal (ps_ledger_base (ledger), 100);
+    assert_int_equal (ps_ledger_count (ledger), 100);
+    assert_true (ps_ledger_contains (ledger, 37));
+    assert_false (ps_ledger_contains (ledger, 100));
+    s_assert_round_trip (ledger);
+    ps_ledger_destroy (&ledger);
+}
+
+static void
+test_far_ahead_refused (void **state)
+{
+    (void) state;
+    ps_ledger_t *ledger = ps_ledger_new ();
+    assert_non_null (ledger);
+    for (uint64_t s = 0; s < 70; s++)
+        if (s != 3)
+            assert_int_equal (ps_ledger_mark (ledger, s, NULL), PS_OK);
+    assert_int_equal (ps_ledger_mark (ledger, 500, NULL), PS_OK);
+    uint64_t base = ps_ledger_base (ledger);
+    assert_int_equal (base, 3);
+
+    size_t size = ps_ledger_encoded_size (ledger);
+    uint8_t *before = malloc (size);
+    assert_non_null (before);
+    ps_ledger_encode (ledger, before);
+
+    ps_error_t err = { 0 };
+    assert_int_equal (ps_ledger_mark (ledger, base + PS_LEDGER_MAX_SPAN, &err), PS_EINVAL);
+    assert_int_equal (err.code, PS_EINVAL);
+    assert_non_null (strstr (err.msg, "watermark"));
+    assert_int_equal (ps_ledger_mark (ledger, UINT64_MAX - 1, NULL), PS_EINVAL);
+    assert_int_equal (ps_ledger_mark (ledger, UINT64_MAX, NULL), PS_EINVAL);
+
+    //  Nothing changed.
+    assert_int_equal (ps_ledger_base (ledger), base);
+    assert_int_equal (ps_ledger_count (ledger), 70);
+    assert_false (ps_ledger_contains (ledger, base + PS_LEDGER_MAX_SPAN));
+    assert_int_equal (ps_ledger_encoded_size (ledger), size);
+    uint8_t *after = malloc (size);
+    assert_non_null (after);
+    ps_ledger_encode (ledger, after);
+    assert_memory_equal (before, after, size);
+
+    //  The last step inside the span is accepted.
+    assert_int_equal (ps_ledger_mark (ledger, base + PS_LEDGER_MAX_SPAN - 1, NULL), PS_OK);
+    assert_true (ps_ledger_contains (ledger, base + PS_LEDGER_MAX_SPAN - 1));
+    s_assert_round_trip (ledger);
+    free (before);
+    free (after);
+    ps_ledger_destroy (&ledger);
+}
+
+//  Steps arrive out of order within a sliding window, as from several
+//  workers; a plain byte array is the reference. This drives the window
+//  through many word drops, compactions and growths.
+static void
+test_against_model (void **state)
+{
+    (void) state;
+    const size_t total = 200000;
+    uint8_t *model = calloc (total, 1);
+    uint64_t *steps = malloc (total * sizeof (uint64_t));
+    assert_non_null (model);
+    assert_non_null (steps);
+    for (size_t i = 0; i < total; i++)
+        steps [i] = i;
+    //  Shuffle in blocks of varying size, so the window grows and shrinks.
+    uint64_t seed = 7;
+    for (size_t i = 0; i < total; ) {
+        size_t block = 1 + (size_t) (s_rand (&seed) % 5000);
+        if (block > total - i)
+            block = total - i;
+        s_shuffle (steps + i, block, seed);
+        i += block;
+    }
+    ps_ledger_t *ledger = ps_ledger_new ();
+    assert_non_null (ledger);
+    uint64_t count = 0;
+    uint64_t base = 0;
+    for (size_t i = 0; i < total; i++) {
+        uint64_t step = steps [i];
+        //  Now and then repeat an earlier step.
+        if (i > 0 && s_rand (&seed) % 10 == 0) {
+            uint64_t old = steps [s_rand (&seed) % i];
+            assert_int_equal (ps_ledger_mark (ledger, old, NULL), PS_DUPLICATE);
+        }
+        assert_int_equal (ps_ledger_mark (ledger, step, NULL), PS_OK);
+        model [step] = 1;
+        count++;
+        while (base < total && model [base])
+            base++;
+        assert_int_equal (ps_ledger_base (ledger), base);
+        assert_int_equal (ps_ledger_count (ledger), count);
+        if (i % 997 == 0) {
+            for (uint64_t s = base; s < base + 6000 && s < total; s++)
+                assert_int_equal (ps_ledger_contains (ledger, s), model [s]);
+            s_assert_round_trip (ledger);
+        }
+    }
+    assert_int_equal (ps_ledger_base (ledger), total);
+    ps_ledger_destroy (&ledger);
+    free (steps);
+    free (model);
+}
+
+static void
+test_round_trip (void **state)
+{
+    (void) state;
+    //  Empty.
+    ps_ledger_t *ledger = ps_ledger_new ();
+    assert_non_null (ledger);
+    assert_int_equal (ps_ledger_encoded_size (ledger), 20);
+    s_assert_round_trip (ledger);
+    ps_ledger_destroy (&ledger);
+
+    //  Dense: everything below the watermark, an empty bitmap, at an
+    //  aligned and at an unaligned watermark.
+    ledger = ps_ledger_new ();
+    for (uint64_t s = 0; s < 1024; s++)
+        assert_int_equal (ps_ledger_mark (ledger, s, NULL), PS_OK);
+    assert_int_equal (ps_ledger_encoded_size (ledger), 20);
+    s_assert_round_trip (ledger);
+    for (uint64_t s = 1024; s < 1034; s++)
+        assert_int_equal (ps_ledger_mark (ledger, s, NULL), PS_OK);
+    assert_int_equal (ps_ledger_encoded_size (ledger), 20);
+    s_assert_round_trip (ledger);
+    ps_ledger_destroy (&ledger);
+
+    //  Holes, at every alignment of the watermark within a word.
+    for (uint64_t shift = 0; shift < 64; shift++) {
+        ledger = ps_ledger_new ();
+        uint64_t seed = shift + 1;
+        for (uint64_t s = 0; s < 1000 + shift; s++)
+            assert_int_equal (ps_ledger_mark (ledger, s, NULL), PS_OK);
+        for (int i = 0; i < 300; i++) {
+            int rc = ps_ledger_mark (ledger, 1001 + shift + s_rand (&seed) % 700, NULL);
+            assert_true (rc == PS_OK || rc == PS_DUPLICATE);
+        }
+        assert_int_equal (ps_ledger_base (ledger), 1000 + shift);
+        s_assert_round_trip (ledger);
+        ps_ledger_destroy (&ledger);
+    }
+
+    //  A big span: a lagging step and steps a million ahead.
+    ledger = ps_ledger_new ();
+    for (uint64_t s = 0; s < 10; s++)
+        assert_int_equal (ps_ledger_mark (ledger, s, NULL), PS_OK);
+    assert_int_equal (ps_ledger_mark (ledger, 11, NULL), PS_OK);
+    assert_int_equal (ps_ledger_mark (ledger, 1000000, NULL), PS_OK);
+    assert_int_equal (ps_ledger_mark (ledger, 999999, NULL), PS_OK);
+    assert_int_equal (ps_ledger_mark (ledger, 500000, NULL), PS_OK);
+    assert_int_equal (ps_ledger_base (ledger), 10);
+    assert_int_equal (ps_ledger_count (ledger), 14);
+    assert_int_equal (ps_ledger_encoded_size (ledger), 20 + 8 * ((1000000 - 10) / 64 + 1));
+    s_assert_round_trip (ledger);
+
+    //  A decoded ledger goes on behaving like the original.
+    size_t size = ps_ledger_encoded_size (ledger);
+    uint8_t *buf = malloc (size);
+    assert_non_null (buf);
+    ps_ledger_encode (ledger, buf);
+    ps_ledger_t *copy = ps_ledger_decode (buf, size, NULL);
+    assert_non_null (copy);
+    free (buf);
+    for (uint64_t s = 10; s < 1000; s++) {
+        int rc = ps_ledger_mark (ledger, s, NULL);
+        assert_int_equal (ps_ledger_mark (copy, s, NULL), rc);
+    }
+    assert_true (ps_ledger_equal (ledger, copy));
+    assert_int_equal (ps_ledger_base (copy), 1000);
+    assert_int_equal (ps_ledger_mark (copy, 2000, NULL), PS_OK);
+    assert_false (ps_ledger_equal (ledger, copy));
+    ps_ledger_destroy (&copy);
+    ps_ledger_destroy (&ledger);
+}
+
+static void
+s_put_u64 (uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p [i] = (uint8_t) (v >> (8 * i));
+}
+
+static void
+s_assert_refused (const uint8_t *buf, size_t len)
+{
+    ps_error_t err = { 0 };
+    ps_ledger_t *ledger = ps_ledger_decode (buf, len, &err);
+    assert_null (ledger);
+    assert_int_equal (err.code, PS_ECORRUPT);
+    assert_non_null (strstr (err.msg, "ledger"));
+}
+
+static void
+test_decode_refuses (void **state)
+{
+    (void) state;
+    ps_ledger_t *ledger = ps_ledger_new ();
+    assert_non_null (ledger);
+    for (uint64_t s = 0; s < 300; s += (s % 7 == 3) ? 2 : 1)
+        assert_int_equal (ps_ledger_mark (ledger, s, NULL), PS_OK);
+    size_t size = ps_ledger_encoded_size (ledger);
+    assert_true (size > 20);
+    uint8_t *buf = malloc (size + 8);
+    assert_non_null (buf);
+    ps_ledger_encode (ledger, buf);
+
+    //  Every truncation, including to nothing.
+    for (size_t len = 0; len < size; len++)
+        s_assert_refused (buf, len);
+    //  Extra bytes.
+    memset (buf + size, 0, 8);
+    s_assert_refused (buf, size + 1);
+    s_assert_refused (buf, size + 8);
+
+    //  Counts that do not match the bitmap.
+    uint8_t *bad = malloc (size + 8);
+    assert_non_null (bad);
+    memcpy (bad, buf, size);
+    s_put_u64 (bad + 8, ps_ledger_count (ledger) + 1);
+    s_assert_refused (bad, size);
+    s_put_u64 (bad + 8, ps_ledger_count (ledger) - 1);
+    s_assert_refused (bad, size);
+    s_put_u64 (bad + 8, 0);
+    s_assert_refused (bad, size);
+
+    //  The bit for the watermark set (with the count adjusted to match).
+    memcpy (bad, buf, size);
+    bad [20] |= 1;
+    s_put_u64 (bad + 8, ps_ledger_count (ledger) + 1);
+    s_assert_refused (bad, size);
+
+    //  An untrimmed bitmap: an extra zero word.
+    memcpy (bad, buf, size);
+    memset (bad + size, 0, 8);
+    bad [16]++;
+    s_assert_refused (bad, size + 8);
+
+    //  More words than the span allows, and a word count that overflows the
+    //  length.
+    memcpy (bad, buf, size);
+    bad [16] = 0xff;
+    bad [17] = 0xff;
+    bad [18] = 0xff;
+    bad [19] = 0xff;
+    s_assert_refused (bad, size);
+
+    //  A watermark so high that the bitmap would pass 2^64-1.
+    memcpy (bad, buf, size);
+    s_put_u64 (bad, UINT64_MAX - 10);
+    s_put_u64 (bad + 8, UINT64_MAX - 10 + (ps_ledger_count (ledger) - ps_ledger_base (ledger)));
+    s_assert_refused (bad, size);
+
+    //  The untouched encoding still decodes.
+    ps_ledger_t *copy = ps_ledger_decode (buf, size, NULL);
+    assert_non_null (copy);
+    assert_true (ps_ledger_equal (ledger, copy));
+    ps_ledger_destroy (&copy);
+    free (bad);
+    free (buf);
+    ps_ledger_destroy (&ledger);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_new_and_duplicate),
+        cmocka_unit_test (test_holes),
+        cmocka_unit_test (test_far_ahead_refused),
+        cmocka_unit_test (test_against_model),
+        cmocka_unit_test (test_round_trip),
+        cmocka_unit_test (test_decode_refuses),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
