@@ -1,0 +1,416 @@
+//  The message codec; see ps_msg.h.
+
+#include "ps_msg.h"
+#include "ps_schema.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct _ps_msg_t {
+    zmq_msg_t envelope [PS_MSG_MAX_ENVELOPE];
+    size_t nenvelope;
+    zmq_msg_t *frames;          //  frames [0] is the header
+    size_t *sizes;
+    size_t nframes;
+    size_t capacity;
+    const float **tensors;      //  aligned view of each tensor frame
+    msgpack_unpacked unpacked;
+    bool decoded;
+    const char *type;
+    uint64_t id;
+    char *scratch;              //  aligned copies of misaligned frames
+    size_t scratch_size;
+};
+
+ps_msg_t *
+ps_msg_new (void)
+{
+    ps_msg_t *self = calloc (1, sizeof *self);
+    if (!self)
+        abort ();
+    msgpack_unpacked_init (&self->unpacked);
+    return self;
+}
+
+static void
+s_clear (ps_msg_t *self)
+{
+    for (size_t i = 0; i < self->nenvelope; i++)
+        zmq_msg_close (&self->envelope [i]);
+    for (size_t i = 0; i < self->nframes; i++)
+        zmq_msg_close (&self->frames [i]);
+    self->nenvelope = 0;
+    self->nframes = 0;
+    self->decoded = false;
+    self->type = NULL;
+    self->id = 0;
+}
+
+void
+ps_msg_destroy (ps_msg_t **self_p)
+{
+    assert (self_p);
+    ps_msg_t *self = *self_p;
+    if (self) {
+        s_clear (self);
+        msgpack_unpacked_destroy (&self->unpacked);
+        free (self->frames);
+        free (self->sizes);
+        free (self->tensors);
+        free (self->scratch);
+        free (self);
+        *self_p = NULL;
+    }
+}
+
+//  Make room for one more frame; the arrays grow geometrically and are kept
+//  across messages.
+static zmq_msg_t *
+s_next_frame (ps_msg_t *self)
+{
+    if (self->nframes == self->capacity) {
+        size_t capacity = self->capacity ? self->capacity * 2 : 16;
+        self->frames = realloc (self->frames, capacity * sizeof (zmq_msg_t));
+        self->sizes = realloc (self->sizes, capacity * sizeof (size_t));
+        self->tensors = realloc (self->tensors, capacity * sizeof (float *));
+        if (!self->frames || !self->sizes || !self->tensors)
+            abort ();
+        self->capacity = capacity;
+    }
+    return &self->frames [self->nframes];
+}
+
+int
+ps_msg_recv (ps_msg_t *self, void *socket, bool routed, ps_error_t *err)
+{
+    assert (self);
+    s_clear (self);
+    bool more = true;
+    size_t received = 0;
+    size_t dropped = 0;
+    while (more) {
+        zmq_msg_t part;
+        if (zmq_msg_init (&part) != 0)
+            return ps_error_set (err, PS_EIO, "zmq_msg_init: %s", zmq_strerror (errno));
+        if (zmq_msg_recv (&part, socket, 0) < 0) {
+            int saved = errno;
+            zmq_msg_close (&part);
+            errno = saved;
+            return ps_error_set (err, PS_EIO, "zmq_msg_recv: %s", zmq_strerror (saved));
+        }
+        more = zmq_msg_more (&part);
+        received++;
+        //  The routing id always comes first on a ROUTER; a REQ peer then
+        //  sends an empty delimiter, which belongs to the envelope too.
+        bool envelope = routed && self->nframes == 0
+                     && (received == 1 || (received == 2 && zmq_msg_size (&part) == 0 && more));
+        if (envelope && self->nenvelope < PS_MSG_MAX_ENVELOPE) {
+            self->envelope [self->nenvelope++] = part;
+            continue;
+        }
+        if (self->nframes > PS_MSG_MAX_FRAMES) {
+            //  Keep draining so the next receive starts at a message boundary.
+            zmq_msg_close (&part);
+            dropped++;
+            continue;
+        }
+        *s_next_frame (self) = part;
+        self->sizes [self->nframes] = zmq_msg_size (&part);
+        self->nframes++;
+    }
+    if (dropped)
+        return ps_error_set (err, PS_EPROTO, "message has %zu frames, the limit is %d",
+                             self->nframes + dropped, PS_MSG_MAX_FRAMES + 1);
+    if (self->nframes == 0)
+        return ps_error_set (err, PS_EPROTO, "message has no header frame");
+    return PS_OK;
+}
+
+int
+ps_msg_set (ps_msg_t *self, const void *const *frames, const size_t *sizes, size_t nframes)
+{
+    assert (self);
+    s_clear (self);
+    for (size_t i = 0; i < nframes; i++) {
+        zmq_msg_t *part = s_next_frame (self);
+        if (zmq_msg_init_size (part, sizes [i]) != 0)
+            return PS_EIO;
+        if (sizes [i])
+            memcpy (zmq_msg_data (part), frames [i], sizes [i]);
+        self->sizes [i] = sizes [i];
+        self->nframes++;
+    }
+    return self->nframes ? PS_OK : PS_EPROTO;
+}
+
+//  Give every tensor frame an aligned address. ZeroMQ hands out large
+//  frames in their own malloc'd block (aligned), but small ones may sit at
+//  any offset inside its shared receive buffer; those few get copied.
+static void
+s_align_tensors (ps_msg_t *self)
+{
+    size_t needed = 0;
+    for (size_t i = 1; i < self->nframes; i++)
+        if ((uintptr_t) zmq_msg_data (&self->frames [i]) % sizeof (float))
+            needed += (self->sizes [i] + 63) & ~(size_t) 63;
+    if (needed > self->scratch_size) {
+        free (self->scratch);
+        self->scratch = aligned_alloc (64, needed);
+        if (!self->scratch)
+            abort ();
+        self->scratch_size = needed;
+    }
+    size_t used = 0;
+    for (size_t i = 1; i < self->nframes; i++) {
+        const char *data = zmq_msg_data (&self->frames [i]);
+        if ((uintptr_t) data % sizeof (float)) {
+            memcpy (self->scratch + used, data, self->sizes [i]);
+            data = self->scratch + used;
+            used += (self->sizes [i] + 63) & ~(size_t) 63;
+        }
+        self->tensors [i - 1] = (const float *) data;
+    }
+}
+
+int
+ps_msg_decode (ps_msg_t *self, ps_error_t *err)
+{
+    assert (self);
+    assert (self->nframes > 0);
+    self->decoded = false;
+    size_t size = self->sizes [0];
+    if (size > PS_MSG_MAX_HEADER)
+        return ps_error_set (err, PS_EPROTO, "header frame has %zu bytes, the limit is %d",
+                             size, PS_MSG_MAX_HEADER);
+    size_t offset = 0;
+    int rc = msgpack_unpack_next (&self->unpacked, zmq_msg_data (&self->frames [0]), size, &offset);
+    if (rc != MSGPACK_UNPACK_SUCCESS)
+        return ps_error_set (err, PS_EPROTO, "header frame (%zu bytes) is not %s msgpack",
+                             size, rc == MSGPACK_UNPACK_CONTINUE ? "complete" : "valid");
+    if (offset != size)
+        return ps_error_set (err, PS_EPROTO, "header frame has %zu bytes after the msgpack map",
+                             size - offset);
+    const msgpack_object *header = &self->unpacked.data;
+    //  Pick up the id before validating, so an error reply can carry it.
+    if (header->type == MSGPACK_OBJECT_MAP) {
+        const msgpack_object *id = ps_obj_get (header, "id");
+        if (id && id->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+            self->id = id->via.u64;
+    }
+    rc = ps_schema_validate (header, self->sizes + 1, self->nframes - 1, &self->type, err);
+    if (rc)
+        return rc;
+    s_align_tensors (self);
+    self->decoded = true;
+    return PS_OK;
+}
+
+const char *
+ps_msg_type (ps_msg_t *self)
+{
+    assert (self && self->decoded);
+    return self->type;
+}
+
+uint64_t
+ps_msg_id (ps_msg_t *self)
+{
+    assert (self);
+    return self->id;
+}
+
+const msgpack_object *
+ps_msg_header (ps_msg_t *self)
+{
+    assert (self && self->decoded);
+    return &self->unpacked.data;
+}
+
+size_t
+ps_msg_tensor_count (ps_msg_t *self)
+{
+    assert (self && self->decoded);
+    return self->nframes - 1;
+}
+
+const float *
+ps_msg_tensor (ps_msg_t *self, size_t index)
+{
+    assert (self && self->decoded && index + 1 < self->nframes);
+    return self->tensors [index];
+}
+
+size_t
+ps_msg_tensor_bytes (ps_msg_t *self)
+{
+    assert (self);
+    size_t total = 0;
+    for (size_t i = 1; i < self->nframes; i++)
+        total += self->sizes [i];
+    return total;
+}
+
+size_t
+ps_msg_envelope (ps_msg_t *self, zmq_msg_t **frames)
+{
+    assert (self);
+    *frames = self->envelope;
+    return self->nenvelope;
+}
+
+const msgpack_object *
+ps_obj_get (const msgpack_object *map, const char *key)
+{
+    if (map->type != MSGPACK_OBJECT_MAP)
+        return NULL;
+    size_t len = strlen (key);
+    for (uint32_t i = 0; i < map->via.map.size; i++) {
+        const msgpack_object *k = &map->via.map.ptr [i].key;
+        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == len
+        &&  memcmp (k->via.str.ptr, key, len) == 0)
+            return &map->via.map.ptr [i].val;
+    }
+    return NULL;
+}
+
+int
+ps_obj_str (const msgpack_object *obj, char *buf, size_t len)
+{
+    if (obj->type != MSGPACK_OBJECT_STR || obj->via.str.size >= len
+    ||  memchr (obj->via.str.ptr, 0, obj->via.str.size))
+        return PS_EINVAL;
+    memcpy (buf, obj->via.str.ptr, obj->via.str.size);
+    buf [obj->via.str.size] = 0;
+    return PS_OK;
+}
+
+bool
+ps_obj_str_eq (const msgpack_object *obj, const char *s)
+{
+    size_t len = strlen (s);
+    return obj->type == MSGPACK_OBJECT_STR && obj->via.str.size == len
+        && memcmp (obj->via.str.ptr, s, len) == 0;
+}
+
+double
+ps_obj_double (const msgpack_object *obj)
+{
+    switch (obj->type) {
+        case MSGPACK_OBJECT_FLOAT32:
+        case MSGPACK_OBJECT_FLOAT64:          return obj->via.f64;
+        case MSGPACK_OBJECT_POSITIVE_INTEGER: return (double) obj->via.u64;
+        case MSGPACK_OBJECT_NEGATIVE_INTEGER: return (double) obj->via.i64;
+        default:                              return 0;
+    }
+}
+
+int
+ps_obj_shape (const msgpack_object *obj, ps_shape_t *shape, ps_error_t *err)
+{
+    if (obj->type != MSGPACK_OBJECT_ARRAY)
+        return ps_error_set (err, PS_ESHAPE, "shape is not an array");
+    uint32_t rank = obj->via.array.size;
+    if (rank < 1 || rank > PS_MAX_RANK)
+        return ps_error_set (err, PS_ESHAPE, "rank %u is outside 1..%d", rank, PS_MAX_RANK);
+    int64_t dims [PS_MAX_RANK];
+    for (uint32_t i = 0; i < rank; i++) {
+        const msgpack_object *dim = &obj->via.array.ptr [i];
+        if (dim->type != MSGPACK_OBJECT_POSITIVE_INTEGER || dim->via.u64 > INT64_MAX)
+            return ps_error_set (err, PS_ESHAPE, "dimension %u is not a uint", i);
+        dims [i] = (int64_t) dim->via.u64;
+    }
+    return ps_shape_set (shape, dims, (int) rank, err);
+}
+
+void
+ps_writer_init (ps_writer_t *self, const char *type, uint64_t id, size_t nfields)
+{
+    msgpack_sbuffer_init (&self->sbuf);
+    msgpack_packer_init (&self->pk, &self->sbuf, msgpack_sbuffer_write);
+    ps_writer_reset (self, type, id, nfields);
+}
+
+void
+ps_writer_reset (ps_writer_t *self, const char *type, uint64_t id, size_t nfields)
+{
+    msgpack_sbuffer_clear (&self->sbuf);
+    msgpack_pack_map (&self->pk, (uint32_t) (3 + nfields));
+    ps_pack_key (&self->pk, "version");
+    msgpack_pack_uint32 (&self->pk, PS_PROTOCOL_VERSION);
+    ps_pack_key (&self->pk, "type");
+    ps_pack_str (&self->pk, type);
+    ps_pack_key (&self->pk, "id");
+    msgpack_pack_uint64 (&self->pk, id);
+}
+
+void
+ps_writer_fini (ps_writer_t *self)
+{
+    msgpack_sbuffer_destroy (&self->sbuf);
+}
+
+void
+ps_pack_str (msgpack_packer *pk, const char *s)
+{
+    size_t len = strlen (s);
+    msgpack_pack_str (pk, len);
+    msgpack_pack_str_body (pk, s, len);
+}
+
+void
+ps_pack_key (msgpack_packer *pk, const char *key)
+{
+    ps_pack_str (pk, key);
+}
+
+void
+ps_pack_shape (msgpack_packer *pk, const ps_shape_t *shape)
+{
+    msgpack_pack_array (pk, (size_t) shape->rank);
+    for (int i = 0; i < shape->rank; i++)
+        msgpack_pack_uint64 (pk, (uint64_t) shape->dims [i]);
+}
+
+int
+ps_writer_send (ps_writer_t *self, void *socket, zmq_msg_t *envelope, size_t nenvelope,
+                zmq_msg_t *frames, size_t nframes, ps_error_t *err)
+{
+    int rc = PS_OK;
+    for (size_t i = 0; i < nenvelope && rc == PS_OK; i++) {
+        zmq_msg_t copy;
+        if (zmq_msg_init (&copy) != 0 || zmq_msg_copy (&copy, &envelope [i]) != 0
+        ||  zmq_msg_send (&copy, socket, ZMQ_SNDMORE) < 0) {
+            rc = ps_error_set (err, PS_EIO, "sending envelope: %s", zmq_strerror (errno));
+            zmq_msg_close (&copy);
+        }
+    }
+    if (rc == PS_OK
+    &&  zmq_send (socket, self->sbuf.data, self->sbuf.size, nframes ? ZMQ_SNDMORE : 0) < 0)
+        rc = ps_error_set (err, PS_EIO, "sending header: %s", zmq_strerror (errno));
+    for (size_t i = 0; i < nframes; i++) {
+        if (rc == PS_OK
+        &&  zmq_msg_send (&frames [i], socket, i + 1 < nframes ? ZMQ_SNDMORE : 0) < 0)
+            rc = ps_error_set (err, PS_EIO, "sending frame %zu: %s", i, zmq_strerror (errno));
+        //  A sent frame is already empty; closing it again is harmless, and
+        //  closing the unsent ones is what keeps them from leaking.
+        zmq_msg_close (&frames [i]);
+    }
+    return rc;
+}
+
+int
+ps_msg_send_error (void *socket, zmq_msg_t *envelope, size_t nenvelope,
+                   uint64_t id, int code, const char *message, ps_error_t *err)
+{
+    ps_writer_t writer;
+    ps_writer_init (&writer, "error", id, 2);
+    ps_pack_key (&writer.pk, "code");
+    ps_pack_str (&writer.pk, ps_error_name (code));
+    ps_pack_key (&writer.pk, "message");
+    ps_pack_str (&writer.pk, message);
+    int rc = ps_writer_send (&writer, socket, envelope, nenvelope, NULL, 0, err);
+    ps_writer_fini (&writer);
+    return rc;
+}

@@ -1,0 +1,124 @@
+//  The message codec: one ZeroMQ multipart message of the wire protocol
+//  (schemas/protocol.json) as it is received or sent.
+//
+//  A received message keeps its ZeroMQ frames; tensors are read in place
+//  from them, never copied, except for the rare small frame that ZeroMQ
+//  delivers at an address that is not 4-byte aligned, which is copied once
+//  into an aligned buffer owned by the message so readers always see
+//  aligned floats. A ps_msg_t is reused from message to message, so its
+//  buffers are allocated once.
+//
+//  Sending goes through a ps_writer_t, which packs the msgpack header; the
+//  tensor frames are handed over as zmq_msg_t, so the caller decides
+//  between zero-copy (zmq_msg_init_data) and an owned buffer.
+
+#ifndef PS_MSG_H_INCLUDED
+#define PS_MSG_H_INCLUDED
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <msgpack.h>
+#include <zmq.h>
+
+#include "ps_error.h"
+#include "ps_shape.h"
+
+//  Limits that protect a receiver from a peer; larger is refused.
+#define PS_MSG_MAX_FRAMES     4096
+#define PS_MSG_MAX_HEADER     (1 << 20)
+#define PS_MSG_MAX_ENVELOPE   4
+
+typedef struct _ps_msg_t ps_msg_t;
+
+ps_msg_t *ps_msg_new (void);
+void ps_msg_destroy (ps_msg_t **self_p);
+
+//  Receive one whole multipart message from socket, replacing the message
+//  held before. With routed (a ROUTER socket) the leading routing-id frame,
+//  and an empty delimiter frame after it when a REQ peer sent one, form the
+//  envelope that ps_msg_envelope gives back. Returns 0, or PS_EPROTO
+//  when the message has no header, too many frames or an oversized header
+//  (the whole message has been drained and the envelope kept, so the caller
+//  can reply), or PS_EIO when ZeroMQ fails (err says why; errno is kept,
+//  EINTR and ETERM included).
+int ps_msg_recv (ps_msg_t *self, void *socket, bool routed, ps_error_t *err);
+
+//  Set the message's frames from buffers (a header then tensor frames), as
+//  if received. Used by the codec tests to feed the schema's test vectors.
+int ps_msg_set (ps_msg_t *self, const void *const *frames, const size_t *sizes,
+                size_t nframes);
+
+//  Parse the header and validate it and the frames against the schema.
+//  Returns 0, or PS_EVERSION / PS_EPROTO / PS_ESHAPE with a message naming
+//  the problem. The request id is available even when validation fails,
+//  if the header got as far as holding one.
+int ps_msg_decode (ps_msg_t *self, ps_error_t *err);
+
+//  After a successful decode: the type (static string), id, header map,
+//  number of tensor frames, and frame i's data as aligned floats.
+const char *ps_msg_type (ps_msg_t *self);
+uint64_t ps_msg_id (ps_msg_t *self);
+const msgpack_object *ps_msg_header (ps_msg_t *self);
+size_t ps_msg_tensor_count (ps_msg_t *self);
+const float *ps_msg_tensor (ps_msg_t *self, size_t index);
+
+//  Total bytes of the tensor frames.
+size_t ps_msg_tensor_bytes (ps_msg_t *self);
+
+//  The envelope frames (routing id, optional delimiter) to echo back.
+size_t ps_msg_envelope (ps_msg_t *self, zmq_msg_t **frames);
+
+//  ---------------------------------------------------------------------
+//  Reading fields of a validated header. The schema has already checked
+//  presence and type of required fields; optional ones may be missing.
+
+//  The value of key in map, or NULL when absent.
+const msgpack_object *ps_obj_get (const msgpack_object *map, const char *key);
+
+//  Copy a str object into buf (NUL-terminated). Returns PS_EINVAL when it
+//  does not fit or holds a NUL byte.
+int ps_obj_str (const msgpack_object *obj, char *buf, size_t len);
+
+//  True when a str object equals s.
+bool ps_obj_str_eq (const msgpack_object *obj, const char *s);
+
+//  A float-typed field (float or integer) as a double.
+double ps_obj_double (const msgpack_object *obj);
+
+//  Read a "shape" array into shape, with ps_shape_set's checks.
+int ps_obj_shape (const msgpack_object *obj, ps_shape_t *shape, ps_error_t *err);
+
+//  ---------------------------------------------------------------------
+//  Writing a message.
+
+typedef struct {
+    msgpack_sbuffer sbuf;
+    msgpack_packer pk;
+} ps_writer_t;
+
+//  Start a header of the given type and id with nfields fields beyond the
+//  common ones; the caller then packs exactly nfields key/value pairs.
+void ps_writer_init (ps_writer_t *self, const char *type, uint64_t id, size_t nfields);
+void ps_writer_fini (ps_writer_t *self);
+
+//  Restart the header of an initialised writer, keeping its buffer.
+void ps_writer_reset (ps_writer_t *self, const char *type, uint64_t id, size_t nfields);
+
+//  Pack a str; pack a key then a value.
+void ps_pack_str (msgpack_packer *pk, const char *s);
+void ps_pack_key (msgpack_packer *pk, const char *key);
+void ps_pack_shape (msgpack_packer *pk, const ps_shape_t *shape);
+
+//  Send envelope frames (may be 0), the header, then nframes tensor frames.
+//  The tensor frames are consumed (closed) whatever the result. Returns 0
+//  or PS_EIO with errno kept.
+int ps_writer_send (ps_writer_t *self, void *socket, zmq_msg_t *envelope,
+                    size_t nenvelope, zmq_msg_t *frames, size_t nframes, ps_error_t *err);
+
+//  Send an error reply with code and message.
+int ps_msg_send_error (void *socket, zmq_msg_t *envelope, size_t nenvelope,
+                       uint64_t id, int code, const char *message, ps_error_t *err);
+
+#endif

@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""Write schemas/vectors.json: wire-protocol test vectors.
+
+The bytes are produced by the Python msgpack package (Debian's
+python3-msgpack), an implementation independent of the C codec, so the C
+tests check that both agree. Each vector lists its frames in hex (the header
+first), what a receiver must conclude ("ok" or an error code from
+schemas/protocol.json), and for valid messages the decoded header as JSON.
+Run it after changing the protocol: /usr/bin/python3 schemas/gen_vectors.py
+"""
+import json
+import os
+import struct
+
+import msgpack
+
+
+def f32(*values):
+    return struct.pack('<%df' % len(values), *values)
+
+
+def hdr(type_, id_=7, version=1, **fields):
+    h = {'version': version, 'type': type_, 'id': id_}
+    h.update(fields)
+    return h
+
+
+def vec(name, header, frames=(), expect='ok', contains=None, raw=None):
+    data = raw if raw is not None else msgpack.packb(header)
+    v = {'name': name, 'frames': [data.hex()] + [f.hex() for f in frames], 'expect': expect}
+    if expect == 'ok':
+        v['type'] = header['type']
+        v['decoded'] = header
+    if contains:
+        v['contains'] = contains
+    return v
+
+
+T23 = {'var': 'dense/kernel', 'part': 0, 'shape': [2, 3], 'bytes': 24}
+T4 = {'var': 'dense/bias', 'part': 1, 'shape': [4], 'bytes': 16}
+G23 = f32(1, -2, 3.5, 0.25, 0, -1e-3)
+G4 = f32(0.5, 0.5, -0.5, 8)
+
+vectors = [
+    vec('ping', hdr('ping', 1)),
+    vec('ping_ok', hdr('ping_ok', 1, server='ps:0', partitions=3)),
+    vec('pull of two partitions', hdr('pull', parts=[{'var': 'dense/kernel', 'part': 0},
+                                                      {'var': 'dense/bias', 'part': 1}])),
+    vec('push of two tensors', hdr('push', step=12, worker=1, tensors=[T23, T4]), [G23, G4]),
+    vec('push_pull with a large step id', hdr('push_pull', step=2**40 + 3, worker=0, tensors=[T4]), [G4]),
+    vec('pull_ok with a version', hdr('pull_ok', tensors=[dict(T4, version=9)]), [G4]),
+    vec('push_ok with a duplicate', hdr('push_ok', applied=[
+        {'var': 'dense/kernel', 'part': 0, 'version': 5, 'duplicate': False},
+        {'var': 'dense/bias', 'part': 1, 'version': 4, 'duplicate': True}])),
+    vec('create glorot and constant', hdr('create', partitions=[
+        {'var': 'conv2d/kernel', 'part': 0, 'shape': [3, 3, 1, 32], 'rows': [0, 2],
+         'init': {'kind': 'glorot_uniform', 'seed': 42}},
+        {'var': 'conv2d/bias', 'part': 0, 'shape': [32], 'rows': [0, 32],
+         'init': {'kind': 'constant', 'value': 0.5}}])),
+    vec('set_optimizer adam with an integer lr', hdr('set_optimizer', optimizer={
+        'kind': 'adam', 'lr': 1, 'beta1': 0.9, 'epsilon': 1e-7, 'clip_norm': 5.0})),
+    vec('set_optimizer momentum nesterov', hdr('set_optimizer', optimizer={
+        'kind': 'momentum', 'lr': 0.01, 'momentum': 0.9, 'nesterov': True})),
+    vec('stats', hdr('stats')),
+    vec('stats_ok', hdr('stats_ok', requests=10, errors=1, partitions=[
+        {'var': 'w', 'part': 0, 'shape': [4, 2], 'rows': [0, 4], 'updates': 3,
+         'duplicates': 1, 'bytes_in': 128, 'bytes_out': 96}])),
+    vec('snapshot', hdr('snapshot', dir='/tmp/ckpt-1')),
+    vec('snapshot_ok', hdr('snapshot_ok', files=[
+        {'var': 'w', 'part': 0, 'file': 'w.part0.snap', 'bytes': 200, 'crc32': 4294967295,
+         'version': 3}])),
+    vec('restore without parts', hdr('restore', dir='/tmp/ckpt-1')),
+    vec('restore with parts', hdr('restore', dir='/tmp/ckpt-1', parts=[{'var': 'w', 'part': 0}])),
+    vec('shutdown', hdr('shutdown')),
+    vec('error reply', hdr('error', code='bad_shape', message='push: tensors[0]: frame has 20 bytes')),
+
+    vec('unknown version', hdr('ping', version=2), expect='bad_version', contains='version 2'),
+    vec('missing version', {'type': 'ping', 'id': 1}, expect='bad_message', contains="'version'"),
+    vec('unknown type', hdr('frobnicate'), expect='bad_message', contains="unknown message type 'frobnicate'"),
+    vec('missing id', {'version': 1, 'type': 'ping'}, expect='bad_message', contains="missing field 'id'"),
+    vec('missing field', hdr('push', worker=1, tensors=[T4]), [G4], expect='bad_message',
+        contains="missing field 'step'"),
+    vec('wrongly typed field', hdr('push', step='12', worker=1, tensors=[T4]), [G4],
+        expect='bad_message', contains='step: expected uint, got str'),
+    vec('negative step', hdr('push', step=-1, worker=1, tensors=[T4]), [G4],
+        expect='bad_message', contains='step: expected uint, got negative int'),
+    vec('nested wrong type', hdr('push', step=1, worker=1, tensors=[dict(T23, shape=[2, '3'])]), [G23],
+        expect='bad_message', contains='tensors[0].shape[1]: expected uint, got str'),
+    vec('unknown field', hdr('ping', color='red'), expect='bad_message', contains="unknown field 'color'"),
+    vec('unknown nested field', hdr('pull', parts=[{'var': 'w', 'part': 0, 'rows': [0, 1]}]),
+        expect='bad_message', contains="unknown field 'rows'"),
+    vec('fewer frames than tensors', hdr('push', step=1, worker=1, tensors=[T23, T4]), [G23],
+        expect='bad_message', contains='describes 2 frames, got 1'),
+    vec('frames on a message without tensors', hdr('ping'), [G4], expect='bad_message',
+        contains='expected no frames'),
+    vec('frame shorter than its description', hdr('push', step=1, worker=1, tensors=[T23]), [G23[:20]],
+        expect='bad_shape', contains='frame has 20 bytes, header says 24'),
+    vec('bytes disagree with the shape', hdr('push', step=1, worker=1, tensors=[dict(T23, bytes=20)]),
+        [G23[:20]], expect='bad_shape', contains='needs 24 bytes'),
+    vec('zero dimension', hdr('push', step=1, worker=1, tensors=[dict(T23, shape=[0, 3], bytes=0)]),
+        [b''], expect='bad_shape', contains='dimension 0 is 0'),
+    vec('rank above the limit', hdr('push', step=1, worker=1,
+                                    tensors=[dict(T4, shape=[1] * 9, bytes=4)]), [f32(1)],
+        expect='bad_shape', contains='rank'),
+    vec('not msgpack', None, raw=b'\xc1\x00\x01', expect='bad_message', contains='not valid msgpack'),
+    vec('truncated header', None, raw=msgpack.packb(hdr('ping'))[:-2], expect='bad_message',
+        contains='not complete msgpack'),
+    vec('trailing bytes after the header', None, raw=msgpack.packb(hdr('ping')) + b'\x00',
+        expect='bad_message', contains='after the msgpack map'),
+    vec('header is not a map', None, raw=msgpack.packb([1, 'ping', 7]), expect='bad_message',
+        contains='expected a map'),
+    vec('duplicate key', None,
+        raw=b'\x84' + msgpack.packb('version') + b'\x01' + msgpack.packb('type') + msgpack.packb('ping')
+            + msgpack.packb('id') + b'\x07' + msgpack.packb('id') + b'\x08',
+        expect='bad_message', contains="'id' appears twice"),
+    vec('non-string key', None, raw=b'\x84\x01\x01' + msgpack.packb('version') + b'\x01'
+        + msgpack.packb('type') + msgpack.packb('ping') + msgpack.packb('id') + b'\x07',
+        expect='bad_message', contains='map key 0 is a uint'),
+]
+
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, 'vectors.json'), 'w') as out:
+    json.dump({'generator': 'schemas/gen_vectors.py (python3-msgpack %s)' % '.'.join(map(str, msgpack.version)),
+               'vectors': vectors}, out, indent=1)
+    out.write('\n')
+print('%d vectors written' % len(vectors))
