@@ -1,0 +1,704 @@
+//  The client of a set of ps-servers; see ps_client.h.
+
+#include "ps_client.h"
+#include "ps_msg.h"
+#include "ps_schema.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+//  How long to wait for ZeroMQ to release zero-copy frames after a socket
+//  was closed on timeout. It drops them at once in practice; past this the
+//  caller's buffers could still be read later, which is not survivable.
+#define S_RELEASE_WAIT_MS 10000
+
+typedef struct {
+    int var;
+    uint32_t part;
+    int64_t row_begin, row_end;
+    int server;
+    size_t offset;              //  first element within the variable
+    size_t count;               //  elements
+    ps_shape_t local;
+} s_part_t;
+
+typedef struct {
+    char name [PS_NAME_MAX];
+    ps_shape_t shape;
+    ps_init_t init;
+    size_t size;
+} s_var_t;
+
+typedef struct {
+    char endpoint [256];
+    void *socket;
+    ps_writer_t writer;
+    ps_msg_t *reply;
+    bool waiting;               //  a request is in flight
+    bool answered;
+    size_t *parts;              //  indices into the client's parts, in order
+    size_t nparts;
+    zmq_msg_t *frames;          //  one per partition, for pushes
+} s_server_t;
+
+struct _ps_client_t {
+    void *ctx;
+    int timeout_ms;
+    s_server_t *servers;
+    int nservers;
+    s_var_t *vars;
+    int nvars;
+    s_part_t *parts;
+    size_t nparts;
+    uint64_t next_id;
+    atomic_long outstanding;    //  zero-copy frames ZeroMQ still holds
+};
+
+static int
+s_connect (ps_client_t *self, s_server_t *server, ps_error_t *err)
+{
+    server->socket = zmq_socket (self->ctx, ZMQ_DEALER);
+    int linger = 0;
+    if (!server->socket
+    ||  zmq_setsockopt (server->socket, ZMQ_LINGER, &linger, sizeof linger) != 0)
+        return ps_error_set (err, PS_EIO, "zmq_socket: %s", zmq_strerror (errno));
+    if (zmq_connect (server->socket, server->endpoint) != 0)
+        return ps_error_set (err, PS_EINVAL, "cannot connect to %s: %s",
+                             server->endpoint, zmq_strerror (errno));
+    return PS_OK;
+}
+
+ps_client_t *
+ps_client_new (const char *const *endpoints, int nservers, int timeout_ms, ps_error_t *err)
+{
+    if (nservers < 1 || timeout_ms < 1) {
+        ps_error_set (err, PS_EINVAL, "need at least one server and a timeout > 0 ms");
+        return NULL;
+    }
+    ps_client_t *self = calloc (1, sizeof *self);
+    if (!self)
+        abort ();
+    self->timeout_ms = timeout_ms;
+    self->next_id = 1;
+    atomic_init (&self->outstanding, 0);
+    self->servers = calloc ((size_t) nservers, sizeof (s_server_t));
+    if (!self->servers)
+        abort ();
+    self->ctx = zmq_ctx_new ();
+    if (!self->ctx) {
+        ps_error_set (err, PS_EIO, "zmq_ctx_new: %s", zmq_strerror (errno));
+        goto fail;
+    }
+    for (int i = 0; i < nservers; i++) {
+        s_server_t *server = &self->servers [i];
+        self->nservers++;
+        ps_writer_init (&server->writer, "ping", 0, 0);
+        server->reply = ps_msg_new ();
+        if (snprintf (server->endpoint, sizeof server->endpoint, "%s", endpoints [i])
+            >= (int) sizeof server->endpoint) {
+            ps_error_set (err, PS_EINVAL, "endpoint %s is too long", endpoints [i]);
+            goto fail;
+        }
+        if (s_connect (self, server, err))
+            goto fail;
+    }
+    return self;
+fail:
+    ps_client_destroy (&self);
+    return NULL;
+}
+
+void
+ps_client_destroy (ps_client_t **self_p)
+{
+    assert (self_p);
+    ps_client_t *self = *self_p;
+    if (!self)
+        return;
+    for (int i = 0; i < self->nservers; i++) {
+        s_server_t *server = &self->servers [i];
+        if (server->socket)
+            zmq_close (server->socket);
+        ps_writer_fini (&server->writer);
+        ps_msg_destroy (&server->reply);
+        free (server->parts);
+        free (server->frames);
+    }
+    if (self->ctx)
+        zmq_ctx_term (self->ctx);
+    free (self->servers);
+    free (self->vars);
+    free (self->parts);
+    free (self);
+    *self_p = NULL;
+}
+
+int
+ps_client_server_count (ps_client_t *self)
+{
+    assert (self);
+    return self->nservers;
+}
+
+int
+ps_client_add_variable (ps_client_t *self, const char *name, const ps_shape_t *shape,
+                        const ps_init_t *init, int nparts, const int64_t *splits,
+                        const int *servers, ps_error_t *err)
+{
+    assert (self);
+    if (ps_name_check (name, strlen (name), err))
+        return err->code;
+    for (int v = 0; v < self->nvars; v++)
+        if (strcmp (self->vars [v].name, name) == 0)
+            return ps_error_set (err, PS_EINVAL, "variable %s is declared twice", name);
+    if (nparts < 1 || splits [0] != 0 || splits [nparts] != shape->dims [0])
+        return ps_error_set (err, PS_EINVAL, "%s: partitions must cover rows 0..%lld",
+                             name, (long long) shape->dims [0]);
+    for (int k = 0; k < nparts; k++) {
+        if (splits [k + 1] <= splits [k])
+            return ps_error_set (err, PS_EINVAL, "%s: partition %d has no rows", name, k);
+        if (servers [k] < 0 || servers [k] >= self->nservers)
+            return ps_error_set (err, PS_EINVAL, "%s: partition %d is placed on server %d of %d",
+                                 name, k, servers [k], self->nservers);
+    }
+    self->vars = realloc (self->vars, (size_t) (self->nvars + 1) * sizeof (s_var_t));
+    self->parts = realloc (self->parts, (self->nparts + (size_t) nparts) * sizeof (s_part_t));
+    if (!self->vars || !self->parts)
+        abort ();
+    s_var_t *var = &self->vars [self->nvars];
+    snprintf (var->name, sizeof var->name, "%s", name);
+    var->shape = *shape;
+    var->init = *init;
+    var->size = (size_t) ps_shape_count (shape);
+    size_t row = (size_t) ps_shape_row_count (shape);
+    for (int k = 0; k < nparts; k++) {
+        s_part_t *part = &self->parts [self->nparts + (size_t) k];
+        part->var = self->nvars;
+        part->part = (uint32_t) k;
+        part->row_begin = splits [k];
+        part->row_end = splits [k + 1];
+        part->server = servers [k];
+        part->offset = (size_t) splits [k] * row;
+        part->count = (size_t) (splits [k + 1] - splits [k]) * row;
+        ps_shape_rows (shape, splits [k], splits [k + 1], &part->local, NULL);
+        s_server_t *server = &self->servers [servers [k]];
+        server->parts = realloc (server->parts, (server->nparts + 1) * sizeof (size_t));
+        server->frames = realloc (server->frames, (server->nparts + 1) * sizeof (zmq_msg_t));
+        if (!server->parts || !server->frames)
+            abort ();
+        server->parts [server->nparts++] = self->nparts + (size_t) k;
+    }
+    self->nparts += (size_t) nparts;
+    return self->nvars++;
+}
+
+int
+ps_client_variable_count (ps_client_t *self)
+{
+    assert (self);
+    return self->nvars;
+}
+
+size_t
+ps_client_variable_size (ps_client_t *self, int var)
+{
+    assert (self && var >= 0 && var < self->nvars);
+    return self->vars [var].size;
+}
+
+//  ---------------------------------------------------------------------
+//  Requests and replies
+
+static void
+s_frame_release (void *data, void *hint)
+{
+    (void) data;
+    atomic_fetch_sub ((atomic_long *) hint, 1);
+}
+
+static int64_t
+s_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+//  Wait until ZeroMQ has released every zero-copy frame, so the caller may
+//  reuse or free its buffers.
+static void
+s_wait_released (ps_client_t *self)
+{
+    int64_t deadline = s_now_ms () + S_RELEASE_WAIT_MS;
+    while (atomic_load (&self->outstanding) > 0) {
+        if (s_now_ms () > deadline) {
+            fprintf (stderr, "ps_client: ZeroMQ kept %ld zero-copy frames past %d ms\n",
+                     (long) atomic_load (&self->outstanding), S_RELEASE_WAIT_MS);
+            abort ();
+        }
+        struct timespec pause = { 0, 100000 };
+        nanosleep (&pause, NULL);
+    }
+}
+
+//  Start a request to server: reset its header writer.
+static msgpack_packer *
+s_begin (ps_client_t *self, s_server_t *server, const char *type, size_t nfields)
+{
+    ps_writer_reset (&server->writer, type, self->next_id, nfields);
+    return &server->writer.pk;
+}
+
+static int
+s_send (s_server_t *server, size_t nframes, ps_error_t *err)
+{
+    int rc = ps_writer_send (&server->writer, server->socket, NULL, 0,
+                             server->frames, nframes, err);
+    if (rc)
+        return ps_error_prefix (err, rc, "server %s", server->endpoint);
+    server->waiting = true;
+    server->answered = false;
+    return PS_OK;
+}
+
+//  Gather the replies of every server with a request in flight. A server
+//  that does not answer in time gets a fresh socket, so its late reply can
+//  never be taken for the answer to a later request. Returns the first
+//  error; every reply has been read or abandoned when it returns.
+static int
+s_collect (ps_client_t *self, const char *reply_type, ps_error_t *err)
+{
+    uint64_t id = self->next_id++;
+    int64_t deadline = s_now_ms () + self->timeout_ms;
+    int rc = PS_OK;
+    zmq_pollitem_t *items = calloc ((size_t) self->nservers, sizeof *items);
+    int *index = calloc ((size_t) self->nservers, sizeof *index);
+    if (!items || !index)
+        abort ();
+    while (true) {
+        int nitems = 0;
+        for (int i = 0; i < self->nservers; i++)
+            if (self->servers [i].waiting && !self->servers [i].answered) {
+                items [nitems] = (zmq_pollitem_t) { self->servers [i].socket, 0, ZMQ_POLLIN, 0 };
+                index [nitems++] = i;
+            }
+        if (nitems == 0)
+            break;
+        int64_t left = deadline - s_now_ms ();
+        int ready = left > 0 ? zmq_poll (items, nitems, (long) left) : 0;
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready < 0) {
+            rc = ps_error_set (err, PS_EIO, "zmq_poll: %s", zmq_strerror (errno));
+            break;
+        }
+        if (ready == 0) {
+            for (int n = 0; n < nitems; n++) {
+                s_server_t *server = &self->servers [index [n]];
+                if (rc == PS_OK)
+                    rc = ps_error_set (err, PS_ETIMEDOUT, "server %s did not answer within %d ms",
+                                       server->endpoint, self->timeout_ms);
+                zmq_close (server->socket);
+                server->socket = NULL;
+                server->waiting = false;
+                if (s_connect (self, server, NULL))
+                    server->socket = NULL;
+            }
+            break;
+        }
+        for (int n = 0; n < nitems; n++) {
+            if (!(items [n].revents & ZMQ_POLLIN))
+                continue;
+            s_server_t *server = &self->servers [index [n]];
+            ps_error_t local;
+            int result = ps_msg_recv (server->reply, server->socket, false, &local);
+            if (result == PS_OK)
+                result = ps_msg_decode (server->reply, &local);
+            if (result == PS_OK && ps_msg_id (server->reply) != id)
+                continue;       //  a stale reply to an abandoned request
+            server->answered = true;
+            if (result == PS_OK && strcmp (ps_msg_type (server->reply), "error") == 0) {
+                const msgpack_object *header = ps_msg_header (server->reply);
+                char code [32], message [PS_ERROR_MSG_MAX];
+                ps_obj_str (ps_obj_get (header, "code"), code, sizeof code);
+                ps_obj_str (ps_obj_get (header, "message"), message, sizeof message);
+                result = ps_error_set (&local, ps_error_from_name (code), "%s (%s)", message, code);
+            }
+            else
+            if (result == PS_OK && strcmp (ps_msg_type (server->reply), reply_type) != 0)
+                result = ps_error_set (&local, PS_EPROTO, "expected %s, got %s",
+                                       reply_type, ps_msg_type (server->reply));
+            if (result && rc == PS_OK) {
+                rc = result;
+                if (err) {
+                    *err = local;
+                    ps_error_prefix (err, result, "server %s", server->endpoint);
+                }
+            }
+        }
+    }
+    free (items);
+    free (index);
+    for (int i = 0; i < self->nservers; i++)
+        if (!self->servers [i].socket && rc == PS_OK)
+            rc = ps_error_set (err, PS_EIO, "server %s: cannot reconnect", self->servers [i].endpoint);
+    s_wait_released (self);
+    return rc;
+}
+
+//  The servers' replies are in order; a failed collect leaves some of them
+//  unanswered, which these helpers skip.
+static bool
+s_has_reply (s_server_t *server)
+{
+    return server->waiting && server->answered;
+}
+
+static void
+s_pack_partref (msgpack_packer *pk, ps_client_t *self, const s_part_t *part, size_t extra)
+{
+    msgpack_pack_map (pk, 2 + extra);
+    ps_pack_key (pk, "var");
+    ps_pack_str (pk, self->vars [part->var].name);
+    ps_pack_key (pk, "part");
+    msgpack_pack_uint32 (pk, part->part);
+}
+
+static void
+s_reset_waiting (ps_client_t *self)
+{
+    for (int i = 0; i < self->nservers; i++)
+        self->servers [i].waiting = false;
+}
+
+//  ---------------------------------------------------------------------
+//  Operations
+
+int
+ps_client_create (ps_client_t *self, ps_error_t *err)
+{
+    assert (self);
+    s_reset_waiting (self);
+    int rc = PS_OK;
+    for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
+        s_server_t *server = &self->servers [s];
+        if (server->nparts == 0)
+            continue;
+        msgpack_packer *pk = s_begin (self, server, "create", 1);
+        ps_pack_key (pk, "partitions");
+        msgpack_pack_array (pk, server->nparts);
+        for (size_t i = 0; i < server->nparts; i++) {
+            const s_part_t *part = &self->parts [server->parts [i]];
+            const s_var_t *var = &self->vars [part->var];
+            s_pack_partref (pk, self, part, 3);
+            ps_pack_key (pk, "shape");
+            ps_pack_shape (pk, &var->shape);
+            ps_pack_key (pk, "rows");
+            msgpack_pack_array (pk, 2);
+            msgpack_pack_uint64 (pk, (uint64_t) part->row_begin);
+            msgpack_pack_uint64 (pk, (uint64_t) part->row_end);
+            ps_pack_key (pk, "init");
+            msgpack_pack_map (pk, 7);
+            ps_pack_key (pk, "kind");
+            ps_pack_str (pk, ps_init_kind_name (var->init.kind));
+            ps_pack_key (pk, "seed");
+            msgpack_pack_uint64 (pk, var->init.seed);
+            ps_pack_key (pk, "value");
+            msgpack_pack_double (pk, var->init.value);
+            ps_pack_key (pk, "low");
+            msgpack_pack_double (pk, var->init.low);
+            ps_pack_key (pk, "high");
+            msgpack_pack_double (pk, var->init.high);
+            ps_pack_key (pk, "mean");
+            msgpack_pack_double (pk, var->init.mean);
+            ps_pack_key (pk, "stddev");
+            msgpack_pack_double (pk, var->init.stddev);
+        }
+        rc = s_send (server, 0, err);
+    }
+    int collected = s_collect (self, "create_ok", err);
+    return rc ? rc : collected;
+}
+
+int
+ps_client_set_optimizer (ps_client_t *self, const ps_opt_config_t *opt, ps_error_t *err)
+{
+    assert (self);
+    if (ps_opt_config_validate (opt, err))
+        return err->code;
+    s_reset_waiting (self);
+    int rc = PS_OK;
+    for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
+        s_server_t *server = &self->servers [s];
+        msgpack_packer *pk = s_begin (self, server, "set_optimizer", 1);
+        ps_pack_key (pk, "optimizer");
+        msgpack_pack_map (pk, 11);
+        ps_pack_key (pk, "kind");
+        ps_pack_str (pk, ps_opt_kind_name (opt->kind));
+        ps_pack_key (pk, "nesterov");
+        opt->nesterov ? msgpack_pack_true (pk) : msgpack_pack_false (pk);
+        const struct { const char *name; double value; } fields [] = {
+            { "lr", opt->lr }, { "momentum", opt->momentum }, { "beta1", opt->beta1 },
+            { "beta2", opt->beta2 }, { "epsilon", opt->epsilon },
+            { "initial_accumulator", opt->initial_accumulator },
+            { "weight_decay", opt->weight_decay }, { "clip_value", opt->clip_value },
+            { "clip_norm", opt->clip_norm },
+        };
+        for (size_t i = 0; i < sizeof fields / sizeof fields [0]; i++) {
+            ps_pack_key (pk, fields [i].name);
+            msgpack_pack_double (pk, fields [i].value);
+        }
+        rc = s_send (server, 0, err);
+    }
+    int collected = s_collect (self, "set_optimizer_ok", err);
+    return rc ? rc : collected;
+}
+
+//  Copy the values of a pull or push-pull reply into the caller's buffers,
+//  checking that each frame is the partition asked for.
+static int
+s_scatter_values (ps_client_t *self, s_server_t *server, float *const *values, ps_error_t *err)
+{
+    const msgpack_object *tensors = ps_obj_get (ps_msg_header (server->reply), "tensors");
+    if (tensors->via.array.size != server->nparts)
+        return ps_error_set (err, PS_EPROTO, "server %s returned %u tensors for %zu partitions",
+                             server->endpoint, tensors->via.array.size, server->nparts);
+    for (size_t i = 0; i < server->nparts; i++) {
+        const s_part_t *part = &self->parts [server->parts [i]];
+        const msgpack_object *desc = &tensors->via.array.ptr [i];
+        if (!ps_obj_str_eq (ps_obj_get (desc, "var"), self->vars [part->var].name)
+        ||  ps_obj_get (desc, "part")->via.u64 != part->part
+        ||  ps_obj_get (desc, "bytes")->via.u64 != part->count * sizeof (float))
+            return ps_error_set (err, PS_EPROTO,
+                                 "server %s: tensor %zu is not partition %s/%u of %zu floats",
+                                 server->endpoint, i, self->vars [part->var].name,
+                                 part->part, part->count);
+        memcpy (values [part->var] + part->offset, ps_msg_tensor (server->reply, i),
+                part->count * sizeof (float));
+    }
+    return PS_OK;
+}
+
+static void
+s_count_applied (s_server_t *server, ps_push_info_t *info)
+{
+    const msgpack_object *applied = ps_obj_get (ps_msg_header (server->reply), "applied");
+    for (uint32_t i = 0; i < applied->via.array.size; i++) {
+        if (ps_obj_get (&applied->via.array.ptr [i], "duplicate")->via.boolean)
+            info->duplicates++;
+        else
+            info->applied++;
+    }
+}
+
+//  The shared body of pull, push and push-pull.
+static int
+s_data (ps_client_t *self, const char *type, uint64_t step, uint32_t worker,
+        const float *const *grads, float *const *values, ps_push_info_t *info, ps_error_t *err)
+{
+    s_reset_waiting (self);
+    bool push = grads != NULL;
+    int rc = PS_OK;
+    for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
+        s_server_t *server = &self->servers [s];
+        if (server->nparts == 0)
+            continue;
+        msgpack_packer *pk = s_begin (self, server, type, push ? 3 : 1);
+        if (push) {
+            ps_pack_key (pk, "step");
+            msgpack_pack_uint64 (pk, step);
+            ps_pack_key (pk, "worker");
+            msgpack_pack_uint32 (pk, worker);
+        }
+        ps_pack_key (pk, push ? "tensors" : "parts");
+        msgpack_pack_array (pk, server->nparts);
+        for (size_t i = 0; i < server->nparts; i++) {
+            const s_part_t *part = &self->parts [server->parts [i]];
+            s_pack_partref (pk, self, part, push ? 2 : 0);
+            if (!push)
+                continue;
+            ps_pack_key (pk, "shape");
+            ps_pack_shape (pk, &part->local);
+            ps_pack_key (pk, "bytes");
+            msgpack_pack_uint64 (pk, part->count * sizeof (float));
+            //  Zero-copy: ZeroMQ reads the caller's buffer while sending.
+            atomic_fetch_add (&self->outstanding, 1);
+            if (zmq_msg_init_data (&server->frames [i], (void *) (grads [part->var] + part->offset),
+                                   part->count * sizeof (float), s_frame_release,
+                                   &self->outstanding) != 0)
+                abort ();
+        }
+        rc = s_send (server, push ? server->nparts : 0, err);
+    }
+    int collected = s_collect (self, ps_schema_reply_type (type), err);
+    if (rc == PS_OK)
+        rc = collected;
+    if (info)
+        *info = (ps_push_info_t) { 0, 0 };
+    for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
+        s_server_t *server = &self->servers [s];
+        if (!s_has_reply (server))
+            continue;
+        if (push && info)
+            s_count_applied (server, info);
+        if (values)
+            rc = s_scatter_values (self, server, values, err);
+    }
+    return rc;
+}
+
+int
+ps_client_pull (ps_client_t *self, float *const *values, ps_error_t *err)
+{
+    assert (self);
+    return s_data (self, "pull", 0, 0, NULL, values, NULL, err);
+}
+
+int
+ps_client_push (ps_client_t *self, uint64_t step, uint32_t worker,
+                const float *const *grads, ps_push_info_t *info, ps_error_t *err)
+{
+    assert (self && grads);
+    return s_data (self, "push", step, worker, grads, NULL, info, err);
+}
+
+int
+ps_client_push_pull (ps_client_t *self, uint64_t step, uint32_t worker,
+                     const float *const *grads, float *const *values,
+                     ps_push_info_t *info, ps_error_t *err)
+{
+    assert (self && grads && values);
+    return s_data (self, "push_pull", step, worker, grads, values, info, err);
+}
+
+//  Send a request without fields to one server and wait for its reply.
+static int
+s_simple (ps_client_t *self, int server_index, const char *type, ps_error_t *err)
+{
+    if (server_index < 0 || server_index >= self->nservers)
+        return ps_error_set (err, PS_EINVAL, "no server %d", server_index);
+    s_reset_waiting (self);
+    s_server_t *server = &self->servers [server_index];
+    s_begin (self, server, type, 0);
+    int rc = s_send (server, 0, err);
+    int collected = s_collect (self, ps_schema_reply_type (type), err);
+    return rc ? rc : collected;
+}
+
+int
+ps_client_ping (ps_client_t *self, int server, ps_error_t *err)
+{
+    assert (self);
+    return s_simple (self, server, "ping", err);
+}
+
+int
+ps_client_shutdown (ps_client_t *self, int server, ps_error_t *err)
+{
+    assert (self);
+    return s_simple (self, server, "shutdown", err);
+}
+
+int
+ps_client_stats (ps_client_t *self, int server_index, ps_part_stats_t **stats, size_t *count,
+                 ps_error_t *err)
+{
+    assert (self);
+    int rc = s_simple (self, server_index, "stats", err);
+    if (rc)
+        return rc;
+    const msgpack_object *list = ps_obj_get (ps_msg_header (self->servers [server_index].reply),
+                                             "partitions");
+    *count = list->via.array.size;
+    *stats = calloc (*count + 1, sizeof (ps_part_stats_t));
+    if (!*stats)
+        abort ();
+    for (size_t i = 0; i < *count; i++) {
+        const msgpack_object *entry = &list->via.array.ptr [i];
+        ps_part_stats_t *out = &(*stats) [i];
+        ps_obj_str (ps_obj_get (entry, "var"), out->var, sizeof out->var);
+        out->part = (uint32_t) ps_obj_get (entry, "part")->via.u64;
+        const msgpack_object *rows = ps_obj_get (entry, "rows");
+        if (rows->via.array.size == 2) {
+            out->row_begin = (int64_t) rows->via.array.ptr [0].via.u64;
+            out->row_end = (int64_t) rows->via.array.ptr [1].via.u64;
+        }
+        out->updates = ps_obj_get (entry, "updates")->via.u64;
+        out->duplicates = ps_obj_get (entry, "duplicates")->via.u64;
+        out->bytes_in = ps_obj_get (entry, "bytes_in")->via.u64;
+        out->bytes_out = ps_obj_get (entry, "bytes_out")->via.u64;
+    }
+    return PS_OK;
+}
+
+int
+ps_client_snapshot (ps_client_t *self, const char *dir, ps_snap_file_t **files, size_t *count,
+                    ps_error_t *err)
+{
+    assert (self);
+    s_reset_waiting (self);
+    int rc = PS_OK;
+    for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
+        msgpack_packer *pk = s_begin (self, &self->servers [s], "snapshot", 1);
+        ps_pack_key (pk, "dir");
+        ps_pack_str (pk, dir);
+        rc = s_send (&self->servers [s], 0, err);
+    }
+    int collected = s_collect (self, "snapshot_ok", err);
+    if (rc == PS_OK)
+        rc = collected;
+    if (rc)
+        return rc;
+    size_t total = 0;
+    for (int s = 0; s < self->nservers; s++)
+        total += ps_obj_get (ps_msg_header (self->servers [s].reply), "files")->via.array.size;
+    *files = calloc (total + 1, sizeof (ps_snap_file_t));
+    if (!*files)
+        abort ();
+    *count = 0;
+    for (int s = 0; s < self->nservers; s++) {
+        const msgpack_object *list = ps_obj_get (ps_msg_header (self->servers [s].reply), "files");
+        for (uint32_t i = 0; i < list->via.array.size; i++) {
+            const msgpack_object *entry = &list->via.array.ptr [i];
+            ps_snap_file_t *out = &(*files) [(*count)++];
+            out->server = s;
+            ps_obj_str (ps_obj_get (entry, "var"), out->var, sizeof out->var);
+            ps_obj_str (ps_obj_get (entry, "file"), out->file, sizeof out->file);
+            out->part = (uint32_t) ps_obj_get (entry, "part")->via.u64;
+            out->bytes = ps_obj_get (entry, "bytes")->via.u64;
+            out->crc = (uint32_t) ps_obj_get (entry, "crc32")->via.u64;
+            out->version = ps_obj_get (entry, "version")->via.u64;
+        }
+    }
+    return PS_OK;
+}
+
+int
+ps_client_restore (ps_client_t *self, const char *dir, ps_error_t *err)
+{
+    assert (self);
+    s_reset_waiting (self);
+    int rc = PS_OK;
+    for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
+        s_server_t *server = &self->servers [s];
+        if (server->nparts == 0)
+            continue;
+        msgpack_packer *pk = s_begin (self, server, "restore", 2);
+        ps_pack_key (pk, "dir");
+        ps_pack_str (pk, dir);
+        ps_pack_key (pk, "parts");
+        msgpack_pack_array (pk, server->nparts);
+        for (size_t i = 0; i < server->nparts; i++)
+            s_pack_partref (pk, self, &self->parts [server->parts [i]], 0);
+        rc = s_send (server, 0, err);
+    }
+    int collected = s_collect (self, "restore_ok", err);
+    return rc ? rc : collected;
+}

@@ -1,0 +1,115 @@
+//  The client of a set of ps-servers: the one way the worker, the
+//  coordinator, the tests and the benchmarks talk to servers.
+//
+//  A client knows the model's layout: its variables, how each is split into
+//  partitions along the first axis, and which server holds each partition.
+//  The caller works with whole variables in contiguous buffers; the client
+//  sends each server the slices it holds, all servers' requests in flight at
+//  once, and gathers the replies. Gradients are sent zero-copy straight
+//  from the caller's buffers, which is why every call waits until ZeroMQ has
+//  let go of them before it returns, on success, error and timeout alike.
+//
+//  Every reply is validated against the protocol schema. Errors come back
+//  as codes with a message naming the server and what it said.
+
+#ifndef PS_CLIENT_H_INCLUDED
+#define PS_CLIENT_H_INCLUDED
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ps_error.h"
+#include "ps_init.h"
+#include "ps_optimizer.h"
+#include "ps_shape.h"
+
+typedef struct _ps_client_t ps_client_t;
+
+//  What a push did, over all partitions.
+typedef struct {
+    size_t applied;             //  partitions that applied the gradient
+    size_t duplicates;          //  partitions that had seen the step before
+} ps_push_info_t;
+
+//  One partition's counters, from ps_client_stats.
+typedef struct {
+    char var [PS_NAME_MAX];
+    uint32_t part;
+    int64_t row_begin, row_end;
+    uint64_t updates, duplicates, bytes_in, bytes_out;
+} ps_part_stats_t;
+
+//  One snapshot file, from ps_client_snapshot.
+typedef struct {
+    int server;
+    char var [PS_NAME_MAX];
+    uint32_t part;
+    char file [PS_NAME_MAX * 3 + 32];
+    uint64_t bytes;
+    uint32_t crc;
+    uint64_t version;
+} ps_snap_file_t;
+
+//  Connect to nservers servers. timeout_ms bounds each call's wait for
+//  replies. Returns NULL and sets err when an endpoint is invalid.
+ps_client_t *ps_client_new (const char *const *endpoints, int nservers, int timeout_ms,
+                            ps_error_t *err);
+
+void ps_client_destroy (ps_client_t **self_p);
+
+int ps_client_server_count (ps_client_t *self);
+
+//  Declare a variable of full shape `shape`, split into nparts partitions:
+//  partition k holds rows [splits[k], splits[k+1]) on server servers[k];
+//  splits[0] = 0 and splits[nparts] = shape->dims[0]. init is used by
+//  ps_client_create. Returns the variable's index (>= 0), or PS_EINVAL when
+//  the splits, servers or name are invalid or the name is taken.
+int ps_client_add_variable (ps_client_t *self, const char *name, const ps_shape_t *shape,
+                            const ps_init_t *init, int nparts, const int64_t *splits,
+                            const int *servers, ps_error_t *err);
+
+int ps_client_variable_count (ps_client_t *self);
+
+//  Elements in variable var.
+size_t ps_client_variable_size (ps_client_t *self, int var);
+
+//  Create every partition on its server (idempotent; see "create" in the
+//  protocol).
+int ps_client_create (ps_client_t *self, ps_error_t *err);
+
+//  Set the optimizer on every server.
+int ps_client_set_optimizer (ps_client_t *self, const ps_opt_config_t *opt, ps_error_t *err);
+
+//  Read every variable into values[var] (ps_client_variable_size floats).
+int ps_client_pull (ps_client_t *self, float *const *values, ps_error_t *err);
+
+//  Push the gradient of every variable, grads[var], for step `step`.
+//  info (may be NULL) says how many partitions applied it.
+int ps_client_push (ps_client_t *self, uint64_t step, uint32_t worker,
+                    const float *const *grads, ps_push_info_t *info, ps_error_t *err);
+
+//  Push, then read the values after the push, in one round trip.
+int ps_client_push_pull (ps_client_t *self, uint64_t step, uint32_t worker,
+                         const float *const *grads, float *const *values,
+                         ps_push_info_t *info, ps_error_t *err);
+
+//  Round trip to one server.
+int ps_client_ping (ps_client_t *self, int server, ps_error_t *err);
+
+//  The counters of every partition on server. *stats is allocated (free
+//  it) with *count entries.
+int ps_client_stats (ps_client_t *self, int server, ps_part_stats_t **stats, size_t *count,
+                     ps_error_t *err);
+
+//  Have every server write its partitions into dir. *files (free it)
+//  receives the *count files written.
+int ps_client_snapshot (ps_client_t *self, const char *dir, ps_snap_file_t **files,
+                        size_t *count, ps_error_t *err);
+
+//  Have every server load its partitions of the layout from dir.
+int ps_client_restore (ps_client_t *self, const char *dir, ps_error_t *err);
+
+//  Ask server to stop.
+int ps_client_shutdown (ps_client_t *self, int server, ps_error_t *err);
+
+#endif

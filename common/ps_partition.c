@@ -1,0 +1,300 @@
+//  A partition of a variable; see ps_partition.h.
+
+#include "ps_partition.h"
+#include "ps_ledger.h"
+#include "ps_snapshot.h"
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct _ps_partition_t {
+    atomic_int refs;
+    pthread_mutex_t lock;       //  guards everything below
+    char var [PS_NAME_MAX];
+    uint32_t part;
+    ps_shape_t shape;
+    ps_shape_t local;
+    int64_t row_begin, row_end;
+    size_t count;
+    float *values;
+    float *slots [PS_OPT_MAX_SLOTS];
+    ps_opt_config_t opt;
+    uint64_t opt_t;             //  updates applied to the current slots
+    ps_ledger_t *ledger;
+    ps_partition_stats_t stats;
+};
+
+//  Arrays are 64-byte aligned so the vectorised kernels load whole lines.
+static float *
+s_alloc_floats (size_t count)
+{
+    size_t bytes = (count * sizeof (float) + 63) & ~(size_t) 63;
+    float *data = aligned_alloc (64, bytes);
+    if (!data)
+        abort ();
+    return data;
+}
+
+static void
+s_free_slots (ps_partition_t *self)
+{
+    for (int i = 0; i < PS_OPT_MAX_SLOTS; i++) {
+        free (self->slots [i]);
+        self->slots [i] = NULL;
+    }
+}
+
+static void
+s_alloc_slots (ps_partition_t *self)
+{
+    int nslots = ps_opt_slot_count (self->opt.kind);
+    for (int i = 0; i < nslots; i++)
+        self->slots [i] = s_alloc_floats (self->count);
+    ps_opt_init_slots (&self->opt, self->slots, self->count);
+    self->opt_t = 0;
+}
+
+//  The common part of new and load: identity, shape and lock.
+static ps_partition_t *
+s_partition_alloc (const char *var, uint32_t part, const ps_shape_t *shape,
+                   int64_t row_begin, int64_t row_end, ps_error_t *err)
+{
+    if (ps_name_check (var, strlen (var), err))
+        return NULL;
+    ps_shape_t local;
+    if (ps_shape_rows (shape, row_begin, row_end, &local, err))
+        return NULL;
+    ps_partition_t *self = calloc (1, sizeof *self);
+    if (!self)
+        abort ();
+    atomic_init (&self->refs, 1);
+    if (pthread_mutex_init (&self->lock, NULL) != 0)
+        abort ();
+    snprintf (self->var, sizeof self->var, "%s", var);
+    self->part = part;
+    self->shape = *shape;
+    self->local = local;
+    self->row_begin = row_begin;
+    self->row_end = row_end;
+    self->count = (size_t) ps_shape_count (&local);
+    return self;
+}
+
+ps_partition_t *
+ps_partition_new (const char *var, uint32_t part, const ps_shape_t *shape,
+                  int64_t row_begin, int64_t row_end,
+                  const ps_init_t *init, const ps_opt_config_t *opt, ps_error_t *err)
+{
+    if (ps_init_validate (init, err) || ps_opt_config_validate (opt, err))
+        return NULL;
+    ps_partition_t *self = s_partition_alloc (var, part, shape, row_begin, row_end, err);
+    if (!self)
+        return NULL;
+    self->values = s_alloc_floats (self->count);
+    self->opt = *opt;
+    s_alloc_slots (self);
+    self->ledger = ps_ledger_new ();
+    if (ps_init_fill (init, shape, row_begin, row_end, self->values, err)) {
+        ps_partition_destroy (&self);
+        return NULL;
+    }
+    return self;
+}
+
+ps_partition_t *
+ps_partition_load (const char *path, ps_error_t *err)
+{
+    ps_snapshot_t snap;
+    if (ps_snapshot_read (path, &snap, err))
+        return NULL;
+    ps_partition_t *self = s_partition_alloc (snap.var, snap.part, &snap.shape,
+                                              snap.row_begin, snap.row_end, err);
+    if (!self) {
+        ps_error_prefix (err, err ? err->code : PS_ECORRUPT, "file %s", path);
+        ps_snapshot_release (&snap);
+        return NULL;
+    }
+    //  The snapshot's arrays are adopted as they are: they were allocated
+    //  64-byte aligned by the reader.
+    self->values = snap.values;
+    memcpy (self->slots, snap.slots, sizeof self->slots);
+    self->ledger = snap.ledger;
+    self->opt = snap.opt;
+    self->opt_t = snap.opt_t;
+    self->stats.updates = snap.version;
+    self->stats.duplicates = snap.duplicates;
+    return self;
+}
+
+ps_partition_t *
+ps_partition_link (ps_partition_t *self)
+{
+    assert (self);
+    atomic_fetch_add (&self->refs, 1);
+    return self;
+}
+
+void
+ps_partition_destroy (ps_partition_t **self_p)
+{
+    assert (self_p);
+    ps_partition_t *self = *self_p;
+    if (self && atomic_fetch_sub (&self->refs, 1) == 1) {
+        free (self->values);
+        s_free_slots (self);
+        ps_ledger_destroy (&self->ledger);
+        pthread_mutex_destroy (&self->lock);
+        free (self);
+    }
+    *self_p = NULL;
+}
+
+const char *
+ps_partition_var (ps_partition_t *self)
+{
+    assert (self);
+    return self->var;
+}
+
+uint32_t
+ps_partition_part (ps_partition_t *self)
+{
+    assert (self);
+    return self->part;
+}
+
+const ps_shape_t *
+ps_partition_shape (ps_partition_t *self)
+{
+    assert (self);
+    return &self->shape;
+}
+
+int64_t
+ps_partition_row_begin (ps_partition_t *self)
+{
+    assert (self);
+    return self->row_begin;
+}
+
+int64_t
+ps_partition_row_end (ps_partition_t *self)
+{
+    assert (self);
+    return self->row_end;
+}
+
+const ps_shape_t *
+ps_partition_local_shape (ps_partition_t *self)
+{
+    assert (self);
+    return &self->local;
+}
+
+size_t
+ps_partition_count (ps_partition_t *self)
+{
+    assert (self);
+    return self->count;
+}
+
+int
+ps_partition_push (ps_partition_t *self, uint64_t step, const float *grad,
+                   float *out, uint64_t *version, ps_error_t *err)
+{
+    assert (self);
+    pthread_mutex_lock (&self->lock);
+    int rc = ps_ledger_mark (self->ledger, step, err);
+    if (rc == PS_OK) {
+        self->opt_t++;
+        ps_opt_apply (&self->opt, self->values, grad, self->slots, self->count, self->opt_t);
+        self->stats.updates++;
+    }
+    else
+    if (rc == PS_DUPLICATE)
+        self->stats.duplicates++;
+    if (rc >= 0) {
+        self->stats.bytes_in += self->count * sizeof (float);
+        if (out) {
+            memcpy (out, self->values, self->count * sizeof (float));
+            self->stats.bytes_out += self->count * sizeof (float);
+        }
+    }
+    *version = self->stats.updates;
+    pthread_mutex_unlock (&self->lock);
+    if (rc < 0)
+        ps_error_prefix (err, rc, "partition %s/%u", self->var, self->part);
+    return rc;
+}
+
+void
+ps_partition_pull (ps_partition_t *self, float *out, uint64_t *version)
+{
+    assert (self);
+    pthread_mutex_lock (&self->lock);
+    memcpy (out, self->values, self->count * sizeof (float));
+    self->stats.bytes_out += self->count * sizeof (float);
+    *version = self->stats.updates;
+    pthread_mutex_unlock (&self->lock);
+}
+
+void
+ps_partition_set_optimizer (ps_partition_t *self, const ps_opt_config_t *opt)
+{
+    assert (self);
+    pthread_mutex_lock (&self->lock);
+    bool same_kind = self->opt.kind == opt->kind;
+    self->opt = *opt;
+    if (!same_kind) {
+        s_free_slots (self);
+        s_alloc_slots (self);
+    }
+    pthread_mutex_unlock (&self->lock);
+}
+
+void
+ps_partition_stats (ps_partition_t *self, ps_partition_stats_t *stats)
+{
+    assert (self);
+    pthread_mutex_lock (&self->lock);
+    *stats = self->stats;
+    pthread_mutex_unlock (&self->lock);
+}
+
+int
+ps_partition_save (ps_partition_t *self, const char *dir, char *file, size_t file_len,
+                   uint64_t *bytes, uint32_t *crc, uint64_t *version, ps_error_t *err)
+{
+    assert (self);
+    if (ps_snapshot_filename (self->var, self->part, file, file_len))
+        return ps_error_set (err, PS_EINVAL, "partition %s/%u: file name too long",
+                             self->var, self->part);
+    char path [4096];
+    if ((size_t) snprintf (path, sizeof path, "%s/%s", dir, file) >= sizeof path)
+        return ps_error_set (err, PS_EINVAL, "snapshot path in %s is too long", dir);
+    ps_snapshot_t snap = {
+        .part = self->part, .shape = self->shape,
+        .row_begin = self->row_begin, .row_end = self->row_end,
+    };
+    snprintf (snap.var, sizeof snap.var, "%s", self->var);
+    //  The lock is held across the write so values, slots, counters and
+    //  ledger in the file are one consistent state.
+    pthread_mutex_lock (&self->lock);
+    snap.opt = self->opt;
+    snap.opt_t = self->opt_t;
+    snap.version = self->stats.updates;
+    snap.duplicates = self->stats.duplicates;
+    snap.values = self->values;
+    memcpy (snap.slots, self->slots, sizeof snap.slots);
+    snap.ledger = self->ledger;
+    int rc = ps_snapshot_write (path, &snap, err);
+    pthread_mutex_unlock (&self->lock);
+    if (rc == PS_OK)
+        rc = ps_snapshot_summary (path, bytes, crc, err);
+    *version = snap.version;
+    return rc;
+}

@@ -1,0 +1,90 @@
+//  A partition is a contiguous range of rows of one named float32
+//  variable, with its optimizer slots and the ledger of steps applied to it.
+//  It is the unit a ps-server holds, updates, serves and snapshots.
+//
+//  Each partition has its own lock: one update at a time is applied to it,
+//  so no update tears another, while different partitions are updated in
+//  parallel. Pulls copy the values under the same lock, so a reader never
+//  sees half an update.
+//
+//  Partitions are reference counted, so a request being applied on a pool
+//  thread keeps its partition alive even if a restore replaces it in the
+//  server's table meanwhile. ps_partition_link takes a reference,
+//  ps_partition_destroy drops one.
+
+#ifndef PS_PARTITION_H_INCLUDED
+#define PS_PARTITION_H_INCLUDED
+
+#include <stdint.h>
+
+#include "ps_error.h"
+#include "ps_init.h"
+#include "ps_optimizer.h"
+#include "ps_shape.h"
+
+typedef struct _ps_partition_t ps_partition_t;
+
+typedef struct {
+    uint64_t updates;           //  updates applied: the partition's version
+    uint64_t duplicates;        //  pushes ignored as repeats of a step
+    uint64_t bytes_in;          //  gradient bytes received
+    uint64_t bytes_out;         //  value bytes served
+} ps_partition_stats_t;
+
+//  Create rows [row_begin, row_end) of variable var (full shape `shape`),
+//  initialised by init, updated by opt. Returns NULL and sets err when the
+//  name, shape, rows, initializer or optimizer is invalid.
+ps_partition_t *ps_partition_new (const char *var, uint32_t part, const ps_shape_t *shape,
+                                  int64_t row_begin, int64_t row_end,
+                                  const ps_init_t *init, const ps_opt_config_t *opt,
+                                  ps_error_t *err);
+
+//  Load a partition from a snapshot file, verified. Returns NULL and sets
+//  err (naming the file) when it is missing, torn or corrupt.
+ps_partition_t *ps_partition_load (const char *path, ps_error_t *err);
+
+//  Take one more reference; returns self.
+ps_partition_t *ps_partition_link (ps_partition_t *self);
+
+//  Drop the caller's reference and set *self_p to NULL; the partition is
+//  freed with its last reference.
+void ps_partition_destroy (ps_partition_t **self_p);
+
+const char *ps_partition_var (ps_partition_t *self);
+uint32_t ps_partition_part (ps_partition_t *self);
+const ps_shape_t *ps_partition_shape (ps_partition_t *self);
+int64_t ps_partition_row_begin (ps_partition_t *self);
+int64_t ps_partition_row_end (ps_partition_t *self);
+
+//  The shape of the rows held here (first dimension = row count).
+const ps_shape_t *ps_partition_local_shape (ps_partition_t *self);
+
+//  Number of floats held (values only).
+size_t ps_partition_count (ps_partition_t *self);
+
+//  Apply the gradient of step `step` (count floats, the local shape).
+//  When `out` is not NULL, the values after this push are copied to it in
+//  the same critical section (push-pull). *version receives the update
+//  count after the call. Returns 0 when applied, PS_DUPLICATE when the
+//  step was applied before (values unchanged, still copied to out), or
+//  PS_EINVAL when the step is too far ahead of the ledger's watermark.
+int ps_partition_push (ps_partition_t *self, uint64_t step, const float *grad,
+                       float *out, uint64_t *version, ps_error_t *err);
+
+//  Copy the values to out; *version receives the update count.
+void ps_partition_pull (ps_partition_t *self, float *out, uint64_t *version);
+
+//  Switch to optimizer opt. With the same kind the slots are kept (a new
+//  learning rate, say); with another kind they start afresh.
+void ps_partition_set_optimizer (ps_partition_t *self, const ps_opt_config_t *opt);
+
+void ps_partition_stats (ps_partition_t *self, ps_partition_stats_t *stats);
+
+//  Write the partition to dir/ps_snapshot_filename (var, part), crash-safely,
+//  as one consistent state. file receives the file name (not the path),
+//  bytes its size and crc its CRC-32 trailer, version the update count
+//  saved. Returns 0 or PS_EIO with a message naming the file.
+int ps_partition_save (ps_partition_t *self, const char *dir, char *file, size_t file_len,
+                       uint64_t *bytes, uint32_t *crc, uint64_t *version, ps_error_t *err);
+
+#endif

@@ -1,0 +1,259 @@
+//  The TF_CONFIG cluster spec; see ps_tfconfig.h.
+
+#include "ps_tfconfig.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *s_roles [] = { "chief", "worker", "ps", "evaluator" };
+#define S_NROLES (sizeof s_roles / sizeof s_roles [0])
+
+struct _ps_tfconfig_t {
+    json_t *root;
+    json_t *roles [S_NROLES];   //  borrowed arrays, NULL when absent
+    const char *task_type;
+    int task_index;
+};
+
+static int
+s_role (const char *type)
+{
+    for (size_t i = 0; i < S_NROLES; i++)
+        if (strcmp (s_roles [i], type) == 0)
+            return (int) i;
+    return -1;
+}
+
+static int
+s_check_cluster (ps_tfconfig_t *self, json_t *cluster, const char *source, ps_error_t *err)
+{
+    if (!json_is_object (cluster))
+        return ps_error_set (err, PS_EINVAL, "%s: 'cluster' must be an object", source);
+    const char *key;
+    json_t *list;
+    json_object_foreach (cluster, key, list) {
+        int role = s_role (key);
+        if (role < 0)
+            return ps_error_set (err, PS_EINVAL,
+                                 "%s: unknown key 'cluster.%s', expected chief, worker, ps or evaluator",
+                                 source, key);
+        if (!json_is_array (list))
+            return ps_error_set (err, PS_EINVAL, "%s: 'cluster.%s' must be a list of \"host:port\" strings",
+                                 source, key);
+        size_t i;
+        json_t *address;
+        json_array_foreach (list, i, address) {
+            const char *text = json_string_value (address);
+            if (!text || !*text || (!strchr (text, ':')))
+                return ps_error_set (err, PS_EINVAL, "%s: 'cluster.%s[%zu]' must be a \"host:port\" string",
+                                     source, key, i);
+        }
+        self->roles [role] = list;
+    }
+    if (self->roles [0] && json_array_size (self->roles [0]) > 1)
+        return ps_error_set (err, PS_EINVAL, "%s: 'cluster.chief' lists %zu addresses, expected at most 1",
+                             source, json_array_size (self->roles [0]));
+    //  Two tasks on one address would both try to bind it.
+    for (size_t a = 0; a < S_NROLES; a++)
+        for (size_t i = 0; self->roles [a] && i < json_array_size (self->roles [a]); i++)
+            for (size_t b = a; b < S_NROLES; b++)
+                for (size_t j = a == b ? i + 1 : 0; self->roles [b] && j < json_array_size (self->roles [b]); j++)
+                    if (strcmp (json_string_value (json_array_get (self->roles [a], i)),
+                                json_string_value (json_array_get (self->roles [b], j))) == 0)
+                        return ps_error_set (err, PS_EINVAL,
+                                             "%s: address %s appears twice (cluster.%s[%zu] and cluster.%s[%zu])",
+                                             source, json_string_value (json_array_get (self->roles [a], i)),
+                                             s_roles [a], i, s_roles [b], j);
+    return PS_OK;
+}
+
+static int
+s_check_task (ps_tfconfig_t *self, json_t *task, const char *source, ps_error_t *err)
+{
+    if (!json_is_object (task))
+        return ps_error_set (err, PS_EINVAL, "%s: 'task' must be an object", source);
+    const char *key;
+    json_t *value;
+    json_object_foreach (task, key, value)
+        if (strcmp (key, "type") && strcmp (key, "index"))
+            return ps_error_set (err, PS_EINVAL, "%s: unknown key 'task.%s', expected type or index",
+                                 source, key);
+    const char *type = json_string_value (json_object_get (task, "type"));
+    json_t *index = json_object_get (task, "index");
+    if (!type)
+        return ps_error_set (err, PS_EINVAL, "%s: 'task.type' is missing or not a string", source);
+    int role = s_role (type);
+    if (role < 0)
+        return ps_error_set (err, PS_EINVAL,
+                             "%s: 'task.type' is \"%s\", expected chief, worker, ps or evaluator",
+                             source, type);
+    if (!json_is_integer (index))
+        return ps_error_set (err, PS_EINVAL, "%s: 'task.index' is missing or not an integer", source);
+    json_int_t value_index = json_integer_value (index);
+    size_t count = self->roles [role] ? json_array_size (self->roles [role]) : 0;
+    if (value_index < 0 || (size_t) value_index >= count)
+        return ps_error_set (err, PS_EINVAL,
+                             "%s: 'task.index' is %lld but cluster.%s has %zu addresses",
+                             source, (long long) value_index, type, count);
+    self->task_type = s_roles [role];
+    self->task_index = (int) value_index;
+    return PS_OK;
+}
+
+ps_tfconfig_t *
+ps_tfconfig_parse (const char *text, const char *source, ps_error_t *err)
+{
+    json_error_t jerr;
+    json_t *root = json_loads (text, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        ps_error_set (err, PS_EINVAL, "%s: bad JSON at line %d column %d: %s",
+                      source, jerr.line, jerr.column, jerr.text);
+        return NULL;
+    }
+    ps_tfconfig_t *self = calloc (1, sizeof *self);
+    if (!self)
+        abort ();
+    self->root = root;
+    self->task_index = -1;
+    int rc = PS_OK;
+    if (!json_is_object (root))
+        rc = ps_error_set (err, PS_EINVAL, "%s: expected a JSON object", source);
+    const char *key;
+    json_t *value;
+    if (rc == PS_OK)
+        json_object_foreach (root, key, value)
+            if (rc == PS_OK && strcmp (key, "cluster") && strcmp (key, "task"))
+                rc = ps_error_set (err, PS_EINVAL, "%s: unknown key '%s', expected cluster or task",
+                                   source, key);
+    if (rc == PS_OK && !json_object_get (root, "cluster"))
+        rc = ps_error_set (err, PS_EINVAL, "%s: key 'cluster' is missing", source);
+    if (rc == PS_OK)
+        rc = s_check_cluster (self, json_object_get (root, "cluster"), source, err);
+    if (rc == PS_OK && json_object_get (root, "task"))
+        rc = s_check_task (self, json_object_get (root, "task"), source, err);
+    if (rc)
+        ps_tfconfig_destroy (&self);
+    return self;
+}
+
+ps_tfconfig_t *
+ps_tfconfig_from_env (ps_error_t *err)
+{
+    const char *text = getenv ("TF_CONFIG");
+    if (!text || !*text) {
+        ps_error_set (err, PS_ENOTFOUND, "TF_CONFIG is not set");
+        return NULL;
+    }
+    return ps_tfconfig_parse (text, "TF_CONFIG", err);
+}
+
+ps_tfconfig_t *
+ps_tfconfig_from_file (const char *path, ps_error_t *err)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file (path, 0, &jerr);
+    if (!root) {
+        ps_error_set (err, PS_EINVAL, "%s: %s (line %d)", path, jerr.text, jerr.line);
+        return NULL;
+    }
+    //  Re-parse through the one checked path, with duplicate-key rejection.
+    char *text = json_dumps (root, JSON_COMPACT);
+    json_decref (root);
+    if (!text)
+        abort ();
+    ps_tfconfig_t *self = ps_tfconfig_parse (text, path, err);
+    free (text);
+    return self;
+}
+
+void
+ps_tfconfig_destroy (ps_tfconfig_t **self_p)
+{
+    assert (self_p);
+    ps_tfconfig_t *self = *self_p;
+    if (self) {
+        json_decref (self->root);
+        free (self);
+        *self_p = NULL;
+    }
+}
+
+int
+ps_tfconfig_count (ps_tfconfig_t *self, const char *type)
+{
+    assert (self);
+    int role = s_role (type);
+    return role >= 0 && self->roles [role] ? (int) json_array_size (self->roles [role]) : 0;
+}
+
+const char *
+ps_tfconfig_address (ps_tfconfig_t *self, const char *type, int index)
+{
+    assert (self);
+    int role = s_role (type);
+    if (role < 0 || !self->roles [role] || index < 0)
+        return NULL;
+    return json_string_value (json_array_get (self->roles [role], (size_t) index));
+}
+
+const char *
+ps_tfconfig_task_type (ps_tfconfig_t *self)
+{
+    assert (self);
+    return self->task_type;
+}
+
+int
+ps_tfconfig_task_index (ps_tfconfig_t *self)
+{
+    assert (self);
+    return self->task_index;
+}
+
+int
+ps_tfconfig_connect_endpoint (ps_tfconfig_t *self, const char *type, int index,
+                              char *buf, size_t len, ps_error_t *err)
+{
+    const char *address = ps_tfconfig_address (self, type, index);
+    if (!address)
+        return ps_error_set (err, PS_ENOTFOUND, "cluster has no %s task %d", type, index);
+    int n = strstr (address, "://") ? snprintf (buf, len, "%s", address)
+                                    : snprintf (buf, len, "tcp://%s", address);
+    if (n < 0 || (size_t) n >= len)
+        return ps_error_set (err, PS_EINVAL, "address %s is too long", address);
+    return PS_OK;
+}
+
+int
+ps_tfconfig_bind_endpoint (ps_tfconfig_t *self, const char *expect_type,
+                           char *buf, size_t len, ps_error_t *err)
+{
+    assert (self);
+    if (!self->task_type)
+        return ps_error_set (err, PS_EINVAL, "no 'task' given, so this process has no address");
+    if (strcmp (self->task_type, expect_type) != 0)
+        return ps_error_set (err, PS_EINVAL, "task.type is \"%s\", expected \"%s\"",
+                             self->task_type, expect_type);
+    const char *address = ps_tfconfig_address (self, self->task_type, self->task_index);
+    if (strstr (address, "://"))
+        return ps_tfconfig_connect_endpoint (self, self->task_type, self->task_index, buf, len, err);
+    const char *colon = strrchr (address, ':');
+    char host [256];
+    size_t host_len = (size_t) (colon - address);
+    if (host_len >= sizeof host)
+        return ps_error_set (err, PS_EINVAL, "host in %s is too long", address);
+    memcpy (host, address, host_len);
+    host [host_len] = 0;
+    unsigned char addr [16];
+    bool literal = inet_pton (AF_INET, host, addr) == 1 || inet_pton (AF_INET6, host, addr) == 1;
+    const char *bind_host = literal ? host : strcmp (host, "localhost") == 0 ? "127.0.0.1" : "*";
+    int n = snprintf (buf, len, "tcp://%s:%s", bind_host, colon + 1);
+    if (n < 0 || (size_t) n >= len)
+        return ps_error_set (err, PS_EINVAL, "address %s is too long", address);
+    return PS_OK;
+}

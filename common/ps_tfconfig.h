@@ -1,0 +1,59 @@
+//  The cluster spec in TensorFlow's TF_CONFIG format:
+//
+//    {"cluster": {"chief": ["host:port"], "worker": [...], "ps": [...],
+//                 "evaluator": [...]},
+//     "task": {"type": "worker", "index": 0}}
+//
+//  Every ps-cluster process reads the same spec, from the TF_CONFIG
+//  environment variable or from a file with the same JSON. Parsing checks
+//  the whole spec and names the source, the key and what was expected on
+//  any mistake. An address is "host:port", or a full ZeroMQ endpoint
+//  ("tcp://...", "ipc://...") as a ps-cluster extension.
+
+#ifndef PS_TFCONFIG_H_INCLUDED
+#define PS_TFCONFIG_H_INCLUDED
+
+#include <stddef.h>
+
+#include "ps_error.h"
+
+typedef struct _ps_tfconfig_t ps_tfconfig_t;
+
+//  Parse JSON text; source names it in error messages ("TF_CONFIG", a
+//  file name). Returns NULL and sets err on bad JSON, an unknown key, a
+//  role that is not a list of address strings, a duplicate address, more
+//  than one chief, or a task whose type is unknown or absent from the
+//  cluster or whose index is out of range. The task is optional.
+ps_tfconfig_t *ps_tfconfig_parse (const char *text, const char *source, ps_error_t *err);
+
+//  Parse the TF_CONFIG environment variable; PS_ENOTFOUND when unset.
+ps_tfconfig_t *ps_tfconfig_from_env (ps_error_t *err);
+
+//  Parse a file holding the same JSON.
+ps_tfconfig_t *ps_tfconfig_from_file (const char *path, ps_error_t *err);
+
+void ps_tfconfig_destroy (ps_tfconfig_t **self_p);
+
+//  Number of tasks of a type ("chief", "worker", "ps", "evaluator").
+int ps_tfconfig_count (ps_tfconfig_t *self, const char *type);
+
+//  The address of task (type, index), or NULL when out of range.
+const char *ps_tfconfig_address (ps_tfconfig_t *self, const char *type, int index);
+
+//  This process's task, or NULL / -1 when the spec has none.
+const char *ps_tfconfig_task_type (ps_tfconfig_t *self);
+int ps_tfconfig_task_index (ps_tfconfig_t *self);
+
+//  The ZeroMQ endpoint to connect to task (type, index): "tcp://host:port"
+//  for a host:port address.
+int ps_tfconfig_connect_endpoint (ps_tfconfig_t *self, const char *type, int index,
+                                  char *buf, size_t len, ps_error_t *err);
+
+//  The endpoint this process binds: its own task's address, which must be
+//  of type expect_type. An IP literal or "localhost" host is bound as
+//  given; any other host name binds all interfaces on its port, since a
+//  name is how peers reach this machine, not an interface.
+int ps_tfconfig_bind_endpoint (ps_tfconfig_t *self, const char *expect_type,
+                               char *buf, size_t len, ps_error_t *err);
+
+#endif

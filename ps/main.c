@@ -1,0 +1,172 @@
+//  ps-server: the parameter server process. Parses its options (or the
+//  TF_CONFIG environment variable), then serves until SIGTERM, SIGINT or a
+//  shutdown request.
+
+#include "ps_log.h"
+#include "ps_server.h"
+#include "ps_tfconfig.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+        "usage: ps-server [--bind ENDPOINT] [options]\n"
+        "\n"
+        "Holds partitions of model variables, serves pulls and applies pushed\n"
+        "gradients asynchronously (protocol: schemas/protocol.json).\n"
+        "\n"
+        "  --bind ENDPOINT     ZeroMQ endpoint to serve on, e.g. tcp://127.0.0.1:5555;\n"
+        "                      port 0 or * picks a free port. Without --bind the\n"
+        "                      address comes from TF_CONFIG (task.type \"ps\").\n"
+        "  --threads N         apply pool threads (default: number of cores;\n"
+        "                      0 applies every update on the serving thread)\n"
+        "  --max-message MB    largest frame accepted, in MiB (default 2048); a peer\n"
+        "                      sending more is disconnected by ZeroMQ\n"
+        "  --optimizer KIND    sgd, momentum, adagrad or adam (default sgd) until a\n"
+        "                      client sets one\n"
+        "  --lr RATE           learning rate for --optimizer (default: Keras default)\n"
+        "  --endpoint-file F   write the bound endpoint to F (for scripts)\n"
+        "  --verbose           log every request\n"
+        "  --help              this text\n"
+        "\n"
+        "Prints the bound endpoint on stdout as \"ps-server listening on ENDPOINT\".\n"
+        "SIGTERM or SIGINT finishes the updates in progress and exits 0.\n");
+}
+
+int
+main (int argc, char *argv [])
+{
+    ps_log_init ("ps-server", PS_LOG_INFO);
+    const char *bind = NULL;
+    const char *endpoint_file = NULL;
+    const char *opt_kind = "sgd";
+    double lr = 0;
+    long threads = sysconf (_SC_NPROCESSORS_ONLN);
+    double max_mb = 2048;
+    static const struct option options [] = {
+        { "bind", required_argument, NULL, 'b' },
+        { "threads", required_argument, NULL, 't' },
+        { "max-message", required_argument, NULL, 'm' },
+        { "optimizer", required_argument, NULL, 'o' },
+        { "lr", required_argument, NULL, 'l' },
+        { "endpoint-file", required_argument, NULL, 'e' },
+        { "verbose", no_argument, NULL, 'v' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    int c;
+    char *end;
+    while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
+        switch (c) {
+            case 'b': bind = optarg; break;
+            case 'e': endpoint_file = optarg; break;
+            case 'o': opt_kind = optarg; break;
+            case 'v': ps_log_init ("ps-server", PS_LOG_DEBUG); break;
+            case 'h': s_usage (stdout); return 0;
+            case 't':
+                threads = strtol (optarg, &end, 10);
+                if (*end || end == optarg || threads < 0 || threads > 256) {
+                    fprintf (stderr, "ps-server: --threads '%s': expected 0..256\n", optarg);
+                    return 2;
+                }
+                break;
+            case 'm':
+                max_mb = strtod (optarg, &end);
+                if (*end || end == optarg || !(max_mb > 0) || max_mb > 1e7) {
+                    fprintf (stderr, "ps-server: --max-message '%s': expected MiB > 0\n", optarg);
+                    return 2;
+                }
+                break;
+            case 'l':
+                lr = strtod (optarg, &end);
+                if (*end || end == optarg || !(lr > 0)) {
+                    fprintf (stderr, "ps-server: --lr '%s': expected a number > 0\n", optarg);
+                    return 2;
+                }
+                break;
+            default:
+                s_usage (stderr);
+                return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf (stderr, "ps-server: unexpected argument '%s' (see --help)\n", argv [optind]);
+        return 2;
+    }
+    ps_error_t err;
+    char tf_endpoint [256];
+    char name [64] = "ps";
+    if (!bind) {
+        ps_tfconfig_t *tf = ps_tfconfig_from_env (&err);
+        if (!tf) {
+            fprintf (stderr, "ps-server: no --bind given and %s\n", err.msg);
+            return 2;
+        }
+        int rc = ps_tfconfig_bind_endpoint (tf, "ps", tf_endpoint, sizeof tf_endpoint, &err);
+        if (rc == PS_OK)
+            snprintf (name, sizeof name, "ps:%d", ps_tfconfig_task_index (tf));
+        ps_tfconfig_destroy (&tf);
+        if (rc) {
+            fprintf (stderr, "ps-server: TF_CONFIG: %s\n", err.msg);
+            return 2;
+        }
+        bind = tf_endpoint;
+    }
+    ps_server_config_t config = {
+        .bind = bind, .name = name, .threads = (int) threads,
+        .max_message = (int64_t) (max_mb * 1024 * 1024),
+    };
+    ps_opt_kind_t kind;
+    if (ps_opt_kind_parse (opt_kind, &kind, &err)) {
+        fprintf (stderr, "ps-server: --optimizer: %s\n", err.msg);
+        return 2;
+    }
+    ps_opt_config_default (&config.opt, kind);
+    if (lr > 0)
+        config.opt.lr = lr;
+    //  Signals are blocked before any thread starts (ZeroMQ's included) and
+    //  read through a signalfd in the serving loop, so shutdown happens
+    //  between requests, never inside one.
+    sigset_t mask;
+    sigemptyset (&mask);
+    sigaddset (&mask, SIGTERM);
+    sigaddset (&mask, SIGINT);
+    int stop_fd = -1;
+    if (sigprocmask (SIG_BLOCK, &mask, NULL) != 0
+    ||  (stop_fd = signalfd (-1, &mask, SFD_CLOEXEC)) < 0) {
+        fprintf (stderr, "ps-server: signalfd: %s\n", strerror (errno));
+        return 1;
+    }
+    ps_server_t *server = ps_server_new (&config, &err);
+    if (!server) {
+        fprintf (stderr, "ps-server: %s\n", err.msg);
+        close (stop_fd);
+        return 1;
+    }
+    printf ("ps-server listening on %s\n", ps_server_endpoint (server));
+    fflush (stdout);
+    if (endpoint_file) {
+        FILE *file = fopen (endpoint_file, "w");
+        if (!file || fprintf (file, "%s\n", ps_server_endpoint (server)) < 0 || fclose (file) != 0) {
+            fprintf (stderr, "ps-server: cannot write %s: %s\n", endpoint_file, strerror (errno));
+            ps_server_destroy (&server);
+            close (stop_fd);
+            return 1;
+        }
+    }
+    ps_info ("serving %s with %d apply threads", ps_server_endpoint (server), (int) threads);
+    int rc = ps_server_run (server, stop_fd);
+    ps_server_destroy (&server);
+    close (stop_fd);
+    ps_info ("stopped");
+    return rc == PS_OK ? 0 : 1;
+}

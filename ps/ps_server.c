@@ -1,0 +1,1003 @@
+//  The ps-server; see ps_server.h for the concurrency model.
+
+#include "ps_server.h"
+#include "ps_log.h"
+#include "ps_msg.h"
+#include "ps_partition.h"
+#include "ps_schema.h"
+#include "ps_snapshot.h"
+
+#include <assert.h>
+#include <czmq.h>
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+//  Requests moving fewer tensor bytes than this are served inline on the
+//  main thread: below it a hand-off to the pool costs more than it saves.
+#define S_INLINE_BYTES  (256 * 1024)
+
+//  Key separator in the partition table; it cannot occur in a name.
+#define S_KEY_SEP  '\n'
+
+//  One push, pull or push-pull request in progress.
+typedef struct {
+    ps_msg_t *msg;              //  the request; gradients are read in place
+    bool push;                  //  has gradients to apply
+    bool pull;                  //  answers with values
+    uint64_t step;
+    size_t ntasks;
+    ps_partition_t **parts;     //  one reference per task
+    zmq_msg_t *out;             //  reply frames when pulling
+    uint64_t *versions;
+    bool *duplicate;
+    atomic_size_t pending;
+    atomic_int failed;          //  task index + 1 of the first failure
+    ps_error_t err;             //  that failure
+} s_job_t;
+
+typedef struct {
+    s_job_t *job;
+    size_t index;
+} s_task_t;
+
+struct _ps_server_t {
+    void *ctx;
+    void *router;
+    void *done;                 //  PULL: pool threads post finished jobs here
+    char endpoint [256];
+    char name [64];
+    ps_opt_config_t opt;
+    zhashx_t *table;            //  "var\npart" -> ps_partition_t *
+    //  The pool.
+    pthread_t *threads;
+    int nthreads;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    s_task_t *queue;            //  ring of pending tasks
+    size_t queue_head, queue_len, queue_cap;
+    bool stopping;
+    size_t jobs_in_pool;        //  main thread only
+    ps_msg_t **spare_msgs;      //  received-message objects for reuse
+    size_t nspare;
+    uint64_t requests, errors;
+};
+
+static void
+s_partition_free (void **item)
+{
+    ps_partition_destroy ((ps_partition_t **) item);
+}
+
+static void
+s_key (char *buf, size_t len, const char *var, uint32_t part)
+{
+    snprintf (buf, len, "%s%c%u", var, S_KEY_SEP, part);
+}
+
+//  ---------------------------------------------------------------------
+//  The pool
+
+static void
+s_job_run_task (s_job_t *job, size_t i)
+{
+    ps_error_t err;
+    float *out = job->pull ? zmq_msg_data (&job->out [i]) : NULL;
+    if (job->push) {
+        int rc = ps_partition_push (job->parts [i], job->step, ps_msg_tensor (job->msg, i),
+                                    out, &job->versions [i], &err);
+        if (rc < 0) {
+            int expected = 0;
+            if (atomic_compare_exchange_strong (&job->failed, &expected, (int) i + 1))
+                job->err = err;
+        }
+        job->duplicate [i] = rc == PS_DUPLICATE;
+    }
+    else
+        ps_partition_pull (job->parts [i], out, &job->versions [i]);
+}
+
+static void *
+s_pool_thread (void *arg)
+{
+    ps_server_t *self = arg;
+    void *notify = zmq_socket (self->ctx, ZMQ_PUSH);
+    if (!notify || zmq_connect (notify, "inproc://ps-server-done") != 0) {
+        ps_error ("pool thread cannot connect its notify socket: %s", zmq_strerror (errno));
+        abort ();
+    }
+    pthread_mutex_lock (&self->lock);
+    while (true) {
+        while (self->queue_len == 0 && !self->stopping)
+            pthread_cond_wait (&self->wake, &self->lock);
+        if (self->queue_len == 0)
+            break;
+        s_task_t task = self->queue [self->queue_head];
+        self->queue_head = (self->queue_head + 1) % self->queue_cap;
+        self->queue_len--;
+        pthread_mutex_unlock (&self->lock);
+        s_job_run_task (task.job, task.index);
+        if (atomic_fetch_sub (&task.job->pending, 1) == 1
+        &&  zmq_send (notify, &task.job, sizeof task.job, 0) != sizeof task.job) {
+            ps_error ("pool thread cannot post a finished request: %s", zmq_strerror (errno));
+            abort ();
+        }
+        pthread_mutex_lock (&self->lock);
+    }
+    pthread_mutex_unlock (&self->lock);
+    zmq_close (notify);
+    return NULL;
+}
+
+static void
+s_pool_submit (ps_server_t *self, s_job_t *job)
+{
+    pthread_mutex_lock (&self->lock);
+    if (self->queue_len + job->ntasks > self->queue_cap) {
+        size_t cap = self->queue_cap * 2;
+        while (cap < self->queue_len + job->ntasks)
+            cap *= 2;
+        s_task_t *queue = malloc (cap * sizeof *queue);
+        if (!queue)
+            abort ();
+        for (size_t i = 0; i < self->queue_len; i++)
+            queue [i] = self->queue [(self->queue_head + i) % self->queue_cap];
+        free (self->queue);
+        self->queue = queue;
+        self->queue_head = 0;
+        self->queue_cap = cap;
+    }
+    for (size_t i = 0; i < job->ntasks; i++) {
+        size_t slot = (self->queue_head + self->queue_len++) % self->queue_cap;
+        self->queue [slot] = (s_task_t) { job, i };
+    }
+    pthread_cond_broadcast (&self->wake);
+    pthread_mutex_unlock (&self->lock);
+    self->jobs_in_pool++;
+}
+
+//  ---------------------------------------------------------------------
+//  Construction
+
+ps_server_t *
+ps_server_new (const ps_server_config_t *config, ps_error_t *err)
+{
+    if (ps_opt_config_validate (&config->opt, err))
+        return NULL;
+    if (config->threads < 0 || config->threads > 256) {
+        ps_error_set (err, PS_EINVAL, "threads is %d, expected 0..256", config->threads);
+        return NULL;
+    }
+    ps_server_t *self = calloc (1, sizeof *self);
+    if (!self)
+        abort ();
+    snprintf (self->name, sizeof self->name, "%s", config->name ? config->name : "ps");
+    self->opt = config->opt;
+    self->table = zhashx_new ();
+    zhashx_set_destructor (self->table, s_partition_free);
+    self->queue_cap = 64;
+    self->queue = malloc (self->queue_cap * sizeof (s_task_t));
+    if (!self->queue || pthread_mutex_init (&self->lock, NULL) != 0
+    ||  pthread_cond_init (&self->wake, NULL) != 0)
+        abort ();
+    self->ctx = zmq_ctx_new ();
+    if (!self->ctx) {
+        ps_error_set (err, PS_EIO, "zmq_ctx_new: %s", zmq_strerror (errno));
+        goto fail;
+    }
+    self->router = zmq_socket (self->ctx, ZMQ_ROUTER);
+    self->done = zmq_socket (self->ctx, ZMQ_PULL);
+    int linger = 1000;          //  flush the last replies, but never hang
+    int hwm = 0;                //  replies are never dropped for a slow peer
+    if (!self->router || !self->done
+    ||  zmq_setsockopt (self->router, ZMQ_LINGER, &linger, sizeof linger) != 0
+    ||  zmq_setsockopt (self->router, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0
+    ||  zmq_setsockopt (self->router, ZMQ_MAXMSGSIZE, &config->max_message,
+                        sizeof config->max_message) != 0
+    ||  zmq_bind (self->done, "inproc://ps-server-done") != 0) {
+        ps_error_set (err, PS_EIO, "creating sockets: %s", zmq_strerror (errno));
+        goto fail;
+    }
+    if (zmq_bind (self->router, config->bind) != 0) {
+        ps_error_set (err, PS_EIO, "cannot bind %s: %s", config->bind, zmq_strerror (errno));
+        goto fail;
+    }
+    size_t len = sizeof self->endpoint;
+    if (zmq_getsockopt (self->router, ZMQ_LAST_ENDPOINT, self->endpoint, &len) != 0) {
+        ps_error_set (err, PS_EIO, "ZMQ_LAST_ENDPOINT: %s", zmq_strerror (errno));
+        goto fail;
+    }
+    self->threads = calloc ((size_t) config->threads + 1, sizeof (pthread_t));
+    if (!self->threads)
+        abort ();
+    for (int i = 0; i < config->threads; i++) {
+        int rc = pthread_create (&self->threads [i], NULL, s_pool_thread, self);
+        if (rc != 0) {
+            ps_error_set (err, PS_EIO, "pthread_create: %s", strerror (rc));
+            goto fail;
+        }
+        self->nthreads++;
+    }
+    return self;
+fail:
+    ps_server_destroy (&self);
+    return NULL;
+}
+
+void
+ps_server_destroy (ps_server_t **self_p)
+{
+    assert (self_p);
+    ps_server_t *self = *self_p;
+    if (!self)
+        return;
+    pthread_mutex_lock (&self->lock);
+    self->stopping = true;
+    pthread_cond_broadcast (&self->wake);
+    pthread_mutex_unlock (&self->lock);
+    for (int i = 0; i < self->nthreads; i++)
+        pthread_join (self->threads [i], NULL);
+    free (self->threads);
+    if (self->router)
+        zmq_close (self->router);
+    if (self->done)
+        zmq_close (self->done);
+    if (self->ctx)
+        zmq_ctx_term (self->ctx);
+    zhashx_destroy (&self->table);
+    for (size_t i = 0; i < self->nspare; i++)
+        ps_msg_destroy (&self->spare_msgs [i]);
+    free (self->spare_msgs);
+    free (self->queue);
+    pthread_mutex_destroy (&self->lock);
+    pthread_cond_destroy (&self->wake);
+    free (self);
+    *self_p = NULL;
+}
+
+const char *
+ps_server_endpoint (ps_server_t *self)
+{
+    assert (self);
+    return self->endpoint;
+}
+
+//  ---------------------------------------------------------------------
+//  Replies
+
+static int
+s_reply_error (ps_server_t *self, ps_msg_t *msg, int code, const char *message)
+{
+    self->errors++;
+    zmq_msg_t *envelope;
+    size_t nenvelope = ps_msg_envelope (msg, &envelope);
+    ps_warn ("request %llu refused: %s: %s", (unsigned long long) ps_msg_id (msg),
+             ps_error_name (code), message);
+    ps_error_t err;
+    if (ps_msg_send_error (self->router, envelope, nenvelope, ps_msg_id (msg), code,
+                           message, &err))
+        ps_warn ("cannot send error reply: %s", err.msg);
+    return PS_OK;
+}
+
+static int
+s_reply (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, zmq_msg_t *frames,
+         size_t nframes)
+{
+    zmq_msg_t *envelope;
+    size_t nenvelope = ps_msg_envelope (msg, &envelope);
+    ps_error_t err;
+    //  A peer that left before its reply is not the server's failure.
+    if (ps_writer_send (writer, self->router, envelope, nenvelope, frames, nframes, &err))
+        ps_warn ("cannot send reply to request %llu: %s",
+                 (unsigned long long) ps_msg_id (msg), err.msg);
+    return PS_OK;
+}
+
+//  ---------------------------------------------------------------------
+//  Push, pull and push-pull
+
+static ps_msg_t *
+s_msg_take (ps_server_t *self)
+{
+    return self->nspare ? self->spare_msgs [--self->nspare] : ps_msg_new ();
+}
+
+static void
+s_msg_give (ps_server_t *self, ps_msg_t *msg)
+{
+    self->spare_msgs = realloc (self->spare_msgs, (self->nspare + 1) * sizeof (ps_msg_t *));
+    if (!self->spare_msgs)
+        abort ();
+    self->spare_msgs [self->nspare++] = msg;
+}
+
+static void
+s_job_destroy (ps_server_t *self, s_job_t **job_p)
+{
+    s_job_t *job = *job_p;
+    for (size_t i = 0; i < job->ntasks; i++) {
+        ps_partition_destroy (&job->parts [i]);
+        if (job->pull)
+            zmq_msg_close (&job->out [i]);
+    }
+    s_msg_give (self, job->msg);
+    free (job->parts);
+    free (job->out);
+    free (job->versions);
+    free (job->duplicate);
+    free (job);
+    *job_p = NULL;
+}
+
+static void
+s_pack_partref (msgpack_packer *pk, ps_partition_t *part, size_t extra)
+{
+    msgpack_pack_map (pk, 2 + extra);
+    ps_pack_key (pk, "var");
+    ps_pack_str (pk, ps_partition_var (part));
+    ps_pack_key (pk, "part");
+    msgpack_pack_uint32 (pk, ps_partition_part (part));
+}
+
+//  Answer a finished job and free it.
+static void
+s_job_finish (ps_server_t *self, s_job_t *job)
+{
+    int failed = atomic_load (&job->failed);
+    if (failed) {
+        s_reply_error (self, job->msg, job->err.code, job->err.msg);
+        s_job_destroy (self, &job);
+        return;
+    }
+    const char *type = ps_msg_type (job->msg);
+    ps_writer_t writer;
+    ps_writer_init (&writer, ps_schema_reply_type (type), ps_msg_id (job->msg),
+                    job->push && job->pull ? 2 : 1);
+    msgpack_packer *pk = &writer.pk;
+    if (job->push) {
+        ps_pack_key (pk, "applied");
+        msgpack_pack_array (pk, job->ntasks);
+        for (size_t i = 0; i < job->ntasks; i++) {
+            s_pack_partref (pk, job->parts [i], 2);
+            ps_pack_key (pk, "version");
+            msgpack_pack_uint64 (pk, job->versions [i]);
+            ps_pack_key (pk, "duplicate");
+            job->duplicate [i] ? msgpack_pack_true (pk) : msgpack_pack_false (pk);
+        }
+    }
+    if (job->pull) {
+        ps_pack_key (pk, "tensors");
+        msgpack_pack_array (pk, job->ntasks);
+        for (size_t i = 0; i < job->ntasks; i++) {
+            s_pack_partref (pk, job->parts [i], 3);
+            ps_pack_key (pk, "shape");
+            ps_pack_shape (pk, ps_partition_local_shape (job->parts [i]));
+            ps_pack_key (pk, "bytes");
+            msgpack_pack_uint64 (pk, zmq_msg_size (&job->out [i]));
+            ps_pack_key (pk, "version");
+            msgpack_pack_uint64 (pk, job->versions [i]);
+        }
+    }
+    s_reply (self, job->msg, &writer, job->pull ? job->out : NULL, job->pull ? job->ntasks : 0);
+    ps_writer_fini (&writer);
+    s_job_destroy (self, &job);
+}
+
+//  Look up the partitions a request names and check the gradients' shapes,
+//  so that a request is refused whole before anything is applied.
+static int
+s_job_resolve (ps_server_t *self, s_job_t *job, const msgpack_object *list, ps_error_t *err)
+{
+    const char *type = ps_msg_type (job->msg);
+    for (size_t i = 0; i < job->ntasks; i++) {
+        const msgpack_object *ref = &list->via.array.ptr [i];
+        char var [PS_NAME_MAX];
+        if (ps_obj_str (ps_obj_get (ref, "var"), var, sizeof var))
+            return ps_error_set (err, PS_EPROTO, "%s: entry %zu: variable name is too long",
+                                 type, i);
+        uint64_t part = ps_obj_get (ref, "part")->via.u64;
+        char key [PS_NAME_MAX + 24];
+        s_key (key, sizeof key, var, (uint32_t) part);
+        ps_partition_t *partition = part <= UINT32_MAX ? zhashx_lookup (self->table, key) : NULL;
+        if (!partition)
+            return ps_error_set (err, PS_ENOTFOUND, "%s: entry %zu: no partition %s/%llu on this server",
+                                 type, i, var, (unsigned long long) part);
+        for (size_t j = 0; j < i; j++)
+            if (job->parts [j] == partition)
+                return ps_error_set (err, PS_EPROTO, "%s: partition %s/%llu appears twice",
+                                     type, var, (unsigned long long) part);
+        job->parts [i] = ps_partition_link (partition);
+        if (job->push) {
+            ps_shape_t shape;
+            int rc = ps_obj_shape (ps_obj_get (ref, "shape"), &shape, err);
+            if (rc)
+                return ps_error_prefix (err, rc, "%s: tensors[%zu]", type, i);
+            const ps_shape_t *local = ps_partition_local_shape (partition);
+            char have [128], want [128];
+            if (!ps_shape_equal (&shape, local))
+                return ps_error_set (err, PS_ESHAPE,
+                                     "%s: tensors[%zu]: gradient shape %s does not match partition %s/%llu of shape %s",
+                                     type, i, ps_shape_str (&shape, have, sizeof have), var,
+                                     (unsigned long long) part, ps_shape_str (local, want, sizeof want));
+        }
+    }
+    return PS_OK;
+}
+
+static void
+s_handle_data (ps_server_t *self, ps_msg_t *msg)
+{
+    const char *type = ps_msg_type (msg);
+    const msgpack_object *header = ps_msg_header (msg);
+    s_job_t *job = calloc (1, sizeof *job);
+    if (!job)
+        abort ();
+    job->msg = msg;
+    job->pull = strcmp (type, "push") != 0;
+    job->push = strcmp (type, "pull") != 0;
+    const msgpack_object *list = ps_obj_get (header, job->push ? "tensors" : "parts");
+    job->ntasks = list->via.array.size;
+    job->parts = calloc (job->ntasks + 1, sizeof (ps_partition_t *));
+    job->out = calloc (job->ntasks + 1, sizeof (zmq_msg_t));
+    job->versions = calloc (job->ntasks + 1, sizeof (uint64_t));
+    job->duplicate = calloc (job->ntasks + 1, sizeof (bool));
+    if (!job->parts || !job->out || !job->versions || !job->duplicate)
+        abort ();
+    if (job->push)
+        job->step = ps_obj_get (header, "step")->via.u64;
+    ps_error_t err;
+    if (s_job_resolve (self, job, list, &err)) {
+        s_reply_error (self, msg, err.code, err.msg);
+        job->pull = false;      //  no reply frames were made yet
+        s_job_destroy (self, &job);
+        return;
+    }
+    size_t bytes = ps_msg_tensor_bytes (msg);
+    if (job->pull)
+        for (size_t i = 0; i < job->ntasks; i++) {
+            size_t size = ps_partition_count (job->parts [i]) * sizeof (float);
+            if (zmq_msg_init_size (&job->out [i], size) != 0)
+                abort ();
+            bytes += size;
+        }
+    atomic_init (&job->pending, job->ntasks);
+    atomic_init (&job->failed, 0);
+    if (self->nthreads == 0 || bytes < S_INLINE_BYTES || job->ntasks == 0) {
+        for (size_t i = 0; i < job->ntasks; i++)
+            s_job_run_task (job, i);
+        s_job_finish (self, job);
+    }
+    else
+        s_pool_submit (self, job);
+}
+
+//  ---------------------------------------------------------------------
+//  Control requests, served on the main thread
+
+static int
+s_parse_init (const msgpack_object *obj, ps_init_t *init, ps_error_t *err)
+{
+    char kind [32];
+    ps_init_kind_t parsed;
+    if (ps_obj_str (ps_obj_get (obj, "kind"), kind, sizeof kind))
+        return ps_error_set (err, PS_EINVAL, "init.kind is too long");
+    if (ps_init_kind_parse (kind, &parsed, err))
+        return err->code;
+    ps_init_default (init, parsed);
+    const msgpack_object *field;
+    if ((field = ps_obj_get (obj, "seed")))
+        init->seed = field->via.u64;
+    if ((field = ps_obj_get (obj, "value")))
+        init->value = ps_obj_double (field);
+    if ((field = ps_obj_get (obj, "low")))
+        init->low = ps_obj_double (field);
+    if ((field = ps_obj_get (obj, "high")))
+        init->high = ps_obj_double (field);
+    if ((field = ps_obj_get (obj, "mean")))
+        init->mean = ps_obj_double (field);
+    if ((field = ps_obj_get (obj, "stddev")))
+        init->stddev = ps_obj_double (field);
+    return ps_init_validate (init, err);
+}
+
+static int
+s_handle_create (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error_t *err)
+{
+    const msgpack_object *list = ps_obj_get (ps_msg_header (msg), "partitions");
+    size_t count = list->via.array.size;
+    ps_partition_t **made = calloc (count + 1, sizeof *made);
+    if (!made)
+        abort ();
+    size_t existing = 0;
+    int rc = PS_OK;
+    //  Build every new partition first; the table changes only when all
+    //  of them are valid, so a bad request leaves the server as it was.
+    for (size_t i = 0; i < count && rc == PS_OK; i++) {
+        const msgpack_object *spec = &list->via.array.ptr [i];
+        char var [PS_NAME_MAX];
+        ps_shape_t shape;
+        ps_init_t init;
+        const msgpack_object *rows = ps_obj_get (spec, "rows");
+        uint64_t part = ps_obj_get (spec, "part")->via.u64;
+        if (ps_obj_str (ps_obj_get (spec, "var"), var, sizeof var))
+            rc = ps_error_set (err, PS_EINVAL, "variable name is too long or holds a NUL");
+        else
+        if (part > UINT32_MAX)
+            rc = ps_error_set (err, PS_EINVAL, "%s: part %llu is above 2^32-1",
+                               var, (unsigned long long) part);
+        else
+        if ((rc = ps_obj_shape (ps_obj_get (spec, "shape"), &shape, err)) != PS_OK
+        ||  (rc = s_parse_init (ps_obj_get (spec, "init"), &init, err)) != PS_OK)
+            rc = ps_error_prefix (err, rc, "%s/%llu", var, (unsigned long long) part);
+        else
+        if (rows->via.array.size != 2
+        ||  rows->via.array.ptr [0].via.u64 > INT64_MAX || rows->via.array.ptr [1].via.u64 > INT64_MAX)
+            rc = ps_error_set (err, PS_EINVAL, "%s/%llu: rows must be [begin, end]",
+                               var, (unsigned long long) part);
+        if (rc)
+            break;
+        int64_t begin = (int64_t) rows->via.array.ptr [0].via.u64;
+        int64_t end = (int64_t) rows->via.array.ptr [1].via.u64;
+        char key [PS_NAME_MAX + 24];
+        s_key (key, sizeof key, var, (uint32_t) part);
+        ps_partition_t *old = zhashx_lookup (self->table, key);
+        for (size_t j = 0; j < i && rc == PS_OK; j++)
+            if (made [j] && strcmp (ps_partition_var (made [j]), var) == 0
+            &&  ps_partition_part (made [j]) == part)
+                rc = ps_error_set (err, PS_EINVAL, "%s/%llu appears twice in the request",
+                                   var, (unsigned long long) part);
+        if (rc)
+            break;
+        if (old) {
+            char have [128], want [128];
+            if (!ps_shape_equal (ps_partition_shape (old), &shape)
+            ||  ps_partition_row_begin (old) != begin || ps_partition_row_end (old) != end)
+                rc = ps_error_set (err, PS_EEXIST,
+                                   "%s/%llu exists with shape %s rows [%lld,%lld), asked for %s rows [%lld,%lld)",
+                                   var, (unsigned long long) part,
+                                   ps_shape_str (ps_partition_shape (old), have, sizeof have),
+                                   (long long) ps_partition_row_begin (old),
+                                   (long long) ps_partition_row_end (old),
+                                   ps_shape_str (&shape, want, sizeof want),
+                                   (long long) begin, (long long) end);
+            existing++;
+            continue;
+        }
+        made [i] = ps_partition_new (var, (uint32_t) part, &shape, begin, end, &init,
+                                     &self->opt, err);
+        if (!made [i])
+            rc = ps_error_prefix (err, err->code, "%s/%llu", var, (unsigned long long) part);
+    }
+    size_t created = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (!made [i])
+            continue;
+        if (rc == PS_OK) {
+            char key [PS_NAME_MAX + 24];
+            s_key (key, sizeof key, ps_partition_var (made [i]), ps_partition_part (made [i]));
+            zhashx_update (self->table, key, made [i]);
+            created++;
+        }
+        else
+            ps_partition_destroy (&made [i]);
+    }
+    free (made);
+    if (rc)
+        return rc;
+    ps_info ("created %zu partitions (%zu existed), %zu held", created, existing,
+             zhashx_size (self->table));
+    ps_pack_key (&writer->pk, "created");
+    msgpack_pack_uint64 (&writer->pk, created);
+    ps_pack_key (&writer->pk, "existing");
+    msgpack_pack_uint64 (&writer->pk, existing);
+    return PS_OK;
+}
+
+static int
+s_handle_set_optimizer (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error_t *err)
+{
+    const msgpack_object *obj = ps_obj_get (ps_msg_header (msg), "optimizer");
+    char kind [32];
+    ps_opt_kind_t parsed;
+    if (ps_obj_str (ps_obj_get (obj, "kind"), kind, sizeof kind))
+        return ps_error_set (err, PS_EINVAL, "optimizer.kind is too long");
+    if (ps_opt_kind_parse (kind, &parsed, err))
+        return err->code;
+    ps_opt_config_t opt;
+    ps_opt_config_default (&opt, parsed);
+    static const struct { const char *name; size_t offset; } fields [] = {
+        { "lr", offsetof (ps_opt_config_t, lr) },
+        { "momentum", offsetof (ps_opt_config_t, momentum) },
+        { "beta1", offsetof (ps_opt_config_t, beta1) },
+        { "beta2", offsetof (ps_opt_config_t, beta2) },
+        { "epsilon", offsetof (ps_opt_config_t, epsilon) },
+        { "initial_accumulator", offsetof (ps_opt_config_t, initial_accumulator) },
+        { "weight_decay", offsetof (ps_opt_config_t, weight_decay) },
+        { "clip_value", offsetof (ps_opt_config_t, clip_value) },
+        { "clip_norm", offsetof (ps_opt_config_t, clip_norm) },
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields [0]; i++) {
+        const msgpack_object *field = ps_obj_get (obj, fields [i].name);
+        if (field)
+            *(double *) ((char *) &opt + fields [i].offset) = ps_obj_double (field);
+    }
+    const msgpack_object *nesterov = ps_obj_get (obj, "nesterov");
+    if (nesterov)
+        opt.nesterov = nesterov->via.boolean;
+    int rc = ps_opt_config_validate (&opt, err);
+    if (rc)
+        return ps_error_prefix (err, rc, "optimizer");
+    self->opt = opt;
+    for (ps_partition_t *part = zhashx_first (self->table); part; part = zhashx_next (self->table))
+        ps_partition_set_optimizer (part, &opt);
+    ps_info ("optimizer %s lr %g on %zu partitions", kind, opt.lr, zhashx_size (self->table));
+    ps_pack_key (&writer->pk, "partitions");
+    msgpack_pack_uint64 (&writer->pk, zhashx_size (self->table));
+    return PS_OK;
+}
+
+static int
+s_partition_cmp (const void *a, const void *b)
+{
+    ps_partition_t *x = *(ps_partition_t *const *) a;
+    ps_partition_t *y = *(ps_partition_t *const *) b;
+    int rc = strcmp (ps_partition_var (x), ps_partition_var (y));
+    if (rc == 0)
+        rc = ps_partition_part (x) < ps_partition_part (y) ? -1
+           : ps_partition_part (x) > ps_partition_part (y);
+    return rc;
+}
+
+//  The partitions in name order, so listings are stable.
+static ps_partition_t **
+s_sorted_partitions (ps_server_t *self, size_t *count)
+{
+    *count = zhashx_size (self->table);
+    ps_partition_t **list = calloc (*count + 1, sizeof *list);
+    if (!list)
+        abort ();
+    size_t i = 0;
+    for (ps_partition_t *part = zhashx_first (self->table); part; part = zhashx_next (self->table))
+        list [i++] = part;
+    qsort (list, *count, sizeof *list, s_partition_cmp);
+    return list;
+}
+
+static int
+s_handle_stats (ps_server_t *self, ps_writer_t *writer)
+{
+    size_t count;
+    ps_partition_t **list = s_sorted_partitions (self, &count);
+    msgpack_packer *pk = &writer->pk;
+    ps_pack_key (pk, "partitions");
+    msgpack_pack_array (pk, count);
+    for (size_t i = 0; i < count; i++) {
+        ps_partition_stats_t stats;
+        ps_partition_stats (list [i], &stats);
+        s_pack_partref (pk, list [i], 6);
+        ps_pack_key (pk, "shape");
+        ps_pack_shape (pk, ps_partition_shape (list [i]));
+        ps_pack_key (pk, "rows");
+        msgpack_pack_array (pk, 2);
+        msgpack_pack_uint64 (pk, (uint64_t) ps_partition_row_begin (list [i]));
+        msgpack_pack_uint64 (pk, (uint64_t) ps_partition_row_end (list [i]));
+        ps_pack_key (pk, "updates");
+        msgpack_pack_uint64 (pk, stats.updates);
+        ps_pack_key (pk, "duplicates");
+        msgpack_pack_uint64 (pk, stats.duplicates);
+        ps_pack_key (pk, "bytes_in");
+        msgpack_pack_uint64 (pk, stats.bytes_in);
+        ps_pack_key (pk, "bytes_out");
+        msgpack_pack_uint64 (pk, stats.bytes_out);
+    }
+    ps_pack_key (pk, "requests");
+    msgpack_pack_uint64 (pk, self->requests);
+    ps_pack_key (pk, "errors");
+    msgpack_pack_uint64 (pk, self->errors);
+    free (list);
+    return PS_OK;
+}
+
+static void
+s_pack_file (msgpack_packer *pk, ps_partition_t *part, const char *file, uint64_t bytes,
+             uint32_t crc, uint64_t version)
+{
+    s_pack_partref (pk, part, 4);
+    ps_pack_key (pk, "file");
+    ps_pack_str (pk, file);
+    ps_pack_key (pk, "bytes");
+    msgpack_pack_uint64 (pk, bytes);
+    ps_pack_key (pk, "crc32");
+    msgpack_pack_uint32 (pk, crc);
+    ps_pack_key (pk, "version");
+    msgpack_pack_uint64 (pk, version);
+}
+
+static int
+s_handle_snapshot (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error_t *err)
+{
+    char dir [2048];
+    if (ps_obj_str (ps_obj_get (ps_msg_header (msg), "dir"), dir, sizeof dir))
+        return ps_error_set (err, PS_EINVAL, "snapshot: dir is too long or holds a NUL");
+    if (mkdir (dir, 0755) != 0 && errno != EEXIST)
+        return ps_error_set (err, PS_EIO, "snapshot: cannot create %s: %s", dir, strerror (errno));
+    size_t count;
+    ps_partition_t **list = s_sorted_partitions (self, &count);
+    msgpack_packer *pk = &writer->pk;
+    //  The reply is packed as files are written; on an error it is dropped
+    //  and an error reply goes out instead.
+    ps_pack_key (pk, "files");
+    msgpack_pack_array (pk, count);
+    int rc = PS_OK;
+    for (size_t i = 0; i < count && rc == PS_OK; i++) {
+        char file [PS_NAME_MAX * 3 + 32];
+        uint64_t bytes, version;
+        uint32_t crc;
+        rc = ps_partition_save (list [i], dir, file, sizeof file, &bytes, &crc, &version, err);
+        if (rc == PS_OK)
+            s_pack_file (pk, list [i], file, bytes, crc, version);
+    }
+    free (list);
+    if (rc == PS_OK)
+        ps_info ("snapshot of %zu partitions written to %s", count, dir);
+    return rc;
+}
+
+static bool
+s_is_snapshot_file (const char *name)
+{
+    size_t len = strlen (name);
+    return len > 5 && strcmp (name + len - 5, ".snap") == 0 && name [0] != '.';
+}
+
+//  The files a restore reads: the named partitions' files, or every
+//  snapshot file in dir.
+static zlistx_t *
+s_restore_files (const char *dir, const msgpack_object *parts, ps_error_t *err)
+{
+    zlistx_t *files = zlistx_new ();
+    zlistx_set_destructor (files, (zlistx_destructor_fn *) zstr_free);
+    zlistx_set_duplicator (files, (zlistx_duplicator_fn *) strdup);
+    if (parts) {
+        for (uint32_t i = 0; i < parts->via.array.size; i++) {
+            const msgpack_object *ref = &parts->via.array.ptr [i];
+            char var [PS_NAME_MAX], file [PS_NAME_MAX * 3 + 32];
+            uint64_t part = ps_obj_get (ref, "part")->via.u64;
+            if (ps_obj_str (ps_obj_get (ref, "var"), var, sizeof var) || part > UINT32_MAX
+            ||  ps_snapshot_filename (var, (uint32_t) part, file, sizeof file)) {
+                ps_error_set (err, PS_EINVAL, "restore: parts[%u] is not a valid partition", i);
+                zlistx_destroy (&files);
+                return NULL;
+            }
+            zlistx_add_end (files, file);
+        }
+        return files;
+    }
+    DIR *handle = opendir (dir);
+    if (!handle) {
+        ps_error_set (err, errno == ENOENT ? PS_ENOTFOUND : PS_EIO,
+                      "restore: cannot open directory %s: %s", dir, strerror (errno));
+        zlistx_destroy (&files);
+        return NULL;
+    }
+    struct dirent *entry;
+    while ((entry = readdir (handle)))
+        if (s_is_snapshot_file (entry->d_name))
+            zlistx_add_end (files, entry->d_name);
+    closedir (handle);
+    zlistx_set_comparator (files, (zlistx_comparator_fn *) strcmp);
+    zlistx_sort (files);
+    return files;
+}
+
+static int
+s_handle_restore (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error_t *err)
+{
+    const msgpack_object *header = ps_msg_header (msg);
+    char dir [2048];
+    if (ps_obj_str (ps_obj_get (header, "dir"), dir, sizeof dir))
+        return ps_error_set (err, PS_EINVAL, "restore: dir is too long or holds a NUL");
+    zlistx_t *files = s_restore_files (dir, ps_obj_get (header, "parts"), err);
+    if (!files)
+        return err->code;
+    size_t count = zlistx_size (files);
+    ps_partition_t **loaded = calloc (count + 1, sizeof *loaded);
+    if (!loaded)
+        abort ();
+    //  Verify and load everything before replacing anything.
+    int rc = PS_OK;
+    size_t i = 0;
+    for (const char *file = zlistx_first (files); file && rc == PS_OK; file = zlistx_next (files)) {
+        char path [4096];
+        snprintf (path, sizeof path, "%s/%s", dir, file);
+        loaded [i] = ps_partition_load (path, err);
+        if (!loaded [i++])
+            rc = err->code;
+    }
+    msgpack_packer *pk = &writer->pk;
+    ps_pack_key (pk, "files");
+    msgpack_pack_array (pk, count);
+    i = 0;
+    for (const char *file = zlistx_first (files); file; file = zlistx_next (files), i++) {
+        if (rc != PS_OK) {
+            ps_partition_destroy (&loaded [i]);
+            continue;
+        }
+        char path [4096];
+        snprintf (path, sizeof path, "%s/%s", dir, file);
+        ps_partition_stats_t stats;
+        ps_partition_stats (loaded [i], &stats);
+        uint64_t bytes = 0;
+        uint32_t crc = 0;
+        //  The load verified the file; its size and trailer are only
+        //  reported, so failing to stat it again is not worth failing for.
+        if (ps_snapshot_summary (path, &bytes, &crc, NULL))
+            ps_warn ("restore: cannot re-read the size of %s", path);
+        char key [PS_NAME_MAX + 24];
+        s_key (key, sizeof key, ps_partition_var (loaded [i]), ps_partition_part (loaded [i]));
+        s_pack_file (pk, loaded [i], file, bytes, crc, stats.updates);
+        zhashx_update (self->table, key, loaded [i]);
+    }
+    free (loaded);
+    zlistx_destroy (&files);
+    if (rc == PS_OK)
+        ps_info ("restored %zu partitions from %s", count, dir);
+    return rc;
+}
+
+//  ---------------------------------------------------------------------
+//  Dispatch
+
+//  Serve a control request; returns true when the server should stop.
+static bool
+s_handle_control (ps_server_t *self, ps_msg_t *msg)
+{
+    const char *type = ps_msg_type (msg);
+    const char *reply = ps_schema_reply_type (type);
+    static const struct { const char *type; size_t nfields; } shapes [] = {
+        { "ping", 2 }, { "create", 2 }, { "set_optimizer", 1 }, { "stats", 3 },
+        { "snapshot", 1 }, { "restore", 1 }, { "shutdown", 0 },
+    };
+    size_t nfields = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes [0]; i++)
+        if (strcmp (shapes [i].type, type) == 0)
+            nfields = shapes [i].nfields;
+    ps_writer_t writer;
+    ps_writer_init (&writer, reply, ps_msg_id (msg), nfields);
+    ps_error_t err;
+    int rc = PS_OK;
+    bool stop = false;
+    if (strcmp (type, "ping") == 0) {
+        ps_pack_key (&writer.pk, "server");
+        ps_pack_str (&writer.pk, self->name);
+        ps_pack_key (&writer.pk, "partitions");
+        msgpack_pack_uint64 (&writer.pk, zhashx_size (self->table));
+    }
+    else
+    if (strcmp (type, "create") == 0)
+        rc = s_handle_create (self, msg, &writer, &err);
+    else
+    if (strcmp (type, "set_optimizer") == 0)
+        rc = s_handle_set_optimizer (self, msg, &writer, &err);
+    else
+    if (strcmp (type, "stats") == 0)
+        rc = s_handle_stats (self, &writer);
+    else
+    if (strcmp (type, "snapshot") == 0)
+        rc = s_handle_snapshot (self, msg, &writer, &err);
+    else
+    if (strcmp (type, "restore") == 0)
+        rc = s_handle_restore (self, msg, &writer, &err);
+    else
+    if (strcmp (type, "shutdown") == 0) {
+        ps_info ("shutdown requested");
+        stop = true;
+    }
+    else
+        rc = ps_error_set (&err, PS_EPROTO, "'%s' is not a request", type);
+    if (rc)
+        s_reply_error (self, msg, rc, err.msg);
+    else
+        s_reply (self, msg, &writer, NULL, 0);
+    ps_writer_fini (&writer);
+    return stop;
+}
+
+//  Receive and serve one request; returns true when the server should stop.
+static bool
+s_handle_request (ps_server_t *self)
+{
+    ps_msg_t *msg = s_msg_take (self);
+    ps_error_t err;
+    int rc = ps_msg_recv (msg, self->router, true, &err);
+    if (rc == PS_OK)
+        rc = ps_msg_decode (msg, &err);
+    self->requests++;
+    if (rc == PS_EIO)
+        ps_warn ("receive failed: %s", err.msg);
+    else
+    if (rc)
+        s_reply_error (self, msg, rc, err.msg);
+    else {
+        const char *type = ps_msg_type (msg);
+        if (!ps_schema_reply_type (type))
+            s_reply_error (self, msg, PS_EPROTO, "this message type is a reply, not a request");
+        else
+        if (strcmp (type, "push") == 0 || strcmp (type, "pull") == 0
+        ||  strcmp (type, "push_pull") == 0) {
+            s_handle_data (self, msg);
+            return false;       //  the job owns msg now
+        }
+        else {
+            bool stop = s_handle_control (self, msg);
+            s_msg_give (self, msg);
+            return stop;
+        }
+    }
+    s_msg_give (self, msg);
+    return false;
+}
+
+//  Answer the jobs the pool has finished.
+static int
+s_collect_done (ps_server_t *self)
+{
+    while (true) {
+        s_job_t *job;
+        int size = zmq_recv (self->done, &job, sizeof job, ZMQ_DONTWAIT);
+        if (size < 0)
+            return errno == EAGAIN ? PS_OK : PS_EIO;
+        assert (size == sizeof job);
+        self->jobs_in_pool--;
+        s_job_finish (self, job);
+    }
+}
+
+int
+ps_server_run (ps_server_t *self, int stop_fd)
+{
+    assert (self);
+    zmq_pollitem_t items [] = {
+        { self->router, 0, ZMQ_POLLIN, 0 },
+        { self->done, 0, ZMQ_POLLIN, 0 },
+        { NULL, stop_fd, ZMQ_POLLIN, 0 },
+    };
+    int nitems = stop_fd >= 0 ? 3 : 2;
+    bool stop = false;
+    int rc = PS_OK;
+    while (!stop) {
+        if (zmq_poll (items, nitems, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            ps_error ("zmq_poll: %s", zmq_strerror (errno));
+            rc = PS_EIO;
+            break;
+        }
+        if ((items [1].revents & ZMQ_POLLIN) && s_collect_done (self)) {
+            ps_error ("pool notification failed: %s", zmq_strerror (errno));
+            rc = PS_EIO;
+            break;
+        }
+        if (items [0].revents & ZMQ_POLLIN)
+            stop = s_handle_request (self);
+        if (nitems == 3 && (items [2].revents & ZMQ_POLLIN)) {
+            ps_info ("stop signal received");
+            stop = true;
+        }
+    }
+    //  Finish and answer the updates in progress before returning.
+    while (self->jobs_in_pool > 0) {
+        zmq_pollitem_t done = { self->done, 0, ZMQ_POLLIN, 0 };
+        if (zmq_poll (&done, 1, -1) < 0 && errno != EINTR)
+            break;
+        if (s_collect_done (self))
+            break;
+    }
+    return rc;
+}

@@ -1,0 +1,50 @@
+//  The ps-server: holds partitions of variables and their optimizer state,
+//  serves pulls, applies pushes asynchronously and snapshots to disk.
+//
+//  Concurrency model. One thread (the caller of ps_server_run) owns the
+//  ROUTER socket and the partition table: it receives, validates and
+//  answers every request, and handles the control requests itself. Pushes
+//  and pulls are split into one task per partition. Small requests run
+//  inline on that thread, because handing them to another thread would
+//  cost more than the work; larger ones go to a pool of --threads threads,
+//  so that different partitions are updated in parallel while each
+//  partition's own lock applies one update at a time. A pool thread that
+//  finishes a request's last task wakes the main thread over an inproc
+//  socket, and the main thread sends the reply: ZeroMQ sockets are used
+//  from one thread only. ZeroMQ's I/O thread does the networking. Gradient
+//  frames are applied in place from the received messages.
+
+#ifndef PS_SERVER_H_INCLUDED
+#define PS_SERVER_H_INCLUDED
+
+#include <stdint.h>
+
+#include "ps_error.h"
+#include "ps_optimizer.h"
+
+typedef struct _ps_server_t ps_server_t;
+
+typedef struct {
+    const char *bind;           //  ZeroMQ endpoint; tcp port 0 or * picks a free port
+    const char *name;           //  reported by ping, for example "ps:0"
+    int threads;                //  apply pool size; 0 applies everything inline
+    int64_t max_message;        //  ZMQ_MAXMSGSIZE in bytes; -1 = no limit
+    ps_opt_config_t opt;        //  optimizer until set_optimizer says otherwise
+} ps_server_config_t;
+
+//  Create a server and bind its socket. Returns NULL and sets err when the
+//  endpoint cannot be bound or the configuration is invalid.
+ps_server_t *ps_server_new (const ps_server_config_t *config, ps_error_t *err);
+
+void ps_server_destroy (ps_server_t **self_p);
+
+//  The endpoint actually bound (with the port chosen for port 0).
+const char *ps_server_endpoint (ps_server_t *self);
+
+//  Serve until a shutdown request or until stop_fd (a signalfd, or -1)
+//  becomes readable. The requests in progress are finished and answered
+//  before it returns. Returns 0, or a negative code after a fatal socket
+//  error.
+int ps_server_run (ps_server_t *self, int stop_fd);
+
+#endif

@@ -1,0 +1,243 @@
+//  ps-server end to end through the client library, on real processes and
+//  loopback TCP: creation and initial values across partitionings, pushes
+//  with known gradients, duplicate steps, push-pull, optimizer changes,
+//  error replies for wrong layouts, and clean exit on SIGTERM.
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ps_client.h"
+
+static harness_server_t s_servers [2];
+
+static int
+s_setup (void **state)
+{
+    (void) state;
+    for (int i = 0; i < 2; i++)
+        if (harness_server_start (&s_servers [i], (const char *[]) { "--threads", "2", NULL }))
+            return -1;
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    (void) state;
+    for (int i = 0; i < 2; i++)
+        if (s_servers [i].pid > 0)
+            harness_server_stop (&s_servers [i], SIGKILL);
+    return 0;
+}
+
+static ps_client_t *
+s_client (int nservers)
+{
+    const char *endpoints [2] = { s_servers [0].endpoint, s_servers [1].endpoint };
+    ps_error_t err;
+    ps_client_t *client = ps_client_new (endpoints, nservers, 5000, &err);
+    if (!client)
+        fail_msg ("client: %s", err.msg);
+    return client;
+}
+
+static void
+s_ok (int rc, ps_error_t *err)
+{
+    if (rc != 0)
+        fail_msg ("%s: %s", ps_error_name (rc), err->msg);
+}
+
+//  Initial values do not depend on how a variable is partitioned: a kernel
+//  split in three over two servers pulls back exactly the local fill.
+static void
+test_create_matches_local_fill (void **state)
+{
+    (void) state;
+    ps_client_t *client = s_client (2);
+    ps_error_t err;
+    ps_shape_t shape;
+    ps_shape_set (&shape, (int64_t []) { 5, 3, 1, 8 }, 4, NULL);
+    ps_init_t init;
+    ps_init_default (&init, PS_INIT_GLOROT_UNIFORM);
+    init.seed = 1234;
+    int var = ps_client_add_variable (client, "glorot/kernel", &shape, &init, 3,
+                                      (int64_t []) { 0, 2, 3, 5 }, (int []) { 0, 1, 0 }, &err);
+    assert_int_equal (var, 0);
+    s_ok (ps_client_create (client, &err), &err);
+    //  Creating again is a no-op.
+    s_ok (ps_client_create (client, &err), &err);
+    size_t n = ps_client_variable_size (client, var);
+    float *pulled = calloc (n, sizeof (float));
+    float *expect = calloc (n, sizeof (float));
+    s_ok (ps_client_pull (client, &pulled, &err), &err);
+    s_ok (ps_init_fill (&init, &shape, 0, 5, expect, &err), &err);
+    assert_memory_equal (pulled, expect, n * sizeof (float));
+    ps_client_destroy (&client);
+    free (pulled);
+    free (expect);
+}
+
+//  SGD with lr = 1 subtracts the gradient exactly; a repeated step is
+//  ignored and counted; push-pull returns the values after the push.
+static void
+test_push_duplicate_push_pull (void **state)
+{
+    (void) state;
+    ps_client_t *client = s_client (2);
+    ps_error_t err;
+    ps_shape_t wshape, bshape;
+    ps_shape_set (&wshape, (int64_t []) { 6, 4 }, 2, NULL);
+    ps_shape_set (&bshape, (int64_t []) { 4 }, 1, NULL);
+    ps_init_t init;
+    ps_init_default (&init, PS_INIT_CONSTANT);
+    init.value = 10;
+    assert_int_equal (ps_client_add_variable (client, "sgd/w", &wshape, &init, 2,
+                                              (int64_t []) { 0, 3, 6 }, (int []) { 0, 1 }, &err), 0);
+    assert_int_equal (ps_client_add_variable (client, "sgd/b", &bshape, &init, 1,
+                                              (int64_t []) { 0, 4 }, (int []) { 1 }, &err), 1);
+    s_ok (ps_client_create (client, &err), &err);
+    ps_opt_config_t opt;
+    ps_opt_config_default (&opt, PS_OPT_SGD);
+    opt.lr = 1;
+    s_ok (ps_client_set_optimizer (client, &opt, &err), &err);
+
+    float w [24], b [4], gw [24], gb [4];
+    for (int i = 0; i < 24; i++)
+        gw [i] = (float) (i % 5);
+    for (int i = 0; i < 4; i++)
+        gb [i] = (float) (i + 1);
+    const float *grads [] = { gw, gb };
+    float *values [] = { w, b };
+    ps_push_info_t info;
+    s_ok (ps_client_push (client, 0, 0, grads, &info, &err), &err);
+    assert_int_equal (info.applied, 3);
+    assert_int_equal (info.duplicates, 0);
+    //  The same step again: every partition says duplicate, nothing changes.
+    s_ok (ps_client_push (client, 0, 1, grads, &info, &err), &err);
+    assert_int_equal (info.applied, 0);
+    assert_int_equal (info.duplicates, 3);
+    s_ok (ps_client_push_pull (client, 1, 0, grads, values, &info, &err), &err);
+    assert_int_equal (info.applied, 3);
+    for (int i = 0; i < 24; i++)
+        assert_true (w [i] == 10.0f - 2.0f * (float) (i % 5));
+    for (int i = 0; i < 4; i++)
+        assert_true (b [i] == 10.0f - 2.0f * (float) (i + 1));
+
+    //  Server 1 holds sgd/w part 1 and sgd/b: two updates and one duplicate each.
+    ps_part_stats_t *stats;
+    size_t count;
+    s_ok (ps_client_stats (client, 1, &stats, &count, &err), &err);
+    int seen = 0;
+    for (size_t i = 0; i < count; i++)
+        if (strncmp (stats [i].var, "sgd/", 4) == 0) {
+            assert_int_equal (stats [i].updates, 2);
+            assert_int_equal (stats [i].duplicates, 1);
+            assert_true (stats [i].bytes_in > 0);
+            seen++;
+        }
+    assert_int_equal (seen, 2);
+    free (stats);
+
+    //  A learning-rate change keeps the kind: lr 0.5 halves the next step.
+    opt.lr = 0.5;
+    s_ok (ps_client_set_optimizer (client, &opt, &err), &err);
+    s_ok (ps_client_push_pull (client, 2, 0, grads, values, &info, &err), &err);
+    for (int i = 0; i < 4; i++)
+        assert_true (b [i] == 10.0f - 2.5f * (float) (i + 1));
+    ps_client_destroy (&client);
+}
+
+//  A client whose layout disagrees with the server gets clear errors.
+static void
+test_layout_errors (void **state)
+{
+    (void) state;
+    ps_error_t err;
+    ps_init_t init;
+    ps_init_default (&init, PS_INIT_ZEROS);
+    ps_shape_t right, wrong;
+    ps_shape_set (&right, (int64_t []) { 4, 2 }, 2, NULL);
+    ps_shape_set (&wrong, (int64_t []) { 4, 3 }, 2, NULL);
+
+    ps_client_t *good = s_client (1);
+    ps_client_add_variable (good, "layout/w", &right, &init, 1, (int64_t []) { 0, 4 }, (int []) { 0 }, &err);
+    s_ok (ps_client_create (good, &err), &err);
+
+    ps_client_t *bad = s_client (1);
+    ps_client_add_variable (bad, "layout/w", &wrong, &init, 1, (int64_t []) { 0, 4 }, (int []) { 0 }, &err);
+    assert_int_equal (ps_client_create (bad, &err), PS_EEXIST);
+    assert_non_null (strstr (err.msg, "layout/w"));
+    float grad [12] = { 0 };
+    const float *grads [] = { grad };
+    assert_int_equal (ps_client_push (bad, 0, 0, grads, NULL, &err), PS_ESHAPE);
+    assert_non_null (strstr (err.msg, "does not match"));
+    assert_non_null (strstr (err.msg, "[4,3]"));
+
+    ps_client_t *missing = s_client (1);
+    ps_client_add_variable (missing, "layout/none", &right, &init, 1, (int64_t []) { 0, 4 }, (int []) { 0 }, &err);
+    float values [8];
+    float *outs [] = { values };
+    assert_int_equal (ps_client_pull (missing, outs, &err), PS_ENOTFOUND);
+    assert_non_null (strstr (err.msg, "layout/none"));
+
+    //  Invalid optimizer settings are refused before anything is sent.
+    ps_opt_config_t opt;
+    ps_opt_config_default (&opt, PS_OPT_ADAM);
+    opt.beta1 = 1.5;
+    assert_int_equal (ps_client_set_optimizer (good, &opt, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "beta1"));
+    //  The server still serves the good client.
+    s_ok (ps_client_pull (good, outs, &err), &err);
+    ps_client_destroy (&good);
+    ps_client_destroy (&bad);
+    ps_client_destroy (&missing);
+}
+
+//  A server that is not there makes calls time out with its name.
+static void
+test_timeout_names_server (void **state)
+{
+    (void) state;
+    ps_error_t err;
+    const char *endpoints [] = { "tcp://127.0.0.1:9" };
+    ps_client_t *client = ps_client_new (endpoints, 1, 200, &err);
+    assert_non_null (client);
+    assert_int_equal (ps_client_ping (client, 0, &err), PS_ETIMEDOUT);
+    assert_non_null (strstr (err.msg, "tcp://127.0.0.1:9"));
+    ps_client_destroy (&client);
+}
+
+//  SIGTERM ends the server cleanly with status 0; so does a shutdown request.
+static void
+test_clean_exit (void **state)
+{
+    (void) state;
+    assert_int_equal (harness_server_stop (&s_servers [0], SIGTERM), 0);
+    ps_client_t *client = s_client (2);
+    ps_error_t err;
+    s_ok (ps_client_shutdown (client, 1, &err), &err);
+    ps_client_destroy (&client);
+    assert_int_equal (harness_server_stop (&s_servers [1], 0), 0);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_create_matches_local_fill),
+        cmocka_unit_test (test_push_duplicate_push_pull),
+        cmocka_unit_test (test_layout_errors),
+        cmocka_unit_test (test_timeout_names_server),
+        cmocka_unit_test (test_clean_exit),
+    };
+    return cmocka_run_group_tests (tests, s_setup, s_teardown);
+}

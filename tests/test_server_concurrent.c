@@ -1,0 +1,164 @@
+//  Asynchronous pushes from several client processes at once. Each process
+//  pushes its own steps (known integer gradients, SGD with lr = 1) to two
+//  servers, both to a large variable (applied on the servers' thread pools)
+//  and a small one (applied inline). Integer-valued floats add exactly in
+//  any order, so the final values must equal the exact expected sum: no
+//  update may be lost or torn, whatever the interleaving.
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "ps_client.h"
+
+#define S_CLIENTS   4
+#define S_STEPS     40          //  per client
+#define S_BIG_ROWS  1000        //  x 300 floats: 1.2 MB, goes to the pool
+#define S_BIG_COLS  300
+
+static harness_server_t s_servers [2];
+
+static ps_client_t *
+s_client (ps_error_t *err)
+{
+    const char *endpoints [] = { s_servers [0].endpoint, s_servers [1].endpoint };
+    ps_client_t *client = ps_client_new (endpoints, 2, 10000, err);
+    if (!client)
+        return NULL;
+    ps_shape_t big, small;
+    ps_shape_set (&big, (int64_t []) { S_BIG_ROWS, S_BIG_COLS }, 2, NULL);
+    ps_shape_set (&small, (int64_t []) { 10 }, 1, NULL);
+    ps_init_t zeros;
+    ps_init_default (&zeros, PS_INIT_ZEROS);
+    if (ps_client_add_variable (client, "big", &big, &zeros, 3,
+                                (int64_t []) { 0, 400, 700, S_BIG_ROWS }, (int []) { 0, 1, 0 }, err) < 0
+    ||  ps_client_add_variable (client, "small", &small, &zeros, 2,
+                                (int64_t []) { 0, 5, 10 }, (int []) { 1, 0 }, err) < 0)
+        ps_client_destroy (&client);
+    return client;
+}
+
+//  The gradient of client c at its k-th step: small integers, different
+//  per element, client and step.
+static float
+s_grad (int c, int k, size_t i)
+{
+    return (float) ((int) ((size_t) c * 7 + (size_t) k * 3 + i) % 5 - 2);
+}
+
+static int
+s_pusher (int c)
+{
+    ps_error_t err;
+    ps_client_t *client = s_client (&err);
+    if (!client) {
+        fprintf (stderr, "client %d: %s\n", c, err.msg);
+        return 1;
+    }
+    size_t nbig = ps_client_variable_size (client, 0);
+    float *big = malloc (nbig * sizeof (float));
+    float small [10], values_big [1], *unused = values_big;
+    (void) unused;
+    for (int k = 0; k < S_STEPS; k++) {
+        for (size_t i = 0; i < nbig; i++)
+            big [i] = s_grad (c, k, i);
+        for (size_t i = 0; i < 10; i++)
+            small [i] = s_grad (c, k, i);
+        const float *grads [] = { big, small };
+        //  Step ids are dense and distinct across clients.
+        uint64_t step = (uint64_t) k * S_CLIENTS + (uint64_t) c;
+        ps_push_info_t info;
+        if (ps_client_push (client, step, (uint32_t) c, grads, &info, &err) || info.applied != 5) {
+            fprintf (stderr, "client %d step %d: %s (applied %zu)\n", c, k, err.msg, info.applied);
+            return 1;
+        }
+    }
+    free (big);
+    ps_client_destroy (&client);
+    return 0;
+}
+
+static void
+test_concurrent_pushes_sum_exactly (void **state)
+{
+    (void) state;
+    for (int i = 0; i < 2; i++)
+        assert_int_equal (harness_server_start (&s_servers [i], (const char *[]) { "--threads", "2", NULL }), 0);
+    ps_error_t err;
+    ps_client_t *client = s_client (&err);
+    assert_non_null (client);
+    assert_int_equal (ps_client_create (client, &err), 0);
+    ps_opt_config_t opt;
+    ps_opt_config_default (&opt, PS_OPT_SGD);
+    opt.lr = 1;
+    assert_int_equal (ps_client_set_optimizer (client, &opt, &err), 0);
+
+    pid_t pids [S_CLIENTS];
+    for (int c = 0; c < S_CLIENTS; c++) {
+        pids [c] = fork ();
+        assert_true (pids [c] >= 0);
+        if (pids [c] == 0)
+            _exit (s_pusher (c));
+    }
+    for (int c = 0; c < S_CLIENTS; c++) {
+        int status;
+        assert_int_equal (waitpid (pids [c], &status, 0), pids [c]);
+        assert_true (WIFEXITED (status));
+        assert_int_equal (WEXITSTATUS (status), 0);
+    }
+    size_t nbig = ps_client_variable_size (client, 0);
+    float *big = malloc (nbig * sizeof (float));
+    float small [10];
+    float *values [] = { big, small };
+    assert_int_equal (ps_client_pull (client, values, &err), 0);
+    for (size_t i = 0; i < nbig; i++) {
+        double expect = 0;
+        for (int c = 0; c < S_CLIENTS; c++)
+            for (int k = 0; k < S_STEPS; k++)
+                expect -= s_grad (c, k, i);
+        if (big [i] != (float) expect)
+            fail_msg ("big[%zu] = %g, expected %g", i, big [i], expect);
+    }
+    for (size_t i = 0; i < 10; i++) {
+        double expect = 0;
+        for (int c = 0; c < S_CLIENTS; c++)
+            for (int k = 0; k < S_STEPS; k++)
+                expect -= s_grad (c, k, i);
+        assert_true (small [i] == (float) expect);
+    }
+    //  Every partition applied every step once and saw no duplicate.
+    for (int s = 0; s < 2; s++) {
+        ps_part_stats_t *stats;
+        size_t count;
+        assert_int_equal (ps_client_stats (client, s, &stats, &count, &err), 0);
+        assert_true (count >= 2);
+        for (size_t i = 0; i < count; i++) {
+            assert_int_equal (stats [i].updates, S_CLIENTS * S_STEPS);
+            assert_int_equal (stats [i].duplicates, 0);
+        }
+        free (stats);
+    }
+    free (big);
+    ps_client_destroy (&client);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal (harness_server_stop (&s_servers [i], SIGTERM), 0);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_concurrent_pushes_sum_exactly),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
