@@ -11,6 +11,11 @@
 
 #include <stddef.h>
 
+//  C linkage also when included from CUDA C++ (the GPU backend).
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 //  Positive status: not an error, the request was a repeat.
 #define PS_DUPLICATE    1
 
@@ -50,5 +55,9 @@ int ps_error_set (ps_error_t *err, int code, const char *fmt, ...)
 //  ("file x: ..."), and return code, the failure being reported.
 int ps_error_prefix (ps_error_t *err, int code, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install what ps-cluster needs to build, test and train on Debian 12, as
+# root. Only missing packages are installed; a machine that has them all is
+# left alone (and needs no network).
+set -eu
+packages=(
+  build-essential meson ninja-build pkg-config
+  libzmq3-dev libczmq-dev libmsgpack-dev libopenblas-dev zlib1g-dev
+  libjansson-dev libcmocka-dev
+  python3-msgpack           # regenerates schemas/vectors.json
+  dataset-fashion-mnist     # /usr/share/datasets/fashion-mnist
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}"
+fi

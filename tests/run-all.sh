@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The whole test suite: install what is missing, build, run every test in a
+# release build and again in an AddressSanitizer + UBSan build, and end with
+# the line "N passed, N failed, N skipped" over both.
+set -u
+cd "$(dirname "$0")/.."
+bash deploy/install-deps.sh || { echo "dependency installation failed"; exit 1; }
+
+run_config () {
+  local dir=$1; shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; return 1; }
+    rm -f "$dir.setup.log"
+  fi
+  ninja -C "$dir" || return 1
+  # Benchmarks are not tests; every test has its own timeout.
+  meson test -C "$dir" --print-errorlogs --num-processes 2
+  return 0
+}
+
+status=0
+run_config build || status=1
+run_config build-asan -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false || status=1
+
+python3 - build build-asan <<'PY'
+import json, os, sys
+passed = failed = skipped = 0
+for d in sys.argv[1:]:
+    log = os.path.join(d, 'meson-logs', 'testlog.json')
+    if not os.path.exists(log):
+        print('%s: no test log (build failed)' % d)
+        failed += 1
+        continue
+    for line in open(log):
+        r = json.loads(line)['result']
+        if r in ('OK', 'EXPECTEDFAIL'):
+            passed += 1
+        elif r == 'SKIP':
+            skipped += 1
+        else:
+            failed += 1
+print('%d passed, %d failed, %d skipped' % (passed, failed, skipped))
+sys.exit(1 if failed else 0)
+PY
+rc=$?
+[ $status -eq 0 ] || rc=1
+exit $rc
