@@ -16,6 +16,7 @@
 //  live word is never zero (words are only created to hold a new bit and are
 //  only dropped from the front), and word 0 holds the set bits below base.
 
+#include "ps_bytes.h"
 #include "ps_ledger.h"
 
 #include <assert.h>
@@ -188,38 +189,6 @@ ps_ledger_encoded_size (const ps_ledger_t *self)
     return S_HEADER_SIZE + 8 * s_encoded_words (self);
 }
 
-static void
-s_put_u32 (uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p [i] = (uint8_t) (v >> (8 * i));
-}
-
-static void
-s_put_u64 (uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p [i] = (uint8_t) (v >> (8 * i));
-}
-
-static uint32_t
-s_get_u32 (const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t) p [i] << (8 * i);
-    return v;
-}
-
-static uint64_t
-s_get_u64 (const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t) p [i] << (8 * i);
-    return v;
-}
-
 //  The encoded bitmap starts at the watermark, not at the aligned origin,
 //  so that a reader needs no knowledge of the in-memory layout: bit k of
 //  encoded word j stands for step base + 64 j + k.
@@ -229,16 +198,16 @@ ps_ledger_encode (const ps_ledger_t *self, uint8_t *buf)
     assert (self);
     assert (buf);
     size_t nwords = s_encoded_words (self);
-    s_put_u64 (buf, self->base);
-    s_put_u64 (buf + 8, self->count);
-    s_put_u32 (buf + 16, (uint32_t) nwords);
+    ps_put_u64 (buf, self->base);
+    ps_put_u64 (buf + 8, self->count);
+    ps_put_u32 (buf + 16, (uint32_t) nwords);
     const uint64_t *live = self->words + self->head;
     unsigned shift = (unsigned) (self->base - s_origin (self));
     for (size_t j = 0; j < nwords; j++) {
         uint64_t word = live [j] >> shift;
         if (shift && j + 1 < self->nwords)
             word |= live [j + 1] << (64 - shift);
-        s_put_u64 (buf + S_HEADER_SIZE + 8 * j, word);
+        ps_put_u64 (buf + S_HEADER_SIZE + 8 * j, word);
     }
 }
 
@@ -251,9 +220,9 @@ ps_ledger_decode (const uint8_t *buf, size_t len, ps_error_t *err)
                       len, S_HEADER_SIZE);
         return NULL;
     }
-    uint64_t base = s_get_u64 (buf);
-    uint64_t count = s_get_u64 (buf + 8);
-    size_t nwords = s_get_u32 (buf + 16);
+    uint64_t base = ps_get_u64 (buf);
+    uint64_t count = ps_get_u64 (buf + 8);
+    size_t nwords = ps_get_u32 (buf + 16);
     if (nwords > PS_LEDGER_MAX_SPAN / 64) {
         ps_error_set (err, PS_ECORRUPT, "ledger: %zu bitmap words, expected at most %llu",
                       nwords, (unsigned long long) (PS_LEDGER_MAX_SPAN / 64));
@@ -268,13 +237,13 @@ ps_ledger_decode (const uint8_t *buf, size_t len, ps_error_t *err)
     //  The highest recorded step above the watermark, as an offset from it.
     uint64_t top = 0;
     if (nwords > 0) {
-        if (s_get_u64 (bits) & 1) {
+        if (ps_get_u64 (bits) & 1) {
             ps_error_set (err, PS_ECORRUPT,
                           "ledger: the bit for the watermark step %llu is set, expected it clear",
                           (unsigned long long) base);
             return NULL;
         }
-        uint64_t last = s_get_u64 (bits + 8 * (nwords - 1));
+        uint64_t last = ps_get_u64 (bits + 8 * (nwords - 1));
         if (last == 0) {
             ps_error_set (err, PS_ECORRUPT, "ledger: the last bitmap word is zero, expected it trimmed");
             return NULL;
@@ -287,7 +256,7 @@ ps_ledger_decode (const uint8_t *buf, size_t len, ps_error_t *err)
     }
     uint64_t population = 0;
     for (size_t j = 0; j < nwords; j++)
-        population += (uint64_t) __builtin_popcountll (s_get_u64 (bits + 8 * j));
+        population += (uint64_t) __builtin_popcountll (ps_get_u64 (bits + 8 * j));
     if (count < base || count - base != population) {
         ps_error_set (err, PS_ECORRUPT,
                       "ledger: count is %llu, expected %llu below the watermark plus %llu in the bitmap",
@@ -315,7 +284,7 @@ ps_ledger_decode (const uint8_t *buf, size_t len, ps_error_t *err)
     if (need > 0)
         self->words [0] = (UINT64_C (1) << shift) - 1;
     for (size_t j = 0; j < nwords; j++) {
-        uint64_t word = s_get_u64 (bits + 8 * j);
+        uint64_t word = ps_get_u64 (bits + 8 * j);
         self->words [j] |= word << shift;
         if (shift && j + 1 < need)
             self->words [j + 1] |= word >> (64 - shift);

@@ -10,6 +10,7 @@
 //  verified before any field is trusted; then every field is checked
 //  against the others.
 
+#include "ps_bytes.h"
 #include "ps_snapshot.h"
 
 #include <assert.h>
@@ -72,38 +73,6 @@ _Static_assert (S_OFF_DOUBLES + 8 * sizeof s_doubles / sizeof s_doubles [0] == S
 //  2 GiB per write (), so big arrays go in chunks of 1 GiB.
 #define S_CHUNK  ((size_t) 1 << 30)
 
-static void
-s_put_u32 (uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p [i] = (uint8_t) (v >> (8 * i));
-}
-
-static void
-s_put_u64 (uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p [i] = (uint8_t) (v >> (8 * i));
-}
-
-static uint32_t
-s_get_u32 (const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t) p [i] << (8 * i);
-    return v;
-}
-
-static uint64_t
-s_get_u64 (const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t) p [i] << (8 * i);
-    return v;
-}
-
 static uint32_t
 s_crc (uint32_t crc, const uint8_t *data, size_t len)
 {
@@ -146,28 +115,28 @@ s_encode_header (const ps_snapshot_t *snap, int64_t elements, int nslots,
 {
     memset (header, 0, S_HEADER_SIZE);
     memcpy (header, s_magic, sizeof s_magic);
-    s_put_u32 (header + S_OFF_FORMAT, PS_SNAPSHOT_VERSION);
-    s_put_u32 (header + S_OFF_PART, snap->part);
-    s_put_u32 (header + S_OFF_RANK, (uint32_t) snap->shape.rank);
-    s_put_u32 (header + S_OFF_KIND, (uint32_t) snap->opt.kind);
-    s_put_u32 (header + S_OFF_NESTEROV, snap->opt.nesterov ? 1 : 0);
-    s_put_u32 (header + S_OFF_SLOTS, (uint32_t) nslots);
+    ps_put_u32 (header + S_OFF_FORMAT, PS_SNAPSHOT_VERSION);
+    ps_put_u32 (header + S_OFF_PART, snap->part);
+    ps_put_u32 (header + S_OFF_RANK, (uint32_t) snap->shape.rank);
+    ps_put_u32 (header + S_OFF_KIND, (uint32_t) snap->opt.kind);
+    ps_put_u32 (header + S_OFF_NESTEROV, snap->opt.nesterov ? 1 : 0);
+    ps_put_u32 (header + S_OFF_SLOTS, (uint32_t) nslots);
     //  s_check has bounded the name below PS_NAME_MAX; the rest stays zero.
     memcpy (header + S_OFF_NAME, snap->var, strlen (snap->var));
     for (int i = 0; i < snap->shape.rank; i++)
-        s_put_u64 (header + S_OFF_DIMS + 8 * i, (uint64_t) snap->shape.dims [i]);
-    s_put_u64 (header + S_OFF_ROW_BEGIN, (uint64_t) snap->row_begin);
-    s_put_u64 (header + S_OFF_ROW_END, (uint64_t) snap->row_end);
+        ps_put_u64 (header + S_OFF_DIMS + 8 * i, (uint64_t) snap->shape.dims [i]);
+    ps_put_u64 (header + S_OFF_ROW_BEGIN, (uint64_t) snap->row_begin);
+    ps_put_u64 (header + S_OFF_ROW_END, (uint64_t) snap->row_end);
     for (size_t i = 0; i < sizeof s_doubles / sizeof s_doubles [0]; i++) {
         uint64_t bits;
         memcpy (&bits, (const uint8_t *) &snap->opt + s_doubles [i], sizeof bits);
-        s_put_u64 (header + S_OFF_DOUBLES + 8 * i, bits);
+        ps_put_u64 (header + S_OFF_DOUBLES + 8 * i, bits);
     }
-    s_put_u64 (header + S_OFF_OPT_T, snap->opt_t);
-    s_put_u64 (header + S_OFF_VERSION, snap->version);
-    s_put_u64 (header + S_OFF_DUPLICATES, snap->duplicates);
-    s_put_u64 (header + S_OFF_ELEMENTS, (uint64_t) elements);
-    s_put_u64 (header + S_OFF_LEDGER_LEN, ledger_len);
+    ps_put_u64 (header + S_OFF_OPT_T, snap->opt_t);
+    ps_put_u64 (header + S_OFF_VERSION, snap->version);
+    ps_put_u64 (header + S_OFF_DUPLICATES, snap->duplicates);
+    ps_put_u64 (header + S_OFF_ELEMENTS, (uint64_t) elements);
+    ps_put_u64 (header + S_OFF_LEDGER_LEN, ledger_len);
 }
 
 //  Write all of data, resuming after short writes and signals, and fold
@@ -241,7 +210,7 @@ s_write_body (int fd, const ps_snapshot_t *snap, const uint8_t *header, size_t h
         if (s_write_all (fd, snap->slots [i], array_bytes, &crc))
             return -1;
     uint8_t trailer [S_TRAILER_SIZE];
-    s_put_u32 (trailer, crc);
+    ps_put_u32 (trailer, crc);
     return s_write_all (fd, trailer, sizeof trailer, NULL);
 }
 
@@ -356,7 +325,7 @@ s_read_trailer (s_reader_t *reader, ps_error_t *err)
     int rc = s_read (reader, trailer, sizeof trailer, err);
     if (rc)
         return rc;
-    uint32_t stored = s_get_u32 (trailer);
+    uint32_t stored = ps_get_u32 (trailer);
     if (stored != computed)
         return ps_error_set (err, PS_ECORRUPT,
                              "file %s: checksum mismatch (stored 0x%08x, computed 0x%08x)",
@@ -390,7 +359,7 @@ s_load (s_reader_t *reader, uint8_t **head_p, ps_snapshot_t *snap, ps_error_t *e
         return rc;
     if (memcmp (header, s_magic, sizeof s_magic) != 0)
         return ps_error_set (err, PS_ECORRUPT, "file %s: bad magic", path);
-    uint32_t format = s_get_u32 (header + S_OFF_FORMAT);
+    uint32_t format = ps_get_u32 (header + S_OFF_FORMAT);
     if (format != PS_SNAPSHOT_VERSION)
         return ps_error_set (err, PS_EVERSION, "file %s: format version %u, expected %d",
                              path, format, PS_SNAPSHOT_VERSION);
@@ -402,9 +371,9 @@ s_load (s_reader_t *reader, uint8_t **head_p, ps_snapshot_t *snap, ps_error_t *e
     //  They only decide where the following bytes go, and must add up to
     //  the file size before anything is allocated, so a corrupt length can
     //  cost no more memory than the file's size.
-    uint64_t ledger_len = s_get_u64 (header + S_OFF_LEDGER_LEN);
-    uint64_t elements = s_get_u64 (header + S_OFF_ELEMENTS);
-    uint32_t nslots = s_get_u32 (header + S_OFF_SLOTS);
+    uint64_t ledger_len = ps_get_u64 (header + S_OFF_LEDGER_LEN);
+    uint64_t elements = ps_get_u64 (header + S_OFF_ELEMENTS);
+    uint32_t nslots = ps_get_u32 (header + S_OFF_SLOTS);
     size_t room = reader->size - S_HEADER_SIZE - S_TRAILER_SIZE;
     bool fits = nslots <= PS_OPT_MAX_SLOTS
              && elements <= room / sizeof (float) / (1 + nslots)
@@ -475,57 +444,57 @@ s_parse (const char *path, const uint8_t *head, ps_snapshot_t *snap, ps_error_t 
                                  path, i, (unsigned char) name [i]);
     memcpy (snap->var, name, PS_NAME_MAX);
 
-    uint32_t rank = s_get_u32 (head + S_OFF_RANK);
+    uint32_t rank = ps_get_u32 (head + S_OFF_RANK);
     if (rank < 1 || rank > PS_MAX_RANK)
         return ps_error_set (err, PS_ECORRUPT, "file %s: rank %u, expected 1..%d",
                              path, rank, PS_MAX_RANK);
     snap->shape.rank = (int) rank;
     for (int i = 0; i < PS_MAX_RANK; i++) {
-        snap->shape.dims [i] = (int64_t) s_get_u64 (head + S_OFF_DIMS + 8 * i);
+        snap->shape.dims [i] = (int64_t) ps_get_u64 (head + S_OFF_DIMS + 8 * i);
         if (i >= (int) rank && snap->shape.dims [i] != 0)
             return ps_error_set (err, PS_ECORRUPT,
                                  "file %s: dimension %d is %lld beyond rank %u, expected 0",
                                  path, i, (long long) snap->shape.dims [i], rank);
     }
-    uint32_t kind = s_get_u32 (head + S_OFF_KIND);
+    uint32_t kind = ps_get_u32 (head + S_OFF_KIND);
     if (kind > PS_OPT_ADAM)
         return ps_error_set (err, PS_ECORRUPT, "file %s: optimizer kind %u, expected 0..%d",
                              path, kind, PS_OPT_ADAM);
     snap->opt.kind = (ps_opt_kind_t) kind;
-    uint32_t nesterov = s_get_u32 (head + S_OFF_NESTEROV);
+    uint32_t nesterov = ps_get_u32 (head + S_OFF_NESTEROV);
     if (nesterov > 1)
         return ps_error_set (err, PS_ECORRUPT, "file %s: nesterov flag %u, expected 0 or 1",
                              path, nesterov);
     snap->opt.nesterov = nesterov == 1;
     for (size_t i = 0; i < sizeof s_doubles / sizeof s_doubles [0]; i++) {
-        uint64_t bits = s_get_u64 (head + S_OFF_DOUBLES + 8 * i);
+        uint64_t bits = ps_get_u64 (head + S_OFF_DOUBLES + 8 * i);
         memcpy ((uint8_t *) &snap->opt + s_doubles [i], &bits, sizeof bits);
     }
-    snap->part = s_get_u32 (head + S_OFF_PART);
-    snap->row_begin = (int64_t) s_get_u64 (head + S_OFF_ROW_BEGIN);
-    snap->row_end = (int64_t) s_get_u64 (head + S_OFF_ROW_END);
-    snap->opt_t = s_get_u64 (head + S_OFF_OPT_T);
-    snap->version = s_get_u64 (head + S_OFF_VERSION);
-    snap->duplicates = s_get_u64 (head + S_OFF_DUPLICATES);
+    snap->part = ps_get_u32 (head + S_OFF_PART);
+    snap->row_begin = (int64_t) ps_get_u64 (head + S_OFF_ROW_BEGIN);
+    snap->row_end = (int64_t) ps_get_u64 (head + S_OFF_ROW_END);
+    snap->opt_t = ps_get_u64 (head + S_OFF_OPT_T);
+    snap->version = ps_get_u64 (head + S_OFF_VERSION);
+    snap->duplicates = ps_get_u64 (head + S_OFF_DUPLICATES);
 
     int64_t elements;
     ps_error_t check_err;
     if (s_check (snap, &elements, &check_err))
         return ps_error_set (err, PS_ECORRUPT, "file %s: %s", path, check_err.msg);
-    uint64_t stored_elements = s_get_u64 (head + S_OFF_ELEMENTS);
+    uint64_t stored_elements = ps_get_u64 (head + S_OFF_ELEMENTS);
     if (stored_elements != (uint64_t) elements)
         return ps_error_set (err, PS_ECORRUPT,
                              "file %s: element count %llu, expected %lld for rows [%lld,%lld)",
                              path, (unsigned long long) stored_elements, (long long) elements,
                              (long long) snap->row_begin, (long long) snap->row_end);
     int nslots = ps_opt_slot_count (snap->opt.kind);
-    uint32_t stored_slots = s_get_u32 (head + S_OFF_SLOTS);
+    uint32_t stored_slots = ps_get_u32 (head + S_OFF_SLOTS);
     if (stored_slots != (uint32_t) nslots)
         return ps_error_set (err, PS_ECORRUPT, "file %s: slot count %u, expected %d for %s",
                              path, stored_slots, nslots, ps_opt_kind_name (snap->opt.kind));
 
     ps_error_t ledger_err;
-    size_t ledger_len = (size_t) s_get_u64 (head + S_OFF_LEDGER_LEN);
+    size_t ledger_len = (size_t) ps_get_u64 (head + S_OFF_LEDGER_LEN);
     snap->ledger = ps_ledger_decode (head + S_HEADER_SIZE, ledger_len, &ledger_err);
     if (!snap->ledger)
         return ps_error_set (err, ledger_err.code, "file %s: %s", path, ledger_err.msg);
@@ -630,7 +599,7 @@ ps_snapshot_summary (const char *path, uint64_t *bytes, uint32_t *crc, ps_error_
                            path, strerror (errno));
     else {
         *bytes = (uint64_t) st.st_size;
-        *crc = s_get_u32 (trailer);
+        *crc = ps_get_u32 (trailer);
     }
     close (fd);
     return rc;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "ps_bytes.h"
 #include "ps_snapshot.h"
 
 //  Byte offsets from schemas/snapshot.md, for the corruption tests.
@@ -372,23 +373,9 @@ test_flipped_byte (void **state)
 }
 
 static void
-s_put_u32 (uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p [i] = (uint8_t) (v >> (8 * i));
-}
-
-static void
-s_put_u64 (uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p [i] = (uint8_t) (v >> (8 * i));
-}
-
-static void
 s_store_with_crc (const char *path, uint8_t *data, size_t size)
 {
-    s_put_u32 (data + size - 4, (uint32_t) crc32 (crc32 (0, Z_NULL, 0), data, (uInt) (size - 4)));
+    ps_put_u32 (data + size - 4, (uint32_t) crc32 (crc32 (0, Z_NULL, 0), data, (uInt) (size - 4)));
     s_store (path, data, size);
 }
 
@@ -448,17 +435,17 @@ test_inconsistent_fields (void **state)
             data [cases [i].offset] = (uint8_t) cases [i].value;
         else
         if (cases [i].width == 4)
-            s_put_u32 (data + cases [i].offset, (uint32_t) cases [i].value);
+            ps_put_u32 (data + cases [i].offset, (uint32_t) cases [i].value);
         else
-            s_put_u64 (data + cases [i].offset, cases [i].value);
+            ps_put_u64 (data + cases [i].offset, cases [i].value);
         s_store_with_crc (path, data, size);
         s_assert_read_fails (path, PS_ECORRUPT, cases [i].expect);
     }
     //  An element count that fits the file size (the ledger shrunk to make
     //  room) but not the row range.
     memcpy (data, good, size);
-    s_put_u64 (data + OFF_ELEMENTS, 61);
-    s_put_u64 (data + OFF_LEDGER_LEN, ps_ledger_encoded_size (snap.ledger) - 8);
+    ps_put_u64 (data + OFF_ELEMENTS, 61);
+    ps_put_u64 (data + OFF_LEDGER_LEN, ps_ledger_encoded_size (snap.ledger) - 8);
     s_store_with_crc (path, data, size);
     s_assert_read_fails (path, PS_ECORRUPT, "element count");
 
