@@ -174,6 +174,80 @@ s_align_tensors (ps_msg_t *self)
     }
 }
 
+//  msgpack-c allocates an array's or map's element table as soon as it reads
+//  the declared count, before any element: five bytes claiming 2^32
+//  elements would ask for 64 GiB. Every element takes at least one byte,
+//  so a header whose pending element count ever exceeds the bytes left is
+//  refused before msgpack-c sees it. Lengths of strings, bins and exts are
+//  bounded the same way. A truncated header passes here and is reported by
+//  the unpacker.
+static bool
+s_counts_fit (const uint8_t *data, size_t size)
+{
+    size_t pos = 0;
+    uint64_t pending = 1;
+    while (pending > 0 && pos < size) {
+        uint8_t b = data [pos++];
+        pending--;
+        uint64_t count = 0, skip = 0;
+        size_t width = 0;
+        if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3)
+            continue;
+        else
+        if (b >= 0x80 && b <= 0x8f)
+            count = 2 * (uint64_t) (b & 0x0f);
+        else
+        if (b >= 0x90 && b <= 0x9f)
+            count = b & 0x0f;
+        else
+        if (b >= 0xa0 && b <= 0xbf)
+            skip = b & 0x1f;
+        else {
+            //  Types with a big-endian length or count after the type byte.
+            static const struct { uint8_t type; uint8_t width; uint8_t fixed; uint8_t kind; } table [] = {
+                //  kind: 0 fixed payload, 1 length, 2 array count, 3 map count
+                { 0xc4, 1, 0, 1 }, { 0xc5, 2, 0, 1 }, { 0xc6, 4, 0, 1 },
+                { 0xc7, 1, 1, 1 }, { 0xc8, 2, 1, 1 }, { 0xc9, 4, 1, 1 },
+                { 0xca, 0, 4, 0 }, { 0xcb, 0, 8, 0 },
+                { 0xcc, 0, 1, 0 }, { 0xcd, 0, 2, 0 }, { 0xce, 0, 4, 0 }, { 0xcf, 0, 8, 0 },
+                { 0xd0, 0, 1, 0 }, { 0xd1, 0, 2, 0 }, { 0xd2, 0, 4, 0 }, { 0xd3, 0, 8, 0 },
+                { 0xd4, 0, 2, 0 }, { 0xd5, 0, 3, 0 }, { 0xd6, 0, 5, 0 }, { 0xd7, 0, 9, 0 },
+                { 0xd8, 0, 17, 0 },
+                { 0xd9, 1, 0, 1 }, { 0xda, 2, 0, 1 }, { 0xdb, 4, 0, 1 },
+                { 0xdc, 2, 0, 2 }, { 0xdd, 4, 0, 2 }, { 0xde, 2, 0, 3 }, { 0xdf, 4, 0, 3 },
+            };
+            size_t i = 0;
+            while (i < sizeof table / sizeof table [0] && table [i].type != b)
+                i++;
+            if (i == sizeof table / sizeof table [0])
+                return true;    //  0xc1, never valid: the unpacker says so
+            width = table [i].width;
+            if (pos + width > size)
+                return true;    //  truncated: the unpacker says so
+            uint64_t value = 0;
+            for (size_t k = 0; k < width; k++)
+                value = value << 8 | data [pos + k];
+            pos += width;
+            skip = table [i].fixed;
+            if (table [i].kind == 1)
+                skip += value;
+            else
+            if (table [i].kind == 2)
+                count = value;
+            else
+            if (table [i].kind == 3)
+                count = 2 * value;
+        }
+        if (skip > size - pos)
+            return skip <= size;    //  a truncated payload is the unpacker's to report
+        pos += skip;
+        pending += count;
+        if (pending > size - pos)
+            return false;
+    }
+    return true;
+}
+
 int
 ps_msg_decode (ps_msg_t *self, ps_error_t *err)
 {
@@ -184,13 +258,16 @@ ps_msg_decode (ps_msg_t *self, ps_error_t *err)
     if (size > PS_MSG_MAX_HEADER)
         return ps_error_set (err, PS_EPROTO, "header frame has %zu bytes, the limit is %d",
                              size, PS_MSG_MAX_HEADER);
+    if (!s_counts_fit (zmq_msg_data (&self->frames [0]), size))
+        return ps_error_set (err, PS_EPROTO,
+                             "header frame (%zu bytes) declares more elements than it holds", size);
     size_t offset = 0;
     int rc = msgpack_unpack_next (&self->unpacked, zmq_msg_data (&self->frames [0]), size, &offset);
     if (rc != MSGPACK_UNPACK_SUCCESS)
         return ps_error_set (err, PS_EPROTO, "header frame (%zu bytes) is not %s msgpack",
                              size, rc == MSGPACK_UNPACK_CONTINUE ? "complete" : "valid");
     if (offset != size)
-        return ps_error_set (err, PS_EPROTO, "header frame has %zu bytes after the msgpack map",
+        return ps_error_set (err, PS_EPROTO, "header frame has %zu bytes after the msgpack value",
                              size - offset);
     const msgpack_object *header = &self->unpacked.data;
     //  Pick up the id before validating, so an error reply can carry it.

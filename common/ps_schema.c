@@ -266,7 +266,8 @@ s_check_map (const s_type_t *type, const msgpack_object *map, const s_type_t *sk
              char *path, size_t path_len, ps_error_t *err)
 {
     size_t used = strlen (path);
-    const char *dot = used && path [used - 1] != ' ' ? "." : "";
+    //  Paths read "push: tensors[0].shape": the message name, then fields.
+    const char *dot = strchr (path, ':') ? "." : ": ";
     //  Every key must be a known field, present once, of the right type.
     for (uint32_t i = 0; i < map->via.map.size; i++) {
         const msgpack_object *key = &map->via.map.ptr [i].key;
@@ -380,10 +381,11 @@ ps_schema_validate (const msgpack_object *header, const size_t *frame_sizes,
     const msgpack_object *version = s_get (header, "version");
     if (!version)
         return ps_error_set (err, PS_EPROTO, "header: missing field 'version'");
-    if (version->type != MSGPACK_OBJECT_POSITIVE_INTEGER
-    ||  version->via.u64 != PS_PROTOCOL_VERSION)
-        return ps_error_set (err, PS_EVERSION, "header: protocol version %s%llu is not supported, expected %d",
-                             version->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? "" : "(not a uint) ",
+    if (version->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return ps_error_set (err, PS_EPROTO, "header: field 'version' is a %s, expected uint",
+                             s_object_name (version));
+    if (version->via.u64 != PS_PROTOCOL_VERSION)
+        return ps_error_set (err, PS_EVERSION, "header: protocol version %llu is not supported, expected %d",
                              (unsigned long long) version->via.u64, PS_PROTOCOL_VERSION);
     const msgpack_object *name = s_get (header, "type");
     if (!name || name->type != MSGPACK_OBJECT_STR)
@@ -394,7 +396,7 @@ ps_schema_validate (const msgpack_object *header, const size_t *frame_sizes,
         return ps_error_set (err, PS_EPROTO, "header: unknown message type '%.*s'",
                              (int) name->via.str.size, name->via.str.ptr);
     char path [256];
-    snprintf (path, sizeof path, "%s: ", msg->name);
+    snprintf (path, sizeof path, "%s", msg->name);
     //  The header map holds the common fields and the body fields together.
     int rc = s_check_map (s_schema.header, header, msg->body, path, sizeof path, err);
     if (rc == PS_OK)

@@ -271,9 +271,16 @@ ps_server_endpoint (ps_server_t *self)
 //  Replies
 
 static int
-s_reply_error (ps_server_t *self, ps_msg_t *msg, int code, const char *message)
+s_reply_error (ps_server_t *self, ps_msg_t *msg, int code, const char *text)
 {
     self->errors++;
+    //  Messages quote what the peer sent (names, types, keys); its control
+    //  bytes must not reach the log or the reply as they came.
+    char message [PS_ERROR_MSG_MAX];
+    size_t len = 0;
+    for (; text [len] && len + 1 < sizeof message; len++)
+        message [len] = text [len] >= 0x20 && text [len] < 0x7f ? text [len] : '?';
+    message [len] = 0;
     zmq_msg_t *envelope;
     size_t nenvelope = ps_msg_envelope (msg, &envelope);
     ps_warn ("request %llu refused: %s: %s", (unsigned long long) ps_msg_id (msg),
@@ -399,7 +406,7 @@ s_job_resolve (ps_server_t *self, s_job_t *job, const msgpack_object *list, ps_e
         const msgpack_object *ref = &list->via.array.ptr [i];
         char var [PS_NAME_MAX];
         if (ps_obj_str (ps_obj_get (ref, "var"), var, sizeof var))
-            return ps_error_set (err, PS_EPROTO, "%s: entry %zu: variable name is too long",
+            return ps_error_set (err, PS_EPROTO, "%s: entry %zu: variable name is too long or holds a NUL",
                                  type, i);
         uint64_t part = ps_obj_get (ref, "part")->via.u64;
         char key [PS_NAME_MAX + 24];
@@ -927,7 +934,11 @@ s_handle_request (ps_server_t *self)
     else {
         const char *type = ps_msg_type (msg);
         if (!ps_schema_reply_type (type))
-            s_reply_error (self, msg, PS_EPROTO, "this message type is a reply, not a request");
+        {
+            char text [128];
+            snprintf (text, sizeof text, "header: '%s' is a reply type, not a request", type);
+            s_reply_error (self, msg, PS_EPROTO, text);
+        }
         else
         if (strcmp (type, "push") == 0 || strcmp (type, "pull") == 0
         ||  strcmp (type, "push_pull") == 0) {
