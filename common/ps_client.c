@@ -439,21 +439,14 @@ ps_client_set_optimizer (ps_client_t *self, const ps_opt_config_t *opt, ps_error
         s_server_t *server = &self->servers [s];
         msgpack_packer *pk = s_begin (self, server, "set_optimizer", 1);
         ps_pack_key (pk, "optimizer");
-        msgpack_pack_map (pk, 11);
+        msgpack_pack_map (pk, 2 + PS_OPT_NDOUBLES);
         ps_pack_key (pk, "kind");
         ps_pack_str (pk, ps_opt_kind_name (opt->kind));
         ps_pack_key (pk, "nesterov");
         opt->nesterov ? msgpack_pack_true (pk) : msgpack_pack_false (pk);
-        const struct { const char *name; double value; } fields [] = {
-            { "lr", opt->lr }, { "momentum", opt->momentum }, { "beta1", opt->beta1 },
-            { "beta2", opt->beta2 }, { "epsilon", opt->epsilon },
-            { "initial_accumulator", opt->initial_accumulator },
-            { "weight_decay", opt->weight_decay }, { "clip_value", opt->clip_value },
-            { "clip_norm", opt->clip_norm },
-        };
-        for (size_t i = 0; i < sizeof fields / sizeof fields [0]; i++) {
-            ps_pack_key (pk, fields [i].name);
-            msgpack_pack_double (pk, fields [i].value);
+        for (int i = 0; i < PS_OPT_NDOUBLES; i++) {
+            ps_pack_key (pk, ps_opt_double_name (i));
+            msgpack_pack_double (pk, ps_opt_double_get (opt, i));
         }
         rc = s_send (server, 0, err);
     }

@@ -290,3 +290,39 @@ ps_opt_apply (const ps_opt_config_t *cfg, float *params, const float *grad,
         }
     }
 }
+
+static const char *s_double_names [PS_OPT_NDOUBLES] = {
+    "lr", "momentum", "beta1", "beta2", "epsilon", "initial_accumulator",
+    "weight_decay", "clip_value", "clip_norm",
+};
+
+//  The field behind an index; const-ness is restored by the callers.
+static double *
+s_double_field (ps_opt_config_t *cfg, int index)
+{
+    double *fields [PS_OPT_NDOUBLES] = {
+        &cfg->lr, &cfg->momentum, &cfg->beta1, &cfg->beta2, &cfg->epsilon,
+        &cfg->initial_accumulator, &cfg->weight_decay, &cfg->clip_value, &cfg->clip_norm,
+    };
+    assert (index >= 0 && index < PS_OPT_NDOUBLES);
+    return fields [index];
+}
+
+const char *
+ps_opt_double_name (int index)
+{
+    assert (index >= 0 && index < PS_OPT_NDOUBLES);
+    return s_double_names [index];
+}
+
+double
+ps_opt_double_get (const ps_opt_config_t *cfg, int index)
+{
+    return *s_double_field ((ps_opt_config_t *) cfg, index);
+}
+
+void
+ps_opt_double_set (ps_opt_config_t *cfg, int index, double value)
+{
+    *s_double_field (cfg, index) = value;
+}

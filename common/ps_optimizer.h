@@ -56,6 +56,15 @@ void ps_opt_config_default (ps_opt_config_t *cfg, ps_opt_kind_t kind);
 //  Check ranges and finiteness; the message names the bad field.
 int ps_opt_config_validate (const ps_opt_config_t *cfg, ps_error_t *err);
 
+//  The double-valued fields of ps_opt_config_t, by index in a fixed order
+//  (lr, momentum, beta1, beta2, epsilon, initial_accumulator, weight_decay,
+//  clip_value, clip_norm): the order of the snapshot file, and the names of
+//  the wire protocol's optimizer map. One table serves every codec.
+#define PS_OPT_NDOUBLES 9
+const char *ps_opt_double_name (int index);
+double ps_opt_double_get (const ps_opt_config_t *cfg, int index);
+void ps_opt_double_set (ps_opt_config_t *cfg, int index, double value);
+
 //  Parse "sgd", "momentum", "adagrad" or "adam".
 int ps_opt_kind_parse (const char *name, ps_opt_kind_t *kind, ps_error_t *err);
 const char *ps_opt_kind_name (ps_opt_kind_t kind);

@@ -53,20 +53,9 @@ static const uint8_t s_magic [8] = { 0x89, 'P', 'S', 'N', 'A', 'P', '\r', '\n' }
 #define S_HEADER_SIZE    352
 #define S_TRAILER_SIZE     4
 
-//  The optimizer's double fields, in file order from S_OFF_DOUBLES, 8 bytes
-//  each. One table serves the writer and the reader so they cannot disagree.
-static const size_t s_doubles [] = {
-    offsetof (ps_opt_config_t, lr),
-    offsetof (ps_opt_config_t, momentum),
-    offsetof (ps_opt_config_t, beta1),
-    offsetof (ps_opt_config_t, beta2),
-    offsetof (ps_opt_config_t, epsilon),
-    offsetof (ps_opt_config_t, initial_accumulator),
-    offsetof (ps_opt_config_t, weight_decay),
-    offsetof (ps_opt_config_t, clip_value),
-    offsetof (ps_opt_config_t, clip_norm),
-};
-_Static_assert (S_OFF_DOUBLES + 8 * sizeof s_doubles / sizeof s_doubles [0] == S_OFF_OPT_T,
+//  The optimizer's double fields follow one another from S_OFF_DOUBLES, 8
+//  bytes each, in ps_opt_double_name's order.
+_Static_assert (S_OFF_DOUBLES + 8 * PS_OPT_NDOUBLES == S_OFF_OPT_T,
                 "the optimizer doubles must end where opt_t starts");
 
 //  zlib's crc32 () takes a 32-bit length, and Linux moves at most about
@@ -127,10 +116,11 @@ s_encode_header (const ps_snapshot_t *snap, int64_t elements, int nslots,
         ps_put_u64 (header + S_OFF_DIMS + 8 * i, (uint64_t) snap->shape.dims [i]);
     ps_put_u64 (header + S_OFF_ROW_BEGIN, (uint64_t) snap->row_begin);
     ps_put_u64 (header + S_OFF_ROW_END, (uint64_t) snap->row_end);
-    for (size_t i = 0; i < sizeof s_doubles / sizeof s_doubles [0]; i++) {
+    for (int i = 0; i < PS_OPT_NDOUBLES; i++) {
+        double value = ps_opt_double_get (&snap->opt, i);
         uint64_t bits;
-        memcpy (&bits, (const uint8_t *) &snap->opt + s_doubles [i], sizeof bits);
-        ps_put_u64 (header + S_OFF_DOUBLES + 8 * i, bits);
+        memcpy (&bits, &value, sizeof bits);
+        ps_put_u64 (header + S_OFF_DOUBLES + 8 * (size_t) i, bits);
     }
     ps_put_u64 (header + S_OFF_OPT_T, snap->opt_t);
     ps_put_u64 (header + S_OFF_VERSION, snap->version);
@@ -466,9 +456,11 @@ s_parse (const char *path, const uint8_t *head, ps_snapshot_t *snap, ps_error_t 
         return ps_error_set (err, PS_ECORRUPT, "file %s: nesterov flag %u, expected 0 or 1",
                              path, nesterov);
     snap->opt.nesterov = nesterov == 1;
-    for (size_t i = 0; i < sizeof s_doubles / sizeof s_doubles [0]; i++) {
-        uint64_t bits = ps_get_u64 (head + S_OFF_DOUBLES + 8 * i);
-        memcpy ((uint8_t *) &snap->opt + s_doubles [i], &bits, sizeof bits);
+    for (int i = 0; i < PS_OPT_NDOUBLES; i++) {
+        uint64_t bits = ps_get_u64 (head + S_OFF_DOUBLES + 8 * (size_t) i);
+        double value;
+        memcpy (&value, &bits, sizeof value);
+        ps_opt_double_set (&snap->opt, i, value);
     }
     snap->part = ps_get_u32 (head + S_OFF_PART);
     snap->row_begin = (int64_t) ps_get_u64 (head + S_OFF_ROW_BEGIN);

@@ -618,21 +618,10 @@ s_handle_set_optimizer (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, p
         return err->code;
     ps_opt_config_t opt;
     ps_opt_config_default (&opt, parsed);
-    static const struct { const char *name; size_t offset; } fields [] = {
-        { "lr", offsetof (ps_opt_config_t, lr) },
-        { "momentum", offsetof (ps_opt_config_t, momentum) },
-        { "beta1", offsetof (ps_opt_config_t, beta1) },
-        { "beta2", offsetof (ps_opt_config_t, beta2) },
-        { "epsilon", offsetof (ps_opt_config_t, epsilon) },
-        { "initial_accumulator", offsetof (ps_opt_config_t, initial_accumulator) },
-        { "weight_decay", offsetof (ps_opt_config_t, weight_decay) },
-        { "clip_value", offsetof (ps_opt_config_t, clip_value) },
-        { "clip_norm", offsetof (ps_opt_config_t, clip_norm) },
-    };
-    for (size_t i = 0; i < sizeof fields / sizeof fields [0]; i++) {
-        const msgpack_object *field = ps_obj_get (obj, fields [i].name);
+    for (int i = 0; i < PS_OPT_NDOUBLES; i++) {
+        const msgpack_object *field = ps_obj_get (obj, ps_opt_double_name (i));
         if (field)
-            *(double *) ((char *) &opt + fields [i].offset) = ps_obj_double (field);
+            ps_opt_double_set (&opt, i, ps_obj_double (field));
     }
     const msgpack_object *nesterov = ps_obj_get (obj, "nesterov");
     if (nesterov)
