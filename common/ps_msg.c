@@ -319,6 +319,25 @@ ps_msg_tensor (ps_msg_t *self, size_t index)
     return self->tensors [index];
 }
 
+int
+ps_msg_take_tensor (ps_msg_t *self, size_t index, zmq_msg_t *frame)
+{
+    assert (self && self->decoded && index + 1 < self->nframes);
+    zmq_msg_t *source = &self->frames [index + 1];
+    if ((const void *) self->tensors [index] != zmq_msg_data (source))
+        return PS_EINVAL;
+    if (zmq_msg_init (frame) != 0 || zmq_msg_move (frame, source) != 0)
+        abort ();
+    return PS_OK;
+}
+
+void
+ps_msg_clear (ps_msg_t *self)
+{
+    assert (self);
+    s_clear (self);
+}
+
 size_t
 ps_msg_tensor_bytes (ps_msg_t *self)
 {

@@ -64,6 +64,18 @@ const msgpack_object *ps_msg_header (ps_msg_t *self);
 size_t ps_msg_tensor_count (ps_msg_t *self);
 const float *ps_msg_tensor (ps_msg_t *self, size_t index);
 
+//  Move tensor frame `index` out of the message into *frame (initialised by
+//  this call), so a reply can reuse its buffer: a push-pull writes the fresh
+//  values over the gradient it has applied and sends that frame back,
+//  allocating nothing. ps_msg_tensor (index) stays valid while *frame
+//  lives. Returns PS_EINVAL, moving nothing, when the tensor's aligned view
+//  is a copy rather than the frame itself.
+int ps_msg_take_tensor (ps_msg_t *self, size_t index, zmq_msg_t *frame);
+
+//  Release the frames held, keeping the buffers of the codec for reuse.
+//  A message parked for reuse should not pin a large received frame.
+void ps_msg_clear (ps_msg_t *self);
+
 //  Total bytes of the tensor frames.
 size_t ps_msg_tensor_bytes (ps_msg_t *self);
 

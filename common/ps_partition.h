@@ -64,7 +64,8 @@ size_t ps_partition_count (ps_partition_t *self);
 
 //  Apply the gradient of step `step` (count floats, the local shape).
 //  When `out` is not NULL, the values after this push are copied to it in
-//  the same critical section (push-pull). *version receives the update
+//  the same critical section (push-pull); out may be grad itself, which is
+//  overwritten only after the update has read it. *version receives the update
 //  count after the call. Returns 0 when applied, PS_DUPLICATE when the
 //  step was applied before (values unchanged, still copied to out), or
 //  PS_EINVAL when the step is too far ahead of the ledger's watermark.

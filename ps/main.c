@@ -2,6 +2,7 @@
 //  TF_CONFIG environment variable), then serves until SIGTERM, SIGINT or a
 //  shutdown request.
 
+#include "ps_heap.h"
 #include "ps_log.h"
 #include "ps_server.h"
 #include "ps_tfconfig.h"
@@ -103,6 +104,8 @@ main (int argc, char *argv [])
         return 2;
     }
     ps_error_t err;
+    if (ps_heap_tune (&err))
+        ps_warn ("%s; large messages will be slower", err.msg);
     char tf_endpoint [256];
     char name [64] = "ps";
     if (!bind) {

@@ -318,6 +318,7 @@ s_msg_take (ps_server_t *self)
 static void
 s_msg_give (ps_server_t *self, ps_msg_t *msg)
 {
+    ps_msg_clear (msg);
     self->spare_msgs = realloc (self->spare_msgs, (self->nspare + 1) * sizeof (ps_msg_t *));
     if (!self->spare_msgs)
         abort ();
@@ -466,12 +467,18 @@ s_handle_data (ps_server_t *self, ps_msg_t *msg)
         return;
     }
     size_t bytes = ps_msg_tensor_bytes (msg);
+    //  A push-pull answers in the gradient's own frame: the partition
+    //  copies its fresh values over the gradient once it is applied. Only a
+    //  pull, or a gradient that had to be copied for alignment, gets a new
+    //  buffer.
     if (job->pull)
         for (size_t i = 0; i < job->ntasks; i++) {
             size_t size = ps_partition_count (job->parts [i]) * sizeof (float);
+            bytes += size;
+            if (job->push && ps_msg_take_tensor (msg, i, &job->out [i]) == PS_OK)
+                continue;
             if (zmq_msg_init_size (&job->out [i], size) != 0)
                 abort ();
-            bytes += size;
         }
     atomic_init (&job->pending, job->ntasks);
     atomic_init (&job->failed, 0);

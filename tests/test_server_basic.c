@@ -156,6 +156,52 @@ test_push_duplicate_push_pull (void **state)
     ps_client_destroy (&client);
 }
 
+//  Large push-pulls go through the servers' thread pools and answer in the
+//  gradient's own frame; the values returned must still be exact, and a
+//  later pull must agree with them.
+static void
+test_push_pull_large (void **state)
+{
+    (void) state;
+    ps_client_t *client = s_client (2);
+    ps_error_t err;
+    ps_shape_t shape;
+    ps_shape_set (&shape, (int64_t []) { 512, 256 }, 2, NULL);
+    ps_init_t init;
+    ps_init_default (&init, PS_INIT_CONSTANT);
+    init.value = 1;
+    assert_int_equal (ps_client_add_variable (client, "large/w", &shape, &init, 2,
+                                              (int64_t []) { 0, 300, 512 }, (int []) { 1, 0 }, &err), 0);
+    s_ok (ps_client_create (client, &err), &err);
+    ps_opt_config_t opt;
+    ps_opt_config_default (&opt, PS_OPT_SGD);
+    opt.lr = 1;
+    s_ok (ps_client_set_optimizer (client, &opt, &err), &err);
+    size_t n = ps_client_variable_size (client, 0);
+    float *grad = malloc (n * sizeof (float));
+    float *values = malloc (n * sizeof (float));
+    float *pulled = malloc (n * sizeof (float));
+    for (size_t i = 0; i < n; i++)
+        grad [i] = (float) (i % 3);
+    const float *grads [] = { grad };
+    float *outs [] = { values }, *pulls [] = { pulled };
+    for (uint64_t step = 0; step < 3; step++) {
+        s_ok (ps_client_push_pull (client, step, 0, grads, outs, NULL, &err), &err);
+        for (size_t i = 0; i < n; i++)
+            if (values [i] != 1.0f - (float) (step + 1) * (float) (i % 3))
+                fail_msg ("step %llu: value %zu is %g", (unsigned long long) step, i, values [i]);
+        //  The gradient buffer the client sent is left untouched.
+        for (size_t i = 0; i < n; i++)
+            assert_true (grad [i] == (float) (i % 3));
+    }
+    s_ok (ps_client_pull (client, pulls, &err), &err);
+    assert_memory_equal (values, pulled, n * sizeof (float));
+    free (grad);
+    free (values);
+    free (pulled);
+    ps_client_destroy (&client);
+}
+
 //  A client whose layout disagrees with the server gets clear errors.
 static void
 test_layout_errors (void **state)
@@ -235,6 +281,7 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_create_matches_local_fill),
         cmocka_unit_test (test_push_duplicate_push_pull),
+        cmocka_unit_test (test_push_pull_large),
         cmocka_unit_test (test_layout_errors),
         cmocka_unit_test (test_timeout_names_server),
         cmocka_unit_test (test_clean_exit),

@@ -1,0 +1,23 @@
+//  Heap tuning for processes that move large tensors through ZeroMQ.
+//
+//  ZeroMQ allocates every received message above a few kilobytes with
+//  malloc, and frees it when the message is closed. With glibc's defaults a
+//  freed 16 MB block tends to be returned to the kernel, so the next
+//  message of the same size lands in fresh pages and pays a page fault per
+//  4 KiB (about 4,000 per 16 MB). ps_heap_tune keeps blocks below 32 MiB in
+//  the heap and lets up to 64 MiB of free heap stay mapped, so receive and
+//  reply buffers are reused hot. Blocks of 32 MiB and more are still
+//  mapped and unmapped per message: glibc cannot keep them in the heap,
+//  and keeping them would break the server's memory bound.
+
+#ifndef PS_HEAP_H_INCLUDED
+#define PS_HEAP_H_INCLUDED
+
+#include "ps_error.h"
+
+//  Apply the tuning to this process. Call it once at start, before threads
+//  are created. Returns 0, or PS_EINVAL when glibc refused a setting (the
+//  process works as before, only slower).
+int ps_heap_tune (ps_error_t *err);
+
+#endif
