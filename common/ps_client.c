@@ -14,6 +14,12 @@
 #include <time.h>
 #include <zmq.h>
 
+//  Partitions of one server are sent in requests of about this many tensor
+//  bytes, all in flight at once, so that the server applies one request
+//  while the next is still arriving and its replies flow back meanwhile.
+//  A partition larger than this travels alone.
+#define S_REQUEST_BYTES  (4u << 20)
+
 //  How long to wait for ZeroMQ to release zero-copy frames after a socket
 //  was closed on timeout. It drops them at once in practice; past this the
 //  caller's buffers could still be read later, which is not survivable.
@@ -39,14 +45,20 @@ typedef struct {
 typedef struct {
     char endpoint [256];
     void *socket;
-    ps_writer_t writer;
-    ps_msg_t *reply;
-    bool waiting;               //  a request is in flight
-    bool answered;
     size_t *parts;              //  indices into the client's parts, in order
     size_t nparts;
-    zmq_msg_t *frames;          //  one per partition, for pushes
+    size_t unanswered;          //  requests in flight during a call
 } s_server_t;
+
+//  One request of the current call: partitions [first, first + count) of
+//  a server's list.
+typedef struct {
+    int server;
+    size_t first, count;
+    uint64_t id;
+    bool answered;
+    ps_msg_t *reply;            //  kept across calls for its buffers
+} s_request_t;
 
 struct _ps_client_t {
     void *ctx;
@@ -59,6 +71,12 @@ struct _ps_client_t {
     size_t nparts;
     uint64_t next_id;
     atomic_long outstanding;    //  zero-copy frames ZeroMQ still holds
+    ps_writer_t writer;         //  header of the request being built
+    zmq_msg_t *frames;          //  its tensor frames
+    size_t frames_cap;
+    s_request_t *requests;      //  the current call's requests
+    size_t nrequests, requests_cap;
+    ps_msg_t *incoming;         //  receives replies before they are matched
 };
 
 static int
@@ -91,6 +109,8 @@ ps_client_new (const char *const *endpoints, int nservers, int timeout_ms, ps_er
     self->servers = calloc ((size_t) nservers, sizeof (s_server_t));
     if (!self->servers)
         abort ();
+    ps_writer_init (&self->writer, "ping", 0, 0);
+    self->incoming = ps_msg_new ();
     self->ctx = zmq_ctx_new ();
     if (!self->ctx) {
         ps_error_set (err, PS_EIO, "zmq_ctx_new: %s", zmq_strerror (errno));
@@ -99,8 +119,6 @@ ps_client_new (const char *const *endpoints, int nservers, int timeout_ms, ps_er
     for (int i = 0; i < nservers; i++) {
         s_server_t *server = &self->servers [i];
         self->nservers++;
-        ps_writer_init (&server->writer, "ping", 0, 0);
-        server->reply = ps_msg_new ();
         if (snprintf (server->endpoint, sizeof server->endpoint, "%s", endpoints [i])
             >= (int) sizeof server->endpoint) {
             ps_error_set (err, PS_EINVAL, "endpoint %s is too long", endpoints [i]);
@@ -126,11 +144,14 @@ ps_client_destroy (ps_client_t **self_p)
         s_server_t *server = &self->servers [i];
         if (server->socket)
             zmq_close (server->socket);
-        ps_writer_fini (&server->writer);
-        ps_msg_destroy (&server->reply);
         free (server->parts);
-        free (server->frames);
     }
+    for (size_t i = 0; i < self->requests_cap; i++)
+        ps_msg_destroy (&self->requests [i].reply);
+    free (self->requests);
+    free (self->frames);
+    ps_msg_destroy (&self->incoming);
+    ps_writer_fini (&self->writer);
     if (self->ctx)
         zmq_ctx_term (self->ctx);
     free (self->servers);
@@ -190,10 +211,15 @@ ps_client_add_variable (ps_client_t *self, const char *name, const ps_shape_t *s
         ps_shape_rows (shape, splits [k], splits [k + 1], &part->local, NULL);
         s_server_t *server = &self->servers [servers [k]];
         server->parts = realloc (server->parts, (server->nparts + 1) * sizeof (size_t));
-        server->frames = realloc (server->frames, (server->nparts + 1) * sizeof (zmq_msg_t));
-        if (!server->parts || !server->frames)
+        if (!server->parts)
             abort ();
         server->parts [server->nparts++] = self->nparts + (size_t) k;
+        if (server->nparts > self->frames_cap) {
+            self->frames_cap = server->nparts;
+            self->frames = realloc (self->frames, self->frames_cap * sizeof (zmq_msg_t));
+            if (!self->frames)
+                abort ();
+        }
     }
     self->nparts += (size_t) nparts;
     return self->nvars++;
@@ -248,34 +274,91 @@ s_wait_released (ps_client_t *self)
     }
 }
 
-//  Start a request to server: reset its header writer.
-static msgpack_packer *
-s_begin (ps_client_t *self, s_server_t *server, const char *type, size_t nfields)
+//  Forget the requests of the previous call.
+static void
+s_start (ps_client_t *self)
 {
-    ps_writer_reset (&server->writer, type, self->next_id, nfields);
-    return &server->writer.pk;
+    self->nrequests = 0;
+    for (int i = 0; i < self->nservers; i++)
+        self->servers [i].unanswered = 0;
 }
 
-static int
-s_send (s_server_t *server, size_t nframes, ps_error_t *err)
+//  Start a request to a server for partitions [first, first + count) of its
+//  list, and return the packer of its header.
+static msgpack_packer *
+s_begin (ps_client_t *self, int server, size_t first, size_t count, const char *type,
+         size_t nfields)
 {
-    int rc = ps_writer_send (&server->writer, server->socket, NULL, 0,
-                             server->frames, nframes, err);
-    if (rc)
+    if (self->nrequests == self->requests_cap) {
+        size_t cap = self->requests_cap ? 2 * self->requests_cap : 8;
+        self->requests = realloc (self->requests, cap * sizeof (s_request_t));
+        if (!self->requests)
+            abort ();
+        for (size_t i = self->requests_cap; i < cap; i++)
+            self->requests [i].reply = ps_msg_new ();
+        self->requests_cap = cap;
+    }
+    s_request_t *request = &self->requests [self->nrequests++];
+    request->server = server;
+    request->first = first;
+    request->count = count;
+    request->id = self->next_id++;
+    request->answered = false;
+    ps_writer_reset (&self->writer, type, request->id, nfields);
+    return &self->writer.pk;
+}
+
+//  Send the request begun last, with nframes of self->frames.
+static int
+s_send (ps_client_t *self, size_t nframes, ps_error_t *err)
+{
+    s_request_t *request = &self->requests [self->nrequests - 1];
+    s_server_t *server = &self->servers [request->server];
+    int rc = ps_writer_send (&self->writer, server->socket, NULL, 0, self->frames, nframes, err);
+    if (rc) {
+        self->nrequests--;      //  never sent, so never answered
         return ps_error_prefix (err, rc, "server %s", server->endpoint);
-    server->waiting = true;
-    server->answered = false;
+    }
+    server->unanswered++;
     return PS_OK;
 }
 
-//  Gather the replies of every server with a request in flight. A server
-//  that does not answer in time gets a fresh socket, so its late reply can
-//  never be taken for the answer to a later request. Returns the first
-//  error; every reply has been read or abandoned when it returns.
+//  The request of the current call that a reply from server answers.
+static s_request_t *
+s_match (ps_client_t *self, int server, uint64_t id)
+{
+    for (size_t i = 0; i < self->nrequests; i++) {
+        s_request_t *request = &self->requests [i];
+        if (request->server == server && request->id == id && !request->answered)
+            return request;
+    }
+    return NULL;
+}
+
+//  Check one received reply: an error reply or a reply of the wrong type
+//  becomes an error naming the server.
+static int
+s_check_reply (ps_msg_t *reply, const char *reply_type, ps_error_t *err)
+{
+    if (strcmp (ps_msg_type (reply), "error") == 0) {
+        const msgpack_object *header = ps_msg_header (reply);
+        char code [32], message [PS_ERROR_MSG_MAX];
+        ps_obj_str (ps_obj_get (header, "code"), code, sizeof code);
+        ps_obj_str (ps_obj_get (header, "message"), message, sizeof message);
+        return ps_error_set (err, ps_error_from_name (code), "%s (%s)", message, code);
+    }
+    if (strcmp (ps_msg_type (reply), reply_type) != 0)
+        return ps_error_set (err, PS_EPROTO, "expected %s, got %s", reply_type, ps_msg_type (reply));
+    return PS_OK;
+}
+
+//  Gather the replies to every request sent in this call. A server that
+//  does not answer in time gets a fresh socket, so its late replies can
+//  never be taken for answers to a later call. Returns the first error;
+//  every reply has been read or abandoned when it returns.
 static int
 s_collect (ps_client_t *self, const char *reply_type, ps_error_t *err)
 {
-    uint64_t id = self->next_id++;
     int64_t deadline = s_now_ms () + self->timeout_ms;
     int rc = PS_OK;
     zmq_pollitem_t *items = calloc ((size_t) self->nservers, sizeof *items);
@@ -285,7 +368,7 @@ s_collect (ps_client_t *self, const char *reply_type, ps_error_t *err)
     while (true) {
         int nitems = 0;
         for (int i = 0; i < self->nservers; i++)
-            if (self->servers [i].waiting && !self->servers [i].answered) {
+            if (self->servers [i].unanswered) {
                 items [nitems] = (zmq_pollitem_t) { self->servers [i].socket, 0, ZMQ_POLLIN, 0 };
                 index [nitems++] = i;
             }
@@ -307,7 +390,7 @@ s_collect (ps_client_t *self, const char *reply_type, ps_error_t *err)
                                        server->endpoint, self->timeout_ms);
                 zmq_close (server->socket);
                 server->socket = NULL;
-                server->waiting = false;
+                server->unanswered = 0;
                 if (s_connect (self, server, NULL))
                     server->socket = NULL;
             }
@@ -318,23 +401,25 @@ s_collect (ps_client_t *self, const char *reply_type, ps_error_t *err)
                 continue;
             s_server_t *server = &self->servers [index [n]];
             ps_error_t local;
-            int result = ps_msg_recv (server->reply, server->socket, false, &local);
+            int result = ps_msg_recv (self->incoming, server->socket, false, &local);
             if (result == PS_OK)
-                result = ps_msg_decode (server->reply, &local);
-            if (result == PS_OK && ps_msg_id (server->reply) != id)
+                result = ps_msg_decode (self->incoming, &local);
+            s_request_t *request = result == PS_OK
+                                 ? s_match (self, index [n], ps_msg_id (self->incoming)) : NULL;
+            if (result == PS_OK && !request)
                 continue;       //  a stale reply to an abandoned request
-            server->answered = true;
-            if (result == PS_OK && strcmp (ps_msg_type (server->reply), "error") == 0) {
-                const msgpack_object *header = ps_msg_header (server->reply);
-                char code [32], message [PS_ERROR_MSG_MAX];
-                ps_obj_str (ps_obj_get (header, "code"), code, sizeof code);
-                ps_obj_str (ps_obj_get (header, "message"), message, sizeof message);
-                result = ps_error_set (&local, ps_error_from_name (code), "%s (%s)", message, code);
+            if (request) {
+                //  The request keeps the reply; its old message is reused
+                //  for the next receive.
+                ps_msg_t *reply = request->reply;
+                request->reply = self->incoming;
+                self->incoming = reply;
+                request->answered = true;
+                result = s_check_reply (request->reply, reply_type, &local);
             }
-            else
-            if (result == PS_OK && strcmp (ps_msg_type (server->reply), reply_type) != 0)
-                result = ps_error_set (&local, PS_EPROTO, "expected %s, got %s",
-                                       reply_type, ps_msg_type (server->reply));
+            //  A reply that cannot be read cannot be matched either; it is
+            //  counted against this server so the call ends.
+            server->unanswered--;
             if (result && rc == PS_OK) {
                 rc = result;
                 if (err) {
@@ -353,14 +438,6 @@ s_collect (ps_client_t *self, const char *reply_type, ps_error_t *err)
     return rc;
 }
 
-//  The servers' replies are in order; a failed collect leaves some of them
-//  unanswered, which these helpers skip.
-static bool
-s_has_reply (s_server_t *server)
-{
-    return server->waiting && server->answered;
-}
-
 static void
 s_pack_partref (msgpack_packer *pk, ps_client_t *self, const s_part_t *part, size_t extra)
 {
@@ -371,11 +448,11 @@ s_pack_partref (msgpack_packer *pk, ps_client_t *self, const s_part_t *part, siz
     msgpack_pack_uint32 (pk, part->part);
 }
 
-static void
-s_reset_waiting (ps_client_t *self)
+//  The part behind position i of a request.
+static const s_part_t *
+s_request_part (ps_client_t *self, const s_request_t *request, size_t i)
 {
-    for (int i = 0; i < self->nservers; i++)
-        self->servers [i].waiting = false;
+    return &self->parts [self->servers [request->server].parts [request->first + i]];
 }
 
 //  ---------------------------------------------------------------------
@@ -385,13 +462,13 @@ int
 ps_client_create (ps_client_t *self, ps_error_t *err)
 {
     assert (self);
-    s_reset_waiting (self);
+    s_start (self);
     int rc = PS_OK;
     for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
         s_server_t *server = &self->servers [s];
         if (server->nparts == 0)
             continue;
-        msgpack_packer *pk = s_begin (self, server, "create", 1);
+        msgpack_packer *pk = s_begin (self, s, 0, server->nparts, "create", 1);
         ps_pack_key (pk, "partitions");
         msgpack_pack_array (pk, server->nparts);
         for (size_t i = 0; i < server->nparts; i++) {
@@ -421,7 +498,7 @@ ps_client_create (ps_client_t *self, ps_error_t *err)
             ps_pack_key (pk, "stddev");
             msgpack_pack_double (pk, var->init.stddev);
         }
-        rc = s_send (server, 0, err);
+        rc = s_send (self, 0, err);
     }
     int collected = s_collect (self, "create_ok", err);
     return rc ? rc : collected;
@@ -431,13 +508,12 @@ int
 ps_client_set_optimizer (ps_client_t *self, const ps_opt_config_t *opt, ps_error_t *err)
 {
     assert (self);
-    if (ps_opt_config_validate (opt, err))
-        return err->code;
-    s_reset_waiting (self);
-    int rc = PS_OK;
+    int rc = ps_opt_config_validate (opt, err);
+    if (rc)
+        return rc;
+    s_start (self);
     for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
-        s_server_t *server = &self->servers [s];
-        msgpack_packer *pk = s_begin (self, server, "set_optimizer", 1);
+        msgpack_packer *pk = s_begin (self, s, 0, 0, "set_optimizer", 1);
         ps_pack_key (pk, "optimizer");
         msgpack_pack_map (pk, 2 + PS_OPT_NDOUBLES);
         ps_pack_key (pk, "kind");
@@ -448,7 +524,7 @@ ps_client_set_optimizer (ps_client_t *self, const ps_opt_config_t *opt, ps_error
             ps_pack_key (pk, ps_opt_double_name (i));
             msgpack_pack_double (pk, ps_opt_double_get (opt, i));
         }
-        rc = s_send (server, 0, err);
+        rc = s_send (self, 0, err);
     }
     int collected = s_collect (self, "set_optimizer_ok", err);
     return rc ? rc : collected;
@@ -457,32 +533,32 @@ ps_client_set_optimizer (ps_client_t *self, const ps_opt_config_t *opt, ps_error
 //  Copy the values of a pull or push-pull reply into the caller's buffers,
 //  checking that each frame is the partition asked for.
 static int
-s_scatter_values (ps_client_t *self, s_server_t *server, float *const *values, ps_error_t *err)
+s_scatter_values (ps_client_t *self, s_request_t *request, float *const *values, ps_error_t *err)
 {
-    const msgpack_object *tensors = ps_obj_get (ps_msg_header (server->reply), "tensors");
-    if (tensors->via.array.size != server->nparts)
+    const char *endpoint = self->servers [request->server].endpoint;
+    const msgpack_object *tensors = ps_obj_get (ps_msg_header (request->reply), "tensors");
+    if (tensors->via.array.size != request->count)
         return ps_error_set (err, PS_EPROTO, "server %s returned %u tensors for %zu partitions",
-                             server->endpoint, tensors->via.array.size, server->nparts);
-    for (size_t i = 0; i < server->nparts; i++) {
-        const s_part_t *part = &self->parts [server->parts [i]];
+                             endpoint, tensors->via.array.size, request->count);
+    for (size_t i = 0; i < request->count; i++) {
+        const s_part_t *part = s_request_part (self, request, i);
         const msgpack_object *desc = &tensors->via.array.ptr [i];
         if (!ps_obj_str_eq (ps_obj_get (desc, "var"), self->vars [part->var].name)
         ||  ps_obj_get (desc, "part")->via.u64 != part->part
         ||  ps_obj_get (desc, "bytes")->via.u64 != part->count * sizeof (float))
             return ps_error_set (err, PS_EPROTO,
                                  "server %s: tensor %zu is not partition %s/%u of %zu floats",
-                                 server->endpoint, i, self->vars [part->var].name,
-                                 part->part, part->count);
-        memcpy (values [part->var] + part->offset, ps_msg_tensor (server->reply, i),
+                                 endpoint, i, self->vars [part->var].name, part->part, part->count);
+        memcpy (values [part->var] + part->offset, ps_msg_tensor (request->reply, i),
                 part->count * sizeof (float));
     }
     return PS_OK;
 }
 
 static void
-s_count_applied (s_server_t *server, ps_push_info_t *info)
+s_count_applied (s_request_t *request, ps_push_info_t *info)
 {
-    const msgpack_object *applied = ps_obj_get (ps_msg_header (server->reply), "applied");
+    const msgpack_object *applied = ps_obj_get (ps_msg_header (request->reply), "applied");
     for (uint32_t i = 0; i < applied->via.array.size; i++) {
         if (ps_obj_get (&applied->via.array.ptr [i], "duplicate")->via.boolean)
             info->duplicates++;
@@ -491,58 +567,76 @@ s_count_applied (s_server_t *server, ps_push_info_t *info)
     }
 }
 
+//  Send one pull, push or push-pull request for partitions [first, first +
+//  count) of server s.
+static int
+s_send_data (ps_client_t *self, int s, size_t first, size_t count, const char *type,
+             uint64_t step, uint32_t worker, const float *const *grads, ps_error_t *err)
+{
+    bool push = grads != NULL;
+    msgpack_packer *pk = s_begin (self, s, first, count, type, push ? 3 : 1);
+    if (push) {
+        ps_pack_key (pk, "step");
+        msgpack_pack_uint64 (pk, step);
+        ps_pack_key (pk, "worker");
+        msgpack_pack_uint32 (pk, worker);
+    }
+    ps_pack_key (pk, push ? "tensors" : "parts");
+    msgpack_pack_array (pk, count);
+    const s_request_t *request = &self->requests [self->nrequests - 1];
+    for (size_t i = 0; i < count; i++) {
+        const s_part_t *part = s_request_part (self, request, i);
+        s_pack_partref (pk, self, part, push ? 2 : 0);
+        if (!push)
+            continue;
+        ps_pack_key (pk, "shape");
+        ps_pack_shape (pk, &part->local);
+        ps_pack_key (pk, "bytes");
+        msgpack_pack_uint64 (pk, part->count * sizeof (float));
+        //  Zero-copy: ZeroMQ reads the caller's buffer while sending.
+        atomic_fetch_add (&self->outstanding, 1);
+        if (zmq_msg_init_data (&self->frames [i], (void *) (grads [part->var] + part->offset),
+                               part->count * sizeof (float), s_frame_release,
+                               &self->outstanding) != 0)
+            abort ();
+    }
+    return s_send (self, push ? count : 0, err);
+}
+
 //  The shared body of pull, push and push-pull.
 static int
 s_data (ps_client_t *self, const char *type, uint64_t step, uint32_t worker,
         const float *const *grads, float *const *values, ps_push_info_t *info, ps_error_t *err)
 {
-    s_reset_waiting (self);
-    bool push = grads != NULL;
+    s_start (self);
     int rc = PS_OK;
     for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
         s_server_t *server = &self->servers [s];
-        if (server->nparts == 0)
-            continue;
-        msgpack_packer *pk = s_begin (self, server, type, push ? 3 : 1);
-        if (push) {
-            ps_pack_key (pk, "step");
-            msgpack_pack_uint64 (pk, step);
-            ps_pack_key (pk, "worker");
-            msgpack_pack_uint32 (pk, worker);
+        size_t first = 0;
+        while (first < server->nparts && rc == PS_OK) {
+            //  Batch consecutive partitions up to S_REQUEST_BYTES.
+            size_t count = 0, bytes = 0;
+            do {
+                bytes += self->parts [server->parts [first + count]].count * sizeof (float);
+                count++;
+            } while (first + count < server->nparts
+                  && bytes + self->parts [server->parts [first + count]].count * sizeof (float)
+                     <= S_REQUEST_BYTES);
+            rc = s_send_data (self, s, first, count, type, step, worker, grads, err);
+            first += count;
         }
-        ps_pack_key (pk, push ? "tensors" : "parts");
-        msgpack_pack_array (pk, server->nparts);
-        for (size_t i = 0; i < server->nparts; i++) {
-            const s_part_t *part = &self->parts [server->parts [i]];
-            s_pack_partref (pk, self, part, push ? 2 : 0);
-            if (!push)
-                continue;
-            ps_pack_key (pk, "shape");
-            ps_pack_shape (pk, &part->local);
-            ps_pack_key (pk, "bytes");
-            msgpack_pack_uint64 (pk, part->count * sizeof (float));
-            //  Zero-copy: ZeroMQ reads the caller's buffer while sending.
-            atomic_fetch_add (&self->outstanding, 1);
-            if (zmq_msg_init_data (&server->frames [i], (void *) (grads [part->var] + part->offset),
-                                   part->count * sizeof (float), s_frame_release,
-                                   &self->outstanding) != 0)
-                abort ();
-        }
-        rc = s_send (server, push ? server->nparts : 0, err);
     }
     int collected = s_collect (self, ps_schema_reply_type (type), err);
     if (rc == PS_OK)
         rc = collected;
     if (info)
         *info = (ps_push_info_t) { 0, 0 };
-    for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
-        s_server_t *server = &self->servers [s];
-        if (!s_has_reply (server))
-            continue;
-        if (push && info)
-            s_count_applied (server, info);
+    for (size_t r = 0; r < self->nrequests && rc == PS_OK; r++) {
+        s_request_t *request = &self->requests [r];
+        if (grads && info)
+            s_count_applied (request, info);
         if (values)
-            rc = s_scatter_values (self, server, values, err);
+            rc = s_scatter_values (self, request, values, err);
     }
     return rc;
 }
@@ -573,14 +667,13 @@ ps_client_push_pull (ps_client_t *self, uint64_t step, uint32_t worker,
 
 //  Send a request without fields to one server and wait for its reply.
 static int
-s_simple (ps_client_t *self, int server_index, const char *type, ps_error_t *err)
+s_simple (ps_client_t *self, int server, const char *type, ps_error_t *err)
 {
-    if (server_index < 0 || server_index >= self->nservers)
-        return ps_error_set (err, PS_EINVAL, "no server %d", server_index);
-    s_reset_waiting (self);
-    s_server_t *server = &self->servers [server_index];
-    s_begin (self, server, type, 0);
-    int rc = s_send (server, 0, err);
+    if (server < 0 || server >= self->nservers)
+        return ps_error_set (err, PS_EINVAL, "no server %d", server);
+    s_start (self);
+    s_begin (self, server, 0, 0, type, 0);
+    int rc = s_send (self, 0, err);
     int collected = s_collect (self, ps_schema_reply_type (type), err);
     return rc ? rc : collected;
 }
@@ -600,15 +693,14 @@ ps_client_shutdown (ps_client_t *self, int server, ps_error_t *err)
 }
 
 int
-ps_client_stats (ps_client_t *self, int server_index, ps_part_stats_t **stats, size_t *count,
+ps_client_stats (ps_client_t *self, int server, ps_part_stats_t **stats, size_t *count,
                  ps_error_t *err)
 {
     assert (self);
-    int rc = s_simple (self, server_index, "stats", err);
+    int rc = s_simple (self, server, "stats", err);
     if (rc)
         return rc;
-    const msgpack_object *list = ps_obj_get (ps_msg_header (self->servers [server_index].reply),
-                                             "partitions");
+    const msgpack_object *list = ps_obj_get (ps_msg_header (self->requests [0].reply), "partitions");
     *count = list->via.array.size;
     *stats = calloc (*count + 1, sizeof (ps_part_stats_t));
     if (!*stats)
@@ -636,13 +728,13 @@ ps_client_snapshot (ps_client_t *self, const char *dir, ps_snap_file_t **files, 
                     ps_error_t *err)
 {
     assert (self);
-    s_reset_waiting (self);
+    s_start (self);
     int rc = PS_OK;
     for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
-        msgpack_packer *pk = s_begin (self, &self->servers [s], "snapshot", 1);
+        msgpack_packer *pk = s_begin (self, s, 0, 0, "snapshot", 1);
         ps_pack_key (pk, "dir");
         ps_pack_str (pk, dir);
-        rc = s_send (&self->servers [s], 0, err);
+        rc = s_send (self, 0, err);
     }
     int collected = s_collect (self, "snapshot_ok", err);
     if (rc == PS_OK)
@@ -650,18 +742,18 @@ ps_client_snapshot (ps_client_t *self, const char *dir, ps_snap_file_t **files, 
     if (rc)
         return rc;
     size_t total = 0;
-    for (int s = 0; s < self->nservers; s++)
-        total += ps_obj_get (ps_msg_header (self->servers [s].reply), "files")->via.array.size;
+    for (size_t r = 0; r < self->nrequests; r++)
+        total += ps_obj_get (ps_msg_header (self->requests [r].reply), "files")->via.array.size;
     *files = calloc (total + 1, sizeof (ps_snap_file_t));
     if (!*files)
         abort ();
     *count = 0;
-    for (int s = 0; s < self->nservers; s++) {
-        const msgpack_object *list = ps_obj_get (ps_msg_header (self->servers [s].reply), "files");
+    for (size_t r = 0; r < self->nrequests; r++) {
+        const msgpack_object *list = ps_obj_get (ps_msg_header (self->requests [r].reply), "files");
         for (uint32_t i = 0; i < list->via.array.size; i++) {
             const msgpack_object *entry = &list->via.array.ptr [i];
             ps_snap_file_t *out = &(*files) [(*count)++];
-            out->server = s;
+            out->server = self->requests [r].server;
             ps_obj_str (ps_obj_get (entry, "var"), out->var, sizeof out->var);
             ps_obj_str (ps_obj_get (entry, "file"), out->file, sizeof out->file);
             out->part = (uint32_t) ps_obj_get (entry, "part")->via.u64;
@@ -677,20 +769,20 @@ int
 ps_client_restore (ps_client_t *self, const char *dir, ps_error_t *err)
 {
     assert (self);
-    s_reset_waiting (self);
+    s_start (self);
     int rc = PS_OK;
     for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
         s_server_t *server = &self->servers [s];
         if (server->nparts == 0)
             continue;
-        msgpack_packer *pk = s_begin (self, server, "restore", 2);
+        msgpack_packer *pk = s_begin (self, s, 0, server->nparts, "restore", 2);
         ps_pack_key (pk, "dir");
         ps_pack_str (pk, dir);
         ps_pack_key (pk, "parts");
         msgpack_pack_array (pk, server->nparts);
         for (size_t i = 0; i < server->nparts; i++)
             s_pack_partref (pk, self, &self->parts [server->parts [i]], 0);
-        rc = s_send (server, 0, err);
+        rc = s_send (self, 0, err);
     }
     int collected = s_collect (self, "restore_ok", err);
     return rc ? rc : collected;

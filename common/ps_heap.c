@@ -7,7 +7,7 @@
 //  The largest block glibc keeps in the heap, and the free heap it keeps
 //  mapped; see ps_heap.h for why these values.
 #define S_MMAP_THRESHOLD  (32 * 1024 * 1024)
-#define S_TRIM_THRESHOLD  (64 * 1024 * 1024)
+#define S_TRIM_THRESHOLD  (32 * 1024 * 1024)
 
 int
 ps_heap_tune (ps_error_t *err)
@@ -20,4 +20,10 @@ ps_heap_tune (ps_error_t *err)
         return ps_error_set (err, PS_EINVAL, "mallopt (M_TRIM_THRESHOLD, %d) was refused",
                              S_TRIM_THRESHOLD);
     return PS_OK;
+}
+
+void
+ps_heap_release (void)
+{
+    malloc_trim (0);
 }

@@ -5,7 +5,7 @@
 //  freed 16 MB block tends to be returned to the kernel, so the next
 //  message of the same size lands in fresh pages and pays a page fault per
 //  4 KiB (about 4,000 per 16 MB). ps_heap_tune keeps blocks below 32 MiB in
-//  the heap and lets up to 64 MiB of free heap stay mapped, so receive and
+//  the heap and lets up to 32 MiB of free heap stay mapped, so receive and
 //  reply buffers are reused hot. Blocks of 32 MiB and more are still
 //  mapped and unmapped per message: glibc cannot keep them in the heap,
 //  and keeping them would break the server's memory bound.
@@ -19,5 +19,10 @@
 //  are created. Returns 0, or PS_EINVAL when glibc refused a setting (the
 //  process works as before, only slower).
 int ps_heap_tune (ps_error_t *err);
+
+//  Return the free heap to the kernel (malloc_trim): what a server does once
+//  it falls idle after moving tensors, so a quiet server holds its model and
+//  little else.
+void ps_heap_release (void);
 
 #endif

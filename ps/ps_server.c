@@ -1,6 +1,7 @@
 //  The ps-server; see ps_server.h for the concurrency model.
 
 #include "ps_server.h"
+#include "ps_heap.h"
 #include "ps_log.h"
 #include "ps_msg.h"
 #include "ps_partition.h"
@@ -21,6 +22,10 @@
 //  Requests moving fewer tensor bytes than this are served inline on the
 //  main thread: below it a hand-off to the pool costs more than it saves.
 #define S_INLINE_BYTES  (256 * 1024)
+
+//  After this long without a request, a server that has moved tensors since
+//  it last fell idle returns its free heap to the kernel (see ps_heap.h).
+#define S_IDLE_RELEASE_MS  500
 
 //  Key separator in the partition table; it cannot occur in a name.
 #define S_KEY_SEP  '\n'
@@ -977,15 +982,23 @@ ps_server_run (ps_server_t *self, int stop_fd)
     };
     int nitems = stop_fd >= 0 ? 3 : 2;
     bool stop = false;
+    bool busy = false;          //  requests served since the heap was released
     int rc = PS_OK;
     while (!stop) {
-        if (zmq_poll (items, nitems, -1) < 0) {
+        int ready = zmq_poll (items, nitems, busy ? S_IDLE_RELEASE_MS : -1);
+        if (ready < 0) {
             if (errno == EINTR)
                 continue;
             ps_error ("zmq_poll: %s", zmq_strerror (errno));
             rc = PS_EIO;
             break;
         }
+        if (ready == 0 && self->jobs_in_pool == 0) {
+            ps_heap_release ();
+            busy = false;
+            continue;
+        }
+        busy = true;
         if ((items [1].revents & ZMQ_POLLIN) && s_collect_done (self)) {
             ps_error ("pool notification failed: %s", zmq_strerror (errno));
             rc = PS_EIO;

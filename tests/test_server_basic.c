@@ -10,6 +10,8 @@
 #include <cmocka.h>
 
 #include <signal.h>
+#include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,9 +158,9 @@ test_push_duplicate_push_pull (void **state)
     ps_client_destroy (&client);
 }
 
-//  Large push-pulls go through the servers' thread pools and answer in the
-//  gradient's own frame; the values returned must still be exact, and a
-//  later pull must agree with them.
+//  Large push-pulls go through the servers' thread pools, several requests
+//  per server in flight, and answer in the gradient's own frame; the values
+//  returned must still be exact, and a later pull must agree with them.
 static void
 test_push_pull_large (void **state)
 {
@@ -166,12 +168,15 @@ test_push_pull_large (void **state)
     ps_client_t *client = s_client (2);
     ps_error_t err;
     ps_shape_t shape;
-    ps_shape_set (&shape, (int64_t []) { 512, 256 }, 2, NULL);
+    ps_shape_set (&shape, (int64_t []) { 2048, 1024 }, 2, NULL);
     ps_init_t init;
     ps_init_default (&init, PS_INIT_CONSTANT);
     init.value = 1;
-    assert_int_equal (ps_client_add_variable (client, "large/w", &shape, &init, 2,
-                                              (int64_t []) { 0, 300, 512 }, (int []) { 1, 0 }, &err), 0);
+    //  8 MiB in four partitions: server 0 holds 5 MiB, which the client
+    //  sends as two requests in flight at once; server 1 holds 3 MiB.
+    assert_int_equal (ps_client_add_variable (client, "large/w", &shape, &init, 4,
+                                              (int64_t []) { 0, 300, 1024, 1500, 2048 },
+                                              (int []) { 1, 0, 1, 0 }, &err), 0);
     s_ok (ps_client_create (client, &err), &err);
     ps_opt_config_t opt;
     ps_opt_config_default (&opt, PS_OPT_SGD);
@@ -262,6 +267,44 @@ test_timeout_names_server (void **state)
     ps_client_destroy (&client);
 }
 
+//  CPU ticks (user + system) a process has used, from /proc/PID/stat.
+static long
+s_cpu_ticks (pid_t pid)
+{
+    char path [64], line [1024];
+    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
+    FILE *file = fopen (path, "r");
+    assert_non_null (file);
+    assert_non_null (fgets (line, sizeof line, file));
+    fclose (file);
+    //  Fields 14 and 15 follow the command name, which ends with ')'.
+    const char *rest = strrchr (line, ')');
+    assert_non_null (rest);
+    unsigned long utime, stime;
+    assert_int_equal (sscanf (rest + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+                              &utime, &stime), 2);
+    return (long) (utime + stime);
+}
+
+//  A server with no work uses no CPU: once the idle heap release after the
+//  last request is done, it sleeps until a request comes.
+static void
+test_idle_uses_no_cpu (void **state)
+{
+    (void) state;
+    ps_client_t *client = s_client (2);
+    ps_error_t err;
+    s_ok (ps_client_ping (client, 0, &err), &err);
+    ps_client_destroy (&client);
+    struct timespec settle = { 1, 0 }, watch = { 2, 0 };
+    nanosleep (&settle, NULL);
+    long before = s_cpu_ticks (s_servers [0].pid);
+    nanosleep (&watch, NULL);
+    long after = s_cpu_ticks (s_servers [0].pid);
+    if (after != before)
+        fail_msg ("an idle ps-server used %ld CPU ticks in 2 s", after - before);
+}
+
 //  SIGTERM ends the server cleanly with status 0; so does a shutdown request.
 static void
 test_clean_exit (void **state)
@@ -284,6 +327,7 @@ main (void)
         cmocka_unit_test (test_push_pull_large),
         cmocka_unit_test (test_layout_errors),
         cmocka_unit_test (test_timeout_names_server),
+        cmocka_unit_test (test_idle_uses_no_cpu),
         cmocka_unit_test (test_clean_exit),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
