@@ -79,18 +79,32 @@ struct _ps_client_t {
     ps_msg_t *incoming;         //  receives replies before they are matched
 };
 
+//  Open the server's socket. On failure nothing is left open and the
+//  socket is NULL; the next call tries again.
 static int
 s_connect (ps_client_t *self, s_server_t *server, ps_error_t *err)
 {
     server->socket = zmq_socket (self->ctx, ZMQ_DEALER);
     int linger = 0;
+    //  No send limit: frames are the caller's buffers, lent zero-copy, and
+    //  a server that is down must not block a send past the call's timeout.
+    int hwm = 0;
+    int ipv6 = strchr (server->endpoint, '[') != NULL;     //  an IPv6 literal
+    int rc = PS_OK;
     if (!server->socket
-    ||  zmq_setsockopt (server->socket, ZMQ_LINGER, &linger, sizeof linger) != 0)
-        return ps_error_set (err, PS_EIO, "zmq_socket: %s", zmq_strerror (errno));
+    ||  zmq_setsockopt (server->socket, ZMQ_LINGER, &linger, sizeof linger) != 0
+    ||  zmq_setsockopt (server->socket, ZMQ_IPV6, &ipv6, sizeof ipv6) != 0
+    ||  zmq_setsockopt (server->socket, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0)
+        rc = ps_error_set (err, PS_EIO, "zmq_socket: %s", zmq_strerror (errno));
+    else
     if (zmq_connect (server->socket, server->endpoint) != 0)
-        return ps_error_set (err, PS_EINVAL, "cannot connect to %s: %s",
-                             server->endpoint, zmq_strerror (errno));
-    return PS_OK;
+        rc = ps_error_set (err, PS_EINVAL, "cannot connect to %s: %s",
+                           server->endpoint, zmq_strerror (errno));
+    if (rc && server->socket) {
+        zmq_close (server->socket);
+        server->socket = NULL;
+    }
+    return rc;
 }
 
 ps_client_t *
@@ -278,6 +292,9 @@ s_wait_released (ps_client_t *self)
 static void
 s_start (ps_client_t *self)
 {
+    //  Replies of the last call are let go: a pull's hold the whole model.
+    for (size_t i = 0; i < self->nrequests; i++)
+        ps_msg_clear (self->requests [i].reply);
     self->nrequests = 0;
     for (int i = 0; i < self->nservers; i++)
         self->servers [i].unanswered = 0;
@@ -314,7 +331,12 @@ s_send (ps_client_t *self, size_t nframes, ps_error_t *err)
 {
     s_request_t *request = &self->requests [self->nrequests - 1];
     s_server_t *server = &self->servers [request->server];
-    int rc = ps_writer_send (&self->writer, server->socket, NULL, 0, self->frames, nframes, err);
+    int rc = server->socket ? PS_OK : s_connect (self, server, err);
+    if (rc == PS_OK)
+        rc = ps_writer_send (&self->writer, server->socket, NULL, 0, self->frames, nframes, err);
+    else
+        for (size_t i = 0; i < nframes; i++)
+            zmq_msg_close (&self->frames [i]);
     if (rc) {
         self->nrequests--;      //  never sent, so never answered
         return ps_error_prefix (err, rc, "server %s", server->endpoint);
@@ -342,10 +364,14 @@ s_check_reply (ps_msg_t *reply, const char *reply_type, ps_error_t *err)
 {
     if (strcmp (ps_msg_type (reply), "error") == 0) {
         const msgpack_object *header = ps_msg_header (reply);
-        char code [32], message [PS_ERROR_MSG_MAX];
-        ps_obj_str (ps_obj_get (header, "code"), code, sizeof code);
-        ps_obj_str (ps_obj_get (header, "message"), message, sizeof message);
-        return ps_error_set (err, ps_error_from_name (code), "%s (%s)", message, code);
+        char code [32] = "unknown", message [PS_ERROR_MSG_MAX] = "(unreadable message)";
+        if (ps_obj_str (ps_obj_get (header, "code"), code, sizeof code))
+            snprintf (code, sizeof code, "unknown");
+        if (ps_obj_str (ps_obj_get (header, "message"), message, sizeof message))
+            snprintf (message, sizeof message, "(unreadable message)");
+        //  An error reply is an error, whatever code it names.
+        int result = ps_error_from_name (code);
+        return ps_error_set (err, result < 0 ? result : PS_EREMOTE, "%s (%s)", message, code);
     }
     if (strcmp (ps_msg_type (reply), reply_type) != 0)
         return ps_error_set (err, PS_EPROTO, "expected %s, got %s", reply_type, ps_msg_type (reply));
@@ -391,8 +417,7 @@ s_collect (ps_client_t *self, const char *reply_type, ps_error_t *err)
                 zmq_close (server->socket);
                 server->socket = NULL;
                 server->unanswered = 0;
-                if (s_connect (self, server, NULL))
-                    server->socket = NULL;
+                s_connect (self, server, NULL);
             }
             break;
         }
@@ -431,21 +456,15 @@ s_collect (ps_client_t *self, const char *reply_type, ps_error_t *err)
     }
     free (items);
     free (index);
-    for (int i = 0; i < self->nservers; i++)
-        if (!self->servers [i].socket && rc == PS_OK)
-            rc = ps_error_set (err, PS_EIO, "server %s: cannot reconnect", self->servers [i].endpoint);
     s_wait_released (self);
     return rc;
 }
 
+//  Pack the map naming a partition, with extra entries to follow.
 static void
 s_pack_partref (msgpack_packer *pk, ps_client_t *self, const s_part_t *part, size_t extra)
 {
-    msgpack_pack_map (pk, 2 + extra);
-    ps_pack_key (pk, "var");
-    ps_pack_str (pk, self->vars [part->var].name);
-    ps_pack_key (pk, "part");
-    msgpack_pack_uint32 (pk, part->part);
+    ps_pack_partref (pk, self->vars [part->var].name, part->part, extra);
 }
 
 //  The part behind position i of a request.

@@ -109,12 +109,10 @@ s_advance (ps_ledger_t *self)
         self->head = 0;
 }
 
-int
-ps_ledger_mark (ps_ledger_t *self, uint64_t step, ps_error_t *err)
+//  The checks every new step must pass; step is at or above the watermark.
+static int
+s_check_step (ps_ledger_t *self, uint64_t step, ps_error_t *err)
 {
-    assert (self);
-    if (step < self->base)
-        return PS_DUPLICATE;
     if (step - self->base >= PS_LEDGER_MAX_SPAN)
         return ps_error_set (err, PS_EINVAL,
                              "ledger: step %llu is %llu above the watermark %llu, expected less than %llu",
@@ -125,13 +123,36 @@ ps_ledger_mark (ps_ledger_t *self, uint64_t step, ps_error_t *err)
     //  uint64_t, so that one value is not a valid step id.
     if (step == UINT64_MAX)
         return ps_error_set (err, PS_EINVAL, "ledger: step 2^64-1 is reserved, expected a smaller id");
+    return PS_OK;
+}
 
+int
+ps_ledger_reserve (ps_ledger_t *self, uint64_t step, ps_error_t *err)
+{
+    assert (self);
+    if (step < self->base)
+        return PS_OK;
+    int rc = s_check_step (self, step, err);
+    if (rc)
+        return rc;
+    return s_reserve (self, (size_t) ((step - s_origin (self)) / 64) + 1, err);
+}
+
+int
+ps_ledger_mark (ps_ledger_t *self, uint64_t step, ps_error_t *err)
+{
+    assert (self);
+    if (step < self->base)
+        return PS_DUPLICATE;
+    int rc = s_check_step (self, step, err);
+    if (rc)
+        return rc;
     uint64_t offset = step - s_origin (self);
     size_t word = (size_t) (offset / 64);
     uint64_t bit = UINT64_C (1) << (offset % 64);
     if (word < self->nwords && (self->words [self->head + word] & bit))
         return PS_DUPLICATE;
-    int rc = s_reserve (self, word + 1, err);
+    rc = s_reserve (self, word + 1, err);
     if (rc)
         return rc;
     self->words [self->head + word] |= bit;

@@ -18,9 +18,12 @@
 
 #include "ps_error.h"
 
-//  Steps further than this above the watermark are refused: they can only
-//  come from a corrupt or hostile request, and would cost memory.
-#define PS_LEDGER_MAX_SPAN  (UINT64_C (1) << 27)
+//  Steps this far or further above the watermark are refused: they can only
+//  come from a corrupt or hostile request, and would cost memory (the
+//  window is a bitmap, at most 2 MiB at this span, 4 with slack). 2^24 steps
+//  is far more than the coordinator ever has between its oldest unfinished
+//  step and its newest.
+#define PS_LEDGER_MAX_SPAN  (UINT64_C (1) << 24)
 
 typedef struct _ps_ledger_t ps_ledger_t;
 
@@ -28,9 +31,18 @@ ps_ledger_t *ps_ledger_new (void);
 void ps_ledger_destroy (ps_ledger_t **self_p);
 
 //  Record step. Returns 0 when it is new, PS_DUPLICATE when it was recorded
-//  before, PS_EINVAL (and changes nothing) when it is more than
-//  PS_LEDGER_MAX_SPAN above the watermark.
+//  before; PS_EINVAL (changing nothing) when it is PS_LEDGER_MAX_SPAN or
+//  more above the watermark or is 2^64-1; PS_ETOOBIG when the window
+//  cannot be allocated.
 int ps_ledger_mark (ps_ledger_t *self, uint64_t step, ps_error_t *err);
+
+//  Make sure a later ps_ledger_mark (step) cannot fail: run its checks and
+//  allocate its window now, recording nothing. The watermark only moves
+//  up, so once this succeeds the mark succeeds or reports a duplicate.
+//  This is how a request touching several partitions is refused whole
+//  before any of them applies it. Returns 0, PS_EINVAL or PS_ETOOBIG as
+//  ps_ledger_mark would.
+int ps_ledger_reserve (ps_ledger_t *self, uint64_t step, ps_error_t *err);
 
 //  True when step was recorded.
 bool ps_ledger_contains (const ps_ledger_t *self, uint64_t step);

@@ -356,21 +356,6 @@ ps_msg_envelope (ps_msg_t *self, zmq_msg_t **frames)
     return self->nenvelope;
 }
 
-const msgpack_object *
-ps_obj_get (const msgpack_object *map, const char *key)
-{
-    if (map->type != MSGPACK_OBJECT_MAP)
-        return NULL;
-    size_t len = strlen (key);
-    for (uint32_t i = 0; i < map->via.map.size; i++) {
-        const msgpack_object *k = &map->via.map.ptr [i].key;
-        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == len
-        &&  memcmp (k->via.str.ptr, key, len) == 0)
-            return &map->via.map.ptr [i].val;
-    }
-    return NULL;
-}
-
 int
 ps_obj_str (const msgpack_object *obj, char *buf, size_t len)
 {
@@ -467,6 +452,16 @@ ps_pack_shape (msgpack_packer *pk, const ps_shape_t *shape)
     msgpack_pack_array (pk, (size_t) shape->rank);
     for (int i = 0; i < shape->rank; i++)
         msgpack_pack_uint64 (pk, (uint64_t) shape->dims [i]);
+}
+
+void
+ps_pack_partref (msgpack_packer *pk, const char *var, uint32_t part, size_t extra)
+{
+    msgpack_pack_map (pk, 2 + extra);
+    ps_pack_key (pk, "var");
+    ps_pack_str (pk, var);
+    ps_pack_key (pk, "part");
+    msgpack_pack_uint32 (pk, part);
 }
 
 int

@@ -23,6 +23,7 @@
 #include <zmq.h>
 
 #include "ps_error.h"
+#include "ps_schema.h"
 #include "ps_shape.h"
 
 //  Limits that protect a receiver from a peer; larger is refused.
@@ -86,9 +87,6 @@ size_t ps_msg_envelope (ps_msg_t *self, zmq_msg_t **frames);
 //  Reading fields of a validated header. The schema has already checked
 //  presence and type of required fields; optional ones may be missing.
 
-//  The value of key in map, or NULL when absent.
-const msgpack_object *ps_obj_get (const msgpack_object *map, const char *key);
-
 //  Copy a str object into buf (NUL-terminated). Returns PS_EINVAL when it
 //  does not fit or holds a NUL byte.
 int ps_obj_str (const msgpack_object *obj, char *buf, size_t len);
@@ -122,6 +120,10 @@ void ps_writer_reset (ps_writer_t *self, const char *type, uint64_t id, size_t n
 void ps_pack_str (msgpack_packer *pk, const char *s);
 void ps_pack_key (msgpack_packer *pk, const char *key);
 void ps_pack_shape (msgpack_packer *pk, const ps_shape_t *shape);
+
+//  Start a map naming a partition ({"var": var, "part": part, ...}) with
+//  extra more entries for the caller to pack.
+void ps_pack_partref (msgpack_packer *pk, const char *var, uint32_t part, size_t extra);
 
 //  Send envelope frames (may be 0), the header, then nframes tensor frames.
 //  The tensor frames are consumed (closed) whatever the result. Returns 0

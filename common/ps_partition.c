@@ -1,6 +1,7 @@
 //  A partition of a variable; see ps_partition.h.
 
 #include "ps_partition.h"
+#include "ps_floats.h"
 #include "ps_ledger.h"
 #include "ps_snapshot.h"
 
@@ -28,17 +29,6 @@ struct _ps_partition_t {
     ps_partition_stats_t stats;
 };
 
-//  Arrays are 64-byte aligned so the vectorised kernels load whole lines.
-static float *
-s_alloc_floats (size_t count)
-{
-    size_t bytes = (count * sizeof (float) + 63) & ~(size_t) 63;
-    float *data = aligned_alloc (64, bytes);
-    if (!data)
-        abort ();
-    return data;
-}
-
 static void
 s_free_slots (ps_partition_t *self)
 {
@@ -48,14 +38,22 @@ s_free_slots (ps_partition_t *self)
     }
 }
 
-static void
-s_alloc_slots (ps_partition_t *self)
+//  Fresh slots for optimizer opt, initialised, into slots; all or nothing.
+static int
+s_alloc_slots (const ps_opt_config_t *opt, size_t count, float **slots, ps_error_t *err)
 {
-    int nslots = ps_opt_slot_count (self->opt.kind);
-    for (int i = 0; i < nslots; i++)
-        self->slots [i] = s_alloc_floats (self->count);
-    ps_opt_init_slots (&self->opt, self->slots, self->count);
-    self->opt_t = 0;
+    int nslots = ps_opt_slot_count (opt->kind);
+    for (int i = 0; i < nslots; i++) {
+        slots [i] = ps_floats_alloc (count);
+        if (!slots [i]) {
+            while (i-- > 0)
+                free (slots [i]);
+            return ps_error_set (err, PS_ETOOBIG, "cannot allocate %d optimizer slots of %zu floats",
+                                 nslots, count);
+        }
+    }
+    ps_opt_init_slots (opt, slots, count);
+    return PS_OK;
 }
 
 //  The common part of new and load: identity, shape and lock.
@@ -94,11 +92,18 @@ ps_partition_new (const char *var, uint32_t part, const ps_shape_t *shape,
     ps_partition_t *self = s_partition_alloc (var, part, shape, row_begin, row_end, err);
     if (!self)
         return NULL;
-    self->values = s_alloc_floats (self->count);
     self->opt = *opt;
-    s_alloc_slots (self);
     self->ledger = ps_ledger_new ();
-    if (ps_init_fill (init, shape, row_begin, row_end, self->values, err)) {
+    if (!self->ledger)
+        abort ();
+    //  The size comes from a peer's request: not having the memory is an
+    //  error to report, not a reason to stop the server.
+    self->values = ps_floats_alloc (self->count);
+    if (!self->values)
+        ps_error_set (err, PS_ETOOBIG, "%s/%u: cannot allocate %zu floats", var, part, self->count);
+    if (!self->values
+    ||  s_alloc_slots (&self->opt, self->count, self->slots, err)
+    ||  ps_init_fill (init, shape, row_begin, row_end, self->values, err)) {
         ps_partition_destroy (&self);
         return NULL;
     }
@@ -242,18 +247,42 @@ ps_partition_pull (ps_partition_t *self, float *out, uint64_t *version)
     pthread_mutex_unlock (&self->lock);
 }
 
-void
-ps_partition_set_optimizer (ps_partition_t *self, const ps_opt_config_t *opt)
+int
+ps_partition_set_optimizer (ps_partition_t *self, const ps_opt_config_t *opt, ps_error_t *err)
+{
+    assert (self);
+    //  New slots are made before the lock is taken and before anything
+    //  changes, so a failure leaves the partition as it was.
+    float *slots [PS_OPT_MAX_SLOTS] = { NULL };
+    pthread_mutex_lock (&self->lock);
+    bool same_kind = self->opt.kind == opt->kind;
+    pthread_mutex_unlock (&self->lock);
+    if (!same_kind) {
+        int rc = s_alloc_slots (opt, self->count, slots, err);
+        if (rc)
+            return ps_error_prefix (err, rc, "partition %s/%u", self->var, self->part);
+    }
+    pthread_mutex_lock (&self->lock);
+    if (!same_kind) {
+        s_free_slots (self);
+        memcpy (self->slots, slots, sizeof slots);
+        self->opt_t = 0;
+    }
+    self->opt = *opt;
+    pthread_mutex_unlock (&self->lock);
+    return PS_OK;
+}
+
+int
+ps_partition_reserve_step (ps_partition_t *self, uint64_t step, ps_error_t *err)
 {
     assert (self);
     pthread_mutex_lock (&self->lock);
-    bool same_kind = self->opt.kind == opt->kind;
-    self->opt = *opt;
-    if (!same_kind) {
-        s_free_slots (self);
-        s_alloc_slots (self);
-    }
+    int rc = ps_ledger_reserve (self->ledger, step, err);
     pthread_mutex_unlock (&self->lock);
+    if (rc)
+        return ps_error_prefix (err, rc, "partition %s/%u", self->var, self->part);
+    return PS_OK;
 }
 
 void

@@ -33,7 +33,8 @@ typedef struct {
 
 //  Create rows [row_begin, row_end) of variable var (full shape `shape`),
 //  initialised by init, updated by opt. Returns NULL and sets err when the
-//  name, shape, rows, initializer or optimizer is invalid.
+//  name, shape, rows, initializer or optimizer is invalid (PS_EINVAL,
+//  PS_ESHAPE), or when the memory cannot be allocated (PS_ETOOBIG).
 ps_partition_t *ps_partition_new (const char *var, uint32_t part, const ps_shape_t *shape,
                                   int64_t row_begin, int64_t row_end,
                                   const ps_init_t *init, const ps_opt_config_t *opt,
@@ -68,16 +69,24 @@ size_t ps_partition_count (ps_partition_t *self);
 //  overwritten only after the update has read it. *version receives the update
 //  count after the call. Returns 0 when applied, PS_DUPLICATE when the
 //  step was applied before (values unchanged, still copied to out), or
-//  PS_EINVAL when the step is too far ahead of the ledger's watermark.
+//  the ledger's PS_EINVAL or PS_ETOOBIG, which a successful
+//  ps_partition_reserve_step for this step rules out.
 int ps_partition_push (ps_partition_t *self, uint64_t step, const float *grad,
                        float *out, uint64_t *version, ps_error_t *err);
 
 //  Copy the values to out; *version receives the update count.
 void ps_partition_pull (ps_partition_t *self, float *out, uint64_t *version);
 
+//  Make sure a later push of step cannot be refused by the ledger (see
+//  ps_ledger_reserve). Returns 0, or PS_EINVAL / PS_ETOOBIG naming the
+//  partition.
+int ps_partition_reserve_step (ps_partition_t *self, uint64_t step, ps_error_t *err);
+
 //  Switch to optimizer opt. With the same kind the slots are kept (a new
-//  learning rate, say); with another kind they start afresh.
-void ps_partition_set_optimizer (ps_partition_t *self, const ps_opt_config_t *opt);
+//  learning rate, say); with another kind they start afresh. Returns 0, or
+//  PS_ETOOBIG when new slots cannot be allocated, changing nothing.
+int ps_partition_set_optimizer (ps_partition_t *self, const ps_opt_config_t *opt,
+                                ps_error_t *err);
 
 void ps_partition_stats (ps_partition_t *self, ps_partition_stats_t *stats);
 

@@ -309,14 +309,16 @@ s_check_map (const s_type_t *type, const msgpack_object *map, const s_type_t *sk
     return PS_OK;
 }
 
-static const msgpack_object *
-s_get (const msgpack_object *map, const char *key)
+const msgpack_object *
+ps_obj_get (const msgpack_object *map, const char *key)
 {
+    if (map->type != MSGPACK_OBJECT_MAP)
+        return NULL;
     size_t len = strlen (key);
     for (uint32_t i = 0; i < map->via.map.size; i++) {
-        const msgpack_object_str *k = &map->via.map.ptr [i].key.via.str;
-        if (map->via.map.ptr [i].key.type == MSGPACK_OBJECT_STR
-        &&  k->size == len && memcmp (k->ptr, key, len) == 0)
+        const msgpack_object *k = &map->via.map.ptr [i].key;
+        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == len
+        &&  memcmp (k->via.str.ptr, key, len) == 0)
             return &map->via.map.ptr [i].val;
     }
     return NULL;
@@ -333,15 +335,15 @@ s_check_frames (const s_message_t *msg, const msgpack_object *header,
                                  msg->name, nframes);
         return PS_OK;
     }
-    const msgpack_object *tensors = s_get (header, "tensors");
+    const msgpack_object *tensors = ps_obj_get (header, "tensors");
     uint32_t count = tensors->via.array.size;
     if (count != nframes)
         return ps_error_set (err, PS_EPROTO, "%s: 'tensors' describes %u frames, got %zu",
                              msg->name, count, nframes);
     for (uint32_t i = 0; i < count; i++) {
         const msgpack_object *desc = &tensors->via.array.ptr [i];
-        const msgpack_object *dims = s_get (desc, "shape");
-        uint64_t bytes = s_get (desc, "bytes")->via.u64;
+        const msgpack_object *dims = ps_obj_get (desc, "shape");
+        uint64_t bytes = ps_obj_get (desc, "bytes")->via.u64;
         int64_t values [PS_MAX_RANK];
         uint32_t rank = dims->via.array.size;
         for (uint32_t d = 0; d < rank && d < PS_MAX_RANK; d++)
@@ -378,7 +380,7 @@ ps_schema_validate (const msgpack_object *header, const size_t *frame_sizes,
                              s_object_name (header));
     //  The version comes first: a peer speaking another version may use
     //  other fields, and deserves to hear about the version, not a field.
-    const msgpack_object *version = s_get (header, "version");
+    const msgpack_object *version = ps_obj_get (header, "version");
     if (!version)
         return ps_error_set (err, PS_EPROTO, "header: missing field 'version'");
     if (version->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
@@ -387,7 +389,7 @@ ps_schema_validate (const msgpack_object *header, const size_t *frame_sizes,
     if (version->via.u64 != PS_PROTOCOL_VERSION)
         return ps_error_set (err, PS_EVERSION, "header: protocol version %llu is not supported, expected %d",
                              (unsigned long long) version->via.u64, PS_PROTOCOL_VERSION);
-    const msgpack_object *name = s_get (header, "type");
+    const msgpack_object *name = ps_obj_get (header, "type");
     if (!name || name->type != MSGPACK_OBJECT_STR)
         return ps_error_set (err, PS_EPROTO, "header: field 'type' %s",
                              name ? "is not a str" : "is missing");
@@ -414,10 +416,4 @@ ps_schema_reply_type (const char *type)
     pthread_once (&s_once, s_load);
     const s_message_t *msg = s_message (type, strlen (type));
     return msg ? msg->reply : NULL;
-}
-
-const char *
-ps_schema_text (void)
-{
-    return ps_schema_json;
 }

@@ -33,7 +33,8 @@ int ps_schema_validate (const msgpack_object *header, const size_t *frame_sizes,
 //  The reply type of a request type, or NULL when type is not a request.
 const char *ps_schema_reply_type (const char *type);
 
-//  The schema text (for `--help`-style listings and tests).
-const char *ps_schema_text (void);
+//  The value of key in a msgpack map, or NULL when absent (or map is not a
+//  map). The validator and every reader of headers use it.
+const msgpack_object *ps_obj_get (const msgpack_object *map, const char *key);
 
 #endif

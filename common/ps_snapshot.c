@@ -10,6 +10,7 @@
 //  verified before any field is trusted; then every field is checked
 //  against the others.
 
+#include "ps_floats.h"
 #include "ps_bytes.h"
 #include "ps_snapshot.h"
 
@@ -323,14 +324,6 @@ s_read_trailer (s_reader_t *reader, ps_error_t *err)
     return PS_OK;
 }
 
-//  n floats of memory aligned for vector loads, or NULL.
-static float *
-s_alloc_floats (size_t n)
-{
-    size_t bytes = n * sizeof (float);
-    return aligned_alloc (64, (bytes + 63) & ~(size_t) 63);
-}
-
 //  Read the file: header and ledger into a new buffer *head_p, the value
 //  and slot arrays straight into their final, aligned memory in snap, and
 //  verify the checksum on the way. The checks run in this order: size
@@ -400,9 +393,9 @@ s_load (s_reader_t *reader, uint8_t **head_p, ps_snapshot_t *snap, ps_error_t *e
         return rc;
     size_t array_bytes = (size_t) elements * sizeof (float);
     for (uint32_t i = 0; i <= nslots; i++) {
-        float *array = s_alloc_floats ((size_t) elements);
+        float *array = ps_floats_alloc ((size_t) elements);
         if (!array)
-            return ps_error_set (err, PS_EIO, "file %s: cannot allocate %zu bytes for an array",
+            return ps_error_set (err, PS_ETOOBIG, "file %s: cannot allocate %zu bytes for an array",
                                  path, array_bytes);
         if (i == 0)
             snap->values = array;

@@ -40,8 +40,10 @@ typedef struct {
 } ps_snapshot_t;
 
 //  Write snap to path atomically (see above). Returns 0, or PS_EIO with a
-//  message naming the path and the failing call; on error no file at path
-//  is changed and the temporary file is removed.
+//  message naming the path and the failing call. On error the temporary
+//  file is removed and the file at path is the old one, except when only
+//  the final fsync of the directory failed: the new file is then in place
+//  but may not survive a power loss.
 int ps_snapshot_write (const char *path, const ps_snapshot_t *snap, ps_error_t *err);
 
 //  Read and verify path into *snap. Returns 0; PS_ENOTFOUND or PS_EIO when

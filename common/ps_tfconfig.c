@@ -249,8 +249,14 @@ ps_tfconfig_bind_endpoint (ps_tfconfig_t *self, const char *expect_type,
         return ps_error_set (err, PS_EINVAL, "host in %s is too long", address);
     memcpy (host, address, host_len);
     host [host_len] = 0;
+    //  An IPv6 literal is written in brackets, "[::1]:2222".
+    char bare [256];
+    size_t bare_len = host_len >= 2 && host [0] == '[' && host [host_len - 1] == ']' ? host_len - 2 : 0;
+    memcpy (bare, host + 1, bare_len);
+    bare [bare_len] = 0;
     unsigned char addr [16];
-    bool literal = inet_pton (AF_INET, host, addr) == 1 || inet_pton (AF_INET6, host, addr) == 1;
+    bool literal = inet_pton (AF_INET, host, addr) == 1
+                || (bare_len && inet_pton (AF_INET6, bare, addr) == 1);
     const char *bind_host = literal ? host : strcmp (host, "localhost") == 0 ? "127.0.0.1" : "*";
     int n = snprintf (buf, len, "tcp://%s:%s", bind_host, colon + 1);
     if (n < 0 || (size_t) n >= len)

@@ -32,11 +32,14 @@ s_usage (FILE *out)
         "                      0 applies every update on the serving thread)\n"
         "  --max-message MB    largest frame accepted, in MiB (default 2048); a peer\n"
         "                      sending more is disconnected by ZeroMQ\n"
+        "  --max-pending MB    tensor bytes held for requests in progress and replies\n"
+        "                      not yet sent, in MiB (default 1024); above it no new\n"
+        "                      request is read until replies have gone out\n"
         "  --optimizer KIND    sgd, momentum, adagrad or adam (default sgd) until a\n"
         "                      client sets one\n"
         "  --lr RATE           learning rate for --optimizer (default: Keras default)\n"
         "  --endpoint-file F   write the bound endpoint to F (for scripts)\n"
-        "  --verbose           log every request\n"
+        "  --verbose           log every request (type, id, tensor bytes)\n"
         "  --help              this text\n"
         "\n"
         "Prints the bound endpoint on stdout as \"ps-server listening on ENDPOINT\".\n"
@@ -53,10 +56,12 @@ main (int argc, char *argv [])
     double lr = 0;
     long threads = sysconf (_SC_NPROCESSORS_ONLN);
     double max_mb = 2048;
+    double pending_mb = 1024;
     static const struct option options [] = {
         { "bind", required_argument, NULL, 'b' },
         { "threads", required_argument, NULL, 't' },
         { "max-message", required_argument, NULL, 'm' },
+        { "max-pending", required_argument, NULL, 'p' },
         { "optimizer", required_argument, NULL, 'o' },
         { "lr", required_argument, NULL, 'l' },
         { "endpoint-file", required_argument, NULL, 'e' },
@@ -84,6 +89,13 @@ main (int argc, char *argv [])
                 max_mb = strtod (optarg, &end);
                 if (*end || end == optarg || !(max_mb > 0) || max_mb > 1e7) {
                     fprintf (stderr, "ps-server: --max-message '%s': expected MiB > 0\n", optarg);
+                    return 2;
+                }
+                break;
+            case 'p':
+                pending_mb = strtod (optarg, &end);
+                if (*end || end == optarg || !(pending_mb > 0) || pending_mb > 1e7) {
+                    fprintf (stderr, "ps-server: --max-pending '%s': expected MiB > 0\n", optarg);
                     return 2;
                 }
                 break;
@@ -127,6 +139,7 @@ main (int argc, char *argv [])
     ps_server_config_t config = {
         .bind = bind, .name = name, .threads = (int) threads,
         .max_message = (int64_t) (max_mb * 1024 * 1024),
+        .max_pending = (size_t) (pending_mb * 1024 * 1024),
     };
     ps_opt_kind_t kind;
     if (ps_opt_kind_parse (opt_kind, &kind, &err)) {

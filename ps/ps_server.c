@@ -23,6 +23,10 @@
 //  main thread: below it a hand-off to the pool costs more than it saves.
 #define S_INLINE_BYTES  (256 * 1024)
 
+//  While over its pending-bytes limit the server checks this often whether
+//  ZeroMQ has sent enough replies for it to take requests again.
+#define S_PENDING_POLL_MS  5
+
 //  After this long without a request, a server that has moved tensors since
 //  it last fell idle returns its free heap to the kernel (see ps_heap.h).
 #define S_IDLE_RELEASE_MS  500
@@ -37,6 +41,7 @@ typedef struct {
     bool pull;                  //  answers with values
     uint64_t step;
     size_t ntasks;
+    size_t held;                //  request bytes counted in the server's pending
     ps_partition_t **parts;     //  one reference per task
     zmq_msg_t *out;             //  reply frames when pulling
     uint64_t *versions;
@@ -71,7 +76,46 @@ struct _ps_server_t {
     ps_msg_t **spare_msgs;      //  received-message objects for reuse
     size_t nspare;
     uint64_t requests, errors;
+    //  Tensor bytes held for requests: gradients being applied and replies
+    //  ZeroMQ has not sent yet. ZeroMQ's I/O thread subtracts what it has
+    //  sent, hence atomic. Above max_pending no new request is read, so a
+    //  peer that sends requests and never reads the replies cannot grow
+    //  the server without bound.
+    atomic_size_t pending;
+    size_t max_pending;
 };
+
+//  A reply frame made from a request's own gradient frame: the request
+//  frame is kept alive here until ZeroMQ has sent the reply.
+typedef struct {
+    zmq_msg_t frame;
+    atomic_size_t *pending;
+    size_t size;
+} s_lent_t;
+
+//  ZeroMQ's free callback for reply frames: give back the bytes counted.
+static void
+s_reply_sent (void *data, void *hint)
+{
+    (void) data;
+    s_lent_t *lent = hint;
+    atomic_fetch_sub (lent->pending, lent->size);
+    if (zmq_msg_close (&lent->frame) != 0)
+        abort ();
+    free (lent);
+}
+
+//  ZeroMQ's free callback for reply buffers the server allocated; the size
+//  counted sits in the 64 bytes before the data, which keep it aligned.
+static void
+s_reply_freed (void *data, void *hint)
+{
+    char *block = (char *) data - 64;
+    size_t size;
+    memcpy (&size, block, sizeof size);
+    atomic_fetch_sub ((atomic_size_t *) hint, size);
+    free (block);
+}
 
 static void
 s_partition_free (void **item)
@@ -174,6 +218,10 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
 {
     if (ps_opt_config_validate (&config->opt, err))
         return NULL;
+    if (config->max_pending == 0) {
+        ps_error_set (err, PS_EINVAL, "max_pending is 0, expected a number of bytes");
+        return NULL;
+    }
     if (config->threads < 0 || config->threads > 256) {
         ps_error_set (err, PS_EINVAL, "threads is %d, expected 0..256", config->threads);
         return NULL;
@@ -183,6 +231,8 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
         abort ();
     snprintf (self->name, sizeof self->name, "%s", config->name ? config->name : "ps");
     self->opt = config->opt;
+    atomic_init (&self->pending, 0);
+    self->max_pending = config->max_pending;
     self->table = zhashx_new ();
     zhashx_set_destructor (self->table, s_partition_free);
     self->queue_cap = 64;
@@ -198,8 +248,12 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     self->router = zmq_socket (self->ctx, ZMQ_ROUTER);
     self->done = zmq_socket (self->ctx, ZMQ_PULL);
     int linger = 1000;          //  flush the last replies, but never hang
-    int hwm = 0;                //  replies are never dropped for a slow peer
+    int hwm = 0;                //  replies are never dropped; memory is bounded by max_pending
+    //  IPv6 only for an IPv6 literal: with it on, IPv4 endpoints would be
+    //  reported in their mapped form.
+    int ipv6 = strchr (config->bind, '[') != NULL;
     if (!self->router || !self->done
+    ||  zmq_setsockopt (self->router, ZMQ_IPV6, &ipv6, sizeof ipv6) != 0
     ||  zmq_setsockopt (self->router, ZMQ_LINGER, &linger, sizeof linger) != 0
     ||  zmq_setsockopt (self->router, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0
     ||  zmq_setsockopt (self->router, ZMQ_MAXMSGSIZE, &config->max_message,
@@ -275,7 +329,7 @@ ps_server_endpoint (ps_server_t *self)
 //  ---------------------------------------------------------------------
 //  Replies
 
-static int
+static void
 s_reply_error (ps_server_t *self, ps_msg_t *msg, int code, const char *text)
 {
     self->errors++;
@@ -294,10 +348,9 @@ s_reply_error (ps_server_t *self, ps_msg_t *msg, int code, const char *text)
     if (ps_msg_send_error (self->router, envelope, nenvelope, ps_msg_id (msg), code,
                            message, &err))
         ps_warn ("cannot send error reply: %s", err.msg);
-    return PS_OK;
 }
 
-static int
+static void
 s_reply (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, zmq_msg_t *frames,
          size_t nframes)
 {
@@ -308,7 +361,6 @@ s_reply (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, zmq_msg_t *frame
     if (ps_writer_send (writer, self->router, envelope, nenvelope, frames, nframes, &err))
         ps_warn ("cannot send reply to request %llu: %s",
                  (unsigned long long) ps_msg_id (msg), err.msg);
-    return PS_OK;
 }
 
 //  ---------------------------------------------------------------------
@@ -339,6 +391,7 @@ s_job_destroy (ps_server_t *self, s_job_t **job_p)
         if (job->pull)
             zmq_msg_close (&job->out [i]);
     }
+    atomic_fetch_sub (&self->pending, job->held);
     s_msg_give (self, job->msg);
     free (job->parts);
     free (job->out);
@@ -348,14 +401,11 @@ s_job_destroy (ps_server_t *self, s_job_t **job_p)
     *job_p = NULL;
 }
 
+//  Pack the map naming a partition, with extra entries to follow.
 static void
 s_pack_partref (msgpack_packer *pk, ps_partition_t *part, size_t extra)
 {
-    msgpack_pack_map (pk, 2 + extra);
-    ps_pack_key (pk, "var");
-    ps_pack_str (pk, ps_partition_var (part));
-    ps_pack_key (pk, "part");
-    msgpack_pack_uint32 (pk, ps_partition_part (part));
+    ps_pack_partref (pk, ps_partition_var (part), ps_partition_part (part), extra);
 }
 
 //  Answer a finished job and free it.
@@ -438,8 +488,48 @@ s_job_resolve (ps_server_t *self, s_job_t *job, const msgpack_object *list, ps_e
                                      "%s: tensors[%zu]: gradient shape %s does not match partition %s/%llu of shape %s",
                                      type, i, ps_shape_str (&shape, have, sizeof have), var,
                                      (unsigned long long) part, ps_shape_str (local, want, sizeof want));
+            //  Partitions have watermarks of their own; checking the step
+            //  on every one now means none applies it if another refuses.
+            rc = ps_partition_reserve_step (partition, job->step, err);
+            if (rc)
+                return ps_error_prefix (err, rc, "%s: step %llu", type,
+                                        (unsigned long long) job->step);
         }
     }
+    return PS_OK;
+}
+
+//  The reply frame for task i of a pulling job: the request's own gradient
+//  frame for a push-pull (the partition copies its fresh values over the
+//  gradient once applied), else a new buffer. Either way the bytes stay
+//  counted in pending until ZeroMQ has sent the frame.
+static int
+s_job_reply_frame (ps_server_t *self, s_job_t *job, size_t i, ps_error_t *err)
+{
+    size_t size = ps_partition_count (job->parts [i]) * sizeof (float);
+    s_lent_t *lent = NULL;
+    if (job->push) {
+        lent = calloc (1, sizeof *lent);
+        if (!lent)
+            abort ();
+        if (ps_msg_take_tensor (job->msg, i, &lent->frame) == PS_OK) {
+            lent->pending = &self->pending;
+            lent->size = size;
+            job->held -= size;  //  counted now until the reply is sent
+            if (zmq_msg_init_data (&job->out [i], zmq_msg_data (&lent->frame), size,
+                                   s_reply_sent, lent) != 0)
+                abort ();
+            return PS_OK;
+        }
+        free (lent);
+    }
+    char *block = size <= SIZE_MAX - 64 ? malloc (size + 64) : NULL;
+    if (!block)
+        return ps_error_set (err, PS_ETOOBIG, "cannot allocate a reply of %zu bytes", size);
+    memcpy (block, &size, sizeof size);
+    atomic_fetch_add (&self->pending, size);
+    if (zmq_msg_init_data (&job->out [i], block + 64, size, s_reply_freed, &self->pending) != 0)
+        abort ();
     return PS_OK;
 }
 
@@ -464,27 +554,27 @@ s_handle_data (ps_server_t *self, ps_msg_t *msg)
         abort ();
     if (job->push)
         job->step = ps_obj_get (header, "step")->via.u64;
+    job->held = ps_msg_tensor_bytes (msg);
+    atomic_fetch_add (&self->pending, job->held);
     ps_error_t err;
-    if (s_job_resolve (self, job, list, &err)) {
-        s_reply_error (self, msg, err.code, err.msg);
-        job->pull = false;      //  no reply frames were made yet
+    bool pull = job->pull;
+    job->pull = false;          //  until the reply frames exist
+    int rc = s_job_resolve (self, job, list, &err);
+    size_t bytes = ps_msg_tensor_bytes (msg);
+    size_t made = 0;
+    while (pull && rc == PS_OK && made < job->ntasks) {
+        rc = s_job_reply_frame (self, job, made, &err);
+        if (rc == PS_OK)
+            bytes += ps_partition_count (job->parts [made++]) * sizeof (float);
+    }
+    if (rc) {
+        for (size_t i = 0; i < made; i++)
+            zmq_msg_close (&job->out [i]);
+        s_reply_error (self, msg, rc, err.msg);
         s_job_destroy (self, &job);
         return;
     }
-    size_t bytes = ps_msg_tensor_bytes (msg);
-    //  A push-pull answers in the gradient's own frame: the partition
-    //  copies its fresh values over the gradient once it is applied. Only a
-    //  pull, or a gradient that had to be copied for alignment, gets a new
-    //  buffer.
-    if (job->pull)
-        for (size_t i = 0; i < job->ntasks; i++) {
-            size_t size = ps_partition_count (job->parts [i]) * sizeof (float);
-            bytes += size;
-            if (job->push && ps_msg_take_tensor (msg, i, &job->out [i]) == PS_OK)
-                continue;
-            if (zmq_msg_init_size (&job->out [i], size) != 0)
-                abort ();
-        }
+    job->pull = pull;
     atomic_init (&job->pending, job->ntasks);
     atomic_init (&job->failed, 0);
     if (self->nthreads == 0 || bytes < S_INLINE_BYTES || job->ntasks == 0) {
@@ -641,9 +731,15 @@ s_handle_set_optimizer (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, p
     int rc = ps_opt_config_validate (&opt, err);
     if (rc)
         return ps_error_prefix (err, rc, "optimizer");
+    //  A partition that cannot get new slots keeps its old optimizer; the
+    //  error says which, and the request can be repeated once memory is
+    //  freed (repeating it on partitions already switched keeps their slots).
+    for (ps_partition_t *part = zhashx_first (self->table); part; part = zhashx_next (self->table)) {
+        rc = ps_partition_set_optimizer (part, &opt, err);
+        if (rc)
+            return rc;
+    }
     self->opt = opt;
-    for (ps_partition_t *part = zhashx_first (self->table); part; part = zhashx_next (self->table))
-        ps_partition_set_optimizer (part, &opt);
     ps_info ("optimizer %s lr %g on %zu partitions", kind, opt.lr, zhashx_size (self->table));
     ps_pack_key (&writer->pk, "partitions");
     msgpack_pack_uint64 (&writer->pk, zhashx_size (self->table));
@@ -772,6 +868,7 @@ s_restore_files (const char *dir, const msgpack_object *parts, ps_error_t *err)
     zlistx_t *files = zlistx_new ();
     zlistx_set_destructor (files, (zlistx_destructor_fn *) zstr_free);
     zlistx_set_duplicator (files, (zlistx_duplicator_fn *) strdup);
+    zlistx_set_comparator (files, (zlistx_comparator_fn *) strcmp);
     if (parts) {
         for (uint32_t i = 0; i < parts->via.array.size; i++) {
             const msgpack_object *ref = &parts->via.array.ptr [i];
@@ -780,6 +877,12 @@ s_restore_files (const char *dir, const msgpack_object *parts, ps_error_t *err)
             if (ps_obj_str (ps_obj_get (ref, "var"), var, sizeof var) || part > UINT32_MAX
             ||  ps_snapshot_filename (var, (uint32_t) part, file, sizeof file)) {
                 ps_error_set (err, PS_EINVAL, "restore: parts[%u] is not a valid partition", i);
+                zlistx_destroy (&files);
+                return NULL;
+            }
+            if (zlistx_find (files, file)) {
+                ps_error_set (err, PS_EINVAL, "restore: partition %s/%llu is listed twice",
+                              var, (unsigned long long) part);
                 zlistx_destroy (&files);
                 return NULL;
             }
@@ -799,7 +902,6 @@ s_restore_files (const char *dir, const msgpack_object *parts, ps_error_t *err)
         if (s_is_snapshot_file (entry->d_name))
             zlistx_add_end (files, entry->d_name);
     closedir (handle);
-    zlistx_set_comparator (files, (zlistx_comparator_fn *) strcmp);
     zlistx_sort (files);
     return files;
 }
@@ -825,8 +927,19 @@ s_handle_restore (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_erro
         char path [4096];
         snprintf (path, sizeof path, "%s/%s", dir, file);
         loaded [i] = ps_partition_load (path, err);
-        if (!loaded [i++])
+        if (!loaded [i++]) {
             rc = err->code;
+            break;
+        }
+        //  A file holds the partition its name says, or it was renamed or
+        //  copied over another: restoring it would put a partition in the
+        //  wrong place.
+        char expect [PS_NAME_MAX * 3 + 32];
+        ps_partition_t *got = loaded [i - 1];
+        if (ps_snapshot_filename (ps_partition_var (got), ps_partition_part (got), expect, sizeof expect)
+        ||  strcmp (expect, file) != 0)
+            rc = ps_error_set (err, PS_ECORRUPT, "restore: file %s holds partition %s/%u (file %s)",
+                               path, ps_partition_var (got), ps_partition_part (got), expect);
     }
     msgpack_packer *pk = &writer->pk;
     ps_pack_key (pk, "files");
@@ -927,6 +1040,9 @@ s_handle_request (ps_server_t *self)
     if (rc == PS_OK)
         rc = ps_msg_decode (msg, &err);
     self->requests++;
+    if (rc == PS_OK)
+        ps_debug ("request %llu: %s, %zu tensor bytes", (unsigned long long) ps_msg_id (msg),
+                  ps_msg_type (msg), ps_msg_tensor_bytes (msg));
     if (rc == PS_EIO)
         ps_warn ("receive failed: %s", err.msg);
     else
@@ -985,7 +1101,12 @@ ps_server_run (ps_server_t *self, int stop_fd)
     bool busy = false;          //  requests served since the heap was released
     int rc = PS_OK;
     while (!stop) {
-        int ready = zmq_poll (items, nitems, busy ? S_IDLE_RELEASE_MS : -1);
+        //  Over the pending limit, requests wait in ZeroMQ's queues (and
+        //  then in TCP's) until enough replies have been sent.
+        bool full = atomic_load (&self->pending) > self->max_pending;
+        items [0].events = full ? 0 : ZMQ_POLLIN;
+        int ready = zmq_poll (items, nitems,
+                              full ? S_PENDING_POLL_MS : busy ? S_IDLE_RELEASE_MS : -1);
         if (ready < 0) {
             if (errno == EINTR)
                 continue;
@@ -993,6 +1114,8 @@ ps_server_run (ps_server_t *self, int stop_fd)
             rc = PS_EIO;
             break;
         }
+        if (ready == 0 && full)
+            continue;
         if (ready == 0 && self->jobs_in_pool == 0) {
             ps_heap_release ();
             busy = false;

@@ -29,6 +29,7 @@ typedef struct {
     const char *name;           //  reported by ping, for example "ps:0"
     int threads;                //  apply pool size; 0 applies everything inline
     int64_t max_message;        //  ZMQ_MAXMSGSIZE in bytes; -1 = no limit
+    size_t max_pending;         //  tensor bytes held for requests before reading stops
     ps_opt_config_t opt;        //  optimizer until set_optimizer says otherwise
 } ps_server_config_t;
 

@@ -81,6 +81,12 @@ harness_server_start (harness_server_t *server, const char *const *args)
     }
     fprintf (stderr, "harness: ps-server did not start\n");
     s_print_log (server->log);
+    //  A server that hangs on start must not outlive the test.
+    if (server->pid > 0) {
+        kill (server->pid, SIGKILL);
+        waitpid (server->pid, NULL, 0);
+        server->pid = 0;
+    }
     return -1;
 }
 

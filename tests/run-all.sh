@@ -12,10 +12,12 @@ run_config () {
     meson setup "$dir" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; return 1; }
     rm -f "$dir.setup.log"
   fi
+  # A log from an earlier run must not be counted for this one.
+  rm -f "$dir/meson-logs/testlog.json"
   ninja -C "$dir" || return 1
-  # Benchmarks are not tests; every test has its own timeout.
-  meson test -C "$dir" --print-errorlogs --num-processes 2
-  return 0
+  # Benchmarks are not tests; every test has its own timeout. The counts
+  # below come from the log, so meson's own status is not needed here.
+  meson test -C "$dir" --print-errorlogs --num-processes 2 || true
 }
 
 status=0

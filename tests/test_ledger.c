@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_bytes.h"
 #include "ps_ledger.h"
 
 //  A small deterministic generator, so that failures reproduce.
@@ -165,6 +166,29 @@ test_far_ahead_refused (void **state)
 //  Steps arrive out of order within a sliding window, as from several
 //  workers; a plain byte array is the reference. This drives the window
 //  through many word drops, compactions and growths.
+//  A reserved step can always be marked later; reserving records nothing,
+//  and refuses what marking would refuse.
+static void
+test_reserve (void **state)
+{
+    (void) state;
+    ps_ledger_t *ledger = ps_ledger_new ();
+    ps_error_t err;
+    assert_int_equal (ps_ledger_reserve (ledger, 100000, &err), PS_OK);
+    assert_false (ps_ledger_contains (ledger, 100000));
+    assert_int_equal (ps_ledger_count (ledger), 0);
+    assert_int_equal (ps_ledger_reserve (ledger, PS_LEDGER_MAX_SPAN, &err), PS_EINVAL);
+    assert_int_equal (ps_ledger_reserve (ledger, UINT64_MAX, &err), PS_EINVAL);
+    //  The watermark moving up in between does not undo a reservation.
+    for (uint64_t step = 0; step < 5000; step++)
+        assert_int_equal (ps_ledger_mark (ledger, step, &err), PS_OK);
+    assert_int_equal (ps_ledger_mark (ledger, 100000, &err), PS_OK);
+    assert_int_equal (ps_ledger_reserve (ledger, 3, &err), PS_OK);
+    assert_int_equal (ps_ledger_mark (ledger, 3, &err), PS_DUPLICATE);
+    assert_int_equal (ps_ledger_count (ledger), 5001);
+    ps_ledger_destroy (&ledger);
+}
+
 static void
 test_against_model (void **state)
 {
@@ -288,13 +312,6 @@ test_round_trip (void **state)
 }
 
 static void
-s_put_u64 (uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p [i] = (uint8_t) (v >> (8 * i));
-}
-
-static void
 s_assert_refused (const uint8_t *buf, size_t len)
 {
     ps_error_t err = { 0 };
@@ -330,17 +347,17 @@ test_decode_refuses (void **state)
     uint8_t *bad = malloc (size + 8);
     assert_non_null (bad);
     memcpy (bad, buf, size);
-    s_put_u64 (bad + 8, ps_ledger_count (ledger) + 1);
+    ps_put_u64 (bad + 8, ps_ledger_count (ledger) + 1);
     s_assert_refused (bad, size);
-    s_put_u64 (bad + 8, ps_ledger_count (ledger) - 1);
+    ps_put_u64 (bad + 8, ps_ledger_count (ledger) - 1);
     s_assert_refused (bad, size);
-    s_put_u64 (bad + 8, 0);
+    ps_put_u64 (bad + 8, 0);
     s_assert_refused (bad, size);
 
     //  The bit for the watermark set (with the count adjusted to match).
     memcpy (bad, buf, size);
     bad [20] |= 1;
-    s_put_u64 (bad + 8, ps_ledger_count (ledger) + 1);
+    ps_put_u64 (bad + 8, ps_ledger_count (ledger) + 1);
     s_assert_refused (bad, size);
 
     //  An untrimmed bitmap: an extra zero word.
@@ -360,8 +377,8 @@ test_decode_refuses (void **state)
 
     //  A watermark so high that the bitmap would pass 2^64-1.
     memcpy (bad, buf, size);
-    s_put_u64 (bad, UINT64_MAX - 10);
-    s_put_u64 (bad + 8, UINT64_MAX - 10 + (ps_ledger_count (ledger) - ps_ledger_base (ledger)));
+    ps_put_u64 (bad, UINT64_MAX - 10);
+    ps_put_u64 (bad + 8, UINT64_MAX - 10 + (ps_ledger_count (ledger) - ps_ledger_base (ledger)));
     s_assert_refused (bad, size);
 
     //  The untouched encoding still decodes.
@@ -381,6 +398,7 @@ main (void)
         cmocka_unit_test (test_new_and_duplicate),
         cmocka_unit_test (test_holes),
         cmocka_unit_test (test_far_ahead_refused),
+        cmocka_unit_test (test_reserve),
         cmocka_unit_test (test_against_model),
         cmocka_unit_test (test_round_trip),
         cmocka_unit_test (test_decode_refuses),

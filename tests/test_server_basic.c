@@ -15,8 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+#include <zmq.h>
+
 #include "harness.h"
 #include "ps_client.h"
+#include "ps_msg.h"
 
 static harness_server_t s_servers [2];
 
@@ -207,6 +211,121 @@ test_push_pull_large (void **state)
     ps_client_destroy (&client);
 }
 
+//  A push touching two partitions whose ledgers disagree is refused whole:
+//  v1 has applied steps 0..10, v2 none, so a step 2^24 + 5 is within v1's
+//  window but beyond v2's, and neither may apply it.
+static void
+test_push_refused_whole (void **state)
+{
+    (void) state;
+    ps_error_t err;
+    ps_shape_t shape;
+    ps_shape_set (&shape, (int64_t []) { 3 }, 1, NULL);
+    ps_init_t init;
+    ps_init_default (&init, PS_INIT_ZEROS);
+    ps_client_t *first = s_client (1), *both = s_client (1);
+    ps_client_add_variable (first, "whole/v1", &shape, &init, 1, (int64_t []) { 0, 3 }, (int []) { 0 }, &err);
+    ps_client_add_variable (both, "whole/v1", &shape, &init, 1, (int64_t []) { 0, 3 }, (int []) { 0 }, &err);
+    ps_client_add_variable (both, "whole/v2", &shape, &init, 1, (int64_t []) { 0, 3 }, (int []) { 0 }, &err);
+    s_ok (ps_client_create (both, &err), &err);
+    float grad [3] = { 1, 1, 1 };
+    const float *grads [] = { grad, grad };
+    for (uint64_t step = 0; step <= 10; step++)
+        s_ok (ps_client_push (first, step, 0, grads, NULL, &err), &err);
+    uint64_t far = (UINT64_C (1) << 24) + 5;
+    assert_int_equal (ps_client_push (both, far, 0, grads, NULL, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "whole/v2"));
+    ps_part_stats_t *stats;
+    size_t count;
+    s_ok (ps_client_stats (both, 0, &stats, &count, &err), &err);
+    for (size_t i = 0; i < count; i++) {
+        if (strcmp (stats [i].var, "whole/v1") == 0)
+            assert_int_equal (stats [i].updates, 11);
+        if (strcmp (stats [i].var, "whole/v2") == 0)
+            assert_int_equal (stats [i].updates, 0);
+    }
+    free (stats);
+    ps_client_destroy (&first);
+    ps_client_destroy (&both);
+}
+
+//  A partition too large for the machine is an error reply, not a crash.
+static void
+test_huge_create_refused (void **state)
+{
+    (void) state;
+    ps_error_t err;
+    ps_shape_t shape;
+    ps_shape_set (&shape, (int64_t []) { INT64_C (1) << 20, INT64_C (1) << 20 }, 2, NULL);
+    ps_init_t init;
+    ps_init_default (&init, PS_INIT_ZEROS);
+    ps_client_t *client = s_client (1);
+    ps_client_add_variable (client, "huge/w", &shape, &init, 1,
+                            (int64_t []) { 0, INT64_C (1) << 20 }, (int []) { 0 }, &err);
+    assert_int_equal (ps_client_create (client, &err), PS_ETOOBIG);
+    assert_non_null (strstr (err.msg, "huge/w"));
+    s_ok (ps_client_ping (client, 0, &err), &err);
+    ps_client_destroy (&client);
+}
+
+//  A server that answers with an error reply naming the code "ok" (or any
+//  code) is reporting an error: the client must not take it for success.
+static void *
+s_hostile_server (void *arg)
+{
+    void *router = arg;
+    zmq_pollitem_t item = { router, 0, ZMQ_POLLIN, 0 };
+    if (zmq_poll (&item, 1, 5000) != 1)
+        return NULL;
+    ps_msg_t *msg = ps_msg_new ();
+    ps_error_t err;
+    if (ps_msg_recv (msg, router, true, &err) == 0 && ps_msg_decode (msg, &err) == 0) {
+        ps_writer_t writer;
+        ps_writer_init (&writer, "error", ps_msg_id (msg), 2);
+        ps_pack_key (&writer.pk, "code");
+        ps_pack_str (&writer.pk, "ok");
+        ps_pack_key (&writer.pk, "message");
+        ps_pack_str (&writer.pk, "all is well, honestly");
+        zmq_msg_t *envelope;
+        size_t nenvelope = ps_msg_envelope (msg, &envelope);
+        ps_writer_send (&writer, router, envelope, nenvelope, NULL, 0, &err);
+        ps_writer_fini (&writer);
+    }
+    ps_msg_destroy (&msg);
+    return NULL;
+}
+
+static void
+test_hostile_error_reply (void **state)
+{
+    (void) state;
+    void *ctx = zmq_ctx_new ();
+    void *router = zmq_socket (ctx, ZMQ_ROUTER);
+    assert_int_equal (zmq_bind (router, "tcp://127.0.0.1:*"), 0);
+    char endpoint [256];
+    size_t len = sizeof endpoint;
+    assert_int_equal (zmq_getsockopt (router, ZMQ_LAST_ENDPOINT, endpoint, &len), 0);
+    pthread_t thread;
+    assert_int_equal (pthread_create (&thread, NULL, s_hostile_server, router), 0);
+    ps_error_t err;
+    const char *endpoints [] = { endpoint };
+    ps_client_t *client = ps_client_new (endpoints, 1, 5000, &err);
+    assert_non_null (client);
+    ps_shape_t shape;
+    ps_shape_set (&shape, (int64_t []) { 4 }, 1, NULL);
+    ps_init_t init;
+    ps_init_default (&init, PS_INIT_ZEROS);
+    ps_client_add_variable (client, "hostile/w", &shape, &init, 1, (int64_t []) { 0, 4 }, (int []) { 0 }, &err);
+    float values [4];
+    float *outs [] = { values };
+    assert_int_equal (ps_client_pull (client, outs, &err), PS_EREMOTE);
+    assert_non_null (strstr (err.msg, "all is well"));
+    pthread_join (thread, NULL);
+    ps_client_destroy (&client);
+    zmq_close (router);
+    zmq_ctx_term (ctx);
+}
+
 //  A client whose layout disagrees with the server gets clear errors.
 static void
 test_layout_errors (void **state)
@@ -326,6 +445,9 @@ main (void)
         cmocka_unit_test (test_push_duplicate_push_pull),
         cmocka_unit_test (test_push_pull_large),
         cmocka_unit_test (test_layout_errors),
+        cmocka_unit_test (test_push_refused_whole),
+        cmocka_unit_test (test_huge_create_refused),
+        cmocka_unit_test (test_hostile_error_reply),
         cmocka_unit_test (test_timeout_names_server),
         cmocka_unit_test (test_idle_uses_no_cpu),
         cmocka_unit_test (test_clean_exit),

@@ -186,6 +186,14 @@ test_kill_restore_identical (void **state)
     s_ok (ps_client_stats (client, 0, &stats, &count, &err), &err);
     assert_int_equal (stats [0].updates, 11);
     free (stats);
+    //  A file copied over another partition's name is refused by name.
+    char from [512], onto [512], command [1100];
+    snprintf (from, sizeof from, "%s/%s", dir1, files [1].file);
+    snprintf (onto, sizeof onto, "%s/%s", dir1, files [0].file);
+    snprintf (command, sizeof command, "cp '%s' '%s'", from, onto);
+    assert_int_equal (system (command), 0);
+    assert_int_equal (ps_client_restore (client, dir1, &err), PS_ECORRUPT);
+    assert_non_null (strstr (err.msg, "holds partition"));
     //  A missing directory is a clear error too.
     assert_int_equal (ps_client_restore (client, "/nonexistent/ckpt", &err), PS_ENOTFOUND);
     assert_non_null (strstr (err.msg, "/nonexistent/ckpt"));

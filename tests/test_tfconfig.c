@@ -47,6 +47,14 @@ test_parse_and_endpoints (void **state)
     ps_tfconfig_destroy (&tf);
     assert_null (tf);
 
+    //  An IPv6 literal is bound as given.
+    tf = ps_tfconfig_parse ("{\"cluster\": {\"ps\": [\"[::1]:2222\"]},"
+                            " \"task\": {\"type\": \"ps\", \"index\": 0}}", "x", &err);
+    assert_non_null (tf);
+    ps_tfconfig_bind_endpoint (tf, "ps", endpoint, sizeof endpoint, &err);
+    assert_string_equal (endpoint, "tcp://[::1]:2222");
+    ps_tfconfig_destroy (&tf);
+
     //  A host name binds every interface; an endpoint passes through.
     tf = ps_tfconfig_parse ("{\"cluster\": {\"ps\": [\"ps0:2222\", \"ipc:///tmp/ps1\"]},"
                             " \"task\": {\"type\": \"ps\", \"index\": 0}}", "x", &err);
