@@ -149,3 +149,24 @@ harness_rmtree (const char *dir)
     if (system (command) != 0)
         fprintf (stderr, "harness: cannot remove %s\n", dir);
 }
+
+//  A field of /proc/PID/status in KiB (VmRSS, VmHWM), or -1.
+long
+harness_status_kib (pid_t pid, const char *field)
+{
+    char path [64];
+    snprintf (path, sizeof path, "/proc/%d/status", (int) pid);
+    FILE *handle = fopen (path, "r");
+    if (!handle)
+        return -1;
+    char line [256];
+    long value = -1;
+    size_t len = strlen (field);
+    while (fgets (line, sizeof line, handle))
+        if (strncmp (line, field, len) == 0 && line [len] == ':') {
+            value = strtol (line + len + 1, NULL, 10);
+            break;
+        }
+    fclose (handle);
+    return value;
+}

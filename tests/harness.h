@@ -29,6 +29,9 @@ int harness_server_stop (harness_server_t *server, int sig);
 //  True while the server process has not exited.
 bool harness_server_alive (harness_server_t *server);
 
+//  A field of /proc/PID/status in KiB (VmRSS, VmHWM), or -1.
+long harness_status_kib (pid_t pid, const char *field);
+
 //  A fresh directory under /tmp; the caller removes it with harness_rmtree.
 void harness_tmpdir (char *buf, size_t len);
 void harness_rmtree (const char *dir);

@@ -157,22 +157,6 @@ test_concurrent_pushes_sum_exactly (void **state)
         assert_int_equal (harness_server_stop (&s_servers [i], SIGTERM), 0);
 }
 
-//  VmRSS of a process in KiB.
-static long
-s_rss_kib (pid_t pid)
-{
-    char path [64], line [256];
-    snprintf (path, sizeof path, "/proc/%d/status", (int) pid);
-    FILE *file = fopen (path, "r");
-    assert_non_null (file);
-    long kib = -1;
-    while (fgets (line, sizeof line, file))
-        if (sscanf (line, "VmRSS: %ld kB", &kib) == 1)
-            break;
-    fclose (file);
-    return kib;
-}
-
 //  A peer that sends many pulls and reads no reply must not grow the
 //  server without bound: past --max-pending the server stops reading
 //  requests until replies have gone out. Once the peer reads, every reply
@@ -194,7 +178,7 @@ test_backpressure_bounds_memory (void **state)
     init.value = 3;
     ps_client_add_variable (client, "bp/w", &shape, &init, 1, (int64_t []) { 0, 1024 }, (int []) { 0 }, &err);
     assert_int_equal (ps_client_create (client, &err), 0);
-    long before = s_rss_kib (server.pid);
+    long before = harness_status_kib (server.pid, "VmRSS");
 
     void *ctx = zmq_ctx_new ();
     void *dealer = zmq_socket (ctx, ZMQ_DEALER);
@@ -216,7 +200,7 @@ test_backpressure_bounds_memory (void **state)
     //  400 MiB of replies are owed; the server may hold about 8 MiB of them.
     struct timespec pause = { 1, 500000000 };
     nanosleep (&pause, NULL);
-    long grown = s_rss_kib (server.pid) - before;
+    long grown = harness_status_kib (server.pid, "VmRSS") - before;
     if (grown > 64 * 1024)
         fail_msg ("the server grew by %ld MiB for a peer that does not read", grown / 1024);
 

@@ -265,27 +265,6 @@ s_servers_usage (void)
     return total;
 }
 
-//  A field of /proc/PID/status in KiB (VmRSS, VmHWM), or -1.
-static long
-s_status_kib (pid_t pid, const char *field)
-{
-    char path [64];
-    snprintf (path, sizeof path, "/proc/%d/status", (int) pid);
-    FILE *handle = fopen (path, "r");
-    if (!handle)
-        return -1;
-    char line [256];
-    long value = -1;
-    size_t len = strlen (field);
-    while (fgets (line, sizeof line, handle))
-        if (strncmp (line, field, len) == 0 && line [len] == ':') {
-            value = strtol (line + len + 1, NULL, 10);
-            break;
-        }
-    fclose (handle);
-    return value;
-}
-
 //  ---------------------------------------------------------------------
 //  Raw ZeroMQ ceilings
 
@@ -682,13 +661,13 @@ s_ps_size (int nservers, int size, const s_size_t *sz, const char *const *server
     if (measure_memory) {
         memory->taken = true;
         memory->size = size;
-        memory->rss_kib = s_status_kib (s_servers [0].pid, "VmRSS");
-        memory->hwm_kib = s_status_kib (s_servers [0].pid, "VmHWM");
+        memory->rss_kib = harness_status_kib (s_servers [0].pid, "VmRSS");
+        memory->hwm_kib = harness_status_kib (s_servers [0].pid, "VmHWM");
         //  At rest: an idle server returns its free heap to the kernel
         //  half a second after its last request (ps_server.c).
         struct timespec pause = { 1, 0 };
         nanosleep (&pause, NULL);
-        memory->rest_kib = s_status_kib (s_servers [0].pid, "VmRSS");
+        memory->rest_kib = harness_status_kib (s_servers [0].pid, "VmRSS");
     }
     ps_client_destroy (&client);
     free (grad);
