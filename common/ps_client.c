@@ -77,6 +77,8 @@ struct _ps_client_t {
     s_request_t *requests;      //  the current call's requests
     size_t nrequests, requests_cap;
     ps_msg_t *incoming;         //  receives replies before they are matched
+    zmq_pollitem_t *items;      //  s_collect's poll set, one per server
+    int *index;                 //  server of each poll item
 };
 
 //  Open the server's socket. On failure nothing is left open and the
@@ -125,6 +127,10 @@ ps_client_new (const char *const *endpoints, int nservers, int timeout_ms, ps_er
         abort ();
     ps_writer_init (&self->writer, "ping", 0, 0);
     self->incoming = ps_msg_new ();
+    self->items = calloc ((size_t) nservers, sizeof (zmq_pollitem_t));
+    self->index = calloc ((size_t) nservers, sizeof (int));
+    if (!self->items || !self->index)
+        abort ();
     self->ctx = zmq_ctx_new ();
     if (!self->ctx) {
         ps_error_set (err, PS_EIO, "zmq_ctx_new: %s", zmq_strerror (errno));
@@ -165,6 +171,8 @@ ps_client_destroy (ps_client_t **self_p)
     free (self->requests);
     free (self->frames);
     ps_msg_destroy (&self->incoming);
+    free (self->items);
+    free (self->index);
     ps_writer_fini (&self->writer);
     if (self->ctx)
         zmq_ctx_term (self->ctx);
@@ -173,13 +181,6 @@ ps_client_destroy (ps_client_t **self_p)
     free (self->parts);
     free (self);
     *self_p = NULL;
-}
-
-int
-ps_client_server_count (ps_client_t *self)
-{
-    assert (self);
-    return self->nservers;
 }
 
 int
@@ -237,13 +238,6 @@ ps_client_add_variable (ps_client_t *self, const char *name, const ps_shape_t *s
     }
     self->nparts += (size_t) nparts;
     return self->nvars++;
-}
-
-int
-ps_client_variable_count (ps_client_t *self)
-{
-    assert (self);
-    return self->nvars;
 }
 
 size_t
@@ -387,10 +381,8 @@ s_collect (ps_client_t *self, const char *reply_type, ps_error_t *err)
 {
     int64_t deadline = s_now_ms () + self->timeout_ms;
     int rc = PS_OK;
-    zmq_pollitem_t *items = calloc ((size_t) self->nservers, sizeof *items);
-    int *index = calloc ((size_t) self->nservers, sizeof *index);
-    if (!items || !index)
-        abort ();
+    zmq_pollitem_t *items = self->items;
+    int *index = self->index;
     while (true) {
         int nitems = 0;
         for (int i = 0; i < self->nservers; i++)
@@ -454,8 +446,6 @@ s_collect (ps_client_t *self, const char *reply_type, ps_error_t *err)
             }
         }
     }
-    free (items);
-    free (index);
     s_wait_released (self);
     return rc;
 }

@@ -57,8 +57,6 @@ ps_client_t *ps_client_new (const char *const *endpoints, int nservers, int time
 
 void ps_client_destroy (ps_client_t **self_p);
 
-int ps_client_server_count (ps_client_t *self);
-
 //  Declare a variable of full shape `shape`, split into nparts partitions:
 //  partition k holds rows [splits[k], splits[k+1]) on server servers[k];
 //  splits[0] = 0 and splits[nparts] = shape->dims[0]. init is used by
@@ -67,8 +65,6 @@ int ps_client_server_count (ps_client_t *self);
 int ps_client_add_variable (ps_client_t *self, const char *name, const ps_shape_t *shape,
                             const ps_init_t *init, int nparts, const int64_t *splits,
                             const int *servers, ps_error_t *err);
-
-int ps_client_variable_count (ps_client_t *self);
 
 //  Elements in variable var.
 size_t ps_client_variable_size (ps_client_t *self, int var);

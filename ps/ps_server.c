@@ -74,7 +74,8 @@ struct _ps_server_t {
     bool stopping;
     size_t jobs_in_pool;        //  main thread only
     ps_msg_t **spare_msgs;      //  received-message objects for reuse
-    size_t nspare;
+    size_t nspare, spare_cap;
+    ps_writer_t writer;         //  reply headers; main thread only
     uint64_t requests, errors;
     //  Tensor bytes held for requests: gradients being applied and replies
     //  ZeroMQ has not sent yet. ZeroMQ's I/O thread subtracts what it has
@@ -93,7 +94,8 @@ typedef struct {
     size_t size;
 } s_lent_t;
 
-//  ZeroMQ's free callback for reply frames: give back the bytes counted.
+//  ZeroMQ's free callback for reply frames lent from a request: give back
+//  the bytes counted and release the request's frame.
 static void
 s_reply_sent (void *data, void *hint)
 {
@@ -106,7 +108,8 @@ s_reply_sent (void *data, void *hint)
 }
 
 //  ZeroMQ's free callback for reply buffers the server allocated; the size
-//  counted sits in the 64 bytes before the data, which keep it aligned.
+//  counted sits in a 64-byte prefix, which keeps the data as aligned as
+//  malloc's block.
 static void
 s_reply_freed (void *data, void *hint)
 {
@@ -235,6 +238,7 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     self->max_pending = config->max_pending;
     self->table = zhashx_new ();
     zhashx_set_destructor (self->table, s_partition_free);
+    ps_writer_init (&self->writer, "ping", 0, 0);
     self->queue_cap = 64;
     self->queue = malloc (self->queue_cap * sizeof (s_task_t));
     if (!self->queue || pthread_mutex_init (&self->lock, NULL) != 0
@@ -312,6 +316,7 @@ ps_server_destroy (ps_server_t **self_p)
     for (size_t i = 0; i < self->nspare; i++)
         ps_msg_destroy (&self->spare_msgs [i]);
     free (self->spare_msgs);
+    ps_writer_fini (&self->writer);
     free (self->queue);
     pthread_mutex_destroy (&self->lock);
     pthread_cond_destroy (&self->wake);
@@ -376,9 +381,12 @@ static void
 s_msg_give (ps_server_t *self, ps_msg_t *msg)
 {
     ps_msg_clear (msg);
-    self->spare_msgs = realloc (self->spare_msgs, (self->nspare + 1) * sizeof (ps_msg_t *));
-    if (!self->spare_msgs)
-        abort ();
+    if (self->nspare == self->spare_cap) {
+        self->spare_cap = self->spare_cap ? 2 * self->spare_cap : 8;
+        self->spare_msgs = realloc (self->spare_msgs, self->spare_cap * sizeof (ps_msg_t *));
+        if (!self->spare_msgs)
+            abort ();
+    }
     self->spare_msgs [self->nspare++] = msg;
 }
 
@@ -419,10 +427,9 @@ s_job_finish (ps_server_t *self, s_job_t *job)
         return;
     }
     const char *type = ps_msg_type (job->msg);
-    ps_writer_t writer;
-    ps_writer_init (&writer, ps_schema_reply_type (type), ps_msg_id (job->msg),
-                    job->push && job->pull ? 2 : 1);
-    msgpack_packer *pk = &writer.pk;
+    ps_writer_reset (&self->writer, ps_schema_reply_type (type), ps_msg_id (job->msg),
+                     job->push && job->pull ? 2 : 1);
+    msgpack_packer *pk = &self->writer.pk;
     if (job->push) {
         ps_pack_key (pk, "applied");
         msgpack_pack_array (pk, job->ntasks);
@@ -447,8 +454,8 @@ s_job_finish (ps_server_t *self, s_job_t *job)
             msgpack_pack_uint64 (pk, job->versions [i]);
         }
     }
-    s_reply (self, job->msg, &writer, job->pull ? job->out : NULL, job->pull ? job->ntasks : 0);
-    ps_writer_fini (&writer);
+    s_reply (self, job->msg, &self->writer, job->pull ? job->out : NULL,
+             job->pull ? job->ntasks : 0);
     s_job_destroy (self, &job);
 }
 
@@ -554,13 +561,13 @@ s_handle_data (ps_server_t *self, ps_msg_t *msg)
         abort ();
     if (job->push)
         job->step = ps_obj_get (header, "step")->via.u64;
-    job->held = ps_msg_tensor_bytes (msg);
+    size_t bytes = ps_msg_tensor_bytes (msg);
+    job->held = bytes;
     atomic_fetch_add (&self->pending, job->held);
     ps_error_t err;
     bool pull = job->pull;
     job->pull = false;          //  until the reply frames exist
     int rc = s_job_resolve (self, job, list, &err);
-    size_t bytes = ps_msg_tensor_bytes (msg);
     size_t made = 0;
     while (pull && rc == PS_OK && made < job->ntasks) {
         rc = s_job_reply_frame (self, job, made, &err);
@@ -989,32 +996,32 @@ s_handle_control (ps_server_t *self, ps_msg_t *msg)
     for (size_t i = 0; i < sizeof shapes / sizeof shapes [0]; i++)
         if (strcmp (shapes [i].type, type) == 0)
             nfields = shapes [i].nfields;
-    ps_writer_t writer;
-    ps_writer_init (&writer, reply, ps_msg_id (msg), nfields);
+    ps_writer_t *writer = &self->writer;
+    ps_writer_reset (writer, reply, ps_msg_id (msg), nfields);
     ps_error_t err;
     int rc = PS_OK;
     bool stop = false;
     if (strcmp (type, "ping") == 0) {
-        ps_pack_key (&writer.pk, "server");
-        ps_pack_str (&writer.pk, self->name);
-        ps_pack_key (&writer.pk, "partitions");
-        msgpack_pack_uint64 (&writer.pk, zhashx_size (self->table));
+        ps_pack_key (&writer->pk, "server");
+        ps_pack_str (&writer->pk, self->name);
+        ps_pack_key (&writer->pk, "partitions");
+        msgpack_pack_uint64 (&writer->pk, zhashx_size (self->table));
     }
     else
     if (strcmp (type, "create") == 0)
-        rc = s_handle_create (self, msg, &writer, &err);
+        rc = s_handle_create (self, msg, writer, &err);
     else
     if (strcmp (type, "set_optimizer") == 0)
-        rc = s_handle_set_optimizer (self, msg, &writer, &err);
+        rc = s_handle_set_optimizer (self, msg, writer, &err);
     else
     if (strcmp (type, "stats") == 0)
-        rc = s_handle_stats (self, &writer);
+        rc = s_handle_stats (self, writer);
     else
     if (strcmp (type, "snapshot") == 0)
-        rc = s_handle_snapshot (self, msg, &writer, &err);
+        rc = s_handle_snapshot (self, msg, writer, &err);
     else
     if (strcmp (type, "restore") == 0)
-        rc = s_handle_restore (self, msg, &writer, &err);
+        rc = s_handle_restore (self, msg, writer, &err);
     else
     if (strcmp (type, "shutdown") == 0) {
         ps_info ("shutdown requested");
@@ -1025,8 +1032,7 @@ s_handle_control (ps_server_t *self, ps_msg_t *msg)
     if (rc)
         s_reply_error (self, msg, rc, err.msg);
     else
-        s_reply (self, msg, &writer, NULL, 0);
-    ps_writer_fini (&writer);
+        s_reply (self, msg, writer, NULL, 0);
     return stop;
 }
 
