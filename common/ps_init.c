@@ -8,11 +8,7 @@
 //      u64  = mix64 (key + (c + 1) * 0x9e3779b97f4a7c15)
 //      u    = (u64 >> 11) * 2^-53                      a double in [0, 1)
 //
-//  where mix64 is the splitmix64 finalizer (Stafford's "Mix13" variant).
-//  This is exactly the c-th output of a splitmix64 generator seeded with
-//  mix64 (s), computed without running the generator. Hashing the seed first
-//  keeps neighbouring seeds (0, 1, 2, ...) from producing shifted copies of
-//  one stream.
+//  where mix64 and the draw are those of ps_mix.h.
 //
 //  Element i of a uniform variable uses draw i. Element i of a normal
 //  variable uses draws 2i and 2i + 1 for one Box-Muller transform,
@@ -24,12 +20,11 @@
 //  All arithmetic is in double; the result is rounded to float once.
 
 #include "ps_init.h"
+#include "ps_mix.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
-
-#define S_GOLDEN_GAMMA  UINT64_C (0x9e3779b97f4a7c15)
 
 static const char *s_kind_names [] = {
     [PS_INIT_ZEROS]          = "zeros",
@@ -41,22 +36,12 @@ static const char *s_kind_names [] = {
 
 #define S_KIND_COUNT  (sizeof s_kind_names / sizeof s_kind_names [0])
 
-//  The splitmix64 finalizer: a bijection on 64-bit words in which every
-//  input bit affects every output bit.
-static inline uint64_t
-s_mix64 (uint64_t z)
-{
-    z = (z ^ (z >> 30)) * UINT64_C (0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C (0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
 //  Draw number counter of the stream whose hashed seed is key, as a double
 //  in [0, 1) with 53 random bits.
 static inline double
 s_draw (uint64_t key, uint64_t counter)
 {
-    uint64_t bits = s_mix64 (key + (counter + 1) * S_GOLDEN_GAMMA);
+    uint64_t bits = ps_mix_draw (key, counter);
     return (double) (bits >> 11) * 0x1.0p-53;
 }
 
@@ -76,7 +61,7 @@ static void
 s_fill_uniform (uint64_t seed, double low, double high, int64_t offset,
                 int64_t count, float *out)
 {
-    uint64_t key = s_mix64 (seed);
+    uint64_t key = ps_mix64 (seed);
     double width = high - low;
     float top = (float) high;
     float below_top = nextafterf (top, -INFINITY);
@@ -90,7 +75,7 @@ static void
 s_fill_normal (uint64_t seed, double mean, double stddev, int64_t offset,
                int64_t count, float *out)
 {
-    uint64_t key = s_mix64 (seed);
+    uint64_t key = ps_mix64 (seed);
     for (int64_t i = 0; i < count; i++) {
         uint64_t counter = 2 * (uint64_t) (offset + i);
         double u0 = s_draw (key, counter);

@@ -1,0 +1,80 @@
+//  The compute backend: one interface over the CPU engine (OpenBLAS, the
+//  batch split over the process's threads) and the GPU engine (CUDA kernels
+//  and cuBLAS), chosen at run time.
+//
+//  A backend is built once for a model and a largest batch; every buffer it
+//  needs is allocated then, so a training step allocates nothing. Parameters
+//  come in and gradients go out as the model's flat host vector
+//  (ps_model.h): that is what a ps-server serves and takes, and what the
+//  local optimizer in common/ps_optimizer.h updates, so the trainer does not
+//  care where the arithmetic ran.
+//
+//  Gradients are those of the batch's mean loss. A step with the same
+//  parameters, data and dropout seed gives the same result whatever the
+//  thread count, up to float summation order.
+
+#ifndef PS_BACKEND_H_INCLUDED
+#define PS_BACKEND_H_INCLUDED
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ps_error.h"
+#include "ps_model.h"
+
+typedef enum {
+    PS_DEVICE_CPU,
+    PS_DEVICE_GPU,
+    PS_DEVICE_AUTO,             //  the GPU when one is present, else the CPU
+} ps_device_t;
+
+//  Parse "cpu", "gpu" or "auto".
+int ps_device_parse (const char *name, ps_device_t *device, ps_error_t *err);
+
+typedef struct ps_backend_t ps_backend_t;
+
+//  Build a backend for model, for batches of up to max_batch examples, with
+//  `threads` CPU threads (the CPU engine's parallelism, and OpenBLAS's: every
+//  BLAS call runs on the thread that makes it). `--device gpu` without CUDA
+//  in the build, or without a device, fails with a message saying which.
+ps_backend_t *ps_backend_new (const ps_model_t *model, ps_device_t device,
+                              int max_batch, int threads, ps_error_t *err);
+void ps_backend_destroy (ps_backend_t **self_p);
+
+//  "cpu (OpenBLAS, 2 threads)" or "gpu (NVIDIA H100 80GB HBM3)".
+const char *ps_backend_describe (const ps_backend_t *self);
+ps_device_t ps_backend_device (const ps_backend_t *self);
+
+//  Load the flat parameter vector (ps_model_param_count floats).
+int ps_backend_set_params (ps_backend_t *self, const float *params, ps_error_t *err);
+
+//  The outcome of a batch: summed loss and correct predictions.
+typedef struct {
+    double loss_sum;
+    int correct;
+    int count;
+} ps_batch_stats_t;
+
+//  One training step on n <= max_batch examples: x holds n inputs of
+//  ps_model_input_size floats, labels n class indices (each < classes, or
+//  PS_EINVAL). Dropout is active and seeded by dropout_seed. Writes the
+//  gradient of the mean loss into grads (ps_model_param_count floats) and
+//  the batch's stats into *stats.
+int ps_backend_train_step (ps_backend_t *self, const float *x, const uint8_t *labels,
+                           int n, uint64_t dropout_seed, float *grads,
+                           ps_batch_stats_t *stats, ps_error_t *err);
+
+//  Forward pass without dropout on n <= max_batch examples: loss and
+//  accuracy into *stats and, unless logits is NULL, the logits [n, classes].
+int ps_backend_forward (ps_backend_t *self, const float *x, const uint8_t *labels,
+                        int n, float *logits, ps_batch_stats_t *stats, ps_error_t *err);
+
+//  Per-layer timing. While enabled, each step adds the wall time of every
+//  layer's forward and backward pass (on the GPU, with a synchronise per
+//  layer; on the CPU, as seen by the first thread) to the totals, which
+//  ps_backend_profile reads in ms, layer by layer, with the loss as one
+//  extra entry at the end (fwd_ms and bwd_ms hold layer_count + 1 values).
+void ps_backend_set_profiling (ps_backend_t *self, bool enabled);
+void ps_backend_profile (const ps_backend_t *self, double *fwd_ms, double *bwd_ms);
+
+#endif

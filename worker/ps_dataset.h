@@ -1,0 +1,66 @@
+//  Data sets: Fashion-MNIST (or MNIST) loaded from IDX files, with pixels
+//  scaled to [0, 1], and the deterministic batching every process of a
+//  cluster agrees on.
+//
+//  Epoch e's order is a permutation of the training set that is a pure
+//  function of (seed, e): a Fisher-Yates shuffle driven by a counter-based
+//  generator. Any process can therefore compute the examples of batch b of
+//  epoch e on its own, and every example appears exactly once per epoch.
+//  Batch b holds positions [b * batch, min ((b + 1) * batch, count)) of the
+//  permutation, so the last batch of an epoch may be short.
+
+#ifndef PS_DATASET_H_INCLUDED
+#define PS_DATASET_H_INCLUDED
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ps_error.h"
+
+//  Where Debian's dataset-fashion-mnist package installs the files.
+#define PS_DATASET_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
+
+typedef struct ps_dataset_t ps_dataset_t;
+
+typedef enum {
+    PS_SPLIT_TRAIN,             //  train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz)
+    PS_SPLIT_TEST,              //  t10k-images-idx3-ubyte(.gz), t10k-labels-idx1-ubyte(.gz)
+} ps_split_t;
+
+//  Load one split from dir, taking the .gz file when present and the raw
+//  file otherwise. Checks that images are [N, rows, cols], labels [N] with
+//  the same N, and every label < 10. limit > 0 keeps only the first limit
+//  examples (for quick runs); 0 keeps all. NULL with a message naming the
+//  file on error.
+ps_dataset_t *ps_dataset_load (const char *dir, ps_split_t split, size_t limit, ps_error_t *err);
+void ps_dataset_destroy (ps_dataset_t **self_p);
+
+size_t ps_dataset_count (const ps_dataset_t *self);
+int ps_dataset_rows (const ps_dataset_t *self);
+int ps_dataset_cols (const ps_dataset_t *self);
+int ps_dataset_classes (const ps_dataset_t *self);     //  10
+
+//  Example i: rows * cols floats in [0, 1], row-major (NHWC with c = 1).
+const float *ps_dataset_image (const ps_dataset_t *self, size_t i);
+uint8_t ps_dataset_label (const ps_dataset_t *self, size_t i);
+
+//  Number of batches in an epoch: ceil (count / batch).
+size_t ps_dataset_batches (const ps_dataset_t *self, int batch);
+
+//  Write into perm [0, count) epoch `epoch`'s order for `seed`.
+void ps_dataset_permutation (const ps_dataset_t *self, uint64_t seed, uint64_t epoch,
+                             uint32_t *perm);
+
+//  Copy batch b of epoch `epoch` into x (batch * rows * cols floats) and
+//  labels (batch bytes); returns the number of examples copied (batch, or
+//  fewer for the last batch), or PS_EINVAL when b is past the epoch's end.
+//  The epoch's permutation is computed once and kept, so walking an epoch
+//  costs O(count) in all; asking for another epoch recomputes it.
+int ps_dataset_batch (ps_dataset_t *self, uint64_t seed, uint64_t epoch, size_t b,
+                      int batch, float *x, uint8_t *labels, ps_error_t *err);
+
+//  Copy examples [first, first + n) in file order (evaluation needs no
+//  shuffle); returns the number copied (fewer at the end).
+int ps_dataset_slice (const ps_dataset_t *self, size_t first, int n, float *x, uint8_t *labels);
+
+#endif

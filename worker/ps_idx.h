@@ -1,0 +1,34 @@
+//  IDX files: the format of MNIST and Fashion-MNIST (a big-endian header
+//  of magic, element type and dimensions, then the elements), read through
+//  zlib so that gzip-compressed and raw files are both accepted.
+//
+//  The reader checks the magic number, the element type (only unsigned
+//  bytes, 0x08, which is what the data sets use), the rank and dimensions,
+//  and that the data is exactly as long as the header says. Any failure,
+//  a truncated or corrupt gzip stream included, gives an error naming the
+//  file and what was wrong; nothing is returned half read.
+
+#ifndef PS_IDX_H_INCLUDED
+#define PS_IDX_H_INCLUDED
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ps_error.h"
+
+#define PS_IDX_MAX_RANK 4
+
+typedef struct {
+    int rank;
+    uint32_t dims [PS_IDX_MAX_RANK];
+    size_t count;               //  product of dims
+    uint8_t *data;              //  count bytes, owned
+} ps_idx_t;
+
+//  Read the file at path into *out (freed with ps_idx_free). Returns 0,
+//  PS_EIO when the file cannot be opened or read, PS_ECORRUPT when its
+//  contents are not a valid unsigned-byte IDX file.
+int ps_idx_read (const char *path, ps_idx_t *out, ps_error_t *err);
+void ps_idx_free (ps_idx_t *idx);
+
+#endif

@@ -1,0 +1,127 @@
+//  Models: a network described by a small JSON spec in the spirit of Keras
+//  Sequential (schemas/model.md), checked against schemas/model.json when
+//  it is loaded, and resolved into layers with their geometry and the named
+//  variables they own.
+//
+//  A model knows shapes, not numbers. Its parameters live in one flat float
+//  vector, variable after variable in spec order, each in Keras's layout
+//  (Conv2D kernel [kh, kw, in, out], Dense kernel [in, out]); the variable
+//  names (conv2d/kernel, dense_1/bias) follow Keras's automatic naming and
+//  are the names a ps-server holds. Activations are NHWC per example, so
+//  Flatten needs no copy and matches Keras's channels-last order.
+//
+//  The compute backends (ps_backend.h) read the layers; the trainer and the
+//  cluster code read the variables.
+
+#ifndef PS_MODEL_H_INCLUDED
+#define PS_MODEL_H_INCLUDED
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ps_error.h"
+#include "ps_init.h"
+#include "ps_shape.h"
+
+typedef enum {
+    PS_LAYER_CONV2D,
+    PS_LAYER_DENSE,
+    PS_LAYER_MAXPOOL2D,
+    PS_LAYER_RELU,
+    PS_LAYER_FLATTEN,
+    PS_LAYER_DROPOUT,
+} ps_layer_kind_t;
+
+//  One resolved layer. Input and output are per-example NHWC shapes; a flat
+//  activation is h = w = 1, c = features. Conv2D and MaxPool2D use kh, kw,
+//  stride_h, stride_w and the resolved padding (pad_top, pad_left; the
+//  bottom and right padding follow from the output size, as in TensorFlow's
+//  "same"). relu is a fused activation (Conv2D, Dense: activation "relu";
+//  the ReLU layer itself).
+typedef struct {
+    ps_layer_kind_t kind;
+    char name [PS_NAME_MAX];    //  conv2d, dense_1, max_pooling2d, ...
+    int in_h, in_w, in_c;
+    int out_h, out_w, out_c;
+    int kh, kw;
+    int stride_h, stride_w;
+    int pad_top, pad_left;
+    bool relu;
+    double rate;                //  Dropout: fraction dropped, [0, 1)
+    int kernel;                 //  variable index, or -1
+    int bias;                   //  variable index, or -1
+} ps_layer_t;
+
+//  One named variable: its full shape, where it sits in the flat parameter
+//  vector, and how it starts (glorot_uniform kernels, zero biases).
+typedef struct {
+    char name [PS_NAME_MAX];    //  conv2d/kernel
+    ps_shape_t shape;
+    size_t offset;              //  floats from the start of the flat vector
+    size_t count;               //  floats
+    ps_init_t init;
+} ps_variable_t;
+
+typedef struct ps_model_t ps_model_t;
+
+//  Load a spec: `name_or_path` is a built-in model (cnn, cnn2, mlp) or the
+//  path of a JSON file. NULL on error, with a message that names the file,
+//  the layer (by index and name) and the field at fault.
+ps_model_t *ps_model_load (const char *name_or_path, ps_error_t *err);
+
+//  Load a spec from JSON text; `origin` names it in error messages.
+ps_model_t *ps_model_parse (const char *json, const char *origin, ps_error_t *err);
+
+void ps_model_destroy (ps_model_t **self_p);
+
+//  The spec's name ("cnn" for the built-in).
+const char *ps_model_name (const ps_model_t *self);
+
+//  The built-in model names, NULL-terminated.
+const char *const *ps_model_builtins (void);
+
+int ps_model_layer_count (const ps_model_t *self);
+const ps_layer_t *ps_model_layer (const ps_model_t *self, int index);
+
+int ps_model_variable_count (const ps_model_t *self);
+const ps_variable_t *ps_model_variable (const ps_model_t *self, int index);
+
+//  Index of the variable called name, or -1.
+int ps_model_find_variable (const ps_model_t *self, const char *name);
+
+//  Total floats in the flat parameter vector.
+size_t ps_model_param_count (const ps_model_t *self);
+
+//  Per-example input shape (h, w, c) and floats.
+void ps_model_input_shape (const ps_model_t *self, int *h, int *w, int *c);
+size_t ps_model_input_size (const ps_model_t *self);
+
+//  Number of classes: the features of the last layer, read as logits.
+int ps_model_classes (const ps_model_t *self);
+
+//  Largest activation (floats per example) any layer produces, input
+//  included: what a backend sizes its buffers by.
+size_t ps_model_max_activation (const ps_model_t *self);
+
+//  Multiply-adds per example of the forward pass (convolutions and dense
+//  layers), for reporting FLOP rates.
+double ps_model_forward_macs (const ps_model_t *self);
+
+//  Fill params [0, ps_model_param_count) with every variable's initial
+//  values; variable i uses seed ps_model_variable_seed (seed, i), so the
+//  same seed gives the same weights on every process.
+void ps_model_init_params (const ps_model_t *self, uint64_t seed, float *params);
+uint64_t ps_model_variable_seed (uint64_t seed, int index);
+
+//  Check that a set of variables held elsewhere (a ps-server's) is exactly
+//  this model's: the same names with the same shapes, none missing, none
+//  extra. The message names the first variable that differs.
+int ps_model_check_variables (const ps_model_t *self, const char *const *names,
+                              const ps_shape_t *shapes, int count, ps_error_t *err);
+
+//  One line per layer (name, type, output shape, parameters) and a total,
+//  like Keras's model.summary (); written to `out`.
+void ps_model_summary (const ps_model_t *self, void (*out) (const char *line, void *arg), void *arg);
+
+#endif

@@ -1,0 +1,264 @@
+//  Standalone training; see ps_standalone.h.
+
+#include "ps_standalone.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ps_floats.h"
+#include "ps_log.h"
+#include "ps_mix.h"
+#include "ps_model.h"
+
+//  The evaluation batch: large enough that per-call overheads vanish, small
+//  enough that the backend's buffers stay a few tens of MiB.
+#define S_EVAL_BATCH  500
+
+void
+ps_standalone_config_default (ps_standalone_config_t *cfg)
+{
+    memset (cfg, 0, sizeof *cfg);
+    cfg->model = "cnn";
+    cfg->data_dir = PS_DATASET_DEFAULT_DIR;
+    cfg->device = PS_DEVICE_AUTO;
+    long cores = sysconf (_SC_NPROCESSORS_ONLN);
+    cfg->threads = cores > 0 ? (int) cores : 1;
+    cfg->epochs = 3;
+    cfg->batch = 64;
+    cfg->seed = 1;
+    ps_opt_config_default (&cfg->optimizer, PS_OPT_ADAM);
+    cfg->progress_s = 5;
+}
+
+static double
+s_now (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int
+ps_evaluate (ps_backend_t *backend, const ps_dataset_t *data, int batch,
+             float *x, uint8_t *labels, ps_batch_stats_t *stats, ps_error_t *err)
+{
+    memset (stats, 0, sizeof *stats);
+    size_t count = ps_dataset_count (data);
+    for (size_t first = 0; first < count; first += batch) {
+        int n = ps_dataset_slice (data, first, batch, x, labels);
+        ps_batch_stats_t part;
+        int rc = ps_backend_forward (backend, x, labels, n, NULL, &part, err);
+        if (rc)
+            return rc;
+        stats->loss_sum += part.loss_sum;
+        stats->correct += part.correct;
+        stats->count += part.count;
+    }
+    return 0;
+}
+
+//  The optimizer's state for the whole flat parameter vector: its slots,
+//  addressed per variable so that clipping by norm works per variable, as
+//  in Keras.
+typedef struct {
+    const ps_model_t *model;
+    ps_opt_config_t cfg;
+    int slot_count;
+    float *slots [PS_OPT_MAX_SLOTS];
+    uint64_t t;
+} s_optimizer_t;
+
+static void
+s_optimizer_init (s_optimizer_t *self, const ps_model_t *model, const ps_opt_config_t *cfg)
+{
+    memset (self, 0, sizeof *self);
+    self->model = model;
+    self->cfg = *cfg;
+    self->slot_count = ps_opt_slot_count (cfg->kind);
+    size_t n = ps_model_param_count (model);
+    for (int s = 0; s < self->slot_count; s++)
+        if (!(self->slots [s] = ps_floats_alloc (n)))
+            abort ();
+    ps_opt_init_slots (cfg, self->slots, n);
+}
+
+static void
+s_optimizer_apply (s_optimizer_t *self, float *params, const float *grads)
+{
+    self->t++;
+    for (int i = 0; i < ps_model_variable_count (self->model); i++) {
+        const ps_variable_t *v = ps_model_variable (self->model, i);
+        float *slots [PS_OPT_MAX_SLOTS];
+        for (int s = 0; s < self->slot_count; s++)
+            slots [s] = self->slots [s] + v->offset;
+        ps_opt_apply (&self->cfg, params + v->offset, grads + v->offset, slots,
+                      v->count, self->t);
+    }
+}
+
+static void
+s_optimizer_fini (s_optimizer_t *self)
+{
+    for (int s = 0; s < self->slot_count; s++)
+        free (self->slots [s]);
+}
+
+static void
+s_log_line (const char *line, void *arg)
+{
+    (void) arg;
+    ps_info ("%s", line);
+}
+
+//  The seed of step `step`'s dropout masks.
+static uint64_t
+s_step_seed (uint64_t seed, uint64_t step)
+{
+    return ps_mix_draw (ps_mix64 (seed ^ 0x64726f706f7574ULL), step);
+}
+
+int
+ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *result,
+                   ps_error_t *err)
+{
+    int rc = 0;
+    ps_model_t *model = NULL;
+    ps_dataset_t *train = NULL, *test = NULL;
+    ps_backend_t *backend = NULL;
+    float *params = NULL, *grads = NULL, *x = NULL;
+    uint8_t *labels = NULL;
+    FILE *metrics = NULL;
+    s_optimizer_t opt = { 0 };
+    memset (result, 0, sizeof *result);
+
+    if (cfg->epochs < 1 || cfg->batch < 1) {
+        rc = ps_error_set (err, PS_EINVAL, "epochs (%d) and batch (%d) must be positive",
+                           cfg->epochs, cfg->batch);
+        goto done;
+    }
+    if ((rc = ps_opt_config_validate (&cfg->optimizer, err)))
+        goto done;
+    if (!(model = ps_model_load (cfg->model, err))) {
+        rc = err ? err->code : PS_EINVAL;
+        goto done;
+    }
+    if (!(train = ps_dataset_load (cfg->data_dir, PS_SPLIT_TRAIN, cfg->train_limit, err))
+    ||  !(test = ps_dataset_load (cfg->data_dir, PS_SPLIT_TEST, cfg->test_limit, err))) {
+        rc = err ? err->code : PS_EIO;
+        goto done;
+    }
+    int h, w, c;
+    ps_model_input_shape (model, &h, &w, &c);
+    if ((size_t) h * w * c != (size_t) ps_dataset_rows (train) * ps_dataset_cols (train)
+    ||  ps_model_classes (model) != ps_dataset_classes (train)) {
+        rc = ps_error_set (err, PS_ESHAPE, "model \"%s\" takes [%d, %d, %d] inputs and gives "
+                           "%d classes, but the data has %dx%d images and %d classes",
+                           ps_model_name (model), h, w, c, ps_model_classes (model),
+                           ps_dataset_rows (train), ps_dataset_cols (train),
+                           ps_dataset_classes (train));
+        goto done;
+    }
+    int max_batch = cfg->batch > S_EVAL_BATCH ? cfg->batch : S_EVAL_BATCH;
+    if (!(backend = ps_backend_new (model, cfg->device, max_batch, cfg->threads, err))) {
+        rc = err ? err->code : PS_EINVAL;
+        goto done;
+    }
+    if (cfg->metrics_path && !(metrics = fopen (cfg->metrics_path, "w"))) {
+        rc = ps_error_set (err, PS_EIO, "%s: %s", cfg->metrics_path, strerror (errno));
+        goto done;
+    }
+
+    size_t param_count = ps_model_param_count (model);
+    size_t input_size = ps_model_input_size (model);
+    params = ps_floats_alloc (param_count);
+    grads = ps_floats_alloc (param_count);
+    x = ps_floats_alloc ((size_t) max_batch * input_size);
+    labels = malloc (max_batch);
+    if (!params || !grads || !x || !labels)
+        abort ();
+    ps_model_init_params (model, cfg->seed, params);
+    s_optimizer_init (&opt, model, &cfg->optimizer);
+    ps_model_summary (model, s_log_line, NULL);
+    ps_info ("training on %s: %zu training and %zu test examples, batch %d, %d epochs, "
+             "%s lr %g, seed %llu", ps_backend_describe (backend), ps_dataset_count (train),
+             ps_dataset_count (test), cfg->batch, cfg->epochs,
+             ps_opt_kind_name (cfg->optimizer.kind), cfg->optimizer.lr,
+             (unsigned long long) cfg->seed);
+
+    size_t batches = ps_dataset_batches (train, cfg->batch);
+    uint64_t step = 0;
+    for (int epoch = 0; epoch < cfg->epochs; epoch++) {
+        double busy = 0, loss_sum = 0, last_report = s_now ();
+        size_t seen = 0;
+        for (size_t b = 0; b < batches; b++) {
+            int n = ps_dataset_batch (train, cfg->seed, (uint64_t) epoch, b, cfg->batch,
+                                      x, labels, err);
+            if (n < 0) {
+                rc = n;
+                goto done;
+            }
+            double t0 = s_now ();
+            ps_batch_stats_t stats;
+            if ((rc = ps_backend_set_params (backend, params, err))
+            ||  (rc = ps_backend_train_step (backend, x, labels, n, s_step_seed (cfg->seed, step),
+                                             grads, &stats, err)))
+                goto done;
+            s_optimizer_apply (&opt, params, grads);
+            double t1 = s_now ();
+            busy += t1 - t0;
+            step++;
+            loss_sum += stats.loss_sum;
+            seen += n;
+            if (cfg->progress_s > 0 && t1 - last_report >= cfg->progress_s) {
+                ps_info ("epoch %d/%d: step %zu/%zu, loss %.4f, %.0f samples/s", epoch + 1,
+                         cfg->epochs, b + 1, batches, loss_sum / seen, seen / busy);
+                last_report = t1;
+            }
+        }
+        if ((rc = ps_backend_set_params (backend, params, err)))
+            goto done;
+        double t0 = s_now ();
+        ps_batch_stats_t eval;
+        if ((rc = ps_evaluate (backend, test, S_EVAL_BATCH, x, labels, &eval, err)))
+            goto done;
+        double eval_s = s_now () - t0;
+        result->train_loss = loss_sum / seen;
+        result->test_loss = eval.loss_sum / eval.count;
+        result->test_accuracy = (double) eval.correct / eval.count;
+        result->samples_per_s = seen / busy;
+        printf ("epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.4f, "
+                "%.0f samples/s (train %.1f s, test %.1f s)\n", epoch + 1, cfg->epochs,
+                result->train_loss, result->test_loss, result->test_accuracy,
+                result->samples_per_s, busy, eval_s);
+        fflush (stdout);
+        if (metrics) {
+            fprintf (metrics, "{\"epoch\": %d, \"steps\": %llu, \"train_loss\": %.6f, "
+                     "\"test_loss\": %.6f, \"test_accuracy\": %.6f, \"samples_per_s\": %.1f, "
+                     "\"train_s\": %.3f, \"test_s\": %.3f, \"device\": \"%s\"}\n",
+                     epoch + 1, (unsigned long long) step, result->train_loss,
+                     result->test_loss, result->test_accuracy, result->samples_per_s,
+                     busy, eval_s, ps_backend_describe (backend));
+            if (fflush (metrics) != 0) {
+                rc = ps_error_set (err, PS_EIO, "%s: %s", cfg->metrics_path, strerror (errno));
+                goto done;
+            }
+        }
+    }
+done:
+    if (metrics && fclose (metrics) != 0 && rc == 0)
+        rc = ps_error_set (err, PS_EIO, "%s: %s", cfg->metrics_path, strerror (errno));
+    s_optimizer_fini (&opt);
+    free (params);
+    free (grads);
+    free (x);
+    free (labels);
+    ps_backend_destroy (&backend);
+    ps_dataset_destroy (&train);
+    ps_dataset_destroy (&test);
+    ps_model_destroy (&model);
+    return rc;
+}
