@@ -3,8 +3,9 @@
 //  cluster agrees on.
 //
 //  Epoch e's order is a permutation of the training set that is a pure
-//  function of (seed, e): a Fisher-Yates shuffle driven by a counter-based
-//  generator. Any process can therefore compute the examples of batch b of
+//  function of (seed, e): a Fisher-Yates shuffle driven by the counter-based
+//  generator of ps_mix.h (the exact formula, for other implementations to
+//  reproduce, heads ps_dataset.c). Any process can therefore compute the examples of batch b of
 //  epoch e on its own, and every example appears exactly once per epoch.
 //  Batch b holds positions [b * batch, min ((b + 1) * batch, count)) of the
 //  permutation, so the last batch of an epoch may be short.
@@ -31,7 +32,9 @@ typedef enum {
 //  file otherwise. Checks that images are [N, rows, cols], labels [N] with
 //  the same N, and every label < 10. limit > 0 keeps only the first limit
 //  examples (for quick runs); 0 keeps all. NULL with a message naming the
-//  file on error.
+//  file on error: PS_ENOTFOUND when neither file exists, PS_ESHAPE for a
+//  rank or count mismatch, PS_ECORRUPT for a bad label, or what
+//  ps_idx_read returns.
 ps_dataset_t *ps_dataset_load (const char *dir, ps_split_t split, size_t limit, ps_error_t *err);
 void ps_dataset_destroy (ps_dataset_t **self_p);
 
@@ -44,7 +47,7 @@ int ps_dataset_classes (const ps_dataset_t *self);     //  10
 const float *ps_dataset_image (const ps_dataset_t *self, size_t i);
 uint8_t ps_dataset_label (const ps_dataset_t *self, size_t i);
 
-//  Number of batches in an epoch: ceil (count / batch).
+//  Number of batches in an epoch: ceil (count / batch); 0 when batch <= 0.
 size_t ps_dataset_batches (const ps_dataset_t *self, int batch);
 
 //  Write into perm [0, count) epoch `epoch`'s order for `seed`.
@@ -53,14 +56,16 @@ void ps_dataset_permutation (const ps_dataset_t *self, uint64_t seed, uint64_t e
 
 //  Copy batch b of epoch `epoch` into x (batch * rows * cols floats) and
 //  labels (batch bytes); returns the number of examples copied (batch, or
-//  fewer for the last batch), or PS_EINVAL when b is past the epoch's end.
+//  fewer for the last batch; the slots past it are left alone), or
+//  PS_EINVAL when b is past the epoch's end or batch <= 0.
 //  The epoch's permutation is computed once and kept, so walking an epoch
 //  costs O(count) in all; asking for another epoch recomputes it.
 int ps_dataset_batch (ps_dataset_t *self, uint64_t seed, uint64_t epoch, size_t b,
                       int batch, float *x, uint8_t *labels, ps_error_t *err);
 
 //  Copy examples [first, first + n) in file order (evaluation needs no
-//  shuffle); returns the number copied (fewer at the end).
+//  shuffle); returns the number copied (fewer at the end, 0 when first is
+//  past it), or PS_EINVAL when n < 0.
 int ps_dataset_slice (const ps_dataset_t *self, size_t first, int n, float *x, uint8_t *labels);
 
 #endif

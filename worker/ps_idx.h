@@ -26,7 +26,7 @@ typedef struct {
 } ps_idx_t;
 
 //  Read the file at path into *out (freed with ps_idx_free). Returns 0,
-//  PS_EIO when the file cannot be opened or read, PS_ECORRUPT when its
+//  PS_EIO when the file cannot be opened (a missing file included) or read, PS_ECORRUPT when its
 //  contents are not a valid unsigned-byte IDX file.
 int ps_idx_read (const char *path, ps_idx_t *out, ps_error_t *err);
 void ps_idx_free (ps_idx_t *idx);
