@@ -16,6 +16,10 @@
 #include "ps_error.h"
 #include "ps_shape.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     PS_INIT_ZEROS,
     PS_INIT_CONSTANT,          //  every element = value
@@ -47,5 +51,9 @@ int ps_init_validate (const ps_init_t *init, ps_error_t *err);
 //  [row_begin, row_end) of a variable of full shape `shape`.
 int ps_init_fill (const ps_init_t *init, const ps_shape_t *shape,
                   int64_t row_begin, int64_t row_end, float *out, ps_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -11,6 +11,10 @@
 
 #include "ps_error.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define PS_MAX_RANK  8
 #define PS_NAME_MAX  128     //  variable names, including the terminating NUL
 
@@ -44,5 +48,9 @@ const char *ps_shape_str (const ps_shape_t *self, char *buf, size_t len);
 
 //  Check a variable name: 1..PS_NAME_MAX-1 bytes of printable ASCII.
 int ps_name_check (const char *name, size_t len, ps_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -22,6 +22,10 @@
 #include "ps_error.h"
 #include "ps_model.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     PS_DEVICE_CPU,
     PS_DEVICE_GPU,
@@ -76,5 +80,9 @@ int ps_backend_forward (ps_backend_t *self, const float *x, const uint8_t *label
 //  extra entry at the end (fwd_ms and bwd_ms hold layer_count + 1 values).
 void ps_backend_set_profiling (ps_backend_t *self, bool enabled);
 void ps_backend_profile (const ps_backend_t *self, double *fwd_ms, double *bwd_ms);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

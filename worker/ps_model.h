@@ -24,6 +24,10 @@
 #include "ps_init.h"
 #include "ps_shape.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     PS_LAYER_CONV2D,
     PS_LAYER_DENSE,
@@ -123,5 +127,9 @@ int ps_model_check_variables (const ps_model_t *self, const char *const *names,
 //  One line per layer (name, type, output shape, parameters) and a total,
 //  like Keras's model.summary (); written to `out`.
 void ps_model_summary (const ps_model_t *self, void (*out) (const char *line, void *arg), void *arg);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
