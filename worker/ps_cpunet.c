@@ -39,6 +39,7 @@ typedef struct {
     double *fwd_ms, *bwd_ms;    //  per layer + loss (shard 0 only)
     ps_cpunet_t *owner;         //  for the thread that runs this shard
     int index;
+    uint64_t generation;        //  the job generation when its thread was made
 } s_shard_t;
 
 struct ps_cpunet_t {
@@ -53,6 +54,7 @@ struct ps_cpunet_t {
     float *params;
     s_shard_t *shards;
     bool profiling;
+    int conv_count;             //  with one, backward reuses the forward's im2col
 
     //  The current job, read by all threads after they see a new generation.
     s_job_kind_t job;
@@ -162,7 +164,7 @@ s_backward (ps_cpunet_t *self, s_shard_t *shard, const float **acts)
                 //  The forward pass's im2col is still in col only for a
                 //  network with a single convolution.
                 ps_cpu_conv2d_backward (l, n, acts [i], acts [i + 1], kernel, dy, dx,
-                                        dkernel, dbias, shard->col, 0);
+                                        dkernel, dbias, shard->col, self->conv_count == 1);
                 break;
             case PS_LAYER_DENSE:
                 ps_cpu_dense_backward (l, n, acts [i], acts [i + 1], kernel, dy, dx,
@@ -254,9 +256,9 @@ s_thread (void *arg)
     s_shard_t *shard = arg;
     ps_cpunet_t *self = shard->owner;
     int t = shard->index;
-    pthread_mutex_lock (&self->lock);
-    uint64_t seen = self->generation;
-    pthread_mutex_unlock (&self->lock);
+    //  The generation is the one at creation, not the one this thread first
+    //  sees: a job dispatched before the thread first ran is still its to do.
+    uint64_t seen = shard->generation;
     while (true) {
         pthread_mutex_lock (&self->lock);
         while (self->generation == seen)
@@ -303,6 +305,8 @@ ps_cpunet_new (const ps_model_t *model, int max_batch, int threads, ps_error_t *
     self->param_count = ps_model_param_count (model);
     self->params = s_alloc (self->param_count);
     memset (self->params, 0, self->param_count * sizeof (float));
+    for (int i = 0; i < self->layers; i++)
+        self->conv_count += ps_model_layer (model, i)->kind == PS_LAYER_CONV2D;
     self->last_param_layer = self->layers;
     for (int i = self->layers - 1; i >= 0; i--)
         if (ps_model_layer (model, i)->kernel >= 0 || ps_model_layer (model, i)->bias >= 0)
@@ -355,17 +359,16 @@ ps_cpunet_new (const ps_model_t *model, int max_batch, int threads, ps_error_t *
     self->tids = calloc (threads, sizeof (pthread_t));
     if (!self->tids)
         abort ();
-    pthread_mutex_lock (&self->lock);
-    for (int t = 1; t < threads; t++)
+    for (int t = 1; t < threads; t++) {
+        self->shards [t].generation = self->generation;
         if ((rc = pthread_create (&self->tids [t], NULL, s_thread, &self->shards [t])) != 0) {
-            pthread_mutex_unlock (&self->lock);
             ps_error_set (err, PS_EIO, "cpu backend: pthread_create: %s", strerror (rc));
             //  Stop the threads already started, then free everything.
             self->threads = t;
             ps_cpunet_destroy (&self);
             return NULL;
         }
-    pthread_mutex_unlock (&self->lock);
+    }
     return self;
 }
 
