@@ -50,7 +50,7 @@ s_number (const char *option, const char *text, double min, double max, double *
     char *end;
     double v = strtod (text, &end);
     if (end == text || *end || !(v >= min && v <= max)) {
-        ps_error ("%s: \"%s\" is not a number in [%g, %g]", option, text, min, max);
+        ps_error ("--%s: \"%s\" is not a number in [%g, %g]", option, text, min, max);
         return -1;
     }
     *out = v;

@@ -353,6 +353,8 @@ s_name_layer (ps_model_t *self, int index, const json_t *obj, int type, int *cou
 {
     ps_layer_t *l = &self->layers [index];
     const json_t *name = json_object_get (obj, "name");
+    if (name && !json_is_string (name))
+        return ps_error_set (err, PS_EINVAL, "%s: 'name' must be a string", where);
     if (name) {
         const char *s = json_string_value (name);
         //  Room for "/kernel" keeps every variable name within PS_NAME_MAX.
