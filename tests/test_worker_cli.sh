@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# ps-worker's command line: --help and --summary, every kind of bad option
+# refused with a message that names it (and never a crash), missing and
+# damaged data files named, --device gpu refused where there is no GPU,
+# a quick real training run with its metrics file, and the accuracy target
+# of the full 3-epoch cnn run (release builds only: under the sanitizers it
+# would take many minutes).
+set -u
+worker=${PS_WORKER:?PS_WORKER is not set}
+data=${PS_DATA_DIR:-/usr/share/datasets/fashion-mnist}
+work=$(mktemp -d /tmp/ps-worker-cli-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+pass () { echo "PASS: $1"; }
+fail () {
+  echo "FAIL: $1"; shift
+  for line in "$@"; do [ -z "$line" ] || echo "      $line"; done
+  echo "      output:"; sed 's/^/        /' "$work/out"
+  failures=$((failures + 1))
+}
+
+# run LIMIT COMMAND...: run it with a time limit (a hang becomes exit 124
+# instead of stalling the suite), output in $work/out, status in $status.
+run () {
+  local limit=$1; shift
+  timeout "$limit" "$@" >"$work/out" 2>&1
+  status=$?
+}
+
+# expect NAME STATUS WORDS -- COMMAND...: check the exit status ("nonzero":
+# any failure that is not a crash or a time-out) and that the output says
+# each of the |-separated WORDS.
+expect () {
+  local name=$1 want=$2 words=$3; shift 4
+  run 60 "$@"
+  local ok=1
+  if [ "$want" = nonzero ]; then
+    { [ "$status" -ne 0 ] && [ "$status" -lt 124 ]; } || ok=0
+  else
+    [ "$status" = "$want" ] || ok=0
+  fi
+  local missing=""
+  local IFS='|'
+  for word in $words; do
+    grep -qF -- "$word" "$work/out" || missing="$missing '$word'"
+  done
+  unset IFS
+  if [ "$ok" = 1 ] && [ -z "$missing" ]; then
+    pass "$name (exit $status)"
+  else
+    fail "$name" "command: $*" "exit $status, expected $want" \
+      "${missing:+does not say:$missing}"
+  fi
+}
+
+# The JSON lines of a metrics file: their count, then field FIELD of line
+# LINE (1-based), printed by python3 so that the file must parse as JSON.
+metrics_count () {
+  python3 -c 'import json, sys; print(len([json.loads(l) for l in open(sys.argv[1]) if l.strip()]))' "$1"
+}
+metrics_field () {
+  python3 -c 'import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(rows[int(sys.argv[2]) - 1][sys.argv[3]])' "$1" "$2" "$3"
+}
+
+# --- help, summary, mode ---------------------------------------------------
+expect "--help" 0 "--standalone" -- "$worker" --help
+expect "--summary (cnn)" 0 "total parameters: 347146|conv2d|dense_1" -- "$worker" --summary
+expect "--summary --model mlp" 0 "total parameters: 101770" -- "$worker" --summary --model mlp
+expect "no --standalone" 2 "--standalone" -- "$worker" --data "$data"
+expect "unknown option" 2 "usage" -- "$worker" --standalone --frobnicate
+expect "stray argument" 2 "unexpected argument" -- "$worker" --standalone extra
+
+# --- bad option values ----------------------------------------------------
+# Each names the option (or the model) and what was wrong with it.
+expect "--epochs 0" nonzero "epochs|\"0\"" -- "$worker" --standalone --epochs 0 --data "$data"
+expect "--epochs -3" nonzero "epochs" -- "$worker" --standalone --epochs -3 --data "$data"
+expect "--batch x" nonzero "batch|\"x\"" -- "$worker" --standalone --batch x --data "$data"
+expect "--batch 0" nonzero "batch" -- "$worker" --standalone --batch 0 --data "$data"
+expect "--threads 0" nonzero "threads" -- "$worker" --standalone --threads 0 --data "$data"
+expect "--lr 0" nonzero "lr" -- "$worker" --standalone --lr 0 --data "$data"
+expect "--device tpu" nonzero "device|tpu" -- "$worker" --standalone --device tpu --data "$data"
+expect "--optimizer rmsprop" nonzero "optimizer|rmsprop" -- \
+  "$worker" --standalone --optimizer rmsprop --data "$data"
+expect "--model nosuch" nonzero "nosuch" -- "$worker" --standalone --model nosuch --data "$data"
+expect "--summary --model nosuch" nonzero "nosuch" -- "$worker" --summary --model nosuch
+# A spec file with an error: the message names the file, layer and field.
+printf '{"input_shape": [28, 28, 1], "layers": [{"type": "Flatten"},\n {"type": "Dense", "unit": 10}]}\n' \
+  >"$work/bad.json"
+expect "--model bad spec file" nonzero "bad.json|layer 1|'unit'" -- \
+  "$worker" --standalone --model "$work/bad.json" --data "$data"
+
+# --- data files -------------------------------------------------------------
+expect "--data /nonexistent" 1 "/nonexistent/train-images-idx3-ubyte" -- \
+  "$worker" --standalone --data /nonexistent --epochs 1
+# A copy of the data with the training labels cut to half their length.
+mkdir "$work/data"
+cp "$data"/*-ubyte.gz "$work/data/"
+labels="$work/data/train-labels-idx1-ubyte.gz"
+truncate -s $(( $(stat -c %s "$labels") / 2 )) "$labels"
+expect "truncated train-labels" 1 "train-labels-idx1-ubyte" -- \
+  "$worker" --standalone --data "$work/data" --epochs 1
+
+# --- device -----------------------------------------------------------------
+# Without CUDA in the build, or without a device, --device gpu fails saying
+# so ("built without CUDA" or "no CUDA device"). With a GPU there is
+# nothing to refuse.
+run 120 "$worker" --standalone --device gpu --data "$data" --epochs 1 --limit 640 \
+  --test-limit 500 --progress 0
+if [ "$status" = 0 ]; then
+  echo "SKIP: --device gpu: a GPU is present, nothing to refuse"
+elif [ "$status" -lt 124 ] && grep -qF "CUDA" "$work/out"; then
+  pass "--device gpu refused (exit $status)"
+else
+  fail "--device gpu" "exit $status, expected a failure below 124 that mentions CUDA"
+fi
+
+# --- a quick real run ---------------------------------------------------------
+metrics="$work/quick.jsonl"
+run 120 "$worker" --standalone --epochs 1 --limit 3200 --test-limit 1000 --threads 2 \
+  --metrics "$metrics" --data "$data"
+lines=$(grep -c "^epoch 1/1:" "$work/out")
+rows=$(metrics_count "$metrics" 2>/dev/null || echo "unreadable")
+accuracy=$(metrics_field "$metrics" 1 test_accuracy 2>/dev/null || echo 0)
+if [ "$status" = 0 ] && [ "$lines" = 1 ] && [ "$rows" = 1 ] \
+   && python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0.6 else 1)" "$accuracy"; then
+  pass "quick run: 1 epoch on 3200 examples, test accuracy $accuracy > 0.6"
+else
+  fail "quick run" "exit $status (124: timed out), $lines 'epoch 1/1:' lines," \
+    "$rows metrics lines, test accuracy $accuracy (expected 0, 1, 1, > 0.6)"
+fi
+
+# --- the accuracy target ------------------------------------------------------
+# Three epochs of the cnn on all 60,000 images: about 12 s in a release
+# build, many minutes under AddressSanitizer, so sanitizer builds skip it
+# (their quick run above still trains for real).
+sanitized=0
+if { nm -an "$worker"; nm -D "$worker"; } 2>/dev/null \
+     | grep -qE '__(asan|tsan|msan)_init|__ubsan_handle'; then
+  sanitized=1
+fi
+if [ "$sanitized" = 1 ]; then
+  echo "SKIP full accuracy run: sanitizer build"
+else
+  metrics="$work/full.jsonl"
+  started=$(date +%s)
+  run 200 "$worker" --standalone --model cnn --epochs 3 --threads 2 --metrics "$metrics" \
+    --data "$data"
+  took=$(( $(date +%s) - started ))
+  rows=$(metrics_count "$metrics" 2>/dev/null || echo "unreadable")
+  epoch=$(metrics_field "$metrics" 3 epoch 2>/dev/null || echo none)
+  accuracy=$(metrics_field "$metrics" 3 test_accuracy 2>/dev/null || echo 0)
+  if [ "$status" = 0 ] && [ "$rows" = 3 ] && [ "$epoch" = 3 ] \
+     && python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 0.895 else 1)" "$accuracy"; then
+    pass "full run: cnn, 3 epochs, test accuracy $accuracy >= 0.895 (${took} s)"
+  else
+    fail "full run" "exit $status (124: timed out) after ${took} s, $rows metrics lines," \
+      "epoch $epoch, test accuracy $accuracy (expected 0, 3, 3, >= 0.895)"
+  fi
+fi
+
+[ "$failures" = 0 ] || { echo "$failures check(s) failed"; exit 1; }
+echo "all checks passed"
