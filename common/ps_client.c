@@ -1,6 +1,7 @@
 //  The client of a set of ps-servers; see ps_client.h.
 
 #include "ps_client.h"
+#include "ps_clock.h"
 #include "ps_msg.h"
 #include "ps_schema.h"
 
@@ -257,22 +258,14 @@ s_frame_release (void *data, void *hint)
     atomic_fetch_sub ((atomic_long *) hint, 1);
 }
 
-static int64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 //  Wait until ZeroMQ has released every zero-copy frame, so the caller may
 //  reuse or free its buffers.
 static void
 s_wait_released (ps_client_t *self)
 {
-    int64_t deadline = s_now_ms () + S_RELEASE_WAIT_MS;
+    int64_t deadline = (int64_t) ps_clock_ms () + S_RELEASE_WAIT_MS;
     while (atomic_load (&self->outstanding) > 0) {
-        if (s_now_ms () > deadline) {
+        if ((int64_t) ps_clock_ms () > deadline) {
             fprintf (stderr, "ps_client: ZeroMQ kept %ld zero-copy frames past %d ms\n",
                      (long) atomic_load (&self->outstanding), S_RELEASE_WAIT_MS);
             abort ();
@@ -379,7 +372,7 @@ s_check_reply (ps_msg_t *reply, const char *reply_type, ps_error_t *err)
 static int
 s_collect (ps_client_t *self, const char *reply_type, ps_error_t *err)
 {
-    int64_t deadline = s_now_ms () + self->timeout_ms;
+    int64_t deadline = (int64_t) ps_clock_ms () + self->timeout_ms;
     int rc = PS_OK;
     zmq_pollitem_t *items = self->items;
     int *index = self->index;
@@ -392,7 +385,7 @@ s_collect (ps_client_t *self, const char *reply_type, ps_error_t *err)
             }
         if (nitems == 0)
             break;
-        int64_t left = deadline - s_now_ms ();
+        int64_t left = deadline - (int64_t) ps_clock_ms ();
         int ready = left > 0 ? zmq_poll (items, nitems, (long) left) : 0;
         if (ready < 0 && errno == EINTR)
             continue;

@@ -749,6 +749,15 @@ test_errors (void **state)
     s_expect_says (&err, PS_EINVAL, "-5");
     assert_null (ps_backend_new (model, PS_DEVICE_CPU, 4, 0, &err));
     s_expect_says (&err, PS_EINVAL, "threads");
+    //  A valid model whose buffers could never fit (65536 filters of 28x28
+    //  floats per example, 500 examples: about 290 GiB) is refused before
+    //  anything is allocated, not killed half way.
+    ps_model_t *huge = s_model ("{\"input_shape\": [28, 28, 1], \"layers\": ["
+        "{\"type\": \"Conv2D\", \"filters\": 65536, \"kernel_size\": 1},"
+        "{\"type\": \"Flatten\"}, {\"type\": \"Dense\", \"units\": 10}]}");
+    assert_null (ps_backend_new (huge, PS_DEVICE_CPU, 500, 2, &err));
+    s_expect_says (&err, PS_ETOOBIG, "GiB of buffers");
+    ps_model_destroy (&huge);
 
     const int max_batch = 4;
     float *params = s_params (model, 51);

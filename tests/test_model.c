@@ -340,6 +340,39 @@ test_user_names (void **state)
     ps_model_destroy (&model);
 }
 
+//  Limits the engines rely on are enforced where a spec is read: an input
+//  larger than 2^30 floats per example, a model with nothing to train, and
+//  a batch whose im2col matrix would not fit BLAS's int dimensions.
+static void
+test_error_limits (void **state)
+{
+    (void) state;
+    s_expect_error (
+        "{\"input_shape\": [65536, 65536, 1], \"layers\": ["
+        " {\"type\": \"Flatten\"}, {\"type\": \"Dense\", \"units\": 10}]}",
+        PS_ETOOBIG, "input_shape", "4294967296 floats per example", NULL);
+    s_expect_error (
+        "{\"input_shape\": [28, 28, 1], \"layers\": ["
+        " {\"type\": \"MaxPool2D\", \"pool_size\": [14, 4], \"strides\": [14, 6]},"
+        " {\"type\": \"Flatten\"}]}",
+        PS_EINVAL, "no parameters to train", NULL);
+
+    //  1024 x 1024 "same" gives 2^20 rows per example: 2047 examples fit
+    //  in INT_MAX rows, 2048 do not.
+    ps_model_t *model = s_parse_ok (
+        "{\"input_shape\": [1024, 1024, 1], \"layers\": ["
+        " {\"type\": \"Conv2D\", \"filters\": 2, \"kernel_size\": 3, \"padding\": \"same\"},"
+        " {\"type\": \"MaxPool2D\", \"pool_size\": 64}, {\"type\": \"Flatten\"},"
+        " {\"type\": \"Dense\", \"units\": 10}]}");
+    ps_error_t err = { 0 };
+    assert_int_equal (ps_model_check_batch (model, 2047, &err), 0);
+    assert_int_equal (ps_model_check_batch (model, 2048, &err), PS_ETOOBIG);
+    printf ("  refused: %s\n", err.msg);
+    assert_non_null (strstr (err.msg, "layer 0 (conv2d)"));
+    assert_non_null (strstr (err.msg, "2147483648 x 9"));
+    ps_model_destroy (&model);
+}
+
 static void
 test_duplicate_names (void **state)
 {
@@ -980,6 +1013,7 @@ main (void)
         cmocka_unit_test (test_error_enums),
         cmocka_unit_test (test_error_shapes),
         cmocka_unit_test (test_error_model_level),
+        cmocka_unit_test (test_error_limits),
         cmocka_unit_test (test_load_file),
         cmocka_unit_test (test_check_variables),
         cmocka_unit_test (test_init_params),

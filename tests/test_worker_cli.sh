@@ -79,6 +79,8 @@ expect "--epochs 0" nonzero "epochs|\"0\"" -- "$worker" --standalone --epochs 0 
 expect "--epochs -3" nonzero "epochs" -- "$worker" --standalone --epochs -3 --data "$data"
 expect "--batch x" nonzero "batch|\"x\"" -- "$worker" --standalone --batch x --data "$data"
 expect "--batch 0" nonzero "batch" -- "$worker" --standalone --batch 0 --data "$data"
+expect "--batch 1.5" nonzero "batch|whole number" -- "$worker" --standalone --batch 1.5 --data "$data"
+expect "--seed 0x10" nonzero "seed|whole number" -- "$worker" --standalone --seed 0x10 --data "$data"
 expect "--threads 0" nonzero "threads" -- "$worker" --standalone --threads 0 --data "$data"
 expect "--lr 0" nonzero "lr" -- "$worker" --standalone --lr 0 --data "$data"
 expect "--device tpu" nonzero "device|tpu" -- "$worker" --standalone --device tpu --data "$data"

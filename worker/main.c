@@ -1,9 +1,10 @@
-//  ps-worker: the process that does the arithmetic of training. This issue's
-//  entry point is standalone training (--standalone); in a cluster the
-//  worker takes its steps from the coordinator and its parameters from the
-//  ps-servers, which the coordinator brings.
+//  ps-worker: the process that does the arithmetic of training. It trains
+//  standalone (--standalone) today; in a cluster it will take its steps from
+//  the coordinator and its parameters from the ps-servers.
 
+#include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,7 @@ s_usage (FILE *out)
         "  --help              this text\n");
 }
 
-//  Parse a whole decimal number in [min, max], or fail naming the option.
+//  Parse a number in [min, max], or fail naming the option.
 static int
 s_number (const char *option, const char *text, double min, double max, double *out)
 {
@@ -51,6 +52,24 @@ s_number (const char *option, const char *text, double min, double max, double *
     double v = strtod (text, &end);
     if (end == text || *end || !(v >= min && v <= max)) {
         ps_error ("--%s: \"%s\" is not a number in [%g, %g]", option, text, min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+//  Parse a whole decimal number in [min, max] (digits only, so that seeds
+//  above 2^53 keep every bit and "1.5" or "0x10" are refused), or fail
+//  naming the option.
+static int
+s_integer (const char *option, const char *text, uint64_t min, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull (text, &end, 10);
+    if (*text < '0' || *text > '9' || *end || errno || v < min || v > max) {
+        ps_error ("--%s: \"%s\" is not a whole number in [%llu, %llu]", option, text,
+                  (unsigned long long) min, (unsigned long long) max);
         return -1;
     }
     *out = v;
@@ -93,7 +112,7 @@ main (int argc, char *argv [])
         { NULL, 0, NULL, 0 },
     };
     int c;
-    double v;
+    uint64_t n;
     ps_error_t err = { 0 };
     while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
         const char *name = "?";
@@ -113,14 +132,44 @@ main (int argc, char *argv [])
                     return 2;
                 }
                 break;
-            case 'e': if (s_number (name, optarg, 1, 1e6, &v)) return 2; cfg.epochs = (int) v; break;
-            case 'b': if (s_number (name, optarg, 1, 65536, &v)) return 2; cfg.batch = (int) v; break;
-            case 't': if (s_number (name, optarg, 1, 256, &v)) return 2; cfg.threads = (int) v; break;
-            case 's': if (s_number (name, optarg, 0, 1e18, &v)) return 2; cfg.seed = (uint64_t) v; break;
-            case 'L': if (s_number (name, optarg, 1, 1e9, &v)) return 2; cfg.train_limit = (size_t) v; break;
-            case 'T': if (s_number (name, optarg, 1, 1e9, &v)) return 2; cfg.test_limit = (size_t) v; break;
-            case 'p': if (s_number (name, optarg, 0, 1e6, &v)) return 2; cfg.progress_s = v; break;
-            case 'l': if (s_number (name, optarg, 1e-12, 1e6, &lr)) return 2; break;
+            case 'e':
+                if (s_integer (name, optarg, 1, 1000000, &n))
+                    return 2;
+                cfg.epochs = (int) n;
+                break;
+            case 'b':
+                if (s_integer (name, optarg, 1, 65536, &n))
+                    return 2;
+                cfg.batch = (int) n;
+                break;
+            case 't':
+                if (s_integer (name, optarg, 1, 256, &n))
+                    return 2;
+                cfg.threads = (int) n;
+                break;
+            case 's':
+                if (s_integer (name, optarg, 0, UINT64_MAX, &n))
+                    return 2;
+                cfg.seed = n;
+                break;
+            case 'L':
+                if (s_integer (name, optarg, 1, 1000000000, &n))
+                    return 2;
+                cfg.train_limit = (size_t) n;
+                break;
+            case 'T':
+                if (s_integer (name, optarg, 1, 1000000000, &n))
+                    return 2;
+                cfg.test_limit = (size_t) n;
+                break;
+            case 'p':
+                if (s_number (name, optarg, 0, 1e6, &cfg.progress_s))
+                    return 2;
+                break;
+            case 'l':
+                if (s_number (name, optarg, 1e-12, 1e6, &lr))
+                    return 2;
+                break;
             case 'h': s_usage (stdout); return 0;
             default: s_usage (stderr); return 2;
         }

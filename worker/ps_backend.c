@@ -46,9 +46,13 @@ ps_backend_new (const ps_model_t *model, ps_device_t device, int max_batch, int 
                       max_batch);
         return NULL;
     }
+    if (ps_model_check_batch (model, max_batch, err))
+        return NULL;
     ps_backend_t *self = calloc (1, sizeof *self);
-    if (!self)
-        abort ();
+    if (!self) {
+        ps_error_set (err, PS_ETOOBIG, "backend: out of memory");
+        return NULL;
+    }
     self->model = model;
     self->max_batch = max_batch;
     if (device == PS_DEVICE_AUTO) {

@@ -1,5 +1,5 @@
 //  CPU kernels: the forward and backward pass of each layer kind, on
-//  float32 NHWC activations, single-threaded. The CPU backend (ps_cpu.h)
+//  float32 NHWC activations, single-threaded. The CPU engine (ps_cpunet.h)
 //  runs them on its threads, each thread on its own slice of the batch, so
 //  every GEMM here calls OpenBLAS with the caller's thread only.
 //

@@ -20,8 +20,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <unistd.h>
 
+#include "ps_clock.h"
 #include "ps_cpu_ops.h"
 #include "ps_floats.h"
 
@@ -72,23 +73,6 @@ struct ps_cpunet_t {
     pthread_barrier_t barrier;
 };
 
-static double
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static void *
-s_alloc (size_t floats)
-{
-    void *p = ps_floats_alloc (floats ? floats : 1);
-    if (!p)
-        abort ();
-    return p;
-}
-
 //  Forward over the shard's slice; returns the logits. `train` turns on
 //  dropout. acts [i] receives the input of layer i, acts [layers] the
 //  logits, for the backward pass.
@@ -101,11 +85,13 @@ s_forward (ps_cpunet_t *self, s_shard_t *shard, bool train, const float **acts)
     bool timing = self->profiling && shard == &self->shards [0];
     for (int i = 0; i < self->layers; i++) {
         const ps_layer_t *l = ps_model_layer (model, i);
-        const float *kernel = l->kernel >= 0 ? self->params + ps_model_variable (model, l->kernel)->offset : NULL;
-        const float *bias = l->bias >= 0 ? self->params + ps_model_variable (model, l->bias)->offset : NULL;
+        const ps_variable_t *kv = l->kernel >= 0 ? ps_model_variable (model, l->kernel) : NULL;
+        const ps_variable_t *bv = l->bias >= 0 ? ps_model_variable (model, l->bias) : NULL;
+        const float *kernel = kv ? self->params + kv->offset : NULL;
+        const float *bias = bv ? self->params + bv->offset : NULL;
         size_t out_size = (size_t) l->out_h * l->out_w * l->out_c;
         float *out = shard->out [i];
-        double t0 = timing ? s_now_ms () : 0;
+        double t0 = timing ? ps_clock_ms () : 0;
         acts [i] = cur;
         switch (l->kind) {
             case PS_LAYER_CONV2D:
@@ -131,7 +117,7 @@ s_forward (ps_cpunet_t *self, s_shard_t *shard, bool train, const float **acts)
                 break;
         }
         if (timing)
-            shard->fwd_ms [i] += s_now_ms () - t0;
+            shard->fwd_ms [i] += ps_clock_ms () - t0;
         cur = out;
     }
     acts [self->layers] = cur;
@@ -158,7 +144,7 @@ s_backward (ps_cpunet_t *self, s_shard_t *shard, const float **acts)
         size_t out_size = (size_t) l->out_h * l->out_w * l->out_c;
         //  The layer that begins the parameters needs no input gradient.
         float *dx = i > self->last_param_layer ? spare : NULL;
-        double t0 = timing ? s_now_ms () : 0;
+        double t0 = timing ? ps_clock_ms () : 0;
         switch (l->kind) {
             case PS_LAYER_CONV2D:
                 //  The forward pass's im2col is still in col only for a
@@ -186,7 +172,7 @@ s_backward (ps_cpunet_t *self, s_shard_t *shard, const float **acts)
                 break;
         }
         if (timing)
-            shard->bwd_ms [i] += s_now_ms () - t0;
+            shard->bwd_ms [i] += ps_clock_ms () - t0;
         if (dx && dx != dy) {
             spare = dy;
             dy = dx;
@@ -230,12 +216,12 @@ s_run (ps_cpunet_t *self, int t)
         bool train = self->job == S_JOB_TRAIN;
         const float *logits = s_forward (self, shard, train, acts);
         bool timing = self->profiling && t == 0;
-        double t0 = timing ? s_now_ms () : 0;
+        double t0 = timing ? ps_clock_ms () : 0;
         shard->loss = ps_cpu_softmax_xent (shard->count, self->classes, logits,
                                            self->labels + shard->first, 1.0f / self->n,
                                            train ? shard->grad_a : NULL, &shard->correct);
         if (timing)
-            (train ? shard->bwd_ms : shard->fwd_ms) [self->layers] += s_now_ms () - t0;
+            (train ? shard->bwd_ms : shard->fwd_ms) [self->layers] += ps_clock_ms () - t0;
         if (train)
             s_backward (self, shard, acts);
         else
@@ -284,6 +270,41 @@ s_dispatch (ps_cpunet_t *self)
         s_run (self, 0);
 }
 
+//  Bytes of the machine's physical memory, or 0 when unknown.
+static double
+s_physical_memory (void)
+{
+    long pages = sysconf (_SC_PHYS_PAGES);
+    long page = sysconf (_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (double) pages * page : 0;
+}
+
+//  Allocate one shard's buffers; false when an allocation failed (what was
+//  allocated is freed by ps_cpunet_destroy).
+static bool
+s_shard_alloc (ps_cpunet_t *self, s_shard_t *shard, int shard_max, size_t act, size_t col)
+{
+    shard->out = calloc (self->layers, sizeof (float *));
+    shard->argmax = calloc (self->layers, sizeof (int32_t *));
+    shard->fwd_ms = calloc (self->layers + 1, sizeof (double));
+    shard->bwd_ms = calloc (self->layers + 1, sizeof (double));
+    if (!shard->out || !shard->argmax || !shard->fwd_ms || !shard->bwd_ms)
+        return false;
+    for (int i = 0; i < self->layers; i++) {
+        const ps_layer_t *l = ps_model_layer (self->model, i);
+        size_t size = (size_t) l->out_h * l->out_w * l->out_c * shard_max;
+        if (l->kind != PS_LAYER_FLATTEN && !(shard->out [i] = ps_floats_alloc (size)))
+            return false;
+        if (l->kind == PS_LAYER_MAXPOOL2D
+        &&  !(shard->argmax [i] = (int32_t *) ps_floats_alloc (size)))
+            return false;
+    }
+    return (shard->grad_a = ps_floats_alloc (act))
+        && (shard->grad_b = ps_floats_alloc (act))
+        && (!col || (shard->col = ps_floats_alloc (col)))
+        && (shard->grads = ps_floats_alloc (self->param_count));
+}
+
 ps_cpunet_t *
 ps_cpunet_new (const ps_model_t *model, int max_batch, int threads, ps_error_t *err)
 {
@@ -295,16 +316,23 @@ ps_cpunet_new (const ps_model_t *model, int max_batch, int threads, ps_error_t *
     //  Every BLAS call runs on the thread that makes it; see ps_cpunet.h.
     openblas_set_num_threads (1);
     ps_cpunet_t *self = calloc (1, sizeof *self);
-    if (!self)
+    if (!self) {
+        ps_error_set (err, PS_ETOOBIG, "cpu backend: out of memory");
+        return NULL;
+    }
+    //  The synchronisation objects come first, so that destroy can undo
+    //  any later failure. With default attributes they fail only when
+    //  memory is exhausted, which may abort.
+    if (pthread_mutex_init (&self->lock, NULL)
+    ||  pthread_cond_init (&self->wake, NULL)
+    ||  pthread_barrier_init (&self->barrier, NULL, (unsigned) threads))
         abort ();
     self->model = model;
     self->layers = ps_model_layer_count (model);
-    self->threads = threads;
+    self->threads = 1;          //  only the caller until the workers start
     self->max_batch = max_batch;
     self->classes = ps_model_classes (model);
     self->param_count = ps_model_param_count (model);
-    self->params = s_alloc (self->param_count);
-    memset (self->params, 0, self->param_count * sizeof (float));
     for (int i = 0; i < self->layers; i++)
         self->conv_count += ps_model_layer (model, i)->kind == PS_LAYER_CONV2D;
     self->last_param_layer = self->layers;
@@ -312,62 +340,57 @@ ps_cpunet_new (const ps_model_t *model, int max_batch, int threads, ps_error_t *
         if (ps_model_layer (model, i)->kernel >= 0 || ps_model_layer (model, i)->bias >= 0)
             self->last_param_layer = i;
 
+    //  Size everything first, and refuse a batch whose buffers could never
+    //  fit, rather than dying half way through allocating them.
     const int shard_max = (max_batch + threads - 1) / threads;
     size_t col = 0;
+    double per_shard = 0;
     for (int i = 0; i < self->layers; i++) {
         const ps_layer_t *l = ps_model_layer (model, i);
+        double size = (double) l->out_h * l->out_w * l->out_c * shard_max;
+        per_shard += size * ((l->kind != PS_LAYER_FLATTEN) + (l->kind == PS_LAYER_MAXPOOL2D));
         if (l->kind == PS_LAYER_CONV2D && ps_cpu_conv2d_col_size (l, shard_max) > col)
             col = ps_cpu_conv2d_col_size (l, shard_max);
     }
     size_t act = ps_model_max_activation (model) * shard_max;
-    self->shards = calloc (threads, sizeof (s_shard_t));
-    self->shard_count = threads;
-    if (!self->shards)
-        abort ();
-    for (int t = 0; t < threads; t++) {
-        s_shard_t *shard = &self->shards [t];
-        shard->owner = self;
-        shard->index = t;
-        shard->out = calloc (self->layers, sizeof (float *));
-        shard->argmax = calloc (self->layers, sizeof (int32_t *));
-        shard->fwd_ms = calloc (self->layers + 1, sizeof (double));
-        shard->bwd_ms = calloc (self->layers + 1, sizeof (double));
-        if (!shard->out || !shard->argmax || !shard->fwd_ms || !shard->bwd_ms)
-            abort ();
-        for (int i = 0; i < self->layers; i++) {
-            const ps_layer_t *l = ps_model_layer (model, i);
-            size_t size = (size_t) l->out_h * l->out_w * l->out_c * shard_max;
-            if (l->kind != PS_LAYER_FLATTEN)
-                shard->out [i] = s_alloc (size);
-            if (l->kind == PS_LAYER_MAXPOOL2D)
-                shard->argmax [i] = s_alloc (size);
+    per_shard += 2.0 * act + col + self->param_count;
+    double bytes = 4 * ((double) threads * per_shard + self->param_count);
+    double memory = s_physical_memory ();
+    if (memory > 0 && bytes > memory) {
+        ps_error_set (err, PS_ETOOBIG, "cpu backend: batches of %d on %d threads need "
+                      "%.1f GiB of buffers, more than the %.1f GiB of memory here; use a "
+                      "smaller batch", max_batch, threads, bytes / (1 << 30), memory / (1 << 30));
+        ps_cpunet_destroy (&self);
+        return NULL;
+    }
+    bool ok = (self->params = ps_floats_alloc (self->param_count))
+           && (self->shards = calloc (threads, sizeof (s_shard_t)))
+           && (self->tids = calloc (threads, sizeof (pthread_t)));
+    if (ok) {
+        memset (self->params, 0, self->param_count * sizeof (float));
+        self->shard_count = threads;
+        for (int t = 0; ok && t < threads; t++) {
+            self->shards [t].owner = self;
+            self->shards [t].index = t;
+            ok = s_shard_alloc (self, &self->shards [t], shard_max, act, col);
         }
-        shard->grad_a = s_alloc (act);
-        shard->grad_b = s_alloc (act);
-        shard->col = s_alloc (col);
-        shard->grads = s_alloc (self->param_count);
     }
-
-    int rc;
-    if ((rc = pthread_mutex_init (&self->lock, NULL))
-    ||  (rc = pthread_cond_init (&self->wake, NULL))
-    ||  (rc = pthread_barrier_init (&self->barrier, NULL, (unsigned) threads))) {
-        //  These cannot fail with default attributes on Linux short of
-        //  memory exhaustion, which may abort.
-        abort ();
+    if (!ok) {
+        ps_error_set (err, PS_ETOOBIG, "cpu backend: out of memory for %.1f GiB of buffers",
+                      bytes / (1 << 30));
+        ps_cpunet_destroy (&self);
+        return NULL;
     }
-    self->tids = calloc (threads, sizeof (pthread_t));
-    if (!self->tids)
-        abort ();
     for (int t = 1; t < threads; t++) {
         self->shards [t].generation = self->generation;
-        if ((rc = pthread_create (&self->tids [t], NULL, s_thread, &self->shards [t])) != 0) {
+        int rc = pthread_create (&self->tids [t], NULL, s_thread, &self->shards [t]);
+        if (rc != 0) {
             ps_error_set (err, PS_EIO, "cpu backend: pthread_create: %s", strerror (rc));
             //  Stop the threads already started, then free everything.
-            self->threads = t;
             ps_cpunet_destroy (&self);
             return NULL;
         }
+        self->threads = t + 1;
     }
     return self;
 }
@@ -388,9 +411,12 @@ ps_cpunet_destroy (ps_cpunet_t **self_p)
     //  Shards exist for every thread asked for, even when fewer started.
     for (int t = 0; t < self->shard_count; t++) {
         s_shard_t *shard = &self->shards [t];
+        //  A failed constructor may leave a shard only partly allocated.
         for (int i = 0; i < self->layers; i++) {
-            free (shard->out [i]);
-            free (shard->argmax [i]);
+            if (shard->out)
+                free (shard->out [i]);
+            if (shard->argmax)
+                free (shard->argmax [i]);
         }
         free (shard->out);
         free (shard->argmax);

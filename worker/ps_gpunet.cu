@@ -959,9 +959,6 @@ s_setup (ps_gpunet_t *self, const ps_model_t *model, int max_batch, ps_error_t *
     self->param_count = ps_model_param_count (model);
     self->max_activation = self->input_size;
     self->col_layer = -1;
-    if (self->layer_count < 0 || self->input_size < 1 || self->classes < 1)
-        return ps_error_set (err, PS_EINVAL, "model %s: no input or no classes",
-                             ps_model_name (model));
 
     size_t layers = (size_t) self->layer_count;
     self->layers = (s_layer_t *) calloc (layers + 1, sizeof (s_layer_t));
@@ -1124,8 +1121,9 @@ ps_gpunet_set_params (ps_gpunet_t *self, const float *params, ps_error_t *err)
     size_t bytes = self->param_count * sizeof (float);
     if (bytes == 0)
         return PS_OK;
-    //  The staging buffer is free: every call waits for its stream before
-    //  it returns.
+    //  A step that failed half way may have left copies from the staging
+    //  buffer queued; wait for them before overwriting it.
+    S_CUDA (cudaStreamSynchronize (self->stream));
     memcpy (self->h_params, params, bytes);
     S_CUDA (cudaMemcpyAsync (self->d_params, self->h_params, bytes, cudaMemcpyHostToDevice,
                              self->stream));

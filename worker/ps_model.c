@@ -9,6 +9,7 @@
 #include "ps_model.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,18 +237,36 @@ s_axis (int in, int k, int stride, bool same, int *out, int *pad)
     return 0;
 }
 
-static void
+static int
 s_add_variable (ps_model_t *self, const ps_layer_t *l, const char *suffix,
-                const int64_t *dims, int rank, ps_init_kind_t init)
+                const int64_t *dims, int rank, ps_init_kind_t init, ps_error_t *err)
 {
     ps_variable_t *v = &self->variables [self->variable_count++];
     //  Layer names are at most PS_NAME_MAX - 16 bytes (s_name_layer).
     snprintf (v->name, sizeof v->name, "%.*s/%s", PS_NAME_MAX - 16, l->name, suffix);
-    ps_shape_set (&v->shape, dims, rank, NULL);
+    int rc = ps_shape_set (&v->shape, dims, rank, err);
+    if (rc)
+        return ps_error_prefix (err, rc, "variable %s", v->name);
     v->count = (size_t) ps_shape_count (&v->shape);
     v->offset = self->param_count;
     self->param_count += v->count;
     ps_init_default (&v->init, init);
+    return 0;
+}
+
+//  Refuse a per-example activation (input or layer output) of more than
+//  2^30 floats: the engines index within an example with 32-bit integers.
+static int
+s_check_size (ps_model_t *self, int64_t h, int64_t w, int64_t c, const char *where,
+              ps_error_t *err)
+{
+    int64_t size = h * w * c;
+    if (size > (int64_t) 1 << 30)
+        return ps_error_set (err, PS_ETOOBIG, "%s: %lld floats per example are more than "
+                             "2^30", where, (long long) size);
+    if ((size_t) size > self->max_activation)
+        self->max_activation = (size_t) size;
+    return 0;
 }
 
 //  Resolve layer `index` (its JSON obj, checked) on top of the current
@@ -258,6 +277,7 @@ s_resolve_layer (ps_model_t *self, int index, const json_t *obj, const json_t *f
                  const char *where, ps_error_t *err)
 {
     ps_layer_t *l = &self->layers [index];
+    int rc;
     l->kind = kind;
     l->in_h = *h, l->in_w = *w, l->in_c = *c;
     l->kernel = l->bias = -1;
@@ -293,11 +313,13 @@ s_resolve_layer (ps_model_t *self, int index, const json_t *obj, const json_t *f
             l->out_c = (int) json_integer_value (json_object_get (obj, "filters"));
             int64_t kdims [4] = { k [0], k [1], *c, l->out_c };
             l->kernel = self->variable_count;
-            s_add_variable (self, l, "kernel", kdims, 4, PS_INIT_GLOROT_UNIFORM);
+            if ((rc = s_add_variable (self, l, "kernel", kdims, 4, PS_INIT_GLOROT_UNIFORM, err)))
+                return rc;
             if (bias) {
                 int64_t bdims [1] = { l->out_c };
                 l->bias = self->variable_count;
-                s_add_variable (self, l, "bias", bdims, 1, PS_INIT_ZEROS);
+                if ((rc = s_add_variable (self, l, "bias", bdims, 1, PS_INIT_ZEROS, err)))
+                    return rc;
             }
         }
     }
@@ -311,21 +333,20 @@ s_resolve_layer (ps_model_t *self, int index, const json_t *obj, const json_t *f
         l->out_c = (int) json_integer_value (json_object_get (obj, "units"));
         int64_t kdims [2] = { *c, l->out_c };
         l->kernel = self->variable_count;
-        s_add_variable (self, l, "kernel", kdims, 2, PS_INIT_GLOROT_UNIFORM);
+        if ((rc = s_add_variable (self, l, "kernel", kdims, 2, PS_INIT_GLOROT_UNIFORM, err)))
+            return rc;
         if (bias) {
             int64_t bdims [1] = { l->out_c };
             l->bias = self->variable_count;
-            s_add_variable (self, l, "bias", bdims, 1, PS_INIT_ZEROS);
+            if ((rc = s_add_variable (self, l, "bias", bdims, 1, PS_INIT_ZEROS, err)))
+                return rc;
         }
     }
     else
     if (kind == PS_LAYER_FLATTEN) {
-        int64_t features = (int64_t) *h * *w * *c;
-        if (features > 1 << 30)
-            return ps_error_set (err, PS_ESHAPE, "%s: %lld features are too many",
-                                 where, (long long) features);
+        //  The input's size was checked when it was made.
         l->out_h = l->out_w = 1;
-        l->out_c = (int) features;
+        l->out_c = *h * *w * *c;
     }
     else {
         //  ReLU and Dropout keep the shape.
@@ -336,13 +357,7 @@ s_resolve_layer (ps_model_t *self, int index, const json_t *obj, const json_t *f
     *h = l->out_h, *w = l->out_w, *c = l->out_c;
     *flat = kind == PS_LAYER_FLATTEN || kind == PS_LAYER_DENSE
          || ((kind == PS_LAYER_RELU || kind == PS_LAYER_DROPOUT) && *flat);
-    size_t size = (size_t) *h * *w * *c;
-    if (size > (size_t) 1 << 30)
-        return ps_error_set (err, PS_ESHAPE, "%s: its output of %zu floats per example "
-                             "is too large", where, size);
-    if (size > self->max_activation)
-        self->max_activation = size;
-    return 0;
+    return s_check_size (self, *h, *w, *c, where, err);
 }
 
 //  Give layer `index` its name: the spec's, or Keras's automatic one
@@ -397,7 +412,10 @@ s_build (ps_model_t *self, const json_t *spec, const json_t *schema, const char 
     int w = flat ? 1 : (int) json_integer_value (json_array_get (input, 1));
     int c = (int) json_integer_value (json_array_get (input, flat ? 0 : 2));
     self->in_h = h, self->in_w = w, self->in_c = c;
-    self->max_activation = (size_t) h * w * c;
+    char where [PS_ERROR_MSG_MAX / 2];
+    snprintf (where, sizeof where, "%s: input_shape", origin);
+    if ((rc = s_check_size (self, h, w, c, where, err)))
+        return rc;
 
     const json_t *layers = json_object_get (spec, "layers");
     size_t count = json_array_size (layers);
@@ -406,18 +424,18 @@ s_build (ps_model_t *self, const json_t *spec, const json_t *schema, const char 
     self->layers = calloc (count, sizeof (ps_layer_t));
     self->variables = calloc (2 * count, sizeof (ps_variable_t));
     if (!self->layers || !self->variables)
-        abort ();
+        return ps_error_set (err, PS_ETOOBIG, "%s: out of memory for %zu layers", origin, count);
     int counters [S_TYPE_COUNT] = { 0 };
     for (size_t i = 0; i < count; i++) {
         const json_t *obj = json_array_get (layers, i);
-        char where [PS_ERROR_MSG_MAX / 2];
         snprintf (where, sizeof where, "%s: layer %zu", origin, i);
         if (!json_is_object (obj))
             return ps_error_set (err, PS_EINVAL, "%s: a layer is a JSON object", where);
         const char *type = json_string_value (json_object_get (obj, "type"));
         if (!type)
-            return ps_error_set (err, PS_EINVAL, "%s: missing 'type' (a string such as "
-                                 "\"Conv2D\")", where);
+            return ps_error_set (err, PS_EINVAL, "%s: %s 'type' (a string such as "
+                                 "\"Conv2D\")", where,
+                                 json_object_get (obj, "type") ? "a non-string" : "missing");
         int t = 0;
         while (t < S_TYPE_COUNT && strcmp (s_layer_types [t].type, type) != 0)
             t++;
@@ -442,6 +460,9 @@ s_build (ps_model_t *self, const json_t *spec, const json_t *schema, const char 
     if (c < 2 || c > 256)
         return ps_error_set (err, PS_ESHAPE, "%s: the last layer gives %d logits; "
                              "classification needs 2 to 256 classes", origin, c);
+    if (self->param_count == 0)
+        return ps_error_set (err, PS_EINVAL, "%s: the model has no Conv2D or Dense layer, "
+                             "so no parameters to train", origin);
     return 0;
 }
 
@@ -450,9 +471,12 @@ static ps_model_t *
 s_from_json (json_t *spec, const char *origin, ps_error_t *err)
 {
     ps_model_t *self = calloc (1, sizeof *self);
-    if (!self)
-        abort ();
     json_error_t jerr;
+    if (!self) {
+        json_decref (spec);
+        ps_error_set (err, PS_ETOOBIG, "%s: out of memory", origin);
+        return NULL;
+    }
     json_t *schema = json_loads (ps_model_schema_json, JSON_REJECT_DUPLICATES, &jerr);
     if (!schema)
         ps_error_set (err, PS_EINVAL, "schemas/model.json (built in): %s", jerr.text);
@@ -581,6 +605,24 @@ size_t
 ps_model_max_activation (const ps_model_t *self)
 {
     return self->max_activation;
+}
+
+int
+ps_model_check_batch (const ps_model_t *self, int max_batch, ps_error_t *err)
+{
+    for (int i = 0; i < self->layer_count; i++) {
+        const ps_layer_t *l = &self->layers [i];
+        if (l->kind != PS_LAYER_CONV2D)
+            continue;
+        int64_t rows = (int64_t) max_batch * l->out_h * l->out_w;
+        int64_t k = (int64_t) l->kh * l->kw * l->in_c;
+        if (rows > INT_MAX || k > INT_MAX)
+            return ps_error_set (err, PS_ETOOBIG, "layer %d (%s): a batch of %d makes a "
+                                 "%lld x %lld im2col matrix, beyond the int dimensions of "
+                                 "BLAS; use a smaller batch", i, l->name, max_batch,
+                                 (long long) rows, (long long) k);
+    }
+    return 0;
 }
 
 double

@@ -108,6 +108,13 @@ int ps_model_classes (const ps_model_t *self);
 //  included: what a backend sizes its buffers by.
 size_t ps_model_max_activation (const ps_model_t *self);
 
+//  Check that batches of up to max_batch examples fit the engines' integer
+//  limits: BLAS and cuBLAS take int dimensions, so a convolution's GEMM may
+//  have at most INT_MAX rows (max_batch * out_h * out_w) and columns.
+//  PS_ETOOBIG names the layer otherwise. Both backends call it, so they
+//  accept the same models.
+int ps_model_check_batch (const ps_model_t *self, int max_batch, ps_error_t *err);
+
 //  Multiply-adds per example of the forward pass (convolutions and dense
 //  layers), for reporting FLOP rates.
 double ps_model_forward_macs (const ps_model_t *self);
@@ -126,7 +133,8 @@ int ps_model_check_variables (const ps_model_t *self, const char *const *names,
 
 //  One line per layer (name, type, output shape, parameters) and a total,
 //  like Keras's model.summary (); written to `out`.
-void ps_model_summary (const ps_model_t *self, void (*out) (const char *line, void *arg), void *arg);
+void ps_model_summary (const ps_model_t *self, void (*out) (const char *line, void *arg),
+                       void *arg);
 
 #ifdef __cplusplus
 }

@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "ps_clock.h"
 #include "ps_floats.h"
 #include "ps_log.h"
 #include "ps_mix.h"
@@ -26,20 +26,13 @@ ps_standalone_config_default (ps_standalone_config_t *cfg)
     cfg->data_dir = PS_DATASET_DEFAULT_DIR;
     cfg->device = PS_DEVICE_AUTO;
     long cores = sysconf (_SC_NPROCESSORS_ONLN);
-    cfg->threads = cores > 0 ? (int) cores : 1;
+    //  The CPU engine takes at most 256 threads.
+    cfg->threads = cores < 1 ? 1 : cores > 256 ? 256 : (int) cores;
     cfg->epochs = 3;
     cfg->batch = 64;
     cfg->seed = 1;
     ps_opt_config_default (&cfg->optimizer, PS_OPT_ADAM);
     cfg->progress_s = 5;
-}
-
-static double
-s_now (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 int
@@ -72,7 +65,9 @@ typedef struct {
     uint64_t t;
 } s_optimizer_t;
 
-static void
+//  Returns false when the slots cannot be allocated (s_optimizer_fini
+//  frees what was).
+static bool
 s_optimizer_init (s_optimizer_t *self, const ps_model_t *model, const ps_opt_config_t *cfg)
 {
     memset (self, 0, sizeof *self);
@@ -82,8 +77,9 @@ s_optimizer_init (s_optimizer_t *self, const ps_model_t *model, const ps_opt_con
     size_t n = ps_model_param_count (model);
     for (int s = 0; s < self->slot_count; s++)
         if (!(self->slots [s] = ps_floats_alloc (n)))
-            abort ();
+            return false;
     ps_opt_init_slots (cfg, self->slots, n);
+    return true;
 }
 
 static void
@@ -133,6 +129,10 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
     uint8_t *labels = NULL;
     FILE *metrics = NULL;
     s_optimizer_t opt = { 0 };
+    ps_error_t local;
+    //  The codes below come from err, so it must exist.
+    if (!err)
+        err = &local;
     memset (result, 0, sizeof *result);
 
     if (cfg->epochs < 1 || cfg->batch < 1) {
@@ -143,12 +143,12 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
     if ((rc = ps_opt_config_validate (&cfg->optimizer, err)))
         goto done;
     if (!(model = ps_model_load (cfg->model, err))) {
-        rc = err ? err->code : PS_EINVAL;
+        rc = err->code;
         goto done;
     }
     if (!(train = ps_dataset_load (cfg->data_dir, PS_SPLIT_TRAIN, cfg->train_limit, err))
     ||  !(test = ps_dataset_load (cfg->data_dir, PS_SPLIT_TEST, cfg->test_limit, err))) {
-        rc = err ? err->code : PS_EIO;
+        rc = err->code;
         goto done;
     }
     int h, w, c;
@@ -164,7 +164,7 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
     }
     int max_batch = cfg->batch > S_EVAL_BATCH ? cfg->batch : S_EVAL_BATCH;
     if (!(backend = ps_backend_new (model, cfg->device, max_batch, cfg->threads, err))) {
-        rc = err ? err->code : PS_EINVAL;
+        rc = err->code;
         goto done;
     }
     if (cfg->metrics_path && !(metrics = fopen (cfg->metrics_path, "w"))) {
@@ -178,10 +178,12 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
     grads = ps_floats_alloc (param_count);
     x = ps_floats_alloc ((size_t) max_batch * input_size);
     labels = malloc (max_batch);
-    if (!params || !grads || !x || !labels)
-        abort ();
+    if (!params || !grads || !x || !labels || !s_optimizer_init (&opt, model, &cfg->optimizer)) {
+        rc = ps_error_set (err, PS_ETOOBIG, "out of memory for the parameters, gradients "
+                           "and optimizer slots of model \"%s\"", ps_model_name (model));
+        goto done;
+    }
     ps_model_init_params (model, cfg->seed, params);
-    s_optimizer_init (&opt, model, &cfg->optimizer);
     ps_model_summary (model, s_log_line, NULL);
     ps_info ("training on %s: %zu training and %zu test examples, batch %d, %d epochs, "
              "%s lr %g, seed %llu", ps_backend_describe (backend), ps_dataset_count (train),
@@ -192,7 +194,7 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
     size_t batches = ps_dataset_batches (train, cfg->batch);
     uint64_t step = 0;
     for (int epoch = 0; epoch < cfg->epochs; epoch++) {
-        double busy = 0, loss_sum = 0, last_report = s_now ();
+        double busy = 0, loss_sum = 0, last_report = ps_clock_ms () / 1e3;
         size_t seen = 0;
         for (size_t b = 0; b < batches; b++) {
             int n = ps_dataset_batch (train, cfg->seed, (uint64_t) epoch, b, cfg->batch,
@@ -201,14 +203,14 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
                 rc = n;
                 goto done;
             }
-            double t0 = s_now ();
+            double t0 = ps_clock_ms () / 1e3;
             ps_batch_stats_t stats;
             if ((rc = ps_backend_set_params (backend, params, err))
             ||  (rc = ps_backend_train_step (backend, x, labels, n, s_step_seed (cfg->seed, step),
                                              grads, &stats, err)))
                 goto done;
             s_optimizer_apply (&opt, params, grads);
-            double t1 = s_now ();
+            double t1 = ps_clock_ms () / 1e3;
             busy += t1 - t0;
             step++;
             loss_sum += stats.loss_sum;
@@ -221,11 +223,11 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
         }
         if ((rc = ps_backend_set_params (backend, params, err)))
             goto done;
-        double t0 = s_now ();
+        double t0 = ps_clock_ms () / 1e3;
         ps_batch_stats_t eval;
         if ((rc = ps_evaluate (backend, test, S_EVAL_BATCH, x, labels, &eval, err)))
             goto done;
-        double eval_s = s_now () - t0;
+        double eval_s = ps_clock_ms () / 1e3 - t0;
         result->train_loss = loss_sum / seen;
         result->test_loss = eval.loss_sum / eval.count;
         result->test_accuracy = (double) eval.correct / eval.count;

@@ -49,6 +49,7 @@
 #include <cblas.h>
 
 #include "ps_backend.h"
+#include "ps_clock.h"
 #include "ps_dataset.h"
 #include "ps_floats.h"
 #include "ps_gpu.h"
@@ -128,12 +129,11 @@ static int s_nrows;
 //  ---------------------------------------------------------------------
 //  Helpers
 
+//  Seconds on the monotonic clock.
 static double
 s_now (void)
 {
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
+    return ps_clock_ms () / 1e3;
 }
 
 static double
