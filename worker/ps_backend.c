@@ -16,6 +16,7 @@ struct ps_backend_t {
     const ps_model_t *model;
     int max_batch;
     ps_device_t device;         //  CPU or GPU, never AUTO
+    bool has_params;
     ps_cpunet_t *cpu;
     ps_gpunet_t *gpu;
     char description [320];
@@ -108,9 +109,13 @@ ps_backend_device (const ps_backend_t *self)
 int
 ps_backend_set_params (ps_backend_t *self, const float *params, ps_error_t *err)
 {
-    if (self->gpu)
-        return ps_gpunet_set_params (self->gpu, params, err);
+    if (self->gpu) {
+        int rc = ps_gpunet_set_params (self->gpu, params, err);
+        self->has_params = rc == 0;
+        return rc;
+    }
     ps_cpunet_set_params (self->cpu, params);
+    self->has_params = true;
     return 0;
 }
 
@@ -119,6 +124,9 @@ ps_backend_set_params (ps_backend_t *self, const float *params, ps_error_t *err)
 static int
 s_check_batch (const ps_backend_t *self, const uint8_t *labels, int n, ps_error_t *err)
 {
+    if (!self->has_params)
+        return ps_error_set (err, PS_EINVAL, "backend: no parameters loaded yet "
+                             "(ps_backend_set_params)");
     if (n < 1 || n > self->max_batch)
         return ps_error_set (err, PS_EINVAL, "backend: a batch of %d examples, but this "
                              "backend takes 1 to %d", n, self->max_batch);

@@ -49,7 +49,10 @@ void ps_backend_destroy (ps_backend_t **self_p);
 const char *ps_backend_describe (const ps_backend_t *self);
 ps_device_t ps_backend_device (const ps_backend_t *self);
 
-//  Load the flat parameter vector (ps_model_param_count floats).
+//  Load the flat parameter vector (ps_model_param_count floats); steps
+//  refuse to run before it. The CPU engine reads the vector in place, so
+//  the caller keeps it alive and changes it only between steps (updating
+//  it and calling this again, as a trainer does); the GPU copies it.
 int ps_backend_set_params (ps_backend_t *self, const float *params, ps_error_t *err);
 
 //  The outcome of a batch: summed loss and correct predictions.

@@ -52,7 +52,7 @@ struct ps_cpunet_t {
     int classes;
     int last_param_layer;       //  backward stops after the first layer with parameters
     size_t param_count;
-    float *params;
+    const float *params;        //  the caller's vector, read in place
     s_shard_t *shards;
     bool profiling;
     int conv_count;             //  with one, backward reuses the forward's im2col
@@ -363,11 +363,9 @@ ps_cpunet_new (const ps_model_t *model, int max_batch, int threads, ps_error_t *
         ps_cpunet_destroy (&self);
         return NULL;
     }
-    bool ok = (self->params = ps_floats_alloc (self->param_count))
-           && (self->shards = calloc (threads, sizeof (s_shard_t)))
+    bool ok = (self->shards = calloc (threads, sizeof (s_shard_t)))
            && (self->tids = calloc (threads, sizeof (pthread_t)));
     if (ok) {
-        memset (self->params, 0, self->param_count * sizeof (float));
         self->shard_count = threads;
         for (int t = 0; ok && t < threads; t++) {
             self->shards [t].owner = self;
@@ -428,7 +426,6 @@ ps_cpunet_destroy (ps_cpunet_t **self_p)
         free (shard->grads);
     }
     free (self->tids);
-    free (self->params);
     free (self->shards);
     free (self);
     *self_p = NULL;
@@ -456,7 +453,7 @@ ps_cpunet_threads (const ps_cpunet_t *self)
 void
 ps_cpunet_set_params (ps_cpunet_t *self, const float *params)
 {
-    memcpy (self->params, params, self->param_count * sizeof (float));
+    self->params = params;
 }
 
 void

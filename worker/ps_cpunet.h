@@ -25,7 +25,9 @@ void ps_cpunet_destroy (ps_cpunet_t **self_p);
 int ps_cpunet_threads (const ps_cpunet_t *self);
 
 //  The contracts of ps_backend_set_params, ps_backend_train_step and
-//  ps_backend_forward (labels were already checked by the caller).
+//  ps_backend_forward (labels were already checked by the caller). The
+//  engine reads the parameter vector in place: copying 1.4 MB a step cost
+//  7% of a CNN step on two threads.
 void ps_cpunet_set_params (ps_cpunet_t *self, const float *params);
 void ps_cpunet_train_step (ps_cpunet_t *self, const float *x, const uint8_t *labels,
                            int n, uint64_t dropout_seed, float *grads, ps_batch_stats_t *stats);
