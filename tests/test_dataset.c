@@ -15,7 +15,6 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +23,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "harness.h"
 #include "ps_dataset.h"
 #include "ps_idx.h"
 #include "ps_mix.h"
@@ -93,11 +93,7 @@ s_setup (void **state)
     fixture_t *fx = calloc (1, sizeof (fixture_t));
     if (!fx)
         return -1;
-    strcpy (fx->dir, "/tmp/ps_test_dataset.XXXXXX");
-    if (!mkdtemp (fx->dir)) {
-        free (fx);
-        return -1;
-    }
+    harness_tmpdir (fx->dir, sizeof fx->dir);
     *state = fx;
     return 0;
 }
@@ -106,20 +102,9 @@ static int
 s_teardown (void **state)
 {
     fixture_t *fx = *state;
-    DIR *dir = opendir (fx->dir);
-    if (!dir)
-        return -1;
-    struct dirent *entry;
-    char path [512];
-    while ((entry = readdir (dir)))
-        if (strcmp (entry->d_name, ".") && strcmp (entry->d_name, "..")) {
-            snprintf (path, sizeof path, "%s/%s", fx->dir, entry->d_name);
-            unlink (path);
-        }
-    closedir (dir);
-    int rc = rmdir (fx->dir);
+    harness_rmtree (fx->dir);
     free (fx);
-    return rc;
+    return 0;
 }
 
 //  The permutation as ps_dataset.c documents it, written out again here

@@ -12,7 +12,6 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "harness.h"
 #include "ps_dataset.h"
 #include "ps_idx.h"
 
@@ -36,11 +36,7 @@ s_setup (void **state)
     fixture_t *fx = calloc (1, sizeof (fixture_t));
     if (!fx)
         return -1;
-    strcpy (fx->dir, "/tmp/ps_test_idx.XXXXXX");
-    if (!mkdtemp (fx->dir)) {
-        free (fx);
-        return -1;
-    }
+    harness_tmpdir (fx->dir, sizeof fx->dir);
     snprintf (fx->path, sizeof fx->path, "%s/file.idx", fx->dir);
     snprintf (fx->gz_path, sizeof fx->gz_path, "%s/file.idx.gz", fx->dir);
     *state = fx;
@@ -51,20 +47,9 @@ static int
 s_teardown (void **state)
 {
     fixture_t *fx = *state;
-    DIR *dir = opendir (fx->dir);
-    if (!dir)
-        return -1;
-    struct dirent *entry;
-    char path [512];
-    while ((entry = readdir (dir)))
-        if (strcmp (entry->d_name, ".") && strcmp (entry->d_name, "..")) {
-            snprintf (path, sizeof path, "%s/%s", fx->dir, entry->d_name);
-            unlink (path);
-        }
-    closedir (dir);
-    int rc = rmdir (fx->dir);
+    harness_rmtree (fx->dir);
     free (fx);
-    return rc;
+    return 0;
 }
 
 //  The path of the real data file `name`, or a skip when it is absent.

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "harness.h"
 #include "ps_bytes.h"
 #include "ps_snapshot.h"
 
@@ -46,11 +47,7 @@ s_setup (void **state)
     fixture_t *fx = calloc (1, sizeof (fixture_t));
     if (!fx)
         return -1;
-    strcpy (fx->dir, "/tmp/ps_test_snapshot.XXXXXX");
-    if (!mkdtemp (fx->dir)) {
-        free (fx);
-        return -1;
-    }
+    harness_tmpdir (fx->dir, sizeof fx->dir);
     snprintf (fx->path, sizeof fx->path, "%s/dense_1%%2Fkernel.part3.snap", fx->dir);
     *state = fx;
     return 0;
@@ -60,20 +57,9 @@ static int
 s_teardown (void **state)
 {
     fixture_t *fx = *state;
-    DIR *dir = opendir (fx->dir);
-    if (!dir)
-        return -1;
-    struct dirent *entry;
-    char path [512];
-    while ((entry = readdir (dir)))
-        if (strcmp (entry->d_name, ".") && strcmp (entry->d_name, "..")) {
-            snprintf (path, sizeof path, "%s/%s", fx->dir, entry->d_name);
-            unlink (path);
-        }
-    closedir (dir);
-    int rc = rmdir (fx->dir);
+    harness_rmtree (fx->dir);
     free (fx);
-    return rc;
+    return 0;
 }
 
 static uint64_t
