@@ -781,30 +781,19 @@ s_backward (ps_gpunet_t *self, int n, uint64_t seed, ps_error_t *err)
 //  --------------------------------------------------------------------------
 //  Construction
 
+//  Allocate device memory, or pinned host memory when `pinned`; nothing
+//  for zero bytes. A failure names the call and the size.
 static int
-s_device_alloc (void **ptr, size_t bytes, ps_error_t *err)
+s_alloc (void **ptr, size_t bytes, bool pinned, ps_error_t *err)
 {
-    if (bytes > 0) {
-        cudaError_t rc = cudaMalloc (ptr, bytes);
-        if (rc != cudaSuccess) {
-            (void) cudaGetLastError ();
-            return ps_error_set (err, PS_EIO, "cudaMalloc (%zu bytes): %s", bytes,
-                                 cudaGetErrorString (rc));
-        }
-    }
-    return PS_OK;
-}
-
-static int
-s_host_alloc (void **ptr, size_t bytes, ps_error_t *err)
-{
-    if (bytes > 0) {
-        cudaError_t rc = cudaMallocHost (ptr, bytes);
-        if (rc != cudaSuccess) {
-            (void) cudaGetLastError ();
-            return ps_error_set (err, PS_EIO, "cudaMallocHost (%zu bytes): %s", bytes,
-                                 cudaGetErrorString (rc));
-        }
+    if (bytes == 0)
+        return PS_OK;
+    cudaError_t rc = pinned ? cudaMallocHost (ptr, bytes) : cudaMalloc (ptr, bytes);
+    if (rc != cudaSuccess) {
+        (void) cudaGetLastError ();
+        return ps_error_set (err, PS_EIO, "%s (%zu bytes): %s",
+                             pinned ? "cudaMallocHost" : "cudaMalloc", bytes,
+                             cudaGetErrorString (rc));
     }
     return PS_OK;
 }
@@ -935,9 +924,9 @@ s_layer_setup (ps_gpunet_t *self, const ps_model_t *model, int index, size_t in_
 
     size_t batch_out = (size_t) self->max_batch * layer->out_size;
     if (l->kind != PS_LAYER_FLATTEN)
-        S_TRY (s_device_alloc ((void **) &layer->y, batch_out * sizeof (float), err));
+        S_TRY (s_alloc ((void **) &layer->y, batch_out * sizeof (float), false, err));
     if (l->kind == PS_LAYER_MAXPOOL2D)
-        S_TRY (s_device_alloc ((void **) &layer->argmax, batch_out * sizeof (int32_t), err));
+        S_TRY (s_alloc ((void **) &layer->argmax, batch_out * sizeof (int32_t), false, err));
     if (layer->out_size > self->max_activation)
         self->max_activation = layer->out_size;
     return PS_OK;
@@ -976,15 +965,15 @@ s_setup (ps_gpunet_t *self, const ps_model_t *model, int max_batch, ps_error_t *
     //  True float32 GEMMs, never TF32: see the note above s_gemm_forward.
     S_CUBLAS (cublasSetMathMode (self->blas, CUBLAS_DEFAULT_MATH));
     S_CUBLAS (cublasSetPointerMode (self->blas, CUBLAS_POINTER_MODE_HOST));
-    S_TRY (s_device_alloc (&self->d_blas_workspace, S_BLAS_WORKSPACE, err));
+    S_TRY (s_alloc (&self->d_blas_workspace, S_BLAS_WORKSPACE, false, err));
     S_CUBLAS (cublasSetWorkspace (self->blas, self->d_blas_workspace, S_BLAS_WORKSPACE));
     S_CUDA (cudaEventCreate (&self->ev_start));
     S_CUDA (cudaEventCreate (&self->ev_stop));
 
     //  The parameters first: the layers point into them.
     size_t param_bytes = self->param_count * sizeof (float);
-    S_TRY (s_device_alloc ((void **) &self->d_params, param_bytes, err));
-    S_TRY (s_device_alloc ((void **) &self->d_grads, param_bytes, err));
+    S_TRY (s_alloc ((void **) &self->d_params, param_bytes, false, err));
+    S_TRY (s_alloc ((void **) &self->d_grads, param_bytes, false, err));
     size_t in_size = self->input_size;
     for (int i = 0; i < self->layer_count; i++) {
         S_TRY (s_layer_setup (self, model, i, in_size, err));
@@ -997,20 +986,20 @@ s_setup (ps_gpunet_t *self, const ps_model_t *model, int max_batch, ps_error_t *
 
     size_t batch = (size_t) max_batch;
     size_t grad_bytes = batch * self->max_activation * sizeof (float);
-    S_TRY (s_device_alloc ((void **) &self->d_x, batch * self->input_size * sizeof (float), err));
-    S_TRY (s_device_alloc ((void **) &self->d_labels, batch, err));
-    S_TRY (s_device_alloc ((void **) &self->d_col, self->col_size * sizeof (float), err));
-    S_TRY (s_device_alloc ((void **) &self->d_ones, self->ones_size * sizeof (float), err));
-    S_TRY (s_device_alloc ((void **) &self->d_g0, grad_bytes, err));
-    S_TRY (s_device_alloc ((void **) &self->d_g1, grad_bytes, err));
-    S_TRY (s_device_alloc ((void **) &self->d_stats, sizeof (s_stats_t), err));
+    S_TRY (s_alloc ((void **) &self->d_x, batch * self->input_size * sizeof (float), false, err));
+    S_TRY (s_alloc ((void **) &self->d_labels, batch, false, err));
+    S_TRY (s_alloc ((void **) &self->d_col, self->col_size * sizeof (float), false, err));
+    S_TRY (s_alloc ((void **) &self->d_ones, self->ones_size * sizeof (float), false, err));
+    S_TRY (s_alloc ((void **) &self->d_g0, grad_bytes, false, err));
+    S_TRY (s_alloc ((void **) &self->d_g1, grad_bytes, false, err));
+    S_TRY (s_alloc ((void **) &self->d_stats, sizeof (s_stats_t), false, err));
 
-    S_TRY (s_host_alloc ((void **) &self->h_params, param_bytes, err));
-    S_TRY (s_host_alloc ((void **) &self->h_x, batch * self->input_size * sizeof (float), err));
-    S_TRY (s_host_alloc ((void **) &self->h_labels, batch, err));
-    S_TRY (s_host_alloc ((void **) &self->h_logits,
-                         batch * (size_t) self->classes * sizeof (float), err));
-    S_TRY (s_host_alloc ((void **) &self->h_stats, sizeof (s_stats_t), err));
+    S_TRY (s_alloc ((void **) &self->h_params, param_bytes, true, err));
+    S_TRY (s_alloc ((void **) &self->h_x, batch * self->input_size * sizeof (float), true, err));
+    S_TRY (s_alloc ((void **) &self->h_labels, batch, true, err));
+    S_TRY (s_alloc ((void **) &self->h_logits,
+                    batch * (size_t) self->classes * sizeof (float), true, err));
+    S_TRY (s_alloc ((void **) &self->h_stats, sizeof (s_stats_t), true, err));
 
     //  Parameters start at zero, so a step before the first set_params is
     //  defined (if useless) rather than a read of garbage.

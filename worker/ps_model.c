@@ -254,6 +254,21 @@ s_add_variable (ps_model_t *self, const ps_layer_t *l, const char *suffix,
     return 0;
 }
 
+//  Give a Conv2D or Dense layer its kernel of shape kdims (glorot_uniform)
+//  and, when it uses one, its bias of out_c zeros.
+static int
+s_add_weights (ps_model_t *self, ps_layer_t *l, const int64_t *kdims, int rank, bool bias,
+               ps_error_t *err)
+{
+    l->kernel = self->variable_count;
+    int rc = s_add_variable (self, l, "kernel", kdims, rank, PS_INIT_GLOROT_UNIFORM, err);
+    if (rc || !bias)
+        return rc;
+    int64_t bdims [1] = { l->out_c };
+    l->bias = self->variable_count;
+    return s_add_variable (self, l, "bias", bdims, 1, PS_INIT_ZEROS, err);
+}
+
 //  Refuse a per-example activation (input or layer output) of more than
 //  2^30 floats: the engines index within an example with 32-bit integers.
 static int
@@ -312,15 +327,8 @@ s_resolve_layer (ps_model_t *self, int index, const json_t *obj, const json_t *f
         if (kind == PS_LAYER_CONV2D) {
             l->out_c = (int) json_integer_value (json_object_get (obj, "filters"));
             int64_t kdims [4] = { k [0], k [1], *c, l->out_c };
-            l->kernel = self->variable_count;
-            if ((rc = s_add_variable (self, l, "kernel", kdims, 4, PS_INIT_GLOROT_UNIFORM, err)))
+            if ((rc = s_add_weights (self, l, kdims, 4, bias, err)))
                 return rc;
-            if (bias) {
-                int64_t bdims [1] = { l->out_c };
-                l->bias = self->variable_count;
-                if ((rc = s_add_variable (self, l, "bias", bdims, 1, PS_INIT_ZEROS, err)))
-                    return rc;
-            }
         }
     }
     else
@@ -332,15 +340,8 @@ s_resolve_layer (ps_model_t *self, int index, const json_t *obj, const json_t *f
         l->out_h = l->out_w = 1;
         l->out_c = (int) json_integer_value (json_object_get (obj, "units"));
         int64_t kdims [2] = { *c, l->out_c };
-        l->kernel = self->variable_count;
-        if ((rc = s_add_variable (self, l, "kernel", kdims, 2, PS_INIT_GLOROT_UNIFORM, err)))
+        if ((rc = s_add_weights (self, l, kdims, 2, bias, err)))
             return rc;
-        if (bias) {
-            int64_t bdims [1] = { l->out_c };
-            l->bias = self->variable_count;
-            if ((rc = s_add_variable (self, l, "bias", bdims, 1, PS_INIT_ZEROS, err)))
-                return rc;
-        }
     }
     else
     if (kind == PS_LAYER_FLATTEN) {
