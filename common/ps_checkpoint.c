@@ -387,6 +387,32 @@ ps_checkpoint_begin (const char *root, uint64_t step, char *tmpdir, size_t len,
     return PS_OK;
 }
 
+int
+ps_checkpoint_scratch (const char *root, const char *name, char *dir, size_t len,
+                       ps_error_t *err)
+{
+    assert (root && name && dir);
+    uint64_t step;
+    //  A scratch directory must never pass for a checkpoint.
+    if (!s_plain_name (name) || s_parse_name (name, &step))
+        return ps_error_set (err, PS_EINVAL, "checkpoint root %s: \"%s\" is not a plain name "
+                             "for a scratch directory", root, name);
+    char path [PATH_MAX];
+    int rc = s_join (path, sizeof path, root, name, err);
+    if (rc == PS_OK)
+        rc = s_check_room (path, len, err);
+    if (rc == PS_OK)
+        rc = s_mkdirs (root, err);
+    if (rc == PS_OK && (rc = s_remove_tree (path, err)) != PS_OK)
+        ps_error_prefix (err, rc, "checkpoint root %s: cannot empty %s", root, name);
+    if (rc)
+        return rc;
+    if (mkdir (path, 0755) != 0)
+        return ps_error_set (err, PS_EIO, "%s: mkdir failed: %s", path, strerror (errno));
+    memcpy (dir, path, strlen (path) + 1);
+    return PS_OK;
+}
+
 //  ---------------------------------------------------------------------
 //  Commit
 

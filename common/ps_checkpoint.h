@@ -45,6 +45,15 @@
 int ps_checkpoint_begin (const char *root, uint64_t step, char *tmpdir, size_t len,
                          ps_error_t *err);
 
+//  An empty scratch directory root/name (an old one and everything in it
+//  removed first; root created when missing): where a checkpoint is
+//  re-partitioned for another layout (ps_reshard.h) before it is loaded.
+//  name must be a plain name that is not ckpt-<step>, so the directory is
+//  never taken for a checkpoint. dir receives its path. Returns 0,
+//  PS_EINVAL (a bad name, len too small) or PS_EIO naming the directory.
+int ps_checkpoint_scratch (const char *root, const char *name, char *dir, size_t len,
+                           ps_error_t *err);
+
 //  Finish the checkpoint begun in tmpdir, which must be exactly the path
 //  ps_checkpoint_begin gave for this root and step. Check that every file
 //  listed is there, named ps_snapshot_filename (var, part), with the size

@@ -517,15 +517,7 @@ ps_client_set_optimizer (ps_client_t *self, const ps_opt_config_t *opt, ps_error
     for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
         msgpack_packer *pk = s_begin (self, s, 0, 0, "set_optimizer", 1);
         ps_pack_key (pk, "optimizer");
-        msgpack_pack_map (pk, 2 + PS_OPT_NDOUBLES);
-        ps_pack_key (pk, "kind");
-        ps_pack_str (pk, ps_opt_kind_name (opt->kind));
-        ps_pack_key (pk, "nesterov");
-        opt->nesterov ? msgpack_pack_true (pk) : msgpack_pack_false (pk);
-        for (int i = 0; i < PS_OPT_NDOUBLES; i++) {
-            ps_pack_key (pk, ps_opt_double_name (i));
-            msgpack_pack_double (pk, ps_opt_double_get (opt, i));
-        }
+        ps_pack_optimizer (pk, opt);
         rc = s_send (self, 0, err);
     }
     int collected = s_collect (self, "set_optimizer_ok", err);

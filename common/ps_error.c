@@ -23,6 +23,7 @@ static const struct {
     { PS_EREMOTE,   "remote" },
     { PS_ETOOBIG,   "too_big" },
     { PS_EVERSION,  "bad_version" },
+    { PS_ECANCELED, "canceled" },
 };
 
 const char *

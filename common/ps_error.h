@@ -31,6 +31,7 @@ extern "C" {
 #define PS_EREMOTE     -9   //  the peer answered with an error reply
 #define PS_ETOOBIG    -10   //  larger than a configured limit
 #define PS_EVERSION   -11   //  unsupported protocol or format version
+#define PS_ECANCELED  -12   //  aborted on request before it completed
 
 #define PS_ERROR_MSG_MAX 512
 

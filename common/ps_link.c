@@ -602,6 +602,13 @@ ps_link_recv (ps_link_t *self, ps_msg_t *msg, int timeout_ms, ps_error_t *err)
     }
 }
 
+void *
+ps_link_pollable (ps_link_t *self)
+{
+    assert (self);
+    return self->owner;
+}
+
 int
 ps_link_send (ps_link_t *self, ps_writer_t *writer, ps_error_t *err)
 {

@@ -75,6 +75,11 @@ bool ps_link_registered (ps_link_t *self);
 //  interrupted the wait), or PS_EIO when the link thread has failed.
 int ps_link_recv (ps_link_t *self, ps_msg_t *msg, int timeout_ms, ps_error_t *err);
 
+//  The owner's end of the link's queue, for zmq_poll (ZMQ_POLLIN) next to
+//  the owner's own sockets: it is readable when ps_link_recv has a message.
+//  Read it only through ps_link_recv.
+void *ps_link_pollable (ps_link_t *self);
+
 //  Send a message to the coordinator: the header packed in writer (type
 //  and fields), no tensor frames. Returns 0 or PS_EIO.
 int ps_link_send (ps_link_t *self, ps_writer_t *writer, ps_error_t *err);

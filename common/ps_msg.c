@@ -461,6 +461,44 @@ ps_pack_double (msgpack_packer *pk, const char *key, double value)
 }
 
 void
+ps_pack_optimizer (msgpack_packer *pk, const ps_opt_config_t *opt)
+{
+    msgpack_pack_map (pk, 2 + PS_OPT_NDOUBLES);
+    ps_pack_key (pk, "kind");
+    ps_pack_str (pk, ps_opt_kind_name (opt->kind));
+    ps_pack_key (pk, "nesterov");
+    if (opt->nesterov)
+        msgpack_pack_true (pk);
+    else
+        msgpack_pack_false (pk);
+    for (int i = 0; i < PS_OPT_NDOUBLES; i++)
+        ps_pack_double (pk, ps_opt_double_name (i), ps_opt_double_get (opt, i));
+}
+
+int
+ps_obj_optimizer (const msgpack_object *obj, ps_opt_config_t *opt, ps_error_t *err)
+{
+    char kind [32];
+    ps_opt_kind_t parsed;
+    if (ps_obj_str (ps_obj_get (obj, "kind"), kind, sizeof kind))
+        return ps_error_set (err, PS_EINVAL, "optimizer.kind is too long");
+    int rc = ps_opt_kind_parse (kind, &parsed, err);
+    if (rc)
+        return rc;
+    ps_opt_config_default (opt, parsed);
+    for (int i = 0; i < PS_OPT_NDOUBLES; i++) {
+        const msgpack_object *field = ps_obj_get (obj, ps_opt_double_name (i));
+        if (field)
+            ps_opt_double_set (opt, i, ps_obj_double (field));
+    }
+    const msgpack_object *nesterov = ps_obj_get (obj, "nesterov");
+    if (nesterov)
+        opt->nesterov = nesterov->via.boolean;
+    rc = ps_opt_config_validate (opt, err);
+    return rc ? ps_error_prefix (err, rc, "optimizer") : 0;
+}
+
+void
 ps_pack_shape (msgpack_packer *pk, const ps_shape_t *shape)
 {
     msgpack_pack_array (pk, (size_t) shape->rank);

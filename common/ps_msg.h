@@ -23,6 +23,7 @@
 #include <zmq.h>
 
 #include "ps_error.h"
+#include "ps_optimizer.h"
 #include "ps_schema.h"
 #include "ps_shape.h"
 
@@ -100,6 +101,11 @@ double ps_obj_double (const msgpack_object *obj);
 //  Read a "shape" array into shape, with ps_shape_set's checks.
 int ps_obj_shape (const msgpack_object *obj, ps_shape_t *shape, ps_error_t *err);
 
+//  Read an "optimizer" map into *opt: fields left out take the kind's
+//  Keras defaults, and the result is validated. Returns 0, or PS_EINVAL
+//  naming the field (*opt is then undefined).
+int ps_obj_optimizer (const msgpack_object *obj, ps_opt_config_t *opt, ps_error_t *err);
+
 //  ---------------------------------------------------------------------
 //  Writing a message.
 
@@ -124,6 +130,9 @@ void ps_pack_shape (msgpack_packer *pk, const ps_shape_t *shape);
 //  Pack a key and an unsigned integer, or a key and a float64.
 void ps_pack_uint (msgpack_packer *pk, const char *key, uint64_t value);
 void ps_pack_double (msgpack_packer *pk, const char *key, double value);
+
+//  Pack opt as an "optimizer" map, every field present.
+void ps_pack_optimizer (msgpack_packer *pk, const ps_opt_config_t *opt);
 
 //  Start a map naming a partition ({"var": var, "part": part, ...}) with
 //  extra more entries for the caller to pack.

@@ -18,7 +18,7 @@
 void
 ps_plan_pack (const ps_plan_t *plan, msgpack_packer *pk)
 {
-    msgpack_pack_map (pk, 15);
+    msgpack_pack_map (pk, 17);
     ps_pack_key (pk, "model");
     ps_pack_str (pk, plan->model);
     ps_pack_uint (pk, "batch_size", (uint64_t) plan->batch_size);
@@ -61,6 +61,10 @@ ps_plan_pack (const ps_plan_t *plan, msgpack_packer *pk)
         msgpack_pack_true (pk);
     else
         msgpack_pack_false (pk);
+    ps_pack_key (pk, "mode");
+    ps_pack_str (pk, plan->mirrored ? "mirrored" : "async");
+    ps_pack_key (pk, "optimizer");
+    ps_pack_optimizer (pk, &plan->optimizer);
 }
 
 //  A str field as a fresh NUL-terminated copy; NULL when it holds a NUL.
@@ -85,7 +89,8 @@ s_uint (const msgpack_object *map, const char *key)
 
 //  Read one placed variable; the schema has checked the field types.
 static int
-s_unpack_var (ps_plan_var_t *var, const msgpack_object *obj, int nservers, ps_error_t *err)
+s_unpack_var (ps_plan_var_t *var, const msgpack_object *obj, int nservers, bool mirrored,
+              ps_error_t *err)
 {
     if (ps_obj_str (ps_obj_get (obj, "var"), var->var, sizeof var->var))
         return ps_error_set (err, PS_EPROTO, "plan: a variable name is too long or holds NUL");
@@ -114,9 +119,12 @@ s_unpack_var (ps_plan_var_t *var, const msgpack_object *obj, int nservers, ps_er
                                  "the %lld rows", var->var, k, (long long) var->shape.dims [0]);
         var->splits [k] = (int64_t) row;
     }
+    if (mirrored && (nparts != 1 || var->splits [0] != 0 || var->splits [1] != var->shape.dims [0]))
+        return ps_error_set (err, PS_ESHAPE, "plan: variable %s: a mirrored plan holds every "
+                             "variable whole, as one partition", var->var);
     for (uint32_t k = 0; k < nparts; k++) {
         uint64_t server = servers->via.array.ptr [k].via.u64;
-        if (server >= (uint64_t) nservers)
+        if (mirrored ? server != 0 : server >= (uint64_t) nservers)
             return ps_error_set (err, PS_EPROTO, "plan: variable %s: partition %u is on "
                                  "server %llu of %d", var->var, k,
                                  (unsigned long long) server, nservers);
@@ -161,6 +169,26 @@ ps_plan_unpack (ps_plan_t *plan, const msgpack_object *obj, ps_error_t *err)
     tmp.steps_per_epoch = s_uint (obj, "steps_per_epoch");
     tmp.total_steps = s_uint (obj, "total_steps");
     tmp.overlap = ps_obj_get (obj, "overlap")->via.boolean;
+    //  Plans without a mode come from a coordinator that knew only the
+    //  asynchronous one.
+    const msgpack_object *mode = ps_obj_get (obj, "mode");
+    if (mode && !ps_obj_str_eq (mode, "async") && !ps_obj_str_eq (mode, "mirrored")) {
+        rc = ps_error_set (err, PS_EPROTO, "plan: mode is not async or mirrored");
+        goto done;
+    }
+    tmp.mirrored = mode && ps_obj_str_eq (mode, "mirrored");
+    const msgpack_object *optimizer = ps_obj_get (obj, "optimizer");
+    if (optimizer) {
+        if ((rc = ps_obj_optimizer (optimizer, &tmp.optimizer, err))) {
+            rc = ps_error_prefix (err, PS_EPROTO, "plan");
+            goto done;
+        }
+    }
+    else
+    if (tmp.mirrored) {
+        rc = ps_error_set (err, PS_EPROTO, "plan: a mirrored plan needs the optimizer");
+        goto done;
+    }
     if (ps_obj_str (ps_obj_get (obj, "device"), tmp.device, sizeof tmp.device)
     ||  (strcmp (tmp.device, "cpu") && strcmp (tmp.device, "gpu") && strcmp (tmp.device, "auto"))) {
         rc = ps_error_set (err, PS_EPROTO, "plan: device is not cpu, gpu or auto");
@@ -168,14 +196,14 @@ ps_plan_unpack (ps_plan_t *plan, const msgpack_object *obj, ps_error_t *err)
     }
     const msgpack_object *servers = ps_obj_get (obj, "servers");
     const msgpack_object *vars = ps_obj_get (obj, "variables");
-    if (servers->via.array.size < 1 || servers->via.array.size > S_MAX_SERVERS
+    if ((servers->via.array.size < 1 && !tmp.mirrored) || servers->via.array.size > S_MAX_SERVERS
     ||  vars->via.array.size < 1 || vars->via.array.size > S_MAX_VARS) {
         rc = ps_error_set (err, PS_EPROTO, "plan: %u servers and %u variables (expected "
-                           "1..%d and 1..%d)", servers->via.array.size,
+                           "1..%d, or 0 in mirrored mode, and 1..%d)", servers->via.array.size,
                            vars->via.array.size, S_MAX_SERVERS, S_MAX_VARS);
         goto done;
     }
-    tmp.servers = calloc (servers->via.array.size, sizeof (char *));
+    tmp.servers = calloc (servers->via.array.size + 1, sizeof (char *));
     tmp.vars = calloc (vars->via.array.size, sizeof (ps_plan_var_t));
     if (!tmp.servers || !tmp.vars)
         abort ();
@@ -187,7 +215,8 @@ ps_plan_unpack (ps_plan_t *plan, const msgpack_object *obj, ps_error_t *err)
         }
     tmp.nvars = (int) vars->via.array.size;
     for (int v = 0; v < tmp.nvars && rc == 0; v++)
-        rc = s_unpack_var (&tmp.vars [v], &vars->via.array.ptr [v], tmp.nservers, err);
+        rc = s_unpack_var (&tmp.vars [v], &vars->via.array.ptr [v], tmp.nservers, tmp.mirrored,
+                           err);
 done:
     if (rc)
         ps_plan_release (&tmp);

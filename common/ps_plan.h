@@ -17,6 +17,7 @@
 
 #include "ps_client.h"
 #include "ps_error.h"
+#include "ps_optimizer.h"
 #include "ps_shape.h"
 
 typedef struct {
@@ -44,6 +45,11 @@ typedef struct {
     uint64_t total_steps;
     int eval_batch;
     bool overlap;               //  push step k while computing step k + 1
+    //  Mirrored mode: every worker holds a replica and the ring sums the
+    //  gradients (worker/ps_mirror.h). The plan then lists no servers, and
+    //  each variable has one partition, on "server" 0: the replica.
+    bool mirrored;
+    ps_opt_config_t optimizer;  //  the job's optimizer (the replicas apply it)
 } ps_plan_t;
 
 //  Pack plan as the protocol's "plan" map.

@@ -730,26 +730,10 @@ s_handle_create (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error
 static int
 s_handle_set_optimizer (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error_t *err)
 {
-    const msgpack_object *obj = ps_obj_get (ps_msg_header (msg), "optimizer");
-    char kind [32];
-    ps_opt_kind_t parsed;
-    if (ps_obj_str (ps_obj_get (obj, "kind"), kind, sizeof kind))
-        return ps_error_set (err, PS_EINVAL, "optimizer.kind is too long");
-    if (ps_opt_kind_parse (kind, &parsed, err))
-        return err->code;
     ps_opt_config_t opt;
-    ps_opt_config_default (&opt, parsed);
-    for (int i = 0; i < PS_OPT_NDOUBLES; i++) {
-        const msgpack_object *field = ps_obj_get (obj, ps_opt_double_name (i));
-        if (field)
-            ps_opt_double_set (&opt, i, ps_obj_double (field));
-    }
-    const msgpack_object *nesterov = ps_obj_get (obj, "nesterov");
-    if (nesterov)
-        opt.nesterov = nesterov->via.boolean;
-    int rc = ps_opt_config_validate (&opt, err);
+    int rc = ps_obj_optimizer (ps_obj_get (ps_msg_header (msg), "optimizer"), &opt, err);
     if (rc)
-        return ps_error_prefix (err, rc, "optimizer");
+        return rc;
     //  A partition that cannot get new slots keeps its old optimizer; the
     //  error says which, and the request can be repeated once memory is
     //  freed (repeating it on partitions already switched keeps their slots).
@@ -759,7 +743,8 @@ s_handle_set_optimizer (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, p
             return rc;
     }
     self->opt = opt;
-    ps_info ("optimizer %s lr %g on %zu partitions", kind, opt.lr, zhashx_size (self->table));
+    ps_info ("optimizer %s lr %g on %zu partitions", ps_opt_kind_name (opt.kind), opt.lr,
+             zhashx_size (self->table));
     ps_pack_key (&writer->pk, "partitions");
     msgpack_pack_uint64 (&writer->pk, zhashx_size (self->table));
     return PS_OK;
