@@ -327,3 +327,55 @@ ps_ledger_equal (const ps_ledger_t *a, const ps_ledger_t *b)
             || memcmp (a->words + a->head, b->words + b->head,
                        a->nwords * sizeof (uint64_t)) == 0);
 }
+
+//  The recorded steps among [start, start + 64), start a multiple of 64, as
+//  a word: bit k stands for step start + k. Steps below the origin are all
+//  recorded; live words cover the window; nothing lies beyond it.
+static uint64_t
+s_word_at (const ps_ledger_t *self, uint64_t start)
+{
+    uint64_t origin = s_origin (self);
+    if (start < origin)
+        return UINT64_MAX;
+    uint64_t index = (start - origin) / 64;
+    return index < self->nwords ? self->words [self->head + index] : 0;
+}
+
+ps_ledger_t *
+ps_ledger_intersect (const ps_ledger_t *a, const ps_ledger_t *b, ps_error_t *err)
+{
+    assert (a);
+    assert (b);
+    //  The ledger with the lower watermark decides the result's: every step
+    //  below it is in both, and its watermark step is missing from it. Its
+    //  window also reaches as far as any common step, so the result's live
+    //  words are its words masked with the other ledger's, word for word,
+    //  both being aligned to multiples of 64 steps.
+    const ps_ledger_t *low = a->base <= b->base ? a : b;
+    const ps_ledger_t *other = low == a ? b : a;
+    ps_ledger_t *self = ps_ledger_new ();
+    if (!self) {
+        ps_error_set (err, PS_ETOOBIG, "ledger: cannot allocate a ledger");
+        return NULL;
+    }
+    self->base = low->base;
+    if (s_reserve (self, low->nwords, err)) {
+        ps_ledger_destroy (&self);
+        return NULL;
+    }
+    uint64_t origin = s_origin (low);
+    //  The steps below the origin, then those of the words, which include
+    //  the steps [origin, base) kept set in word 0.
+    uint64_t count = origin;
+    for (size_t i = 0; i < low->nwords; i++) {
+        uint64_t word = low->words [low->head + i] & s_word_at (other, origin + 64 * (uint64_t) i);
+        self->words [i] = word;
+        count += (uint64_t) __builtin_popcountll (word);
+    }
+    //  Trailing words with no common step are dropped, so the result is in
+    //  the canonical form ps_ledger_equal and ps_ledger_encode rely on.
+    while (self->nwords > 0 && self->words [self->nwords - 1] == 0)
+        self->nwords--;
+    self->count = count;
+    return self;
+}

@@ -66,4 +66,11 @@ ps_ledger_t *ps_ledger_decode (const uint8_t *buf, size_t len, ps_error_t *err);
 //  True when both ledgers hold the same steps.
 bool ps_ledger_equal (const ps_ledger_t *a, const ps_ledger_t *b);
 
+//  A new ledger holding the steps recorded in both a and b: what pieces of
+//  one variable that applied different steps have applied in common (see
+//  ps_reshard.h). It costs time in proportion to the windows, not to the
+//  watermarks, which marking the common steps one by one into a new ledger
+//  would. Returns NULL with PS_ETOOBIG when the memory cannot be had.
+ps_ledger_t *ps_ledger_intersect (const ps_ledger_t *a, const ps_ledger_t *b, ps_error_t *err);
+
 #endif

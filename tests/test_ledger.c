@@ -1,5 +1,6 @@
 //  Unit tests for the step ledger (common/ps_ledger.c): marking, the
-//  watermark, the span limit, and the encoding with its consistency checks.
+//  watermark, the span limit, the encoding with its consistency checks, and
+//  the intersection of two ledgers against a bitmap model.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,6 +8,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -391,6 +393,146 @@ test_decode_refuses (void **state)
     ps_ledger_destroy (&ledger);
 }
 
+//  A ledger holding steps [0, base) and, above them, each step of
+//  [base + 1, base + span) with probability 1/2.
+static ps_ledger_t *
+s_random_ledger (uint64_t base, uint64_t span, uint8_t *model, uint64_t *seed)
+{
+    ps_ledger_t *ledger = ps_ledger_new ();
+    assert_non_null (ledger);
+    for (uint64_t s = 0; s < base + span; s++) {
+        model [s] = s < base || (s > base && s_rand (seed) % 2 == 0);
+        if (model [s])
+            assert_int_equal (ps_ledger_mark (ledger, s, NULL), PS_OK);
+    }
+    return ledger;
+}
+
+static void
+s_assert_intersection (const ps_ledger_t *a, const ps_ledger_t *b,
+                       const uint8_t *model_a, const uint8_t *model_b, uint64_t total)
+{
+    ps_error_t err = { 0 };
+    ps_ledger_t *both = ps_ledger_intersect (a, b, &err);
+    if (!both)
+        fail_msg ("intersect failed: %s", err.msg);
+    //  The same steps marked one by one in increasing order: the canonical
+    //  form must be the same, watermark, count and words alike.
+    ps_ledger_t *expect = ps_ledger_new ();
+    assert_non_null (expect);
+    for (uint64_t s = 0; s < total; s++) {
+        bool in = model_a [s] && model_b [s];
+        assert_int_equal (ps_ledger_contains (both, s), in);
+        if (in)
+            assert_int_equal (ps_ledger_mark (expect, s, NULL), PS_OK);
+    }
+    assert_false (ps_ledger_contains (both, total));
+    assert_int_equal (ps_ledger_base (both), ps_ledger_base (expect));
+    assert_int_equal (ps_ledger_count (both), ps_ledger_count (expect));
+    assert_true (ps_ledger_equal (both, expect));
+    s_assert_round_trip (both);
+    //  The order of the operands does not matter.
+    ps_ledger_t *again = ps_ledger_intersect (b, a, NULL);
+    assert_non_null (again);
+    assert_true (ps_ledger_equal (both, again));
+    ps_ledger_destroy (&again);
+    //  The result goes on marking like any ledger.
+    uint64_t next = ps_ledger_base (both);
+    assert_int_equal (ps_ledger_mark (both, next, NULL), PS_OK);
+    assert_int_equal (ps_ledger_mark (expect, next, NULL), PS_OK);
+    assert_true (ps_ledger_equal (both, expect));
+    ps_ledger_destroy (&expect);
+    ps_ledger_destroy (&both);
+}
+
+static void
+test_intersect (void **state)
+{
+    (void) state;
+    const uint64_t total = 3000;
+    uint8_t *model_a = calloc (total, 1);
+    uint8_t *model_b = calloc (total, 1);
+    assert_non_null (model_a);
+    assert_non_null (model_b);
+    uint64_t seed = 11;
+    //  Watermarks at and around word boundaries, either one lower, and
+    //  windows of different lengths, including none.
+    const uint64_t bases [] = { 0, 1, 63, 64, 65, 127, 128, 200, 640 };
+    const uint64_t spans [] = { 0, 1, 5, 64, 300, 1500 };
+    size_t nbases = sizeof bases / sizeof bases [0];
+    size_t nspans = sizeof spans / sizeof spans [0];
+    for (size_t i = 0; i < nbases; i++)
+        for (size_t j = 0; j < nbases; j++)
+            for (size_t k = 0; k < nspans; k++) {
+                uint64_t span_b = spans [(k + i + j) % nspans];
+                memset (model_a, 0, total);
+                memset (model_b, 0, total);
+                ps_ledger_t *a = s_random_ledger (bases [i], spans [k], model_a, &seed);
+                ps_ledger_t *b = s_random_ledger (bases [j], span_b, model_b, &seed);
+                s_assert_intersection (a, b, model_a, model_b, total);
+                //  With itself: the same ledger.
+                ps_ledger_t *self = ps_ledger_intersect (a, a, NULL);
+                assert_non_null (self);
+                assert_true (ps_ledger_equal (self, a));
+                ps_ledger_destroy (&self);
+                ps_ledger_destroy (&a);
+                ps_ledger_destroy (&b);
+            }
+
+    //  Step ids from 1, as the coordinator numbers them: the watermark stays
+    //  at 0 and everything is in the windows. One ledger has an extra step.
+    ps_ledger_t *a = ps_ledger_new ();
+    ps_ledger_t *b = ps_ledger_new ();
+    assert_non_null (a);
+    assert_non_null (b);
+    memset (model_a, 0, total);
+    memset (model_b, 0, total);
+    for (uint64_t s = 1; s <= 100; s++) {
+        assert_int_equal (ps_ledger_mark (a, s, NULL), PS_OK);
+        assert_int_equal (ps_ledger_mark (b, s, NULL), PS_OK);
+        model_a [s] = model_b [s] = 1;
+    }
+    assert_int_equal (ps_ledger_mark (a, 101, NULL), PS_OK);
+    model_a [101] = 1;
+    s_assert_intersection (a, b, model_a, model_b, total);
+    ps_ledger_t *both = ps_ledger_intersect (a, b, NULL);
+    assert_non_null (both);
+    assert_true (ps_ledger_equal (both, b));
+    assert_int_equal (ps_ledger_count (both), 100);
+    ps_ledger_destroy (&both);
+    ps_ledger_destroy (&a);
+    ps_ledger_destroy (&b);
+
+    //  Watermarks far up (from decoded ledgers) cost nothing: the time goes
+    //  with the windows only.
+    uint8_t enc [20 + 8];
+    ps_put_u64 (enc, UINT64_C (1) << 50);
+    ps_put_u64 (enc + 8, (UINT64_C (1) << 50) + 1);
+    ps_put_u32 (enc + 16, 1);
+    ps_put_u64 (enc + 20, 0x4);
+    a = ps_ledger_decode (enc, sizeof enc, NULL);
+    ps_put_u64 (enc, (UINT64_C (1) << 50) + 1);
+    ps_put_u64 (enc + 8, (UINT64_C (1) << 50) + 2);
+    ps_put_u64 (enc + 20, 0x2);
+    b = ps_ledger_decode (enc, sizeof enc, NULL);
+    assert_non_null (a);
+    assert_non_null (b);
+    both = ps_ledger_intersect (a, b, NULL);
+    assert_non_null (both);
+    //  a: every step below 2^50, and 2^50 + 2; b: every step below 2^50 + 1,
+    //  and 2^50 + 2.
+    assert_int_equal (ps_ledger_base (both), UINT64_C (1) << 50);
+    assert_int_equal (ps_ledger_count (both), (UINT64_C (1) << 50) + 1);
+    assert_true (ps_ledger_contains (both, (UINT64_C (1) << 50) + 2));
+    assert_false (ps_ledger_contains (both, UINT64_C (1) << 50));
+    assert_true (ps_ledger_equal (both, a));
+    ps_ledger_destroy (&both);
+    ps_ledger_destroy (&a);
+    ps_ledger_destroy (&b);
+    free (model_a);
+    free (model_b);
+}
+
 int
 main (void)
 {
@@ -402,6 +544,7 @@ main (void)
         cmocka_unit_test (test_against_model),
         cmocka_unit_test (test_round_trip),
         cmocka_unit_test (test_decode_refuses),
+        cmocka_unit_test (test_intersect),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
