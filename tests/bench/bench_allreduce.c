@@ -1,0 +1,724 @@
+//  Ring all-reduce bus bandwidth between processes on this machine, over
+//  TCP and IPC loopback, next to the raw throughput of ZeroMQ PUSH/PULL
+//  between two processes measured in the same run, so that the ratio
+//  says how much of what the transport moves the ring gets.
+//
+//  For each transport and process count the processes form a ring
+//  (worker/ps_ring.h) and run all-reduces of 1, 16 and 64 MiB: warm-up
+//  rounds, then timed ones, each after a one-float all-reduce that lines
+//  the members up. An iteration's time is the slowest member's; the table
+//  gives the median. algbw = bytes / time, and busbw = algbw * 2 (n - 1)
+//  / n (NCCL's definition: what each member's link carries per second).
+//
+//  The raw rows send messages of the same sizes (and of the ring's chunk
+//  size) from one process to another: zero-copy sends from one buffer,
+//  zmq_msg_recv at the other end, timed at the receiver in blocks of at
+//  least 32 MiB; the median block gives the time per message. The raw
+//  sockets get what the ring's get: two ZeroMQ I/O threads, and a
+//  loopback TCP connection switched from BBR to CUBIC (or Reno), as
+//  ps_ring.c explains; --io-threads and --system-cc undo that.
+//
+//  main tunes the heap with ps_heap_tune first, as ps-worker does, and
+//  the children inherit the tuning through fork, so the allocator behaves
+//  as the worker's does.
+//
+//  Usage: bench_allreduce [--quick] [--chunk BYTES] [--io-threads N] [--system-cc]
+//      --quick        fewer iterations
+//      --chunk        the ring's chunk size (default: the ring's own)
+//      --io-threads   ZeroMQ I/O threads of the raw rows (default 2, as
+//                     the ring uses)
+//      --system-cc    raw rows keep the system's TCP congestion control
+//  It never passes or fails on a time: it exits 0 unless something broke.
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <zmq.h>
+
+#include "ps_clock.h"
+#include "ps_heap.h"
+#include "ps_log.h"
+#include "ps_ring.h"
+
+#define S_MIB               (1024 * 1024)
+#define S_MAX_PROCS         4
+#define S_MAX_ITERS         64
+#define S_MAX_SIZES         8
+#define S_LINE_MAX          4096
+
+//  How long the parent waits for a line from a child before it declares
+//  the run broken.
+#define S_CHILD_WAIT_MS     60000
+
+//  Exit codes of the children.
+#define S_EXIT_PIPE         10      //  talking to the parent failed
+#define S_EXIT_RING         11      //  making or forming the ring failed
+#define S_EXIT_COLLECTIVE   12      //  an all-reduce failed
+#define S_EXIT_WRONG        13      //  an all-reduce gave a wrong sum
+#define S_EXIT_ZMQ          14      //  the raw ZeroMQ rows failed
+#define S_EXIT_MEMORY       15
+
+typedef struct {
+    bool quick;
+    size_t chunk;               //  0: the ring's default
+    int io_threads;             //  of the raw rows
+    bool system_cc;             //  raw rows keep the system's congestion control
+} s_options_t;
+
+typedef struct {
+    int n;
+    pid_t pid [S_MAX_PROCS];
+    int to [S_MAX_PROCS];       //  parent writes, child reads
+    int from [S_MAX_PROCS];     //  child writes, parent reads
+} s_procs_t;
+
+//  A child's end of its pipes.
+typedef struct {
+    int index;
+    int in, out;
+} s_child_t;
+
+static const size_t s_sizes [] = { 1 * S_MIB, 16 * S_MIB, 64 * S_MIB };
+#define S_SIZES (sizeof s_sizes / sizeof s_sizes [0])
+
+//  ---------------------------------------------------------------------
+//  Lines over pipes
+
+static int
+s_write_line (int fd, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+static int
+s_write_line (int fd, const char *fmt, ...)
+{
+    char line [S_LINE_MAX];
+    va_list args;
+    va_start (args, fmt);
+    int len = vsnprintf (line, sizeof line - 1, fmt, args);
+    va_end (args);
+    if (len < 0 || len >= (int) sizeof line - 1)
+        return -1;
+    line [len++] = '\n';
+    for (int done = 0; done < len; ) {
+        ssize_t wrote = write (fd, line + done, (size_t) (len - done));
+        if (wrote < 0 && errno == EINTR)
+            continue;
+        if (wrote <= 0)
+            return -1;
+        done += (int) wrote;
+    }
+    return 0;
+}
+
+//  Read one line (without its newline) within timeout_ms. Bytes are read
+//  one at a time so that nothing of the next line is consumed. Returns 0,
+//  or -1 on end of file, error or timeout.
+static int
+s_read_line (int fd, char *line, size_t size, int timeout_ms)
+{
+    double deadline = ps_clock_ms () + timeout_ms;
+    size_t len = 0;
+    while (true) {
+        int left = (int) (deadline - ps_clock_ms ());
+        struct pollfd item = { .fd = fd, .events = POLLIN };
+        int ready = poll (&item, 1, left > 0 ? left : 0);
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready <= 0)
+            return -1;
+        char c;
+        ssize_t got = read (fd, &c, 1);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return -1;
+        if (c == '\n') {
+            line [len] = 0;
+            return 0;
+        }
+        if (len + 1 < size)
+            line [len++] = c;
+    }
+}
+
+//  ---------------------------------------------------------------------
+//  Processes
+
+//  Close a descriptor of the bench's own; a failure is reported, it
+//  changes no result.
+static void
+s_close_fd (int fd)
+{
+    if (close (fd) != 0)
+        fprintf (stderr, "bench_allreduce: close (%d): %s\n", fd, strerror (errno));
+}
+
+//  Close a ZeroMQ socket and terminate its context, reporting failures.
+static void
+s_zmq_end (void *socket, void *ctx)
+{
+    if (socket && zmq_close (socket) != 0)
+        fprintf (stderr, "bench_allreduce: zmq_close: %s\n", zmq_strerror (errno));
+    while (ctx && zmq_ctx_term (ctx) != 0) {
+        if (errno != EINTR) {
+            fprintf (stderr, "bench_allreduce: zmq_ctx_term: %s\n", zmq_strerror (errno));
+            break;
+        }
+    }
+}
+
+//  Fork n children, each running fn (child, arg) and exiting with what it
+//  returns. Returns 0 or -1.
+static int
+s_spawn (s_procs_t *procs, int n, int (*fn) (s_child_t *, void *), void *arg)
+{
+    memset (procs, 0, sizeof *procs);
+    procs->n = 0;
+    fflush (stdout);
+    fflush (stderr);
+    for (int i = 0; i < n; i++) {
+        int down [2], up [2];
+        if (pipe (down) != 0 || pipe (up) != 0) {
+            perror ("pipe");
+            return -1;
+        }
+        pid_t pid = fork ();
+        if (pid < 0) {
+            perror ("fork");
+            return -1;
+        }
+        if (pid == 0) {
+            //  A child never outlives the bench.
+            if (prctl (PR_SET_PDEATHSIG, SIGKILL) != 0)
+                _exit (S_EXIT_PIPE);
+            for (int j = 0; j < procs->n; j++) {
+                s_close_fd (procs->to [j]);
+                s_close_fd (procs->from [j]);
+            }
+            s_close_fd (down [1]);
+            s_close_fd (up [0]);
+            s_child_t child = { .index = i, .in = down [0], .out = up [1] };
+            _exit (fn (&child, arg));
+        }
+        s_close_fd (down [0]);
+        s_close_fd (up [1]);
+        procs->pid [i] = pid;
+        procs->to [i] = down [1];
+        procs->from [i] = up [0];
+        procs->n++;
+    }
+    return 0;
+}
+
+//  Wait for every child. Returns 0 when all exited with 0.
+static int
+s_reap (s_procs_t *procs, const char *what)
+{
+    int failed = 0;
+    for (int i = 0; i < procs->n; i++) {
+        s_close_fd (procs->to [i]);
+        s_close_fd (procs->from [i]);
+        int status = 0;
+        pid_t got;
+        while ((got = waitpid (procs->pid [i], &status, 0)) < 0 && errno == EINTR)
+            ;
+        if (got < 0) {
+            perror ("waitpid");
+            failed = -1;
+        }
+        else
+        if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
+            fprintf (stderr, "bench_allreduce: %s: process %d %s %d\n", what, i,
+                     WIFEXITED (status) ? "exited with" : "was killed by signal",
+                     WIFEXITED (status) ? WEXITSTATUS (status) : WTERMSIG (status));
+            failed = -1;
+        }
+    }
+    procs->n = 0;
+    return failed;
+}
+
+static void
+s_kill_all (s_procs_t *procs)
+{
+    for (int i = 0; i < procs->n; i++)
+        if (kill (procs->pid [i], SIGKILL) != 0 && errno != ESRCH)
+            perror ("kill");
+}
+
+static int
+s_compare_double (const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return x < y ? -1 : x > y;
+}
+
+static double
+s_median (double *values, int n)
+{
+    qsort (values, (size_t) n, sizeof *values, s_compare_double);
+    return n % 2 ? values [n / 2] : (values [n / 2 - 1] + values [n / 2]) / 2;
+}
+
+static void
+s_size_name (size_t bytes, char *buf, size_t size)
+{
+    if (bytes >= S_MIB && bytes % S_MIB == 0)
+        snprintf (buf, size, "%zu MiB", bytes / S_MIB);
+    else
+    if (bytes >= 1024 && bytes % 1024 == 0)
+        snprintf (buf, size, "%zu KiB", bytes / 1024);
+    else
+        snprintf (buf, size, "%zu B", bytes);
+}
+
+//  ---------------------------------------------------------------------
+//  The ring rows
+
+typedef struct {
+    const s_options_t *options;
+    const char *transport;      //  "tcp" or "ipc"
+    const char *dir;            //  for IPC endpoints
+    int n;
+    int warmup, iters;
+} s_ring_run_t;
+
+static int
+s_ring_child (s_child_t *child, void *arg)
+{
+    s_ring_run_t *run = arg;
+    ps_error_t err;
+    char bind [256];
+    if (strcmp (run->transport, "ipc") == 0)
+        snprintf (bind, sizeof bind, "ipc://%s/ring-%d", run->dir, child->index);
+    else
+        snprintf (bind, sizeof bind, "tcp://127.0.0.1:*");
+    ps_ring_config_t config = { .bind = bind, .chunk_bytes = run->options->chunk,
+                                .timeout_ms = 20000 };
+    ps_ring_t *ring = ps_ring_new (&config, &err);
+    if (!ring) {
+        fprintf (stderr, "bench_allreduce: %s\n", err.msg);
+        return S_EXIT_RING;
+    }
+    char line [S_LINE_MAX];
+    if (s_write_line (child->out, "%s", ps_ring_endpoint (ring))
+    ||  s_read_line (child->in, line, sizeof line, S_CHILD_WAIT_MS))
+        return S_EXIT_PIPE;
+    //  The parent sends the members' endpoints, separated by spaces.
+    const char *members [S_MAX_PROCS];
+    int n = 0;
+    for (char *save = NULL, *token = strtok_r (line, " ", &save); token && n < S_MAX_PROCS;
+         token = strtok_r (NULL, " ", &save))
+        members [n++] = token;
+    if (n != run->n || ps_ring_form (ring, 1, child->index, n, members, &err)) {
+        fprintf (stderr, "bench_allreduce: forming the ring: %s\n", n == run->n ? err.msg : "");
+        return S_EXIT_RING;
+    }
+    size_t largest = s_sizes [S_SIZES - 1];
+    float *data = aligned_alloc (64, largest);
+    if (!data)
+        return S_EXIT_MEMORY;
+    for (size_t s = 0; s < S_SIZES; s++) {
+        size_t count = s_sizes [s] / sizeof (float);
+        double times [S_MAX_ITERS];
+        for (int it = 0; it < run->warmup + run->iters; it++) {
+            //  Small integers, refilled every time, so the sum is exact
+            //  and can be checked; filling also leaves the vector in the
+            //  cache state a freshly computed gradient would be in.
+            for (size_t i = 0; i < count; i++)
+                data [i] = (float) (child->index + 1 + (int) (i & 7));
+            float one = 1;
+            if (ps_ring_allreduce (ring, &one, 1, &err)) {
+                fprintf (stderr, "bench_allreduce: barrier: %s\n", err.msg);
+                return S_EXIT_COLLECTIVE;
+            }
+            double start = ps_clock_ms ();
+            if (ps_ring_allreduce (ring, data, count, &err)) {
+                fprintf (stderr, "bench_allreduce: %s\n", err.msg);
+                return S_EXIT_COLLECTIVE;
+            }
+            if (it >= run->warmup)
+                times [it - run->warmup] = ps_clock_ms () - start;
+        }
+        //  The last iteration's sum: n (n + 1) / 2 + n (i & 7).
+        for (size_t i = 0; i < count; i++) {
+            float expected = (float) (n * (n + 1) / 2 + n * (int) (i & 7));
+            if (data [i] != expected) {
+                fprintf (stderr, "bench_allreduce: member %d: element %zu is %g, expected %g\n",
+                         child->index, i, data [i], expected);
+                return S_EXIT_WRONG;
+            }
+        }
+        //  One line per size: the iteration times in ms.
+        char out [S_LINE_MAX];
+        int used = 0;
+        for (int it = 0; it < run->iters; it++)
+            used += snprintf (out + used, sizeof out - (size_t) used, "%s%.4f", it ? " " : "",
+                              times [it]);
+        if (s_write_line (child->out, "%s", out))
+            return S_EXIT_PIPE;
+    }
+    free (data);
+    ps_ring_destroy (&ring);
+    return 0;
+}
+
+//  Run the ring rows of one transport and process count, printing them.
+//  Returns 0 or -1.
+static int
+s_ring_rows (const s_options_t *options, const char *transport, const char *dir, int n)
+{
+    s_ring_run_t run = {
+        .options = options, .transport = transport, .dir = dir, .n = n,
+        .warmup = options->quick ? 2 : 5, .iters = options->quick ? 5 : 41
+    };
+    s_procs_t procs;
+    if (s_spawn (&procs, n, s_ring_child, &run)) {
+        s_kill_all (&procs);
+        s_reap (&procs, "ring");
+        return -1;
+    }
+    char members [S_LINE_MAX] = "";
+    char line [S_LINE_MAX];
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (s_read_line (procs.from [i], line, sizeof line, S_CHILD_WAIT_MS))
+            rc = -1;
+        else {
+            strncat (members, i ? " " : "", sizeof members - strlen (members) - 1);
+            strncat (members, line, sizeof members - strlen (members) - 1);
+        }
+    }
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = s_write_line (procs.to [i], "%s", members);
+    for (size_t s = 0; s < S_SIZES && rc == 0; s++) {
+        double slowest [S_MAX_ITERS] = { 0 };
+        for (int i = 0; i < n && rc == 0; i++) {
+            if (s_read_line (procs.from [i], line, sizeof line, S_CHILD_WAIT_MS)) {
+                rc = -1;
+                break;
+            }
+            char *cursor = line;
+            for (int it = 0; it < run.iters; it++) {
+                double ms = strtod (cursor, &cursor);
+                if (ms > slowest [it])
+                    slowest [it] = ms;
+            }
+        }
+        if (rc)
+            break;
+        double ms = s_median (slowest, run.iters);
+        double algbw = (double) s_sizes [s] / (ms * 1e6);
+        double busbw = algbw * 2.0 * (n - 1) / n;
+        char size_name [32];
+        s_size_name (s_sizes [s], size_name, sizeof size_name);
+        printf ("%-9s  %-5d  %-8s  %10.3f  %10.2f  %10.2f\n", transport, n, size_name, ms,
+                algbw, busbw);
+        fflush (stdout);
+    }
+    if (rc)
+        s_kill_all (&procs);
+    if (s_reap (&procs, "ring"))
+        rc = -1;
+    return rc;
+}
+
+//  ---------------------------------------------------------------------
+//  The raw ZeroMQ rows
+
+typedef struct {
+    const s_options_t *options;
+    const char *transport;
+    const char *dir;
+    const size_t *sizes;
+    int nsizes;
+    int blocks;
+} s_raw_run_t;
+
+//  Messages per timed block: at least 32 MiB, and at least 4 messages.
+static int
+s_block_messages (size_t size)
+{
+    size_t messages = 32 * (size_t) S_MIB / size;
+    return messages < 4 ? 4 : (int) messages;
+}
+
+static void *
+s_raw_context (const s_options_t *options)
+{
+    void *ctx = zmq_ctx_new ();
+    if (ctx && zmq_ctx_set (ctx, ZMQ_IO_THREADS, options->io_threads) != 0) {
+        s_zmq_end (NULL, ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+//  Child 0 receives: binds a PULL, tells the parent its endpoint, and
+//  reports the median block time per message for each size.
+static int
+s_raw_receiver (s_raw_run_t *run, s_child_t *child)
+{
+    void *ctx = s_raw_context (run->options);
+    void *pull = ctx ? zmq_socket (ctx, ZMQ_PULL) : NULL;
+    int hwm = 100000, linger = 0;
+    char bind [256];
+    if (strcmp (run->transport, "ipc") == 0)
+        snprintf (bind, sizeof bind, "ipc://%s/raw", run->dir);
+    else
+        snprintf (bind, sizeof bind, "tcp://127.0.0.1:*");
+    char endpoint [256];
+    size_t size = sizeof endpoint;
+    if (!pull
+    ||  zmq_setsockopt (pull, ZMQ_RCVHWM, &hwm, sizeof hwm) != 0
+    ||  zmq_setsockopt (pull, ZMQ_LINGER, &linger, sizeof linger) != 0
+    ||  zmq_bind (pull, bind) != 0
+    ||  zmq_getsockopt (pull, ZMQ_LAST_ENDPOINT, endpoint, &size) != 0) {
+        fprintf (stderr, "bench_allreduce: raw receiver: %s\n", zmq_strerror (errno));
+        return S_EXIT_ZMQ;
+    }
+    if (s_write_line (child->out, "%s", endpoint))
+        return S_EXIT_PIPE;
+    for (int s = 0; s < run->nsizes; s++) {
+        int per_block = s_block_messages (run->sizes [s]);
+        double times [S_MAX_ITERS];
+        double start = 0;
+        //  The first block is a warm-up whose end starts the clock.
+        for (int b = 0; b <= run->blocks; b++) {
+            for (int m = 0; m < per_block; m++) {
+                zmq_msg_t msg;
+                if (zmq_msg_init (&msg) != 0
+                ||  zmq_msg_recv (&msg, pull, 0) < 0
+                ||  zmq_msg_size (&msg) != run->sizes [s]
+                ||  zmq_msg_close (&msg) != 0) {
+                    fprintf (stderr, "bench_allreduce: raw receiver: %s\n",
+                             zmq_strerror (errno));
+                    return S_EXIT_ZMQ;
+                }
+            }
+            double now = ps_clock_ms ();
+            if (b > 0)
+                times [b - 1] = (now - start) / per_block;
+            start = now;
+        }
+        if (s_write_line (child->out, "%.6f", s_median (times, run->blocks)))
+            return S_EXIT_PIPE;
+    }
+    s_zmq_end (pull, ctx);
+    return 0;
+}
+
+//  Switch the raw sender's connection from BBR as the ring does with its
+//  own (see ps_ring.c): wait for the monitor's connection event, which
+//  carries the descriptor. Returns 0 or -1.
+static int
+s_raw_tune (void *ctx, void *push, const char *endpoint)
+{
+    void *monitor = zmq_socket (ctx, ZMQ_PAIR);
+    if (!monitor
+    ||  zmq_socket_monitor (push, "inproc://bench-monitor", ZMQ_EVENT_CONNECTED) != 0
+    ||  zmq_connect (monitor, "inproc://bench-monitor") != 0
+    ||  zmq_connect (push, endpoint) != 0)
+        return -1;
+    if (strncmp (endpoint, "tcp://", 6) == 0) {
+        zmq_pollitem_t item = { monitor, 0, ZMQ_POLLIN, 0 };
+        unsigned char event [6];
+        if (zmq_poll (&item, 1, 5000) != 1
+        ||  zmq_recv (monitor, event, sizeof event, 0) != (int) sizeof event)
+            return -1;
+        uint32_t fd;
+        memcpy (&fd, event + 2, sizeof fd);
+        char algorithm [32] = "";
+        socklen_t size = sizeof algorithm - 1;
+        if (getsockopt ((int) fd, IPPROTO_TCP, TCP_CONGESTION, algorithm, &size) == 0
+        &&  strcmp (algorithm, "bbr") == 0
+        &&  setsockopt ((int) fd, IPPROTO_TCP, TCP_CONGESTION, "cubic", 5) != 0
+        &&  setsockopt ((int) fd, IPPROTO_TCP, TCP_CONGESTION, "reno", 4) != 0)
+            fprintf (stderr, "bench_allreduce: raw sender keeps bbr: %s\n", strerror (errno));
+    }
+    if (zmq_socket_monitor (push, NULL, 0) != 0)
+        return -1;
+    return zmq_close (monitor);
+}
+
+//  Child 1 sends every message zero-copy from one buffer; ZeroMQ only
+//  reads it, and the buffer lives until the context has sent everything.
+static int
+s_raw_sender (s_raw_run_t *run, s_child_t *child)
+{
+    char endpoint [S_LINE_MAX];
+    if (s_read_line (child->in, endpoint, sizeof endpoint, S_CHILD_WAIT_MS))
+        return S_EXIT_PIPE;
+    size_t largest = 0;
+    for (int s = 0; s < run->nsizes; s++)
+        if (run->sizes [s] > largest)
+            largest = run->sizes [s];
+    char *buffer = aligned_alloc (64, largest);
+    if (!buffer)
+        return S_EXIT_MEMORY;
+    memset (buffer, 1, largest);
+    void *ctx = s_raw_context (run->options);
+    void *push = ctx ? zmq_socket (ctx, ZMQ_PUSH) : NULL;
+    int hwm = 100000;
+    if (!push
+    ||  zmq_setsockopt (push, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0
+    ||  (run->options->system_cc ? zmq_connect (push, endpoint)
+                                 : s_raw_tune (ctx, push, endpoint)) != 0) {
+        fprintf (stderr, "bench_allreduce: raw sender: %s\n", zmq_strerror (errno));
+        return S_EXIT_ZMQ;
+    }
+    for (int s = 0; s < run->nsizes; s++) {
+        int total = (run->blocks + 1) * s_block_messages (run->sizes [s]);
+        for (int m = 0; m < total; m++) {
+            zmq_msg_t msg;
+            if (zmq_msg_init_data (&msg, buffer, run->sizes [s], NULL, NULL) != 0
+            ||  zmq_msg_send (&msg, push, 0) < 0) {
+                fprintf (stderr, "bench_allreduce: raw sender: %s\n", zmq_strerror (errno));
+                return S_EXIT_ZMQ;
+            }
+        }
+    }
+    //  The default linger makes this wait until everything was sent.
+    s_zmq_end (push, ctx);
+    free (buffer);
+    return 0;
+}
+
+static int
+s_raw_child (s_child_t *child, void *arg)
+{
+    return child->index == 0 ? s_raw_receiver (arg, child) : s_raw_sender (arg, child);
+}
+
+static int
+s_raw_rows (const s_options_t *options, const char *transport, const char *dir,
+            size_t chunk)
+{
+    size_t sizes [S_MAX_SIZES];
+    int nsizes = 0;
+    sizes [nsizes++] = chunk;
+    for (size_t s = 0; s < S_SIZES; s++)
+        if (s_sizes [s] != chunk)
+            sizes [nsizes++] = s_sizes [s];
+    s_raw_run_t run = {
+        .options = options, .transport = transport, .dir = dir, .sizes = sizes,
+        .nsizes = nsizes, .blocks = options->quick ? 3 : 15
+    };
+    s_procs_t procs;
+    if (s_spawn (&procs, 2, s_raw_child, &run)) {
+        s_kill_all (&procs);
+        s_reap (&procs, "raw");
+        return -1;
+    }
+    char line [S_LINE_MAX];
+    int rc = s_read_line (procs.from [0], line, sizeof line, S_CHILD_WAIT_MS)
+          || s_write_line (procs.to [1], "%s", line) ? -1 : 0;
+    for (int s = 0; s < nsizes && rc == 0; s++) {
+        if (s_read_line (procs.from [0], line, sizeof line, S_CHILD_WAIT_MS)) {
+            rc = -1;
+            break;
+        }
+        double ms = strtod (line, NULL);
+        char size_name [32];
+        s_size_name (sizes [s], size_name, sizeof size_name);
+        printf ("%-9s  %-5s  %-8s  %10.3f  %10.2f  %10s\n", transport, "raw", size_name, ms,
+                (double) sizes [s] / (ms * 1e6), "-");
+        fflush (stdout);
+    }
+    if (rc)
+        s_kill_all (&procs);
+    if (s_reap (&procs, "raw"))
+        rc = -1;
+    return rc;
+}
+
+//  ---------------------------------------------------------------------
+
+static void
+s_usage (void)
+{
+    fprintf (stderr, "usage: bench_allreduce [--quick] [--chunk BYTES] [--io-threads N] "
+             "[--system-cc]\n");
+}
+
+int
+main (int argc, char **argv)
+{
+    s_options_t options = { .io_threads = 2 };
+    for (int i = 1; i < argc; i++) {
+        if (strcmp (argv [i], "--quick") == 0)
+            options.quick = true;
+        else
+        if (strcmp (argv [i], "--chunk") == 0 && i + 1 < argc)
+            options.chunk = strtoull (argv [++i], NULL, 0);
+        else
+        if (strcmp (argv [i], "--io-threads") == 0 && i + 1 < argc)
+            options.io_threads = atoi (argv [++i]);
+        else
+        if (strcmp (argv [i], "--system-cc") == 0)
+            options.system_cc = true;
+        else {
+            s_usage ();
+            return 2;
+        }
+    }
+    if (options.io_threads < 1) {
+        s_usage ();
+        return 2;
+    }
+    ps_log_init ("bench_allreduce", PS_LOG_WARN);
+    ps_error_t err;
+    if (ps_heap_tune (&err))
+        fprintf (stderr, "bench_allreduce: %s\n", err.msg);
+
+    //  IPC endpoints live in a fresh directory.
+    char dir [] = "/tmp/bench_allreduce-XXXXXX";
+    if (!mkdtemp (dir)) {
+        perror ("mkdtemp");
+        return 1;
+    }
+    size_t chunk = options.chunk ? options.chunk : PS_RING_DEFAULT_CHUNK;
+    printf ("ring all-reduce and raw ZeroMQ PUSH/PULL on loopback; chunk %zu bytes%s; raw rows "
+            "with %d I/O thread%s, %s\n", chunk, options.chunk ? "" : " (the ring's default)",
+            options.io_threads, options.io_threads == 1 ? "" : "s",
+            options.system_cc ? "the system's TCP congestion control" : "BBR switched off as "
+            "in the ring");
+    printf ("%-9s  %-5s  %-8s  %10s  %10s  %10s\n", "transport", "procs", "size", "median ms",
+            "algbw GB/s", "busbw GB/s");
+    int rc = 0;
+    const char *transports [] = { "tcp", "ipc" };
+    for (int t = 0; t < 2 && rc == 0; t++) {
+        for (int n = 2; n <= 3 && rc == 0; n++)
+            rc = s_ring_rows (&options, transports [t], dir, n);
+        if (rc == 0)
+            rc = s_raw_rows (&options, transports [t], dir, chunk);
+    }
+    char path [512];
+    //  ZeroMQ removes the IPC files of the sockets it closes; what a
+    //  broken run left goes here.
+    for (int i = 0; i <= S_MAX_PROCS; i++) {
+        if (i < S_MAX_PROCS)
+            snprintf (path, sizeof path, "%s/ring-%d", dir, i);
+        else
+            snprintf (path, sizeof path, "%s/raw", dir);
+        if (unlink (path) != 0 && errno != ENOENT)
+            perror (path);
+    }
+    if (rmdir (dir) != 0)
+        perror (dir);
+    if (rc)
+        fprintf (stderr, "bench_allreduce: a run broke; see above\n");
+    return rc ? 1 : 0;
+}
