@@ -14,6 +14,7 @@
 #include "ps_log.h"
 #include "ps_mix.h"
 #include "ps_model.h"
+#include "ps_replica.h"
 
 //  The evaluation batch: large enough that per-call overheads vanish, small
 //  enough that the backend's buffers stay a few tens of MiB.
@@ -46,10 +47,25 @@ int
 ps_evaluate (ps_backend_t *backend, const ps_dataset_t *data, int batch,
              float *x, uint8_t *labels, ps_batch_stats_t *stats, ps_error_t *err)
 {
+    return ps_evaluate_range (backend, data, 0, ps_dataset_count (data), batch, x, labels,
+                              stats, err);
+}
+
+int
+ps_evaluate_range (ps_backend_t *backend, const ps_dataset_t *data, size_t first,
+                   size_t count, int batch, float *x, uint8_t *labels, ps_batch_stats_t *stats,
+                   ps_error_t *err)
+{
     memset (stats, 0, sizeof *stats);
-    size_t count = ps_dataset_count (data);
-    for (size_t first = 0; first < count; first += batch) {
-        int n = ps_dataset_slice (data, first, batch, x, labels);
+    size_t end = ps_dataset_count (data);
+    if (first > end)
+        first = end;
+    if (count < end - first)
+        end = first + count;
+    for (size_t at = first; at < end; at += (size_t) batch) {
+        int n = ps_dataset_slice (data, at, (int) (end - at < (size_t) batch ? end - at
+                                                                               : (size_t) batch),
+                                  x, labels);
         ps_batch_stats_t part;
         int rc = ps_backend_forward (backend, x, labels, n, NULL, &part, err);
         if (rc)
@@ -59,55 +75,6 @@ ps_evaluate (ps_backend_t *backend, const ps_dataset_t *data, int batch,
         stats->count += part.count;
     }
     return 0;
-}
-
-//  The optimizer's state for the whole flat parameter vector: its slots,
-//  addressed per variable so that clipping by norm works per variable, as
-//  in Keras.
-typedef struct {
-    const ps_model_t *model;
-    ps_opt_config_t cfg;
-    int slot_count;
-    float *slots [PS_OPT_MAX_SLOTS];
-    uint64_t t;
-} s_optimizer_t;
-
-//  Returns false when the slots cannot be allocated (s_optimizer_fini
-//  frees what was).
-static bool
-s_optimizer_init (s_optimizer_t *self, const ps_model_t *model, const ps_opt_config_t *cfg)
-{
-    memset (self, 0, sizeof *self);
-    self->model = model;
-    self->cfg = *cfg;
-    self->slot_count = ps_opt_slot_count (cfg->kind);
-    size_t n = ps_model_param_count (model);
-    for (int s = 0; s < self->slot_count; s++)
-        if (!(self->slots [s] = ps_floats_alloc (n)))
-            return false;
-    ps_opt_init_slots (cfg, self->slots, n);
-    return true;
-}
-
-static void
-s_optimizer_apply (s_optimizer_t *self, float *params, const float *grads)
-{
-    self->t++;
-    for (int i = 0; i < ps_model_variable_count (self->model); i++) {
-        const ps_variable_t *v = ps_model_variable (self->model, i);
-        float *slots [PS_OPT_MAX_SLOTS];
-        for (int s = 0; s < self->slot_count; s++)
-            slots [s] = self->slots [s] + v->offset;
-        ps_opt_apply (&self->cfg, params + v->offset, grads + v->offset, slots,
-                      v->count, self->t);
-    }
-}
-
-static void
-s_optimizer_fini (s_optimizer_t *self)
-{
-    for (int s = 0; s < self->slot_count; s++)
-        free (self->slots [s]);
 }
 
 static void
@@ -203,10 +170,10 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
     ps_model_t *model = NULL;
     ps_dataset_t *train = NULL, *test = NULL;
     ps_backend_t *backend = NULL;
-    float *params = NULL, *grads = NULL, *x = NULL;
+    ps_replica_t *replica = NULL;
+    float *grads = NULL, *x = NULL;
     uint8_t *labels = NULL;
     FILE *metrics = NULL;
-    s_optimizer_t opt = { 0 };
     ps_error_t local;
     //  The codes below come from err, so it must exist.
     if (!err)
@@ -244,16 +211,21 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
 
     size_t param_count = ps_model_param_count (model);
     size_t input_size = ps_model_input_size (model);
-    params = ps_floats_alloc (param_count);
+    //  The parameters and their optimizer state are a replica, updated by
+    //  the optimizer code a ps-server runs (one update per batch).
+    if (!(replica = ps_replica_new (model, cfg->seed, &cfg->optimizer, err))) {
+        rc = err->code;
+        goto done;
+    }
+    float *params = ps_replica_params (replica);
     grads = ps_floats_alloc (param_count);
     x = ps_floats_alloc ((size_t) max_batch * input_size);
     labels = malloc (max_batch);
-    if (!params || !grads || !x || !labels || !s_optimizer_init (&opt, model, &cfg->optimizer)) {
-        rc = ps_error_set (err, PS_ETOOBIG, "out of memory for the parameters, gradients "
-                           "and optimizer slots of model \"%s\"", ps_model_name (model));
+    if (!grads || !x || !labels) {
+        rc = ps_error_set (err, PS_ETOOBIG, "out of memory for the gradients and a batch of "
+                           "model \"%s\"", ps_model_name (model));
         goto done;
     }
-    ps_model_init_params (model, cfg->seed, params);
     ps_model_summary (model, s_log_line, NULL);
     ps_info ("training on %s: %zu training and %zu test examples, batch %d, %d epochs, "
              "%s lr %g, seed %llu", ps_backend_describe (backend), ps_dataset_count (train),
@@ -282,7 +254,10 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
                                              ps_step_dropout_seed (cfg->seed, step),
                                              grads, &stats, err)))
                 goto done;
-            s_optimizer_apply (&opt, params, grads);
+            //  Batch ids count from 1, as a cluster's steps do.
+            uint64_t id = step + 1;
+            if ((rc = ps_replica_apply (replica, grads, &id, 1, err)))
+                goto done;
             double t1 = ps_clock_ms () / 1e3;
             busy += t1 - t0;
             step++;
@@ -325,8 +300,7 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
 done:
     if (metrics && fclose (metrics) != 0 && rc == 0)
         rc = ps_error_set (err, PS_EIO, "%s: %s", cfg->metrics_path, strerror (errno));
-    s_optimizer_fini (&opt);
-    free (params);
+    ps_replica_destroy (&replica);
     free (grads);
     free (x);
     free (labels);

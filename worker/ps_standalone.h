@@ -78,4 +78,10 @@ uint64_t ps_step_dropout_seed (uint64_t seed, uint64_t step);
 int ps_evaluate (ps_backend_t *backend, const ps_dataset_t *data, int batch,
                  float *x, uint8_t *labels, ps_batch_stats_t *stats, ps_error_t *err);
 
+//  The same over examples [first, first + count) only (clipped to the data
+//  set): one member's share of a mirrored evaluation.
+int ps_evaluate_range (ps_backend_t *backend, const ps_dataset_t *data, size_t first,
+                       size_t count, int batch, float *x, uint8_t *labels,
+                       ps_batch_stats_t *stats, ps_error_t *err);
+
 #endif
