@@ -39,7 +39,8 @@ s_usage (FILE *out)
         "\n"
         "Cluster:\n"
         "  --local             start the servers and workers here, on 127.0.0.1\n"
-        "  --ps N              servers of a local cluster (default 2)\n"
+        "  --ps N              servers of a local cluster (default 2; none in mirrored\n"
+        "                      mode, where every worker holds the variables)\n"
         "  --workers N         workers of a local cluster (default 2)\n"
         "  --evaluator         a local cluster also runs an evaluator task\n"
         "  --no-restart        do not restart local children that die\n"
@@ -52,7 +53,8 @@ s_usage (FILE *out)
         "  --batch N           per worker (default 64)\n"
         "  --optimizer KIND    sgd, momentum, adagrad, adam (default adam)\n"
         "  --lr RATE           (default 0.001)\n"
-        "  --mode MODE         async (default) or mirrored\n"
+        "  --mode MODE         async (default) or mirrored: synchronous, every worker a\n"
+        "                      replica, gradients summed by ring all-reduce\n"
         "  --seed N            (default 1)\n"
         "  --data DIR          (default " PS_DATASET_DEFAULT_DIR ")\n"
         "  --limit N           first N training examples   --test-limit N\n"
@@ -389,11 +391,59 @@ s_start_local (ps_supervisor_t *supervisor, const char *tf_cluster, int nps, int
     return 0;
 }
 
+//  The job: defaults (for nps servers), the file, then the flags; for a
+//  local cluster also its log directory (made here) and default
+//  checkpoints. Returns 0, or -1 after saying what is wrong.
+static int
+s_load_job (ps_job_t *job, int nps, const s_options_t *opt, const s_flag_t *flags, int nflags,
+            char *log_dir, size_t log_len)
+{
+    ps_error_t err;
+    ps_job_default (job, nps);
+    if (opt->job_file && ps_job_load_file (job, opt->job_file, &err)) {
+        fprintf (stderr, "coordinator: %s\n", err.msg);
+        return -1;
+    }
+    for (int f = 0; f < nflags; f++)
+        if (s_apply_flag (job, flags [f].option, flags [f].value))
+            return -1;
+    if (opt->local) {
+        //  The default directories are new for every run, so there would be
+        //  nothing to resume from.
+        if (opt->resume && !opt->log_dir && !*job->checkpoint_dir) {
+            fprintf (stderr, "coordinator: --local --resume needs the --checkpoint-dir (or "
+                     "--log-dir) of the run to resume\n");
+            return -1;
+        }
+        if (opt->log_dir)
+            snprintf (log_dir, log_len, "%s", opt->log_dir);
+        else
+            snprintf (log_dir, log_len, "/tmp/ps-cluster-%d", (int) getpid ());
+        if (mkdir (log_dir, 0755) != 0 && errno != EEXIST) {
+            fprintf (stderr, "coordinator: cannot create %s: %s\n", log_dir, strerror (errno));
+            return -1;
+        }
+        //  Recovering a failed server, or a mirrored ring that lost every
+        //  worker, needs a checkpoint; a local cluster has one by default.
+        if (!*job->checkpoint_dir) {
+            snprintf (job->checkpoint_dir, sizeof job->checkpoint_dir, "%s/checkpoints", log_dir);
+            if (!job->checkpoint_steps && job->checkpoint_seconds <= 0)
+                job->checkpoint_seconds = 30;
+        }
+    }
+    if (ps_job_validate (job, &err)) {
+        fprintf (stderr, "coordinator: %s: %s\n", opt->job_file ? opt->job_file : "job", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
 int
 main (int argc, char *argv [])
 {
     ps_log_init ("coordinator", PS_LOG_INFO);
-    s_options_t opt = { .local_ps = 2, .local_workers = 2, .restart = true };
+    //  local_ps -1: 2 servers, none in mirrored mode.
+    s_options_t opt = { .local_ps = -1, .local_workers = 2, .restart = true };
     s_flag_t *flags = calloc ((size_t) argc + 1, sizeof (s_flag_t));
     if (!flags)
         abort ();
@@ -447,7 +497,7 @@ main (int argc, char *argv [])
     ps_supervisor_t *supervisor = NULL;
     ps_model_t *model = NULL;
     char *tf_cluster = NULL;
-    char **servers = NULL;
+    char **servers = NULL, **workers = NULL;
     const char *roles [3 * S_MAX_TASKS];
     int indices [3 * S_MAX_TASKS];
     char log_dir [PS_JOB_PATH_MAX - 32] = "";
@@ -455,11 +505,29 @@ main (int argc, char *argv [])
     int nps, nworkers, nevaluators;
     int stop_fd = -1;
 
+    ps_coord_config_t config;
+    memset (&config, 0, sizeof config);
     //  The cluster: generated for a local run, else from TF_CONFIG or a file.
+    //  A local cluster's servers depend on the job's mode, so its job is
+    //  read first.
     if (opt.local) {
         if (opt.cluster_file || getenv ("TF_CONFIG"))
             ps_info ("--local: ignoring %s", opt.cluster_file ? "--cluster" : "TF_CONFIG");
-        nps = opt.local_ps;
+        if (s_load_job (&config.job, opt.local_ps < 0 ? 2 : opt.local_ps, &opt, flags, nflags,
+                        log_dir, sizeof log_dir))
+            goto done;
+        bool mirrored = config.job.mode == PS_MODE_MIRRORED;
+        if (mirrored && opt.local_ps > 0) {
+            fprintf (stderr, "coordinator: --ps: mirrored mode uses no servers (every worker "
+                     "holds the variables)\n");
+            goto done;
+        }
+        if (mirrored && opt.local_evaluator) {
+            fprintf (stderr, "coordinator: --evaluator: in mirrored mode the workers evaluate, "
+                     "each a shard of the test set\n");
+            goto done;
+        }
+        nps = opt.local_ps < 0 ? (mirrored ? 0 : 2) : opt.local_ps;
         nworkers = opt.local_workers;
         nevaluators = opt.local_evaluator ? 1 : 0;
         size_t len = 64 + 32 * (size_t) (nps + nworkers + nevaluators + 1);
@@ -527,16 +595,34 @@ main (int argc, char *argv [])
     nps = ps_tfconfig_count (tf, "ps");
     nworkers = ps_tfconfig_count (tf, "worker");
     nevaluators = ps_tfconfig_count (tf, "evaluator");
-    if (nps < 1 || nworkers < 1 || nps > S_MAX_TASKS || nworkers > S_MAX_TASKS
+    //  The job's default partitioner is made for at least one server; a
+    //  cluster without any is refused below unless the job is mirrored.
+    if (!opt.local && s_load_job (&config.job, nps > 0 ? nps : 1, &opt, flags, nflags, log_dir,
+                                  sizeof log_dir))
+        goto done;
+    bool mirrored = config.job.mode == PS_MODE_MIRRORED;
+    if ((nps < 1 && !mirrored) || nworkers < 1 || nps > S_MAX_TASKS || nworkers > S_MAX_TASKS
     ||  nevaluators > 1) {
         fprintf (stderr, "coordinator: %s: the cluster has %d ps, %d worker and %d evaluator "
-                 "tasks; expected 1..%d ps, 1..%d workers and at most 1 evaluator\n", source,
-                 nps, nworkers, nevaluators, S_MAX_TASKS, S_MAX_TASKS);
+                 "tasks; expected %s..%d ps, 1..%d workers and at most 1 evaluator\n", source,
+                 nps, nworkers, nevaluators, mirrored ? "0" : "1", S_MAX_TASKS, S_MAX_TASKS);
         goto done;
     }
-    servers = calloc ((size_t) nps, sizeof (char *));
-    if (!servers)
+    servers = calloc ((size_t) nps + 1, sizeof (char *));
+    workers = calloc ((size_t) nworkers, sizeof (char *));
+    if (!servers || !workers)
         abort ();
+    //  A mirrored ring's members reach each other on their cluster
+    //  addresses.
+    for (int w = 0; w < nworkers; w++) {
+        char endpoint [300];
+        if (ps_tfconfig_connect_endpoint (tf, "worker", w, endpoint, sizeof endpoint, &err)) {
+            fprintf (stderr, "coordinator: %s: %s\n", source, err.msg);
+            goto done;
+        }
+        if (!(workers [w] = strdup (endpoint)))
+            abort ();
+    }
     for (int s = 0; s < nps; s++) {
         char endpoint [300];
         if (ps_tfconfig_connect_endpoint (tf, "ps", s, endpoint, sizeof endpoint, &err)) {
@@ -547,51 +633,6 @@ main (int argc, char *argv [])
             abort ();
     }
 
-    //  The job: defaults, the file, then the flags.
-    ps_coord_config_t config;
-    memset (&config, 0, sizeof config);
-    ps_job_default (&config.job, nps);
-    if (opt.job_file && ps_job_load_file (&config.job, opt.job_file, &err)) {
-        fprintf (stderr, "coordinator: %s\n", err.msg);
-        goto done;
-    }
-    for (int f = 0; f < nflags; f++)
-        if (s_apply_flag (&config.job, flags [f].option, flags [f].value))
-            goto done;
-    if (opt.local) {
-        //  The default directories are new for every run, so there would be
-        //  nothing to resume from.
-        if (opt.resume && !opt.log_dir && !*config.job.checkpoint_dir) {
-            fprintf (stderr, "coordinator: --local --resume needs the --checkpoint-dir (or "
-                     "--log-dir) of the run to resume\n");
-            goto done;
-        }
-        if (opt.log_dir)
-            snprintf (log_dir, sizeof log_dir, "%s", opt.log_dir);
-        else
-            snprintf (log_dir, sizeof log_dir, "/tmp/ps-cluster-%d", (int) getpid ());
-        if (mkdir (log_dir, 0755) != 0 && errno != EEXIST) {
-            fprintf (stderr, "coordinator: cannot create %s: %s\n", log_dir, strerror (errno));
-            goto done;
-        }
-        //  Recovering a failed server needs a checkpoint; a local cluster
-        //  has one by default.
-        if (!*config.job.checkpoint_dir) {
-            snprintf (config.job.checkpoint_dir, sizeof config.job.checkpoint_dir,
-                      "%s/checkpoints", log_dir);
-            if (!config.job.checkpoint_steps && config.job.checkpoint_seconds <= 0)
-                config.job.checkpoint_seconds = 30;
-        }
-    }
-    if (ps_job_validate (&config.job, &err)) {
-        fprintf (stderr, "coordinator: %s: %s\n", opt.job_file ? opt.job_file : "job", err.msg);
-        goto done;
-    }
-    if (config.job.mode == PS_MODE_MIRRORED) {
-        fprintf (stderr, "coordinator: mode \"mirrored\" is not available in this version; "
-                 "use \"async\"\n");
-        goto done;
-    }
     if (!(model = s_load_model (&config.job, &config.train_count)))
         goto done;
     config.model = model;
@@ -620,6 +661,7 @@ main (int argc, char *argv [])
     config.nworkers = nworkers;
     config.nevaluators = nevaluators;
     config.servers = (const char *const *) servers;
+    config.workers = (const char *const *) workers;
     config.metrics_path = opt.metrics;
     config.resume = opt.resume;
     config.progress_tty = isatty (STDERR_FILENO);
@@ -642,6 +684,10 @@ done:
         for (int s = 0; s < nps; s++)
             free (servers [s]);
     free (servers);
+    if (workers)
+        for (int w = 0; w < nworkers; w++)
+            free (workers [w]);
+    free (workers);
     free (tf_cluster);
     ps_tfconfig_destroy (&tf);
     free (flags);

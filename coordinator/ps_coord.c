@@ -35,14 +35,21 @@
 #include "ps_msg.h"
 #include "ps_partitioner.h"
 #include "ps_plan.h"
+#include "ps_reshard.h"
 #include "ps_schedule.h"
 #include "ps_schema.h"
+#include "ps_snapshot.h"
 
 #define S_MAX_ROUTING_ID 128
 //  How long a waiting worker sleeps before it asks again.
 #define S_WAIT_MS        20
 //  How often the terminal progress line is redrawn.
 #define S_TTY_MS         500
+//  Mirrored mode: how long a worker's request is held at most before it is
+//  answered "wait" (a worker asks again after 10 s without an answer), and
+//  how many ring formations in a row may fail before the run gives up.
+#define S_HOLD_MS        4000
+#define S_MAX_FORM_FAILURES 8
 
 typedef enum {
     S_WAIT_SERVERS,             //  not every server has registered yet
@@ -53,6 +60,16 @@ typedef enum {
 } s_state_t;
 
 typedef enum { S_PS, S_WORKER, S_EVALUATOR, S_ROLES } s_role_t;
+
+//  Mirrored mode: what the ring is doing. Every member holds work of the
+//  phase until it reports; then the coordinator decides the next phase.
+typedef enum {
+    M_IDLE,                     //  every member's request is held, nothing in hand
+    M_FORM,                     //  joining a ring (and taking over the root's replica)
+    M_STEP,                     //  one synchronous global step
+    M_EVAL,                     //  each member evaluates its shard of the test set
+    M_SAVE,                     //  the first member writes the replica for a checkpoint
+} m_phase_t;
 
 static const char *s_role_names [S_ROLES] = { "ps", "worker", "evaluator" };
 
@@ -66,6 +83,22 @@ typedef struct {
     double last_seen;
     uint64_t pid;
     uint64_t steps;             //  train reports accepted
+
+    //  Mirrored mode.
+    bool held;                  //  its work_request waits for the ring to go on
+    uint64_t held_id;
+    double held_ms;
+    bool busy;                  //  holds work of the current phase
+    bool ok;                    //  its part of the current phase succeeded
+    bool in_ring;               //  a member of the current ring
+    bool current;               //  its replica is the run's, at `committed` updates
+    uint64_t updates;           //  its replica's update count, as last reported
+    uint64_t checksum;          //  of its replica, at the last evaluation
+    uint64_t batch;             //  its batch in the global step in hand (0: none)
+    double loss;                //  that batch's report, counted once the step commits
+    uint64_t correct, count;
+    double compute_ms, comm_ms;
+    uint64_t recorded, duplicates;  //  its replica's ledger count and refused updates
 } s_peer_t;
 
 typedef struct {
@@ -141,6 +174,30 @@ typedef struct {
     double next_heartbeat_ms;
     double wait_log_ms;
     double stop_deadline_ms;
+
+    //  Mirrored mode: the ring, the global step in hand, the state to load.
+    bool mirrored;
+    m_phase_t phase;
+    bool need_ring;             //  the membership changed: form the ring again
+    int ring_n;
+    int *ring;                  //  the worker index of each rank
+    uint64_t committed;         //  updates every current replica has applied
+    uint64_t *g_steps;          //  the batches of the global step in hand
+    int *g_owner;               //  and the worker that has each
+    int g_n;
+    bool g_active;
+    bool load_pending;          //  the next ring's root loads load_dir first
+    char load_dir [PS_JOB_PATH_MAX + 64];
+    int form_failures;
+    uint64_t order;             //  the current phase's number, echoed by its reports
+    int ckpt_failures;          //  checkpoints failed since the last good one
+    bool ckpt_force;            //  the first checkpoint is due at once
+    char save_tmp [PS_JOB_PATH_MAX + 64];
+    uint64_t save_step;
+    double save_t0;
+    double ev_loss;             //  the evaluation's sums over the shards
+    uint64_t ev_correct, ev_count;
+    uint64_t replica_checks, replica_mismatches, replica_checksum;
 } s_coord_t;
 
 //  ---------------------------------------------------------------------
@@ -342,6 +399,10 @@ s_requeue_eval (s_coord_t *self)
     }
 }
 
+//  Mirrored mode's part of failures and requests (see "Mirrored mode").
+static void m_worker_failed (s_coord_t *self, s_peer_t *peer);
+static void m_on_request (s_coord_t *self, s_peer_t *peer, uint64_t id);
+
 static void
 s_worker_failed (s_coord_t *self, s_role_t role, int index, const char *reason)
 {
@@ -349,8 +410,12 @@ s_worker_failed (s_coord_t *self, s_role_t role, int index, const char *reason)
     if (!peer->alive)
         return;
     peer->alive = false;
-    size_t released = role == S_WORKER && self->schedule
+    //  In mirrored mode the ring decides what becomes of the global step
+    //  the worker had a batch of (m_resolve_step).
+    size_t released = role == S_WORKER && self->schedule && !self->mirrored
                     ? ps_schedule_release_worker (self->schedule, index) : 0;
+    if (self->mirrored && role == S_WORKER)
+        m_worker_failed (self, peer);
     if (self->eval_busy && self->eval_role == role && self->eval_index == index)
         s_requeue_eval (self);
     if (role == S_WORKER)
@@ -369,7 +434,8 @@ s_server_failed (s_coord_t *self, int index, const char *reason)
 {
     s_peer_t *peer = &self->peers [S_PS][index];
     peer->alive = false;
-    if (self->state == S_WAIT_SERVERS || self->state == S_STOPPING)
+    //  A mirrored run keeps no variables on servers.
+    if (self->state == S_WAIT_SERVERS || self->state == S_STOPPING || self->mirrored)
         return;
     s_tty_clear (self);
     ps_warn ("ps:%d failed (%s)%s", index, reason,
@@ -448,24 +514,21 @@ s_done_set_json (s_coord_t *self, json_t **done, json_t **cursor, ps_error_t *er
     return 0;
 }
 
+//  Finish the checkpoint of step begun at t0 in tmp, whose snapshot files
+//  are written (rc 0) or failed (rc and *err say why): write the manifest
+//  and commit, or report the failure and retry later. Takes files.
 static int
-s_take_checkpoint (s_coord_t *self)
+s_finish_checkpoint (s_coord_t *self, uint64_t step, const char *tmp, ps_snap_file_t *files,
+                     size_t nfiles, int rc, ps_error_t *err_in, double t0)
 {
     const char *root = self->job->checkpoint_dir;
-    uint64_t step = ps_schedule_done_count (self->schedule);
-    double t0 = ps_clock_ms ();
-    char tmp [PS_JOB_PATH_MAX + 64], dir [PS_JOB_PATH_MAX + 64];
-    ps_snap_file_t *files = NULL;
-    size_t nfiles = 0;
-    ps_error_t err;
-    int rc = ps_checkpoint_begin (root, step, tmp, sizeof tmp, &err);
-    if (rc == 0)
-        rc = ps_client_snapshot (self->client, tmp, &files, &nfiles, &err);
+    char dir [PS_JOB_PATH_MAX + 64];
+    ps_error_t err = *err_in;
     size_t expected = 0;
     for (int v = 0; v < self->plan.nvars; v++)
         expected += (size_t) self->plan.vars [v].nparts;
     if (rc == 0 && nfiles != expected)
-        rc = ps_error_set (&err, PS_ESHAPE, "the servers wrote %zu snapshot files for %zu "
+        rc = ps_error_set (&err, PS_ESHAPE, "%zu snapshot files were written for %zu "
                            "partitions", nfiles, expected);
     json_t *done = NULL, *cursor = NULL;
     if (rc == 0)
@@ -489,6 +552,13 @@ s_take_checkpoint (s_coord_t *self)
         json_object_set_new (manifest, "total_steps", json_integer ((json_int_t) self->total));
         json_object_set_new (manifest, "job", json_incref (self->job_json));
         json_object_set_new (manifest, "layout", json_incref (self->layout));
+        if (self->mirrored) {
+            //  Written by the ring's first member; "updates" is the
+            //  replicas' update count, which a mirrored resume goes on from.
+            json_object_set_new (manifest, "updates", json_integer ((json_int_t) self->committed));
+            json_object_set_new (manifest, "writer", json_pack ("{s:s, s:i}", "role", "worker",
+                                                                "task", self->ring [0]));
+        }
         rc = ps_checkpoint_commit (root, step, tmp, manifest, files, nfiles,
                                    self->job->checkpoint_keep, dir, sizeof dir, &err);
         json_decref (manifest);
@@ -506,6 +576,7 @@ s_take_checkpoint (s_coord_t *self)
         //  Try again after a while rather than at once; the step count of
         //  the last good checkpoint stays, so the final one is still taken.
         self->ckpt_retry_ms = now + 5000;
+        self->ckpt_failures++;
         self->pause_ms = 0;
         return rc;
     }
@@ -517,33 +588,86 @@ s_take_checkpoint (s_coord_t *self)
                         "files", (json_int_t) nfiles, "bytes", (json_int_t) bytes,
                         "write_ms", now - t0, "pause_ms", pause));
     self->checkpoints++;
+    self->ckpt_failures = 0;
     self->ckpt_ms = now;
     self->ckpt_done = step;
     self->pause_ms = 0;
     return 0;
 }
 
-//  Restore every server from the newest valid checkpoint and rewind the
-//  schedule to it. Returns PS_ENOTFOUND when there is none.
+//  Async mode: every server snapshots its partitions, then the manifest.
 static int
-s_restore (s_coord_t *self, const char *why)
+s_take_checkpoint (s_coord_t *self)
 {
-    char dir [PS_JOB_PATH_MAX + 64];
-    json_t *manifest = NULL;
+    uint64_t step = ps_schedule_done_count (self->schedule);
+    double t0 = ps_clock_ms ();
+    char tmp [PS_JOB_PATH_MAX + 64];
+    ps_snap_file_t *files = NULL;
+    size_t nfiles = 0;
     ps_error_t err;
-    int rc = ps_checkpoint_latest (self->job->checkpoint_dir, dir, sizeof dir, &manifest, &err);
+    int rc = ps_checkpoint_begin (self->job->checkpoint_dir, step, tmp, sizeof tmp, &err);
+    if (rc == 0)
+        rc = ps_client_snapshot (self->client, tmp, &files, &nfiles, &err);
+    return s_finish_checkpoint (self, step, tmp, files, nfiles, rc, &err, t0);
+}
+
+//  Whether a checkpoint's layout holds this job's variables (the same
+//  names and shapes, in order), however they were partitioned.
+static bool
+s_same_variables (const json_t *a, const json_t *b)
+{
+    if (!json_is_array (a) || !json_is_array (b) || json_array_size (a) != json_array_size (b))
+        return false;
+    for (size_t i = 0; i < json_array_size (a); i++) {
+        const json_t *x = json_array_get (a, i), *y = json_array_get (b, i);
+        if (!json_equal (json_object_get (x, "var"), json_object_get (y, "var"))
+        ||  !json_equal (json_object_get (x, "shape"), json_object_get (y, "shape")))
+            return false;
+    }
+    return true;
+}
+
+//  A verified manifest's done set: the watermark and the steps done above
+//  it (*above: free it).
+static void
+s_done_set_read (const json_t *manifest, uint64_t *watermark, uint64_t **above, size_t *count)
+{
+    json_t *done = json_object_get (manifest, "done");
+    json_t *list = json_object_get (done, "above");
+    *count = json_array_size (list);
+    *above = calloc (*count ? *count : 1, sizeof (uint64_t));
+    if (!*above)
+        abort ();
+    for (size_t i = 0; i < *count; i++)
+        (*above) [i] = (uint64_t) json_integer_value (json_array_get (list, i));
+    *watermark = (uint64_t) json_integer_value (json_object_get (done, "watermark"));
+}
+
+//  Open the newest valid checkpoint for this job. It must come from a job
+//  with the same variables and data order; when it lays the variables out
+//  otherwise than this run (the other mode, another placement), it is
+//  re-partitioned into the scratch directory <root>/reshard.tmp, which is
+//  then what to load. dir receives the checkpoint, src the directory to
+//  load from, *manifest the manifest. Returns 0, PS_ENOTFOUND when there
+//  is none, or another code after failing the run.
+static int
+s_checkpoint_open (s_coord_t *self, char *dir, char *src, size_t len, json_t **manifest)
+{
+    ps_error_t err;
+    *manifest = NULL;
+    int rc = ps_checkpoint_latest (self->job->checkpoint_dir, dir, len, manifest, &err);
     if (rc) {
         if (rc != PS_ENOTFOUND)
             s_fail (self, rc, "%s", err.msg);
-        json_decref (manifest);
+        json_decref (*manifest);
+        *manifest = NULL;
         return rc;
     }
-    //  The checkpoint must hold the partitions this job places where it
-    //  places them, and must come from the same data order.
     const char *mismatch = NULL;
-    json_t *job = json_object_get (manifest, "job");
-    if (!json_equal (json_object_get (manifest, "layout"), self->layout))
-        mismatch = "layout (the model's variables, the partitioner or the number of servers)";
+    json_t *job = json_object_get (*manifest, "job");
+    json_t *layout = json_object_get (*manifest, "layout");
+    if (!s_same_variables (layout, self->layout))
+        mismatch = "model (the variables' names or shapes)";
     else
     if (json_integer_value (json_object_get (job, "batch_size")) != self->job->batch_size)
         mismatch = "batch_size";
@@ -557,21 +681,64 @@ s_restore (s_coord_t *self, const char *why)
     if (mismatch) {
         s_fail (self, PS_EINVAL, "checkpoint %s was written by a job with another %s; use "
                 "another checkpoint directory or the same job", dir, mismatch);
-        json_decref (manifest);
+        json_decref (*manifest);
+        *manifest = NULL;
         return PS_EINVAL;
     }
-    json_t *done = json_object_get (manifest, "done");
-    json_t *above_json = json_object_get (done, "above");
-    size_t count = json_array_size (above_json);
-    uint64_t *above = calloc (count ? count : 1, sizeof (uint64_t));
-    if (!above)
+    if (json_equal (layout, self->layout)) {
+        snprintf (src, len, "%s", dir);
+        return 0;
+    }
+    //  Written in the other mode, or with another placement: the same
+    //  values and optimizer state, cut into this run's partitions.
+    int nvars = self->plan.nvars;
+    ps_reshard_var_t *vars = calloc ((size_t) nvars, sizeof *vars);
+    if (!vars)
         abort ();
-    for (size_t i = 0; i < count; i++)
-        above [i] = (uint64_t) json_integer_value (json_array_get (above_json, i));
-    uint64_t watermark = (uint64_t) json_integer_value (json_object_get (done, "watermark"));
+    for (int v = 0; v < nvars; v++) {
+        const ps_plan_var_t *var = &self->plan.vars [v];
+        vars [v] = (ps_reshard_var_t) { .var = var->var, .shape = var->shape,
+                                        .nparts = var->nparts, .splits = var->splits,
+                                        .servers = var->servers };
+    }
+    ps_snap_file_t *files = NULL;
+    size_t nfiles = 0;
+    double t0 = ps_clock_ms ();
+    rc = ps_checkpoint_scratch (self->job->checkpoint_dir, "reshard.tmp", src, len, &err);
+    if (rc == 0)
+        rc = ps_reshard (dir, vars, nvars, src, &files, &nfiles, &err);
+    free (vars);
+    free (files);
+    if (rc) {
+        s_fail (self, rc, "re-partitioning checkpoint %s for this run: %s", dir, err.msg);
+        json_decref (*manifest);
+        *manifest = NULL;
+        return rc;
+    }
+    const char *mode = json_string_value (json_object_get (*manifest, "mode"));
+    ps_info ("checkpoint %s (%s mode) re-partitioned for this %s run into %s (%zu files, "
+             "%.0f ms)", dir, mode ? mode : "async", ps_mode_name (self->job->mode), src, nfiles,
+             ps_clock_ms () - t0);
+    return 0;
+}
+
+//  Restore every server from the newest valid checkpoint and rewind the
+//  schedule to it. Returns PS_ENOTFOUND when there is none.
+static int
+s_restore (s_coord_t *self, const char *why)
+{
+    char dir [PS_JOB_PATH_MAX + 64], src [PS_JOB_PATH_MAX + 64];
+    json_t *manifest = NULL;
+    ps_error_t err;
+    int rc = s_checkpoint_open (self, dir, src, sizeof dir, &manifest);
+    if (rc)
+        return rc;
+    uint64_t watermark, *above;
+    size_t count;
+    s_done_set_read (manifest, &watermark, &above, &count);
     uint64_t before = ps_schedule_done_count (self->schedule);
     double t0 = ps_clock_ms ();
-    rc = ps_client_restore (self->client, dir, &err);
+    rc = ps_client_restore (self->client, src, &err);
     if (rc && self->state == S_RECOVER
     &&  (rc == PS_ETIMEDOUT || rc == PS_EIO || rc == PS_EREMOTE)) {
         //  Another server failed meanwhile, or is not serving yet: stay
@@ -628,6 +795,28 @@ s_restore (s_coord_t *self, const char *why)
 //  ---------------------------------------------------------------------
 //  Start-up
 
+//  Resume from the newest checkpoint when the job has a checkpoint
+//  directory, with load (s_restore, or mirrored mode's m_prepare_load).
+//  Returns 0 when one was loaded, PS_ENOTFOUND when there is none and
+//  --resume did not ask for one, or -1 after failing the run.
+static int
+s_resume (s_coord_t *self, int (*load) (s_coord_t *, const char *))
+{
+    int rc = PS_ENOTFOUND;
+    if (*self->job->checkpoint_dir) {
+        rc = load (self, self->cfg->resume ? "resuming" : "resuming the run found in the "
+                   "checkpoint directory");
+        if (self->rc)
+            return -1;
+    }
+    if (rc == PS_ENOTFOUND && self->cfg->resume) {
+        s_fail (self, PS_ENOTFOUND, "--resume: no valid checkpoint in \"%s\"",
+                *self->job->checkpoint_dir ? self->job->checkpoint_dir : "(no checkpoint.dir)");
+        return -1;
+    }
+    return rc;
+}
+
 static int
 s_setup (s_coord_t *self)
 {
@@ -653,18 +842,9 @@ s_setup (s_coord_t *self)
         s_fail (self, err.code, "%s", err.msg);
         return -1;
     }
-    int rc = PS_ENOTFOUND;
-    if (*self->job->checkpoint_dir) {
-        rc = s_restore (self, self->cfg->resume ? "resuming" : "resuming the run found in "
-                        "the checkpoint directory");
-        if (self->rc)
-            return -1;
-    }
-    if (rc == PS_ENOTFOUND && self->cfg->resume) {
-        s_fail (self, PS_ENOTFOUND, "--resume: no valid checkpoint in \"%s\"",
-                *self->job->checkpoint_dir ? self->job->checkpoint_dir : "(no checkpoint.dir)");
+    int rc = s_resume (self, s_restore);
+    if (rc < 0 && rc != PS_ENOTFOUND)
         return -1;
-    }
     if (rc == PS_ENOTFOUND) {
         //  Servers keep partitions that exist already (create is
         //  idempotent), so a coordinator restarted without checkpoints goes
@@ -756,6 +936,11 @@ s_on_register (s_coord_t *self, const char *id, size_t id_len)
         else
             s_worker_failed (self, role, (int) index, "restarted: a new incarnation registered");
     }
+    //  A new process holds a fresh replica, if any.
+    if (restarted) {
+        peer->updates = 0;
+        peer->held = peer->busy = peer->current = false;
+    }
     bool was_alive = peer->alive;
     peer->known = true;
     peer->alive = true;
@@ -789,6 +974,9 @@ s_on_register (s_coord_t *self, const char *id, size_t id_len)
     s_send (self, peer, NULL, 0);
 }
 
+static void s_eval_result (s_coord_t *self, double loss, uint64_t correct, uint64_t count,
+                           const char *role, int task);
+
 static void
 s_on_eval_report (s_coord_t *self, s_role_t role, int index, const msgpack_object *report,
                   bool done)
@@ -801,19 +989,29 @@ s_on_eval_report (s_coord_t *self, s_role_t role, int index, const msgpack_objec
         return;
     }
     self->eval_busy = false;
-    uint64_t count = ps_obj_get (report, "count")->via.u64;
+    s_eval_result (self, ps_obj_double (ps_obj_get (report, "loss")),
+                   ps_obj_get (report, "correct")->via.u64, ps_obj_get (report, "count")->via.u64,
+                   s_role_names [role], index);
+}
+
+//  An evaluation's result (summed loss, correct predictions, examples),
+//  computed by task `task` of role (a mirrored ring's evaluation: role
+//  "ring", task its size).
+static void
+s_eval_result (s_coord_t *self, double loss, uint64_t correct, uint64_t count, const char *role,
+               int task)
+{
     if (count == 0)
         return;
-    self->test_loss = ps_obj_double (ps_obj_get (report, "loss")) / count;
-    self->test_accuracy = (double) ps_obj_get (report, "correct")->via.u64 / count;
+    self->test_loss = loss / count;
+    self->test_accuracy = (double) correct / count;
     self->have_eval = true;
     self->last_eval_step = self->eval_busy_step;
     double now = ps_clock_ms ();
     s_tty_clear (self);
     ps_info ("evaluation after epoch %" PRIu64 " (step %" PRIu64 "): test loss %.4f, test "
              "accuracy %.4f (%s:%d, %.0f ms)", self->eval_busy_epoch, self->eval_busy_step,
-             self->test_loss, self->test_accuracy, s_role_names [role], index,
-             now - self->eval_sent_ms);
+             self->test_loss, self->test_accuracy, role, task, now - self->eval_sent_ms);
     s_event (self, "eval",
              json_pack ("{s:I, s:I, s:f, s:f, s:I, s:f, s:f, s:s, s:i}",
                         "epoch", (json_int_t) self->eval_busy_epoch,
@@ -822,9 +1020,10 @@ s_on_eval_report (s_coord_t *self, s_role_t role, int index, const msgpack_objec
                         "test_accuracy", self->test_accuracy,
                         "count", (json_int_t) count,
                         "params_at_s", (self->eval_sent_ms - self->start_ms) / 1e3,
-                        "eval_ms", now - self->eval_sent_ms,
-                        "role", s_role_names [role], "task", index));
+                        "eval_ms", now - self->eval_sent_ms, "role", role, "task", task));
 }
+
+static void s_after_complete (s_coord_t *self, uint64_t step);
 
 static void
 s_on_train_report (s_coord_t *self, s_peer_t *peer, int index, const msgpack_object *report,
@@ -852,6 +1051,13 @@ s_on_train_report (s_coord_t *self, s_peer_t *peer, int index, const msgpack_obj
     self->w_compute_ms += ps_obj_double (ps_obj_get (report, "compute_ms"));
     self->w_comm_ms += ps_obj_double (ps_obj_get (report, "comm_ms"));
     self->w_duplicates += ps_obj_get (report, "duplicates")->via.u64;
+    s_after_complete (self, step);
+}
+
+//  A step just completed: the end of an epoch and evaluations due.
+static void
+s_after_complete (s_coord_t *self, uint64_t step)
+{
     uint64_t epoch, batch;
     ps_schedule_locate (self->schedule, step, &epoch, &batch);
     if (ps_schedule_epoch_done (self->schedule, epoch)) {
@@ -878,6 +1084,19 @@ s_on_work_request (s_coord_t *self, s_peer_t *peer, s_role_t role, int index)
         size_t nenvelope = ps_msg_envelope (self->msg, &envelope);
         ps_msg_send_error (self->router, envelope, nenvelope, id, PS_EINVAL,
                            "work_request from a ps task", NULL);
+        return;
+    }
+    if (self->mirrored) {
+        if (role == S_WORKER)
+            m_on_request (self, peer, id);
+        else {
+            //  An evaluator has no part in a mirrored run: the ring
+            //  evaluates, each member a shard.
+            if (!peer->stopped)
+                ps_info ("evaluator:%d is not used in mirrored mode; telling it to stop", index);
+            peer->stopped = true;
+            s_reply_work (self, peer, id, "stop", 0, 0, 0, 0);
+        }
         return;
     }
     const msgpack_object *reports = ps_obj_get (h, "reports");
@@ -968,6 +1187,13 @@ s_handle_message (s_coord_t *self)
         ps_info ("%s:%d is back", s_role_names [role], index);
         s_event (self, "rejoined", json_pack ("{s:s, s:i}", "role", s_role_names [role],
                                               "task", index));
+        //  A member that was stopped may still wait in a collective of a
+        //  ring formed without it since: end that at once.
+        if (self->mirrored && role == S_WORKER) {
+            ps_writer_reset (&self->writer, "abort", ++self->next_id, 1);
+            ps_pack_uint (&self->writer.pk, "generation", self->generation);
+            s_send (self, peer, NULL, 0);
+        }
     }
     if (strcmp (type, "heartbeat") == 0)
         return;
@@ -979,6 +1205,658 @@ s_handle_message (s_coord_t *self)
     snprintf (message, sizeof message, "the coordinator does not serve \"%s\"", type);
     ps_msg_send_error (self->router, envelope, nenvelope, ps_msg_id (self->msg), PS_EINVAL,
                        message, NULL);
+}
+
+//  ---------------------------------------------------------------------
+//  Mirrored mode
+//
+//  Every worker holds a replica and the coordinator moves the whole ring
+//  from one phase to the next: it holds each member's work_request until
+//  every member has asked, then answers them all with the next phase's
+//  work (join a ring, run a global step, evaluate a shard, save the
+//  replica). A global step hands each member one batch of the schedule,
+//  so the schedule counts batches exactly as in async mode and a
+//  checkpoint's done set means the same in both modes.
+//
+//  When a member dies the members still in the phase are told to abort,
+//  and once every live worker is held again the ring is formed anew. A
+//  global step cut short counts if any survivor completed it (the
+//  all-reduce gave every member that finished the same sum, and a
+//  survivor that finished applied it), and goes back to the queue
+//  otherwise. The root of the new ring is a survivor whose replica is at
+//  the committed count; every other member (a survivor that fell behind,
+//  a worker that joins or comes back) takes over its replica. With no
+//  such survivor, the root loads the newest checkpoint.
+
+static void s_finish (s_coord_t *self, double now);
+static bool s_checkpoint_due (s_coord_t *self, double now);
+
+//  Start an answer of kind to peer's held request with the base fields of
+//  "work" and room for extra more; m_send sends it.
+static msgpack_packer *
+m_begin (s_coord_t *self, s_peer_t *peer, const char *kind, uint64_t step, size_t extra)
+{
+    uint64_t epoch = 0, batch = 0;
+    if (step && self->schedule && strcmp (kind, "train") == 0)
+        ps_schedule_locate (self->schedule, step, &epoch, &batch);
+    ps_writer_reset (&self->writer, "work", peer->held_id, 7 + extra);
+    msgpack_packer *pk = &self->writer.pk;
+    ps_pack_key (pk, "kind");
+    ps_pack_str (pk, kind);
+    ps_pack_uint (pk, "step", step);
+    ps_pack_uint (pk, "epoch", epoch);
+    ps_pack_uint (pk, "batch", batch);
+    ps_pack_uint (pk, "generation", self->generation);
+    ps_pack_uint (pk, "wait_ms", 0);
+    ps_pack_uint (pk, "order", self->order);
+    return pk;
+}
+
+static void
+m_send (s_coord_t *self, s_peer_t *peer, bool work)
+{
+    s_send (self, peer, NULL, 0);
+    peer->held = false;
+    peer->busy = work;
+    peer->ok = false;
+}
+
+//  Tell the live members still busy in the current phase to abandon it.
+static void
+m_abort (s_coord_t *self)
+{
+    for (int r = 0; r < self->ring_n; r++) {
+        s_peer_t *peer = &self->peers [S_WORKER][self->ring [r]];
+        if (!peer->alive || !peer->busy)
+            continue;
+        ps_writer_reset (&self->writer, "abort", ++self->next_id, 1);
+        ps_pack_uint (&self->writer.pk, "generation", self->generation);
+        s_send (self, peer, NULL, 0);
+    }
+}
+
+//  A worker failed (s_worker_failed): the ring must be formed again.
+static void
+m_worker_failed (s_coord_t *self, s_peer_t *peer)
+{
+    bool member = peer->in_ring || peer->busy;
+    peer->held = peer->busy = peer->ok = false;
+    peer->in_ring = peer->current = false;
+    if (member) {
+        self->need_ring = true;
+        m_abort (self);
+    }
+}
+
+static void
+m_stop_all (s_coord_t *self)
+{
+    for (int w = 0; w < self->npeers [S_WORKER]; w++) {
+        s_peer_t *peer = &self->peers [S_WORKER][w];
+        if (peer->alive && peer->held) {
+            m_begin (self, peer, "stop", 0, 0);
+            m_send (self, peer, false);
+            peer->stopped = true;
+        }
+    }
+}
+
+//  Prepare the ring's next formation to load the newest checkpoint (at
+//  start, or when no replica of the run survived): rewind the schedule to
+//  it. Returns 0, PS_ENOTFOUND, or another code after failing the run.
+static int
+m_prepare_load (s_coord_t *self, const char *why)
+{
+    char dir [PS_JOB_PATH_MAX + 64];
+    json_t *manifest;
+    int rc = s_checkpoint_open (self, dir, self->load_dir, sizeof dir, &manifest);
+    if (rc)
+        return rc;
+    uint64_t watermark, *above;
+    size_t count;
+    s_done_set_read (manifest, &watermark, &above, &count);
+    uint64_t before = ps_schedule_done_count (self->schedule);
+    ps_error_t err;
+    rc = ps_schedule_restore (self->schedule, watermark, above, count, &err);
+    free (above);
+    json_decref (manifest);
+    if (rc) {
+        s_fail (self, rc, "restoring from %s: %s", dir, err.msg);
+        return rc;
+    }
+    uint64_t after = ps_schedule_done_count (self->schedule);
+    self->g_active = false;
+    self->load_pending = true;
+    self->need_ring = true;
+    for (int w = 0; w < self->npeers [S_WORKER]; w++)
+        self->peers [S_WORKER][w].current = false;
+    if (self->eval_pending && self->eval_step > after)
+        self->eval_pending = false;
+    if (self->have_eval && self->last_eval_step > after)
+        self->have_eval = false;
+    self->ckpt_done = after;
+    self->ckpt_ms = ps_clock_ms ();
+    s_tty_clear (self);
+    ps_info ("%s: the ring will load %s (step %" PRIu64 "); %" PRIu64 " step%s to train "
+             "again", why, dir, after, before > after ? before - after : 0,
+             before - after == 1 ? "" : "s");
+    s_event (self, "recovered",
+             json_pack ("{s:s, s:s, s:I, s:I}", "reason", why, "checkpoint", dir,
+                        "step", (json_int_t) after, "steps_lost",
+                        (json_int_t) (before > after ? before - after : 0)));
+    return 0;
+}
+
+//  The examples in batch `step`: the last batch of an epoch may be short.
+static uint64_t
+m_batch_examples (s_coord_t *self, uint64_t step)
+{
+    uint64_t epoch, batch, size = (uint64_t) self->job->batch_size;
+    ps_schedule_locate (self->schedule, step, &epoch, &batch);
+    uint64_t first = batch * size;
+    return first + size <= self->cfg->train_count ? size : self->cfg->train_count - first;
+}
+
+//  A global step cut short by a failure counts when a survivor completed
+//  it; otherwise its batches go back to the front of the queue.
+static void
+m_resolve_step (s_coord_t *self)
+{
+    if (!self->g_active)
+        return;
+    self->g_active = false;
+    bool completed = false;
+    for (int w = 0; w < self->npeers [S_WORKER]; w++) {
+        s_peer_t *peer = &self->peers [S_WORKER][w];
+        if (peer->alive && peer->current && peer->updates == self->committed + 1)
+            completed = true;
+    }
+    if (completed) {
+        self->committed++;
+        for (int g = 0; g < self->g_n; g++)
+            if (ps_schedule_complete (self->schedule, self->g_steps [g]) == 0)
+                s_after_complete (self, self->g_steps [g]);
+    }
+    else
+        for (int g = self->g_n - 1; g >= 0; g--)
+            ps_schedule_release (self->schedule, self->g_owner [g], self->g_steps [g]);
+    //  Only replicas at the committed count are the run's now.
+    for (int w = 0; w < self->npeers [S_WORKER]; w++) {
+        s_peer_t *peer = &self->peers [S_WORKER][w];
+        if (peer->updates != self->committed)
+            peer->current = false;
+    }
+    s_tty_clear (self);
+    ps_info ("the global step cut short %s (%d batch%s)", completed ? "had completed on a "
+             "survivor and counts" : "goes back to the queue", self->g_n,
+             self->g_n == 1 ? "" : "es");
+}
+
+//  Form a ring of every live worker, in task order. Called when every live
+//  worker's request is held.
+static void
+m_form_ring (s_coord_t *self)
+{
+    m_resolve_step (self);
+    int n = 0;
+    for (int w = 0; w < self->npeers [S_WORKER]; w++)
+        if (self->peers [S_WORKER][w].alive && self->peers [S_WORKER][w].held)
+            self->ring [n++] = w;
+    int root = -1;
+    bool agree = true;
+    if (!self->load_pending) {
+        for (int r = 0; r < n; r++) {
+            s_peer_t *peer = &self->peers [S_WORKER][self->ring [r]];
+            if (peer->current && peer->updates == self->committed) {
+                if (root < 0)
+                    root = r;
+            }
+            else
+                agree = false;
+        }
+        //  Before the first update every replica holds the seed's values.
+        if (root < 0 && self->committed == 0)
+            for (int r = 0; r < n && root < 0; r++)
+                if (self->peers [S_WORKER][self->ring [r]].updates == 0)
+                    root = r;
+        if (root < 0) {
+            int rc = *self->job->checkpoint_dir
+                   ? m_prepare_load (self, "no replica of the run survived") : PS_ENOTFOUND;
+            if (rc == PS_ENOTFOUND)
+                s_fail (self, PS_ENOTFOUND, "every replica of the run was lost and %s",
+                        *self->job->checkpoint_dir ? "the checkpoint directory holds no "
+                        "valid checkpoint" : "the job has no checkpoint directory to resume "
+                        "from (set checkpoint.dir)");
+            if (self->rc)
+                return;
+        }
+    }
+    if (self->load_pending) {
+        root = 0;
+        agree = false;
+    }
+    else
+    if (agree)
+        root = -1;
+    self->ring_n = n;
+    self->generation++;
+    self->order++;
+    self->phase = M_FORM;
+    self->need_ring = false;
+    for (int w = 0; w < self->npeers [S_WORKER]; w++)
+        self->peers [S_WORKER][w].in_ring = false;
+    for (int r = 0; r < n; r++) {
+        s_peer_t *peer = &self->peers [S_WORKER][self->ring [r]];
+        peer->in_ring = true;
+        msgpack_packer *pk = m_begin (self, peer, "ring", 0, 1);
+        ps_pack_key (pk, "ring");
+        msgpack_pack_map (pk, 4);
+        ps_pack_uint (pk, "rank", (uint64_t) r);
+        ps_pack_key (pk, "members");
+        msgpack_pack_array (pk, (size_t) n);
+        for (int m = 0; m < n; m++)
+            ps_pack_str (pk, self->cfg->workers [self->ring [m]]);
+        ps_pack_key (pk, "root");
+        msgpack_pack_int64 (pk, root);
+        ps_pack_key (pk, "load");
+        ps_pack_str (pk, self->load_pending ? self->load_dir : "");
+        m_send (self, peer, true);
+    }
+    s_tty_clear (self);
+    ps_info ("forming ring %" PRIx64 " of %d worker%s%s", self->generation, n, n == 1 ? "" : "s",
+             self->load_pending ? "; its first member loads the checkpoint"
+             : root >= 0 ? "; the others take over the first current replica" : "");
+}
+
+//  Hand every member its batch of the next global step.
+static void
+m_start_step (s_coord_t *self)
+{
+    self->g_n = 0;
+    uint64_t examples = 0;
+    for (int r = 0; r < self->ring_n; r++) {
+        s_peer_t *peer = &self->peers [S_WORKER][self->ring [r]];
+        uint64_t step = 0;
+        if (ps_schedule_next (self->schedule, self->ring [r], &step) == 0) {
+            self->g_steps [self->g_n] = step;
+            self->g_owner [self->g_n++] = self->ring [r];
+            examples += m_batch_examples (self, step);
+        }
+        peer->batch = step;
+    }
+    if (self->g_n == 0)
+        return;
+    double lr = ps_lr_at (&self->job->lr_schedule, self->job->optimizer.lr, self->g_steps [0],
+                          self->steps_per_epoch, self->total);
+    self->lr = lr;
+    self->order++;
+    for (int r = 0; r < self->ring_n; r++) {
+        s_peer_t *peer = &self->peers [S_WORKER][self->ring [r]];
+        msgpack_packer *pk = m_begin (self, peer, "train", peer->batch, 4);
+        ps_pack_key (pk, "steps");
+        msgpack_pack_array (pk, (size_t) self->g_n);
+        for (int g = 0; g < self->g_n; g++)
+            msgpack_pack_uint64 (pk, self->g_steps [g]);
+        ps_pack_uint (pk, "examples", examples);
+        ps_pack_double (pk, "lr", lr);
+        ps_pack_uint (pk, "update", self->committed + 1);
+        m_send (self, peer, true);
+    }
+    self->g_active = true;
+    self->phase = M_STEP;
+}
+
+static void
+m_start_eval (s_coord_t *self)
+{
+    self->eval_pending = false;
+    self->eval_busy = true;
+    self->eval_role = S_WORKER;
+    self->eval_index = 0;
+    self->eval_busy_epoch = self->eval_epoch;
+    self->eval_busy_step = self->eval_step;
+    self->eval_gen = self->generation;
+    self->eval_sent_ms = ps_clock_ms ();
+    self->ev_loss = 0;
+    self->ev_correct = self->ev_count = 0;
+    self->order++;
+    for (int r = 0; r < self->ring_n; r++) {
+        s_peer_t *peer = &self->peers [S_WORKER][self->ring [r]];
+        msgpack_packer *pk = m_begin (self, peer, "eval", self->eval_step, 2);
+        ps_pack_uint (pk, "shard", (uint64_t) r);
+        ps_pack_uint (pk, "shards", (uint64_t) self->ring_n);
+        m_send (self, peer, true);
+    }
+    self->phase = M_EVAL;
+}
+
+//  A checkpoint: the ring's first member writes its replica into the
+//  checkpoint's directory; the others wait.
+static void
+m_start_save (s_coord_t *self)
+{
+    self->ckpt_force = false;
+    self->save_step = ps_schedule_done_count (self->schedule);
+    self->save_t0 = ps_clock_ms ();
+    if (self->pause_ms == 0)
+        self->pause_ms = self->save_t0;
+    ps_error_t err;
+    int rc = ps_checkpoint_begin (self->job->checkpoint_dir, self->save_step, self->save_tmp,
+                                  sizeof self->save_tmp, &err);
+    if (rc) {
+        s_finish_checkpoint (self, self->save_step, self->save_tmp, NULL, 0, rc, &err,
+                             self->save_t0);
+        return;
+    }
+    s_peer_t *peer = &self->peers [S_WORKER][self->ring [0]];
+    self->order++;
+    msgpack_packer *pk = m_begin (self, peer, "save", self->save_step, 1);
+    ps_pack_key (pk, "dir");
+    ps_pack_str (pk, self->save_tmp);
+    m_send (self, peer, true);
+    self->phase = M_SAVE;
+}
+
+//  The replica's files are written: list them as a server would have
+//  reported them, then write the manifest.
+static void
+m_finish_save (s_coord_t *self, bool ok)
+{
+    ps_error_t err = { 0 };
+    int rc = ok ? 0 : ps_error_set (&err, PS_EIO, "worker:%d could not write its replica "
+                                    "(see its log)", self->ring [0]);
+    ps_snap_file_t *files = calloc ((size_t) self->plan.nvars, sizeof *files);
+    if (!files)
+        abort ();
+    size_t nfiles = 0;
+    for (int v = 0; v < self->plan.nvars && rc == 0; v++) {
+        ps_snap_file_t *file = &files [nfiles++];
+        snprintf (file->var, sizeof file->var, "%s", self->plan.vars [v].var);
+        char path [PS_JOB_PATH_MAX + 64 + sizeof file->file];
+        rc = ps_snapshot_filename (file->var, 0, file->file, sizeof file->file);
+        if (rc)
+            ps_error_set (&err, rc, "no file name for variable %s", file->var);
+        else {
+            snprintf (path, sizeof path, "%s/%s", self->save_tmp, file->file);
+            rc = ps_snapshot_summary (path, &file->bytes, &file->crc, &err);
+        }
+        file->version = self->committed;
+    }
+    s_finish_checkpoint (self, self->save_step, self->save_tmp, files, rc ? 0 : nfiles, rc, &err,
+                         self->save_t0);
+}
+
+//  A member's report of the current phase.
+static void
+m_on_report (s_coord_t *self, s_peer_t *peer, const msgpack_object *report)
+{
+    //  Reports of an older ring (repeats, or work of a ring since
+    //  replaced) say nothing about the current phase.
+    const msgpack_object *order = ps_obj_get (report, "order");
+    if (!peer->busy || !order || order->via.u64 != self->order
+    ||  ps_obj_get (report, "generation")->via.u64 != self->generation)
+        return;
+    const msgpack_object *update = ps_obj_get (report, "update");
+    const char *expect [] = { "", "ring", "train", "eval", "save" };
+    if (!ps_obj_str_eq (ps_obj_get (report, "kind"), expect [self->phase]))
+        return;
+    peer->busy = false;
+    peer->ok = ps_obj_str_eq (ps_obj_get (report, "status"), "done");
+    if (update)
+        peer->updates = update->via.u64;
+    //  The others wait for this member in the collective: end it for them
+    //  now rather than at their ring timeout.
+    if (!peer->ok && (self->phase == M_FORM || self->phase == M_STEP))
+        m_abort (self);
+    peer->recorded = ps_obj_get (report, "applied")->via.u64;
+    peer->duplicates = ps_obj_get (report, "duplicates")->via.u64;
+    if (self->phase == M_STEP) {
+        peer->loss = ps_obj_double (ps_obj_get (report, "loss"));
+        peer->correct = ps_obj_get (report, "correct")->via.u64;
+        peer->count = ps_obj_get (report, "count")->via.u64;
+        peer->compute_ms = ps_obj_double (ps_obj_get (report, "compute_ms"));
+        peer->comm_ms = ps_obj_double (ps_obj_get (report, "comm_ms"));
+    }
+    else
+    if (self->phase == M_EVAL && peer->ok) {
+        const msgpack_object *checksum = ps_obj_get (report, "checksum");
+        peer->checksum = checksum ? checksum->via.u64 : 0;
+        self->ev_loss += ps_obj_double (ps_obj_get (report, "loss"));
+        self->ev_correct += ps_obj_get (report, "correct")->via.u64;
+        self->ev_count += ps_obj_get (report, "count")->via.u64;
+    }
+}
+
+//  Every live member has reported the current phase: act on the outcome.
+static void
+m_end_phase (s_coord_t *self)
+{
+    bool all = true;
+    for (int r = 0; r < self->ring_n; r++) {
+        s_peer_t *peer = &self->peers [S_WORKER][self->ring [r]];
+        if (!peer->alive || !peer->ok)
+            all = false;
+    }
+    m_phase_t phase = self->phase;
+    self->phase = M_IDLE;
+    s_peer_t *first = &self->peers [S_WORKER][self->ring [0]];
+    switch (phase) {
+        case M_IDLE:
+            return;
+        case M_FORM: {
+            //  After a load the root's count is the run's; otherwise every
+            //  member must be at the committed count.
+            uint64_t target = self->load_pending ? first->updates : self->committed;
+            for (int r = 0; r < self->ring_n && all; r++)
+                if (self->peers [S_WORKER][self->ring [r]].updates != target)
+                    all = false;
+            if (!all) {
+                //  A failed join leaves a replica as it was (or the root's
+                //  whole): those still at the committed count stay the run's.
+                for (int r = 0; r < self->ring_n && !self->load_pending; r++) {
+                    s_peer_t *peer = &self->peers [S_WORKER][self->ring [r]];
+                    if (peer->updates != self->committed)
+                        peer->current = false;
+                }
+                self->need_ring = true;
+                if (++self->form_failures >= S_MAX_FORM_FAILURES)
+                    s_fail (self, PS_EIO, "the ring could not be formed %d times in a row "
+                            "(see the workers' logs)", self->form_failures);
+                return;
+            }
+            self->committed = target;
+            self->load_pending = false;
+            self->form_failures = 0;
+            for (int r = 0; r < self->ring_n; r++)
+                self->peers [S_WORKER][self->ring [r]].current = true;
+            json_t *members = json_array ();
+            for (int r = 0; r < self->ring_n; r++)
+                json_array_append_new (members, json_integer (self->ring [r]));
+            s_tty_clear (self);
+            ps_info ("ring %" PRIx64 " formed: %d worker%s, replicas at update %" PRIu64,
+                     self->generation, self->ring_n, self->ring_n == 1 ? "" : "s", target);
+            s_event (self, "ring", json_pack ("{s:I, s:o, s:I}", "generation",
+                                              (json_int_t) self->generation, "workers", members,
+                                              "updates", (json_int_t) target));
+            return;
+        }
+        case M_STEP:
+            for (int r = 0; r < self->ring_n && all; r++)
+                if (self->peers [S_WORKER][self->ring [r]].updates != self->committed + 1)
+                    all = false;
+            if (!all) {
+                self->need_ring = true;
+                return;
+            }
+            self->g_active = false;
+            self->committed++;
+            for (int r = 0; r < self->ring_n; r++) {
+                s_peer_t *peer = &self->peers [S_WORKER][self->ring [r]];
+                if (!peer->batch || ps_schedule_complete (self->schedule, peer->batch) != 0)
+                    continue;
+                peer->steps++;
+                self->w_steps++;
+                self->w_count += peer->count;
+                self->samples += peer->count;
+                self->w_correct += peer->correct;
+                self->w_loss += peer->loss;
+                self->w_compute_ms += peer->compute_ms;
+                self->w_comm_ms += peer->comm_ms;
+                s_after_complete (self, peer->batch);
+            }
+            return;
+        case M_EVAL: {
+            if (!all) {
+                s_requeue_eval (self);
+                self->need_ring = true;
+                return;
+            }
+            self->eval_busy = false;
+            bool equal = true;
+            for (int r = 1; r < self->ring_n; r++)
+                if (self->peers [S_WORKER][self->ring [r]].checksum != first->checksum)
+                    equal = false;
+            self->replica_checks++;
+            self->replica_checksum = first->checksum;
+            if (!equal) {
+                //  Never expected; repaired by forming the ring again, the
+                //  members that differ from the first taking over its replica.
+                self->replica_mismatches++;
+                for (int r = 1; r < self->ring_n; r++) {
+                    s_peer_t *peer = &self->peers [S_WORKER][self->ring [r]];
+                    if (peer->checksum != first->checksum)
+                        peer->current = false;
+                }
+                self->need_ring = true;
+                s_tty_clear (self);
+                ps_error ("the replicas differ after %" PRIu64 " updates (checksums of worker:%d "
+                          "and another member differ); forming the ring again", self->committed,
+                          self->ring [0]);
+            }
+            json_t *sums = json_array ();
+            for (int r = 0; r < self->ring_n; r++) {
+                char hex [24];
+                snprintf (hex, sizeof hex, "%016" PRIx64,
+                          self->peers [S_WORKER][self->ring [r]].checksum);
+                json_array_append_new (sums, json_string (hex));
+            }
+            s_event (self, "replicas", json_pack ("{s:I, s:I, s:b, s:o}", "step",
+                                                  (json_int_t) self->eval_busy_step, "updates",
+                                                  (json_int_t) self->committed, "equal", equal,
+                                                  "checksums", sums));
+            s_eval_result (self, self->ev_loss, self->ev_correct, self->ev_count, "ring",
+                           self->ring_n);
+            return;
+        }
+        case M_SAVE:
+            m_finish_save (self, first->ok);
+            if (!first->alive)
+                self->need_ring = true;
+            return;
+    }
+}
+
+//  A work_request from a worker in mirrored mode: take its reports and
+//  hold it until the ring goes on.
+static void
+m_on_request (s_coord_t *self, s_peer_t *peer, uint64_t id)
+{
+    const msgpack_object *h = ps_msg_header (self->msg);
+    const msgpack_object *reports = ps_obj_get (h, "reports");
+    for (uint32_t i = 0; i < reports->via.array.size; i++)
+        m_on_report (self, peer, &reports->via.array.ptr [i]);
+    //  A worker asks only when it has nothing in hand: still busy here, it
+    //  never got its order (lost on a connection that dropped, or given up
+    //  on), and the phase goes on without it.
+    if (peer->busy) {
+        peer->busy = peer->ok = false;
+        if (self->phase == M_FORM || self->phase == M_STEP)
+            m_abort (self);
+    }
+    peer->held = true;
+    peer->held_id = id;
+    peer->held_ms = ps_clock_ms ();
+    if (self->state == S_STOPPING || ps_obj_get (h, "want")->via.u64 == 0) {
+        m_begin (self, peer, self->state == S_STOPPING ? "stop" : "wait", 0, 0);
+        m_send (self, peer, false);
+        peer->stopped = self->state == S_STOPPING;
+    }
+}
+
+//  The ring's state machine, run after every burst of messages.
+static void
+m_advance (s_coord_t *self, double now)
+{
+    //  Requests held long (the ring waits for a worker that is slow to
+    //  come, or for a long phase) are answered, so their workers do not
+    //  take them for lost.
+    for (int w = 0; w < self->npeers [S_WORKER]; w++) {
+        s_peer_t *peer = &self->peers [S_WORKER][w];
+        if (peer->alive && peer->held && now - peer->held_ms > S_HOLD_MS) {
+            m_begin (self, peer, "wait", 0, 0);
+            m_send (self, peer, false);
+        }
+    }
+    if (self->phase != M_IDLE) {
+        for (int r = 0; r < self->ring_n; r++) {
+            s_peer_t *peer = &self->peers [S_WORKER][self->ring [r]];
+            if (peer->alive && peer->busy)
+                return;
+        }
+        m_end_phase (self);
+        if (self->rc)
+            return;
+    }
+    int alive = 0, held = 0;
+    for (int w = 0; w < self->npeers [S_WORKER]; w++) {
+        s_peer_t *peer = &self->peers [S_WORKER][w];
+        alive += peer->alive;
+        held += peer->alive && peer->held;
+        //  A worker that joins, or comes back, is taken in at a step boundary.
+        if (peer->alive && peer->held && !peer->in_ring)
+            self->need_ring = true;
+    }
+    bool ready = held > 0;
+    for (int r = 0; r < self->ring_n && !self->need_ring; r++)
+        if (!self->peers [S_WORKER][self->ring [r]].held)
+            ready = false;
+    if (self->need_ring && held < alive)
+        ready = false;
+    if (ready) {
+        if (self->need_ring)
+            m_form_ring (self);
+        else
+        if (self->ckpt_force || s_checkpoint_due (self, now))
+            m_start_save (self);
+        else
+        if (self->eval_pending)
+            m_start_eval (self);
+        else
+        if (ps_schedule_finished (self->schedule))
+            s_finish (self, now);
+        else
+            m_start_step (self);
+    }
+}
+
+//  Set up a mirrored run once the workers are there: from the newest
+//  checkpoint when there is one, else from the seed's initial values.
+static int
+m_setup (s_coord_t *self)
+{
+    int rc = s_resume (self, m_prepare_load);
+    if (rc < 0 && rc != PS_ENOTFOUND)
+        return -1;
+    if (rc == PS_ENOTFOUND) {
+        self->committed = 0;
+        //  A checkpoint of the initial state, so that losing every worker
+        //  before the first interval can be recovered too.
+        self->ckpt_force = *self->job->checkpoint_dir != 0;
+    }
+    self->need_ring = true;
+    self->lr = self->job->optimizer.lr;
+    self->state = S_RUNNING;
+    return 0;
 }
 
 //  ---------------------------------------------------------------------
@@ -1064,7 +1942,19 @@ s_finish (s_coord_t *self, double now)
             return;
         }
     }
-    if (*self->job->checkpoint_dir && self->ckpt_done != done && s_take_checkpoint (self)) {
+    if (self->mirrored && *self->job->checkpoint_dir && self->ckpt_done != done) {
+        //  The ring's first member writes it; this runs again when it has.
+        if (self->ckpt_failures >= 3) {
+            s_fail (self, PS_EIO, "the final checkpoint in \"%s\" failed %d times (see above)",
+                    self->job->checkpoint_dir, self->ckpt_failures);
+            return;
+        }
+        if (now >= self->ckpt_retry_ms)
+            m_start_save (self);
+        return;
+    }
+    if (!self->mirrored && *self->job->checkpoint_dir && self->ckpt_done != done
+    &&  s_take_checkpoint (self)) {
         s_fail (self, PS_EIO, "the final checkpoint in \"%s\" failed (see above)",
                 self->job->checkpoint_dir);
         return;
@@ -1072,7 +1962,7 @@ s_finish (s_coord_t *self, double now)
     //  The done record: what was trained, and what every server applied.
     double wall = (now - self->start_ms) / 1e3;
     json_t *servers = json_array ();
-    for (int s = 0; s < self->cfg->nservers; s++) {
+    for (int s = 0; s < self->cfg->nservers && self->client; s++) {
         ps_part_stats_t *stats = NULL;
         size_t count = 0;
         ps_error_t err;
@@ -1117,8 +2007,34 @@ s_finish (s_coord_t *self, double now)
                                 "servers", servers, "worker_steps", workers);
     json_object_set_new (record, "test_loss", self->have_eval && isfinite (self->test_loss)
                                               ? json_real (self->test_loss) : json_null ());
+    json_object_set_new (record, "mode", json_string (ps_mode_name (self->job->mode)));
+    if (self->mirrored) {
+        //  What the replicas hold: every member's ledger should record each
+        //  batch once (recorded = steps), none refused as a repeat, and
+        //  every evaluation found the replicas bitwise equal.
+        json_t *replicas = json_array ();
+        for (int r = 0; r < self->ring_n; r++) {
+            const s_peer_t *peer = &self->peers [S_WORKER][self->ring [r]];
+            json_array_append_new (replicas,
+                json_pack ("{s:i, s:I, s:I, s:I}", "task", self->ring [r],
+                           "updates", (json_int_t) peer->updates,
+                           "recorded", (json_int_t) peer->recorded,
+                           "duplicates", (json_int_t) peer->duplicates));
+        }
+        char hex [24];
+        snprintf (hex, sizeof hex, "%016" PRIx64, self->replica_checksum);
+        json_object_set_new (record, "replicas", replicas);
+        json_object_set_new (record, "updates", json_integer ((json_int_t) self->committed));
+        json_object_set_new (record, "replica_checks",
+                             json_integer ((json_int_t) self->replica_checks));
+        json_object_set_new (record, "replica_mismatches",
+                             json_integer ((json_int_t) self->replica_mismatches));
+        json_object_set_new (record, "replica_checksum", json_string (hex));
+    }
     s_event (self, "done", record);
     self->state = S_STOPPING;
+    if (self->mirrored)
+        m_stop_all (self);
     //  Workers learn they are done when they next ask; give them a few
     //  heartbeats to do so.
     self->stop_deadline_ms = now + 4.0 * self->job->heartbeat_ms + 1000;
@@ -1129,11 +2045,23 @@ s_advance (s_coord_t *self, double now)
 {
     switch (self->state) {
         case S_WAIT_SERVERS: {
-            int alive = s_alive (self, S_PS);
-            if (alive == self->cfg->nservers) {
+            //  A mirrored run waits for its workers instead: they hold the
+            //  variables. Past the timeout it starts with those there, and
+            //  takes the others into the ring when they come.
+            s_role_t role = self->mirrored ? S_WORKER : S_PS;
+            int want = self->mirrored ? self->cfg->nworkers : self->cfg->nservers;
+            const char *const *endpoints = self->mirrored ? self->cfg->workers : self->cfg->servers;
+            const char *noun = self->mirrored ? "workers" : "servers";
+            int alive = s_alive (self, role);
+            bool late = now - self->start_ms > self->job->register_timeout_ms;
+            if (alive == want || (self->mirrored && late && alive > 0)) {
                 s_tty_clear (self);
-                ps_info ("all %d servers registered", alive);
-                if (s_setup (self) == 0) {
+                if (alive == want)
+                    ps_info ("all %d %s registered", alive, noun);
+                else
+                    ps_warn ("%d of %d workers registered within %d ms; starting with them",
+                             alive, want, self->job->register_timeout_ms);
+                if ((self->mirrored ? m_setup (self) : s_setup (self)) == 0) {
                     self->start_ms = self->window_ms = ps_clock_ms ();
                     s_event (self, "started",
                              json_pack ("{s:I, s:I, s:i, s:i}", "total", (json_int_t) self->total,
@@ -1143,21 +2071,21 @@ s_advance (s_coord_t *self, double now)
                 }
                 return;
             }
-            if (now - self->start_ms > self->job->register_timeout_ms) {
+            if (late) {
                 char missing [512] = "";
-                for (int s = 0; s < self->cfg->nservers; s++)
-                    if (!self->peers [S_PS][s].alive) {
+                for (int s = 0; s < want; s++)
+                    if (!self->peers [role][s].alive) {
                         size_t len = strlen (missing);
-                        snprintf (missing + len, sizeof missing - len, "%sps:%d at %s",
-                                  len ? ", " : "", s, self->cfg->servers [s]);
+                        snprintf (missing + len, sizeof missing - len, "%s%s:%d at %s",
+                                  len ? ", " : "", s_role_names [role], s, endpoints [s]);
                     }
-                s_fail (self, PS_ETIMEDOUT, "%d of %d servers registered within %d ms; missing %s",
-                        alive, self->cfg->nservers, self->job->register_timeout_ms, missing);
+                s_fail (self, PS_ETIMEDOUT, "%d of %d %s registered within %d ms; missing %s",
+                        alive, want, noun, self->job->register_timeout_ms, missing);
                 return;
             }
             if (now - self->wait_log_ms >= 1000) {
                 s_tty_clear (self);
-                ps_info ("waiting for servers: %d/%d registered", alive, self->cfg->nservers);
+                ps_info ("waiting for %s: %d/%d registered", noun, alive, want);
                 self->wait_log_ms = now;
             }
             return;
@@ -1177,6 +2105,10 @@ s_advance (s_coord_t *self, double now)
             }
             else
                 self->no_worker_ms = 0;
+            if (self->mirrored) {
+                m_advance (self, now);
+                return;
+            }
             if (ps_schedule_finished (self->schedule)) {
                 s_finish (self, now);
                 return;
@@ -1233,7 +2165,7 @@ s_advance (s_coord_t *self, double now)
                         all = false;
             if (!all && now < self->stop_deadline_ms)
                 return;
-            for (int s = 0; s < self->cfg->nservers; s++) {
+            for (int s = 0; s < self->cfg->nservers && self->client; s++) {
                 ps_error_t err;
                 if (ps_client_shutdown (self->client, s, &err))
                     ps_warn ("ps:%d did not acknowledge shutdown: %s", s, err.msg);
@@ -1281,10 +2213,12 @@ s_prepare (s_coord_t *self)
         abort ();
     for (int v = 0; v < nvars; v++)
         shapes [v] = ps_model_variable (self->model, v)->shape;
-    self->placement = ps_placement_new (&job->partitioner, shapes, nvars, self->cfg->nservers,
-                                        &err);
+    //  A mirrored run places nothing: every worker holds every variable.
+    if (!self->mirrored)
+        self->placement = ps_placement_new (&job->partitioner, shapes, nvars,
+                                            self->cfg->nservers, &err);
     free (shapes);
-    if (!self->placement)
+    if (!self->mirrored && !self->placement)
         return s_fail (self, err.code, "%s", err.msg), -1;
     self->steps_per_epoch = (self->cfg->train_count + (size_t) job->batch_size - 1)
                           / (size_t) job->batch_size;
@@ -1295,7 +2229,7 @@ s_prepare (s_coord_t *self)
     ps_plan_t *plan = &self->plan;
     plan->model = strdup (ps_model_spec (self->model));
     plan->data_dir = strdup (job->data_dir);
-    plan->servers = calloc ((size_t) self->cfg->nservers, sizeof (char *));
+    plan->servers = calloc ((size_t) self->cfg->nservers + 1, sizeof (char *));
     plan->vars = calloc ((size_t) nvars, sizeof (ps_plan_var_t));
     if (!plan->model || !plan->data_dir || !plan->servers || !plan->vars)
         abort ();
@@ -1305,24 +2239,30 @@ s_prepare (s_coord_t *self)
     plan->test_limit = job->test_limit;
     plan->threads = job->worker_threads;
     snprintf (plan->device, sizeof plan->device, "%s", job->device);
-    plan->nservers = self->cfg->nservers;
+    plan->nservers = self->mirrored ? 0 : self->cfg->nservers;
+    plan->mirrored = self->mirrored;
+    plan->optimizer = job->optimizer;
     for (int s = 0; s < plan->nservers; s++)
         if (!(plan->servers [s] = strdup (self->cfg->servers [s])))
             abort ();
     plan->nvars = nvars;
     for (int v = 0; v < nvars; v++) {
         const ps_variable_t *var = ps_model_variable (self->model, v);
-        const ps_placed_var_t *placed = ps_placement_var (self->placement, v);
         ps_plan_var_t *out = &plan->vars [v];
         snprintf (out->var, sizeof out->var, "%s", var->name);
         out->shape = var->shape;
-        out->nparts = placed->nparts;
-        out->splits = calloc ((size_t) placed->nparts + 1, sizeof (int64_t));
-        out->servers = calloc ((size_t) placed->nparts, sizeof (int));
+        out->nparts = self->mirrored ? 1 : ps_placement_var (self->placement, v)->nparts;
+        out->splits = calloc ((size_t) out->nparts + 1, sizeof (int64_t));
+        out->servers = calloc ((size_t) out->nparts, sizeof (int));
         if (!out->splits || !out->servers)
             abort ();
-        memcpy (out->splits, placed->splits, ((size_t) placed->nparts + 1) * sizeof (int64_t));
-        memcpy (out->servers, placed->servers, (size_t) placed->nparts * sizeof (int));
+        if (self->mirrored)
+            out->splits [1] = var->shape.dims [0];
+        else {
+            const ps_placed_var_t *placed = ps_placement_var (self->placement, v);
+            memcpy (out->splits, placed->splits, ((size_t) out->nparts + 1) * sizeof (int64_t));
+            memcpy (out->servers, placed->servers, (size_t) out->nparts * sizeof (int));
+        }
     }
     plan->client_timeout_ms = job->heartbeat_timeout_ms;
     plan->steps_per_epoch = self->steps_per_epoch;
@@ -1332,8 +2272,12 @@ s_prepare (s_coord_t *self)
     self->layout = s_layout_json (plan);
     if (!(self->job_json = ps_job_to_json (job)))
         return s_fail (self, PS_EINVAL, "%s", "the job cannot be written as JSON"), -1;
-    for (int s = 0; s < self->cfg->nservers; s++)
+    for (int s = 0; s < self->cfg->nservers && self->placement; s++)
         ps_info ("ps:%d holds %.2f MB", s, ps_placement_server_bytes (self->placement, s) / 1e6);
+    if (self->mirrored && self->cfg->nservers)
+        ps_warn ("mirrored mode keeps no variables on servers; the cluster's %d ps task%s "
+                 "%s not used", self->cfg->nservers, self->cfg->nservers == 1 ? "" : "s",
+                 self->cfg->nservers == 1 ? "is" : "are");
     return 0;
 }
 
@@ -1360,6 +2304,13 @@ s_open (s_coord_t *self)
     }
     self->msg = ps_msg_new ();
     ps_writer_init (&self->writer, "heartbeat", 0, 0);
+    self->mirrored = cfg->job.mode == PS_MODE_MIRRORED;
+    int ring = cfg->nworkers + 1;
+    self->ring = calloc ((size_t) ring, sizeof (int));
+    self->g_owner = calloc ((size_t) ring, sizeof (int));
+    self->g_steps = calloc ((size_t) ring, sizeof (uint64_t));
+    if (!self->ring || !self->g_owner || !self->g_steps)
+        abort ();
     int counts [S_ROLES] = { cfg->nservers, cfg->nworkers, cfg->nevaluators };
     for (int r = 0; r < S_ROLES; r++) {
         self->npeers [r] = counts [r];
@@ -1386,6 +2337,9 @@ s_close (s_coord_t *self)
     json_decref (self->job_json);
     for (int r = 0; r < S_ROLES; r++)
         free (self->peers [r]);
+    free (self->ring);
+    free (self->g_owner);
+    free (self->g_steps);
     if (self->msg) {
         ps_msg_destroy (&self->msg);
         ps_writer_fini (&self->writer);

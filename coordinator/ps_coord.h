@@ -40,6 +40,7 @@ typedef struct {
     size_t train_count;             //  training examples (after the job's limit)
     const ps_model_t *model;        //  the job's model, checked against the data
     const char *const *servers;     //  each server's endpoint, to connect to
+    const char *const *workers;     //  each worker's endpoint: its ring address (mirrored)
     const char *metrics_path;       //  JSON lines; NULL = none
     bool resume;                    //  a checkpoint must exist to resume from
     bool progress_tty;              //  a live progress line instead of log lines

@@ -81,8 +81,15 @@ expect "--optimizer rmsprop" 2 "--optimizer|rmsprop" -- \
 # distinct ones (then it fails on --epochs 0, before starting anything).
 expect "--local: 513 distinct ports" 2 "\"epochs\"|got 0" -- \
   "$coordinator" --local --ps 256 --workers 256 --epochs 0
-expect "--mode mirrored" 2 "mirrored|not available|async" -- \
-  env TF_CONFIG="$good" "$coordinator" --mode mirrored
+# Mirrored mode waits for its workers (the servers listed are not used);
+# none comes here, so it gives up after the registration timeout, naming
+# the missing worker.
+expect "--mode mirrored: no worker" 1 "0 of 1 workers registered|worker:0 at tcp://127.0.0.1" -- \
+  env TF_CONFIG="$good" "$coordinator" --mode mirrored --register-timeout-ms 300
+expect "--local --mode mirrored --ps 2" 2 "--ps|mirrored mode uses no servers" -- \
+  "$coordinator" --local --mode mirrored --ps 2
+expect "--local --mode mirrored --evaluator" 2 "--evaluator|the workers evaluate" -- \
+  "$coordinator" --local --mode mirrored --evaluator
 expect "--mode sync" 2 "--mode|sync" -- env TF_CONFIG="$good" "$coordinator" --mode sync
 expect "--data /nonexistent" 2 "/nonexistent/train-images-idx3-ubyte" -- \
   env TF_CONFIG="$good" "$coordinator" --data /nonexistent
@@ -155,8 +162,8 @@ printf '{"optimizer": {"kind": "rmsprop"}}\n' >"$work/job-enum.json"
 expect "job: bad enum" 2 "$work/job-enum.json|\"optimizer.kind\"|\"adam\"|\"rmsprop\"" -- \
   env TF_CONFIG="$good" "$coordinator" --job "$work/job-enum.json"
 printf '{"mode": "mirrored"}\n' >"$work/job-mirrored.json"
-expect "job: mode mirrored" 2 "mirrored|not available" -- \
-  env TF_CONFIG="$good" "$coordinator" --job "$work/job-mirrored.json"
+expect "job: mode mirrored, no worker" 1 "0 of 1 workers registered" -- \
+  env TF_CONFIG="$good" "$coordinator" --job "$work/job-mirrored.json" --register-timeout-ms 300
 expect "job: missing file" 2 "$work/none-job.json" -- \
   env TF_CONFIG="$good" "$coordinator" --job "$work/none-job.json"
 

@@ -6,6 +6,7 @@
 //  single-process baseline (ps_standalone.h).
 
 #include <errno.h>
+#include <stdbool.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdint.h>
@@ -192,9 +193,15 @@ s_cluster (const char *cluster_path, const char *task_text, int threads, const c
     //  keep their buffers in the heap rather than in fresh pages.
     if (ps_heap_tune (&err))
         ps_warn ("%s; large messages will be slower", err.msg);
+    //  In mirrored mode a worker receives its ring peers' data on its own
+    //  address from the cluster spec; async mode leaves it unused.
+    char ring_bind [512];
+    bool have_ring = strcmp (type, "worker") == 0
+                  && ps_tfconfig_bind_endpoint (tf, "worker", ring_bind, sizeof ring_bind,
+                                                &err) == 0;
     ps_trainer_config_t config = {
         .coordinator = coordinator, .role = type, .index = index, .threads = threads,
-        .device = device, .stop_fd = stop_fd,
+        .device = device, .stop_fd = stop_fd, .ring_bind = have_ring ? ring_bind : NULL,
     };
     if (ps_trainer_run (&config, &err)) {
         ps_error ("%s", err.msg);

@@ -34,6 +34,7 @@
 #include "ps_floats.h"
 #include "ps_link.h"
 #include "ps_log.h"
+#include "ps_mirror.h"
 #include "ps_model.h"
 #include "ps_msg.h"
 #include "ps_plan.h"
@@ -78,21 +79,36 @@
 //  registration or one of the trainer's requests.
 #define S_FIRST_ID          (UINT64_C (1) << 40)
 
+//  The kinds of work, as the protocol names them; ring and save come only
+//  in mirrored mode.
+typedef enum { S_TRAIN, S_EVAL, S_RING, S_SAVE, S_KINDS } s_kind_t;
+
+static const char *s_kind_names [S_KINDS] = { "train", "eval", "ring", "save" };
+
 typedef struct {
-    bool eval;                  //  kind eval, else train
+    s_kind_t kind;
     bool done;                  //  status done, else failed
     uint64_t step, generation;
     double loss;                //  summed over the examples
     uint64_t correct, count;
     uint64_t applied, duplicates;
     double compute_ms, comm_ms;
+    bool mirrored;              //  carries the replica's update count
+    uint64_t update;
+    bool has_checksum;          //  a mirrored evaluation's replica checksum
+    uint64_t checksum;
+    uint64_t order;             //  the mirrored order's number, echoed
 } s_report_t;
 
 //  A "work" message.
 typedef struct {
     char kind [8];
     uint64_t step, epoch, batch, generation, wait_ms;
+    uint64_t order;             //  mirrored mode: the order's number (0: none)
 } s_work_t;
+
+//  The most batches one mirrored global step may name: one per member.
+#define S_MAX_RING          4096
 
 //  What s_receive saw.
 typedef enum {
@@ -147,6 +163,18 @@ typedef struct {
     bool fresh;
     uint64_t generation;
 
+    //  Mirrored mode: the member (replica and ring) instead of the client;
+    //  while a collective runs, a plan that comes in waits here, and an
+    //  abort for the ring in use is noted.
+    ps_mirror_t *mirror;
+    uint64_t ring_id;
+    bool in_collective, aborted;
+    ps_plan_t deferred;
+    bool have_deferred;
+    int watch_rc;
+    ps_error_t watch_err;
+    uint64_t *steps;            //  the batches of a mirrored global step
+
     bool registered;
     bool settling;              //  a register_ok came within S_SETTLE_MS
     uint64_t coordinator;       //  the coordinator's incarnation
@@ -176,7 +204,7 @@ s_add_report (s_trainer_t *self, const s_report_t *report)
 {
     if (self->npending == S_MAX_PENDING) {
         ps_warn ("%zu reports held for the coordinator; dropping the oldest (%s step %" PRIu64
-                 ")", self->npending, self->pending [0].eval ? "eval" : "train",
+                 ")", self->npending, s_kind_names [self->pending [0].kind],
                  self->pending [0].step);
         memmove (self->pending, self->pending + 1, (S_MAX_PENDING - 1) * sizeof (s_report_t));
         self->npending--;
@@ -190,12 +218,20 @@ s_add_report (s_trainer_t *self, const s_report_t *report)
 static void
 s_give_back (s_trainer_t *self, const s_work_t *work)
 {
-    bool eval = strcmp (work->kind, "eval") == 0;
-    if (!eval && strcmp (work->kind, "train") != 0)
+    s_kind_t kind = S_KINDS;
+    for (int k = 0; k < S_KINDS; k++)
+        if (strcmp (work->kind, s_kind_names [k]) == 0)
+            kind = (s_kind_t) k;
+    if (kind == S_KINDS)
         return;
     ps_info ("giving back %s step %" PRIu64 " (generation %" PRIu64 ") undone", work->kind,
              work->step, work->generation);
-    s_report_t report = { .eval = eval, .step = work->step, .generation = work->generation };
+    s_report_t report = { .kind = kind, .step = work->step, .generation = work->generation };
+    if (self->mirror) {
+        report.mirrored = true;
+        report.update = ps_replica_updates (ps_mirror_replica (self->mirror));
+        report.order = work->order;
+    }
     s_add_report (self, &report);
 }
 
@@ -223,9 +259,9 @@ s_forget_request (s_trainer_t *self)
 static void
 s_pack_report (msgpack_packer *pk, const s_report_t *report)
 {
-    msgpack_pack_map (pk, 11);
+    msgpack_pack_map (pk, 11 + (report->mirrored ? 2 : 0) + (report->has_checksum ? 1 : 0));
     ps_pack_key (pk, "kind");
-    ps_pack_str (pk, report->eval ? "eval" : "train");
+    ps_pack_str (pk, s_kind_names [report->kind]);
     ps_pack_key (pk, "status");
     ps_pack_str (pk, report->done ? "done" : "failed");
     ps_pack_uint (pk, "step", report->step);
@@ -237,6 +273,12 @@ s_pack_report (msgpack_packer *pk, const s_report_t *report)
     ps_pack_uint (pk, "duplicates", report->duplicates);
     ps_pack_double (pk, "compute_ms", report->compute_ms);
     ps_pack_double (pk, "comm_ms", report->comm_ms);
+    if (report->mirrored) {
+        ps_pack_uint (pk, "update", report->update);
+        ps_pack_uint (pk, "order", report->order);
+    }
+    if (report->has_checksum)
+        ps_pack_uint (pk, "checksum", report->checksum);
 }
 
 //  Send a work_request carrying up to S_MAX_REPORTS pending reports, which
@@ -276,6 +318,7 @@ static void
 s_teardown_client (s_trainer_t *self)
 {
     ps_client_destroy (&self->client);
+    ps_mirror_destroy (&self->mirror);
     for (int i = 0; i < 2; i++) {
         free (self->values [i]);
         free (self->grad_parts [i]);
@@ -327,7 +370,8 @@ static bool
 s_same_layout (const ps_plan_t *a, const ps_plan_t *b)
 {
     if (a->nservers != b->nservers || a->nvars != b->nvars
-    ||  a->client_timeout_ms != b->client_timeout_ms)
+    ||  a->client_timeout_ms != b->client_timeout_ms || a->mirrored != b->mirrored
+    ||  (a->mirrored && (a->seed != b->seed || a->optimizer.kind != b->optimizer.kind)))
         return false;
     for (int s = 0; s < a->nservers; s++)
         if (!s_str_eq (a->servers [s], b->servers [s]))
@@ -391,6 +435,35 @@ s_build_compute (s_trainer_t *self, const ps_plan_t *plan, ps_error_t *err)
     return 0;
 }
 
+static bool s_watch (void *arg);
+
+//  Mirrored mode: a replica and this worker's place in the ring, bound on
+//  its own address from the cluster spec. An evaluator has no part in a
+//  ring (the coordinator tells it to stop).
+static int
+s_build_mirror (s_trainer_t *self, const ps_plan_t *plan, ps_error_t *err)
+{
+    if (self->evaluator)
+        return 0;
+    if (!self->config->ring_bind)
+        return ps_error_set (err, PS_EINVAL, "the job runs in mirrored mode, which needs this "
+                             "worker's own address from the cluster spec to bind its ring "
+                             "endpoint");
+    //  A member that hears nothing from its ring for this long gives up on
+    //  the collective; the coordinator normally aborts it first, after its
+    //  heartbeat timeout.
+    int timeout_ms = 2 * plan->client_timeout_ms + 1000;
+    if (!(self->mirror = ps_mirror_new (self->model, plan->seed, &plan->optimizer,
+                                        self->config->ring_bind, timeout_ms, err)))
+        return ps_error_prefix (err, err->code, "mirrored mode");
+    if (!self->steps && !(self->steps = calloc (S_MAX_RING, sizeof (uint64_t))))
+        abort ();
+    ps_ring_set_watch (ps_mirror_ring (self->mirror), ps_link_pollable (self->link), -1,
+                       s_watch, self);
+    ps_info ("mirrored mode: ring endpoint %s", ps_ring_endpoint (ps_mirror_ring (self->mirror)));
+    return 0;
+}
+
 //  Check that the plan's variables are the model's, in the model's order,
 //  and make the client of the plan's servers, its buffers pointing into
 //  the flat parameter and gradient vectors.
@@ -422,6 +495,8 @@ s_build_client (s_trainer_t *self, const ps_plan_t *plan, ps_error_t *err)
                                  "\"%s\" has %s there (expected the model's order)", v,
                                  plan->vars [v].var, ps_model_name (self->model), var->name);
     }
+    if (plan->mirrored)
+        return s_build_mirror (self, plan, err);
     if (!(self->client = ps_plan_client (plan, NULL, err)))
         return ps_error_prefix (err, err->code, "the plan's servers");
     for (int i = 0; i < 2; i++) {
@@ -445,6 +520,18 @@ s_build_client (s_trainer_t *self, const ps_plan_t *plan, ps_error_t *err)
 static int
 s_apply_plan (s_trainer_t *self, ps_plan_t *plan, ps_error_t *err)
 {
+    //  A plan that arrives while a collective runs (read by the ring's
+    //  watch) would rebuild the ring under it: it waits until the
+    //  collective has returned, aborted.
+    if (self->in_collective) {
+        if (self->have_deferred)
+            ps_plan_release (&self->deferred);
+        self->deferred = *plan;
+        self->have_deferred = true;
+        self->aborted = true;
+        memset (plan, 0, sizeof *plan);
+        return 0;
+    }
     //  A push in flight uses the client and buffers about to be rebuilt.
     int rc = s_pusher_collect (self, err);
     if (rc) {
@@ -522,6 +609,8 @@ s_read_work (const msgpack_object *header, s_work_t *work)
     work->batch = ps_obj_get (header, "batch")->via.u64;
     work->generation = ps_obj_get (header, "generation")->via.u64;
     work->wait_ms = ps_obj_get (header, "wait_ms")->via.u64;
+    const msgpack_object *order = ps_obj_get (header, "order");
+    work->order = order ? order->via.u64 : 0;
 }
 
 //  A register_ok: use its plan. Whatever request was outstanding is given
@@ -650,6 +739,14 @@ s_receive (s_trainer_t *self, int timeout_ms, bool check_stop, s_event_t *event,
             s_read_work (header, &work);
             s_give_back (self, &work);
         }
+    }
+    else
+    if (s_str_eq (type, "abort")) {
+        //  Rings are numbered upwards, so an abort of this ring or a later
+        //  one (this worker was left out of it, having been stopped) ends
+        //  the collective in progress; one that comes after it is stale.
+        if (self->in_collective && ps_obj_get (header, "generation")->via.u64 >= self->ring_id)
+            self->aborted = true;
     }
     else
         ps_debug ("ignoring a %s message from the coordinator", type);
@@ -936,7 +1033,7 @@ s_train (s_trainer_t *self, const s_work_t *work, ps_error_t *err)
 static int
 s_eval (s_trainer_t *self, const s_work_t *work, ps_error_t *err)
 {
-    s_report_t report = { .eval = true, .step = work->step, .generation = work->generation };
+    s_report_t report = { .kind = S_EVAL, .step = work->step, .generation = work->generation };
     double t0 = ps_clock_ms ();
     int rc = s_pusher_collect (self, err);
     if (rc)
@@ -963,6 +1060,310 @@ s_eval (s_trainer_t *self, const s_work_t *work, ps_error_t *err)
                  stats.count ? (double) stats.correct / stats.count : 0, stats.count);
     }
     s_add_report (self, &report);
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
+//  Mirrored mode
+
+//  The ring's watch, called while a collective waits: read what the link
+//  has. An abort of the ring in use, the loss of the coordinator or a new
+//  registration (the coordinator restarted, or declared this worker
+//  failed) ends the collective; so does a link that failed, whose error is
+//  kept for s_after_collective.
+static bool
+s_watch (void *arg)
+{
+    s_trainer_t *self = arg;
+    if (self->watch_rc)
+        return true;
+    s_event_t event;
+    int rc = s_receive (self, 0, false, &event, &self->watch_err);
+    if (rc)
+        self->watch_rc = rc;
+    if (event == S_EV_LOST || event == S_EV_REGISTERED)
+        self->aborted = true;
+    return self->aborted || self->watch_rc;
+}
+
+//  Run a collective (fn) with the watch armed.
+static int
+s_collective (s_trainer_t *self, int (*fn) (s_trainer_t *, void *, ps_error_t *), void *arg,
+              ps_error_t *err)
+{
+    self->in_collective = true;
+    self->aborted = false;
+    int rc = fn (self, arg, err);
+    self->in_collective = false;
+    return rc;
+}
+
+//  After a collective: a link failure seen by the watch ends the trainer,
+//  and a plan that came meanwhile is used now.
+static int
+s_after_collective (s_trainer_t *self, ps_error_t *err)
+{
+    if (self->watch_rc) {
+        int rc = self->watch_rc;
+        *err = self->watch_err;
+        self->watch_rc = 0;
+        return rc;
+    }
+    if (self->have_deferred) {
+        ps_plan_t plan = self->deferred;
+        memset (&self->deferred, 0, sizeof self->deferred);
+        self->have_deferred = false;
+        return s_apply_plan (self, &plan, err);
+    }
+    return 0;
+}
+
+//  A mirrored report: the replica's counters go with every one.
+static void
+s_mirror_report (s_trainer_t *self, s_report_t *report, bool done)
+{
+    ps_replica_t *replica = ps_mirror_replica (self->mirror);
+    report->done = done;
+    report->mirrored = true;
+    report->update = ps_replica_updates (replica);
+    report->applied = ps_ledger_count (ps_replica_ledger (replica));
+    report->duplicates = ps_replica_duplicates (replica);
+    s_add_report (self, report);
+}
+
+typedef struct {
+    uint64_t ring_id;
+    int rank, n, root;
+    char **members;
+    char load [4096];
+} s_join_t;
+
+static int
+s_do_join (s_trainer_t *self, void *arg, ps_error_t *err)
+{
+    s_join_t *join = arg;
+    return ps_mirror_join (self->mirror, join->ring_id, join->rank, join->n,
+                           (const char *const *) join->members, join->root,
+                           *join->load ? join->load : NULL, err);
+}
+
+//  Join the ring the coordinator formed, taking over the root's replica.
+//  A failure is reported, not fatal: the coordinator forms the ring again.
+static int
+s_mirror_ring (s_trainer_t *self, const s_work_t *work, ps_error_t *err)
+{
+    const msgpack_object *ring = ps_obj_get (ps_msg_header (self->msg), "ring");
+    s_report_t report = { .kind = S_RING, .generation = work->generation,
+                          .order = work->order };
+    s_join_t join = { .ring_id = work->generation };
+    const msgpack_object *members = ring ? ps_obj_get (ring, "members") : NULL;
+    int64_t root = ring ? ps_obj_get (ring, "root")->via.i64 : -1;
+    uint64_t rank = ring ? ps_obj_get (ring, "rank")->via.u64 : 0;
+    uint32_t n = members ? members->via.array.size : 0;
+    if (!ring || n < 1 || n > S_MAX_RING || rank >= n || root < -1 || root >= (int64_t) n
+    ||  ps_obj_str (ps_obj_get (ring, "load"), join.load, sizeof join.load)) {
+        ps_warn ("the coordinator sent a ring order without a valid ring (rank %llu of %u, "
+                 "root %lld); reporting it failed", (unsigned long long) rank, n,
+                 (long long) root);
+        s_mirror_report (self, &report, false);
+        return 0;
+    }
+    join.rank = (int) rank;
+    join.n = (int) n;
+    join.root = (int) root;
+    join.members = calloc (n, sizeof (char *));
+    if (!join.members)
+        abort ();
+    int rc = 0;
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        const msgpack_object *member = &members->via.array.ptr [i];
+        if (!(join.members [i] = calloc (member->via.str.size + 1, 1)))
+            abort ();
+        rc = ps_obj_str (member, join.members [i], member->via.str.size + 1);
+    }
+    ps_error_t local;
+    double t0 = ps_clock_ms ();
+    if (rc == 0) {
+        self->ring_id = work->generation;
+        rc = s_collective (self, s_do_join, &join, &local);
+    }
+    else
+        ps_error_set (&local, PS_EPROTO, "a member's endpoint holds a NUL byte");
+    for (uint32_t i = 0; i < n; i++)
+        free (join.members [i]);
+    free (join.members);
+    report.comm_ms = ps_clock_ms () - t0;
+    if (rc == 0)
+        ps_info ("joined ring %" PRIx64 " as member %d of %d%s; the replica is at update %"
+                 PRIu64, work->generation, join.rank, join.n,
+                 join.root < 0 ? "" : join.root == join.rank ? " as its root" : ", taking the "
+                 "root's replica", ps_replica_updates (ps_mirror_replica (self->mirror)));
+    else
+        ps_warn ("joining ring %" PRIx64 ": %s", work->generation, local.msg);
+    s_mirror_report (self, &report, rc == 0);
+    return s_after_collective (self, err);
+}
+
+typedef struct {
+    size_t nsteps;
+    double lr;
+} s_update_t;
+
+static int
+s_do_update (s_trainer_t *self, void *arg, ps_error_t *err)
+{
+    s_update_t *update = arg;
+    return ps_mirror_update (self->mirror, self->steps, update->nsteps, update->lr, err);
+}
+
+//  One synchronous step: this member's batch (none when step is 0), its
+//  gradient weighted by its share of the global batch, summed over the
+//  ring and applied to the replica.
+static int
+s_mirror_train (s_trainer_t *self, const s_work_t *work, ps_error_t *err)
+{
+    const msgpack_object *header = ps_msg_header (self->msg);
+    const msgpack_object *steps = ps_obj_get (header, "steps");
+    const msgpack_object *lr = ps_obj_get (header, "lr");
+    const msgpack_object *examples = ps_obj_get (header, "examples");
+    const msgpack_object *number = ps_obj_get (header, "update");
+    s_report_t report = { .kind = S_TRAIN, .step = work->step, .generation = work->generation,
+                          .order = work->order };
+    ps_replica_t *replica = ps_mirror_replica (self->mirror);
+    //  The update number says which state the step expects: a replica at
+    //  another count would diverge from the others, so it declines and the
+    //  ring is formed again, bringing it up to date.
+    if (!steps || !lr || !examples || !number || steps->via.array.size < 1
+    ||  steps->via.array.size > S_MAX_RING || work->generation != self->ring_id
+    ||  number->via.u64 != ps_replica_updates (replica) + 1 || !self->train) {
+        ps_warn ("train step %" PRIu64 " (update %" PRIu64 " of ring %" PRIx64 ") is not one "
+                 "this worker can run (its replica is at update %" PRIu64 " in ring %" PRIx64
+                 "); reporting it failed", work->step, number ? number->via.u64 : 0,
+                 work->generation, ps_replica_updates (replica), self->ring_id);
+        s_mirror_report (self, &report, false);
+        return 0;
+    }
+    s_update_t update = { .nsteps = steps->via.array.size, .lr = ps_obj_double (lr) };
+    for (size_t i = 0; i < update.nsteps; i++)
+        self->steps [i] = steps->via.array.ptr [i].via.u64;
+    uint64_t total = examples->via.u64;
+    float *grad = ps_mirror_grad (self->mirror);
+    size_t count = ps_replica_count (replica);
+    double t0 = ps_clock_ms ();
+    ps_batch_stats_t stats = { 0 };
+    if (work->step > 0) {
+        int n = ps_dataset_batch (self->train, self->plan.seed, work->epoch,
+                                  (size_t) work->batch, self->plan.batch_size, self->x,
+                                  self->labels, err);
+        if (n < 0)
+            return ps_error_prefix (err, n, "train step %" PRIu64 " (epoch %" PRIu64 ", batch %"
+                                    PRIu64 ")", work->step, work->epoch, work->batch);
+        if ((uint64_t) n > total)
+            return ps_error_set (err, PS_EPROTO, "train step %" PRIu64 ": the global step "
+                                 "has %" PRIu64 " examples, fewer than this batch's %d",
+                                 work->step, total, n);
+        int rc = ps_backend_set_params (self->backend, ps_replica_params (replica), err);
+        if (rc == 0)
+            rc = ps_backend_train_step (self->backend, self->x, self->labels, n,
+                                        ps_step_dropout_seed (self->plan.seed, work->step - 1),
+                                        grad, &stats, err);
+        if (rc)
+            return ps_error_prefix (err, rc, "train step %" PRIu64, work->step);
+        //  The backend gives the batch's mean gradient; weighted by the
+        //  batch's share, the ring's sum is the global batch's mean.
+        float share = (float) ((double) n / (double) total);
+        for (size_t i = 0; i < count; i++)
+            grad [i] *= share;
+    }
+    else
+        memset (grad, 0, count * sizeof (float));
+    double t1 = ps_clock_ms ();
+    ps_error_t local;
+    int rc = s_collective (self, s_do_update, &update, &local);
+    double t2 = ps_clock_ms ();
+    report.compute_ms = t1 - t0;
+    report.comm_ms = t2 - t1;
+    if (rc == 0) {
+        report.loss = stats.loss_sum;
+        report.correct = (uint64_t) stats.correct;
+        report.count = (uint64_t) stats.count;
+        self->steps_done++;
+        self->window_steps++;
+        self->window_samples += (uint64_t) stats.count;
+        self->window_loss += stats.loss_sum;
+        self->window_compute_ms += report.compute_ms;
+        self->window_comm_ms += report.comm_ms;
+    }
+    else {
+        self->steps_failed++;
+        ps_warn ("train step %" PRIu64 " (ring %" PRIx64 "): %s", work->step, work->generation,
+                 local.msg);
+    }
+    s_mirror_report (self, &report, rc == 0);
+    return s_after_collective (self, err);
+}
+
+//  This member's share of an evaluation, with the replica's checksum, by
+//  which the coordinator checks that the replicas agree.
+static int
+s_mirror_eval (s_trainer_t *self, const s_work_t *work, ps_error_t *err)
+{
+    const msgpack_object *header = ps_msg_header (self->msg);
+    const msgpack_object *shard = ps_obj_get (header, "shard");
+    const msgpack_object *shards = ps_obj_get (header, "shards");
+    s_report_t report = { .kind = S_EVAL, .step = work->step, .generation = work->generation,
+                          .order = work->order };
+    if (!shard || !shards || shards->via.u64 < 1 || shard->via.u64 >= shards->via.u64) {
+        ps_warn ("eval at step %" PRIu64 ": no valid shard; reporting it failed", work->step);
+        s_mirror_report (self, &report, false);
+        return 0;
+    }
+    ps_replica_t *replica = ps_mirror_replica (self->mirror);
+    size_t total = ps_dataset_count (self->test);
+    size_t first = (size_t) (total * shard->via.u64 / shards->via.u64);
+    size_t end = (size_t) (total * (shard->via.u64 + 1) / shards->via.u64);
+    double t0 = ps_clock_ms ();
+    ps_batch_stats_t stats;
+    int rc = ps_backend_set_params (self->backend, ps_replica_params (replica), err);
+    if (rc == 0)
+        rc = ps_evaluate_range (self->backend, self->test, first, end - first,
+                                self->plan.eval_batch, self->x, self->labels, &stats, err);
+    if (rc)
+        return ps_error_prefix (err, rc, "eval at step %" PRIu64, work->step);
+    report.compute_ms = ps_clock_ms () - t0;
+    report.loss = stats.loss_sum;
+    report.correct = (uint64_t) stats.correct;
+    report.count = (uint64_t) stats.count;
+    report.has_checksum = true;
+    report.checksum = ps_replica_checksum (replica);
+    self->evals_done++;
+    s_mirror_report (self, &report, true);
+    return 0;
+}
+
+//  Write the replica's snapshot files for a checkpoint.
+static int
+s_mirror_save (s_trainer_t *self, const s_work_t *work)
+{
+    char dir [4096];
+    s_report_t report = { .kind = S_SAVE, .step = work->step, .generation = work->generation,
+                          .order = work->order };
+    const msgpack_object *obj = ps_obj_get (ps_msg_header (self->msg), "dir");
+    ps_error_t local;
+    int rc = !obj || ps_obj_str (obj, dir, sizeof dir)
+           ? ps_error_set (&local, PS_EPROTO, "a save order without a valid dir") : 0;
+    ps_snap_file_t *files = NULL;
+    size_t nfiles = 0;
+    double t0 = ps_clock_ms ();
+    if (rc == 0)
+        rc = ps_replica_save (ps_mirror_replica (self->mirror), dir, &files, &nfiles, &local);
+    free (files);
+    report.comm_ms = ps_clock_ms () - t0;
+    if (rc)
+        ps_warn ("saving the replica: %s", local.msg);
+    else
+        ps_info ("saved the replica into %s (%zu files, %.1f ms)", dir, nfiles, report.comm_ms);
+    s_mirror_report (self, &report, rc == 0);
     return 0;
 }
 
@@ -1101,6 +1502,18 @@ ps_trainer_run (const ps_trainer_config_t *config, ps_error_t *err)
         //  report should go out with the next request.
         if (!s_str_eq (work.kind, "train") && (rc = s_pusher_collect (self, err)))
             goto done;
+        if (self->mirror && s_str_eq (work.kind, "ring"))
+            rc = s_mirror_ring (self, &work, err);
+        else
+        if (self->mirror && s_str_eq (work.kind, "train"))
+            rc = s_mirror_train (self, &work, err);
+        else
+        if (self->mirror && s_str_eq (work.kind, "eval"))
+            rc = s_mirror_eval (self, &work, err);
+        else
+        if (self->mirror && s_str_eq (work.kind, "save"))
+            rc = s_mirror_save (self, &work);
+        else
         if (s_str_eq (work.kind, "train"))
             rc = s_train (self, &work, err);
         else
@@ -1140,6 +1553,9 @@ done:
     s_teardown (self);
     if (self->have_plan)
         ps_plan_release (&self->plan);
+    if (self->have_deferred)
+        ps_plan_release (&self->deferred);
+    free (self->steps);
     ps_msg_destroy (&self->msg);
     ps_writer_fini (&self->writer);
     free (self);

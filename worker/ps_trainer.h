@@ -43,6 +43,8 @@ typedef struct {
     int threads;                //  0: the plan's
     const char *device;         //  NULL: the plan's ("cpu", "gpu", "auto")
     int stop_fd;                //  a signalfd for SIGTERM/SIGINT, or -1
+    const char *ring_bind;      //  mirrored mode: this worker's ring endpoint to bind
+                                //  (its own cluster address), or NULL
 } ps_trainer_config_t;
 
 //  Run until the coordinator says stop (returns 0) or stop_fd fires
