@@ -1771,7 +1771,7 @@ main (void)
     ps_error_t err;
     if (ps_heap_tune (&err))
         fprintf (stderr, "test_ring: %s\n", err.msg);
-    ps_log_init ("test_ring", PS_LOG_WARN);
+    ps_log_init ("test_ring", PS_LOG_ERROR);
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_teardown (test_bad_arguments, s_teardown),
         cmocka_unit_test_teardown (test_wire_peer, s_teardown),

@@ -126,7 +126,8 @@
 //  At most one warning about malformed messages this often.
 #define S_WARN_INTERVAL_MS      1000
 
-//  While ZeroMQ still holds buffers after an abort, say so this often.
+//  While ZeroMQ still holds buffers after an abort, say so this often (an
+//  error: the caller is stuck until it lets go).
 #define S_RELEASE_WARN_MS       5000
 
 typedef struct {
@@ -312,6 +313,19 @@ s_msg_close (zmq_msg_t *msg)
         ps_error ("ring: zmq_msg_close: %s", zmq_strerror (errno));
 }
 
+//  Close a sending socket and the PAIR that reads its monitor's events.
+//  The monitor is stopped first: ZeroMQ's I/O thread sends each event
+//  with a blocking send, so an event sent to a PAIR already closed would
+//  block that thread for good, and with it the release of every buffer.
+static void
+s_close_push (void **push_p, void **monitor_p)
+{
+    if (*push_p && *monitor_p && zmq_socket_monitor (*push_p, NULL, 0) != 0)
+        ps_error ("ring: stopping a socket monitor: %s", zmq_strerror (errno));
+    s_close (monitor_p);
+    s_close (push_p);
+}
+
 static char *
 s_strdup (const char *s)
 {
@@ -372,7 +386,7 @@ s_wait_released (ps_ring_t *self)
         }
         double now = ps_clock_ms ();
         if (now - warned_at >= S_RELEASE_WARN_MS) {
-            ps_warn ("ring at %s: ZeroMQ still holds %zu buffers of the vector after %.0f ms",
+            ps_error ("ring at %s: ZeroMQ still holds %zu buffers of the vector after %.0f ms",
                      self->endpoint, atomic_load (&self->outstanding), now - start);
             warned_at = now;
         }
@@ -655,8 +669,7 @@ ps_ring_destroy (ps_ring_t **self_p)
     //  Collectives return only after ZeroMQ let go of the caller's
     //  buffers, so closing cannot leave it reading freed memory.
     assert (atomic_load (&self->outstanding) == 0);
-    s_close (&self->monitor);
-    s_close (&self->push);
+    s_close_push (&self->push, &self->monitor);
     s_close (&self->pull);
     while (self->held_count)
         s_held_remove (self, self->held_count - 1, false);
@@ -719,7 +732,10 @@ ps_ring_form (ps_ring_t *self, uint64_t ring_id, int rank, int n,
     if (n > 1) {
         //  The monitor's inproc endpoint is unique to this ring object and
         //  formation. Its PAIR connects before the PUSH does, so that the
-        //  connection's event cannot be sent before anyone listens.
+        //  connection's event cannot be sent before anyone listens, and
+        //  queues without limit, so that the I/O thread's blocking send of
+        //  an event never waits for the owner to read (events are a few
+        //  bytes per connection).
         char monitor_endpoint [64];
         snprintf (monitor_endpoint, sizeof monitor_endpoint, "inproc://ps-ring-%p-%" PRIx64,
                   (void *) self, ring_id);
@@ -728,17 +744,16 @@ ps_ring_form (ps_ring_t *self, uint64_t ring_id, int rank, int n,
         if (!push || !monitor) {
             int rc = ps_error_set (err, PS_EIO, "ring %" PRIx64 ": zmq_socket: %s", ring_id,
                                    zmq_strerror (errno));
-            s_close (&monitor);
-            s_close (&push);
+            s_close_push (&push, &monitor);
             return rc;
         }
         if (s_setopt_int (monitor, ZMQ_LINGER, 0) != 0
+        ||  s_setopt_int (monitor, ZMQ_RCVHWM, 0) != 0
         ||  zmq_socket_monitor (push, monitor_endpoint, ZMQ_EVENT_CONNECTED) != 0
         ||  zmq_connect (monitor, monitor_endpoint) != 0) {
             int rc = ps_error_set (err, PS_EIO, "ring %" PRIx64 ": monitor %s: %s", ring_id,
                                    monitor_endpoint, zmq_strerror (errno));
-            s_close (&monitor);
-            s_close (&push);
+            s_close_push (&push, &monitor);
             return rc;
         }
         //  Without ZMQ_IMMEDIATE, messages queue for a successor whose
@@ -749,13 +764,11 @@ ps_ring_form (ps_ring_t *self, uint64_t ring_id, int rank, int n,
             int rc = ps_error_set (err, PS_EIO, "ring %" PRIx64 ": cannot connect to member "
                                    "%d at %s: %s", ring_id, (rank + 1) % n, successor,
                                    zmq_strerror (errno));
-            s_close (&monitor);
-            s_close (&push);
+            s_close_push (&push, &monitor);
             return rc;
         }
     }
-    s_close (&self->monitor);
-    s_close (&self->push);
+    s_close_push (&self->push, &self->monitor);
     self->push = push;
     self->monitor = monitor;
     free (self->successor);
@@ -1330,8 +1343,7 @@ s_collective (s_op_t *op, ps_error_t *err)
         return PS_OK;
     }
     self->broken = true;
-    s_close (&self->monitor);
-    s_close (&self->push);
+    s_close_push (&self->push, &self->monitor);
     s_wait_released (self);
     return rc;
 }
