@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -2292,6 +2293,16 @@ s_open (s_coord_t *self)
     //  handed out by a coordinator before it (whose restores may have
     //  counted to the same number) is never taken for current work.
     self->generation = (self->incarnation & 0xffffffffu) << 24;
+    //  A mirrored ring's ids must grow from one formation to the next, also
+    //  across a restart of the coordinator (workers that outlive it keep
+    //  their rings' ids): its generations count from the wall clock's
+    //  seconds instead, which a restart, taking longer than a second, moves on.
+    if (cfg->job.mode == PS_MODE_MIRRORED) {
+        struct timespec now;
+        if (clock_gettime (CLOCK_REALTIME, &now) != 0)
+            return s_fail (self, PS_EIO, "clock_gettime: %s", strerror (errno)), -1;
+        self->generation = (uint64_t) now.tv_sec << 24;
+    }
     self->ctx = zmq_ctx_new ();
     if (!self->ctx)
         return s_fail (self, PS_EIO, "zmq_ctx_new: %s", zmq_strerror (errno)), -1;
