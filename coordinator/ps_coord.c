@@ -347,11 +347,13 @@ s_send_heartbeats (s_coord_t *self)
         }
 }
 
-static void
-s_reply_work (s_coord_t *self, s_peer_t *peer, uint64_t id, const char *kind, uint64_t step,
-              uint64_t epoch, uint64_t batch, uint64_t wait_ms)
+//  Start a "work" answer to request id with its six fields and room for
+//  extra more (mirrored mode's), which the caller packs before sending.
+static msgpack_packer *
+s_begin_work (s_coord_t *self, uint64_t id, const char *kind, uint64_t step, uint64_t epoch,
+              uint64_t batch, uint64_t wait_ms, size_t extra)
 {
-    ps_writer_reset (&self->writer, "work", id, 6);
+    ps_writer_reset (&self->writer, "work", id, 6 + extra);
     msgpack_packer *pk = &self->writer.pk;
     ps_pack_key (pk, "kind");
     ps_pack_str (pk, kind);
@@ -360,6 +362,14 @@ s_reply_work (s_coord_t *self, s_peer_t *peer, uint64_t id, const char *kind, ui
     ps_pack_uint (pk, "batch", batch);
     ps_pack_uint (pk, "generation", self->generation);
     ps_pack_uint (pk, "wait_ms", wait_ms);
+    return pk;
+}
+
+static void
+s_reply_work (s_coord_t *self, s_peer_t *peer, uint64_t id, const char *kind, uint64_t step,
+              uint64_t epoch, uint64_t batch, uint64_t wait_ms)
+{
+    s_begin_work (self, id, kind, step, epoch, batch, wait_ms, 0);
     s_send (self, peer, NULL, 0);
 }
 
@@ -403,6 +413,7 @@ s_requeue_eval (s_coord_t *self)
 //  Mirrored mode's part of failures and requests (see "Mirrored mode").
 static void m_worker_failed (s_coord_t *self, s_peer_t *peer);
 static void m_on_request (s_coord_t *self, s_peer_t *peer, uint64_t id);
+static void m_send_abort (s_coord_t *self, s_peer_t *peer);
 
 static void
 s_worker_failed (s_coord_t *self, s_role_t role, int index, const char *reason)
@@ -1190,11 +1201,8 @@ s_handle_message (s_coord_t *self)
                                               "task", index));
         //  A member that was stopped may still wait in a collective of a
         //  ring formed without it since: end that at once.
-        if (self->mirrored && role == S_WORKER) {
-            ps_writer_reset (&self->writer, "abort", ++self->next_id, 1);
-            ps_pack_uint (&self->writer.pk, "generation", self->generation);
-            s_send (self, peer, NULL, 0);
-        }
+        if (self->mirrored && role == S_WORKER)
+            m_send_abort (self, peer);
     }
     if (strcmp (type, "heartbeat") == 0)
         return;
@@ -1240,15 +1248,8 @@ m_begin (s_coord_t *self, s_peer_t *peer, const char *kind, uint64_t step, size_
     uint64_t epoch = 0, batch = 0;
     if (step && self->schedule && strcmp (kind, "train") == 0)
         ps_schedule_locate (self->schedule, step, &epoch, &batch);
-    ps_writer_reset (&self->writer, "work", peer->held_id, 7 + extra);
-    msgpack_packer *pk = &self->writer.pk;
-    ps_pack_key (pk, "kind");
-    ps_pack_str (pk, kind);
-    ps_pack_uint (pk, "step", step);
-    ps_pack_uint (pk, "epoch", epoch);
-    ps_pack_uint (pk, "batch", batch);
-    ps_pack_uint (pk, "generation", self->generation);
-    ps_pack_uint (pk, "wait_ms", 0);
+    msgpack_packer *pk = s_begin_work (self, peer->held_id, kind, step, epoch, batch, 0,
+                                       extra + 1);
     ps_pack_uint (pk, "order", self->order);
     return pk;
 }
@@ -1262,17 +1263,23 @@ m_send (s_coord_t *self, s_peer_t *peer, bool work)
     peer->ok = false;
 }
 
+//  Tell peer to abandon any collective of the current ring or an older one.
+static void
+m_send_abort (s_coord_t *self, s_peer_t *peer)
+{
+    ps_writer_reset (&self->writer, "abort", ++self->next_id, 1);
+    ps_pack_uint (&self->writer.pk, "generation", self->generation);
+    s_send (self, peer, NULL, 0);
+}
+
 //  Tell the live members still busy in the current phase to abandon it.
 static void
 m_abort (s_coord_t *self)
 {
     for (int r = 0; r < self->ring_n; r++) {
         s_peer_t *peer = &self->peers [S_WORKER][self->ring [r]];
-        if (!peer->alive || !peer->busy)
-            continue;
-        ps_writer_reset (&self->writer, "abort", ++self->next_id, 1);
-        ps_pack_uint (&self->writer.pk, "generation", self->generation);
-        s_send (self, peer, NULL, 0);
+        if (peer->alive && peer->busy)
+            m_send_abort (self, peer);
     }
 }
 
