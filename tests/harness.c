@@ -7,6 +7,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -425,4 +427,54 @@ harness_event_is (const json_t *row, const char *event)
 {
     const char *name = json_string_value (json_object_get (row, "event"));
     return name && strcmp (name, event) == 0;
+}
+
+int
+harness_write_line (int fd, const char *fmt, ...)
+{
+    char line [4096];
+    va_list args;
+    va_start (args, fmt);
+    int len = vsnprintf (line, sizeof line - 1, fmt, args);
+    va_end (args);
+    if (len < 0 || len >= (int) sizeof line - 1)
+        return -1;
+    line [len++] = '\n';
+    for (int done = 0; done < len; ) {
+        ssize_t wrote = write (fd, line + done, (size_t) (len - done));
+        if (wrote < 0 && errno == EINTR)
+            continue;
+        if (wrote <= 0)
+            return -1;
+        done += (int) wrote;
+    }
+    return 0;
+}
+
+int
+harness_read_line (int fd, char *line, size_t size, int timeout_ms)
+{
+    double deadline = ps_clock_ms () + timeout_ms;
+    size_t len = 0;
+    while (true) {
+        int left = (int) (deadline - ps_clock_ms ());
+        struct pollfd item = { .fd = fd, .events = POLLIN };
+        int ready = poll (&item, 1, left > 0 ? left : 0);
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready <= 0)
+            return -1;
+        char c;
+        ssize_t got = read (fd, &c, 1);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return -1;
+        if (c == '\n') {
+            line [len] = 0;
+            return 0;
+        }
+        if (len + 1 < size)
+            line [len++] = c;
+    }
 }

@@ -85,6 +85,16 @@ bool harness_file_contains (const char *path, const char *text);
 //  Write text to a new file (truncating). Returns 0 or -1.
 int harness_write_file (const char *path, const char *text);
 
+//  Lines over a pipe, between a test (or benchmark) and the processes it
+//  forks. Write one line (a newline is added; at most 4095 bytes) in full.
+//  Returns 0 or -1.
+int harness_write_line (int fd, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+//  Read one line (without its newline, cut to fit size) within
+//  timeout_ms, a byte at a time so that nothing of the next line is taken.
+//  Returns 0, or -1 at end of file, on an error or at the deadline.
+int harness_read_line (int fd, char *line, size_t size, int timeout_ms);
+
 //  ---------------------------------------------------------------------
 //  JSON-lines files (the coordinator's and ps-worker's --metrics)
 

@@ -169,73 +169,9 @@ s_sleep_ms (int ms)
 static void
 s_free_endpoint (char *buf, size_t len)
 {
-    int fd = socket (AF_INET, SOCK_STREAM, 0);
-    assert_true (fd >= 0);
-    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
-    socklen_t size = sizeof addr;
-    assert_int_equal (bind (fd, (struct sockaddr *) &addr, sizeof addr), 0);
-    assert_int_equal (getsockname (fd, (struct sockaddr *) &addr, &size), 0);
-    assert_int_equal (close (fd), 0);
-    snprintf (buf, len, "tcp://127.0.0.1:%u", ntohs (addr.sin_port));
-}
-
-//  ---------------------------------------------------------------------
-//  Lines over pipes (both sides)
-
-static int
-s_write_line (int fd, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
-
-static int
-s_write_line (int fd, const char *fmt, ...)
-{
-    char line [S_LINE_MAX];
-    va_list args;
-    va_start (args, fmt);
-    int len = vsnprintf (line, sizeof line - 1, fmt, args);
-    va_end (args);
-    if (len < 0 || len >= (int) sizeof line - 1)
-        return -1;
-    line [len++] = '\n';
-    for (int done = 0; done < len; ) {
-        ssize_t wrote = write (fd, line + done, (size_t) (len - done));
-        if (wrote < 0 && errno == EINTR)
-            continue;
-        if (wrote <= 0)
-            return -1;
-        done += (int) wrote;
-    }
-    return 0;
-}
-
-//  Read one line (without its newline) within timeout_ms, a byte at a
-//  time so that nothing of the next line is taken. Returns 0, or -1 at
-//  end of file, on an error or at the deadline.
-static int
-s_read_line (int fd, char *line, size_t size, int timeout_ms)
-{
-    double deadline = ps_clock_ms () + timeout_ms;
-    size_t len = 0;
-    while (true) {
-        int left = (int) (deadline - ps_clock_ms ());
-        struct pollfd item = { .fd = fd, .events = POLLIN };
-        int ready = poll (&item, 1, left > 0 ? left : 0);
-        if (ready < 0 && errno == EINTR)
-            continue;
-        if (ready <= 0)
-            return -1;
-        char c;
-        ssize_t got = read (fd, &c, 1);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return -1;
-        if (c == '\n') {
-            line [len] = 0;
-            return 0;
-        }
-        if (len + 1 < size)
-            line [len++] = c;
-    }
+    int port = harness_free_port ();
+    assert_true (port > 0);
+    snprintf (buf, len, "tcp://127.0.0.1:%d", port);
 }
 
 //  ---------------------------------------------------------------------
@@ -276,7 +212,7 @@ static int
 s_child_form (s_child_t *child)
 {
     char line [S_LINE_MAX];
-    if (s_read_line (child->in, line, sizeof line, S_WAIT_MS))
+    if (harness_read_line (child->in, line, sizeof line, S_WAIT_MS))
         return S_EXIT_PIPE;
     if (strcmp (line, "leave") == 0)
         return 1;
@@ -303,7 +239,7 @@ static int
 s_child_expect (s_child_t *child, const char *word)
 {
     char line [S_LINE_MAX];
-    if (s_read_line (child->in, line, sizeof line, S_WAIT_MS) || strcmp (line, word) != 0)
+    if (harness_read_line (child->in, line, sizeof line, S_WAIT_MS) || strcmp (line, word) != 0)
         return S_EXIT_PIPE;
     return 0;
 }
@@ -344,7 +280,7 @@ s_child_stats (s_child_t *child)
 {
     ps_ring_stats_t stats;
     ps_ring_stats (child->ring, &stats);
-    return s_write_line (child->out, "stats %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+    return harness_write_line (child->out, "stats %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
                          " %" PRIu64, stats.collectives, stats.stale_dropped, stats.malformed,
                          stats.bytes_sent, stats.bytes_received) ? S_EXIT_PIPE : 0;
 }
@@ -368,7 +304,7 @@ s_child_main (int index, int in, int out, const s_net_t *net, s_scenario_fn *fn,
         s_child_say (&child, "ps_ring_new: %s", err.msg);
         return S_EXIT_RING_NEW;
     }
-    if (s_write_line (out, "endpoint %s", ps_ring_endpoint (child.ring)))
+    if (harness_write_line (out, "endpoint %s", ps_ring_endpoint (child.ring)))
         return S_EXIT_PIPE;
     int rc = fn (&child, arg);
     ps_ring_destroy (&child.ring);
@@ -427,7 +363,7 @@ s_cluster_start (s_cluster_t *cluster, int n, const s_net_t *net, s_scenario_fn 
     }
     for (int i = 0; i < n; i++) {
         char line [S_LINE_MAX];
-        if (s_read_line (cluster->from [i], line, sizeof line, S_WAIT_MS)
+        if (harness_read_line (cluster->from [i], line, sizeof line, S_WAIT_MS)
         ||  strncmp (line, "endpoint ", 9) != 0)
             fail_msg ("child %d sent no endpoint", i);
         if (strlen (line + 9) >= sizeof cluster->endpoint [i])
@@ -453,7 +389,7 @@ s_cluster_reap (s_cluster_t *cluster, int i)
 static const char *
 s_cluster_expect (s_cluster_t *cluster, int i, const char *prefix, char *line, size_t size)
 {
-    if (s_read_line (cluster->from [i], line, size, S_WAIT_MS)) {
+    if (harness_read_line (cluster->from [i], line, size, S_WAIT_MS)) {
         int code = cluster->reaped [i] ? -1 : s_cluster_reap (cluster, i);
         fail_msg ("child %d sent no \"%s\" line; it exited with %d (%s)", i, prefix, code,
                   s_exit_name (code));
@@ -466,7 +402,7 @@ s_cluster_expect (s_cluster_t *cluster, int i, const char *prefix, char *line, s
 static void
 s_cluster_say (s_cluster_t *cluster, int i, const char *word)
 {
-    assert_int_equal (s_write_line (cluster->to [i], "%s", word), 0);
+    assert_int_equal (harness_write_line (cluster->to [i], "%s", word), 0);
 }
 
 //  Form ring ring_id of the children order [0 .. n): child order [p] is
@@ -480,7 +416,7 @@ s_cluster_form (s_cluster_t *cluster, uint64_t ring_id, const int *order, int n)
         strncat (members, cluster->endpoint [order [p]], sizeof members - strlen (members) - 1);
     }
     for (int p = 0; p < n; p++)
-        assert_int_equal (s_write_line (cluster->to [order [p]], "form %" PRIu64 " %d %d%s",
+        assert_int_equal (harness_write_line (cluster->to [order [p]], "form %" PRIu64 " %d %d%s",
                                         ring_id, p, n, members), 0);
 }
 
@@ -824,7 +760,7 @@ s_scenario_cases (s_child_t *child, void *arg)
             return rc;
     if ((rc = s_child_stats (child)))
         return rc;
-    return s_write_line (child->out, "done") ? S_EXIT_PIPE : 0;
+    return harness_write_line (child->out, "done") ? S_EXIT_PIPE : 0;
 }
 
 static void
@@ -895,16 +831,16 @@ s_scenario_reform (s_child_t *child, void *arg)
         rc = s_child_case (child, "reform1", k, &s_reform_first [k]);
     if (rc)
         return rc;
-    if (s_write_line (child->out, "done"))
+    if (harness_write_line (child->out, "done"))
         return S_EXIT_PIPE;
     rc = s_child_form (child);
     if (rc)
         return rc == 1 ? 0 : rc;
-    if (s_write_line (child->out, "formed") || s_child_expect (child, "go"))
+    if (harness_write_line (child->out, "formed") || s_child_expect (child, "go"))
         return S_EXIT_PIPE;
     if ((rc = s_child_case (child, "reform2", 0, &s_reform_second [0])))
         return rc;
-    if (s_write_line (child->out, "first") || s_child_expect (child, "go"))
+    if (harness_write_line (child->out, "first") || s_child_expect (child, "go"))
         return S_EXIT_PIPE;
     for (int k = 1; rc == 0 && k < 3; k++)
         rc = s_child_case (child, "reform2", k, &s_reform_second [k]);
@@ -1012,7 +948,7 @@ s_scenario_broadcast (s_child_t *child, void *arg)
     s_case_t last = { 999, 77, false };
     if (rc == 0)
         rc = s_child_case (child, "bcast-last", n, &last);
-    if (rc == 0 && s_write_line (child->out, "done"))
+    if (rc == 0 && harness_write_line (child->out, "done"))
         rc = S_EXIT_PIPE;
     return rc;
 }
@@ -1087,7 +1023,7 @@ s_child_until_timeout (s_child_t *child, size_t count, int limit)
         s_child_say (child, "a broken ring ran another all-reduce");
         return S_EXIT_WRONG_CODE;
     }
-    return s_write_line (child->out, "timedout %.0f", elapsed) ? S_EXIT_PIPE : 0;
+    return harness_write_line (child->out, "timedout %.0f", elapsed) ? S_EXIT_PIPE : 0;
 }
 
 //  Child 2 forms and then does nothing until told to exit; the others
@@ -1108,7 +1044,7 @@ s_scenario_never_joins (s_child_t *child, void *arg)
     s_case_t c = { 30011, 5, false };
     if ((rc = s_child_case (child, "after-absent", 0, &c)))
         return rc;
-    return s_write_line (child->out, "done") ? S_EXIT_PIPE : 0;
+    return harness_write_line (child->out, "done") ? S_EXIT_PIPE : 0;
 }
 
 static void
@@ -1142,7 +1078,7 @@ s_scenario_killed (s_child_t *child, void *arg)
     int rc = s_child_form (child);
     if (rc)
         return rc == 1 ? 0 : rc;
-    if (s_write_line (child->out, "running"))
+    if (harness_write_line (child->out, "running"))
         return S_EXIT_PIPE;
     if ((rc = s_child_until_timeout (child, 262147, INT32_MAX)))
         return rc;
@@ -1151,7 +1087,7 @@ s_scenario_killed (s_child_t *child, void *arg)
     s_case_t c = { S_LARGE, 6, false };
     if ((rc = s_child_case (child, "after-kill", 0, &c)))
         return rc;
-    return s_write_line (child->out, "done") ? S_EXIT_PIPE : 0;
+    return harness_write_line (child->out, "done") ? S_EXIT_PIPE : 0;
 }
 
 static void
@@ -1557,7 +1493,7 @@ s_scenario_malformed (s_child_t *child, void *arg)
     int rc = s_child_form (child);
     if (rc)
         return rc == 1 ? 0 : rc;
-    if (s_write_line (child->out, "formed") || s_child_expect (child, "go"))
+    if (harness_write_line (child->out, "formed") || s_child_expect (child, "go"))
         return S_EXIT_PIPE;
     for (int k = 0; rc == 0 && k < 4; k++) {
         s_case_t c = { 10007, 300 + (uint64_t) k, false };
@@ -1624,7 +1560,7 @@ s_scenario_mismatch (s_child_t *child, void *arg)
         s_child_say (child, "PS_EPROTO does not name the sizes: %s", err.msg);
         return S_EXIT_WRONG_CODE;
     }
-    return s_write_line (child->out, "code %d", rc) ? S_EXIT_PIPE : 0;
+    return harness_write_line (child->out, "code %d", rc) ? S_EXIT_PIPE : 0;
 }
 
 static void

@@ -34,7 +34,6 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +47,7 @@
 
 #include <zmq.h>
 
+#include "harness.h"
 #include "ps_clock.h"
 #include "ps_heap.h"
 #include "ps_log.h"
@@ -93,65 +93,6 @@ typedef struct {
 
 static const size_t s_sizes [] = { 1 * S_MIB, 16 * S_MIB, 64 * S_MIB };
 #define S_SIZES (sizeof s_sizes / sizeof s_sizes [0])
-
-//  ---------------------------------------------------------------------
-//  Lines over pipes
-
-static int
-s_write_line (int fd, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
-
-static int
-s_write_line (int fd, const char *fmt, ...)
-{
-    char line [S_LINE_MAX];
-    va_list args;
-    va_start (args, fmt);
-    int len = vsnprintf (line, sizeof line - 1, fmt, args);
-    va_end (args);
-    if (len < 0 || len >= (int) sizeof line - 1)
-        return -1;
-    line [len++] = '\n';
-    for (int done = 0; done < len; ) {
-        ssize_t wrote = write (fd, line + done, (size_t) (len - done));
-        if (wrote < 0 && errno == EINTR)
-            continue;
-        if (wrote <= 0)
-            return -1;
-        done += (int) wrote;
-    }
-    return 0;
-}
-
-//  Read one line (without its newline) within timeout_ms. Bytes are read
-//  one at a time so that nothing of the next line is consumed. Returns 0,
-//  or -1 on end of file, error or timeout.
-static int
-s_read_line (int fd, char *line, size_t size, int timeout_ms)
-{
-    double deadline = ps_clock_ms () + timeout_ms;
-    size_t len = 0;
-    while (true) {
-        int left = (int) (deadline - ps_clock_ms ());
-        struct pollfd item = { .fd = fd, .events = POLLIN };
-        int ready = poll (&item, 1, left > 0 ? left : 0);
-        if (ready < 0 && errno == EINTR)
-            continue;
-        if (ready <= 0)
-            return -1;
-        char c;
-        ssize_t got = read (fd, &c, 1);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return -1;
-        if (c == '\n') {
-            line [len] = 0;
-            return 0;
-        }
-        if (len + 1 < size)
-            line [len++] = c;
-    }
-}
 
 //  ---------------------------------------------------------------------
 //  Processes
@@ -313,8 +254,8 @@ s_ring_child (s_child_t *child, void *arg)
         return S_EXIT_RING;
     }
     char line [S_LINE_MAX];
-    if (s_write_line (child->out, "%s", ps_ring_endpoint (ring))
-    ||  s_read_line (child->in, line, sizeof line, S_CHILD_WAIT_MS))
+    if (harness_write_line (child->out, "%s", ps_ring_endpoint (ring))
+    ||  harness_read_line (child->in, line, sizeof line, S_CHILD_WAIT_MS))
         return S_EXIT_PIPE;
     //  The parent sends the members' endpoints, separated by spaces.
     const char *members [S_MAX_PROCS];
@@ -367,7 +308,7 @@ s_ring_child (s_child_t *child, void *arg)
         for (int it = 0; it < run->iters; it++)
             used += snprintf (out + used, sizeof out - (size_t) used, "%s%.4f", it ? " " : "",
                               times [it]);
-        if (s_write_line (child->out, "%s", out))
+        if (harness_write_line (child->out, "%s", out))
             return S_EXIT_PIPE;
     }
     free (data);
@@ -394,7 +335,7 @@ s_ring_rows (const s_options_t *options, const char *transport, const char *dir,
     char line [S_LINE_MAX];
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
-        if (s_read_line (procs.from [i], line, sizeof line, S_CHILD_WAIT_MS))
+        if (harness_read_line (procs.from [i], line, sizeof line, S_CHILD_WAIT_MS))
             rc = -1;
         else {
             strncat (members, i ? " " : "", sizeof members - strlen (members) - 1);
@@ -402,11 +343,11 @@ s_ring_rows (const s_options_t *options, const char *transport, const char *dir,
         }
     }
     for (int i = 0; i < n && rc == 0; i++)
-        rc = s_write_line (procs.to [i], "%s", members);
+        rc = harness_write_line (procs.to [i], "%s", members);
     for (size_t s = 0; s < S_SIZES && rc == 0; s++) {
         double slowest [S_MAX_ITERS] = { 0 };
         for (int i = 0; i < n && rc == 0; i++) {
-            if (s_read_line (procs.from [i], line, sizeof line, S_CHILD_WAIT_MS)) {
+            if (harness_read_line (procs.from [i], line, sizeof line, S_CHILD_WAIT_MS)) {
                 rc = -1;
                 break;
             }
@@ -489,7 +430,7 @@ s_raw_receiver (s_raw_run_t *run, s_child_t *child)
         fprintf (stderr, "bench_allreduce: raw receiver: %s\n", zmq_strerror (errno));
         return S_EXIT_ZMQ;
     }
-    if (s_write_line (child->out, "%s", endpoint))
+    if (harness_write_line (child->out, "%s", endpoint))
         return S_EXIT_PIPE;
     for (int s = 0; s < run->nsizes; s++) {
         int per_block = s_block_messages (run->sizes [s]);
@@ -513,7 +454,7 @@ s_raw_receiver (s_raw_run_t *run, s_child_t *child)
                 times [b - 1] = (now - start) / per_block;
             start = now;
         }
-        if (s_write_line (child->out, "%.6f", s_median (times, run->blocks)))
+        if (harness_write_line (child->out, "%.6f", s_median (times, run->blocks)))
             return S_EXIT_PIPE;
     }
     s_zmq_end (pull, ctx);
@@ -559,7 +500,7 @@ static int
 s_raw_sender (s_raw_run_t *run, s_child_t *child)
 {
     char endpoint [S_LINE_MAX];
-    if (s_read_line (child->in, endpoint, sizeof endpoint, S_CHILD_WAIT_MS))
+    if (harness_read_line (child->in, endpoint, sizeof endpoint, S_CHILD_WAIT_MS))
         return S_EXIT_PIPE;
     size_t largest = 0;
     for (int s = 0; s < run->nsizes; s++)
@@ -623,10 +564,10 @@ s_raw_rows (const s_options_t *options, const char *transport, const char *dir,
         return -1;
     }
     char line [S_LINE_MAX];
-    int rc = s_read_line (procs.from [0], line, sizeof line, S_CHILD_WAIT_MS)
-          || s_write_line (procs.to [1], "%s", line) ? -1 : 0;
+    int rc = harness_read_line (procs.from [0], line, sizeof line, S_CHILD_WAIT_MS)
+          || harness_write_line (procs.to [1], "%s", line) ? -1 : 0;
     for (int s = 0; s < nsizes && rc == 0; s++) {
-        if (s_read_line (procs.from [0], line, sizeof line, S_CHILD_WAIT_MS)) {
+        if (harness_read_line (procs.from [0], line, sizeof line, S_CHILD_WAIT_MS)) {
             rc = -1;
             break;
         }
