@@ -26,6 +26,7 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #if defined (__x86_64__)
@@ -325,4 +326,42 @@ void
 ps_opt_double_set (ps_opt_config_t *cfg, int index, double value)
 {
     *s_double_field (cfg, index) = value;
+}
+
+bool
+ps_opt_config_differs (const ps_opt_config_t *a, const ps_opt_config_t *b, char *buf,
+                       size_t len)
+{
+    char scratch [8];
+    if (!buf) {
+        buf = scratch;
+        len = sizeof scratch;
+    }
+    if (a->kind != b->kind) {
+        snprintf (buf, len, "optimizer %s, not %s", ps_opt_kind_name (a->kind),
+                  ps_opt_kind_name (b->kind));
+        return true;
+    }
+    if (a->nesterov != b->nesterov) {
+        snprintf (buf, len, "nesterov %d, not %d", a->nesterov, b->nesterov);
+        return true;
+    }
+    for (int i = 0; i < PS_OPT_NDOUBLES; i++) {
+        double x = ps_opt_double_get (a, i), y = ps_opt_double_get (b, i);
+        if (memcmp (&x, &y, sizeof x) != 0) {
+            //  Short numbers where they tell the two apart, all digits
+            //  where only those do.
+            char a_text [32], b_text [32];
+            snprintf (a_text, sizeof a_text, "%g", x);
+            snprintf (b_text, sizeof b_text, "%g", y);
+            if (strcmp (a_text, b_text) == 0) {
+                snprintf (a_text, sizeof a_text, "%.17g", x);
+                snprintf (b_text, sizeof b_text, "%.17g", y);
+            }
+            snprintf (buf, len, "optimizer %s %s, not %s", ps_opt_double_name (i), a_text,
+                      b_text);
+            return true;
+        }
+    }
+    return false;
 }

@@ -65,6 +65,12 @@ const char *ps_opt_double_name (int index);
 double ps_opt_double_get (const ps_opt_config_t *cfg, int index);
 void ps_opt_double_set (ps_opt_config_t *cfg, int index, double value);
 
+//  True when a and b differ in any field (the doubles compared bit for
+//  bit); then buf (may be NULL) receives the first difference, e.g.
+//  "optimizer lr 0.001, not 0.01".
+bool ps_opt_config_differs (const ps_opt_config_t *a, const ps_opt_config_t *b, char *buf,
+                            size_t len);
+
 //  Parse "sgd", "momentum", "adagrad" or "adam".
 int ps_opt_kind_parse (const char *name, ps_opt_kind_t *kind, ps_error_t *err);
 const char *ps_opt_kind_name (ps_opt_kind_t kind);

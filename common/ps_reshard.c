@@ -253,39 +253,6 @@ s_survey (s_sources_t *sources, const ps_reshard_var_t *vars, int nvars, ps_erro
     return PS_OK;
 }
 
-//  The first optimizer field in which a and b differ, described into buf;
-//  false when they are the same bit for bit.
-static bool
-s_opt_differs (const ps_opt_config_t *a, const ps_opt_config_t *b, char *buf, size_t len)
-{
-    if (a->kind != b->kind) {
-        snprintf (buf, len, "optimizer %s, not %s", ps_opt_kind_name (a->kind),
-                  ps_opt_kind_name (b->kind));
-        return true;
-    }
-    if (a->nesterov != b->nesterov) {
-        snprintf (buf, len, "nesterov %d, not %d", a->nesterov, b->nesterov);
-        return true;
-    }
-    for (int i = 0; i < PS_OPT_NDOUBLES; i++) {
-        double x = ps_opt_double_get (a, i), y = ps_opt_double_get (b, i);
-        if (memcmp (&x, &y, sizeof x) != 0) {
-            //  Short numbers where they tell the two apart, all digits
-            //  where only those do.
-            char a_text [32], b_text [32];
-            snprintf (a_text, sizeof a_text, "%g", x);
-            snprintf (b_text, sizeof b_text, "%g", y);
-            if (strcmp (a_text, b_text) == 0) {
-                snprintf (a_text, sizeof a_text, "%.17g", x);
-                snprintf (b_text, sizeof b_text, "%.17g", y);
-            }
-            snprintf (buf, len, "optimizer %s %s, not %s", ps_opt_double_name (i), a_text, b_text);
-            return true;
-        }
-    }
-    return false;
-}
-
 static int
 s_compare_rows (const void *a, const void *b)
 {
@@ -326,7 +293,7 @@ s_pieces_of (const s_sources_t *sources, const ps_reshard_var_t *var, int t,
                                  var->var, src_dir);
         next = piece->row_end;
         char what [160];
-        if (i > 0 && s_opt_differs (&piece->opt, &list [0]->opt, what, sizeof what))
+        if (i > 0 && ps_opt_config_differs (&piece->opt, &list [0]->opt, what, sizeof what))
             return ps_error_set (err, PS_EINVAL,
                                  "file %s: %s as in %s; the pieces of \"%s\" must have one "
                                  "optimizer configuration", piece->path, what, list [0]->path,
@@ -390,7 +357,7 @@ s_gather (s_piece_t *piece, s_buffers_t *buffers, ps_error_t *err)
     char what [160];
     if (strcmp (snap.var, piece->var) != 0 || !ps_shape_equal (&snap.shape, &piece->shape)
     ||  snap.row_begin != piece->row_begin || snap.row_end != piece->row_end
-    ||  s_opt_differs (&snap.opt, &piece->opt, what, sizeof what)) {
+    ||  ps_opt_config_differs (&snap.opt, &piece->opt, what, sizeof what)) {
         ps_snapshot_release (&snap);
         return ps_error_set (err, PS_ECORRUPT, "file %s: changed while the checkpoint was being "
                              "resharded", piece->path);

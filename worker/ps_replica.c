@@ -135,20 +135,6 @@ s_var_slots (const ps_replica_t *self, const s_state_t *state, int v, float **sl
         slots [i] = state->slots [i] ? state->slots [i] + offset : NULL;
 }
 
-//  True when two configurations are the same bit for bit.
-static bool
-s_opt_same (const ps_opt_config_t *a, const ps_opt_config_t *b)
-{
-    if (a->kind != b->kind || a->nesterov != b->nesterov)
-        return false;
-    for (int i = 0; i < PS_OPT_NDOUBLES; i++) {
-        double x = ps_opt_double_get (a, i), y = ps_opt_double_get (b, i);
-        if (memcmp (&x, &y, sizeof x) != 0)
-            return false;
-    }
-    return true;
-}
-
 //  ---------------------------------------------------------------------
 //  Construction and accessors
 
@@ -559,7 +545,7 @@ ps_replica_load (ps_replica_t *self, const char *dir, ps_error_t *err)
             ps_snapshot_release (&snap);
             break;
         }
-        if (v > 0 && !s_opt_same (&snap.opt, &state.opt))
+        if (v > 0 && ps_opt_config_differs (&snap.opt, &state.opt, NULL, 0))
             ps_warn ("replica: the optimizer settings in %s differ from those in %s; keeping "
                      "those of %s", path, first_path, first_path);
         memcpy (values + var->offset, snap.values, var->count * sizeof (float));
