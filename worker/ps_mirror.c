@@ -146,9 +146,5 @@ ps_mirror_update (ps_mirror_t *self, const uint64_t *steps, size_t nsteps, doubl
     self->opt.lr = lr;
     if ((rc = ps_replica_set_optimizer (self->replica, &self->opt, err)))
         return rc;
-    rc = ps_replica_apply (self->replica, self->grad, steps, nsteps, err);
-    if (rc == PS_DUPLICATE)
-        ps_error_set (err, PS_DUPLICATE, "the replica has applied a batch of this global step "
-                      "before");
-    return rc;
+    return ps_replica_apply (self->replica, self->grad, steps, nsteps, err);
 }

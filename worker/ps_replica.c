@@ -285,7 +285,8 @@ ps_replica_apply (ps_replica_t *self, const float *grad, const uint64_t *steps,
     assert (self);
     assert (grad);
     if (nsteps == 0 || !steps)
-        return ps_error_set (err, PS_EINVAL, "replica: an update with no step id, expected at least one");
+        return ps_error_set (err, PS_EINVAL, "replica: an update with no step id, expected at "
+                             "least one");
     //  Every check comes before the first change, so a refused update
     //  leaves the replica exactly as it was.
     for (size_t i = 0; i < nsteps; i++) {
@@ -305,14 +306,16 @@ ps_replica_apply (ps_replica_t *self, const float *grad, const uint64_t *steps,
         if (ps_ledger_contains (state->ledger, steps [i])) {
             for (int v = 0; v < self->nvars; v++)
                 state->counts [v].duplicates++;
-            return PS_DUPLICATE;
+            return ps_error_set (err, PS_DUPLICATE, "replica: step %llu was applied before; "
+                                 "nothing applied", (unsigned long long) steps [i]);
         }
     //  Reserving every id first makes the marks below certain to succeed,
     //  so the update is recorded whole or not at all.
     for (size_t i = 0; i < nsteps; i++) {
         int rc = ps_ledger_reserve (state->ledger, steps [i], err);
         if (rc)
-            return ps_error_prefix (err, rc, "replica: step %llu", (unsigned long long) steps [i]);
+            return ps_error_prefix (err, rc, "replica: step %llu",
+                                    (unsigned long long) steps [i]);
     }
     for (size_t i = 0; i < nsteps; i++) {
         int rc = ps_ledger_mark (state->ledger, steps [i], NULL);
