@@ -78,6 +78,7 @@ typedef struct {
     bool known;                 //  registered at least once
     bool alive;
     bool stopped;               //  told to stop
+    bool silent;                //  declared failed for its silence: it may come back
     uint64_t incarnation;
     char id [S_MAX_ROUTING_ID];
     size_t id_len;
@@ -956,6 +957,7 @@ s_on_register (s_coord_t *self, const char *id, size_t id_len)
     bool was_alive = peer->alive;
     peer->known = true;
     peer->alive = true;
+    peer->silent = false;
     peer->stopped = false;
     peer->incarnation = incarnation;
     memcpy (peer->id, id, id_len);
@@ -1195,6 +1197,7 @@ s_handle_message (s_coord_t *self)
         //  network was cut): use it again. Its steps were handed to others
         //  already; the servers' ledgers ignore its late pushes.
         peer->alive = true;
+        peer->silent = false;
         s_tty_clear (self);
         ps_info ("%s:%d is back", s_role_names [role], index);
         s_event (self, "rejoined", json_pack ("{s:s, s:i}", "role", s_role_names [role],
@@ -1880,6 +1883,7 @@ s_check_peers (s_coord_t *self, double now)
                 continue;
             char reason [96];
             snprintf (reason, sizeof reason, "no heartbeat for %.0f ms", now - peer->last_seen);
+            peer->silent = true;
             if (r == S_PS)
                 s_server_failed (self, i, reason);
             else
@@ -1913,8 +1917,11 @@ s_check_peers (s_coord_t *self, double now)
             return;
         }
         for (int r = 0; r < S_ROLES; r++)
-            if (strcmp (role_name, s_role_names [r]) == 0 && index < self->npeers [r]
-            &&  self->peers [r][index].alive) {
+            if (strcmp (role_name, s_role_names [r]) == 0 && index < self->npeers [r]) {
+                //  Its process is gone: no longer one that may come back.
+                self->peers [r][index].silent = false;
+                if (!self->peers [r][index].alive)
+                    continue;
                 if (r == S_PS)
                     s_server_failed (self, index, reason);
                 else
@@ -2166,11 +2173,17 @@ s_advance (s_coord_t *self, double now)
             return;
         }
         case S_STOPPING: {
+            //  A worker declared failed only for its silence (stopped, or
+            //  starved of CPU) may be alive yet: it gets the same grace to
+            //  ask and be told to stop, rather than being left waiting for
+            //  a coordinator that has gone.
             bool all = true;
             for (int r = S_WORKER; r < S_ROLES; r++)
-                for (int i = 0; i < self->npeers [r]; i++)
-                    if (self->peers [r][i].alive && !self->peers [r][i].stopped)
+                for (int i = 0; i < self->npeers [r]; i++) {
+                    const s_peer_t *peer = &self->peers [r][i];
+                    if ((peer->alive || peer->silent) && !peer->stopped)
                         all = false;
+                }
             if (!all && now < self->stop_deadline_ms)
                 return;
             for (int s = 0; s < self->cfg->nservers && self->client; s++) {
