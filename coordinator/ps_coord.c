@@ -51,6 +51,11 @@
 //  how many ring formations in a row may fail before the run gives up.
 #define S_HOLD_MS        4000
 #define S_MAX_FORM_FAILURES 8
+//  A failed checkpoint (a full disk, say) is tried again after this long;
+//  the final one, which holds the run's result, up to this many times in
+//  a row (about a minute) before the run fails.
+#define S_CKPT_RETRY_MS  2000
+#define S_FINAL_CKPT_TRIES 30
 
 typedef enum {
     S_WAIT_SERVERS,             //  not every server has registered yet
@@ -588,7 +593,7 @@ s_finish_checkpoint (s_coord_t *self, uint64_t step, const char *tmp, ps_snap_fi
                  json_pack ("{s:I, s:s}", "step", (json_int_t) step, "error", err.msg));
         //  Try again after a while rather than at once; the step count of
         //  the last good checkpoint stays, so the final one is still taken.
-        self->ckpt_retry_ms = now + 5000;
+        self->ckpt_retry_ms = now + S_CKPT_RETRY_MS;
         self->ckpt_failures++;
         self->pause_ms = 0;
         return rc;
@@ -1957,22 +1962,26 @@ s_finish (s_coord_t *self, double now)
             return;
         }
     }
-    if (self->mirrored && *self->job->checkpoint_dir && self->ckpt_done != done) {
-        //  The ring's first member writes it; this runs again when it has.
-        if (self->ckpt_failures >= 3) {
+    if (*self->job->checkpoint_dir && self->ckpt_done != done) {
+        //  Training is over, but until this checkpoint is written its
+        //  result lives only in the servers (or the replicas): a full disk
+        //  or another passing failure is retried every few seconds, and
+        //  only one that lasts about a minute fails the run.
+        if (self->ckpt_failures >= S_FINAL_CKPT_TRIES) {
             s_fail (self, PS_EIO, "the final checkpoint in \"%s\" failed %d times (see above)",
                     self->job->checkpoint_dir, self->ckpt_failures);
             return;
         }
-        if (now >= self->ckpt_retry_ms)
+        if (now < self->ckpt_retry_ms)
+            return;
+        if (self->mirrored) {
+            //  The ring's first member writes it; this runs again when it
+            //  has reported.
             m_start_save (self);
-        return;
-    }
-    if (!self->mirrored && *self->job->checkpoint_dir && self->ckpt_done != done
-    &&  s_take_checkpoint (self)) {
-        s_fail (self, PS_EIO, "the final checkpoint in \"%s\" failed (see above)",
-                self->job->checkpoint_dir);
-        return;
+            return;
+        }
+        if (s_take_checkpoint (self))
+            return;
     }
     //  The done record: what was trained, and what every server applied.
     double wall = (now - self->start_ms) / 1e3;
