@@ -1205,8 +1205,10 @@ s_handle_message (s_coord_t *self)
         peer->silent = false;
         s_tty_clear (self);
         ps_info ("%s:%d is back", s_role_names [role], index);
-        s_event (self, "rejoined", json_pack ("{s:s, s:i}", "role", s_role_names [role],
-                                              "task", index));
+        //  Nothing follows the done record in the metrics.
+        if (self->state != S_STOPPING)
+            s_event (self, "rejoined", json_pack ("{s:s, s:i}", "role", s_role_names [role],
+                                                  "task", index));
         //  A member that was stopped may still wait in a collective of a
         //  ring formed without it since: end that at once.
         if (self->mirrored && role == S_WORKER)
@@ -1889,6 +1891,13 @@ s_check_peers (s_coord_t *self, double now)
             char reason [96];
             snprintf (reason, sizeof reason, "no heartbeat for %.0f ms", now - peer->last_seen);
             peer->silent = true;
+            if (self->state == S_STOPPING) {
+                //  The run is over and its done record written: a process
+                //  told to stop falls silent as it exits, and one that is
+                //  silent otherwise only changes whom the stop waits for.
+                peer->alive = false;
+                continue;
+            }
             if (r == S_PS)
                 s_server_failed (self, i, reason);
             else

@@ -9,6 +9,7 @@ packages=(
   libjansson-dev libcmocka-dev
   python3-msgpack           # regenerates schemas/vectors.json
   dataset-fashion-mnist     # /usr/share/datasets/fashion-mnist
+  iproute2 iptables         # the failure-injection harness (tests/faults)
 )
 missing=()
 for p in "${packages[@]}"; do
