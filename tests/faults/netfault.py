@@ -528,15 +528,19 @@ def inject(run, fault, rng):
         time.sleep(fault.duration)
         run.hosts.loss(p.host, 0)
     elif fault.kind == "diskfull":
+        # Allocated a mebibyte at a time until none is left: the next
+        # checkpoint fails part-way (a snapshot file does not fit), however
+        # much a checkpoint being written takes meanwhile.
         filler = os.path.join(run.ckpt, "filler")
-        st = os.statvfs(run.ckpt)
-        # Leave a little, so that the next checkpoint fails half-way
-        # rather than at its first byte.
-        size = st.f_bavail * st.f_frsize - 256 * 1024
         fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            if size > 0:
-                os.posix_fallocate(fd, 0, size)
+            offset = 0
+            while True:
+                try:
+                    os.posix_fallocate(fd, offset, 1 << 20)
+                except OSError:
+                    break
+                offset += 1 << 20
         finally:
             os.close(fd)
         end = time.monotonic() + fault.duration
@@ -683,9 +687,11 @@ def run_once(opts, bins, mode, faults, name, tag, rng, baseline):
     return res
 
 
+KINDS = ["kill", "stop", "cut", "loss", "diskfull", "corrupt"]
+
+
 def random_faults(rng, mode, lacks, nps, nworkers):
-    kinds = ["kill", "stop", "cut", "loss", "diskfull", "corrupt"]
-    kinds = [k for k in kinds if k not in lacks]
+    kinds = [k for k in KINDS if k not in lacks]
     faults = []
     for _ in range(rng.randint(1, 3)):
         kind = rng.choice(kinds)
@@ -714,17 +720,33 @@ def random_faults(rng, mode, lacks, nps, nworkers):
 
 
 def parse_scenario(text, opts):
-    """mode:kind:role[:index][:duration][:p] -> (mode, [Fault])"""
-    parts = text.split(":")
-    if len(parts) < 3:
-        raise SystemExit("scenario %r: expected mode:kind:role[:index]" % text)
-    mode, kind, role = parts[:3]
-    role = {"coordinator": "chief", "server": "ps"}.get(role, role)
-    index = int(parts[3]) if len(parts) > 3 else 0
-    duration = float(parts[4]) if len(parts) > 4 else {"stop": 2.0, "cut": 2.0, "loss": 3.0,
-                                                       "diskfull": 2.0}.get(kind, 0.5)
-    p = float(parts[5]) if len(parts) > 5 else 0.2
-    return mode, [Fault(kind, role, index, opts.at, duration, p)]
+    """mode:FAULT[+FAULT...], FAULT = kind:role[:index[:duration[:p]]][@at]
+    -> (mode, [Fault])"""
+    mode, _, rest = text.partition(":")
+    if mode not in ("async", "mirrored") or not rest:
+        raise SystemExit("scenario %r: expected async|mirrored:kind:role[:index...]" % text)
+    faults = []
+    for part in rest.split("+"):
+        spec, _, at = part.partition("@")
+        fields = spec.split(":")
+        if len(fields) < 2 or fields[0] not in KINDS:
+            raise SystemExit("scenario %r: %r is not kind:role (kinds: %s)"
+                             % (text, part, ", ".join(KINDS)))
+        kind = fields[0]
+        role = {"coordinator": "chief", "server": "ps"}.get(fields[1], fields[1])
+        if role not in ("chief", "ps", "worker"):
+            raise SystemExit("scenario %r: role %r is not worker, server or coordinator"
+                             % (text, fields[1]))
+        try:
+            index = int(fields[2]) if len(fields) > 2 else 0
+            duration = float(fields[3]) if len(fields) > 3 else \
+                {"stop": 2.0, "cut": 2.0, "loss": 3.0, "diskfull": 2.0}.get(kind, 0.5)
+            p = float(fields[4]) if len(fields) > 4 else 0.2
+            when = float(at) if at else opts.at
+        except ValueError:
+            raise SystemExit("scenario %r: bad number in %r" % (text, part))
+        faults.append(Fault(kind, role, index, when, duration, p))
+    return mode, faults
 
 
 # The short version that the test suite runs: a few scenarios of each
@@ -783,7 +805,8 @@ def main():
     ap.add_argument("--runs", type=int, default=0, help="random runs (a soak)")
     ap.add_argument("--seed", type=int, help="the random faults' seed (default: the clock)")
     ap.add_argument("--scenario", action="append", default=[],
-                    help="mode:kind:role[:index[:duration[:p]]], e.g. async:kill:ps:1")
+                    help="mode:kind:role[:index[:duration[:p]]][@at], several joined by +, "
+                    "e.g. async:kill:ps:1 or mirrored:cut:worker:1:3@0.3+kill:coordinator@0.6")
     ap.add_argument("--at", type=float, default=0.4, help="when a --scenario fault strikes")
     ap.add_argument("--modes", default="async,mirrored", help="modes of the random runs")
     ap.add_argument("--job-seed", type=int, default=1, help="the training's seed")
@@ -876,6 +899,9 @@ def main():
             log("  violation: %s (kept %s)" % (v, r["dir"]))
 
     print(table(results, baselines))
+    for k, r in enumerate(results):
+        for v in r["violations"]:
+            print("violation in %s: %s (kept %s)" % (r["name"], v, r["dir"]))
     bad = sum(1 for r in results if r["violations"])
     print("netfault: %d runs, %d completed, %d with invariant violations; seed %d"
           % (len(results), sum(1 for r in results if r["completed"]), bad, seed))
