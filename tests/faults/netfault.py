@@ -773,7 +773,7 @@ def table(results, baselines):
                                         "recovery": [], "skipped": 0, "evidence": {}})
             row["runs"] += 1
             row["completed"] += 1 if r["completed"] else 0
-            row["violations"] += len(r["violations"])
+            row["violations"] += 1 if r["violations"] else 0
             if f.skipped:
                 row["skipped"] += 1
             if f.recovery is not None:
@@ -781,7 +781,7 @@ def table(results, baselines):
             if f.evidence:
                 row["evidence"][f.evidence] = row["evidence"].get(f.evidence, 0) + 1
     lines = []
-    lines.append("| mode | scenario | runs | completed | invariant violations | "
+    lines.append("| mode | scenario | runs | completed | runs with invariant violations | "
                  "recovery s (median / max) | what the cluster saw |")
     lines.append("|---|---|---|---|---|---|---|")
     for (mode, label), row in sorted(rows.items()):
