@@ -756,7 +756,9 @@ SHORT = [
                Fault("kill", "ps", 0, 0.8, 0.5)]),
     ("async", [Fault("cut", "worker", 0, 0.2, 2.0), Fault("loss", "ps", 1, 0.45, 3.0, 0.2),
                Fault("corrupt", "ps", 1, 0.7)]),
-    ("async", [Fault("diskfull", "chief", 0, 0.2, 2.0), Fault("kill", "chief", 0, 0.6, 0.5)]),
+    # The disk fills up near the end and stays full past it: the final
+    # checkpoint fails and is retried until there is room.
+    ("async", [Fault("kill", "chief", 0, 0.5, 0.5), Fault("diskfull", "chief", 0, 0.85, 3.0)]),
     ("mirrored", [Fault("kill", "worker", 0, 0.2, 0.5), Fault("cut", "worker", 1, 0.5, 2.0),
                   Fault("corrupt", "chief", 0, 0.75)]),
     ("mirrored", [Fault("loss", "worker", 1, 0.25, 3.0, 0.2),
