@@ -1,0 +1,324 @@
+#!/usr/bin/env bash
+# The compose demo for real, under rootful podman: build the image of
+# deploy/Dockerfile, bring up deploy/docker-compose.yml (a coordinator, 2
+# ps-servers, 3 workers) with a short job, crash a worker and then a server
+# mid-run, and check that the restart policy brings each back, that the
+# coordinator recovers and finishes (exit 0), and that every batch was
+# trained exactly once (tests/faults/check_run.py on the metrics file).
+#
+# Prints SKIP and exits 77 where this machine cannot run containers (not
+# root, no podman and no way to install it, no overlay file system, no
+# Debian mirror for the base image, ...). Ends with PASS (exit 0) or FAIL
+# (exit 1). The base image and the built image layers stay in podman's
+# store for the next run; containers, the network and the volume of the
+# run are removed, pass or fail.
+#
+# Crashes are a SIGKILL of the container's main process from the host:
+# `podman kill` / `docker kill` would mark the container stopped by the
+# user, and no restart policy restarts such a container (Docker and podman
+# alike).
+#
+# Environment: PS_SOURCE_ROOT (set by meson), PS_COMPOSE_KEEP=1 keeps the
+# containers and the volume after the run for a look.
+
+# Functions called through trap and wait_for look unreachable to shellcheck.
+# shellcheck disable=SC2317
+set -u
+
+root=${PS_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+compose_file=$root/deploy/docker-compose.yml
+project=pscompose$$
+# The test's job: 8000 steps on a fifth of the data, so the run lasts long
+# enough (about a minute on 2 cores) to crash a worker and then a server
+# in it; a checkpoint every 20 steps and a heartbeat timeout of 2 s so
+# recovery is quick.
+steps_per_epoch=200
+epochs=40
+export PS_DEMO_ARGS="--limit $((steps_per_epoch * 64)) --test-limit 1000 --epochs $epochs \
+--checkpoint-steps 20 --keep 3 --heartbeat-ms 200 --heartbeat-timeout-ms 2000 \
+--register-timeout-ms 60000"
+total=$((steps_per_epoch * epochs))
+
+t_start=$(date +%s)
+say () { echo "[test_compose $(( $(date +%s) - t_start ))s] $*"; }
+skip () { echo "SKIP test_compose: $*"; exit 77; }
+
+# ---- can this machine run it? --------------------------------------------
+
+# The image is built from the sources whatever the build directory, so one
+# run per suite is enough: the sanitizer build leaves it to the release one.
+if [ -n "${PS_SERVER:-}" ] && ldd "$PS_SERVER" 2>/dev/null | grep -q libasan; then
+    skip "runs in the release build only (this build has sanitizers)"
+fi
+[ "$(id -u)" -eq 0 ] || skip "needs root (the demo runs under rootful podman)"
+command -v apt-get >/dev/null || command -v podman >/dev/null \
+    || skip "no podman, and no apt-get to install it"
+if ! grep -qw overlay /proc/filesystems && ! modprobe overlay 2>/dev/null; then
+    skip "the kernel has no overlay file system (podman's storage driver)"
+fi
+command -v python3 >/dev/null || skip "no python3 to read the metrics"
+
+had_base=0
+podman image exists docker.io/library/debian:bookworm-slim 2>/dev/null && had_base=1
+t0=$(date +%s)
+setup_log=$(mktemp /tmp/test_compose-setup.XXXXXX)
+# Installs what is missing, makes the base image, starts the API service,
+# exports DOCKER_HOST, CONTAINERS_CONF and PS_PODMAN_STARTED.
+# shellcheck source=deploy/podman-env.sh
+if ! source "$root/deploy/podman-env.sh" 2>"$setup_log"; then
+    cat "$setup_log"
+    reason=$(grep 'podman-env:' "$setup_log" | tail -n 1)
+    rm -f "$setup_log"
+    skip "${reason:-deploy/podman-env.sh failed}"
+fi
+rm -f "$setup_log"
+t_setup=$(( $(date +%s) - t0 ))
+say "set-up: ${t_setup}s ($( [ $had_base -eq 1 ] && echo "base image cached" || echo "base image made with debootstrap"))"
+if ! out=$(podman run --rm docker.io/library/debian:bookworm-slim true 2>&1); then
+    [ "${PS_PODMAN_STARTED:-0}" = 1 ] && "$root/deploy/podman-env.sh" --stop
+    skip "podman cannot run a container here: $(echo "$out" | tail -n 1)"
+fi
+
+# ---- from here on, a problem is a failure --------------------------------
+
+work=$(mktemp -d /tmp/test_compose.XXXXXX)
+# Each service's container (a restart keeps it), looked up once after up:
+# docker-compose takes a second to start.
+services=(coordinator ps-0 ps-1 worker-0 worker-1 worker-2)
+declare -A ids
+compose () { docker-compose -f "$compose_file" -p "$project" "$@"; }
+result=FAIL
+
+# The script's own stdout and stderr, for the traps: a signal can come
+# while a command's output is sent elsewhere (wait_for's >/dev/null).
+exec 3>&1 4>&2
+cleanup () {
+    local rc=$?
+    exec 1>&3 2>&4
+    trap - EXIT INT TERM
+    if [ "$result" != PASS ]; then
+        if [ ${#ids[@]} -gt 0 ]; then
+            for s in "${services[@]}"; do
+                [ -n "${ids[$s]:-}" ] || continue
+                echo "---- $s (last lines of its log) ----"
+                podman logs --tail 12 "${ids[$s]}" 2>&1 | grep -v 'snapshot of' | tail -n 10
+            done
+        else
+            echo "---- container logs (last lines) ----"
+            compose logs --no-color --tail 25 2>&1 | tail -n 150
+        fi
+        if [ -n "${metrics:-}" ] && [ -f "$metrics" ]; then
+            echo "---- metrics (last events but checkpoints) ----"
+            grep -v '"event":"checkpoint"' "$metrics" | tail -n 12
+        fi
+    fi
+    if [ "${PS_COMPOSE_KEEP:-0}" = 1 ]; then
+        say "PS_COMPOSE_KEEP=1: leaving project $project up (docker-compose -p $project down -v)"
+    else
+        compose down -v --remove-orphans -t 5 >"$work/down.log" 2>&1 \
+            || { echo "docker-compose down failed:"; tail -n 5 "$work/down.log"; }
+        # Whatever down left behind.
+        podman ps -a -q --filter "label=com.docker.compose.project=$project" \
+            | xargs -r podman rm -f >/dev/null 2>&1
+        podman volume rm -f "${project}_state" >/dev/null 2>&1
+        podman network rm -f "${project}_default" >/dev/null 2>&1
+    fi
+    [ "${PS_PODMAN_STARTED:-0}" = 1 ] && "$root/deploy/podman-env.sh" --stop
+    if [ "$result" = PASS ]; then
+        rm -rf "$work"
+    else
+        echo "logs in $work"
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'echo "interrupted" >&3; exit 1' INT TERM
+
+fail () {
+    say "$*"
+    echo "FAIL test_compose: $*"
+    exit 1
+}
+
+# Queries on the metrics file (JSON lines).
+#   total                 the started event's total, or nothing
+#   step                  the newest step reported (checkpoint or progress)
+#   has EVENT [K=V ...]   exit 0 when an event with those fields is there
+#   count EVENT           how many there are
+query () {
+    python3 - "$metrics" "$@" <<'PY'
+import json, sys
+path, cmd, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+rows = []
+try:
+    for line in open(path, encoding="utf-8"):
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            pass        # a line being written
+except OSError:
+    pass
+def match(r, event, kv):
+    if r.get("event") != event:
+        return False
+    for k, v in kv:
+        if str(r.get(k)).lower() != v.lower():
+            return False
+    return True
+if cmd == "total":
+    for r in rows:
+        if r.get("event") == "started":
+            print(r["total"]); break
+elif cmd == "step":
+    step = 0
+    for r in rows:
+        if r.get("event") in ("checkpoint", "progress", "recovered"):
+            step = r.get("step", step)
+    print(step)
+elif cmd in ("has", "count"):
+    kv = [a.split("=", 1) for a in args[1:]]
+    n = sum(1 for r in rows if match(r, args[0], kv))
+    if cmd == "count":
+        print(n)
+    sys.exit(0 if n else 1)
+PY
+}
+
+# Wait up to $1 seconds for the command after it to succeed, saying what
+# it waits for every 10 s. Returns 1 on timeout.
+wait_for () {
+    local limit=$1 what=$2 t0 last=0
+    shift 2
+    t0=$(date +%s)
+    while ! "$@" >/dev/null 2>&1; do
+        local now=$(( $(date +%s) - t0 ))
+        [ "$now" -ge "$limit" ] && return 1
+        if [ $((now - last)) -ge 10 ]; then
+            say "waiting for $what (${now}s; step $(query step)/$total)"
+            last=$now
+        fi
+        sleep 0.2
+    done
+}
+
+state () { podman inspect -f "$2" "${ids[$1]}" 2>/dev/null; }
+running () { [ "$(state "$1" '{{.State.Status}}')" = running ]; }
+restarted () { running "$1" && [ "$(state "$1" '{{.RestartCount}}')" -ge 1 ]; }
+step_at_least () { [ "$(query step)" -ge "$1" ]; }
+exited () { [ "$(state "$1" '{{.State.Status}}')" = exited ]; }
+all_exited () {
+    local s
+    for s in "${services[@]}"; do
+        exited "$s" || return 1
+    done
+}
+
+# A crash: SIGKILL to the container's main process from the host. The
+# container exits 137 and its restart policy applies.
+crash () {
+    local pid
+    pid=$(state "$1" '{{.State.Pid}}')
+    [ "${pid:-0}" -gt 0 ] 2>/dev/null || fail "$1 has no running process to kill"
+    say "crashing $1: kill -9 of its process $pid at step $(query step)/$total"
+    kill -9 "$pid" || fail "kill -9 $pid ($1) failed"
+}
+
+# ---- build -----------------------------------------------------------------
+
+say "building the image (docker-compose build, through podman's API socket)"
+t0=$(date +%s)
+if ! compose build coordinator >"$work/build.log" 2>&1; then
+    tail -n 40 "$work/build.log"
+    fail "the image did not build (log above)"
+fi
+t_build=$(( $(date +%s) - t0 ))
+cached=$(grep -c 'Using cache' "$work/build.log")
+say "build: ${t_build}s ($cached steps from the cache); image $(podman image inspect -f '{{.Size}}' ps-cluster:latest | awk '{printf "%.0f MB", $1 / 1e6}')"
+
+# ---- run, with a worker and a server crashed -------------------------------
+
+t0=$(date +%s)
+say "starting project $project: $PS_DEMO_ARGS"
+compose up -d >"$work/up.log" 2>&1 || { cat "$work/up.log"; fail "docker-compose up failed"; }
+while read -r id service; do
+    ids[$service]=$id
+done < <(podman ps -a --filter "label=com.docker.compose.project=$project" \
+             --format '{{.ID}} {{index .Labels "com.docker.compose.service"}}')
+for s in "${services[@]}"; do
+    [ -n "${ids[$s]:-}" ] || fail "docker-compose up made no container for $s"
+done
+volume=$(podman volume inspect -f '{{.Mountpoint}}' "${project}_state") \
+    || fail "no volume ${project}_state"
+metrics=$volume/metrics.jsonl
+
+wait_for 120 "the coordinator to start training" query has started \
+    || fail "training did not start within 120 s"
+got=$(query total)
+[ "$got" = "$total" ] || fail "the run has $got steps, expected $total"
+say "training started: $total steps"
+
+wait_for 120 "step $((total * 15 / 100))" step_at_least $((total * 15 / 100)) \
+    || fail "no progress to step $((total * 15 / 100))"
+crash worker-1
+wait_for 30 "the coordinator to declare worker:1 failed" query has worker_failed role=worker task=1 \
+    || fail "the coordinator did not notice worker:1's crash within 30 s"
+wait_for 60 "worker-1 to be restarted" restarted worker-1 \
+    || fail "worker-1 was not restarted by its restart policy"
+wait_for 30 "worker:1 to register again" query has registered role=worker task=1 restarted=true \
+    || fail "the restarted worker-1 did not register within 30 s"
+say "worker-1 restarted and registered again; step $(query step)/$total"
+
+step=$(query step)
+[ "$step" -lt $((total * 80 / 100)) ] \
+    || fail "the run reached step $step/$total before the server could be crashed (too fast a machine for this job?)"
+wait_for 60 "step $((step + 100))" step_at_least $((step + 100)) \
+    || fail "no progress after worker-1 came back"
+crash ps-1
+wait_for 30 "the coordinator to declare ps:1 failed" query has server_failed task=1 \
+    || fail "the coordinator did not notice ps:1's crash within 30 s"
+wait_for 60 "ps-1 to be restarted" restarted ps-1 \
+    || fail "ps-1 was not restarted by its restart policy"
+wait_for 60 "the servers to be restored from a checkpoint" query has recovered \
+    || fail "the coordinator did not recover from ps:1's crash within 60 s"
+say "ps-1 restarted; every server restored from the newest checkpoint; step $(query step)/$total"
+
+wait_for 600 "the coordinator to finish" exited coordinator \
+    || fail "the coordinator did not finish within 600 s"
+t_run=$(( $(date +%s) - t0 ))
+code=$(state coordinator '{{.State.ExitCode}}')
+restarts=$(state coordinator '{{.RestartCount}}')
+say "the coordinator exited with status $code after ${t_run}s (restarts: $restarts)"
+[ "$code" = 0 ] || fail "the coordinator exited with status $code"
+[ "$restarts" = 0 ] || fail "the coordinator was restarted $restarts times"
+
+# Told to stop, the servers and workers exit 0 and stay down.
+if ! wait_for 30 "every container to exit" all_exited; then
+    left=""
+    for s in "${services[@]}"; do exited "$s" || left="$left $s"; done
+    fail "still running 30 s after the coordinator finished:$left (a worker never told to stop waits for the coordinator forever)"
+fi
+for s in ps-0 ps-1 worker-0 worker-1 worker-2; do
+    c=$(state "$s" '{{.State.ExitCode}}')
+    [ "$c" = 0 ] || fail "$s exited with status $c after training finished"
+done
+
+# ---- the run's record --------------------------------------------------------
+
+query has worker_failed role=worker task=1 || fail "no worker_failed event"
+query has server_failed task=1 || fail "no server_failed event"
+query has recovered || fail "no recovered event"
+checker=$root/tests/faults/check_run.py
+[ -f "$checker" ] || fail "$checker is missing"
+python3 "$checker" --metrics "$metrics" --total "$total" --servers 2 \
+    || fail "the run's check failed (violations above)"
+say "$(python3 -c '
+import json, sys
+d = [json.loads(l) for l in open(sys.argv[1]) if "\"done\"" in l][-1]
+print("done: %d/%d steps in %.1f s, test accuracy %.4f, %d checkpoints, %d worker failures, %d recoveries"
+      % (d["steps"], d["total"], d["wall_s"], d["test_accuracy"], d["checkpoints"],
+         d["worker_failures"], d["recoveries"]))' "$metrics")"
+
+result=PASS
+say "timings: set-up ${t_setup}s, build ${t_build}s, run ${t_run}s, total $(( $(date +%s) - t_start ))s"
+echo "PASS test_compose"
+exit 0
