@@ -56,6 +56,8 @@
 //  a row (about a minute) before the run fails.
 #define S_CKPT_RETRY_MS  2000
 #define S_FINAL_CKPT_TRIES 30
+//  How long the last replies may take to leave when the coordinator exits.
+#define S_CLOSE_LINGER_MS 500
 
 typedef enum {
     S_WAIT_SERVERS,             //  not every server has registered yet
@@ -2401,8 +2403,17 @@ s_close (s_coord_t *self)
         ps_msg_destroy (&self->msg);
         ps_writer_fini (&self->writer);
     }
-    if (self->router)
+    if (self->router) {
+        //  The last replies (the workers' "stop") may still be queued: with
+        //  the linger of 0 that the run keeps, closing would drop them, and
+        //  a worker told nothing waits for a coordinator that has gone
+        //  (seen once in containers). A bounded linger lets them leave
+        //  without letting a dead peer hold the exit up.
+        int linger = S_CLOSE_LINGER_MS;
+        if (zmq_setsockopt (self->router, ZMQ_LINGER, &linger, sizeof linger) != 0)
+            ps_warn ("ROUTER linger: %s", zmq_strerror (errno));
         zmq_close (self->router);
+    }
     if (self->ctx)
         zmq_ctx_term (self->ctx);
     if (self->metrics && fclose (self->metrics) != 0)

@@ -38,6 +38,9 @@ export PS_DEMO_ARGS="--limit $((steps_per_epoch * 64)) --test-limit 1000 --epoch
 --checkpoint-steps 20 --keep 3 --heartbeat-ms 200 --heartbeat-timeout-ms 2000 \
 --register-timeout-ms 60000"
 total=$((steps_per_epoch * epochs))
+# The project's own /24 (the compose file gives each service a fixed
+# address in it), away from the demo's default 10.213.7.
+export PS_NET="10.213.$(( $$ % 200 + 20 ))"
 
 t_start=$(date +%s)
 say () { echo "[test_compose $(( $(date +%s) - t_start ))s] $*"; }
@@ -238,7 +241,7 @@ say "build: ${t_build}s ($cached steps from the cache); image $(podman image ins
 # ---- run, with a worker and a server crashed -------------------------------
 
 t0=$(date +%s)
-say "starting project $project: $PS_DEMO_ARGS"
+say "starting project $project on $PS_NET.0/24: $PS_DEMO_ARGS"
 compose up -d >"$work/up.log" 2>&1 || { cat "$work/up.log"; fail "docker-compose up failed"; }
 while read -r id service; do
     ids[$service]=$id
