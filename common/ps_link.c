@@ -38,6 +38,17 @@
 //  Received messages queued for the owner before new ones are dropped.
 #define S_PIPE_HWM              1000
 
+//  What the DEALER queues while there is no connection to the coordinator
+//  (its registers and heartbeats, the owner's requests): a few, which go
+//  out the moment the connection is up; past them sends fail and are
+//  dropped, so a coordinator that comes back after a long absence is not
+//  flooded with stale registers. The DEALER keeps the default
+//  ZMQ_IMMEDIATE of 0 for another reason: with 1, ZeroMQ discards the
+//  messages received but not yet read when the connection drops, and the
+//  coordinator's last messages ("stop", the heartbeat saying the run is
+//  over) arrive just before it exits and closes the connection.
+#define S_DEALER_HWM            16
+
 //  Messages read from one socket before the timers get a look, so a flood
 //  cannot hold back the heartbeats.
 #define S_DRAIN_MAX             1000
@@ -68,6 +79,7 @@ struct _ps_link_t {
     pthread_t thread;
     bool started;
     atomic_bool registered;
+    atomic_bool finished;       //  the coordinator's heartbeats say the run is over
     atomic_bool failed;
     atomic_bool stopping;
 
@@ -79,7 +91,7 @@ struct _ps_link_t {
     double last_seen;           //  last message from the coordinator
     double next_heartbeat;
     double next_register;
-    bool register_blocked;      //  the last register found no connection
+    bool register_blocked;      //  the last register found the queue full
     ps_msg_t *incoming;
     ps_writer_t writer;
 };
@@ -146,9 +158,10 @@ s_send_register (ps_link_t *self, double now)
     ps_pack_key (pk, "endpoint");
     ps_pack_str (pk, self->endpoint);
     ps_pack_uint (pk, "pid", (uint64_t) getpid ());
-    //  With ZMQ_IMMEDIATE a send fails while there is no connection; the
-    //  thread then polls for one and registers as soon as it is up, rather
-    //  than a heartbeat interval later.
+    //  A register is queued while there is no connection and leaves as
+    //  soon as it is up. Once S_DEALER_HWM are queued a send fails; the
+    //  thread then polls for room, which comes with the connection, and
+    //  registers at once rather than a heartbeat interval later.
     self->register_blocked = !s_send_now (self, self->dealer);
     self->next_register = now + self->heartbeat_ms;
 }
@@ -195,6 +208,9 @@ s_on_register_ok (ps_link_t *self, const msgpack_object *header, double now)
     self->coordinator_incarnation = ps_obj_get (header, "coordinator")->via.u64;
     self->next_heartbeat = now + self->heartbeat_ms;
     self->register_blocked = false;
+    //  A coordinator that registers this process runs a job, even one that
+    //  resumes a finished run: its own heartbeats will say so.
+    atomic_store (&self->finished, false);
     atomic_store (&self->registered, true);
     s_deliver (self);
 }
@@ -233,6 +249,15 @@ s_from_coordinator (ps_link_t *self, double now)
                      ", registering again", self->coordinator, incarnation,
                      self->coordinator_incarnation);
             s_reregister (self, now);
+        }
+        else
+        if (registered) {
+            //  Kept past the coordinator's silence: it is how the owner
+            //  tells a coordinator that finished and exited from one that
+            //  crashed and will be restarted.
+            const msgpack_object *done = ps_obj_get (header, "done");
+            if (done && done->via.boolean)
+                atomic_store (&self->finished, true);
         }
     }
     else
@@ -428,7 +453,7 @@ s_open (ps_link_t *self, ps_error_t *err)
     int ipv6 = strchr (self->coordinator, '[') != NULL;      //  an IPv6 literal
     if (zmq_setsockopt (self->dealer, ZMQ_ROUTING_ID, routing_id, (size_t) length) != 0
     ||  s_setopt_int (self->dealer, ZMQ_LINGER, 0) != 0
-    ||  s_setopt_int (self->dealer, ZMQ_IMMEDIATE, 1) != 0
+    ||  s_setopt_int (self->dealer, ZMQ_SNDHWM, S_DEALER_HWM) != 0
     ||  s_setopt_int (self->dealer, ZMQ_SNDTIMEO, 0) != 0
     ||  s_setopt_int (self->dealer, ZMQ_IPV6, ipv6) != 0
     ||  s_setopt_int (self->pipe, ZMQ_LINGER, 0) != 0
@@ -487,6 +512,7 @@ ps_link_new (const ps_link_config_t *config, ps_error_t *err)
                                    S_MAX_TIMEOUT_MS);
     self->next_id = 1;
     atomic_init (&self->registered, false);
+    atomic_init (&self->finished, false);
     atomic_init (&self->failed, false);
     atomic_init (&self->stopping, false);
     self->incoming = ps_msg_new ();
@@ -559,6 +585,13 @@ ps_link_registered (ps_link_t *self)
 {
     assert (self);
     return atomic_load (&self->registered);
+}
+
+bool
+ps_link_finished (ps_link_t *self)
+{
+    assert (self);
+    return atomic_load (&self->finished);
 }
 
 int

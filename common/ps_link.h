@@ -24,10 +24,12 @@
 //  is never handed on. The next "register_ok" the owner receives means the
 //  link is back (possibly to a restarted coordinator, with a new plan), also
 //  when it re-registered without a timeout (coordinator restarted, or it
-//  declared this process failed). Messages the owner sends while the link
-//  is down are dropped: a worker's requests are always answered, so the
-//  owner learns of the loss from that error and asks again after
-//  registering.
+//  declared this process failed). Whether the coordinator had said that
+//  the run is over before it fell silent is ps_link_finished's answer.
+//  Messages the owner sends while the link is down are dropped: a worker's
+//  requests are always answered, so the owner learns of the loss from that
+//  error and asks again after registering. Messages the coordinator sent
+//  just before it closed the connection (it exited) are still read.
 //
 //  Incoming messages are read on the link thread and queued on an inproc
 //  socket; received messages the owner never reads are dropped past
@@ -68,6 +70,13 @@ uint64_t ps_link_incarnation (const ps_link_t *self);
 
 //  Whether the link is registered now (read from the link thread).
 bool ps_link_registered (ps_link_t *self);
+
+//  Whether the coordinator's heartbeats have said that the run is over
+//  (every step trained and the last checkpoint written). It stays true
+//  through the coordinator's silence that follows, until a register_ok:
+//  an owner that loses a finished coordinator knows it exited rather than
+//  crashed, and stops instead of waiting for it to come back.
+bool ps_link_finished (ps_link_t *self);
 
 //  Receive the next message from the coordinator into msg, decoded and
 //  validated, waiting up to timeout_ms (-1: forever). Returns 0,

@@ -341,16 +341,25 @@ s_send (s_coord_t *self, const s_peer_t *peer, const char *id, size_t id_len)
     return rc;
 }
 
+//  Send a heartbeat to every live peer; with silent_too, also to those
+//  only silent (a stopped or starved process may yet read it). Once the
+//  run is over they carry done, so a worker whose answer "stop" was lost
+//  still learns that the coordinator exits because it finished.
 static void
-s_send_heartbeats (s_coord_t *self)
+s_send_heartbeats (s_coord_t *self, bool silent_too)
 {
+    bool done = self->state == S_STOPPING;
     for (int r = 0; r < S_ROLES; r++)
         for (int i = 0; i < self->npeers [r]; i++) {
             s_peer_t *peer = &self->peers [r][i];
-            if (!peer->alive)
+            if (!peer->alive && !(silent_too && peer->silent))
                 continue;
-            ps_writer_reset (&self->writer, "heartbeat", ++self->next_id, 1);
+            ps_writer_reset (&self->writer, "heartbeat", ++self->next_id, done ? 2 : 1);
             ps_pack_uint (&self->writer.pk, "incarnation", self->incarnation);
+            if (done) {
+                ps_pack_key (&self->writer.pk, "done");
+                msgpack_pack_true (&self->writer.pk);
+            }
             s_send (self, peer, NULL, 0);
         }
 }
@@ -2076,6 +2085,9 @@ s_finish (s_coord_t *self, double now)
     }
     s_event (self, "done", record);
     self->state = S_STOPPING;
+    //  Every process hears that the run is over at once, not a heartbeat
+    //  interval later: the stop may take less than that.
+    s_send_heartbeats (self, true);
     if (self->mirrored)
         m_stop_all (self);
     //  Workers learn they are done when they next ask; give them a few
@@ -2219,6 +2231,10 @@ s_advance (s_coord_t *self, double now)
                 if (ps_client_shutdown (self->client, s, &err))
                     ps_warn ("ps:%d did not acknowledge shutdown: %s", s, err.msg);
             }
+            //  The last word to every process that may still listen: one
+            //  not yet told to stop, or whose answer was lost, stops when
+            //  this coordinator falls silent instead of waiting for it.
+            s_send_heartbeats (self, true);
             self->finished = true;
             return;
         }
@@ -2469,7 +2485,7 @@ ps_coord_run (const ps_coord_config_t *cfg, ps_error_t *err)
             }
             now = ps_clock_ms ();
             if (now >= self.next_heartbeat_ms) {
-                s_send_heartbeats (&self);
+                s_send_heartbeats (&self, false);
                 self.next_heartbeat_ms = now + cfg->job.heartbeat_ms;
             }
             s_check_peers (&self, now);

@@ -72,6 +72,8 @@ vectors = [
     vec('restore without parts', hdr('restore', dir='/tmp/ckpt-1')),
     vec('restore with parts', hdr('restore', dir='/tmp/ckpt-1', parts=[{'var': 'w', 'part': 0}])),
     vec('shutdown', hdr('shutdown')),
+    vec('heartbeat', hdr('heartbeat', incarnation=2**40 + 5)),
+    vec('heartbeat of a finished run', hdr('heartbeat', incarnation=9, done=True)),
     vec('error reply', hdr('error', code='bad_shape', message='push: tensors[0]: frame has 20 bytes')),
 
     vec('unknown version', hdr('ping', version=2), expect='bad_version', contains='version 2'),
@@ -86,6 +88,8 @@ vectors = [
         expect='bad_message', contains='step: expected uint, got negative int'),
     vec('nested wrong type', hdr('push', step=1, worker=1, tensors=[dict(T23, shape=[2, '3'])]), [G23],
         expect='bad_message', contains='tensors[0].shape[1]: expected uint, got str'),
+    vec('heartbeat with done as an integer', hdr('heartbeat', incarnation=9, done=1),
+        expect='bad_message', contains='done: expected bool, got'),
     vec('unknown field', hdr('ping', color='red'), expect='bad_message', contains="unknown field 'color'"),
     vec('unknown nested field', hdr('pull', parts=[{'var': 'w', 'part': 0, 'rows': [0, 1]}]),
         expect='bad_message', contains="unknown field 'rows'"),

@@ -9,7 +9,9 @@
 //    a. coordinator --local: an evaluation after each epoch, test accuracy
 //       rising, the training loss falling, no child process left behind;
 //    b. the same cluster started by hand, each process with its TF_CONFIG;
-//       and again from cluster files, the workers with --task;
+//       and again from cluster files, the workers with --task; and a
+//       worker hung (SIGSTOP) until after the coordinator has exited, which
+//       then stops by itself since the coordinator had said it finished;
 //    c. kill -9 of a worker mid-epoch, with and without restarts;
 //    d. SIGSTOP of a worker past the heartbeat timeout, then SIGCONT: its
 //       steps go to the other worker, its late push is a duplicate, and it
@@ -760,10 +762,17 @@ s_start_task (s_run_t *run, const char *program, const char *const *args,
     return pid;
 }
 
+//  With hang, worker:1 is stopped (SIGSTOP) within the run and resumed
+//  only after the coordinator has exited: it never asks for work again, so
+//  no answer "stop" reaches it, yet it must stop by itself (exit 0) once it
+//  finds the coordinator silent, knowing from the coordinator's heartbeats
+//  that the run finished, instead of waiting for a coordinator that has
+//  gone. Started by hand, since a --local coordinator's children die with it.
 static void
-s_manual (bool files)
+s_manual (bool files, bool hang)
 {
-    s_run_t *run = s_run_new (files ? "by hand, cluster files" : "by hand, TF_CONFIG");
+    s_run_t *run = s_run_new (hang ? "by hand, a worker hung across the end"
+                              : files ? "by hand, cluster files" : "by hand, TF_CONFIG");
     int ports [5];
     for (int i = 0; i < 5; i++) {
         bool taken;
@@ -820,15 +829,36 @@ s_manual (bool files)
         pids [t] = s_start_task (run, "PS_SERVER", files ? file_args : env_args,
                                  files ? bad_env : env, names [t]);
     }
-    int limit = s_limit (6400), test_limit = s_test_limit (1000), epochs = 2;
+    //  A hung worker is stopped after the first epoch's evaluation, with
+    //  two more epochs to go.
+    int limit = s_limit (6400), test_limit = s_test_limit (1000), epochs = hang ? 3 : 2;
     uint64_t total = s_steps_per_epoch (limit) * (uint64_t) epochs;
     if (files)
         s_args (run, (const char *[]) { "--cluster", shared, NULL });
     s_job_args (run, limit, test_limit, epochs);
+    if (hang)
+        s_heartbeat_args (run);
     const char *env [] = { specs [0], NULL };
     s_run_start (run, files ? bad_env : env);
     pids [0] = run->pid;
+    double t_cont = 0;
+    if (hang) {
+        json_t *eval = s_wait_event (run, s_ev_min ("eval", NULL, -1, "epoch", 1), S_RUN_MS);
+        json_decref (eval);
+        assert_int_equal (kill (pids [4], SIGSTOP), 0);
+    }
     s_run_finish (run, 0);
+    if (hang) {
+        if (!harness_running (pids [4])) {
+            s_print_logs (run);
+            fail_msg ("%s: worker:1 ended while stopped", run->name);
+        }
+        //  Past the coordinator's exit; the resumed worker's first look at
+        //  the link finds only what was queued before.
+        usleep (500 * 1000);
+        t_cont = ps_clock_ms ();
+        assert_int_equal (kill (pids [4], SIGCONT), 0);
+    }
     //  Every server and worker ends on its own, with status 0: the
     //  coordinator told the workers to stop and shut the servers down.
     for (int t = 1; t < 5; t++) {
@@ -843,6 +873,23 @@ s_manual (bool files)
         for (int i = 0; i < S_MAX_PIDS; i++)
             if (s_extra_pids [i] == pids [t])
                 s_extra_pids [i] = 0;
+    }
+    if (hang) {
+        double stopped_after = ps_clock_ms () - t_cont;
+        char log [PATH_MAX + 80];
+        snprintf (log, sizeof log, "%s/%s.log", run->dir, names [4]);
+        if (!harness_file_contains (log, "the coordinator finished the run and has gone")) {
+            harness_print_log (log);
+            fail_msg ("%s: worker:1 exited without saying that the run had finished", run->name);
+        }
+        //  Its step was handed to worker:0; its push after SIGCONT, if any,
+        //  found the servers gone. Every step was still trained once.
+        s_check_done (run, total, 2);
+        s_summary (run, "%" PRIu64 " steps; worker:1 stopped after epoch 1, resumed after "
+                   "the coordinator exited, stopped by itself %.0f ms later (heartbeat timeout "
+                   "%d ms)", total, stopped_after, S_TIMEOUT_MS);
+        s_run_destroy (run);
+        return;
     }
     assert_int_equal (s_check_done (run, total, 2), 0);
     //  The processes that registered are the ones started here.
@@ -869,14 +916,21 @@ static void
 test_manual_tfconfig (void **state)
 {
     (void) state;
-    s_manual (false);
+    s_manual (false, false);
 }
 
 static void
 test_manual_files (void **state)
 {
     (void) state;
-    s_manual (true);
+    s_manual (true, false);
+}
+
+static void
+test_manual_hung_worker (void **state)
+{
+    (void) state;
+    s_manual (false, true);
 }
 
 //  ---------------------------------------------------------------------
@@ -1740,6 +1794,7 @@ main (void)
         cmocka_unit_test_teardown (test_local_run, s_teardown),
         cmocka_unit_test_teardown (test_manual_tfconfig, s_teardown),
         cmocka_unit_test_teardown (test_manual_files, s_teardown),
+        cmocka_unit_test_teardown (test_manual_hung_worker, s_teardown),
         cmocka_unit_test_teardown (test_kill_worker_no_restart, s_teardown),
         cmocka_unit_test_teardown (test_kill_worker_restart, s_teardown),
         cmocka_unit_test_teardown (test_stop_worker, s_teardown),

@@ -3,7 +3,8 @@
 //  until answered, with its fields and routing id; heartbeats at the
 //  interval register_ok gives; messages both ways; registering again on an
 //  error of code not_found, on a new coordinator incarnation and after the
-//  coordinator's silence (which the owner hears of); a link that delivers
+//  coordinator's silence (which the owner hears of); the coordinator's word
+//  that the run is over, kept through its silence; a link that delivers
 //  nothing; receive timeouts; an owner that never reads; prompt destroy;
 //  two links side by side; a coordinator that starts after the link; and a
 //  process that is stopped and resumed while the coordinator keeps
@@ -192,14 +193,25 @@ s_send_register_ok (s_coord_t *coord, const char *peer, uint64_t incarnation,
     s_coord_send (coord, peer, &writer);
 }
 
+//  A heartbeat; with done, one of a coordinator whose run is over.
+static void
+s_send_heartbeat_done (s_coord_t *coord, const char *peer, uint64_t incarnation, bool done)
+{
+    ps_writer_t writer;
+    ps_writer_init (&writer, "heartbeat", 0, done ? 2 : 1);
+    ps_pack_key (&writer.pk, "incarnation");
+    msgpack_pack_uint64 (&writer.pk, incarnation);
+    if (done) {
+        ps_pack_key (&writer.pk, "done");
+        msgpack_pack_true (&writer.pk);
+    }
+    s_coord_send (coord, peer, &writer);
+}
+
 static void
 s_send_heartbeat (s_coord_t *coord, const char *peer, uint64_t incarnation)
 {
-    ps_writer_t writer;
-    ps_writer_init (&writer, "heartbeat", 0, 1);
-    ps_pack_key (&writer.pk, "incarnation");
-    msgpack_pack_uint64 (&writer.pk, incarnation);
-    s_coord_send (coord, peer, &writer);
+    s_send_heartbeat_done (coord, peer, incarnation, false);
 }
 
 static void
@@ -561,6 +573,67 @@ test_silence_times_out (void **state)
     s_coord_close (&coord);
 }
 
+//  Wait until ps_link_finished is expected, failing after timeout_ms.
+static void
+s_wait_finished (ps_link_t *link, bool expected, int timeout_ms)
+{
+    double deadline = ps_clock_ms () + timeout_ms;
+    while (ps_link_finished (link) != expected) {
+        if (ps_clock_ms () > deadline)
+            fail_msg ("ps_link_finished did not become %s within %d ms",
+                      expected ? "true" : "false", timeout_ms);
+        s_sleep_ms (2);
+    }
+}
+
+//  A coordinator's heartbeat with done marks the run finished; the mark
+//  outlives the coordinator's silence (that is what it is for) and the
+//  re-registering that follows, and a register_ok clears it. Heartbeats
+//  without done, or with done from another coordinator incarnation, do
+//  not set it.
+static void
+test_finished_outlives_silence (void **state)
+{
+    (void) state;
+    s_coord_t coord;
+    s_coord_open (&coord, "tcp://127.0.0.1:*");
+    ps_link_t *link = s_link_new (coord.endpoint, "worker", 2, NULL, true, 50, 3000);
+    ps_msg_t *msg = ps_msg_new ();
+    char peer [256];
+    s_routing_id (link, "worker", 2, peer, sizeof peer);
+    assert_false (ps_link_finished (link));
+    s_register (&coord, link, peer, msg, 50, 400);
+
+    //  Plain heartbeats, then one with done from a coordinator that is not
+    //  the registered one (which makes the link register again instead).
+    for (int i = 0; i < 3; i++) {
+        s_send_heartbeat (&coord, peer, S_COORDINATOR);
+        s_sleep_ms (20);
+    }
+    assert_false (ps_link_finished (link));
+    s_send_heartbeat_done (&coord, peer, S_COORDINATOR + 1, true);
+    s_wait_registered (link, false, 1000);
+    assert_false (ps_link_finished (link));
+    s_register (&coord, link, peer, msg, 50, 400);
+
+    //  The registered coordinator says the run is over, then falls silent.
+    s_send_heartbeat_done (&coord, peer, S_COORDINATOR, true);
+    s_wait_finished (link, true, 1000);
+    const msgpack_object *header = s_owner_expect (link, msg, "error", 2000);
+    char code [64];
+    assert_int_equal (ps_obj_str (ps_obj_get (header, "code"), code, sizeof code), 0);
+    assert_int_equal (ps_error_from_name (code), PS_ETIMEDOUT);
+    assert_false (ps_link_registered (link));
+    assert_true (ps_link_finished (link));
+
+    //  A coordinator that registers the process again runs a job anew.
+    s_register (&coord, link, peer, msg, 50, 400);
+    assert_false (ps_link_finished (link));
+    ps_msg_destroy (&msg);
+    s_link_destroy (&link);
+    s_coord_close (&coord);
+}
+
 //  A link that does not deliver (a ps-server's) hands the owner nothing:
 //  neither register_ok, nor work, nor the timeout.
 static void
@@ -850,6 +923,7 @@ main (void)
         cmocka_unit_test (test_not_found_reregisters),
         cmocka_unit_test (test_new_coordinator_incarnation),
         cmocka_unit_test (test_silence_times_out),
+        cmocka_unit_test (test_finished_outlives_silence),
         cmocka_unit_test (test_no_delivery),
         cmocka_unit_test (test_recv_timeout),
         cmocka_unit_test (test_owner_never_reads),

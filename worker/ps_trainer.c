@@ -117,6 +117,7 @@ typedef enum {
     S_EV_REPLY,                 //  the answer to the outstanding request is in msg
     S_EV_LOST,                  //  the link lost the coordinator
     S_EV_REGISTERED,            //  a register_ok came and its plan is in use
+    S_EV_DONE,                  //  the run is over, though no answer said "stop"
 } s_event_t;
 
 typedef struct {
@@ -177,6 +178,7 @@ typedef struct {
 
     bool registered;
     bool settling;              //  a register_ok came within S_SETTLE_MS
+    bool over;                  //  S_EV_DONE was seen: the trainer stops
     uint64_t coordinator;       //  the coordinator's incarnation
     uint64_t last_id;           //  of the last request sent
     uint64_t outstanding;       //  id of the request awaiting its answer, or 0
@@ -708,11 +710,21 @@ s_receive (s_trainer_t *self, int timeout_ms, bool check_stop, s_event_t *event,
             //  The link's own word that the coordinator fell silent. Before
             //  the first registration there is nothing to lose.
             if (self->registered) {
-                ps_warn ("lost the coordinator (%s); waiting for it to come back", message);
                 self->registered = false;
                 s_forget_request (self);
                 self->fresh = false;
-                *event = S_EV_LOST;
+                //  A coordinator that had said the run is over exited; one
+                //  that had not may be restarted and resume the run.
+                if (ps_link_finished (self->link)) {
+                    ps_info ("the coordinator finished the run and has gone (%s); stopping",
+                             message);
+                    self->over = true;
+                    *event = S_EV_DONE;
+                }
+                else {
+                    ps_warn ("lost the coordinator (%s); waiting for it to come back", message);
+                    *event = S_EV_LOST;
+                }
             }
         }
         else
@@ -734,10 +746,17 @@ s_receive (s_trainer_t *self, int timeout_ms, bool check_stop, s_event_t *event,
             *event = S_EV_REPLY;
         else {
             //  The answer to a request given up on: the work it hands out
-            //  was never started here.
+            //  was never started here. A "stop" holds whichever request it
+            //  answers: the coordinator may not answer another.
             s_work_t work;
             s_read_work (header, &work);
-            s_give_back (self, &work);
+            if (s_str_eq (work.kind, "stop")) {
+                ps_info ("the coordinator says training is over (answering an earlier request)");
+                self->over = true;
+                *event = S_EV_DONE;
+            }
+            else
+                s_give_back (self, &work);
         }
     }
     else
@@ -1081,7 +1100,7 @@ s_watch (void *arg)
     int rc = s_receive (self, 0, false, &event, &self->watch_err);
     if (rc)
         self->watch_rc = rc;
-    if (event == S_EV_LOST || event == S_EV_REGISTERED)
+    if (event == S_EV_LOST || event == S_EV_REGISTERED || event == S_EV_DONE)
         self->aborted = true;
     return self->aborted || self->watch_rc;
 }
@@ -1445,7 +1464,9 @@ ps_trainer_run (const ps_trainer_config_t *config, ps_error_t *err)
              config->role, config->index);
     double since = ps_clock_ms ();
     s_event_t event;
-    while (true) {
+    //  Every wait below returns on S_EV_DONE, which sets over; the next
+    //  round ends the loop.
+    while (!self->over) {
         if (!self->registered) {
             if ((rc = s_receive (self, S_SLICE_MS, true, &event, err)))
                 goto done;

@@ -20,7 +20,11 @@
 //  A failed pull or push (a server died) is reported as failed and the
 //  parameters are pulled afresh for the next step. When the coordinator
 //  falls silent the trainer waits for the link to register again and goes
-//  on with the plan it then receives, rebuilding what the new plan changes.
+//  on with the plan it then receives, rebuilding what the new plan changes;
+//  but a coordinator whose heartbeats said the run was over exited, and
+//  the trainer returns 0 then, as it does on a "stop" that answers an
+//  earlier request: a worker that missed its answer "stop" (hung, or the
+//  answer was lost) does not wait for ever for a coordinator that is gone.
 //
 //  Reports are delivered at least once: those carried by a request that
 //  was never answered (the coordinator was lost, or the link registered
@@ -47,7 +51,8 @@ typedef struct {
                                 //  (its own cluster address), or NULL
 } ps_trainer_config_t;
 
-//  Run until the coordinator says stop (returns 0) or stop_fd fires
+//  Run until the coordinator says stop or has gone after saying the run is
+//  over (returns 0), or stop_fd fires
 //  (returns 0 after finishing the step in hand). Returns a negative code
 //  with err set when the plan cannot be used (bad model, missing data,
 //  device unavailable): such a worker could never do its work.
