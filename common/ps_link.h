@@ -5,7 +5,9 @@
 //  DEALER socket connected to the coordinator's ROUTER (routing id
 //  "<role>:<index>:<incarnation>", so the coordinator can tell a restarted
 //  process from the one before it) and:
-//    - sends "register" every heartbeat interval until "register_ok" comes;
+//    - sends "register" every heartbeat interval until "register_ok" comes
+//      (while the coordinator cannot be reached a few wait, and arrive
+//      together when it can: it answers each);
 //    - then sends "heartbeat" every interval, and watches the coordinator's
 //      heartbeats: when nothing has come from the coordinator for the
 //      timeout, or the coordinator answers with an error of code not_found
