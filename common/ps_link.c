@@ -92,6 +92,7 @@ struct _ps_link_t {
     double next_heartbeat;
     double next_register;
     bool register_blocked;      //  the last register found the queue full
+    bool busy_logged;           //  a register was refused as "busy", and said so
     ps_msg_t *incoming;
     ps_writer_t writer;
 };
@@ -271,6 +272,19 @@ s_from_coordinator (ps_link_t *self, double now)
             ps_info ("link to %s: the coordinator does not know this process, "
                      "registering again", self->coordinator);
             s_reregister (self, now);
+        }
+    }
+    else
+    if (strcmp (type, "error") == 0 && !registered
+    &&  ps_obj_str_eq (ps_obj_get (header, "code"), ps_error_name (PS_EBUSY))) {
+        //  Another incarnation of this task is alive to the coordinator:
+        //  this one is taken once that one's death is known or its silence
+        //  has lasted the timeout. Registering on is right; say so once.
+        if (!self->busy_logged) {
+            char text [PS_ERROR_MSG_MAX] = "";
+            ps_obj_str (ps_obj_get (header, "message"), text, sizeof text);
+            ps_warn ("link to %s: waiting to register: %s", self->coordinator, text);
+            self->busy_logged = true;
         }
     }
     else

@@ -291,6 +291,7 @@ ps_partition_stats (ps_partition_t *self, ps_partition_stats_t *stats)
     assert (self);
     pthread_mutex_lock (&self->lock);
     *stats = self->stats;
+    stats->recorded = ps_ledger_count (self->ledger);
     pthread_mutex_unlock (&self->lock);
 }
 

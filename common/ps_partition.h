@@ -27,6 +27,7 @@ typedef struct _ps_partition_t ps_partition_t;
 typedef struct {
     uint64_t updates;           //  updates applied: the partition's version
     uint64_t duplicates;        //  pushes ignored as repeats of a step
+    uint64_t recorded;          //  distinct steps in the ledger
     uint64_t bytes_in;          //  gradient bytes received
     uint64_t bytes_out;         //  value bytes served
 } ps_partition_stats_t;

@@ -92,6 +92,12 @@ typedef struct {
     double last_seen;
     uint64_t pid;
     uint64_t steps;             //  train reports accepted
+    //  What this peer asked for and was refused: completions of steps it
+    //  did not hold, and registrations of new incarnations while it lived.
+    //  Each kind is logged once per incarnation, and counted always.
+    uint64_t refused_reports;
+    bool refused_report_logged;
+    bool refused_register_logged;
 
     //  Mirrored mode.
     bool held;                  //  its work_request waits for the ring to go on
@@ -167,6 +173,8 @@ typedef struct {
     double no_worker_ms;        //  since when no worker has been alive, or 0
     int recoveries;
     int worker_failures;
+    uint64_t refused_reports;   //  completions of steps the reporter did not hold
+    uint64_t refused_registrations;  //  new incarnations of a live task
 
     //  Progress: the current window and the whole run.
     double open_ms;             //  when the run began: the metrics' time_s counts from here
@@ -956,19 +964,40 @@ s_on_register (s_coord_t *self, const char *id, size_t id_len)
     }
     bool again = peer->known && peer->incarnation == incarnation;
     bool restarted = peer->known && peer->incarnation != incarnation;
-    //  A restart is a failure unless the old incarnation's failure was
-    //  seen already (its death, its silence): that one failure is reported
-    //  once, as for workers.
+    //  A new incarnation of a task whose process is alive (it heartbeats,
+    //  and no death was seen) is refused: taking it would declare a
+    //  working process failed on the word of any process that claims its
+    //  task. A process that really restarted is taken once the old one's
+    //  death is known (a local cluster's supervisor sees it at once) or
+    //  its silence passes the heartbeat timeout; until then its link keeps
+    //  registering, and the code "busy" tells it that waiting is right.
     if (restarted && peer->alive) {
-        if (role == S_PS)
-            s_server_failed (self, (int) index, "restarted: a new incarnation registered");
-        else
-            s_worker_failed (self, role, (int) index, "restarted: a new incarnation registered");
+        self->refused_registrations++;
+        double quiet = ps_clock_ms () - peer->last_seen;
+        snprintf (message, sizeof message, "%s:%" PRIu64 " is held by a live process (pid %"
+                  PRIu64 ", heard from %.0f ms ago); a new incarnation is taken once that "
+                  "one's death is known or it has been silent for %d ms", role_name, index,
+                  peer->pid, quiet, self->job->heartbeat_timeout_ms);
+        if (!peer->refused_register_logged) {
+            s_tty_clear (self);
+            ps_warn ("refused a registration (pid %" PRIu64 "): %s", ps_obj_get (h, "pid")->via.u64,
+                     message);
+            s_event (self, "refused",
+                     json_pack ("{s:s, s:s, s:I, s:I}", "what", "registration", "role",
+                                role_name, "task", (json_int_t) index, "pid",
+                                (json_int_t) ps_obj_get (h, "pid")->via.u64));
+            peer->refused_register_logged = true;
+        }
+        ps_msg_send_error (self->router, envelope, nenvelope, ps_msg_id (self->msg), PS_EBUSY,
+                           message, NULL);
+        return;
     }
-    //  A new process holds a fresh replica, if any.
-    if (restarted) {
+    //  A new process holds a fresh replica, if any, and has been refused
+    //  nothing yet.
+    if (restarted || !peer->known) {
         peer->updates = 0;
         peer->held = peer->busy = peer->current = false;
+        peer->refused_report_logged = peer->refused_register_logged = false;
     }
     bool was_alive = peer->alive;
     peer->known = true;
@@ -1055,6 +1084,28 @@ s_eval_result (s_coord_t *self, double loss, uint64_t correct, uint64_t count, c
 
 static void s_after_complete (s_coord_t *self, uint64_t step);
 
+//  A worker reported a step done that it does not hold: counted, and
+//  logged once for its incarnation.
+static void
+s_refuse_report (s_coord_t *self, s_peer_t *peer, int index, uint64_t step)
+{
+    peer->refused_reports++;
+    self->refused_reports++;
+    if (peer->refused_report_logged)
+        return;
+    peer->refused_report_logged = true;
+    int holder = ps_schedule_holder (self->schedule, step);
+    char held [48] = "nobody";
+    if (holder >= 0)
+        snprintf (held, sizeof held, "worker:%d", holder);
+    s_tty_clear (self);
+    ps_warn ("refused worker:%d's completion of step %" PRIu64 ": %s holds it (further refusals "
+             "of this process are counted in the done record, not logged)", index, step, held);
+    s_event (self, "refused",
+             json_pack ("{s:s, s:s, s:i, s:I, s:i}", "what", "completion", "role", "worker",
+                        "task", index, "step", (json_int_t) step, "holder", holder));
+}
+
 static void
 s_on_train_report (s_coord_t *self, s_peer_t *peer, int index, const msgpack_object *report,
                    bool done)
@@ -1066,6 +1117,17 @@ s_on_train_report (s_coord_t *self, s_peer_t *peer, int index, const msgpack_obj
         return;
     if (!done) {
         ps_schedule_release (self->schedule, index, step);
+        return;
+    }
+    //  A completion counts only from the worker (and, since a restart
+    //  releases its steps, the incarnation) that holds the step. A step
+    //  taken back from a worker declared failed, a step never handed out,
+    //  or one handed to another worker is not its to complete: if it was
+    //  trained at all, the servers' ledgers make the holder's push of it a
+    //  duplicate, and the holder's report completes it.
+    if (ps_schedule_holder (self->schedule, step) != index) {
+        if (!ps_schedule_is_done (self->schedule, step))
+            s_refuse_report (self, peer, index, step);
         return;
     }
     int rc = ps_schedule_complete (self->schedule, step);
@@ -1978,6 +2040,48 @@ s_checkpoint_due (s_coord_t *self, double now)
             && now - self->ckpt_ms >= self->job->checkpoint_seconds * 1e3);
 }
 
+//  The servers' ledgers (or the replicas') disagree with the steps done:
+//  the run fails, naming what disagrees. Unlike s_fail it lets the run
+//  stop as a finished one does, so every process is told to stop.
+static void
+s_fail_verify (s_coord_t *self, const json_t *mismatches, uint64_t done)
+{
+    char list [PS_ERROR_MSG_MAX - 160] = "";
+    size_t len = 0, i;
+    json_t *m;
+    json_array_foreach (mismatches, i, m) {
+        const char *role = json_string_value (json_object_get (m, "role"));
+        int task = (int) json_integer_value (json_object_get (m, "task"));
+        const char *var = json_string_value (json_object_get (m, "var"));
+        const char *error = json_string_value (json_object_get (m, "error"));
+        char item [192];
+        if (error)
+            snprintf (item, sizeof item, "%s:%d could not be asked (%s)", role, task, error);
+        else
+        if (var)
+            snprintf (item, sizeof item, "%s:%d %s part %d recorded %" JSON_INTEGER_FORMAT,
+                      role, task, var, (int) json_integer_value (json_object_get (m, "part")),
+                      json_integer_value (json_object_get (m, "recorded")));
+        else
+            snprintf (item, sizeof item, "%s:%d's replica recorded %" JSON_INTEGER_FORMAT,
+                      role, task, json_integer_value (json_object_get (m, "recorded")));
+        int n = snprintf (list + len, sizeof list - len, "%s%s", i ? "; " : "", item);
+        if (n < 0 || (size_t) n >= sizeof list - len) {
+            snprintf (list + len, sizeof list - len, "; ...");
+            break;
+        }
+        len += (size_t) n;
+    }
+    s_tty_clear (self);
+    ps_error ("the run is not what was scheduled: %" PRIu64 " steps were done, but %s",
+              done, list);
+    if (!self->rc)
+        self->rc = ps_error_set (self->err, PS_ECORRUPT, "%zu partition%s or replica%s disagree "
+                                 "with the %" PRIu64 " steps done (%s)", json_array_size (mismatches),
+                                 json_array_size (mismatches) == 1 ? "" : "s",
+                                 json_array_size (mismatches) == 1 ? "" : "s", done, list);
+}
+
 static void
 s_finish (s_coord_t *self, double now)
 {
@@ -2012,8 +2116,12 @@ s_finish (s_coord_t *self, double now)
             return;
     }
     //  The done record: what was trained, and what every server applied.
+    //  Each partition's ledger must hold exactly the steps done: one step
+    //  more or less means a gradient applied that was never scheduled, or
+    //  a step counted that no server applied, and the run says so.
     double wall = (now - self->start_ms) / 1e3;
     json_t *servers = json_array ();
+    json_t *mismatches = json_array ();
     for (int s = 0; s < self->cfg->nservers && self->client; s++) {
         ps_part_stats_t *stats = NULL;
         size_t count = 0;
@@ -2027,17 +2135,27 @@ s_finish (s_coord_t *self, double now)
                 updates += stats [p].updates;
                 duplicates += stats [p].duplicates;
                 json_array_append_new (parts,
-                    json_pack ("{s:s, s:i, s:I, s:I}", "var", stats [p].var,
+                    json_pack ("{s:s, s:i, s:I, s:I, s:I}", "var", stats [p].var,
                                "part", (int) stats [p].part,
                                "updates", (json_int_t) stats [p].updates,
+                               "recorded", (json_int_t) stats [p].recorded,
                                "duplicates", (json_int_t) stats [p].duplicates));
+                if (stats [p].recorded != done)
+                    json_array_append_new (mismatches,
+                        json_pack ("{s:s, s:i, s:s, s:i, s:I, s:I}", "role", "ps", "task", s,
+                                   "var", stats [p].var, "part", (int) stats [p].part,
+                                   "recorded", (json_int_t) stats [p].recorded,
+                                   "expected", (json_int_t) done));
             }
             json_object_set_new (server, "updates", json_integer ((json_int_t) updates));
             json_object_set_new (server, "duplicates", json_integer ((json_int_t) duplicates));
             json_object_set_new (server, "partitions", parts);
         }
-        else
+        else {
             json_object_set_new (server, "error", json_string (err.msg));
+            json_array_append_new (mismatches,
+                json_pack ("{s:s, s:i, s:s}", "role", "ps", "task", s, "error", err.msg));
+        }
         free (stats);
         json_array_append_new (servers, server);
     }
@@ -2057,6 +2175,10 @@ s_finish (s_coord_t *self, double now)
                                 "worker_failures", self->worker_failures,
                                 "recoveries", self->recoveries,
                                 "servers", servers, "worker_steps", workers);
+    json_object_set_new (record, "refused_reports",
+                         json_integer ((json_int_t) self->refused_reports));
+    json_object_set_new (record, "refused_registrations",
+                         json_integer ((json_int_t) self->refused_registrations));
     json_object_set_new (record, "test_loss", self->have_eval && isfinite (self->test_loss)
                                               ? json_real (self->test_loss) : json_null ());
     json_object_set_new (record, "mode", json_string (ps_mode_name (self->job->mode)));
@@ -2072,6 +2194,11 @@ s_finish (s_coord_t *self, double now)
                            "updates", (json_int_t) peer->updates,
                            "recorded", (json_int_t) peer->recorded,
                            "duplicates", (json_int_t) peer->duplicates));
+            if (peer->recorded != done)
+                json_array_append_new (mismatches,
+                    json_pack ("{s:s, s:i, s:I, s:I}", "role", "worker", "task", self->ring [r],
+                               "recorded", (json_int_t) peer->recorded,
+                               "expected", (json_int_t) done));
         }
         char hex [24];
         snprintf (hex, sizeof hex, "%016" PRIx64, self->replica_checksum);
@@ -2083,6 +2210,10 @@ s_finish (s_coord_t *self, double now)
                              json_integer ((json_int_t) self->replica_mismatches));
         json_object_set_new (record, "replica_checksum", json_string (hex));
     }
+    json_object_set_new (record, "verified", json_boolean (json_array_size (mismatches) == 0));
+    if (json_array_size (mismatches) > 0)
+        s_fail_verify (self, mismatches, done);
+    json_object_set_new (record, "mismatches", mismatches);
     s_event (self, "done", record);
     self->state = S_STOPPING;
     //  Every process hears that the run is over at once, not a heartbeat

@@ -390,6 +390,14 @@ ps_schedule_complete (ps_schedule_t *self, uint64_t step)
 }
 
 int
+ps_schedule_holder (const ps_schedule_t *self, uint64_t step)
+{
+    assert (self);
+    size_t slot = s_slot_find (self, step);
+    return slot == S_NONE ? -1 : self->slots [slot].worker;
+}
+
+int
 ps_schedule_release (ps_schedule_t *self, int worker, uint64_t step)
 {
     assert (self);

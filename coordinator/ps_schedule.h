@@ -53,11 +53,16 @@ void ps_schedule_locate (const ps_schedule_t *self, uint64_t step, uint64_t *epo
 int ps_schedule_next (ps_schedule_t *self, int worker, uint64_t *step);
 
 //  Mark a step done. Returns 0; PS_DUPLICATE when it was done already
-//  (nothing changes); PS_EINVAL when step is 0 or past the total. A step
-//  that completes is done whoever had it in flight, or whether anyone had
-//  it at all: a worker declared failed may still finish its step, and
-//  then its step need not be trained again (it is taken off the queue).
+//  (nothing changes); PS_EINVAL when step is 0 or past the total. The
+//  schedule itself marks a step done whoever had it in flight, or whether
+//  anyone had it at all (a step done elsewhere is taken off the queue);
+//  a caller that must accept a completion only from the worker holding
+//  the step asks ps_schedule_holder first.
 int ps_schedule_complete (ps_schedule_t *self, uint64_t step);
+
+//  The worker that has step in flight, or -1 when nobody has (it waits in
+//  the queue, was never handed out, is done, or is out of range).
+int ps_schedule_holder (const ps_schedule_t *self, uint64_t step);
 
 //  Give back a step handed out to worker (the worker reported it failed):
 //  it goes to the front of the queue. PS_EINVAL when worker does not have

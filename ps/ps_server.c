@@ -788,7 +788,7 @@ s_handle_stats (ps_server_t *self, ps_writer_t *writer)
     for (size_t i = 0; i < count; i++) {
         ps_partition_stats_t stats;
         ps_partition_stats (list [i], &stats);
-        s_pack_partref (pk, list [i], 6);
+        s_pack_partref (pk, list [i], 7);
         ps_pack_key (pk, "shape");
         ps_pack_shape (pk, ps_partition_shape (list [i]));
         ps_pack_key (pk, "rows");
@@ -799,6 +799,8 @@ s_handle_stats (ps_server_t *self, ps_writer_t *writer)
         msgpack_pack_uint64 (pk, stats.updates);
         ps_pack_key (pk, "duplicates");
         msgpack_pack_uint64 (pk, stats.duplicates);
+        ps_pack_key (pk, "recorded");
+        msgpack_pack_uint64 (pk, stats.recorded);
         ps_pack_key (pk, "bytes_in");
         msgpack_pack_uint64 (pk, stats.bytes_in);
         ps_pack_key (pk, "bytes_out");

@@ -22,7 +22,11 @@
 //       checkpoint fails and says so;
 //    g. damaged newest checkpoints (a truncated snapshot file, a truncated
 //       manifest): --resume warns and resumes from the one before;
-//    h. an evaluator task does the evaluations.
+//    h. an evaluator task does the evaluations;
+//    i. processes that lie to the coordinator (completing steps they do
+//       not hold, or never trained; registering as a live task) cannot
+//       make it count a step that was not trained once, nor evict a live
+//       worker: the run completes, or fails naming what disagrees.
 //  Each case prints a one-line summary (time, steps, failure detection).
 //  PS_TEST_SCALE (default 1) scales the data subsets, for slow builds;
 //  PS_TEST_FILTER (a cmocka pattern) runs only the cases it matches.
@@ -47,8 +51,11 @@
 
 #include <jansson.h>
 
+#include <zmq.h>
+
 #include "harness.h"
 #include "ps_clock.h"
+#include "ps_msg.h"
 
 #define S_BATCH         64
 #define S_MAX_ARGS      64
@@ -530,6 +537,9 @@ s_check_done (s_run_t *run, uint64_t total, int nservers)
     assert_int_equal (s_index_of (run->rows, done), json_array_size (run->rows) - 1);
     assert_int_equal (s_int (done, "steps"), total);
     assert_int_equal (s_int (done, "total"), total);
+    //  The coordinator's own cross-check agrees.
+    assert_true (json_is_true (json_object_get (done, "verified")));
+    assert_int_equal (json_array_size (json_object_get (done, "mismatches")), 0);
     json_t *started = s_find (run->rows, "started", 0);
     assert_non_null (started);
     assert_int_equal (s_int (started, "total"), total);
@@ -570,10 +580,12 @@ s_check_done (s_run_t *run, uint64_t total, int nservers)
                 fail_msg ("%s: ps:%zu holds an unexpected partition %s part %lld", run->name, s,
                           var, (long long) index);
             seen [v][index]++;
-            if (s_int (part, "updates") != (json_int_t) total)
-                fail_msg ("%s: ps:%zu %s part %lld: %lld updates, expected %" PRIu64 " (every "
-                          "step applied exactly once)", run->name, s, var, (long long) index,
-                          (long long) s_int (part, "updates"), total);
+            if (s_int (part, "updates") != (json_int_t) total
+            ||  s_int (part, "recorded") != (json_int_t) total)
+                fail_msg ("%s: ps:%zu %s part %lld: %lld updates, %lld steps in its ledger, "
+                          "expected %" PRIu64 " (every step applied exactly once)", run->name, s,
+                          var, (long long) index, (long long) s_int (part, "updates"),
+                          (long long) s_int (part, "recorded"), total);
             assert_true (s_int (part, "duplicates") >= 0);
             updates += s_int (part, "updates");
             dups += s_int (part, "duplicates");
@@ -1530,6 +1542,354 @@ test_evaluator (void **state)
 }
 
 //  ---------------------------------------------------------------------
+//  i. Strangers and liars: processes that speak the protocol to the
+//  coordinator but do not do what they say. However they lie, the run
+//  trains every step exactly once, or fails and says what is wrong.
+
+//  A hand-made peer of the coordinator: one DEALER socket, the codec, and
+//  nothing of a real worker.
+typedef struct {
+    void *ctx;
+    void *dealer;
+    ps_msg_t *msg;
+    ps_writer_t writer;
+    uint64_t next_id;
+} s_rogue_t;
+
+static void
+s_rogue_open (s_rogue_t *rogue, const char *endpoint)
+{
+    memset (rogue, 0, sizeof *rogue);
+    rogue->ctx = zmq_ctx_new ();
+    assert_non_null (rogue->ctx);
+    rogue->dealer = zmq_socket (rogue->ctx, ZMQ_DEALER);
+    assert_non_null (rogue->dealer);
+    int linger = 0;
+    assert_int_equal (zmq_setsockopt (rogue->dealer, ZMQ_LINGER, &linger, sizeof linger), 0);
+    assert_int_equal (zmq_connect (rogue->dealer, endpoint), 0);
+    rogue->msg = ps_msg_new ();
+    ps_writer_init (&rogue->writer, "heartbeat", 0, 0);
+    rogue->next_id = 1;
+}
+
+static void
+s_rogue_close (s_rogue_t *rogue)
+{
+    ps_msg_destroy (&rogue->msg);
+    ps_writer_fini (&rogue->writer);
+    assert_int_equal (zmq_close (rogue->dealer), 0);
+    assert_int_equal (zmq_ctx_term (rogue->ctx), 0);
+}
+
+static void
+s_rogue_send (s_rogue_t *rogue)
+{
+    ps_error_t err;
+    if (ps_writer_send (&rogue->writer, rogue->dealer, NULL, 0, NULL, 0, &err) != 0)
+        fail_msg ("rogue: send: %s", err.msg);
+}
+
+//  The next message from the coordinator within timeout_ms, decoded, or
+//  NULL at the deadline.
+static const msgpack_object *
+s_rogue_recv (s_rogue_t *rogue, int timeout_ms)
+{
+    zmq_pollitem_t item = { rogue->dealer, 0, ZMQ_POLLIN, 0 };
+    if (zmq_poll (&item, 1, timeout_ms) <= 0)
+        return NULL;
+    ps_error_t err;
+    if (ps_msg_recv (rogue->msg, rogue->dealer, false, &err) != 0
+    ||  ps_msg_decode (rogue->msg, &err) != 0)
+        fail_msg ("rogue: a message from the coordinator: %s", err.msg);
+    return ps_msg_header (rogue->msg);
+}
+
+//  The next message of type (heartbeats are skipped), or NULL.
+static const msgpack_object *
+s_rogue_expect (s_rogue_t *rogue, const char *type, int timeout_ms)
+{
+    double deadline = ps_clock_ms () + timeout_ms;
+    while (ps_clock_ms () < deadline) {
+        const msgpack_object *header = s_rogue_recv (rogue, 50);
+        if (header && strcmp (ps_msg_type (rogue->msg), type) == 0)
+            return header;
+        if (header && strcmp (ps_msg_type (rogue->msg), "error") == 0
+        &&  strcmp (type, "error") != 0) {
+            char text [PS_ERROR_MSG_MAX];
+            ps_obj_str (ps_obj_get (header, "message"), text, sizeof text);
+            fail_msg ("rogue: expected %s, the coordinator answered an error: %s", type, text);
+        }
+    }
+    return NULL;
+}
+
+static void
+s_rogue_register (s_rogue_t *rogue, const char *role, int index, uint64_t incarnation)
+{
+    ps_writer_reset (&rogue->writer, "register", rogue->next_id++, 5);
+    msgpack_packer *pk = &rogue->writer.pk;
+    ps_pack_key (pk, "role");
+    ps_pack_str (pk, role);
+    ps_pack_uint (pk, "index", (uint64_t) index);
+    ps_pack_uint (pk, "incarnation", incarnation);
+    ps_pack_key (pk, "endpoint");
+    ps_pack_str (pk, "");
+    ps_pack_uint (pk, "pid", (uint64_t) getpid ());
+    s_rogue_send (rogue);
+}
+
+//  A work_request that reports steps [first, last] except `skip` trained
+//  (status done) at generation, and asks for work when want.
+static void
+s_rogue_work_request (s_rogue_t *rogue, uint64_t first, uint64_t last, uint64_t skip,
+                      uint64_t generation, bool want)
+{
+    ps_writer_reset (&rogue->writer, "work_request", rogue->next_id++, 2);
+    msgpack_packer *pk = &rogue->writer.pk;
+    size_t n = 0;
+    for (uint64_t step = first; step <= last; step++)
+        n += step != skip;
+    ps_pack_key (pk, "reports");
+    msgpack_pack_array (pk, n);
+    for (uint64_t step = first; step <= last; step++) {
+        if (step == skip)
+            continue;
+        msgpack_pack_map (pk, 11);
+        ps_pack_key (pk, "kind");
+        ps_pack_str (pk, "train");
+        ps_pack_key (pk, "status");
+        ps_pack_str (pk, "done");
+        ps_pack_uint (pk, "step", step);
+        ps_pack_uint (pk, "generation", generation);
+        ps_pack_double (pk, "loss", 1.0);
+        ps_pack_uint (pk, "correct", 64);
+        ps_pack_uint (pk, "count", 64);
+        ps_pack_uint (pk, "applied", 8);
+        ps_pack_uint (pk, "duplicates", 0);
+        ps_pack_double (pk, "compute_ms", 1.0);
+        ps_pack_double (pk, "comm_ms", 1.0);
+    }
+    ps_pack_uint (pk, "want", want ? 1 : 0);
+    s_rogue_send (rogue);
+}
+
+//  Register as role:index (again and again until answered, as a link
+//  does), then ask for work until a train step comes; *step and
+//  *generation get it.
+static void
+s_rogue_take_step (s_rogue_t *rogue, const char *role, int index, uint64_t *step,
+                   uint64_t *generation)
+{
+    double deadline = ps_clock_ms () + S_EVENT_MS;
+    const msgpack_object *header = NULL;
+    while (!header && ps_clock_ms () < deadline) {
+        s_rogue_register (rogue, role, index, 0x5eed);
+        header = s_rogue_expect (rogue, "register_ok", 100);
+    }
+    if (!header)
+        fail_msg ("rogue: %s:%d was not registered within %d ms", role, index, S_EVENT_MS);
+    while (ps_clock_ms () < deadline) {
+        s_rogue_work_request (rogue, 1, 0, 0, 0, true);
+        header = s_rogue_expect (rogue, "work", 1000);
+        if (!header)
+            continue;
+        if (ps_obj_str_eq (ps_obj_get (header, "kind"), "train")) {
+            *step = ps_obj_get (header, "step")->via.u64;
+            *generation = ps_obj_get (header, "generation")->via.u64;
+            return;
+        }
+        if (!ps_obj_str_eq (ps_obj_get (header, "kind"), "wait"))
+            fail_msg ("rogue: expected work of kind train or wait");
+        usleep (20 * 1000);
+    }
+    fail_msg ("rogue: no train step within %d ms", S_EVENT_MS);
+}
+
+//  A cluster started by hand from TF_CONFIG with nslots worker tasks, of
+//  which the first nworkers are started (the rest are free for a rogue);
+//  2 servers. endpoint gets the coordinator's address.
+static void
+s_rogue_cluster (s_run_t *run, int nslots, int nworkers, int limit, int test_limit,
+                 int epochs, char *endpoint, size_t len)
+{
+    int ports [3 + 4];
+    assert_true (nslots <= 4);
+    for (int i = 0; i < 3 + nslots; i++) {
+        bool taken;
+        do {
+            ports [i] = harness_free_port ();
+            assert_true (ports [i] > 0);
+            taken = false;
+            for (int j = 0; j < i; j++)
+                taken |= ports [j] == ports [i];
+        } while (taken);
+    }
+    char workers [256] = "";
+    for (int w = 0; w < nslots; w++)
+        snprintf (workers + strlen (workers), sizeof workers - strlen (workers),
+                  "%s\"127.0.0.1:%d\"", w ? ", " : "", ports [3 + w]);
+    char cluster [512];
+    snprintf (cluster, sizeof cluster, "{\"chief\": [\"127.0.0.1:%d\"], \"ps\": "
+              "[\"127.0.0.1:%d\", \"127.0.0.1:%d\"], \"worker\": [%s]}", ports [0], ports [1],
+              ports [2], workers);
+    snprintf (endpoint, len, "tcp://127.0.0.1:%d", ports [0]);
+    char spec [700];
+    for (int w = 0; w < nworkers; w++) {
+        char name [16];
+        snprintf (name, sizeof name, "worker%d", w);
+        snprintf (spec, sizeof spec, "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": "
+                  "\"worker\", \"index\": %d}}", cluster, w);
+        s_start_task (run, "PS_WORKER", NULL, (const char *[]) { spec, NULL }, name);
+    }
+    for (int p = 0; p < 2; p++) {
+        char name [16];
+        snprintf (name, sizeof name, "ps%d", p);
+        snprintf (spec, sizeof spec, "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": \"ps\", "
+                  "\"index\": %d}}", cluster, p);
+        s_start_task (run, "PS_SERVER", (const char *[]) { "--threads", "0", NULL },
+                      (const char *[]) { spec, NULL }, name);
+    }
+    s_job_args (run, limit, test_limit, epochs);
+    s_heartbeat_args (run);
+    snprintf (spec, sizeof spec, "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": \"chief\", "
+              "\"index\": 0}}", cluster);
+    s_run_start (run, (const char *[]) { spec, NULL });
+}
+
+//  A process that registers in a free worker slot takes a step, then says
+//  every other step of the run is done, and falls silent. Only the holder
+//  of a step may complete it: every report is refused (logged once), the
+//  rogue is declared failed for its silence, its step goes to a real
+//  worker, and every step is trained once.
+static void
+test_rogue_completions (void **state)
+{
+    (void) state;
+    s_run_t *run = s_run_new ("rogue: completes others' steps");
+    int limit = s_limit (2560), epochs = 2;
+    uint64_t total = s_steps_per_epoch (limit) * (uint64_t) epochs;
+    char endpoint [64];
+    s_rogue_cluster (run, 3, 2, limit, s_test_limit (500), epochs, endpoint, sizeof endpoint);
+    s_rogue_t rogue;
+    s_rogue_open (&rogue, endpoint);
+    uint64_t step, generation;
+    s_rogue_take_step (&rogue, "worker", 2, &step, &generation);
+    s_rogue_work_request (&rogue, 1, total, step, generation, false);
+    assert_non_null (s_rogue_expect (&rogue, "work", S_EVENT_MS));
+    s_rogue_close (&rogue);
+    s_run_finish (run, 0);
+    s_check_done (run, total, 2);
+    json_t *done = s_find (run->rows, "done", -1);
+    json_int_t refused = s_int (done, "refused_reports");
+    assert_true (refused > 0 && refused <= (json_int_t) total - 1);
+    assert_int_equal (s_count_match (run->rows, s_ev ("refused", "worker", 2)), 1);
+    assert_string_equal (s_str (s_find (run->rows, "refused", 0), "what"), "completion");
+    //  The rogue held its step until it fell silent; the step went back.
+    json_t *failed = s_find_match (run->rows, s_ev ("worker_failed", "worker", 2), 0);
+    assert_non_null (failed);
+    assert_int_equal (s_int (failed, "steps_released"), 1);
+    assert_true (harness_file_contains (run->log, "refused worker:2's completion"));
+    s_summary (run, "%" PRIu64 " steps, rogue held step %" PRIu64 " and reported %" PRIu64
+               " others: %lld refused, every step trained once", total, step, total - 1,
+               (long long) refused);
+    s_run_destroy (run);
+}
+
+//  A process that takes a step and says it is done without pushing it.
+//  The coordinator cannot tell until the end, where every partition's
+//  ledger holds one step fewer than were done: the run fails, naming the
+//  partitions and the counts.
+static void
+test_rogue_holder_lies (void **state)
+{
+    (void) state;
+    s_run_t *run = s_run_new ("rogue: completes its step untrained");
+    int limit = s_limit (1280), epochs = 1;
+    uint64_t total = s_steps_per_epoch (limit) * (uint64_t) epochs;
+    char endpoint [64];
+    s_rogue_cluster (run, 3, 2, limit, s_test_limit (500), epochs, endpoint, sizeof endpoint);
+    s_rogue_t rogue;
+    s_rogue_open (&rogue, endpoint);
+    uint64_t step, generation;
+    s_rogue_take_step (&rogue, "worker", 2, &step, &generation);
+    s_rogue_work_request (&rogue, step, step, 0, generation, false);
+    assert_non_null (s_rogue_expect (&rogue, "work", S_EVENT_MS));
+    s_rogue_close (&rogue);
+    s_run_finish (run, 1);
+    json_t *done = s_find (run->rows, "done", -1);
+    assert_non_null (done);
+    assert_int_equal (s_int (done, "steps"), total);
+    assert_false (json_is_true (json_object_get (done, "verified")));
+    json_t *mismatches = json_object_get (done, "mismatches");
+    //  Every partition of every server is short of the one step.
+    size_t parts = 0, i;
+    json_t *server;
+    json_array_foreach (json_object_get (done, "servers"), i, server)
+        parts += json_array_size (json_object_get (server, "partitions"));
+    assert_true (parts >= S_CNN_VARS);
+    assert_int_equal (json_array_size (mismatches), parts);
+    json_t *m;
+    json_array_foreach (mismatches, i, m) {
+        assert_int_equal (s_int (m, "recorded"), total - 1);
+        assert_int_equal (s_int (m, "expected"), total);
+    }
+    assert_non_null (s_find (run->rows, "failed", -1));
+    char expect [128];
+    snprintf (expect, sizeof expect, "recorded %" PRIu64, total - 1);
+    assert_true (harness_file_contains (run->log, "the run is not what was scheduled"));
+    assert_true (harness_file_contains (run->log, expect));
+    s_summary (run, "%" PRIu64 " steps, rogue completed step %" PRIu64 " untrained: exit 1, "
+               "%zu partitions named", total, step, parts);
+    s_run_destroy (run);
+}
+
+//  While worker:1 trains, another process registers as worker:1 again and
+//  again, each time as a new incarnation. The live worker is never
+//  evicted: each registration is refused as busy (logged once), and the
+//  run completes with no worker failure.
+static void
+test_rogue_registrations (void **state)
+{
+    (void) state;
+    s_run_t *run = s_run_new ("rogue: re-registers a live task");
+    int limit = s_limit (2560), epochs = 2;
+    uint64_t total = s_steps_per_epoch (limit) * (uint64_t) epochs;
+    char endpoint [64];
+    s_rogue_cluster (run, 2, 2, limit, s_test_limit (500), epochs, endpoint, sizeof endpoint);
+    json_decref (s_wait_event (run, s_ev ("registered", "worker", 1), S_RUN_MS));
+    s_rogue_t rogue;
+    s_rogue_open (&rogue, endpoint);
+    int attempts = 0, refusals = 0;
+    while (s_running (run)) {
+        s_rogue_register (&rogue, "worker", 1, 0xbad0000 + (uint64_t) attempts++);
+        const msgpack_object *header = s_rogue_recv (&rogue, 50);
+        if (header && strcmp (ps_msg_type (rogue.msg), "error") == 0) {
+            assert_true (ps_obj_str_eq (ps_obj_get (header, "code"), "busy"));
+            refusals++;
+        }
+        else
+        if (header && strcmp (ps_msg_type (rogue.msg), "register_ok") == 0)
+            fail_msg ("a new incarnation of the live worker:1 was registered");
+    }
+    s_rogue_close (&rogue);
+    s_run_finish (run, 0);
+    s_check_done (run, total, 2);
+    json_t *done = s_find (run->rows, "done", -1);
+    assert_int_equal (s_int (done, "worker_failures"), 0);
+    assert_int_equal (s_count (run->rows, "worker_failed"), 0);
+    //  Those refused after the done record was written are not in it.
+    assert_true (refusals > 0);
+    assert_true (s_int (done, "refused_registrations") > 0);
+    assert_true (s_int (done, "refused_registrations") <= refusals);
+    assert_int_equal (s_count_match (run->rows, s_ev ("refused", "worker", 1)), 1);
+    assert_int_equal (s_count_match (run->rows, s_ev_min ("registered", "worker", 1,
+                                                          "restarted", 1)), 0);
+    s_summary (run, "%" PRIu64 " steps, %d registrations as the live worker:1, %d refused as "
+               "busy, no worker failure", total, attempts, refusals);
+    s_run_destroy (run);
+}
+
+//  ---------------------------------------------------------------------
 //  k. Mirrored mode: a ring of replicas
 
 //  The run completed in mirrored mode: every batch trained once (the
@@ -1802,6 +2162,9 @@ main (void)
         cmocka_unit_test_teardown (test_kill_coordinator_resume, s_teardown),
         cmocka_unit_test_teardown (test_damaged_checkpoint, s_teardown),
         cmocka_unit_test_teardown (test_evaluator, s_teardown),
+        cmocka_unit_test_teardown (test_rogue_completions, s_teardown),
+        cmocka_unit_test_teardown (test_rogue_holder_lies, s_teardown),
+        cmocka_unit_test_teardown (test_rogue_registrations, s_teardown),
         cmocka_unit_test_teardown (test_mirrored_run, s_teardown),
         cmocka_unit_test_teardown (test_mirrored_kill_worker, s_teardown),
         cmocka_unit_test_teardown (test_mirrored_resume_across_modes, s_teardown),

@@ -1,6 +1,6 @@
 //  Unit tests for the step schedule (coordinator/ps_schedule.c): step
 //  numbering, the order steps are handed out in, giving steps back,
-//  completions from anyone, epochs, the done set and its restore, and a
+//  which worker holds a step, completions from anyone, epochs, the done set and its restore, and a
 //  long random run against a plain-array model of the same rules.
 
 #include <stdarg.h>
@@ -219,9 +219,18 @@ test_complete_anywhere (void **state)
     for (uint64_t step = 1; step <= 4; step++)
         assert_int_equal (s_next (schedule, (int) step), step);
 
-    //  Worker 2 is declared failed and its step 2 queued; it finishes
-    //  anyway. Step 2 must not be handed out again.
+    //  Each step in flight is held by the worker it went to; nobody
+    //  holds a step never handed out, or one out of range.
+    for (uint64_t step = 1; step <= 4; step++)
+        assert_int_equal (ps_schedule_holder (schedule, step), (int) step);
+    assert_int_equal (ps_schedule_holder (schedule, 5), -1);
+    assert_int_equal (ps_schedule_holder (schedule, 0), -1);
+    assert_int_equal (ps_schedule_holder (schedule, 21), -1);
+
+    //  Worker 2 is declared failed and its step 2 queued: nobody holds it
+    //  now. It finishes anyway. Step 2 must not be handed out again.
     assert_int_equal (ps_schedule_release_worker (schedule, 2), 1);
+    assert_int_equal (ps_schedule_holder (schedule, 2), -1);
     assert_int_equal (ps_schedule_complete (schedule, 2), PS_OK);
     assert_int_equal (s_next (schedule, 9), 5);
 
@@ -229,6 +238,7 @@ test_complete_anywhere (void **state)
     //  it leaves worker 3's list.
     assert_int_equal (ps_schedule_complete (schedule, 3), PS_OK);
     assert_int_equal (ps_schedule_worker_in_flight (schedule, 3), 0);
+    assert_int_equal (ps_schedule_holder (schedule, 3), -1);
     assert_int_equal (ps_schedule_release (schedule, 3, 3), PS_EINVAL);
     assert_int_equal (ps_schedule_release_worker (schedule, 3), 0);
 
@@ -565,6 +575,8 @@ s_assert_matches (const ps_schedule_t *schedule, const s_model_t *m, int nworker
     size_t count = 0;
     for (uint64_t step = 1; step <= m->total; step++) {
         assert_int_equal (ps_schedule_is_done (schedule, step), m->state [step] == S_DONE);
+        assert_int_equal (ps_schedule_holder (schedule, step),
+                          m->state [step] == S_FLIGHT ? m->owner [step] : -1);
         if (step > watermark && m->state [step] == S_DONE)
             above [count++] = step;
     }
