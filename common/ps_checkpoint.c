@@ -210,70 +210,6 @@ s_mkdirs (const char *path, ps_error_t *err)
     return PS_OK;
 }
 
-//  Remove name in the directory dir_fd and, when it is a directory,
-//  everything under it, never following a symbolic link (a link is removed,
-//  not what it points to). path names the same entry for messages. An entry
-//  that is already gone is fine.
-static int
-s_remove_at (int dir_fd, const char *name, const char *path, ps_error_t *err)
-{
-    struct stat st;
-    if (fstatat (dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        if (errno == ENOENT)
-            return PS_OK;
-        return ps_error_set (err, PS_EIO, "%s: stat failed: %s", path, strerror (errno));
-    }
-    if (!S_ISDIR (st.st_mode)) {
-        if (unlinkat (dir_fd, name, 0) != 0 && errno != ENOENT)
-            return ps_error_set (err, PS_EIO, "%s: unlink failed: %s", path, strerror (errno));
-        return PS_OK;
-    }
-    int fd = openat (dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return ps_error_set (err, PS_EIO, "directory %s: open failed: %s", path, strerror (errno));
-    DIR *dir = fdopendir (fd);
-    if (!dir) {
-        int error = errno;
-        (void) close (fd);
-        return ps_error_set (err, PS_EIO, "directory %s: fdopendir failed: %s",
-                             path, strerror (error));
-    }
-    int rc = PS_OK;
-    while (rc == PS_OK) {
-        errno = 0;
-        struct dirent *entry = readdir (dir);
-        if (!entry) {
-            if (errno != 0)
-                rc = ps_error_set (err, PS_EIO, "directory %s: readdir failed: %s",
-                                   path, strerror (errno));
-            break;
-        }
-        if (strcmp (entry->d_name, ".") == 0 || strcmp (entry->d_name, "..") == 0)
-            continue;
-        size_t child_len = strlen (path) + strlen (entry->d_name) + 2;
-        char *child = malloc (child_len);
-        if (!child) {
-            rc = ps_error_set (err, PS_EIO, "directory %s: cannot allocate %zu bytes for a path",
-                               path, child_len);
-            break;
-        }
-        snprintf (child, child_len, "%s/%s", path, entry->d_name);
-        rc = s_remove_at (dirfd (dir), entry->d_name, child, err);
-        free (child);
-    }
-    if (closedir (dir) != 0 && rc == PS_OK)
-        rc = ps_error_set (err, PS_EIO, "directory %s: close failed: %s", path, strerror (errno));
-    if (rc == PS_OK && unlinkat (dir_fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
-        rc = ps_error_set (err, PS_EIO, "directory %s: rmdir failed: %s", path, strerror (errno));
-    return rc;
-}
-
-static int
-s_remove_tree (const char *path, ps_error_t *err)
-{
-    return s_remove_at (AT_FDCWD, path, path, err);
-}
-
 static int
 s_compare_steps_desc (const void *a, const void *b)
 {
@@ -377,7 +313,7 @@ ps_checkpoint_begin (const char *root, uint64_t step, char *tmpdir, size_t len,
     //  the same step (or holds a replaced checkpoint a crash kept from
     //  being removed). Its files may be from another state of the servers,
     //  so none of them may end up in the new checkpoint.
-    rc = s_remove_tree (path, err);
+    rc = ps_file_remove_tree (path, err);
     if (rc)
         return ps_error_prefix (err, rc, "checkpoint %s: cannot remove the stale directory", path);
     if (mkdir (path, 0755) != 0)
@@ -403,7 +339,7 @@ ps_checkpoint_scratch (const char *root, const char *name, char *dir, size_t len
         rc = s_check_room (path, len, err);
     if (rc == PS_OK)
         rc = s_mkdirs (root, err);
-    if (rc == PS_OK && (rc = s_remove_tree (path, err)) != PS_OK)
+    if (rc == PS_OK && (rc = ps_file_remove_tree (path, err)) != PS_OK)
         ps_error_prefix (err, rc, "checkpoint root %s: cannot empty %s", root, name);
     if (rc)
         return rc;
@@ -645,7 +581,7 @@ s_install (const char *root, const char *tmpdir, const char *final, uint64_t ste
         //  The replaced checkpoint is now named like a stale temporary
         //  directory, which no reader looks at; failing to remove it wastes
         //  space but loses nothing.
-        if (s_remove_tree (tmpdir, &cleanup))
+        if (ps_file_remove_tree (tmpdir, &cleanup))
             ps_warn ("checkpoint %s: cannot remove the checkpoint it replaced: %s",
                      final, cleanup.msg);
         return PS_OK;
@@ -663,7 +599,7 @@ s_install (const char *root, const char *tmpdir, const char *final, uint64_t ste
     int rc = s_join (old, sizeof old, root, name, err);
     if (rc)
         return rc;
-    rc = s_remove_tree (old, err);
+    rc = ps_file_remove_tree (old, err);
     if (rc)
         return ps_error_prefix (err, rc, "checkpoint %s: cannot remove the stale %s", final, old);
     if (rename (final, old) != 0)
@@ -681,7 +617,7 @@ s_install (const char *root, const char *tmpdir, const char *final, uint64_t ste
         s_undo_rename (old, final, 0, err);
         return rc;
     }
-    if (s_remove_tree (old, &cleanup))
+    if (ps_file_remove_tree (old, &cleanup))
         ps_warn ("checkpoint %s: cannot remove the checkpoint it replaced: %s", final, cleanup.msg);
     return PS_OK;
 }
@@ -722,7 +658,7 @@ s_prune (const char *root, uint64_t step, int keep)
         if (unlink (manifest) != 0 && errno != ENOENT)
             ps_warn ("checkpoint %s: cannot remove its manifest: %s", path, strerror (errno));
         else
-        if (s_remove_tree (path, &err))
+        if (ps_file_remove_tree (path, &err))
             ps_warn ("checkpoint %s: cannot remove it: %s", path, err.msg);
     }
     free (steps);

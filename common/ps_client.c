@@ -63,6 +63,7 @@ typedef struct {
 
 struct _ps_client_t {
     void *ctx;
+    ps_curve_t *curve;          //  the caller's; NULL: unsecured
     int timeout_ms;
     s_server_t *servers;
     int nservers;
@@ -88,6 +89,10 @@ struct _ps_client_t {
 static int
 s_connect (ps_client_t *self, s_server_t *server, ps_error_t *err)
 {
+    //  Server i of the client is task ps:i of the cluster, whose public
+    //  key the client must know (ps_curve.h).
+    char task [32];
+    snprintf (task, sizeof task, "ps:%d", (int) (server - self->servers));
     server->socket = zmq_socket (self->ctx, ZMQ_DEALER);
     int linger = 0;
     //  No send limit: frames are the caller's buffers, lent zero-copy, and
@@ -101,6 +106,9 @@ s_connect (ps_client_t *self, s_server_t *server, ps_error_t *err)
     ||  zmq_setsockopt (server->socket, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0)
         rc = ps_error_set (err, PS_EIO, "zmq_socket: %s", zmq_strerror (errno));
     else
+    if (self->curve && (rc = ps_curve_client (self->curve, server->socket, task, err)))
+        ;                       //  err names the certificate that is missing
+    else
     if (zmq_connect (server->socket, server->endpoint) != 0)
         rc = ps_error_set (err, PS_EINVAL, "cannot connect to %s: %s",
                            server->endpoint, zmq_strerror (errno));
@@ -112,7 +120,8 @@ s_connect (ps_client_t *self, s_server_t *server, ps_error_t *err)
 }
 
 ps_client_t *
-ps_client_new (const char *const *endpoints, int nservers, int timeout_ms, ps_error_t *err)
+ps_client_new (const char *const *endpoints, int nservers, int timeout_ms, ps_curve_t *curve,
+               ps_error_t *err)
 {
     if (nservers < 1 || timeout_ms < 1) {
         ps_error_set (err, PS_EINVAL, "need at least one server and a timeout > 0 ms");
@@ -122,6 +131,7 @@ ps_client_new (const char *const *endpoints, int nservers, int timeout_ms, ps_er
     if (!self)
         abort ();
     self->timeout_ms = timeout_ms;
+    self->curve = curve;
     self->next_id = 1;
     atomic_init (&self->outstanding, 0);
     self->servers = calloc ((size_t) nservers, sizeof (s_server_t));

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ps_curve.h"
 #include "ps_error.h"
 #include "ps_init.h"
 #include "ps_optimizer.h"
@@ -51,10 +52,14 @@ typedef struct {
     uint64_t version;
 } ps_snap_file_t;
 
-//  Connect to nservers servers. timeout_ms bounds each call's wait for
-//  replies. Returns NULL and sets err when an endpoint is invalid.
+//  Connect to nservers servers; server i is task ps:i of the cluster.
+//  timeout_ms bounds each call's wait for replies. With curve (this
+//  process's identity, which the caller keeps until the client is
+//  destroyed; NULL: unsecured) every connection is a CURVE client of its
+//  server's key. Returns NULL and sets err when an endpoint is invalid or
+//  a server's public key is unknown.
 ps_client_t *ps_client_new (const char *const *endpoints, int nservers, int timeout_ms,
-                            ps_error_t *err);
+                            ps_curve_t *curve, ps_error_t *err);
 
 void ps_client_destroy (ps_client_t **self_p);
 

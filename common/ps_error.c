@@ -25,6 +25,7 @@ static const struct {
     { PS_EVERSION,  "bad_version" },
     { PS_ECANCELED, "canceled" },
     { PS_EBUSY,     "busy" },
+    { PS_EPERM,     "forbidden" },
 };
 
 const char *

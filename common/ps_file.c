@@ -2,11 +2,13 @@
 
 #include "ps_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zlib.h>
@@ -101,4 +103,68 @@ ps_file_write_atomic (const char *path, const char *tmp, ps_file_writer_fn *writ
     if (rc)
         return ps_error_prefix (err, rc, "file %s", path);
     return PS_OK;
+}
+
+//  Remove name in the directory dir_fd and, when it is a directory,
+//  everything under it, never following a symbolic link (a link is removed,
+//  not what it points to). path names the same entry for messages. An entry
+//  that is already gone is fine.
+static int
+s_remove_at (int dir_fd, const char *name, const char *path, ps_error_t *err)
+{
+    struct stat st;
+    if (fstatat (dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT)
+            return PS_OK;
+        return ps_error_set (err, PS_EIO, "%s: stat failed: %s", path, strerror (errno));
+    }
+    if (!S_ISDIR (st.st_mode)) {
+        if (unlinkat (dir_fd, name, 0) != 0 && errno != ENOENT)
+            return ps_error_set (err, PS_EIO, "%s: unlink failed: %s", path, strerror (errno));
+        return PS_OK;
+    }
+    int fd = openat (dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return ps_error_set (err, PS_EIO, "directory %s: open failed: %s", path, strerror (errno));
+    DIR *dir = fdopendir (fd);
+    if (!dir) {
+        int error = errno;
+        (void) close (fd);
+        return ps_error_set (err, PS_EIO, "directory %s: fdopendir failed: %s",
+                             path, strerror (error));
+    }
+    int rc = PS_OK;
+    while (rc == PS_OK) {
+        errno = 0;
+        struct dirent *entry = readdir (dir);
+        if (!entry) {
+            if (errno != 0)
+                rc = ps_error_set (err, PS_EIO, "directory %s: readdir failed: %s",
+                                   path, strerror (errno));
+            break;
+        }
+        if (strcmp (entry->d_name, ".") == 0 || strcmp (entry->d_name, "..") == 0)
+            continue;
+        size_t child_len = strlen (path) + strlen (entry->d_name) + 2;
+        char *child = malloc (child_len);
+        if (!child) {
+            rc = ps_error_set (err, PS_EIO, "directory %s: cannot allocate %zu bytes for a path",
+                               path, child_len);
+            break;
+        }
+        snprintf (child, child_len, "%s/%s", path, entry->d_name);
+        rc = s_remove_at (dirfd (dir), entry->d_name, child, err);
+        free (child);
+    }
+    if (closedir (dir) != 0 && rc == PS_OK)
+        rc = ps_error_set (err, PS_EIO, "directory %s: close failed: %s", path, strerror (errno));
+    if (rc == PS_OK && unlinkat (dir_fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
+        rc = ps_error_set (err, PS_EIO, "directory %s: rmdir failed: %s", path, strerror (errno));
+    return rc;
+}
+
+int
+ps_file_remove_tree (const char *path, ps_error_t *err)
+{
+    return s_remove_at (AT_FDCWD, path, path, err);
 }

@@ -1,5 +1,6 @@
 //  Crash-safe files: the few system-call sequences that every file format
-//  of ps-cluster (snapshots, checkpoint manifests) writes with.
+//  of ps-cluster (snapshots, checkpoint manifests) writes with, and the
+//  careful removal of a directory tree that pruning them needs.
 //
 //  A file is replaced atomically by writing it under a temporary name,
 //  fsyncing it, renaming it over the final name and fsyncing the directory,
@@ -32,5 +33,11 @@ typedef int (ps_file_writer_fn) (int fd, void *arg);
 //  call and its object; tmp is removed on failure.
 int ps_file_write_atomic (const char *path, const char *tmp, ps_file_writer_fn *write,
                           void *arg, ps_error_t *err);
+
+//  Remove path and, when it is a directory, everything under it, never
+//  following a symbolic link (a link is removed, not what it points to).
+//  A path that does not exist is fine. Returns 0 or PS_EIO naming the
+//  entry and the call that failed.
+int ps_file_remove_tree (const char *path, ps_error_t *err);
 
 #endif

@@ -75,6 +75,7 @@ struct _ps_link_t {
     char *endpoint;
     int index;
     bool deliver;
+    ps_curve_t *curve;          //  the owner's; NULL: unsecured
     uint64_t incarnation;
     pthread_t thread;
     bool started;
@@ -478,6 +479,9 @@ s_open (ps_link_t *self, ps_error_t *err)
     ||  s_setopt_int (self->owner, ZMQ_SNDTIMEO, S_OWNER_SNDTIMEO_MS) != 0)
         return ps_error_set (err, PS_EIO, "link to %s: zmq_setsockopt: %s",
                              self->coordinator, zmq_strerror (errno));
+    int rc;
+    if (self->curve && (rc = ps_curve_client (self->curve, self->dealer, "chief:0", err)))
+        return rc;
     if (zmq_connect (self->dealer, self->coordinator) != 0)
         return ps_error_set (err, PS_EINVAL, "cannot connect to coordinator at %s: %s",
                              self->coordinator, zmq_strerror (errno));
@@ -518,6 +522,7 @@ ps_link_new (const ps_link_config_t *config, ps_error_t *err)
     self->endpoint = s_strdup (config->endpoint ? config->endpoint : "");
     self->index = config->index;
     self->deliver = config->deliver;
+    self->curve = config->curve;
     self->heartbeat_ms = s_clamp_ms (config->heartbeat_ms > 0
                                      ? (uint64_t) config->heartbeat_ms : S_DEFAULT_HEARTBEAT_MS,
                                      S_MAX_INTERVAL_MS);

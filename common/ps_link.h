@@ -47,6 +47,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ps_curve.h"
 #include "ps_error.h"
 #include "ps_msg.h"
 
@@ -60,6 +61,8 @@ typedef struct {
     int heartbeat_ms;           //  until register_ok says otherwise (0: 500)
     int timeout_ms;             //  until register_ok says otherwise (0: 3000)
     bool deliver;               //  hand messages to the owner (false for ps-servers)
+    ps_curve_t *curve;          //  this process's identity (NULL: unsecured); the caller
+                                //  keeps it until the link is destroyed
 } ps_link_config_t;
 
 //  Start the link thread; it starts registering at once. Returns NULL and

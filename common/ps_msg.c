@@ -356,6 +356,16 @@ ps_msg_envelope (ps_msg_t *self, zmq_msg_t **frames)
     return self->nenvelope;
 }
 
+const char *
+ps_msg_property (ps_msg_t *self, const char *name)
+{
+    assert (self);
+    //  ZeroMQ attaches the connection's metadata to every frame it
+    //  receives, but not to the routing id a ROUTER prepends: the header
+    //  frame is the one to ask.
+    return self->nframes > 0 ? zmq_msg_gets (&self->frames [0], name) : NULL;
+}
+
 int
 ps_obj_str (const msgpack_object *obj, char *buf, size_t len)
 {

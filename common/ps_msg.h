@@ -84,6 +84,10 @@ size_t ps_msg_tensor_bytes (ps_msg_t *self);
 //  The envelope frames (routing id, optional delimiter) to echo back.
 size_t ps_msg_envelope (ps_msg_t *self, zmq_msg_t **frames);
 
+//  A ZeroMQ metadata property of the received message (for example the
+//  sender's authenticated task, see ps_curve.h), or NULL when it has none.
+const char *ps_msg_property (ps_msg_t *self, const char *name);
+
 //  ---------------------------------------------------------------------
 //  Reading fields of a validated header. The schema has already checked
 //  presence and type of required fields; optional ones may be missing.

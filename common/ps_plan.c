@@ -244,10 +244,11 @@ ps_plan_release (ps_plan_t *plan)
 }
 
 ps_client_t *
-ps_plan_client (const ps_plan_t *plan, const ps_init_t *inits, ps_error_t *err)
+ps_plan_client (const ps_plan_t *plan, const ps_init_t *inits, ps_curve_t *curve,
+                ps_error_t *err)
 {
     ps_client_t *client = ps_client_new ((const char *const *) plan->servers, plan->nservers,
-                                         plan->client_timeout_ms, err);
+                                         plan->client_timeout_ms, curve, err);
     if (!client)
         return NULL;
     ps_init_t zeros;

@@ -66,6 +66,8 @@ void ps_plan_release (ps_plan_t *plan);
 
 //  A client of the plan's servers with every variable of the plan added;
 //  inits[i] (may be NULL: zeros) initialises variable i when created.
-ps_client_t *ps_plan_client (const ps_plan_t *plan, const ps_init_t *inits, ps_error_t *err);
+//  curve is this process's identity (NULL: unsecured; see ps_client_new).
+ps_client_t *ps_plan_client (const ps_plan_t *plan, const ps_init_t *inits, ps_curve_t *curve,
+                             ps_error_t *err);
 
 #endif

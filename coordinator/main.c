@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include "ps_coord.h"
+#include "ps_curve.h"
 #include "ps_dataset.h"
+#include "ps_file.h"
 #include "ps_job.h"
 #include "ps_log.h"
 #include "ps_model.h"
@@ -32,6 +34,8 @@ s_usage (FILE *out)
     fprintf (out,
         "usage: coordinator --local [options]\n"
         "       coordinator [--cluster FILE] [options]     (cluster from TF_CONFIG or FILE)\n"
+        "       coordinator keygen --out DIR [--cluster FILE | --ps N --workers N\n"
+        "                          [--evaluator]]            (a cluster's CurveZMQ keys)\n"
         "\n"
         "Trains a model on a parameter-server cluster: registers the servers and\n"
         "workers, places the variables, hands out steps, survives failures, takes\n"
@@ -46,6 +50,11 @@ s_usage (FILE *out)
         "  --no-restart        do not restart local children that die\n"
         "  --log-dir DIR       local children's logs (default /tmp/ps-cluster-PID)\n"
         "  --cluster FILE      the cluster spec (TF_CONFIG's JSON); default: TF_CONFIG\n"
+        "  --keys DIR          the cluster's CurveZMQ keys (public/ and chief-0's secret\n"
+        "                      certificate; README.md, Security). --local makes a fresh\n"
+        "                      set per run unless given one\n"
+        "  --insecure          no authentication, no encryption, for every process\n"
+        "                      (warns at start)\n"
         "Job (flags override the job file):\n"
         "  --job FILE          job file (schemas/job.md)\n"
         "  --model NAME|FILE   cnn, cnn2, mlp or a spec file (default cnn)\n"
@@ -163,6 +172,8 @@ s_find_program (const char *env, const char *name, const char *subdir, char *buf
 
 typedef struct {
     bool local;
+    const char *keys_dir;
+    bool insecure;
     int local_ps, local_workers;
     bool local_evaluator;
     bool restart;
@@ -181,7 +192,7 @@ typedef struct {
 
 enum {
     O_LOCAL = 256, O_PS, O_WORKERS, O_EVALUATOR, O_NO_RESTART, O_LOG_DIR, O_CLUSTER, O_JOB,
-    O_RESUME, O_METRICS, O_HELP,
+    O_RESUME, O_METRICS, O_HELP, O_KEYS, O_INSECURE, O_OUT,
     //  Job flags from here on.
     O_MODEL, O_EPOCHS, O_STEPS, O_BATCH, O_OPTIMIZER, O_LR, O_MODE, O_SEED, O_DATA, O_LIMIT,
     O_TEST_LIMIT, O_CKPT_DIR, O_CKPT_STEPS, O_CKPT_SECONDS, O_KEEP, O_EVAL_EPOCHS, O_EVAL_STEPS,
@@ -200,6 +211,8 @@ static const struct option s_long_options [] = {
     { "resume", no_argument, NULL, O_RESUME },
     { "metrics", required_argument, NULL, O_METRICS },
     { "help", no_argument, NULL, O_HELP },
+    { "keys", required_argument, NULL, O_KEYS },
+    { "insecure", no_argument, NULL, O_INSECURE },
     { "model", required_argument, NULL, O_MODEL },
     { "epochs", required_argument, NULL, O_EPOCHS },
     { "steps", required_argument, NULL, O_STEPS },
@@ -345,10 +358,117 @@ s_load_model (const ps_job_t *job, size_t *train_count)
     return model;
 }
 
-//  Start the children of a local cluster, each with its TF_CONFIG.
+//  The tasks of a cluster of nps servers, nworkers workers and
+//  nevaluators evaluators, chief:0 first, as new strings in *tasks (free
+//  each and the array). Returns how many.
+static size_t
+s_tasks (int nps, int nworkers, int nevaluators, char ***tasks)
+{
+    size_t n = 1 + (size_t) nps + (size_t) nworkers + (size_t) nevaluators;
+    *tasks = calloc (n, sizeof (char *));
+    if (!*tasks)
+        abort ();
+    const char *roles [] = { "chief", "ps", "worker", "evaluator" };
+    int counts [] = { 1, nps, nworkers, nevaluators };
+    size_t at = 0;
+    for (int r = 0; r < 4; r++)
+        for (int i = 0; i < counts [r]; i++) {
+            char task [48];
+            snprintf (task, sizeof task, "%s:%d", roles [r], i);
+            if (!((*tasks) [at++] = strdup (task)))
+                abort ();
+        }
+    return n;
+}
+
+static void
+s_tasks_free (char **tasks, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free (tasks [i]);
+    free (tasks);
+}
+
+//  coordinator keygen: make a cluster's key directory (ps_curve.h), for
+//  the tasks of a cluster spec or of the counts given. Returns the exit
+//  status.
+static int
+s_keygen (int argc, char *argv [])
+{
+    static const struct option options [] = {
+        { "out", required_argument, NULL, O_OUT },
+        { "cluster", required_argument, NULL, O_CLUSTER },
+        { "ps", required_argument, NULL, O_PS },
+        { "workers", required_argument, NULL, O_WORKERS },
+        { "evaluator", no_argument, NULL, O_EVALUATOR },
+        { "help", no_argument, NULL, O_HELP },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *out = NULL, *cluster = NULL;
+    int nps = -1, nworkers = -1, nevaluators = 0;
+    int c;
+    uint64_t u;
+    while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
+        switch (c) {
+            case O_OUT: out = optarg; break;
+            case O_CLUSTER: cluster = optarg; break;
+            case O_EVALUATOR: nevaluators = 1; break;
+            case O_PS:
+            case O_WORKERS:
+                if (s_uint (c == O_PS ? "--ps" : "--workers", optarg, S_MAX_TASKS, &u))
+                    return 2;
+                *(c == O_PS ? &nps : &nworkers) = (int) u;
+                break;
+            case O_HELP: s_usage (stdout); return 0;
+            default: s_usage (stderr); return 2;
+        }
+    }
+    if (optind < argc || !out) {
+        fprintf (stderr, "coordinator keygen: %s (see --help)\n", optind < argc
+                 ? "unexpected argument" : "--out DIR is required");
+        return 2;
+    }
+    bool counts = nps >= 0 || nworkers >= 0 || nevaluators > 0;
+    ps_error_t err;
+    if (!counts) {
+        ps_tfconfig_t *tf = cluster ? ps_tfconfig_from_file (cluster, &err)
+                                    : ps_tfconfig_from_env (&err);
+        if (!tf) {
+            fprintf (stderr, "coordinator keygen: %s (give --cluster FILE, TF_CONFIG, or --ps N "
+                     "--workers N)\n", err.msg);
+            return 2;
+        }
+        nps = ps_tfconfig_count (tf, "ps");
+        nworkers = ps_tfconfig_count (tf, "worker");
+        nevaluators = ps_tfconfig_count (tf, "evaluator");
+        ps_tfconfig_destroy (&tf);
+    }
+    else
+    if (cluster || nps < 0 || nworkers < 1) {
+        fprintf (stderr, "coordinator keygen: give either a cluster spec or --ps N (0 or more) "
+                 "and --workers N (1 or more)\n");
+        return 2;
+    }
+    char **tasks;
+    size_t n = s_tasks (nps, nworkers, nevaluators, &tasks);
+    int rc = ps_curve_keygen (out, (const char *const *) tasks, n, &err);
+    s_tasks_free (tasks, n);
+    if (rc) {
+        fprintf (stderr, "coordinator keygen: %s\n", err.msg);
+        return 1;
+    }
+    printf ("keys for chief:0, %d ps, %d worker and %d evaluator tasks in %s: hand each process "
+            "%s/public/ and its own %s/<role>-<index>.cert_secret (README.md, Security)\n", nps,
+            nworkers, nevaluators, out, out, out);
+    return 0;
+}
+
+//  Start the children of a local cluster, each with its TF_CONFIG, and
+//  keys_dir (NULL: --insecure).
 static int
 s_start_local (ps_supervisor_t *supervisor, const char *tf_cluster, int nps, int nworkers,
-               int nevaluators, const char *log_dir, const char **roles, int *indices)
+               int nevaluators, const char *log_dir, const char *keys_dir, const char **roles,
+               int *indices)
 {
     char server [PATH_MAX], worker [PATH_MAX];
     if (s_find_program ("PS_SERVER", "ps-server", "ps", server, sizeof server)
@@ -373,8 +493,14 @@ s_start_local (ps_supervisor_t *supervisor, const char *tf_cluster, int nps, int
             snprintf (log, sizeof log, "%s/%s%d.log", log_dir, kinds [k].role, i);
             //  Each server applies updates on its serving thread: the
             //  machine's cores are the workers'.
-            const char *server_argv [] = { kinds [k].program, "--threads", "0", NULL };
-            const char *worker_argv [] = { kinds [k].program, NULL };
+            const char *key_args [2] = { "--insecure", NULL };
+            if (keys_dir) {
+                key_args [0] = "--keys";
+                key_args [1] = keys_dir;
+            }
+            const char *server_argv [] = { kinds [k].program, "--threads", "0", key_args [0],
+                                           key_args [1], NULL };
+            const char *worker_argv [] = { kinds [k].program, key_args [0], key_args [1], NULL };
             const char *env [] = { tf, NULL };
             ps_error_t err;
             int rc = ps_supervisor_add (supervisor, name, k == 0 ? server_argv : worker_argv,
@@ -442,6 +568,8 @@ int
 main (int argc, char *argv [])
 {
     ps_log_init ("coordinator", PS_LOG_INFO);
+    if (argc > 1 && strcmp (argv [1], "keygen") == 0)
+        return s_keygen (argc - 1, argv + 1);
     //  local_ps -1: 2 servers, none in mirrored mode.
     s_options_t opt = { .local_ps = -1, .local_workers = 2, .restart = true };
     s_flag_t *flags = calloc ((size_t) argc + 1, sizeof (s_flag_t));
@@ -460,6 +588,8 @@ main (int argc, char *argv [])
             case O_JOB: opt.job_file = optarg; break;
             case O_RESUME: opt.resume = true; break;
             case O_METRICS: opt.metrics = optarg; break;
+            case O_KEYS: opt.keys_dir = optarg; break;
+            case O_INSECURE: opt.insecure = true; break;
             case O_HELP: s_usage (stdout); free (flags); return 0;
             case O_PS:
             case O_WORKERS:
@@ -504,6 +634,7 @@ main (int argc, char *argv [])
     char bind [300];
     int nps, nworkers, nevaluators;
     int stop_fd = -1;
+    char local_keys [PATH_MAX] = "";
 
     ps_coord_config_t config;
     memset (&config, 0, sizeof config);
@@ -644,12 +775,38 @@ main (int argc, char *argv [])
         exit_code = 1;
         goto done;
     }
+    //  A local cluster is secured by a fresh set of keys, unless it was
+    //  given one: made in a private directory, removed when the run ends.
+    if (opt.local && !opt.keys_dir && !opt.insecure) {
+        const char *tmp = getenv ("TMPDIR");
+        snprintf (local_keys, sizeof local_keys, "%s/ps-keys-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        char **tasks;
+        size_t n = s_tasks (nps, nworkers, nevaluators, &tasks);
+        int rc = mkdtemp (local_keys) ? ps_curve_keygen (local_keys, (const char *const *) tasks,
+                                                         n, &err)
+                                      : ps_error_set (&err, PS_EIO, "mkdtemp %s: %s", local_keys,
+                                                      strerror (errno));
+        s_tasks_free (tasks, n);
+        if (rc) {
+            fprintf (stderr, "coordinator: making the local cluster's keys: %s\n", err.msg);
+            if (rc != PS_EIO || *local_keys)
+                ps_file_remove_tree (local_keys, NULL);
+            *local_keys = 0;
+            exit_code = 1;
+            goto done;
+        }
+        opt.keys_dir = local_keys;
+    }
+    if (ps_curve_open (opt.keys_dir, opt.insecure, "chief:0", &config.curve, &err)) {
+        fprintf (stderr, "coordinator: %s\n", err.msg);
+        goto done;
+    }
     if (opt.local) {
         supervisor = ps_supervisor_new (opt.restart);
         if (!supervisor)
             abort ();
-        if (s_start_local (supervisor, tf_cluster, nps, nworkers, nevaluators, log_dir, roles,
-                           indices)) {
+        if (s_start_local (supervisor, tf_cluster, nps, nworkers, nevaluators, log_dir,
+                           opt.keys_dir, roles, indices)) {
             exit_code = 1;
             goto done;
         }
@@ -677,6 +834,9 @@ main (int argc, char *argv [])
     }
 done:
     ps_supervisor_destroy (&supervisor);
+    ps_curve_destroy (&config.curve);
+    if (*local_keys && ps_file_remove_tree (local_keys, &err))
+        ps_warn ("removing the local cluster's keys: %s", err.msg);
     ps_model_destroy (&model);
     if (stop_fd >= 0)
         close (stop_fd);

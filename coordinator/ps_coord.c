@@ -123,7 +123,6 @@ typedef struct {
     int rc;                     //  set when the run must end in failure
     bool finished;              //  the loop may end
 
-    void *ctx;
     void *router;
     ps_msg_t *msg;
     ps_writer_t writer;
@@ -872,7 +871,7 @@ s_setup (s_coord_t *self)
     //  model whose snapshot takes longer needs a longer heartbeat timeout.
     int timeout = self->plan.client_timeout_ms;
     self->plan.client_timeout_ms = timeout > 2000 ? timeout : 2000;
-    self->client = ps_plan_client (&self->plan, inits, &err);
+    self->client = ps_plan_client (&self->plan, inits, self->cfg->curve, &err);
     self->plan.client_timeout_ms = timeout;
     free (inits);
     if (!self->client) {
@@ -1234,6 +1233,38 @@ s_on_work_request (s_coord_t *self, s_peer_t *peer, s_role_t role, int index)
     s_reply_work (self, peer, id, "wait", 0, 0, 0, S_WAIT_MS);
 }
 
+//  In a secured cluster, whether the message in hand comes from the
+//  process whose key is task role:index's, the task it claims (by its
+//  register, or by the routing id of that task's registration). If not,
+//  it is answered "forbidden", logged once per key.
+static bool
+s_authorized (s_coord_t *self, const char *role, uint64_t index)
+{
+    if (!self->cfg->curve)
+        return true;
+    char claimed [48];
+    snprintf (claimed, sizeof claimed, "%s:%" PRIu64, role, index);
+    const char *peer = ps_msg_property (self->msg, PS_CURVE_PEER_TASK);
+    if (peer && strcmp (peer, claimed) == 0)
+        return true;
+    const char *key = ps_msg_property (self->msg, PS_CURVE_PEER_KEY);
+    char message [160];
+    snprintf (message, sizeof message, "%s as %s: this key is %s's", ps_msg_type (self->msg),
+              claimed, peer ? peer : "no task");
+    if (ps_curve_first_refusal (self->cfg->curve, key ? key : "")) {
+        s_tty_clear (self);
+        ps_warn ("refused %s (key %s; its later refusals are not logged)", message,
+                 key ? key : "none");
+        s_event (self, "refused", json_pack ("{s:s, s:s, s:s}", "what", "key", "claimed",
+                                             claimed, "key_task", peer ? peer : ""));
+    }
+    zmq_msg_t *envelope;
+    size_t nenvelope = ps_msg_envelope (self->msg, &envelope);
+    ps_msg_send_error (self->router, envelope, nenvelope, ps_msg_id (self->msg), PS_EPERM,
+                       message, NULL);
+    return false;
+}
+
 static void
 s_handle_message (s_coord_t *self)
 {
@@ -1256,12 +1287,18 @@ s_handle_message (s_coord_t *self)
     size_t id_len = zmq_msg_size (&envelope [0]);
     const char *type = ps_msg_type (self->msg);
     if (strcmp (type, "register") == 0) {
-        s_on_register (self, id, id_len);
+        const msgpack_object *h = ps_msg_header (self->msg);
+        char role_name [16] = "?";
+        ps_obj_str (ps_obj_get (h, "role"), role_name, sizeof role_name);
+        if (s_authorized (self, role_name, ps_obj_get (h, "index")->via.u64))
+            s_on_register (self, id, id_len);
         return;
     }
     s_role_t role;
     int index;
     s_peer_t *peer = s_find_peer (self, id, id_len, &role, &index);
+    if (peer && !s_authorized (self, s_role_names [role], (uint64_t) index))
+        return;
     if (!peer) {
         //  A process this coordinator does not know (it restarted, or the
         //  process's registration was superseded): tell it to register.
@@ -1541,12 +1578,16 @@ m_form_ring (s_coord_t *self)
         peer->in_ring = true;
         msgpack_packer *pk = m_begin (self, peer, "ring", 0, 1);
         ps_pack_key (pk, "ring");
-        msgpack_pack_map (pk, 4);
+        msgpack_pack_map (pk, 5);
         ps_pack_uint (pk, "rank", (uint64_t) r);
         ps_pack_key (pk, "members");
         msgpack_pack_array (pk, (size_t) n);
         for (int m = 0; m < n; m++)
             ps_pack_str (pk, self->cfg->workers [self->ring [m]]);
+        ps_pack_key (pk, "tasks");
+        msgpack_pack_array (pk, (size_t) n);
+        for (int m = 0; m < n; m++)
+            msgpack_pack_uint64 (pk, (uint64_t) self->ring [m]);
         ps_pack_key (pk, "root");
         msgpack_pack_int64 (pk, root);
         ps_pack_key (pk, "load");
@@ -2498,13 +2539,14 @@ s_open (s_coord_t *self)
             return s_fail (self, PS_EIO, "clock_gettime: %s", strerror (errno)), -1;
         self->generation = (uint64_t) now.tv_sec << 24;
     }
-    self->ctx = zmq_ctx_new ();
-    if (!self->ctx)
-        return s_fail (self, PS_EIO, "zmq_ctx_new: %s", zmq_strerror (errno)), -1;
-    self->router = zmq_socket (self->ctx, ZMQ_ROUTER);
+    //  The ROUTER lives in the context where zauth authenticates peers.
+    self->router = zmq_socket (ps_curve_context (), ZMQ_ROUTER);
     int zero = 0;
     if (!self->router || zmq_setsockopt (self->router, ZMQ_LINGER, &zero, sizeof zero) != 0)
         return s_fail (self, PS_EIO, "ROUTER socket: %s", zmq_strerror (errno)), -1;
+    ps_error_t err;
+    if (cfg->curve && ps_curve_server (cfg->curve, self->router, &err))
+        return s_fail (self, err.code, "%s", err.msg), -1;
     if (zmq_bind (self->router, cfg->bind) != 0) {
         return s_fail (self, PS_EIO, "cannot bind %s: %s", cfg->bind, zmq_strerror (errno)), -1;
     }
@@ -2561,8 +2603,6 @@ s_close (s_coord_t *self)
             ps_warn ("ROUTER linger: %s", zmq_strerror (errno));
         zmq_close (self->router);
     }
-    if (self->ctx)
-        zmq_ctx_term (self->ctx);
     if (self->metrics && fclose (self->metrics) != 0)
         ps_warn ("closing the metrics file: %s", strerror (errno));
 }

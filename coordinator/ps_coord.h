@@ -28,6 +28,7 @@
 
 #include <stdbool.h>
 
+#include "ps_curve.h"
 #include "ps_error.h"
 #include "ps_job.h"
 #include "ps_model.h"
@@ -51,6 +52,10 @@ typedef struct {
     ps_supervisor_t *supervisor;
     const char *const *child_role;
     const int *child_index;
+    //  The coordinator's identity (chief:0) in a secured cluster, NULL in
+    //  an unsecured one: every process must then prove, by its key, the
+    //  task it registers as and speaks for (ps_curve.h).
+    ps_curve_t *curve;
 } ps_coord_config_t;
 
 //  Train the job. Returns 0 when training completed (every step done, the

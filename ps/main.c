@@ -2,6 +2,7 @@
 //  TF_CONFIG environment variable), then serves until SIGTERM, SIGINT or a
 //  shutdown request.
 
+#include "ps_curve.h"
 #include "ps_heap.h"
 #include "ps_link.h"
 #include "ps_log.h"
@@ -11,6 +12,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +35,10 @@ s_usage (FILE *out)
         "                      (same JSON). When the spec has a chief, the server\n"
         "                      registers with it and heartbeats (the coordinator).\n"
         "  --task ps:N         this server's task, when the spec names none (a file\n"
-        "                      shared by every process)\n"
+        "                      shared by every process), or when it serves alone\n"
+        "  --keys DIR          the cluster's CurveZMQ keys: DIR/public/ and this\n"
+        "                      task's secret certificate (see README.md, Security)\n"
+        "  --insecure          no authentication, no encryption (warns at start)\n"
         "  --threads N         apply pool threads (default: number of cores;\n"
         "                      0 applies every update on the serving thread)\n"
         "  --max-message MB    largest frame accepted, in MiB (default 2048); a peer\n"
@@ -60,6 +65,8 @@ main (int argc, char *argv [])
     const char *cluster_file = NULL;
     const char *task_text = NULL;
     const char *endpoint_file = NULL;
+    const char *keys_dir = NULL;
+    bool insecure = false;
     const char *opt_kind = "sgd";
     double lr = 0;
     long threads = sysconf (_SC_NPROCESSORS_ONLN);
@@ -76,6 +83,8 @@ main (int argc, char *argv [])
         { "lr", required_argument, NULL, 'l' },
         { "endpoint-file", required_argument, NULL, 'e' },
         { "verbose", no_argument, NULL, 'v' },
+        { "keys", required_argument, NULL, 'Y' },
+        { "insecure", no_argument, NULL, 'N' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -89,6 +98,8 @@ main (int argc, char *argv [])
             case 'e': endpoint_file = optarg; break;
             case 'o': opt_kind = optarg; break;
             case 'v': ps_log_init ("ps-server", PS_LOG_DEBUG); break;
+            case 'Y': keys_dir = optarg; break;
+            case 'N': insecure = true; break;
             case 'h': s_usage (stdout); return 0;
             case 't':
                 threads = strtol (optarg, &end, 10);
@@ -136,6 +147,7 @@ main (int argc, char *argv [])
     char coordinator [256] = "";
     char name [64] = "ps";
     int task_index = 0;
+    bool tf_task = false;       //  the spec named this server's task
     ps_tfconfig_t *tf = NULL;
     if (cluster_file)
         tf = ps_tfconfig_from_file (cluster_file, &err);
@@ -163,7 +175,7 @@ main (int argc, char *argv [])
         &&  (!ps_tfconfig_task_type (tf) || strcmp (ps_tfconfig_task_type (tf), "ps") != 0))
             rc = ps_error_set (&err, PS_EINVAL, "task: expected type \"ps\"");
         task_index = ps_tfconfig_task_index (tf);
-        snprintf (name, sizeof name, "ps:%d", task_index);
+        tf_task = true;
         //  Without a chief the server serves alone, as with --bind.
         if (rc == PS_OK
         &&  (rc = ps_tfconfig_coordinator_endpoint (tf, coordinator, sizeof coordinator,
@@ -176,6 +188,17 @@ main (int argc, char *argv [])
             return 2;
         }
     }
+    //  A server alone (--bind, no spec) is task ps:0 unless --task says.
+    if (!tf_task && task_text) {
+        char type [16] = "";
+        if (ps_tfconfig_parse_task (task_text, type, sizeof type, &task_index, &err) != PS_OK
+        ||  (strcmp (type, "ps") != 0
+             && ps_error_set (&err, PS_EINVAL, "--task %s: expected ps:N", task_text))) {
+            fprintf (stderr, "ps-server: %s\n", err.msg);
+            return 2;
+        }
+    }
+    snprintf (name, sizeof name, "ps:%d", task_index);
     ps_server_config_t config = {
         .bind = bind, .name = name, .threads = (int) threads,
         .max_message = (int64_t) (max_mb * 1024 * 1024),
@@ -189,19 +212,25 @@ main (int argc, char *argv [])
     ps_opt_config_default (&config.opt, kind);
     if (lr > 0)
         config.opt.lr = lr;
+    if (ps_curve_open (keys_dir, insecure, name, &config.curve, &err)) {
+        fprintf (stderr, "ps-server: %s\n", err.msg);
+        return 2;
+    }
     //  Signals are blocked before any thread starts (ZeroMQ's included) and
     //  read through a signalfd in the serving loop, so shutdown happens
     //  between requests, never inside one.
+    int rc = PS_EIO;
+    ps_server_t *server = NULL;
+    ps_link_t *link = NULL;
     int stop_fd = ps_signal_stop_fd (&err);
     if (stop_fd < 0) {
         fprintf (stderr, "ps-server: %s\n", err.msg);
-        return 1;
+        goto done;
     }
-    ps_server_t *server = ps_server_new (&config, &err);
+    server = ps_server_new (&config, &err);
     if (!server) {
         fprintf (stderr, "ps-server: %s\n", err.msg);
-        close (stop_fd);
-        return 1;
+        goto done;
     }
     printf ("ps-server listening on %s\n", ps_server_endpoint (server));
     fflush (stdout);
@@ -209,34 +238,33 @@ main (int argc, char *argv [])
         FILE *file = fopen (endpoint_file, "w");
         if (!file || fprintf (file, "%s\n", ps_server_endpoint (server)) < 0 || fclose (file) != 0) {
             fprintf (stderr, "ps-server: cannot write %s: %s\n", endpoint_file, strerror (errno));
-            ps_server_destroy (&server);
-            close (stop_fd);
-            return 1;
+            goto done;
         }
     }
-    ps_info ("serving %s with %d apply threads", ps_server_endpoint (server), (int) threads);
+    ps_info ("serving %s with %d apply threads%s", ps_server_endpoint (server), (int) threads,
+             config.curve ? ", CurveZMQ" : ", UNSECURED");
     //  The link registers and heartbeats on its own thread, so the
     //  coordinator sees this server alive however busy the serving loop is,
     //  and sees a restarted server as a new incarnation.
-    ps_link_t *link = NULL;
     if (*coordinator) {
         ps_link_config_t link_config = {
             .coordinator = coordinator, .role = "ps", .index = task_index,
-            .endpoint = ps_server_endpoint (server), .deliver = false,
+            .endpoint = ps_server_endpoint (server), .deliver = false, .curve = config.curve,
         };
         link = ps_link_new (&link_config, &err);
         if (!link) {
             fprintf (stderr, "ps-server: coordinator %s: %s\n", coordinator, err.msg);
-            ps_server_destroy (&server);
-            close (stop_fd);
-            return 1;
+            goto done;
         }
         ps_info ("registering with the coordinator at %s", coordinator);
     }
-    int rc = ps_server_run (server, stop_fd);
+    rc = ps_server_run (server, stop_fd);
+    ps_info ("stopped");
+done:
     ps_link_destroy (&link);
     ps_server_destroy (&server);
-    close (stop_fd);
-    ps_info ("stopped");
+    ps_curve_destroy (&config.curve);
+    if (stop_fd >= 0)
+        close (stop_fd);
     return rc == PS_OK ? 0 : 1;
 }

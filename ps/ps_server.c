@@ -1,6 +1,7 @@
 //  The ps-server; see ps_server.h for the concurrency model.
 
 #include "ps_server.h"
+#include "ps_clock.h"
 #include "ps_heap.h"
 #include "ps_log.h"
 #include "ps_msg.h"
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 //  Requests moving fewer tensor bytes than this are served inline on the
 //  main thread: below it a hand-off to the pool costs more than it saves.
@@ -31,6 +33,9 @@
 //  After this long without a request, a server that has moved tensors since
 //  it last fell idle returns its free heap to the kernel (see ps_heap.h).
 #define S_IDLE_RELEASE_MS  500
+
+//  How long the last replies may take to leave when the server closes.
+#define S_LINGER_MS  1000
 
 //  Key separator in the partition table; it cannot occur in a name.
 #define S_KEY_SEP  '\n'
@@ -58,12 +63,13 @@ typedef struct {
 } s_task_t;
 
 struct _ps_server_t {
-    void *ctx;
-    void *router;
+    void *ctx;                  //  the pool's inproc sockets
+    void *router;               //  in ps_curve_context (), where zauth serves
     void *done;                 //  PULL: pool threads post finished jobs here
     char endpoint [256];
     char name [64];
     ps_opt_config_t opt;
+    ps_curve_t *curve;          //  the caller's; NULL: unsecured
     zhashx_t *table;            //  "var\npart" -> ps_partition_t *
     //  The pool.
     pthread_t *threads;
@@ -236,6 +242,7 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
         abort ();
     snprintf (self->name, sizeof self->name, "%s", config->name ? config->name : "ps");
     self->opt = config->opt;
+    self->curve = config->curve;
     atomic_init (&self->pending, 0);
     self->max_pending = config->max_pending;
     self->table = zhashx_new ();
@@ -251,9 +258,9 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
         ps_error_set (err, PS_EIO, "zmq_ctx_new: %s", zmq_strerror (errno));
         goto fail;
     }
-    self->router = zmq_socket (self->ctx, ZMQ_ROUTER);
+    self->router = zmq_socket (ps_curve_context (), ZMQ_ROUTER);
     self->done = zmq_socket (self->ctx, ZMQ_PULL);
-    int linger = 1000;          //  flush the last replies, but never hang
+    int linger = S_LINGER_MS;   //  flush the last replies, but never hang
     int hwm = 0;                //  replies are never dropped; memory is bounded by max_pending
     //  IPv6 only for an IPv6 literal: with it on, IPv4 endpoints would be
     //  reported in their mapped form.
@@ -268,6 +275,8 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
         ps_error_set (err, PS_EIO, "creating sockets: %s", zmq_strerror (errno));
         goto fail;
     }
+    if (self->curve && ps_curve_server (self->curve, self->router, err))
+        goto fail;
     if (zmq_bind (self->router, config->bind) != 0) {
         ps_error_set (err, PS_EIO, "cannot bind %s: %s", config->bind, zmq_strerror (errno));
         goto fail;
@@ -308,8 +317,23 @@ ps_server_destroy (ps_server_t **self_p)
     for (int i = 0; i < self->nthreads; i++)
         pthread_join (self->threads [i], NULL);
     free (self->threads);
-    if (self->router)
+    if (self->router) {
         zmq_close (self->router);
+        //  The router's context outlives this server, so closing it does
+        //  not wait for the replies still queued: ZeroMQ releases them
+        //  (sent, or dropped once the linger has passed) later, calling
+        //  back into the pending count. Wait for that, or the callbacks
+        //  would write into freed memory.
+        double deadline = ps_clock_ms () + S_LINGER_MS + 2000;
+        while (atomic_load (&self->pending) > 0 && ps_clock_ms () < deadline)
+            usleep (1000);
+        if (atomic_load (&self->pending) > 0) {
+            ps_error ("%zu reply bytes still held by ZeroMQ %d ms after closing; not freeing "
+                      "the server", atomic_load (&self->pending), S_LINGER_MS + 2000);
+            *self_p = NULL;
+            return;
+        }
+    }
     if (self->done)
         zmq_close (self->done);
     if (self->ctx)
@@ -349,8 +373,10 @@ s_reply_error (ps_server_t *self, ps_msg_t *msg, int code, const char *text)
     message [len] = 0;
     zmq_msg_t *envelope;
     size_t nenvelope = ps_msg_envelope (msg, &envelope);
-    ps_warn ("request %llu refused: %s: %s", (unsigned long long) ps_msg_id (msg),
-             ps_error_name (code), message);
+    //  A forbidden request was logged once for its sender's key already.
+    if (code != PS_EPERM)
+        ps_warn ("request %llu refused: %s: %s", (unsigned long long) ps_msg_id (msg),
+                 ps_error_name (code), message);
     ps_error_t err;
     if (ps_msg_send_error (self->router, envelope, nenvelope, ps_msg_id (msg), code,
                            message, &err))
@@ -1040,6 +1066,46 @@ s_handle_control (ps_server_t *self, ps_msg_t *msg)
     return stop;
 }
 
+//  Whether the sender of a secured request may make it (see ps_server.h);
+//  if not, answers "forbidden" and logs it once per key.
+static bool
+s_authorized (ps_server_t *self, ps_msg_t *msg)
+{
+    const char *type = ps_msg_type (msg);
+    const char *peer = ps_msg_property (msg, PS_CURVE_PEER_TASK);
+    const char *need;
+    bool ok;
+    if (strcmp (type, "push") == 0 || strcmp (type, "push_pull") == 0) {
+        need = "a worker";
+        ok = ps_curve_task_is (peer, "worker");
+    }
+    else
+    if (strcmp (type, "pull") == 0) {
+        need = "a worker or an evaluator";
+        ok = ps_curve_task_is (peer, "worker") || ps_curve_task_is (peer, "evaluator");
+    }
+    else
+    if (strcmp (type, "ping") == 0 || strcmp (type, "stats") == 0) {
+        need = "a member of the cluster";
+        ok = peer != NULL;
+    }
+    else {
+        need = "the coordinator";
+        ok = ps_curve_task_is (peer, "chief");
+    }
+    if (ok)
+        return true;
+    char text [192];
+    snprintf (text, sizeof text, "%s: only %s may ask this of %s, not %s", type, need,
+              self->name, peer ? peer : "an unnamed peer");
+    const char *key = ps_msg_property (msg, PS_CURVE_PEER_KEY);
+    if (ps_curve_first_refusal (self->curve, key ? key : ""))
+        ps_warn ("refused %s (key %s; its later refusals are not logged)", text,
+                 key ? key : "none");
+    s_reply_error (self, msg, PS_EPERM, text);
+    return false;
+}
+
 //  Receive and serve one request; returns true when the server should stop.
 static bool
 s_handle_request (ps_server_t *self)
@@ -1058,6 +1124,9 @@ s_handle_request (ps_server_t *self)
     else
     if (rc)
         s_reply_error (self, msg, rc, err.msg);
+    else
+    if (self->curve && !s_authorized (self, msg))
+        ;                       //  answered "forbidden"
     else {
         const char *type = ps_msg_type (msg);
         if (!ps_schema_reply_type (type))

@@ -13,12 +13,21 @@
 //  socket, and the main thread sends the reply: ZeroMQ sockets are used
 //  from one thread only. ZeroMQ's I/O thread does the networking. Gradient
 //  frames are applied in place from the received messages.
+//
+//  Security. With an identity (ps_curve_t) the ROUTER is a CURVE server:
+//  only peers whose keys the cluster trusts get through at all, and each
+//  request is then checked against its sender's role. Control requests
+//  (create, set_optimizer, snapshot, restore, fence, shutdown) come only
+//  from the coordinator (chief:0); pushes only from workers; pulls from
+//  workers and evaluators; ping and stats from any member. Anything else
+//  gets an error reply of code "forbidden", logged once per key.
 
 #ifndef PS_SERVER_H_INCLUDED
 #define PS_SERVER_H_INCLUDED
 
 #include <stdint.h>
 
+#include "ps_curve.h"
 #include "ps_error.h"
 #include "ps_optimizer.h"
 
@@ -31,6 +40,7 @@ typedef struct {
     int64_t max_message;        //  ZMQ_MAXMSGSIZE in bytes; -1 = no limit
     size_t max_pending;         //  tensor bytes held for requests before reading stops
     ps_opt_config_t opt;        //  optimizer until set_optimizer says otherwise
+    ps_curve_t *curve;          //  this server's identity (NULL: unsecured); the caller's
 } ps_server_config_t;
 
 //  Create a server and bind its socket. Returns NULL and sets err when the

@@ -39,8 +39,102 @@ s_print_log (const char *path)
     fclose (file);
 }
 
+//  Removes the key directory at exit, in the process that made it only:
+//  a forked child that exits must not take it away from its parent.
+static char s_keys_root [64];
+static pid_t s_keys_owner;
+
+static void
+s_remove_keys (void)
+{
+    if (getpid () == s_keys_owner)
+        harness_rmtree (s_keys_root);
+}
+
+const char *
+harness_keys (void)
+{
+    static char dir [128];
+    if (*dir)
+        return dir;
+    harness_tmpdir (s_keys_root, sizeof s_keys_root);
+    snprintf (dir, sizeof dir, "%s/keys", s_keys_root);
+    const char *tasks [1 + 8 + 8 + 1];
+    char names [18][16];
+    size_t n = 0;
+    snprintf (names [n], sizeof names [n], "chief:0");
+    tasks [n] = names [n];
+    n++;
+    for (int i = 0; i < 8; i++) {
+        snprintf (names [n], sizeof names [n], "ps:%d", i);
+        tasks [n] = names [n];
+        n++;
+        snprintf (names [n], sizeof names [n], "worker:%d", i);
+        tasks [n] = names [n];
+        n++;
+    }
+    snprintf (names [n], sizeof names [n], "evaluator:0");
+    tasks [n] = names [n];
+    n++;
+    ps_error_t err;
+    if (ps_curve_keygen (dir, tasks, n, &err) != 0) {
+        fprintf (stderr, "harness: cannot make the test's keys: %s\n", err.msg);
+        exit (1);
+    }
+    s_keys_owner = getpid ();
+    atexit (s_remove_keys);
+    return dir;
+}
+
+//  The identities handed out, destroyed at exit: before CZMQ's own exit
+//  handler (registered earlier, so run later), which would otherwise find
+//  their authenticator still running.
+#define S_MAX_CURVES 32
+static struct {
+    char task [PS_CURVE_TASK_MAX];
+    ps_curve_t *curve;
+    pid_t owner;
+} s_curves [S_MAX_CURVES];
+
+static void
+s_destroy_curves (void)
+{
+    for (int i = 0; i < S_MAX_CURVES; i++)
+        if (s_curves [i].curve && s_curves [i].owner == getpid ())
+            ps_curve_destroy (&s_curves [i].curve);
+}
+
+ps_curve_t *
+harness_curve (const char *task)
+{
+    static bool registered;
+    int free_slot = -1;
+    for (int i = 0; i < S_MAX_CURVES; i++) {
+        if (s_curves [i].curve && s_curves [i].owner == getpid ()
+        &&  strcmp (s_curves [i].task, task) == 0)
+            return s_curves [i].curve;
+        if (!s_curves [i].curve && free_slot < 0)
+            free_slot = i;
+    }
+    ps_error_t err;
+    ps_curve_t *curve = free_slot >= 0 ? ps_curve_new (harness_keys (), task, &err) : NULL;
+    if (!curve) {
+        fprintf (stderr, "harness: identity %s: %s\n", task,
+                 free_slot >= 0 ? err.msg : "too many identities");
+        exit (1);
+    }
+    if (!registered) {
+        atexit (s_destroy_curves);
+        registered = true;
+    }
+    snprintf (s_curves [free_slot].task, sizeof s_curves [free_slot].task, "%s", task);
+    s_curves [free_slot].curve = curve;
+    s_curves [free_slot].owner = getpid ();
+    return curve;
+}
+
 int
-harness_server_start (harness_server_t *server, const char *const *args)
+harness_server_start (harness_server_t *server, int index, const char *const *args)
 {
     const char *binary = getenv ("PS_SERVER");
     if (!binary) {
@@ -53,11 +147,22 @@ harness_server_start (harness_server_t *server, const char *const *args)
               "/tmp/ps-harness-%d-%d.endpoint", getpid (), counter);
     snprintf (server->log, sizeof server->log, "/tmp/ps-harness-%d-%d.log", getpid (), counter++);
     unlink (server->endpoint_file);
-    const char *argv [32] = { binary, "--bind", "tcp://127.0.0.1:0",
+    const char *argv [40] = { binary, "--bind", "tcp://127.0.0.1:0",
                               "--endpoint-file", server->endpoint_file };
     int argc = 5;
-    for (int i = 0; args && args [i] && argc < 31; i++)
+    bool insecure = false;
+    for (int i = 0; args && args [i] && argc < 33; i++) {
         argv [argc++] = args [i];
+        insecure |= strcmp (args [i], "--insecure") == 0;
+    }
+    char task [32];
+    snprintf (task, sizeof task, "ps:%d", index);
+    argv [argc++] = "--task";
+    argv [argc++] = task;
+    if (!insecure) {
+        argv [argc++] = "--keys";
+        argv [argc++] = harness_keys ();
+    }
     argv [argc] = NULL;
     server->pid = fork ();
     if (server->pid < 0)

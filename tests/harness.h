@@ -15,6 +15,8 @@
 
 #include <jansson.h>
 
+#include "ps_curve.h"
+
 typedef struct {
     pid_t pid;
     char endpoint [256];
@@ -22,10 +24,11 @@ typedef struct {
     char log [256];             //  the server's stderr, for failed tests
 } harness_server_t;
 
-//  Start a server with extra arguments (NULL-terminated list, may be
-//  NULL). Returns 0 once it is serving, -1 when it did not start within
-//  10 s (its log is printed).
-int harness_server_start (harness_server_t *server, const char *const *args);
+//  Start a server as task ps:index, secured by the harness's keys (see
+//  harness_keys) unless args hold --insecure, with extra arguments
+//  (NULL-terminated list, may be NULL). Returns 0 once it is serving, -1
+//  when it did not start within 10 s (its log is printed).
+int harness_server_start (harness_server_t *server, int index, const char *const *args);
 
 //  Send sig and wait for exit. Returns the exit status (0..255), 128+signal
 //  when killed by a signal, or -1 when it did not exit within 10 s.
@@ -36,6 +39,17 @@ bool harness_server_alive (harness_server_t *server);
 
 //  A field of /proc/PID/status in KiB (VmRSS, VmHWM), or -1.
 long harness_status_kib (pid_t pid, const char *field);
+
+//  The key directory of this test process (ps_curve.h), made on first use
+//  and removed when the process exits: chief:0, ps:0..7, worker:0..7 and
+//  evaluator:0. Exits the process, saying why, when it cannot be made.
+const char *harness_keys (void);
+
+//  The identity of task in harness_keys (), for clients and sockets the
+//  test makes itself. The harness keeps it until the process exits (also
+//  when a test fails half-way), so the caller must not destroy it. Exits
+//  on failure.
+ps_curve_t *harness_curve (const char *task);
 
 //  A fresh directory under /tmp; the caller removes it with harness_rmtree.
 void harness_tmpdir (char *buf, size_t len);

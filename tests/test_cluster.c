@@ -26,7 +26,10 @@
 //    i. processes that lie to the coordinator (completing steps they do
 //       not hold, or never trained; registering as a live task) cannot
 //       make it count a step that was not trained once, nor evict a live
-//       worker: the run completes, or fails naming what disagrees.
+//       worker: the run completes, or fails naming what disagrees;
+//    j. a secured cluster: processes without its keys get no answer, a
+//       worker's key may not control a server; and the one run with
+//       --insecure, which warns.
 //  Each case prints a one-line summary (time, steps, failure detection).
 //  PS_TEST_SCALE (default 1) scales the data subsets, for slow builds;
 //  PS_TEST_FILTER (a cmocka pattern) runs only the cases it matches.
@@ -51,6 +54,7 @@
 
 #include <jansson.h>
 
+#include <czmq.h>
 #include <zmq.h>
 
 #include "harness.h"
@@ -239,9 +243,25 @@ s_heartbeat_args (s_run_t *run)
     s_arg (run, "%d", S_TIMEOUT_MS);
 }
 
+//  Whether argv (NULL-terminated) holds arg.
+static bool
+s_has_arg (const char *const *argv, const char *arg)
+{
+    for (int i = 0; argv && argv [i]; i++)
+        if (strcmp (argv [i], arg) == 0)
+            return true;
+    return false;
+}
+
+//  A coordinator started by hand is secured by the test's keys (a local
+//  one makes its own), unless the run asks for --insecure or other keys.
 static void
 s_run_start (s_run_t *run, const char *const *env)
 {
+    run->argv [run->argc] = NULL;
+    if (!s_has_arg (run->argv, "--local") && !s_has_arg (run->argv, "--insecure")
+    &&  !s_has_arg (run->argv, "--keys"))
+        s_args (run, (const char *[]) { "--keys", harness_keys (), NULL });
     run->argv [run->argc] = NULL;
     run->start_ms = ps_clock_ms ();
     run->pid = harness_spawn (run->argv, env, run->log);
@@ -761,10 +781,15 @@ s_start_task (s_run_t *run, const char *program, const char *const *args,
     const char *binary = getenv (program);
     if (!binary)
         fail_msg ("%s is not set", program);
-    const char *argv [16] = { binary };
+    const char *argv [20] = { binary };
     int argc = 1;
-    for (int i = 0; args && args [i] && argc < 15; i++)
+    for (int i = 0; args && args [i] && argc < 17; i++)
         argv [argc++] = args [i];
+    //  Secured by the test's keys unless the test says otherwise.
+    if (!s_has_arg (args, "--insecure") && !s_has_arg (args, "--keys")) {
+        argv [argc++] = "--keys";
+        argv [argc++] = harness_keys ();
+    }
     argv [argc] = NULL;
     char log [PATH_MAX + 80];
     snprintf (log, sizeof log, "%s/%s.log", run->dir, name);
@@ -1546,18 +1571,26 @@ test_evaluator (void **state)
 //  coordinator but do not do what they say. However they lie, the run
 //  trains every step exactly once, or fails and says what is wrong.
 
-//  A hand-made peer of the coordinator: one DEALER socket, the codec, and
-//  nothing of a real worker.
+//  A hand-made peer of the coordinator or of a server: one DEALER socket,
+//  the codec, and nothing of a real worker.
 typedef struct {
     void *ctx;
     void *dealer;
+    ps_curve_t *curve;
     ps_msg_t *msg;
     ps_writer_t writer;
     uint64_t next_id;
 } s_rogue_t;
 
+//  How a rogue connects: with the key of a task of the cluster (an
+//  insider), with a key the cluster does not know, or without CURVE.
+typedef enum { S_KEY_TASK, S_KEY_STRANGER, S_KEY_NONE } s_key_t;
+
+//  Connect to endpoint, served by task server ("chief:0", "ps:1"), as
+//  described by key (with task's key for S_KEY_TASK).
 static void
-s_rogue_open (s_rogue_t *rogue, const char *endpoint)
+s_rogue_open (s_rogue_t *rogue, const char *endpoint, const char *server, s_key_t key,
+              const char *task)
 {
     memset (rogue, 0, sizeof *rogue);
     rogue->ctx = zmq_ctx_new ();
@@ -1566,6 +1599,28 @@ s_rogue_open (s_rogue_t *rogue, const char *endpoint)
     assert_non_null (rogue->dealer);
     int linger = 0;
     assert_int_equal (zmq_setsockopt (rogue->dealer, ZMQ_LINGER, &linger, sizeof linger), 0);
+    ps_error_t err;
+    if (key == S_KEY_TASK) {
+        rogue->curve = harness_curve (task);
+        assert_int_equal (ps_curve_client (rogue->curve, rogue->dealer, server, &err), 0);
+    }
+    else
+    if (key == S_KEY_STRANGER) {
+        //  A stranger knows the server's public key (it is public) but
+        //  holds a key pair of its own.
+        char path [PATH_MAX];
+        snprintf (path, sizeof path, "%s/public/%s.cert", harness_keys (), server);
+        *strchr (strrchr (path, '/'), ':') = '-';
+        zcert_t *server_cert = zcert_load (path);
+        assert_non_null (server_cert);
+        zcert_t *mine = zcert_new ();
+        assert_non_null (mine);
+        assert_int_equal (zmq_setsockopt (rogue->dealer, ZMQ_CURVE_SERVERKEY,
+                                          zcert_public_key (server_cert), 32), 0);
+        zcert_apply (mine, rogue->dealer);
+        zcert_destroy (&mine);
+        zcert_destroy (&server_cert);
+    }
     assert_int_equal (zmq_connect (rogue->dealer, endpoint), 0);
     rogue->msg = ps_msg_new ();
     ps_writer_init (&rogue->writer, "heartbeat", 0, 0);
@@ -1707,10 +1762,10 @@ s_rogue_take_step (s_rogue_t *rogue, const char *role, int index, uint64_t *step
 
 //  A cluster started by hand from TF_CONFIG with nslots worker tasks, of
 //  which the first nworkers are started (the rest are free for a rogue);
-//  2 servers. endpoint gets the coordinator's address.
+//  2 servers. endpoints gets the coordinator's address, then the servers'.
 static void
 s_rogue_cluster (s_run_t *run, int nslots, int nworkers, int limit, int test_limit,
-                 int epochs, char *endpoint, size_t len)
+                 int epochs, char endpoints [3][64])
 {
     int ports [3 + 4];
     assert_true (nslots <= 4);
@@ -1732,7 +1787,8 @@ s_rogue_cluster (s_run_t *run, int nslots, int nworkers, int limit, int test_lim
     snprintf (cluster, sizeof cluster, "{\"chief\": [\"127.0.0.1:%d\"], \"ps\": "
               "[\"127.0.0.1:%d\", \"127.0.0.1:%d\"], \"worker\": [%s]}", ports [0], ports [1],
               ports [2], workers);
-    snprintf (endpoint, len, "tcp://127.0.0.1:%d", ports [0]);
+    for (int i = 0; i < 3; i++)
+        snprintf (endpoints [i], 64, "tcp://127.0.0.1:%d", ports [i]);
     char spec [700];
     for (int w = 0; w < nworkers; w++) {
         char name [16];
@@ -1768,10 +1824,10 @@ test_rogue_completions (void **state)
     s_run_t *run = s_run_new ("rogue: completes others' steps");
     int limit = s_limit (2560), epochs = 2;
     uint64_t total = s_steps_per_epoch (limit) * (uint64_t) epochs;
-    char endpoint [64];
-    s_rogue_cluster (run, 3, 2, limit, s_test_limit (500), epochs, endpoint, sizeof endpoint);
+    char endpoints [3][64];
+    s_rogue_cluster (run, 3, 2, limit, s_test_limit (500), epochs, endpoints);
     s_rogue_t rogue;
-    s_rogue_open (&rogue, endpoint);
+    s_rogue_open (&rogue, endpoints [0], "chief:0", S_KEY_TASK, "worker:2");
     uint64_t step, generation;
     s_rogue_take_step (&rogue, "worker", 2, &step, &generation);
     s_rogue_work_request (&rogue, 1, total, step, generation, false);
@@ -1806,10 +1862,10 @@ test_rogue_holder_lies (void **state)
     s_run_t *run = s_run_new ("rogue: completes its step untrained");
     int limit = s_limit (1280), epochs = 1;
     uint64_t total = s_steps_per_epoch (limit) * (uint64_t) epochs;
-    char endpoint [64];
-    s_rogue_cluster (run, 3, 2, limit, s_test_limit (500), epochs, endpoint, sizeof endpoint);
+    char endpoints [3][64];
+    s_rogue_cluster (run, 3, 2, limit, s_test_limit (500), epochs, endpoints);
     s_rogue_t rogue;
-    s_rogue_open (&rogue, endpoint);
+    s_rogue_open (&rogue, endpoints [0], "chief:0", S_KEY_TASK, "worker:2");
     uint64_t step, generation;
     s_rogue_take_step (&rogue, "worker", 2, &step, &generation);
     s_rogue_work_request (&rogue, step, step, 0, generation, false);
@@ -1854,11 +1910,12 @@ test_rogue_registrations (void **state)
     s_run_t *run = s_run_new ("rogue: re-registers a live task");
     int limit = s_limit (2560), epochs = 2;
     uint64_t total = s_steps_per_epoch (limit) * (uint64_t) epochs;
-    char endpoint [64];
-    s_rogue_cluster (run, 2, 2, limit, s_test_limit (500), epochs, endpoint, sizeof endpoint);
+    char endpoints [3][64];
+    s_rogue_cluster (run, 2, 2, limit, s_test_limit (500), epochs, endpoints);
     json_decref (s_wait_event (run, s_ev ("registered", "worker", 1), S_RUN_MS));
+    //  A second process of worker:1, with its key: a duplicate launch.
     s_rogue_t rogue;
-    s_rogue_open (&rogue, endpoint);
+    s_rogue_open (&rogue, endpoints [0], "chief:0", S_KEY_TASK, "worker:1");
     int attempts = 0, refusals = 0;
     while (s_running (run)) {
         s_rogue_register (&rogue, "worker", 1, 0xbad0000 + (uint64_t) attempts++);
@@ -1886,6 +1943,172 @@ test_rogue_registrations (void **state)
                                                           "restarted", 1)), 0);
     s_summary (run, "%" PRIu64 " steps, %d registrations as the live worker:1, %d refused as "
                "busy, no worker failure", total, attempts, refusals);
+    s_run_destroy (run);
+}
+
+//  A request of type with nfields fields packed by pack (may be NULL),
+//  sent by rogue.
+typedef void (s_pack_fn) (msgpack_packer *pk);
+
+static void
+s_pack_fence (msgpack_packer *pk)
+{
+    ps_pack_uint (pk, "generation", 5);
+}
+
+static void
+s_pack_dir (msgpack_packer *pk)
+{
+    ps_pack_key (pk, "dir");
+    ps_pack_str (pk, "ckpt-000000000001");
+}
+
+static void
+s_pack_optimizer (msgpack_packer *pk)
+{
+    ps_opt_config_t opt;
+    ps_opt_config_default (&opt, PS_OPT_SGD);
+    opt.lr = 1e6;
+    ps_pack_key (pk, "optimizer");
+    ps_pack_optimizer (pk, &opt);
+}
+
+static void
+s_pack_create (msgpack_packer *pk)
+{
+    ps_pack_key (pk, "partitions");
+    msgpack_pack_array (pk, 0);
+}
+
+static const struct {
+    const char *type;
+    size_t nfields;
+    s_pack_fn *pack;
+} s_control [] = {
+    { "shutdown", 0, NULL }, { "fence", 1, s_pack_fence }, { "snapshot", 1, s_pack_dir },
+    { "restore", 1, s_pack_dir }, { "set_optimizer", 1, s_pack_optimizer },
+    { "create", 1, s_pack_create },
+};
+#define S_NCONTROL (sizeof s_control / sizeof s_control [0])
+
+static void
+s_rogue_request (s_rogue_t *rogue, size_t c)
+{
+    ps_writer_reset (&rogue->writer, s_control [c].type, rogue->next_id++,
+                     s_control [c].nfields);
+    if (s_control [c].pack)
+        s_control [c].pack (&rogue->writer.pk);
+    s_rogue_send (rogue);
+}
+
+//  No answer at all within timeout_ms.
+static void
+s_rogue_silence (s_rogue_t *rogue, const char *who, int timeout_ms)
+{
+    const msgpack_object *header = s_rogue_recv (rogue, timeout_ms);
+    if (header)
+        fail_msg ("%s got an answer (%s) from a secured process", who, ps_msg_type (rogue->msg));
+}
+
+//  A secured cluster, attacked while it trains. Processes without the
+//  cluster's keys (no CURVE at all, or a key pair of their own) send the
+//  coordinator and a server registrations, work requests and every control
+//  request: they get no answer at all. A worker's key, which the servers
+//  do trust, asks ps:0 to shut down, fence, snapshot, restore, change the
+//  optimizer and create partitions: each is refused as forbidden, logged
+//  once; and it cannot register as another worker. The run is unharmed:
+//  every step is trained once.
+static void
+test_strangers (void **state)
+{
+    (void) state;
+    s_run_t *run = s_run_new ("secured: strangers and a worker's key");
+    //  Long enough to outlast the attacks (about 2 s) many times over.
+    int limit = s_limit (12800), epochs = 4;
+    uint64_t total = s_steps_per_epoch (limit) * (uint64_t) epochs;
+    char endpoints [3][64];
+    s_rogue_cluster (run, 2, 2, limit, s_test_limit (500), epochs, endpoints);
+    json_decref (s_wait_event (run, s_ev ("started", NULL, -1), S_RUN_MS));
+    //  Strangers, at the coordinator and at ps:0.
+    s_key_t strangers [] = { S_KEY_NONE, S_KEY_STRANGER };
+    const char *names [] = { "a client without CURVE", "a client with an unknown key" };
+    for (int k = 0; k < 2; k++) {
+        s_rogue_t rogue;
+        s_rogue_open (&rogue, endpoints [0], "chief:0", strangers [k], NULL);
+        s_rogue_register (&rogue, "worker", 0, 0x5eed);
+        s_rogue_work_request (&rogue, 1, 0, 0, 0, true);
+        s_rogue_silence (&rogue, names [k], 500);
+        s_rogue_close (&rogue);
+        s_rogue_open (&rogue, endpoints [1], "ps:0", strangers [k], NULL);
+        for (size_t c = 0; c < S_NCONTROL; c++)
+            s_rogue_request (&rogue, c);
+        s_rogue_silence (&rogue, names [k], 500);
+        s_rogue_close (&rogue);
+    }
+    //  An insider: worker:0's key at ps:0 may push and pull, nothing more.
+    s_rogue_t rogue;
+    s_rogue_open (&rogue, endpoints [1], "ps:0", S_KEY_TASK, "worker:0");
+    for (size_t c = 0; c < S_NCONTROL; c++) {
+        s_rogue_request (&rogue, c);
+        const msgpack_object *header = s_rogue_expect (&rogue, "error", S_EVENT_MS);
+        if (!header) {
+            char log [PATH_MAX + 16];
+            snprintf (log, sizeof log, "%s/ps0.log", run->dir);
+            harness_print_log (log);
+            fail_msg ("ps:0 did not answer %s from worker:0's key", s_control [c].type);
+        }
+        if (!ps_obj_str_eq (ps_obj_get (header, "code"), "forbidden"))
+            fail_msg ("%s from worker:0's key was not refused as forbidden", s_control [c].type);
+    }
+    s_rogue_close (&rogue);
+    //  ... and at the coordinator it is worker:0, not worker:1.
+    s_rogue_open (&rogue, endpoints [0], "chief:0", S_KEY_TASK, "worker:0");
+    s_rogue_register (&rogue, "worker", 1, 0x5eed);
+    const msgpack_object *header = s_rogue_expect (&rogue, "error", S_EVENT_MS);
+    assert_non_null (header);
+    assert_true (ps_obj_str_eq (ps_obj_get (header, "code"), "forbidden"));
+    s_rogue_close (&rogue);
+    //  The attacks came while the cluster was at work, not after.
+    if (!s_running (run))
+        fail_msg ("%s: the run ended before the attacks did: make it longer", run->name);
+    s_run_finish (run, 0);
+    s_check_done (run, total, 2);
+    assert_int_equal (s_int (s_find (run->rows, "done", -1), "worker_failures"), 0);
+    //  Logged once per key, not once per request.
+    char log [PATH_MAX + 16];
+    snprintf (log, sizeof log, "%s/ps0.log", run->dir);
+    assert_true (harness_file_contains (log, "refused shutdown: only the coordinator"));
+    assert_false (harness_file_contains (log, "refused fence"));
+    assert_true (harness_file_contains (run->log, "refused register as worker:1: this key is "
+                                                   "worker:0's"));
+    s_summary (run, "%" PRIu64 " steps; strangers got no answer, worker:0's key was refused "
+               "%zu control requests and worker:1's task", total, S_NCONTROL);
+    s_run_destroy (run);
+}
+
+//  --insecure: the one run without CURVE. It trains as a secured one does,
+//  and every process says, at start, that nothing is protected.
+static void
+test_insecure (void **state)
+{
+    (void) state;
+    s_run_t *run = s_run_new ("local run with --insecure");
+    int limit = s_limit (1280), epochs = 1;
+    uint64_t total = s_steps_per_epoch (limit) * (uint64_t) epochs;
+    s_local_args (run, limit, s_test_limit (500), epochs);
+    s_arg (run, "--insecure");
+    s_run_start (run, NULL);
+    s_run_finish (run, 0);
+    s_check_done (run, total, 2);
+    assert_true (harness_file_contains (run->log, "running with --insecure"));
+    const char *children [] = { "ps0", "ps1", "worker0", "worker1" };
+    for (size_t i = 0; i < 4; i++) {
+        char log [PATH_MAX + 32];
+        snprintf (log, sizeof log, "%s/%s.log", run->log_dir, children [i]);
+        if (!harness_file_contains (log, "running with --insecure"))
+            fail_msg ("%s does not warn that it runs unsecured", log);
+    }
+    s_summary (run, "%" PRIu64 " steps unsecured; all 5 processes warned", total);
     s_run_destroy (run);
 }
 
@@ -2165,6 +2388,8 @@ main (void)
         cmocka_unit_test_teardown (test_rogue_completions, s_teardown),
         cmocka_unit_test_teardown (test_rogue_holder_lies, s_teardown),
         cmocka_unit_test_teardown (test_rogue_registrations, s_teardown),
+        cmocka_unit_test_teardown (test_strangers, s_teardown),
+        cmocka_unit_test_teardown (test_insecure, s_teardown),
         cmocka_unit_test_teardown (test_mirrored_run, s_teardown),
         cmocka_unit_test_teardown (test_mirrored_kill_worker, s_teardown),
         cmocka_unit_test_teardown (test_mirrored_resume_across_modes, s_teardown),

@@ -67,6 +67,9 @@ s_usage (FILE *out)
         "                      of the TF_CONFIG environment variable\n"
         "  --task TYPE:INDEX   this process's task, worker:N or evaluator:N (default:\n"
         "                      TF_CONFIG's or the file's \"task\")\n"
+        "  --keys DIR          the cluster's CurveZMQ keys: DIR/public/ and this\n"
+        "                      task's secret certificate (see README.md, Security)\n"
+        "  --insecure          no authentication, no encryption (warns at start)\n"
         "  --threads N         CPU threads (default: the plan's)\n"
         "  --device D          cpu, gpu or auto (default: the plan's)\n"
         "\n"
@@ -136,7 +139,8 @@ s_integer (const char *option, const char *text, uint64_t min, uint64_t max, uin
 //  spec, then train under the coordinator until it says stop or a signal
 //  comes. Returns the exit status.
 static int
-s_cluster (const char *cluster_path, const char *task_text, int threads, const char *device)
+s_cluster (const char *cluster_path, const char *task_text, int threads, const char *device,
+           const char *keys_dir, bool insecure)
 {
     ps_error_t err;
     ps_tfconfig_t *tf = cluster_path ? ps_tfconfig_from_file (cluster_path, &err)
@@ -175,6 +179,13 @@ s_cluster (const char *cluster_path, const char *task_text, int threads, const c
         ps_error ("%s: %s", source, err.msg);
         goto done;
     }
+    char task [48];
+    snprintf (task, sizeof task, "%s:%d", type, index);
+    ps_curve_t *curve = NULL;
+    if (ps_curve_open (keys_dir, insecure, task, &curve, &err)) {
+        ps_error ("%s", err.msg);
+        goto done;
+    }
     //  The stop signals are blocked before any thread of ours starts (the
     //  link's, ZeroMQ's, the backend's; OpenBLAS's were started with them
     //  blocked, see s_block_stop_signals), so the signals reach only the
@@ -183,6 +194,7 @@ s_cluster (const char *cluster_path, const char *task_text, int threads, const c
     int stop_fd = ps_signal_stop_fd (&err);
     if (stop_fd < 0) {
         ps_error ("%s", err.msg);
+        ps_curve_destroy (&curve);
         status = 1;
         goto done;
     }
@@ -202,6 +214,7 @@ s_cluster (const char *cluster_path, const char *task_text, int threads, const c
     ps_trainer_config_t config = {
         .coordinator = coordinator, .role = type, .index = index, .threads = threads,
         .device = device, .stop_fd = stop_fd, .ring_bind = have_ring ? ring_bind : NULL,
+        .curve = curve,
     };
     if (ps_trainer_run (&config, &err)) {
         ps_error ("%s", err.msg);
@@ -210,6 +223,7 @@ s_cluster (const char *cluster_path, const char *task_text, int threads, const c
     else
         status = 0;
     close (stop_fd);
+    ps_curve_destroy (&curve);
 done:
     ps_tfconfig_destroy (&tf);
     return status;
@@ -241,6 +255,8 @@ main (int argc, char *argv [])
     const char *opt_kind = NULL;
     //  Cluster mode: the spec file, the task, and the overrides of the plan.
     const char *cluster_path = NULL, *task_text = NULL, *device_name = NULL;
+    const char *keys_dir = NULL;
+    bool insecure = false;
     int threads = 0;
     //  The first option given that only standalone training reads.
     const char *standalone_only = NULL;
@@ -263,6 +279,8 @@ main (int argc, char *argv [])
         { "eval-steps", required_argument, NULL, 'E' },
         { "cluster", required_argument, NULL, 'C' },
         { "task", required_argument, NULL, 'K' },
+        { "keys", required_argument, NULL, 'Y' },
+        { "insecure", no_argument, NULL, 'N' },
         { "summary", no_argument, NULL, 'u' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
@@ -281,6 +299,8 @@ main (int argc, char *argv [])
             case 'S': standalone = true; break;
             case 'C': cluster_path = optarg; break;
             case 'K': task_text = optarg; break;
+            case 'Y': keys_dir = optarg; break;
+            case 'N': insecure = true; break;
             case 'u': summary = true; break;
             case 'M': cfg.model = optarg; break;
             case 'D': cfg.data_dir = optarg; break;
@@ -370,10 +390,11 @@ main (int argc, char *argv [])
                       standalone_only);
             return 2;
         }
-        return s_cluster (cluster_path, task_text, threads, device_name);
+        return s_cluster (cluster_path, task_text, threads, device_name, keys_dir, insecure);
     }
-    if (cluster_path || task_text) {
-        ps_error ("--cluster and --task are for cluster mode, not --standalone");
+    if (cluster_path || task_text || keys_dir || insecure) {
+        ps_error ("--cluster, --task, --keys and --insecure are for cluster mode, not "
+                  "--standalone");
         return 2;
     }
     ps_standalone_result_t result;

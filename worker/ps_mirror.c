@@ -19,14 +19,14 @@ struct _ps_mirror_t {
 
 ps_mirror_t *
 ps_mirror_new (const ps_model_t *model, uint64_t seed, const ps_opt_config_t *opt,
-               const char *bind, int timeout_ms, ps_error_t *err)
+               const char *bind, int timeout_ms, ps_curve_t *curve, ps_error_t *err)
 {
     ps_mirror_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
     self->opt = *opt;
     self->count = ps_model_param_count (model);
-    ps_ring_config_t config = { .bind = bind, .timeout_ms = timeout_ms };
+    ps_ring_config_t config = { .bind = bind, .timeout_ms = timeout_ms, .curve = curve };
     if (!(self->replica = ps_replica_new (model, seed, opt, err))
     ||  !(self->ring = ps_ring_new (&config, err)))
         goto fail;
@@ -111,10 +111,11 @@ s_take_root_state (ps_mirror_t *self, int root, ps_error_t *err)
 
 int
 ps_mirror_join (ps_mirror_t *self, uint64_t ring_id, int rank, int n,
-                const char *const *members, int root, const char *load, ps_error_t *err)
+                const char *const *members, const int *tasks, int root, const char *load,
+                ps_error_t *err)
 {
     assert (self);
-    int rc = ps_ring_form (self->ring, ring_id, rank, n, members, err);
+    int rc = ps_ring_form (self->ring, ring_id, rank, n, members, tasks, err);
     if (rc)
         return rc;
     if (load && *load && rank == root) {

@@ -24,10 +24,12 @@ typedef struct _ps_mirror_t ps_mirror_t;
 
 //  A member for model whose replica starts from seed's initial values with
 //  optimizer opt, receiving on bind (ps_ring_config_t; timeout_ms is the
-//  ring's no-progress timeout). Returns NULL with err set when the
-//  endpoint cannot be bound or memory is short.
+//  ring's no-progress timeout; curve this worker's identity or NULL).
+//  Returns NULL with err set when the endpoint cannot be bound or memory
+//  is short.
 ps_mirror_t *ps_mirror_new (const ps_model_t *model, uint64_t seed, const ps_opt_config_t *opt,
-                            const char *bind, int timeout_ms, ps_error_t *err);
+                            const char *bind, int timeout_ms, ps_curve_t *curve,
+                            ps_error_t *err);
 
 void ps_mirror_destroy (ps_mirror_t **self_p);
 
@@ -38,7 +40,8 @@ ps_ring_t *ps_mirror_ring (ps_mirror_t *self);
 //  and applies.
 float *ps_mirror_grad (ps_mirror_t *self);
 
-//  Join ring `ring_id` as member rank of n (endpoints in members). When
+//  Join ring `ring_id` as member rank of n (endpoints in members, worker
+//  task indices in tasks, as ps_ring_form takes them). When
 //  load is not NULL and this member is the root, it first loads its
 //  replica from the checkpoint directory load (mirrored layout). When root
 //  >= 0, every member then takes over the root's replica by a broadcast.
@@ -46,7 +49,8 @@ float *ps_mirror_grad (ps_mirror_t *self);
 //  when the watch aborted it); the replica is then unchanged, or the
 //  root's whole (the broadcast is checked in full before it is used).
 int ps_mirror_join (ps_mirror_t *self, uint64_t ring_id, int rank, int n,
-                    const char *const *members, int root, const char *load, ps_error_t *err);
+                    const char *const *members, const int *tasks, int root, const char *load,
+                    ps_error_t *err);
 
 //  One synchronous update: sum ps_mirror_grad over the ring, then apply the
 //  sum with learning rate lr for the batches steps [0, nsteps). The caller

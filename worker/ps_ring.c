@@ -152,8 +152,9 @@ typedef struct {
 } s_held_t;
 
 struct _ps_ring_t {
-    void *ctx;
-    void *pull;                 //  bound for the ring's whole life
+    void *ctx;                  //  the sending sockets'
+    ps_curve_t *curve;          //  the owner's; NULL: unsecured
+    void *pull;                 //  bound for the ring's whole life, in ps_curve_context ()
     void *push;                 //  to the successor; NULL while there is none
     void *monitor;              //  the push socket's connection events
     int release_fd;             //  eventfd: ZeroMQ let go of the last buffer
@@ -174,6 +175,7 @@ struct _ps_ring_t {
     int rank, n;
     char *successor;
     char *predecessor;
+    char predecessor_task [32]; //  "worker:N", the only sender read in a secured ring
 
     s_held_t **held;
     size_t held_count, held_max;
@@ -606,7 +608,9 @@ s_open (ps_ring_t *self, const char *bind, ps_error_t *err)
     ||  zmq_ctx_set (self->ctx, ZMQ_BLOCKY, 0) != 0)
         return ps_error_set (err, PS_EIO, "ring at %s: zmq_ctx_set: %s", bind,
                              zmq_strerror (errno));
-    self->pull = zmq_socket (self->ctx, ZMQ_PULL);
+    //  The receiving socket lives where zauth authenticates its peers;
+    //  the sending ones stay in the ring's own context.
+    self->pull = zmq_socket (ps_curve_context (), ZMQ_PULL);
     if (!self->pull)
         return ps_error_set (err, PS_EIO, "ring at %s: zmq_socket: %s", bind,
                              zmq_strerror (errno));
@@ -616,6 +620,9 @@ s_open (ps_ring_t *self, const char *bind, ps_error_t *err)
     ||  zmq_setsockopt (self->pull, ZMQ_MAXMSGSIZE, &max_size, sizeof max_size) != 0)
         return ps_error_set (err, PS_EIO, "ring at %s: zmq_setsockopt: %s", bind,
                              zmq_strerror (errno));
+    int rc;
+    if (self->curve && (rc = ps_curve_server (self->curve, self->pull, err)))
+        return rc;
     if (zmq_bind (self->pull, bind) != 0)
         return ps_error_set (err, PS_EIO, "ring: cannot bind %s: %s", bind, zmq_strerror (errno));
     size_t size = sizeof self->endpoint;
@@ -650,6 +657,7 @@ ps_ring_new (const ps_ring_config_t *config, ps_error_t *err)
     self->release_fd = -1;
     self->watch_fd = -1;
     atomic_init (&self->outstanding, 0);
+    self->curve = config->curve;
     self->chunk_bytes = config->chunk_bytes ? config->chunk_bytes : PS_RING_DEFAULT_CHUNK;
     self->timeout_ms = config->timeout_ms ? config->timeout_ms : S_DEFAULT_TIMEOUT_MS;
     if (s_open (self, config->bind, err)) {
@@ -704,7 +712,7 @@ ps_ring_set_watch (ps_ring_t *self, void *socket, int fd, ps_ring_watch_fn *fn, 
 
 int
 ps_ring_form (ps_ring_t *self, uint64_t ring_id, int rank, int n,
-              const char *const *members, ps_error_t *err)
+              const char *const *members, const int *tasks, ps_error_t *err)
 {
     assert (self);
     if (n < 1)
@@ -722,6 +730,15 @@ ps_ring_form (ps_ring_t *self, uint64_t ring_id, int rank, int n,
     if (self->formed && ring_id <= self->ring_id)
         return ps_error_set (err, PS_EINVAL, "ring id %" PRIx64 " is not above the last "
                              "ring's, %" PRIx64, ring_id, self->ring_id);
+    if (self->curve && !tasks)
+        return ps_error_set (err, PS_EINVAL, "ring %" PRIx64 ": a secured ring needs each "
+                             "member's task", ring_id);
+    char successor_task [32] = "", predecessor_task [32] = "";
+    if (tasks) {
+        snprintf (successor_task, sizeof successor_task, "worker:%d", tasks [(rank + 1) % n]);
+        snprintf (predecessor_task, sizeof predecessor_task, "worker:%d",
+                  tasks [(rank + n - 1) % n]);
+    }
     assert (atomic_load (&self->outstanding) == 0);
 
     //  The new connection is made before the old one is dropped, so a
@@ -756,6 +773,11 @@ ps_ring_form (ps_ring_t *self, uint64_t ring_id, int rank, int n,
             s_close_push (&push, &monitor);
             return rc;
         }
+        int rc;
+        if (self->curve && (rc = ps_curve_client (self->curve, push, successor_task, err))) {
+            s_close_push (&push, &monitor);
+            return rc;
+        }
         //  Without ZMQ_IMMEDIATE, messages queue for a successor whose
         //  connection is not up yet, so a collective may start at once.
         if (s_setopt_int (push, ZMQ_LINGER, 0) != 0
@@ -775,6 +797,7 @@ ps_ring_form (ps_ring_t *self, uint64_t ring_id, int rank, int n,
     free (self->predecessor);
     self->successor = s_strdup (successor);
     self->predecessor = s_strdup (members [(rank + n - 1) % n]);
+    snprintf (self->predecessor_task, sizeof self->predecessor_task, "%s", predecessor_task);
     self->formed = true;
     self->broken = false;
     self->ring_id = ring_id;
@@ -1039,9 +1062,21 @@ s_read (ps_ring_t *self, s_header_t *h, zmq_msg_t *payload, ps_error_t *err)
     size_t header_size = zmq_msg_size (&first);
     if (rc == 1 && header_size == S_HEADER_SIZE)
         s_decode (zmq_msg_data (&first), h);
+    //  In a secured ring only the predecessor's key may feed this member:
+    //  another worker of the cluster, even a trusted one, has no business
+    //  adding into the sum.
+    const char *sender = self->curve ? ps_curve_peer_task (&first) : NULL;
+    bool stranger = self->curve && (!sender || strcmp (sender, self->predecessor_task) != 0);
+    char sender_task [32];
+    snprintf (sender_task, sizeof sender_task, "%s", sender ? sender : "no task");
     s_msg_close (&first);
     if (rc != 1)
         return rc;
+    if (stranger) {
+        s_malformed (self, "a message from %s, not from the predecessor %s", sender_task,
+                     self->predecessor_task);
+        return 2;
+    }
 
     if (header_size != S_HEADER_SIZE) {
         s_malformed (self, "a first frame of %zu bytes, expected a %d-byte header (%zu frames)",

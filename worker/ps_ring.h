@@ -47,6 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ps_curve.h"
 #include "ps_error.h"
 
 typedef struct _ps_ring_t ps_ring_t;
@@ -61,6 +62,8 @@ typedef bool (ps_ring_watch_fn) (void *arg);
 
 typedef struct {
     const char *bind;           //  this member's ZeroMQ endpoint, e.g. tcp://*:2222
+    ps_curve_t *curve;          //  this worker's identity (NULL: unsecured), kept by the
+                                //  caller until the ring is destroyed
     size_t chunk_bytes;         //  bytes per message, 4 .. 64 MiB (0: PS_RING_DEFAULT_CHUNK)
     int timeout_ms;             //  no progress for this long: PS_ETIMEDOUT (0: 10000)
 } ps_ring_config_t;
@@ -84,13 +87,18 @@ void ps_ring_set_watch (ps_ring_t *self, void *socket, int fd, ps_ring_watch_fn 
 
 //  Join ring `ring_id` as member `rank` of n; members [i] is member i's
 //  endpoint to connect to (members [rank] is this member's own, as others
-//  reach it). Connects the sending socket to the successor (dropping
-//  whatever was still queued for the previous one) and forgets the
-//  previous ring. ring_id must grow from one formation to the next.
-//  Returns 0, or PS_EINVAL (bad rank, n < 1, an empty endpoint, a ring id
-//  not above the last) or PS_EIO naming the endpoint.
+//  reach it), and tasks [i] its worker task index (NULL: unknown, allowed
+//  only in an unsecured ring). Connects the sending socket to the
+//  successor (dropping whatever was still queued for the previous one)
+//  and forgets the previous ring. ring_id must grow from one formation to
+//  the next. In a secured ring the successor must prove it holds worker
+//  task tasks [successor]'s key, and only messages from the predecessor's
+//  key are read; others are dropped and counted as malformed. Returns 0,
+//  or PS_EINVAL (bad rank, n < 1, an empty endpoint, a ring id not above
+//  the last, no tasks in a secured ring), PS_ENOTFOUND (no public key
+//  for the successor) or PS_EIO naming the endpoint.
 int ps_ring_form (ps_ring_t *self, uint64_t ring_id, int rank, int n,
-                  const char *const *members, ps_error_t *err);
+                  const char *const *members, const int *tasks, ps_error_t *err);
 
 //  This member's rank and the ring's size as last formed (0 and 0 before
 //  the first formation).

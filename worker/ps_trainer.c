@@ -456,7 +456,8 @@ s_build_mirror (s_trainer_t *self, const ps_plan_t *plan, ps_error_t *err)
     //  heartbeat timeout.
     int timeout_ms = 2 * plan->client_timeout_ms + 1000;
     if (!(self->mirror = ps_mirror_new (self->model, plan->seed, &plan->optimizer,
-                                        self->config->ring_bind, timeout_ms, err)))
+                                        self->config->ring_bind, timeout_ms,
+                                        self->config->curve, err)))
         return ps_error_prefix (err, err->code, "mirrored mode");
     if (!self->steps && !(self->steps = calloc (S_MAX_RING, sizeof (uint64_t))))
         abort ();
@@ -499,7 +500,7 @@ s_build_client (s_trainer_t *self, const ps_plan_t *plan, ps_error_t *err)
     }
     if (plan->mirrored)
         return s_build_mirror (self, plan, err);
-    if (!(self->client = ps_plan_client (plan, NULL, err)))
+    if (!(self->client = ps_plan_client (plan, NULL, self->config->curve, err)))
         return ps_error_prefix (err, err->code, "the plan's servers");
     for (int i = 0; i < 2; i++) {
         self->values [i] = calloc ((size_t) nvars, sizeof *self->values [i]);
@@ -1154,6 +1155,7 @@ typedef struct {
     uint64_t ring_id;
     int rank, n, root;
     char **members;
+    int *tasks;
     char load [4096];
 } s_join_t;
 
@@ -1162,7 +1164,7 @@ s_do_join (s_trainer_t *self, void *arg, ps_error_t *err)
 {
     s_join_t *join = arg;
     return ps_mirror_join (self->mirror, join->ring_id, join->rank, join->n,
-                           (const char *const *) join->members, join->root,
+                           (const char *const *) join->members, join->tasks, join->root,
                            *join->load ? join->load : NULL, err);
 }
 
@@ -1176,10 +1178,15 @@ s_mirror_ring (s_trainer_t *self, const s_work_t *work, ps_error_t *err)
                           .order = work->order };
     s_join_t join = { .ring_id = work->generation };
     const msgpack_object *members = ring ? ps_obj_get (ring, "members") : NULL;
+    const msgpack_object *tasks = ring ? ps_obj_get (ring, "tasks") : NULL;
     int64_t root = ring ? ps_obj_get (ring, "root")->via.i64 : -1;
     uint64_t rank = ring ? ps_obj_get (ring, "rank")->via.u64 : 0;
     uint32_t n = members ? members->via.array.size : 0;
+    bool tasks_ok = tasks && tasks->via.array.size == n;
+    for (uint32_t i = 0; tasks_ok && i < n; i++)
+        tasks_ok = tasks->via.array.ptr [i].via.u64 <= 65535;
     if (!ring || n < 1 || n > S_MAX_RING || rank >= n || root < -1 || root >= (int64_t) n
+    ||  !tasks_ok
     ||  ps_obj_str (ps_obj_get (ring, "load"), join.load, sizeof join.load)) {
         ps_warn ("the coordinator sent a ring order without a valid ring (rank %llu of %u, "
                  "root %lld); reporting it failed", (unsigned long long) rank, n,
@@ -1191,8 +1198,11 @@ s_mirror_ring (s_trainer_t *self, const s_work_t *work, ps_error_t *err)
     join.n = (int) n;
     join.root = (int) root;
     join.members = calloc (n, sizeof (char *));
-    if (!join.members)
+    join.tasks = calloc (n, sizeof (int));
+    if (!join.members || !join.tasks)
         abort ();
+    for (uint32_t i = 0; i < n; i++)
+        join.tasks [i] = (int) tasks->via.array.ptr [i].via.u64;
     int rc = 0;
     for (uint32_t i = 0; i < n && rc == 0; i++) {
         const msgpack_object *member = &members->via.array.ptr [i];
@@ -1211,6 +1221,7 @@ s_mirror_ring (s_trainer_t *self, const s_work_t *work, ps_error_t *err)
     for (uint32_t i = 0; i < n; i++)
         free (join.members [i]);
     free (join.members);
+    free (join.tasks);
     report.comm_ms = ps_clock_ms () - t0;
     if (rc == 0)
         ps_info ("joined ring %" PRIx64 " as member %d of %d%s; the replica is at update %"
@@ -1450,7 +1461,7 @@ ps_trainer_run (const ps_trainer_config_t *config, ps_error_t *err)
     ps_writer_init (&self->writer, "work_request", 0, 0);
     ps_link_config_t link_config = {
         .coordinator = config->coordinator, .role = config->role, .index = config->index,
-        .deliver = true,
+        .deliver = true, .curve = config->curve,
     };
     int rc = 0;
     if (pthread_mutex_init (&self->lock, NULL) != 0 || pthread_cond_init (&self->cond, NULL) != 0

@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "ps_backend.h"
+#include "ps_curve.h"
 #include "ps_error.h"
 
 typedef struct {
@@ -49,6 +50,8 @@ typedef struct {
     int stop_fd;                //  a signalfd for SIGTERM/SIGINT, or -1
     const char *ring_bind;      //  mirrored mode: this worker's ring endpoint to bind
                                 //  (its own cluster address), or NULL
+    ps_curve_t *curve;          //  this process's identity for every socket it opens
+                                //  (NULL: an unsecured cluster); the caller's
 } ps_trainer_config_t;
 
 //  Run until the coordinator says stop or has gone after saying the run is

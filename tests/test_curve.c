@@ -1,0 +1,309 @@
+//  Tests of CurveZMQ identities and trust (common/ps_curve.c): the key
+//  directory ps_curve_keygen makes, the checks ps_curve_new runs on it
+//  (private secret files, matching pairs, one trust directory), and real
+//  sockets on 127.0.0.1: a trusted client is answered and named by its
+//  certificate's task; a client with an unknown key, one without CURVE,
+//  and one that expects another server's key get no answer at all.
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <czmq.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "ps_curve.h"
+
+static const char *s_tasks [] = { "chief:0", "ps:0", "ps:1", "worker:0", "worker:1" };
+#define S_NTASKS (sizeof s_tasks / sizeof s_tasks [0])
+
+static void
+s_keys (char *dir, size_t len)
+{
+    char tmp [256];
+    harness_tmpdir (tmp, sizeof tmp);
+    snprintf (dir, len, "%s/keys", tmp);
+    ps_error_t err;
+    if (ps_curve_keygen (dir, s_tasks, S_NTASKS, &err) != 0)
+        fail_msg ("keygen: %s", err.msg);
+}
+
+static void
+s_rm_keys (const char *dir)
+{
+    char parent [PATH_MAX];
+    snprintf (parent, sizeof parent, "%s", dir);
+    *strrchr (parent, '/') = 0;
+    harness_rmtree (parent);
+}
+
+static mode_t
+s_mode (const char *path)
+{
+    struct stat st;
+    assert_int_equal (stat (path, &st), 0);
+    return st.st_mode & 07777;
+}
+
+static void
+test_keygen (void **state)
+{
+    (void) state;
+    char dir [PATH_MAX], path [PATH_MAX + 64];
+    s_keys (dir, sizeof dir);
+    assert_int_equal (s_mode (dir), 0700);
+    for (size_t i = 0; i < S_NTASKS; i++) {
+        char stem [32];
+        snprintf (stem, sizeof stem, "%s", s_tasks [i]);
+        *strchr (stem, ':') = '-';
+        snprintf (path, sizeof path, "%s/%s.cert_secret", dir, stem);
+        assert_int_equal (s_mode (path), 0600);
+        //  The public certificate names its task; the secret file holds
+        //  the pair.
+        snprintf (path, sizeof path, "%s/public/%s.cert", dir, stem);
+        zcert_t *cert = zcert_load (path);
+        assert_non_null (cert);
+        assert_string_equal (zcert_meta (cert, "task"), s_tasks [i]);
+        assert_true (strncmp (zcert_meta (cert, "role"), s_tasks [i],
+                              strlen (zcert_meta (cert, "role"))) == 0);
+        zcert_destroy (&cert);
+    }
+    //  Never over old keys; names checked before anything is written.
+    ps_error_t err;
+    assert_int_equal (ps_curve_keygen (dir, s_tasks, S_NTASKS, &err), PS_EEXIST);
+    assert_non_null (strstr (err.msg, "not empty"));
+    char other [PATH_MAX + 16];
+    snprintf (other, sizeof other, "%s-2", dir);
+    const char *bad [][2] = {
+        { "ps:0", "ps:0" }, { "ps:0", "boss:1" }, { "chief:1", "ps:0" }, { "ps", "ps:0" },
+        { "ps:-1", "ps:0" },
+    };
+    const char *expect [] = { "twice", "role", "chief:0", "TYPE:INDEX", "index" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad [0]; i++) {
+        assert_int_equal (ps_curve_keygen (other, bad [i], 2, &err), PS_EINVAL);
+        if (!strstr (err.msg, expect [i]))
+            fail_msg ("keygen %s, %s: \"%s\" does not say \"%s\"", bad [i][0], bad [i][1],
+                      err.msg, expect [i]);
+        assert_int_not_equal (access (other, F_OK), 0);
+    }
+    s_rm_keys (dir);
+}
+
+static void
+test_load_refusals (void **state)
+{
+    (void) state;
+    char dir [PATH_MAX], path [PATH_MAX + 64], other [PATH_MAX];
+    s_keys (dir, sizeof dir);
+    s_keys (other, sizeof other);
+    ps_error_t err;
+    ps_curve_t *curve = ps_curve_new (dir, "worker:1", &err);
+    if (!curve)
+        fail_msg ("%s", err.msg);
+    assert_string_equal (ps_curve_task (curve), "worker:1");
+    //  A second identity of the process must trust the same directory.
+    ps_curve_t *second = ps_curve_new (dir, "ps:0", &err);
+    assert_non_null (second);
+    ps_curve_destroy (&second);
+    assert_null (ps_curve_new (other, "ps:0", &err));
+    assert_non_null (strstr (err.msg, "already trusts"));
+    ps_curve_destroy (&curve);
+    assert_null (curve);
+
+    //  A task with no secret file, or not in the cluster.
+    assert_null (ps_curve_new (dir, "worker:7", &err));
+    assert_int_equal (err.code, PS_ENOTFOUND);
+    assert_non_null (strstr (err.msg, "worker-7.cert_secret"));
+    assert_null (ps_curve_new (dir, "janitor:0", &err));
+    assert_int_equal (err.code, PS_EINVAL);
+    //  A secret file others can read, as ssh refuses a private key.
+    snprintf (path, sizeof path, "%s/ps-1.cert_secret", dir);
+    assert_int_equal (chmod (path, 0640), 0);
+    assert_null (ps_curve_new (dir, "ps:1", &err));
+    assert_non_null (strstr (err.msg, "chmod 600"));
+    assert_int_equal (chmod (path, 0600), 0);
+    //  A secret file from another cluster: its pair is not the public one.
+    char foreign [PATH_MAX + 64];
+    snprintf (foreign, sizeof foreign, "%s/ps-1.cert_secret", other);
+    FILE *in = fopen (foreign, "r");
+    assert_non_null (in);
+    char text [4096];
+    size_t n = fread (text, 1, sizeof text, in);
+    fclose (in);
+    FILE *out = fopen (path, "w");
+    assert_non_null (out);
+    assert_int_equal (fwrite (text, 1, n, out), n);
+    fclose (out);
+    assert_null (ps_curve_new (dir, "ps:1", &err));
+    assert_non_null (strstr (err.msg, "does not match"));
+    //  A secret key that is not the public key's.
+    char *secret = strstr (text, "secret-key = \"");
+    assert_non_null (secret);
+    secret [14] = secret [14] == 'a' ? 'b' : 'a';
+    out = fopen (path, "w");
+    assert_non_null (out);
+    assert_int_equal (fwrite (text, 1, n, out), n);
+    fclose (out);
+    assert_null (ps_curve_new (dir, "ps:1", &err));
+    assert_int_equal (err.code, PS_ECORRUPT);
+    //  Garbage.
+    out = fopen (path, "w");
+    assert_non_null (out);
+    fputs ("not a certificate\n", out);
+    fclose (out);
+    assert_null (ps_curve_new (dir, "ps:1", &err));
+    assert_int_equal (err.code, PS_ECORRUPT);
+    //  No public/ at all.
+    snprintf (path, sizeof path, "%s/public", other);
+    harness_rmtree (path);
+    assert_null (ps_curve_new (other, "ps:0", &err));
+    assert_non_null (strstr (err.msg, "public/"));
+    s_rm_keys (dir);
+    s_rm_keys (other);
+}
+
+//  A request from client, answered by the server loop below; returns the
+//  task the server saw (or "" when nothing came back within timeout_ms).
+static void
+s_round_trip (void *server, void *client, char *task, size_t len, int timeout_ms)
+{
+    *task = 0;
+    assert_int_equal (zmq_send (client, "hello", 5, 0), 5);
+    zmq_pollitem_t item = { server, 0, ZMQ_POLLIN, 0 };
+    if (zmq_poll (&item, 1, timeout_ms) <= 0)
+        return;
+    zmq_msg_t id, body;
+    zmq_msg_init (&id);
+    zmq_msg_init (&body);
+    assert_true (zmq_msg_recv (&id, server, 0) >= 0);
+    assert_true (zmq_msg_recv (&body, server, 0) >= 0);
+    const char *peer = ps_curve_peer_task (&body);
+    snprintf (task, len, "%s", peer ? peer : "?");
+    assert_int_equal (strlen (ps_curve_peer_key (&body)), 40);
+    int id_size = (int) zmq_msg_size (&id);
+    assert_int_equal (zmq_msg_send (&id, server, ZMQ_SNDMORE), id_size);
+    assert_int_equal (zmq_send (server, "hi", 2, 0), 2);
+    zmq_msg_close (&body);
+    char reply [8];
+    item = (zmq_pollitem_t) { client, 0, ZMQ_POLLIN, 0 };
+    assert_int_equal (zmq_poll (&item, 1, timeout_ms), 1);
+    assert_int_equal (zmq_recv (client, reply, sizeof reply, 0), 2);
+}
+
+static void *
+s_client (void *ctx)
+{
+    void *client = zmq_socket (ctx, ZMQ_DEALER);
+    assert_non_null (client);
+    int linger = 0;
+    assert_int_equal (zmq_setsockopt (client, ZMQ_LINGER, &linger, sizeof linger), 0);
+    return client;
+}
+
+static void
+test_sockets (void **state)
+{
+    (void) state;
+    char dir [PATH_MAX];
+    s_keys (dir, sizeof dir);
+    ps_error_t err;
+    ps_curve_t *ps0 = ps_curve_new (dir, "ps:0", &err);
+    ps_curve_t *worker = ps_curve_new (dir, "worker:1", &err);
+    assert_non_null (ps0);
+    assert_non_null (worker);
+    void *ctx = ps_curve_context ();
+    assert_ptr_equal (ctx, ps_curve_context ());
+    void *server = zmq_socket (ctx, ZMQ_ROUTER);
+    assert_non_null (server);
+    int linger = 0;
+    assert_int_equal (zmq_setsockopt (server, ZMQ_LINGER, &linger, sizeof linger), 0);
+    assert_int_equal (ps_curve_server (ps0, server, &err), 0);
+    assert_int_equal (zmq_bind (server, "tcp://127.0.0.1:*"), 0);
+    char endpoint [128];
+    size_t size = sizeof endpoint;
+    assert_int_equal (zmq_getsockopt (server, ZMQ_LAST_ENDPOINT, endpoint, &size), 0);
+    //  The clients live in a context of their own, as ps_client's do.
+    void *client_ctx = zmq_ctx_new ();
+    assert_non_null (client_ctx);
+    char task [64];
+
+    //  A trusted worker is answered, and named by its certificate.
+    void *good = s_client (client_ctx);
+    assert_int_equal (ps_curve_client (worker, good, "ps:0", &err), 0);
+    assert_int_equal (zmq_connect (good, endpoint), 0);
+    s_round_trip (server, good, task, sizeof task, 5000);
+    assert_string_equal (task, "worker:1");
+
+    //  A key the cluster does not know: zauth refuses it, and nothing
+    //  reaches the server nor comes back.
+    void *stranger = s_client (client_ctx);
+    zcert_t *cert = zcert_new ();
+    char server_key [41];
+    zcert_t *ps0_public;
+    char path [PATH_MAX + 32];
+    snprintf (path, sizeof path, "%s/public/ps-0.cert", dir);
+    ps0_public = zcert_load (path);
+    assert_non_null (ps0_public);
+    snprintf (server_key, sizeof server_key, "%s", zcert_public_txt (ps0_public));
+    zcert_destroy (&ps0_public);
+    assert_int_equal (zmq_setsockopt (stranger, ZMQ_CURVE_SERVERKEY, server_key, 40), 0);
+    assert_int_equal (zmq_setsockopt (stranger, ZMQ_CURVE_PUBLICKEY, zcert_public_txt (cert), 40), 0);
+    assert_int_equal (zmq_setsockopt (stranger, ZMQ_CURVE_SECRETKEY, zcert_secret_txt (cert), 40), 0);
+    zcert_destroy (&cert);
+    assert_int_equal (zmq_connect (stranger, endpoint), 0);
+    s_round_trip (server, stranger, task, sizeof task, 1000);
+    assert_string_equal (task, "");
+
+    //  A client without CURVE.
+    void *plain = s_client (client_ctx);
+    assert_int_equal (zmq_connect (plain, endpoint), 0);
+    s_round_trip (server, plain, task, sizeof task, 1000);
+    assert_string_equal (task, "");
+
+    //  A trusted client that expects another server (ps:1's key) never
+    //  completes the handshake with ps:0: no impostor can serve it.
+    void *misled = s_client (client_ctx);
+    assert_int_equal (ps_curve_client (worker, misled, "ps:1", &err), 0);
+    assert_int_equal (zmq_connect (misled, endpoint), 0);
+    s_round_trip (server, misled, task, sizeof task, 1000);
+    assert_string_equal (task, "");
+    assert_int_equal (ps_curve_client (worker, misled, "ps:9", &err), PS_ENOTFOUND);
+    assert_non_null (strstr (err.msg, "ps-9.cert"));
+
+    //  The good client is still served after all that.
+    s_round_trip (server, good, task, sizeof task, 5000);
+    assert_string_equal (task, "worker:1");
+
+    //  Refusals are remembered per key.
+    assert_true (ps_curve_first_refusal (ps0, "key-a"));
+    assert_false (ps_curve_first_refusal (ps0, "key-a"));
+    assert_true (ps_curve_first_refusal (ps0, "key-b"));
+
+    void *clients [] = { good, stranger, plain, misled };
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal (zmq_close (clients [i]), 0);
+    assert_int_equal (zmq_ctx_term (client_ctx), 0);
+    assert_int_equal (zmq_close (server), 0);
+    ps_curve_destroy (&worker);
+    ps_curve_destroy (&ps0);
+    s_rm_keys (dir);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_keygen),
+        cmocka_unit_test (test_load_refusals),
+        cmocka_unit_test (test_sockets),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
