@@ -26,6 +26,7 @@ static const struct {
     { PS_ECANCELED, "canceled" },
     { PS_EBUSY,     "busy" },
     { PS_EPERM,     "forbidden" },
+    { PS_ENONFINITE, "nonfinite" },
 };
 
 const char *

@@ -34,6 +34,7 @@ extern "C" {
 #define PS_ECANCELED  -12   //  aborted on request before it completed
 #define PS_EBUSY      -13   //  held by someone else now; try again later
 #define PS_EPERM      -14   //  the authenticated peer may not do this
+#define PS_ENONFINITE -15   //  a gradient holds NaN or an infinity
 
 #define PS_ERROR_MSG_MAX 512
 

@@ -76,6 +76,9 @@ s_usage (FILE *out)
         "  --device D          cpu, gpu or auto for the workers (default cpu)\n"
         "  --overlap           workers push a step while computing the next (faster,\n"
         "                      one step staler)\n"
+        "  --nonfinite-retries N   retries of a step whose gradient is NaN or infinite\n"
+        "                      before the run fails (default 2)\n"
+        "  --stop-on-divergence    fail a run whose training loss diverges (default: warn)\n"
         "Run:\n"
         "  --resume            resume from the newest valid checkpoint (required to exist)\n"
         "  --metrics FILE      JSON lines: progress, evaluations, checkpoints, failures, done\n"
@@ -197,6 +200,7 @@ enum {
     O_MODEL, O_EPOCHS, O_STEPS, O_BATCH, O_OPTIMIZER, O_LR, O_MODE, O_SEED, O_DATA, O_LIMIT,
     O_TEST_LIMIT, O_CKPT_DIR, O_CKPT_STEPS, O_CKPT_SECONDS, O_KEEP, O_EVAL_EPOCHS, O_EVAL_STEPS,
     O_HEARTBEAT, O_HEARTBEAT_TIMEOUT, O_REGISTER_TIMEOUT, O_THREADS, O_DEVICE, O_OVERLAP,
+    O_NONFINITE_RETRIES, O_STOP_ON_DIVERGENCE,
 };
 
 static const struct option s_long_options [] = {
@@ -236,6 +240,8 @@ static const struct option s_long_options [] = {
     { "threads", required_argument, NULL, O_THREADS },
     { "device", required_argument, NULL, O_DEVICE },
     { "overlap", no_argument, NULL, O_OVERLAP },
+    { "nonfinite-retries", required_argument, NULL, O_NONFINITE_RETRIES },
+    { "stop-on-divergence", no_argument, NULL, O_STOP_ON_DIVERGENCE },
     { NULL, 0, NULL, 0 },
 };
 
@@ -265,6 +271,9 @@ s_apply_flag (ps_job_t *job, int option, const char *value)
             return s_copy (flag, value, job->checkpoint_dir, sizeof job->checkpoint_dir);
         case O_OVERLAP:
             job->overlap = true;
+            return 0;
+        case O_STOP_ON_DIVERGENCE:
+            job->stop_on_divergence = true;
             return 0;
         case O_DEVICE:
             if (strcmp (value, "cpu") && strcmp (value, "gpu") && strcmp (value, "auto")) {
@@ -322,6 +331,7 @@ s_apply_flag (ps_job_t *job, int option, const char *value)
         case O_HEARTBEAT_TIMEOUT: job->heartbeat_timeout_ms = i; break;
         case O_REGISTER_TIMEOUT: job->register_timeout_ms = i; break;
         case O_THREADS: job->worker_threads = i; break;
+        case O_NONFINITE_RETRIES: job->nonfinite_retries = i; break;
         default: return -1;
     }
     return 0;

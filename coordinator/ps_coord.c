@@ -58,6 +58,11 @@
 #define S_FINAL_CKPT_TRIES 30
 //  How long the last replies may take to leave when the coordinator exits.
 #define S_CLOSE_LINGER_MS 500
+//  Steps whose non-finite gradients are counted at once, and how far a
+//  window's training loss may rise above the lowest before the run is
+//  said to diverge.
+#define S_NONFINITE_STEPS 16
+#define S_DIVERGE_FACTOR  4.0
 
 typedef enum {
     S_WAIT_SERVERS,             //  not every server has registered yet
@@ -175,6 +180,19 @@ typedef struct {
     uint64_t refused_reports;   //  completions of steps the reporter did not hold
     uint64_t refused_registrations;  //  new incarnations of a live task
 
+    //  Gradients the servers refused as not finite: in all, and per step
+    //  for the few steps tried again lately (a step that keeps failing is
+    //  retried at once, so it stays in the table until the run stops).
+    uint64_t nonfinite_failures;
+    struct { uint64_t step; int failures; } nonfinite [S_NONFINITE_STEPS];
+    int nonfinite_next;
+
+    //  Divergence: the lowest window loss so far, and whether the run was
+    //  found diverging (said once).
+    double best_loss;
+    bool have_best_loss;
+    bool diverging;
+
     //  Progress: the current window and the whole run.
     double open_ms;             //  when the run began: the metrics' time_s counts from here
     double start_ms;
@@ -258,6 +276,39 @@ s_alive (const s_coord_t *self, s_role_t role)
     return n;
 }
 
+static void s_fail (s_coord_t *self, int code, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+//  A metrics window's mean training loss: a run whose loss is not finite,
+//  or has risen far above the lowest window's, diverges. Said once; with
+//  stop_on_divergence the run fails.
+static void
+s_check_divergence (s_coord_t *self, double loss, uint64_t done)
+{
+    bool diverges = !isfinite (loss)
+                 || (self->have_best_loss && loss > S_DIVERGE_FACTOR * self->best_loss);
+    if (isfinite (loss) && (!self->have_best_loss || loss < self->best_loss)) {
+        self->best_loss = loss;
+        self->have_best_loss = true;
+    }
+    if (!diverges || self->diverging)
+        return;
+    self->diverging = true;
+    s_tty_clear (self);
+    ps_warn ("the training loss diverges: %g in the last window, %g at its lowest (step %"
+             PRIu64 "); lower the learning rate or clip the gradients%s", loss, self->best_loss,
+             done, self->job->stop_on_divergence ? "; stopping (stop_on_divergence)"
+             : " (stop_on_divergence would stop the run)");
+    s_event (self, "diverging",
+             json_pack ("{s:I, s:o, s:f}", "step", (json_int_t) done,
+                        "loss", isfinite (loss) ? json_real (loss) : json_null (),
+                        "lowest_loss", self->best_loss));
+    if (self->job->stop_on_divergence)
+        s_fail (self, PS_ECANCELED, "the training loss diverged (%g in the window before step %"
+                PRIu64 ", %g at its lowest) and the job says stop_on_divergence", loss, done,
+                self->best_loss);
+}
+
 static void
 s_progress (s_coord_t *self, double now)
 {
@@ -301,6 +352,8 @@ s_progress (s_coord_t *self, double now)
         return;
     if (!self->cfg->progress_tty && self->w_steps)
         ps_info ("%s", line);
+    if (self->w_steps)
+        s_check_divergence (self, loss, done);
     if (self->w_steps) {
         json_t *obj = json_pack ("{s:I, s:I, s:I, s:f, s:f, s:f, s:I, s:i}",
                                  "epoch", (json_int_t) epoch, "step", (json_int_t) done,
@@ -402,10 +455,6 @@ s_reply_work (s_coord_t *self, s_peer_t *peer, uint64_t id, const char *kind, ui
 
 //  End the run with code and a message; the first failure is the one
 //  reported.
-static void
-s_fail (s_coord_t *self, int code, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
-
 static void
 s_fail (s_coord_t *self, int code, const char *fmt, ...)
 {
@@ -1083,6 +1132,45 @@ s_eval_result (s_coord_t *self, double loss, uint64_t correct, uint64_t count, c
 
 static void s_after_complete (s_coord_t *self, uint64_t step);
 
+//  The servers refused worker:index's gradient of step as not finite (it
+//  changed nothing). The step goes back to the queue, to be computed again
+//  on fresher parameters, up to the job's nonfinite_retries; then the run
+//  fails, naming the step and what the servers said.
+static void
+s_on_nonfinite (s_coord_t *self, int index, uint64_t step, const char *text)
+{
+    self->nonfinite_failures++;
+    int slot = -1;
+    for (int i = 0; i < S_NONFINITE_STEPS; i++)
+        if (self->nonfinite [i].step == step)
+            slot = i;
+    if (slot < 0) {
+        slot = self->nonfinite_next;
+        self->nonfinite_next = (self->nonfinite_next + 1) % S_NONFINITE_STEPS;
+        self->nonfinite [slot].step = step;
+        self->nonfinite [slot].failures = 0;
+    }
+    int failures = ++self->nonfinite [slot].failures;
+    uint64_t epoch, batch;
+    ps_schedule_locate (self->schedule, step, &epoch, &batch);
+    s_tty_clear (self);
+    s_event (self, "nonfinite",
+             json_pack ("{s:I, s:I, s:I, s:s, s:i, s:i, s:s}", "step", (json_int_t) step,
+                        "epoch", (json_int_t) epoch, "batch", (json_int_t) batch,
+                        "role", "worker", "task", index, "failures", failures, "error", text));
+    if (failures > self->job->nonfinite_retries) {
+        s_fail (self, PS_ENONFINITE, "step %" PRIu64 " (epoch %" PRIu64 ", batch %" PRIu64 ") "
+                "gave a gradient with NaN or an infinity %d times, last from worker:%d (%s); "
+                "no server applied it. Lower the learning rate, clip the gradients "
+                "(optimizer.clip_norm), or check the batch's data; nonfinite_retries is %d",
+                step, epoch, batch, failures, index, text, self->job->nonfinite_retries);
+        return;
+    }
+    ps_warn ("step %" PRIu64 " (epoch %" PRIu64 ", batch %" PRIu64 "): worker:%d's gradient "
+             "was refused (%s); trying the step again (%d of %d retries)", step, epoch, batch,
+             index, text, failures, self->job->nonfinite_retries);
+}
+
 //  A worker reported a step done that it does not hold: counted, and
 //  logged once for its incarnation.
 static void
@@ -1115,7 +1203,14 @@ s_on_train_report (s_coord_t *self, s_peer_t *peer, int index, const msgpack_obj
     if (ps_obj_get (report, "generation")->via.u64 != self->generation || !self->schedule)
         return;
     if (!done) {
-        ps_schedule_release (self->schedule, index, step);
+        if (ps_schedule_release (self->schedule, index, step) == 0) {
+            const msgpack_object *error = ps_obj_get (report, "error");
+            char text [PS_ERROR_MSG_MAX] = "";
+            if (error)
+                ps_obj_str (error, text, sizeof text);
+            if (strncmp (text, "nonfinite", 9) == 0)
+                s_on_nonfinite (self, index, step, text);
+        }
         return;
     }
     //  A completion counts only from the worker (and, since a restart
@@ -1744,6 +1839,19 @@ m_on_report (s_coord_t *self, s_peer_t *peer, const msgpack_object *report)
     peer->ok = ps_obj_str_eq (ps_obj_get (report, "status"), "done");
     if (update)
         peer->updates = update->via.u64;
+    //  A global step whose summed gradient is not finite: every member
+    //  refused it, and computing it again would give the same sum.
+    const msgpack_object *error = ps_obj_get (report, "error");
+    char text [PS_ERROR_MSG_MAX] = "";
+    if (!peer->ok && error && ps_obj_str (error, text, sizeof text) == 0
+    &&  strncmp (text, "nonfinite", 9) == 0 && self->phase == M_STEP) {
+        self->nonfinite_failures++;
+        s_fail (self, PS_ENONFINITE, "mirrored mode: the summed gradient of update %" PRIu64
+                " was refused by every replica (%s); retrying would give the same sum. Lower "
+                "the learning rate, clip the gradients (optimizer.clip_norm), or check the data",
+                self->committed + 1, text);
+        return;
+    }
     //  The others wait for this member in the collective: end it for them
     //  now rather than at their ring timeout.
     if (!peer->ok && (self->phase == M_FORM || self->phase == M_STEP))
@@ -2220,6 +2328,9 @@ s_finish (s_coord_t *self, double now)
                          json_integer ((json_int_t) self->refused_reports));
     json_object_set_new (record, "refused_registrations",
                          json_integer ((json_int_t) self->refused_registrations));
+    json_object_set_new (record, "nonfinite_failures",
+                         json_integer ((json_int_t) self->nonfinite_failures));
+    json_object_set_new (record, "diverged", json_boolean (self->diverging));
     json_object_set_new (record, "test_loss", self->have_eval && isfinite (self->test_loss)
                                               ? json_real (self->test_loss) : json_null ());
     json_object_set_new (record, "mode", json_string (ps_mode_name (self->job->mode)));

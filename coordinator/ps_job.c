@@ -101,6 +101,8 @@ static const struct {
     S_KEY ("worker_threads",                S_INT,        worker_threads),
     S_KEY ("device",                        S_TEXT,       device),
     S_KEY ("log_seconds",                   S_DOUBLE,     log_seconds),
+    S_KEY ("nonfinite_retries",             S_INT,        nonfinite_retries),
+    S_KEY ("stop_on_divergence",            S_BOOL,       stop_on_divergence),
 };
 #define S_KEY_COUNT  (int) (sizeof s_keys / sizeof s_keys [0])
 
@@ -976,6 +978,7 @@ ps_job_default (ps_job_t *job, int nservers)
     job->worker_threads = 1;
     snprintf (job->device, sizeof job->device, "cpu");
     job->log_seconds = 5.0;
+    job->nonfinite_retries = 2;
 }
 
 int

@@ -73,13 +73,18 @@ typedef struct {
     int worker_threads;                 //  compute threads per worker
     char device [8];                    //  "cpu", "gpu" or "auto"
     double log_seconds;                 //  metrics window; > 0
+    int nonfinite_retries;              //  a step whose gradient is not finite is tried
+                                        //  this many times more before the run fails
+    bool stop_on_divergence;            //  fail a run whose training loss diverges
 } ps_job_t;
 
 //  The defaults: cnn, Adam 1e-3 constant, batch 64, 3 epochs, async, no
 //  checkpoints (keep 3 once a directory is set), seed 1, Debian's
 //  Fashion-MNIST directory, the default partitioner for nservers servers,
 //  evaluation every epoch, heartbeats 500 ms / 3000 ms, 60 s to register,
-//  1 thread per worker, device cpu, a metrics window of 5 s.
+//  1 thread per worker, device cpu, a metrics window of 5 s, 2 retries of
+//  a step with a non-finite gradient, a warning only when the loss
+//  diverges.
 void ps_job_default (ps_job_t *job, int nservers);
 
 //  Overlay the keys of a job file (or of a JSON object from a checkpoint

@@ -98,6 +98,8 @@ typedef struct {
     bool has_checksum;          //  a mirrored evaluation's replica checksum
     uint64_t checksum;
     uint64_t order;             //  the mirrored order's number, echoed
+    char error [160];           //  why a failed step failed, when it matters to the
+                                //  coordinator ("nonfinite: ..."); "" otherwise
 } s_report_t;
 
 //  A "work" message.
@@ -261,7 +263,8 @@ s_forget_request (s_trainer_t *self)
 static void
 s_pack_report (msgpack_packer *pk, const s_report_t *report)
 {
-    msgpack_pack_map (pk, 11 + (report->mirrored ? 2 : 0) + (report->has_checksum ? 1 : 0));
+    msgpack_pack_map (pk, 11 + (report->mirrored ? 2 : 0) + (report->has_checksum ? 1 : 0)
+                          + (*report->error ? 1 : 0));
     ps_pack_key (pk, "kind");
     ps_pack_str (pk, s_kind_names [report->kind]);
     ps_pack_key (pk, "status");
@@ -281,6 +284,10 @@ s_pack_report (msgpack_packer *pk, const s_report_t *report)
     }
     if (report->has_checksum)
         ps_pack_uint (pk, "checksum", report->checksum);
+    if (*report->error) {
+        ps_pack_key (pk, "error");
+        ps_pack_str (pk, report->error);
+    }
 }
 
 //  Send a work_request carrying up to S_MAX_REPORTS pending reports, which
@@ -945,6 +952,11 @@ s_pusher_collect (s_trainer_t *self, ps_error_t *err)
         self->fresh = false;
         self->steps_failed++;
         report.done = false;
+        //  The servers refused the gradient itself: the coordinator
+        //  decides whether the step is tried again or the run stops.
+        if (self->push_rc == PS_ENONFINITE)
+            snprintf (report.error, sizeof report.error, "%s: %.140s",
+                      ps_error_name (PS_ENONFINITE), self->push_err.msg);
     }
     else {
         //  Push-pull brought back every partition's values after this
@@ -1328,6 +1340,8 @@ s_mirror_train (s_trainer_t *self, const s_work_t *work, ps_error_t *err)
         self->steps_failed++;
         ps_warn ("train step %" PRIu64 " (ring %" PRIx64 "): %s", work->step, work->generation,
                  local.msg);
+        if (rc == PS_ENONFINITE)
+            snprintf (report.error, sizeof report.error, "%s: %.140s", ps_error_name (rc), local.msg);
     }
     s_mirror_report (self, &report, rc == 0);
     return s_after_collective (self, err);
