@@ -4,6 +4,7 @@
 //  the servers and workers as supervised child processes on 127.0.0.1.
 
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -20,6 +21,7 @@
 #include "ps_job.h"
 #include "ps_log.h"
 #include "ps_model.h"
+#include "ps_parse.h"
 #include "ps_signal.h"
 #include "ps_supervisor.h"
 #include "ps_tfconfig.h"
@@ -75,35 +77,6 @@ s_usage (FILE *out)
         "A local cluster without --checkpoint-dir checkpoints into its log directory\n"
         "every 30 s, so that a failed server can be recovered. Exit status 0 means the\n"
         "training completed.\n");
-}
-
-//  Strict decimal integers and numbers for flags.
-static int
-s_uint (const char *flag, const char *text, uint64_t max, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull (text, &end, 10);
-    if (!*text || *end || errno || text [0] == '-' || v > max) {
-        fprintf (stderr, "coordinator: %s \"%s\": expected a whole number 0..%llu\n", flag,
-                 text, (unsigned long long) max);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int
-s_double (const char *flag, const char *text, double *out)
-{
-    char *end;
-    double v = strtod (text, &end);
-    if (!*text || *end || !(v >= 0) || v > 1e12) {
-        fprintf (stderr, "coordinator: %s \"%s\": expected a number >= 0\n", flag, text);
-        return -1;
-    }
-    *out = v;
-    return 0;
 }
 
 static int
@@ -276,23 +249,25 @@ s_apply_flag (ps_job_t *job, int option, const char *value)
                 return -1;
             }
             return 0;
+        //  Ranges are checked by ps_job_validate, which names the key;
+        //  here only the form of the number.
         case O_LR:
-            if (s_double (flag, value, &d))
-                return -1;
-            job->optimizer.lr = d;
-            return 0;
         case O_CKPT_SECONDS:
-            if (s_double (flag, value, &d))
+            if (ps_parse_double (flag, value, 0, false, DBL_MAX, &d, &err)) {
+                fprintf (stderr, "coordinator: %s\n", err.msg);
                 return -1;
-            job->checkpoint_seconds = d;
+            }
+            *(option == O_LR ? &job->optimizer.lr : &job->checkpoint_seconds) = d;
             return 0;
         default:
             break;
     }
-    if (s_uint (flag, value, UINT64_MAX, &u))
+    if (ps_parse_uint (flag, value, 0, UINT64_MAX, &u, &err)) {
+        fprintf (stderr, "coordinator: %s\n", err.msg);
         return -1;
-    //  Ranges are checked by ps_job_validate, which names the key; values
-    //  beyond an int are clamped to INT_MAX so that it reports them.
+    }
+    //  Values beyond an int are clamped to INT_MAX so that ps_job_validate
+    //  reports them.
     int i = u > INT_MAX ? INT_MAX : (int) u;
     switch (option) {
         case O_EPOCHS: job->epochs = i; break;
@@ -450,6 +425,7 @@ main (int argc, char *argv [])
     int nflags = 0;
     int c;
     uint64_t u = 0;
+    ps_error_t err;
     while ((c = getopt_long (argc, argv, "", s_long_options, NULL)) != -1) {
         switch (c) {
             case O_LOCAL: opt.local = true; break;
@@ -463,13 +439,9 @@ main (int argc, char *argv [])
             case O_HELP: s_usage (stdout); free (flags); return 0;
             case O_PS:
             case O_WORKERS:
-                if (s_uint (c == O_PS ? "--ps" : "--workers", optarg, S_MAX_TASKS, &u)) {
-                    free (flags);
-                    return 2;
-                }
-                if (u < 1) {
-                    fprintf (stderr, "coordinator: --%s must be at least 1\n",
-                             c == O_PS ? "ps" : "workers");
+                if (ps_parse_uint (c == O_PS ? "--ps" : "--workers", optarg, 1, S_MAX_TASKS, &u,
+                                   &err)) {
+                    fprintf (stderr, "coordinator: %s\n", err.msg);
                     free (flags);
                     return 2;
                 }
@@ -492,7 +464,6 @@ main (int argc, char *argv [])
         return 2;
     }
     int exit_code = 2;
-    ps_error_t err;
     ps_tfconfig_t *tf = NULL;
     ps_supervisor_t *supervisor = NULL;
     ps_model_t *model = NULL;

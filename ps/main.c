@@ -5,11 +5,13 @@
 #include "ps_heap.h"
 #include "ps_link.h"
 #include "ps_log.h"
+#include "ps_parse.h"
 #include "ps_server.h"
 #include "ps_signal.h"
 #include "ps_tfconfig.h"
 
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -80,8 +82,10 @@ main (int argc, char *argv [])
         { NULL, 0, NULL, 0 },
     };
     int c;
-    char *end;
+    uint64_t n;
+    ps_error_t err;
     while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
+        int rc = PS_OK;
         switch (c) {
             case 'b': bind = optarg; break;
             case 'c': cluster_file = optarg; break;
@@ -91,43 +95,31 @@ main (int argc, char *argv [])
             case 'v': ps_log_init ("ps-server", PS_LOG_DEBUG); break;
             case 'h': s_usage (stdout); return 0;
             case 't':
-                threads = strtol (optarg, &end, 10);
-                if (*end || end == optarg || threads < 0 || threads > 256) {
-                    fprintf (stderr, "ps-server: --threads '%s': expected 0..256\n", optarg);
-                    return 2;
-                }
+                if ((rc = ps_parse_uint ("--threads", optarg, 0, 256, &n, &err)) == PS_OK)
+                    threads = (long) n;
                 break;
             case 'm':
-                max_mb = strtod (optarg, &end);
-                if (*end || end == optarg || !(max_mb > 0) || max_mb > 1e7) {
-                    fprintf (stderr, "ps-server: --max-message '%s': expected MiB > 0\n", optarg);
-                    return 2;
-                }
+                rc = ps_parse_double ("--max-message", optarg, 0, true, 1e7, &max_mb, &err);
                 break;
             case 'p':
-                pending_mb = strtod (optarg, &end);
-                if (*end || end == optarg || !(pending_mb > 0) || pending_mb > 1e7) {
-                    fprintf (stderr, "ps-server: --max-pending '%s': expected MiB > 0\n", optarg);
-                    return 2;
-                }
+                rc = ps_parse_double ("--max-pending", optarg, 0, true, 1e7, &pending_mb, &err);
                 break;
             case 'l':
-                lr = strtod (optarg, &end);
-                if (*end || end == optarg || !(lr > 0)) {
-                    fprintf (stderr, "ps-server: --lr '%s': expected a number > 0\n", optarg);
-                    return 2;
-                }
+                rc = ps_parse_double ("--lr", optarg, 0, true, DBL_MAX, &lr, &err);
                 break;
             default:
                 s_usage (stderr);
                 return 2;
+        }
+        if (rc) {
+            fprintf (stderr, "ps-server: %s\n", err.msg);
+            return 2;
         }
     }
     if (optind < argc) {
         fprintf (stderr, "ps-server: unexpected argument '%s' (see --help)\n", argv [optind]);
         return 2;
     }
-    ps_error_t err;
     if (ps_heap_tune (&err))
         ps_warn ("%s; large messages will be slower", err.msg);
     //  The cluster spec gives the address to bind (unless --bind says

@@ -45,8 +45,9 @@ good="{\"cluster\": $cluster}"
 expect "--help" 0 "--local|--cluster FILE|--resume" -- "$coordinator" --help
 expect "unknown flag" 2 "frobnicate|usage" -- "$coordinator" --local --frobnicate
 expect "stray argument" 2 "unexpected argument \"extra\"" -- "$coordinator" --local extra
-expect "--ps 0" 2 "--ps must be at least 1" -- "$coordinator" --local --ps 0
-expect "--workers 0" 2 "--workers must be at least 1" -- "$coordinator" --local --workers 0
+expect "--ps 0" 2 "--ps \"0\": expected a whole number in 1..256" -- "$coordinator" --local --ps 0
+expect "--workers 0" 2 "--workers \"0\": expected a whole number in 1..256" -- \
+  "$coordinator" --local --workers 0
 expect "--ps x" 2 "--ps \"x\"|whole number" -- "$coordinator" --local --ps x
 # ... and only that: "x" is not a number below 1.
 if grep -qF "at least 1" "$work/out"; then
@@ -55,9 +56,24 @@ if grep -qF "at least 1" "$work/out"; then
 else
   pass "--ps x: one message"
 fi
-expect "--ps 300" 2 "--ps \"300\"|0..256" -- "$coordinator" --local --ps 300
+expect "--ps 300" 2 "--ps \"300\"|1..256" -- "$coordinator" --local --ps 300
 expect "--epochs x" 2 "--epochs \"x\"|whole number" -- \
   env TF_CONFIG="$good" "$coordinator" --epochs x
+# Numbers are decimal with nothing around them: no space, no sign, no hex.
+# (Were one accepted, the coordinator would wait 300 ms for servers and
+# exit 1.)
+expect "--epochs \" 3\"" 2 "--epochs \" 3\"|whole number" -- \
+  env TF_CONFIG="$good" "$coordinator" --epochs " 3" --register-timeout-ms 300
+expect "--steps +5" 2 "--steps \"+5\"|whole number" -- \
+  env TF_CONFIG="$good" "$coordinator" --steps +5 --register-timeout-ms 300
+expect "--lr 0x10" 2 "--lr \"0x10\"|number" -- \
+  env TF_CONFIG="$good" "$coordinator" --lr 0x10 --register-timeout-ms 300
+expect "--lr \" 0.1\"" 2 "--lr \" 0.1\"|number" -- \
+  env TF_CONFIG="$good" "$coordinator" --lr " 0.1" --register-timeout-ms 300
+expect "--checkpoint-seconds -0" 2 "--checkpoint-seconds \"-0\"|number" -- \
+  env TF_CONFIG="$good" "$coordinator" --checkpoint-seconds -0 --register-timeout-ms 300
+expect "--ps \" 2\"" 2 "--ps \" 2\"|whole number in 1..256" -- \
+  "$coordinator" --local --ps " 2" --epochs 0
 expect "--epochs 0" 2 "\"epochs\"|1 .. 2147483647|got 0" -- \
   env TF_CONFIG="$good" "$coordinator" --epochs 0
 expect "--batch 1.5" 2 "--batch \"1.5\"|whole number" -- \

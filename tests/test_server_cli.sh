@@ -9,10 +9,12 @@ trap 'rm -rf "$work"' EXIT
 failures=0
 
 # expect STATUS WORDS -- COMMAND...: run it, check the exit status and that
-# stderr (or stdout for --help) contains WORDS.
+# stderr (or stdout for --help) contains WORDS. A server that starts when it
+# should have refused would serve for ever: the time limit makes that exit
+# 124 instead.
 expect () {
   local status=$1 words=$2; shift 3
-  "$@" >"$work/out" 2>&1
+  timeout 30 "$@" >"$work/out" 2>&1
   local got=$?
   if [ "$got" != "$status" ] || ! grep -qF -- "$words" "$work/out"; then
     echo "FAIL: $* -> exit $got (expected $status), output:"; cat "$work/out"
@@ -24,11 +26,25 @@ expect () {
 }
 
 expect 0 "--bind ENDPOINT" -- "$server" --help
-expect 2 "--threads 'lots'" -- "$server" --bind tcp://127.0.0.1:0 --threads lots
+expect 2 '--threads "lots"' -- "$server" --bind tcp://127.0.0.1:0 --threads lots
 expect 2 "--max-message" -- "$server" --bind tcp://127.0.0.1:0 --max-message -3
 expect 2 "unexpected argument 'extra'" -- "$server" --bind tcp://127.0.0.1:0 extra
 expect 2 "optimizer" -- "$server" --bind tcp://127.0.0.1:0 --optimizer rmsprop
 expect 1 "cannot bind tcp://256.1.1.1:5" -- "$server" --bind tcp://256.1.1.1:5
+
+# Numbers are decimal, with nothing around them: no space, no sign on a
+# count, no hex, no inf or nan. Each is refused naming the flag and range.
+expect 2 '--threads " 3": expected a whole number in 0..256' -- \
+  "$server" --bind tcp://127.0.0.1:0 --threads " 3"
+expect 2 '--threads "-0": expected a whole number in 0..256' -- \
+  "$server" --bind tcp://127.0.0.1:0 --threads -0
+expect 2 '--threads "0x4"' -- "$server" --bind tcp://127.0.0.1:0 --threads 0x4
+expect 2 '--max-message "0x10": expected a number in (0, 1e+07]' -- \
+  "$server" --bind tcp://127.0.0.1:0 --max-message 0x10
+expect 2 '--max-pending "64 "' -- "$server" --bind tcp://127.0.0.1:0 --max-pending "64 "
+expect 2 '--lr " 0.1"' -- "$server" --bind tcp://127.0.0.1:0 --lr " 0.1"
+expect 2 '--lr "inf"' -- "$server" --bind tcp://127.0.0.1:0 --lr inf
+expect 2 '--lr "1e999"' -- "$server" --bind tcp://127.0.0.1:0 --lr 1e999
 expect 2 "TF_CONFIG is not set" -- env -u TF_CONFIG "$server"
 expect 2 "TF_CONFIG: bad JSON" -- env TF_CONFIG='{"cluster": ' "$server"
 expect 2 "unknown key 'cluster.gpu'" -- env TF_CONFIG='{"cluster": {"gpu": ["a:1"]}}' "$server"

@@ -104,6 +104,20 @@ expect "--batch 0" nonzero "batch" -- "$worker" --standalone --batch 0 --data "$
 expect "--batch 1.5" nonzero "batch|whole number" -- "$worker" --standalone --batch 1.5 --data "$data"
 expect "--seed 0x10" nonzero "seed|whole number" -- "$worker" --standalone --seed 0x10 --data "$data"
 expect "--threads 0" nonzero "threads" -- "$worker" --standalone --threads 0 --data "$data"
+# Numbers are decimal with nothing around them (exit 2 before any data is
+# read: /nonexistent would fail with 1).
+expect "--epochs \" 2\"" 2 '--epochs " 2": expected a whole number in 1..1000000' -- \
+  "$worker" --standalone --epochs " 2" --data /nonexistent
+expect "--progress \" 5\"" 2 '--progress " 5": expected a number in [0, 1e+06]' -- \
+  "$worker" --standalone --progress " 5" --data /nonexistent
+expect "--progress 0x5" 2 '--progress "0x5"' -- \
+  "$worker" --standalone --progress 0x5 --data /nonexistent
+expect "--progress -0" 2 '--progress "-0"' -- \
+  "$worker" --standalone --progress -0 --data /nonexistent
+expect "--lr 0x1p-10" 2 '--lr "0x1p-10"' -- \
+  "$worker" --standalone --lr 0x1p-10 --data /nonexistent
+expect "--threads 4 (cluster mode)" 2 '--threads "4 "' -- \
+  env -u TF_CONFIG "$worker" --threads "4 "
 expect "--lr 0" nonzero "lr" -- "$worker" --standalone --lr 0 --data "$data"
 expect "--device tpu" nonzero "device|tpu" -- "$worker" --standalone --device tpu --data "$data"
 expect "--optimizer rmsprop" nonzero "optimizer|rmsprop" -- \
