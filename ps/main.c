@@ -2,6 +2,7 @@
 //  TF_CONFIG environment variable), then serves until SIGTERM, SIGINT or a
 //  shutdown request.
 
+#include "ps_address.h"
 #include "ps_heap.h"
 #include "ps_link.h"
 #include "ps_log.h"
@@ -28,9 +29,12 @@ s_usage (FILE *out)
         "Holds partitions of model variables, serves pulls and applies pushed\n"
         "gradients asynchronously (protocol: schemas/protocol.json).\n"
         "\n"
-        "  --bind ENDPOINT     ZeroMQ endpoint to serve on, e.g. tcp://127.0.0.1:5555;\n"
-        "                      port 0 or * picks a free port. Without --bind the\n"
-        "                      address comes from TF_CONFIG (task.type \"ps\").\n"
+        "  --bind ENDPOINT     ZeroMQ endpoint to serve on, tcp://HOST:PORT or\n"
+        "                      ipc://PATH; HOST is an IP address, a name (bound at\n"
+        "                      the address it resolves to) or * for every\n"
+        "                      interface; PORT is 1..65535, or 0 or * for a free\n"
+        "                      port. Without --bind the address comes from\n"
+        "                      TF_CONFIG (task.type \"ps\"), bound the same way.\n"
         "  --cluster FILE      read the cluster spec from FILE instead of TF_CONFIG\n"
         "                      (same JSON). When the spec has a chief, the server\n"
         "                      registers with it and heartbeats (the coordinator).\n"
@@ -122,9 +126,17 @@ main (int argc, char *argv [])
     }
     if (ps_heap_tune (&err))
         ps_warn ("%s; large messages will be slower", err.msg);
+    //  The endpoint to bind: --bind, checked and with a host name resolved,
+    //  or else the task's address in the cluster spec.
+    char endpoint [256];
+    if (bind && ps_address_bind_option (bind, endpoint, sizeof endpoint, &err)) {
+        fprintf (stderr, "ps-server: --bind \"%s\": %s\n", bind, err.msg);
+        return 2;
+    }
     //  The cluster spec gives the address to bind (unless --bind says
     //  otherwise) and, when it has a chief, the coordinator to register with.
-    char tf_endpoint [256];
+    //  A TF_CONFIG that is set is read even with --bind, and a mistake in it
+    //  is refused rather than ignored: the server would not register.
     char coordinator [256] = "";
     char name [64] = "ps";
     int task_index = 0;
@@ -132,11 +144,15 @@ main (int argc, char *argv [])
     if (cluster_file)
         tf = ps_tfconfig_from_file (cluster_file, &err);
     else
-    if (!bind || getenv ("TF_CONFIG"))
         tf = ps_tfconfig_from_env (&err);
-    if (!tf && (cluster_file || !bind)) {
+    if (!tf && (cluster_file || !bind || err.code != PS_ENOTFOUND)) {
         fprintf (stderr, "ps-server: %s%s\n", bind || cluster_file ? "" : "no --bind given and ",
                  err.msg);
+        return 2;
+    }
+    if (!tf && task_text) {
+        fprintf (stderr, "ps-server: --task \"%s\" needs a cluster spec (TF_CONFIG or "
+                 "--cluster FILE)\n", task_text);
         return 2;
     }
     if (tf) {
@@ -146,10 +162,8 @@ main (int argc, char *argv [])
         if (task_text
         &&  (rc = ps_tfconfig_parse_task (task_text, type, sizeof type, &index, &err)) == PS_OK)
             rc = ps_tfconfig_set_task (tf, type, index, &err);
-        if (rc == PS_OK && !bind) {
-            rc = ps_tfconfig_bind_endpoint (tf, "ps", tf_endpoint, sizeof tf_endpoint, &err);
-            bind = tf_endpoint;
-        }
+        if (rc == PS_OK && !bind)
+            rc = ps_tfconfig_bind_endpoint (tf, "ps", endpoint, sizeof endpoint, &err);
         else
         if (rc == PS_OK
         &&  (!ps_tfconfig_task_type (tf) || strcmp (ps_tfconfig_task_type (tf), "ps") != 0))
@@ -169,7 +183,7 @@ main (int argc, char *argv [])
         }
     }
     ps_server_config_t config = {
-        .bind = bind, .name = name, .threads = (int) threads,
+        .bind = endpoint, .name = name, .threads = (int) threads,
         .max_message = (int64_t) (max_mb * 1024 * 1024),
         .max_pending = (size_t) (pending_mb * 1024 * 1024),
     };

@@ -134,6 +134,13 @@ expect "TF_CONFIG: index out of range" 2 "TF_CONFIG|task.index|3|cluster.worker"
 expect "TF_CONFIG: duplicate address" 2 "TF_CONFIG|127.0.0.1:$ps_port|twice" -- \
   env TF_CONFIG="{\"cluster\": {\"chief\": [\"127.0.0.1:$chief_port\"], \"ps\": \
 [\"127.0.0.1:$ps_port\"], \"worker\": [\"127.0.0.1:$ps_port\"]}}" "$coordinator"
+expect "TF_CONFIG: port out of range" 2 \
+  "TF_CONFIG: 'cluster.chief[0]' is \"127.0.0.1:99999\": port \"99999\": expected a whole number in 1..65535" -- \
+  env TF_CONFIG="{\"cluster\": {\"chief\": [\"127.0.0.1:99999\"], \"ps\": \
+[\"127.0.0.1:$ps_port\"], \"worker\": [\"127.0.0.1:$worker_port\"]}}" "$coordinator"
+expect "TF_CONFIG: a peer with no host" 2 "TF_CONFIG: 'cluster.worker[0]' is \":$worker_port\": no host" -- \
+  env TF_CONFIG="{\"cluster\": {\"chief\": [\"127.0.0.1:$chief_port\"], \"ps\": \
+[\"127.0.0.1:$ps_port\"], \"worker\": [\":$worker_port\"]}}" "$coordinator"
 expect "TF_CONFIG: no ps" 2 "TF_CONFIG|0 ps|1..256 ps" -- \
   env TF_CONFIG="{\"cluster\": {\"chief\": [\"127.0.0.1:$chief_port\"], \"ps\": [], \
 \"worker\": [\"127.0.0.1:$worker_port\"]}}" "$coordinator"

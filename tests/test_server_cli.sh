@@ -30,7 +30,25 @@ expect 2 '--threads "lots"' -- "$server" --bind tcp://127.0.0.1:0 --threads lots
 expect 2 "--max-message" -- "$server" --bind tcp://127.0.0.1:0 --max-message -3
 expect 2 "unexpected argument 'extra'" -- "$server" --bind tcp://127.0.0.1:0 extra
 expect 2 "optimizer" -- "$server" --bind tcp://127.0.0.1:0 --optimizer rmsprop
-expect 1 "cannot bind tcp://256.1.1.1:5" -- "$server" --bind tcp://256.1.1.1:5
+# A well-formed address this machine does not have: the bind fails (exit 1).
+expect 1 "cannot bind tcp://192.0.2.1:5" -- "$server" --bind tcp://192.0.2.1:5
+
+# Addresses are checked before anything is bound: a port out of range is
+# never wrapped (70000 would bind 4464), and no host means no bind, never
+# every interface.
+expect 2 '--bind "tcp://127.0.0.1:70000": port "70000": expected a whole number in 0..65535' -- \
+  "$server" --bind tcp://127.0.0.1:70000
+expect 2 '--bind "tcp://127.0.0.1:-1": port "-1"' -- "$server" --bind tcp://127.0.0.1:-1
+expect 2 '--bind "tcp://:5555": no host' -- "$server" --bind tcp://:5555
+expect 2 '--bind "tcp://256.1.1.1:5": host "256.1.1.1"' -- "$server" --bind tcp://256.1.1.1:5
+expect 2 '--bind "127.0.0.1:5555": expected tcp://HOST:PORT or ipc://PATH' -- \
+  "$server" --bind 127.0.0.1:5555
+expect 2 "TF_CONFIG: 'cluster.ps[0]' is \"127.0.0.1:70000\": port \"70000\": expected a whole number in 1..65535" -- \
+  env TF_CONFIG='{"cluster": {"ps": ["127.0.0.1:70000"]}, "task": {"type": "ps", "index": 0}}' "$server"
+expect 2 "TF_CONFIG: 'cluster.ps[0]' is \":2222\": no host" -- \
+  env TF_CONFIG='{"cluster": {"ps": [":2222"]}, "task": {"type": "ps", "index": 0}}' "$server"
+expect 2 "TF_CONFIG: cluster.ps[0]: host no-such-host.invalid does not resolve" -- \
+  env TF_CONFIG='{"cluster": {"ps": ["no-such-host.invalid:2222"]}, "task": {"type": "ps", "index": 0}}' "$server"
 
 # Numbers are decimal, with nothing around them: no space, no sign on a
 # count, no hex, no inf or nan. Each is refused naming the flag and range.
@@ -79,6 +97,35 @@ kill -TERM "$pid"
 wait "$pid"
 status=$?
 if [ "$status" = 0 ]; then echo "ok: SIGTERM -> exit 0"; else echo "FAIL: SIGTERM -> exit $status"; failures=$((failures + 1)); fi
+
+# A host name in TF_CONFIG binds the address the name resolves to (and says
+# so), not every interface. This machine's own name serves as the example.
+host=$(hostname)
+address=$(python3 -c 'import socket, sys
+try:
+    print(socket.getaddrinfo(sys.argv[1], None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0])
+except OSError:
+    pass' "$host")
+if [ -z "$address" ]; then
+  echo "SKIP: this machine's name $host does not resolve"
+else
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  rm -f "$work/endpoint"
+  TF_CONFIG="{\"cluster\": {\"ps\": [\"$host:$port\"]}, \"task\": {\"type\": \"ps\", \"index\": 0}}" \
+    "$server" --endpoint-file "$work/endpoint" >"$work/stdout" 2>"$work/stderr" &
+  pid=$!
+  for _ in $(seq 600); do [ -s "$work/endpoint" ] && break; sleep 0.05; done
+  if [ "$(cat "$work/endpoint" 2>/dev/null)" = "tcp://$address:$port" ] \
+     && grep -qF "$host resolves to $address" "$work/stderr"; then
+    echo "ok: TF_CONFIG host $host bound its address tcp://$address:$port"
+  else
+    echo "FAIL: TF_CONFIG host $host: endpoint '$(cat "$work/endpoint" 2>/dev/null)', expected tcp://$address:$port and a log line"
+    cat "$work/stderr"
+    failures=$((failures + 1))
+  fi
+  kill -TERM "$pid"
+  wait "$pid"
+fi
 
 [ "$failures" = 0 ] || { echo "$failures check(s) failed"; exit 1; }
 echo "all checks passed"

@@ -164,10 +164,15 @@ s_cluster (const char *cluster_path, const char *task_text, int threads, const c
         ps_warn ("%s; large messages will be slower", err.msg);
     //  In mirrored mode a worker receives its ring peers' data on its own
     //  address from the cluster spec; async mode leaves it unused.
+    //  Its host name must resolve here for that (ps_address.h); an async job
+    //  does not need it, so that is said now and refused only in mirrored
+    //  mode.
     char ring_bind [512];
     bool have_ring = strcmp (type, "worker") == 0
                   && ps_tfconfig_bind_endpoint (tf, "worker", ring_bind, sizeof ring_bind,
                                                 &err) == 0;
+    if (strcmp (type, "worker") == 0 && !have_ring)
+        ps_warn ("%s: %s; a mirrored job cannot run on this worker", source, err.msg);
     ps_trainer_config_t config = {
         .coordinator = coordinator, .role = type, .index = index, .threads = threads,
         .device = device, .stop_fd = stop_fd, .ring_bind = have_ring ? ring_bind : NULL,
