@@ -65,6 +65,10 @@ expect 2 '--lr "inf"' -- "$server" --bind tcp://127.0.0.1:0 --lr inf
 expect 2 '--lr "1e999"' -- "$server" --bind tcp://127.0.0.1:0 --lr 1e999
 expect 2 "TF_CONFIG is not set" -- env -u TF_CONFIG "$server"
 expect 2 "TF_CONFIG: bad JSON" -- env TF_CONFIG='{"cluster": ' "$server"
+# With --bind, a TF_CONFIG that is set still names the coordinator to
+# register with: a broken one is refused, not ignored. A --task needs a spec.
+expect 2 "TF_CONFIG: bad JSON" -- env TF_CONFIG='{"cluster": ' "$server" --bind tcp://127.0.0.1:0
+expect 2 '--task "ps:0" needs a cluster spec' -- env -u TF_CONFIG "$server" --bind tcp://127.0.0.1:0 --task ps:0
 expect 2 "unknown key 'cluster.gpu'" -- env TF_CONFIG='{"cluster": {"gpu": ["a:1"]}}' "$server"
 expect 2 "task.type is \"worker\", expected \"ps\"" -- \
   env TF_CONFIG='{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}}' "$server"
