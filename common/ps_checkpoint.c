@@ -40,7 +40,7 @@
 //  A manifest holds a few hundred bytes per partition plus the caller's
 //  keys, so anything near this size is not one of ours; refusing it keeps
 //  a damaged or foreign file from costing that much memory.
-#define S_MANIFEST_MAX  ((off_t) 256 << 20)
+#define S_MANIFEST_MAX  ((size_t) 256 << 20)
 
 //  Snapshot files are read through in pieces of this size to check their
 //  CRC, however large they are.
@@ -789,50 +789,15 @@ ps_checkpoint_commit (const char *root, uint64_t step, const char *tmpdir,
 //  Verify
 
 //  Read and parse the manifest at path. Returns PS_ENOTFOUND when it is
-//  missing, PS_EIO when it cannot be read, PS_ECORRUPT when it is not a
-//  JSON object.
+//  missing, PS_EINVAL when it is not a regular file, PS_ETOOBIG when it is
+//  larger than any manifest, PS_EIO when it cannot be read, PS_ECORRUPT
+//  when it is not a JSON object.
 static int
 s_load_manifest (const char *path, json_t **manifest_p, ps_error_t *err)
 {
-    int fd = open (path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return ps_error_set (err, PS_ENOTFOUND, "file %s: not found", path);
-        return ps_error_set (err, PS_EIO, "file %s: open failed: %s", path, strerror (errno));
-    }
-    struct stat st;
-    char *text = NULL;
-    int rc = PS_OK;
-    if (fstat (fd, &st) != 0)
-        rc = ps_error_set (err, PS_EIO, "file %s: fstat failed: %s", path, strerror (errno));
-    else
-    if (st.st_size > S_MANIFEST_MAX)
-        rc = ps_error_set (err, PS_ECORRUPT,
-                           "file %s: %lld bytes, expected at most %lld for a manifest", path,
-                           (long long) st.st_size, (long long) S_MANIFEST_MAX);
-    else
-    if (!(text = malloc ((size_t) st.st_size + 1)))
-        rc = ps_error_set (err, PS_EIO, "file %s: cannot allocate %lld bytes",
-                           path, (long long) st.st_size);
-    size_t size = rc == PS_OK ? (size_t) st.st_size : 0;
-    size_t got = 0;
-    while (rc == PS_OK && got < size) {
-        ssize_t n = read (fd, text + got, size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            rc = ps_error_set (err, PS_EIO, "file %s: read failed: %s", path, strerror (errno));
-        else
-        if (n == 0)
-            rc = ps_error_set (err, PS_ECORRUPT, "file %s: ended after %zu of %zu bytes",
-                               path, got, size);
-        else
-            got += (size_t) n;
-    }
-    //  A failure to close a file only read from loses nothing, but it is
-    //  reported all the same when nothing else went wrong.
-    if (close (fd) != 0 && rc == PS_OK)
-        rc = ps_error_set (err, PS_EIO, "file %s: close failed: %s", path, strerror (errno));
+    char *text;
+    size_t size;
+    int rc = ps_file_read (path, S_MANIFEST_MAX, &text, &size, err);
     if (rc == PS_OK) {
         json_error_t jerr;
         json_t *manifest = json_loadb (text, size, JSON_REJECT_DUPLICATES, &jerr);
@@ -980,10 +945,9 @@ s_check_entries (const char *path, const json_t *list, ps_error_t *err)
 static int
 s_crc_file (const char *path, uint64_t len, uint32_t *crc_p, ps_error_t *err)
 {
-    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    int fd = ps_file_open_regular (path, err);
     if (fd < 0)
-        return ps_error_set (err, errno == ENOENT ? PS_ENOTFOUND : PS_EIO,
-                             "file %s: open failed: %s", path, strerror (errno));
+        return fd;
     uint8_t *buf = malloc (S_CRC_CHUNK);
     int rc = PS_OK;
     if (!buf)

@@ -84,8 +84,9 @@ int ps_checkpoint_commit (const char *root, uint64_t step, const char *tmpdir,
 //  file's trailer, which must also match the bytes before it, read through
 //  in chunks). *manifest (may be NULL) receives the parsed manifest
 //  (json_decref it), and NULL on error. Returns 0, or PS_ECORRUPT /
-//  PS_ENOTFOUND / PS_EVERSION / PS_EIO with a message naming the file and
-//  what is wrong.
+//  PS_ENOTFOUND / PS_EVERSION / PS_EIO, PS_EINVAL for a path that is not a
+//  regular file (a FIFO, never opened for reading), or PS_ETOOBIG for a
+//  manifest over 256 MiB, with a message naming the file and what is wrong.
 int ps_checkpoint_verify (const char *dir, json_t **manifest, ps_error_t *err);
 
 //  Find the newest checkpoint in root that verifies, logging a warning

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_file.h"
 #include "ps_mix.h"
 
 extern const char ps_model_schema_json [];
@@ -40,6 +41,9 @@ static const struct {
     { "Dropout",   "dropout",       PS_LAYER_DROPOUT },
 };
 #define S_TYPE_COUNT  (int) (sizeof s_layer_types / sizeof s_layer_types [0])
+
+//  A model spec holds a line per layer; a larger file is not a spec.
+#define S_FILE_MAX  ((size_t) 1 << 20)
 
 struct ps_model_t {
     char name [PS_NAME_MAX];
@@ -513,15 +517,24 @@ ps_model_load (const char *name_or_path, ps_error_t *err)
     for (int i = 0; s_builtin_names [i]; i++)
         if (strcmp (name_or_path, s_builtin_names [i]) == 0)
             return ps_model_parse (s_builtin_specs [i], name_or_path, err);
+    char *text;
+    size_t len;
+    int rc = ps_file_read (name_or_path, S_FILE_MAX, &text, &len, err);
+    if (rc == PS_ENOTFOUND) {
+        ps_error_set (err, PS_EINVAL, "model \"%s\" is neither a built-in model (cnn, cnn2, "
+                      "mlp) nor a file", name_or_path);
+        return NULL;
+    }
+    if (rc) {
+        ps_error_prefix (err, PS_EINVAL, "model");
+        return NULL;
+    }
     json_error_t jerr;
-    json_t *spec = json_load_file (name_or_path, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *spec = json_loadb (text, len, JSON_REJECT_DUPLICATES, &jerr);
+    free (text);
     if (!spec) {
-        if (jerr.line < 1)
-            ps_error_set (err, PS_EINVAL, "model \"%s\" is neither a built-in model "
-                          "(cnn, cnn2, mlp) nor a readable file: %s", name_or_path, jerr.text);
-        else
-            ps_error_set (err, PS_EINVAL, "%s: line %d, column %d: %s", name_or_path,
-                          jerr.line, jerr.column, jerr.text);
+        ps_error_set (err, PS_EINVAL, "%s: line %d, column %d: %s", name_or_path,
+                      jerr.line, jerr.column, jerr.text);
         return NULL;
     }
     return s_from_json (spec, name_or_path, err);

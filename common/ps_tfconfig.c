@@ -10,7 +10,11 @@
 #include <string.h>
 
 #include "ps_address.h"
+#include "ps_file.h"
 #include "ps_parse.h"
+
+//  A cluster file holds a few addresses; a larger one is not a cluster file.
+#define S_FILE_MAX  ((size_t) 1 << 20)
 
 static const char *s_roles [] = { "chief", "worker", "ps", "evaluator" };
 #define S_NROLES (sizeof s_roles / sizeof s_roles [0])
@@ -205,18 +209,17 @@ ps_tfconfig_from_env (ps_error_t *err)
 ps_tfconfig_t *
 ps_tfconfig_from_file (const char *path, ps_error_t *err)
 {
-    json_error_t jerr;
-    json_t *root = json_load_file (path, 0, &jerr);
-    if (!root) {
-        ps_error_set (err, PS_EINVAL, "%s: %s (line %d)", path, jerr.text, jerr.line);
+    char *text;
+    size_t len;
+    if (ps_file_read (path, S_FILE_MAX, &text, &len, err))
         return NULL;
-    }
-    //  Re-parse through the one checked path, with duplicate-key rejection.
-    char *text = json_dumps (root, JSON_COMPACT);
-    json_decref (root);
-    if (!text)
-        abort ();
-    ps_tfconfig_t *self = ps_tfconfig_parse (text, path, err);
+    //  JSON text holds no NUL; one inside the file would end the text early.
+    ps_tfconfig_t *self = NULL;
+    if (strlen (text) != len)
+        ps_error_set (err, PS_EINVAL, "%s: a NUL byte at offset %zu, expected JSON text",
+                      path, strlen (text));
+    else
+        self = ps_tfconfig_parse (text, path, err);
     free (text);
     return self;
 }

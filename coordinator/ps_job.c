@@ -22,13 +22,13 @@
 #include "ps_job.h"
 
 #include <assert.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ps_dataset.h"
+#include "ps_file.h"
 
 extern const char ps_job_schema_json [];
 
@@ -109,6 +109,9 @@ static const struct {
 
 //  What messages quote of a value that was wrong.
 #define S_QUOTE_MAX  72
+
+//  A job file holds a few hundred bytes; a larger one is not a job file.
+#define S_FILE_MAX  ((size_t) 1 << 20)
 
 static const char *const s_lr_kind_names [] = { "constant", "piecewise", "cosine" };
 static const char *const s_mode_names [] = { "async", "mirrored" };
@@ -1018,19 +1021,18 @@ ps_job_load_file (ps_job_t *job, const char *path, ps_error_t *err)
 {
     assert (job);
     assert (path);
-    //  "e": the descriptor does not leak into the processes the
-    //  coordinator starts.
-    FILE *file = fopen (path, "re");
-    if (!file)
-        return ps_error_set (err, errno == ENOENT ? PS_ENOTFOUND : PS_EIO,
-                             "%s: cannot open the job file: %s", path, strerror (errno));
+    char *text;
+    size_t len;
+    int rc = ps_file_read (path, S_FILE_MAX, &text, &len, err);
+    if (rc)
+        return rc == PS_ENOTFOUND ? rc : ps_error_prefix (err, PS_EINVAL, "job file");
     json_error_t jerr;
-    json_t *obj = json_loadf (file, JSON_REJECT_DUPLICATES, &jerr);
-    fclose (file);
+    json_t *obj = json_loadb (text, len, JSON_REJECT_DUPLICATES, &jerr);
+    free (text);
     if (!obj)
         return ps_error_set (err, PS_EINVAL, "%s: bad JSON at line %d, column %d: %s",
                              path, jerr.line, jerr.column, jerr.text);
-    int rc = ps_job_load_json (job, obj, path, err);
+    rc = ps_job_load_json (job, obj, path, err);
     json_decref (obj);
     return rc;
 }

@@ -480,6 +480,7 @@ typedef enum {
     DAMAGE_MANIFEST_TRUNCATED, DAMAGE_MANIFEST_MISSING, DAMAGE_MANIFEST_ARRAY, DAMAGE_FORMAT,
     DAMAGE_NO_FORMAT, DAMAGE_VERSION, DAMAGE_SLASH, DAMAGE_DOTDOT, DAMAGE_WRONG_NAME,
     DAMAGE_DUPLICATE, DAMAGE_NO_CRC, DAMAGE_NEGATIVE, DAMAGE_STEP, DAMAGE_DUPLICATE_KEY,
+    DAMAGE_MANIFEST_FIFO, DAMAGE_FILE_FIFO,
     DAMAGE_COUNT
 } damage_t;
 
@@ -607,6 +608,20 @@ s_damage (damage_t damage, const char *dir, const ps_snap_file_t *files, char *n
             *expect = "duplicate";
             rewrite = false;
             break;
+        case DAMAGE_MANIFEST_FIFO:
+        case DAMAGE_FILE_FIFO: {
+            //  Nobody writes to it: a reader that opened it would wait for
+            //  ever.
+            const char *path = damage == DAMAGE_FILE_FIFO ? file : manifest_path;
+            assert_int_equal (unlink (path), 0);
+            assert_int_equal (mkfifo (path, 0600), 0);
+            if (damage == DAMAGE_FILE_FIFO)
+                s_path (names, len, dir, files [1].file);
+            *code = PS_EINVAL;
+            *expect = "a FIFO, not a regular file";
+            rewrite = false;
+            break;
+        }
         default:
             fail ();
     }
@@ -628,12 +643,15 @@ test_verify_failures (void **state)
         int code;
         const char *expect;
         s_damage ((damage_t) damage, dir, files, names, sizeof names, &code, &expect);
+        //  A reader that blocks (on a FIFO) fails the test rather than hang.
+        alarm (60);
         s_assert_verify_fails (dir, code, names, expect);
         //  Nothing usable is left in that root, and the warning says why.
         char found [256], log [2048], log_path [256];
         snprintf (log_path, sizeof log_path, "%s/log.txt", fx->dir);
         assert_int_equal (s_latest_logged (root, found, sizeof found, NULL, log, sizeof log,
                                            log_path), PS_ENOTFOUND);
+        alarm (0);
         if (!strstr (log, dir) || !strstr (log, names))
             fail_msg ("log \"%s\" does not name %s", log, names);
     }

@@ -190,6 +190,19 @@ expect "job: mode mirrored, no worker" 1 "0 of 1 workers registered" -- \
 expect "job: missing file" 2 "$work/none-job.json" -- \
   env TF_CONFIG="$good" "$coordinator" --job "$work/none-job.json"
 
+# --- paths that are not regular files -----------------------------------------------
+# A FIFO nobody writes to would block the reader for ever, a directory
+# cannot be parsed: each is refused at once, naming the path.
+mkfifo "$work/fifo"
+expect "--job a FIFO" 2 "$work/fifo: a FIFO, not a regular file" -- \
+  env TF_CONFIG="$good" "$coordinator" --job "$work/fifo"
+expect "--job a directory" 2 "$work: a directory, not a regular file" -- \
+  env TF_CONFIG="$good" "$coordinator" --job "$work"
+expect "--cluster a FIFO" 2 "$work/fifo: a FIFO, not a regular file" -- \
+  "$coordinator" --cluster "$work/fifo"
+expect "--model a FIFO" 2 "$work/fifo: a FIFO, not a regular file" -- \
+  env TF_CONFIG="$good" "$coordinator" --model "$work/fifo"
+
 # --- the model and the data ------------------------------------------------------
 printf '{"input_shape": [32, 32, 3], "layers": [{"type": "Flatten"},\n' >"$work/rgb.json"
 printf ' {"type": "Dense", "units": 10}]}\n' >>"$work/rgb.json"
@@ -251,8 +264,9 @@ expect "evaluator the coordinator's cluster lacks" 1 \
 # ps-worker's own checks come before it ever talks to the coordinator.
 expect "ps-worker: index beyond its own spec" 2 "TF_CONFIG|task.index|5|cluster.worker" -- \
   env TF_CONFIG="{\"cluster\": $cluster, \"task\": {\"type\": \"worker\", \"index\": 5}}" "$worker"
+echo "$good" >"$work/good.json"
 expect "ps-worker: --task of type ps" 2 "\"ps\"|worker or an evaluator" -- \
-  "$worker" --cluster <(echo "$good") --task ps:0
+  "$worker" --cluster "$work/good.json" --task ps:0
 kill -TERM "$coordinator_pid" 2>/dev/null
 wait "$coordinator_pid"
 coordinator_status=$?

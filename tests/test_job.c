@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "ps_job.h"
@@ -702,6 +704,32 @@ test_missing_file (void **state)
     assert_memory_equal (&job, &before, sizeof job);
 }
 
+//  A job path that is not a regular file (a FIFO nobody writes to, a
+//  directory) is refused at once, naming it, instead of blocking in open or
+//  read. The alarm turns a hang into a failure.
+static void
+test_not_regular (void **state)
+{
+    fixture_t *fx = *state;
+    char fifo [160];
+    snprintf (fifo, sizeof fifo, "%s/job.fifo", fx->dir);
+    assert_int_equal (mkfifo (fifo, 0600), 0);
+    const char *paths [] = { fifo, fx->dir };
+    const char *kinds [] = { "a FIFO", "a directory" };
+    for (int i = 0; i < 2; i++) {
+        ps_job_t job;
+        ps_job_default (&job, 2);
+        ps_error_t err = { 0 };
+        alarm (30);
+        int rc = ps_job_load_file (&job, paths [i], &err);
+        alarm (0);
+        assert_int_equal (rc, PS_EINVAL);
+        if (!strstr (err.msg, paths [i]) || !strstr (err.msg, kinds [i])
+        ||  !strstr (err.msg, "not a regular file"))
+            fail_msg ("message '%s' does not name %s as %s", err.msg, paths [i], kinds [i]);
+    }
+}
+
 //  The source named for a JSON object, and a key error in it.
 static void
 test_load_json_source (void **state)
@@ -1093,6 +1121,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_piecewise, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_between_keys, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_missing_file, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_not_regular, s_setup, s_teardown),
         cmocka_unit_test (test_load_json_source),
         cmocka_unit_test (test_validate),
         cmocka_unit_test_setup_teardown (test_round_trip, s_setup, s_teardown),

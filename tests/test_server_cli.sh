@@ -82,6 +82,8 @@ expect 2 "is not TYPE:INDEX" -- "$server" --cluster "$work/shared.json" --task t
 expect 2 "task worker:0 is out of range: cluster.worker has 0 addresses" -- \
   "$server" --cluster "$work/shared.json" --task worker:0
 expect 2 "no 'task' given" -- "$server" --cluster "$work/shared.json"
+mkfifo "$work/fifo"
+expect 2 "$work/fifo: a FIFO, not a regular file" -- "$server" --cluster "$work/fifo" --task ps:0
 
 # A server from TF_CONFIG binds its own task's address (index 1 here).
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

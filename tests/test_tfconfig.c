@@ -17,6 +17,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "ps_tfconfig.h"
 
@@ -238,6 +239,16 @@ test_env_and_file (void **state)
     unlink (path);
     assert_null (ps_tfconfig_from_file ("/nonexistent/tf.json", &err));
     assert_non_null (strstr (err.msg, "/nonexistent/tf.json"));
+    //  A FIFO is refused, not waited on (the alarm turns a hang into a
+    //  failure).
+    assert_int_equal (mkfifo (path, 0600), 0);
+    alarm (30);
+    tf = ps_tfconfig_from_file (path, &err);
+    alarm (0);
+    unlink (path);
+    assert_null (tf);
+    if (!strstr (err.msg, path) || !strstr (err.msg, "a FIFO, not a regular file"))
+        fail_msg ("message '%s'", err.msg);
 }
 
 //  --task TYPE:INDEX: parsed strictly, then checked against the cluster.

@@ -74,6 +74,21 @@ printf '{"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]},\n "ta
 expect "--cluster file with a bad task" 2 "badtask.json|task" -- \
   env -u TF_CONFIG "$worker" --cluster "$work/badtask.json"
 
+# Paths that are not regular files are refused at once, naming them: a
+# FIFO nobody writes to would block the reader for ever.
+mkfifo "$work/fifo"
+expect "--cluster a FIFO" 2 "$work/fifo: a FIFO, not a regular file" -- \
+  env -u TF_CONFIG "$worker" --cluster "$work/fifo" --task worker:0
+expect "--summary --model a FIFO" 1 "$work/fifo: a FIFO, not a regular file" -- \
+  "$worker" --summary --model "$work/fifo"
+mkdir "$work/fifo-data"
+cp "$data"/*-ubyte.gz "$work/fifo-data/"
+rm "$work/fifo-data/train-images-idx3-ubyte.gz"
+mkfifo "$work/fifo-data/train-images-idx3-ubyte"
+expect "--data with a FIFO for a file" 1 \
+  "$work/fifo-data/train-images-idx3-ubyte: a FIFO, not a regular file" -- \
+  "$worker" --standalone --data "$work/fifo-data" --epochs 1
+
 # A worker whose coordinator is not there keeps registering; SIGTERM stops it
 # cleanly (exit 0), which needs the signal blocked in every thread, the
 # BLAS pool's included.
