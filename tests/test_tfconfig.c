@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -239,6 +240,18 @@ test_env_and_file (void **state)
     unlink (path);
     assert_null (ps_tfconfig_from_file ("/nonexistent/tf.json", &err));
     assert_non_null (strstr (err.msg, "/nonexistent/tf.json"));
+    //  A file is parsed as written: a key given twice is refused as it is
+    //  in TF_CONFIG, not settled by the last one.
+    const char *twice = "{\"cluster\": {\"ps\": [\"a:1\"]}, \"task\": {\"type\": \"ps\", "
+                        "\"index\": 0}, \"task\": {\"type\": \"ps\", \"index\": 0}}";
+    fd = open (path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true (fd >= 0);
+    assert_int_equal (write (fd, twice, strlen (twice)), (ssize_t) strlen (twice));
+    close (fd);
+    assert_null (ps_tfconfig_from_file (path, &err));
+    if (!strstr (err.msg, path) || !strstr (err.msg, "duplicate"))
+        fail_msg ("message '%s'", err.msg);
+    unlink (path);
     //  A FIFO is refused, not waited on (the alarm turns a hang into a
     //  failure).
     assert_int_equal (mkfifo (path, 0600), 0);
