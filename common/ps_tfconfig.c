@@ -11,6 +11,7 @@
 
 #include "ps_address.h"
 #include "ps_file.h"
+#include "ps_json.h"
 #include "ps_parse.h"
 
 //  A cluster file holds a few addresses; a larger one is not a cluster file.
@@ -159,11 +160,34 @@ ps_tfconfig_parse_task (const char *text, char *type, size_t len, int *index, ps
     return PS_OK;
 }
 
+//  A number too large to read (ps_json.h), named by its key and what the
+//  key expects, as the checks above name a value of the wrong type.
+static int
+s_too_large (const ps_json_overflow_t *big, const char *source, ps_error_t *err)
+{
+    if (!big->path [0])
+        return ps_error_set (err, PS_EINVAL, "%s: expected a JSON object, got %s", source,
+                             big->literal);
+    if (strcmp (big->path, "task.index") == 0)
+        return ps_error_set (err, PS_EINVAL, "%s: 'task.index' is %s, expected an index into "
+                             "the addresses of its type", source, big->literal);
+    if (strncmp (big->path, "cluster.", strlen ("cluster.")) == 0 && strchr (big->path, '['))
+        return ps_error_set (err, PS_EINVAL, "%s: '%s' is %s, expected a \"host:port\" string",
+                             source, big->path, big->literal);
+    return ps_error_set (err, PS_EINVAL, "%s: '%s' is %s, a number too large to read", source,
+                         big->path, big->literal);
+}
+
 ps_tfconfig_t *
 ps_tfconfig_parse (const char *text, const char *source, ps_error_t *err)
 {
     json_error_t jerr;
     json_t *root = json_loads (text, JSON_REJECT_DUPLICATES, &jerr);
+    ps_json_overflow_t big;
+    if (!root && ps_json_overflow (text, strlen (text), &jerr, &big)) {
+        s_too_large (&big, source, err);
+        return NULL;
+    }
     if (!root) {
         ps_error_set (err, PS_EINVAL, "%s: bad JSON at line %d column %d: %s",
                       source, jerr.line, jerr.column, jerr.text);

@@ -187,6 +187,10 @@ expect "job: bad enum" 2 "$work/job-enum.json|\"optimizer.kind\"|\"adam\"|\"rmsp
 printf '{"mode": "mirrored"}\n' >"$work/job-mirrored.json"
 expect "job: mode mirrored, no worker" 1 "0 of 1 workers registered" -- \
   env TF_CONFIG="$good" "$coordinator" --job "$work/job-mirrored.json" --register-timeout-ms 300
+printf '{"epochs": 2,\n "steps": 9223372036854775808}\n' >"$work/job-big.json"
+expect "job: an integer beyond 64 bits" 2 \
+  "$work/job-big.json: key \"steps\": expected an integer in 0 .. 9223372036854775807, got 9223372036854775808" -- \
+  env TF_CONFIG="$good" "$coordinator" --job "$work/job-big.json"
 expect "job: missing file" 2 "$work/none-job.json" -- \
   env TF_CONFIG="$good" "$coordinator" --job "$work/none-job.json"
 

@@ -214,6 +214,12 @@ test_mistakes (void **state)
     s_refused ("{\"cluster\": {\"ps\": [\"a:1\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}}",
                "cluster.worker has 0");
     s_refused ("{\"cluster\": {\"ps\": [\"a:1\"]}, \"cluster\": {}}", "bad JSON");
+    //  A number too large to read names its key, not a position.
+    s_refused ("{\"cluster\": {\"ps\": [\"a:1\"]}, \"task\": {\"type\": \"ps\", "
+               "\"index\": 9223372036854775808}}",
+               "'task.index' is 9223372036854775808, expected an index into the addresses of its type");
+    s_refused ("{\"cluster\": {\"ps\": [\"a:1\", 1e999]}}",
+               "'cluster.ps[1]' is 1e999, expected a \"host:port\" string");
 }
 
 static void
