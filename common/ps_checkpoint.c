@@ -1089,3 +1089,53 @@ ps_checkpoint_latest (const char *root, char *dir, size_t len, json_t **manifest
     return ps_error_set (err, PS_ENOTFOUND, "checkpoint root %s: no usable checkpoint among %zu",
                          root, count);
 }
+
+//  ---------------------------------------------------------------------
+//  Before a run
+
+int
+ps_checkpoint_check_root (const char *root, bool resume, ps_error_t *err)
+{
+    assert (root);
+    struct stat st;
+    bool exists = stat (root, &st) == 0;
+    if (!exists && errno == ENOTDIR)
+        return ps_error_set (err, PS_EINVAL, "checkpoint directory %s: not a directory (the "
+                             "path goes through a file)", root);
+    if (!exists && errno != ENOENT)
+        return ps_error_set (err, PS_EINVAL, "checkpoint directory %s: stat failed: %s", root,
+                             strerror (errno));
+    if (exists && !S_ISDIR (st.st_mode))
+        return ps_error_set (err, PS_EINVAL, "checkpoint directory %s: not a directory", root);
+    if (!exists && resume)
+        return ps_error_set (err, PS_ENOTFOUND, "checkpoint directory %s: does not exist, so "
+                             "there is nothing to resume", root);
+    ps_error_t why;
+    if (!exists && s_mkdirs (root, &why))
+        return ps_error_set (err, PS_EINVAL, "checkpoint directory %s: cannot create it (%s)",
+                             root, why.msg);
+    char probe [PATH_MAX];
+    int rc = s_join (probe, sizeof probe, root, ".ps-write-check-XXXXXX", err);
+    if (rc)
+        return ps_error_prefix (err, PS_EINVAL, "checkpoint directory %s", root);
+    int fd = mkostemp (probe, O_CLOEXEC);
+    if (fd < 0)
+        return ps_error_set (err, PS_EINVAL, "checkpoint directory %s: cannot create a file in "
+                             "it: %s", root, strerror (errno));
+    //  The probe is empty; failing to close or remove it changes nothing
+    //  for the checkpoints, but a file left behind is worth a word.
+    (void) close (fd);
+    if (unlink (probe) != 0)
+        ps_warn ("checkpoint directory %s: cannot remove the probe file %s: %s", root, probe,
+                 strerror (errno));
+    if (!resume)
+        return PS_OK;
+    char dir [PATH_MAX];
+    rc = ps_checkpoint_latest (root, dir, sizeof dir, NULL, &why);
+    if (rc == PS_ENOTFOUND)
+        return ps_error_set (err, PS_ENOTFOUND, "checkpoint directory %s: no usable checkpoint "
+                             "to resume from", root);
+    if (rc)
+        return ps_error_set (err, PS_EINVAL, "checkpoint directory %s: %s", root, why.msg);
+    return PS_OK;
+}

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ps_checkpoint.h"
 #include "ps_coord.h"
 #include "ps_dataset.h"
 #include "ps_job.h"
@@ -408,6 +409,18 @@ s_load_job (ps_job_t *job, int nps, const s_options_t *opt, const s_flag_t *flag
     }
     if (ps_job_validate (job, &err)) {
         fprintf (stderr, "coordinator: %s: %s\n", opt->job_file ? opt->job_file : "job", err.msg);
+        return -1;
+    }
+    //  The checkpoint directory, and what a resume needs of it, are checked
+    //  now: the run would otherwise find out once every process has
+    //  registered, or at its first checkpoint.
+    if (opt->resume && !*job->checkpoint_dir) {
+        fprintf (stderr, "coordinator: --resume needs a checkpoint directory (--checkpoint-dir, "
+                 "or checkpoint.dir in the job)\n");
+        return -1;
+    }
+    if (*job->checkpoint_dir && ps_checkpoint_check_root (job->checkpoint_dir, opt->resume, &err)) {
+        fprintf (stderr, "coordinator: %s\n", err.msg);
         return -1;
     }
     return 0;

@@ -933,6 +933,43 @@ test_begin_errors (void **state)
     assert_false (s_exists (fx->root));
 }
 
+//  The check a run makes before it starts: a root that is a file, or lies
+//  under one, is refused; a missing one is created, unless a resume needs
+//  what it would hold; a resume needs a checkpoint that verifies; the probe
+//  file leaves nothing behind.
+static void
+test_check_root (void **state)
+{
+    fixture_t *fx = *state;
+    char file [256], under [320];
+    ps_error_t err = { 0 };
+    s_path (file, sizeof file, fx->dir, "file");
+    s_write_text (file, "x");
+    s_path (under, sizeof under, file, "ckpts");
+    assert_int_equal (ps_checkpoint_check_root (file, false, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "not a directory"));
+    assert_int_equal (ps_checkpoint_check_root (under, false, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, under));
+    assert_int_equal (ps_checkpoint_check_root (fx->root, true, &err), PS_ENOTFOUND);
+    assert_non_null (strstr (err.msg, "does not exist"));
+    assert_false (s_exists (fx->root));
+    assert_int_equal (ps_checkpoint_check_root (fx->root, false, &err), PS_OK);
+    assert_true (s_exists (fx->root));
+    DIR *dir = opendir (fx->root);
+    assert_non_null (dir);
+    struct dirent *entry;
+    while ((entry = readdir (dir)))
+        if (strcmp (entry->d_name, ".") && strcmp (entry->d_name, ".."))
+            fail_msg ("the check left %s in the root", entry->d_name);
+    closedir (dir);
+    assert_int_equal (ps_checkpoint_check_root (fx->root, true, &err), PS_ENOTFOUND);
+    assert_non_null (strstr (err.msg, "no usable checkpoint"));
+    ps_snap_file_t files [NFILES];
+    char committed [256];
+    s_commit (fx->root, 3, 3, 0.01, files, committed, sizeof committed);
+    assert_int_equal (ps_checkpoint_check_root (fx->root, true, &err), PS_OK);
+}
+
 int
 main (void)
 {
@@ -945,6 +982,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_latest, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_crash_leftovers, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_begin_errors, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_check_root, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -232,6 +232,57 @@ mkdir "$work/empty"
 expect "data directory without the files" 2 "$work/empty/train-images-idx3-ubyte" -- \
   env TF_CONFIG="$good" "$coordinator" --data "$work/empty"
 
+# --- checkpoints, checked before anything registers -------------------------------
+# A checkpoint directory that cannot be one, and a --resume with nothing to
+# resume from, are refused at once (exit 2), not after every process has
+# registered: nobody serves the ps address here, so a check that came later
+# would make the coordinator wait 3 s for the servers and exit 1.
+late="--register-timeout-ms 3000"
+touch "$work/a-file"
+expect "--checkpoint-dir a file" 2 "checkpoint directory $work/a-file: not a directory" -- \
+  env TF_CONFIG="$good" "$coordinator" --checkpoint-dir "$work/a-file" $late
+expect "--checkpoint-dir under a file" 2 "checkpoint directory $work/a-file/ckpt" -- \
+  env TF_CONFIG="$good" "$coordinator" --checkpoint-dir "$work/a-file/ckpt" $late
+expect "--resume without a checkpoint directory" 2 \
+  "--resume needs a checkpoint directory (--checkpoint-dir, or checkpoint.dir in the job)" -- \
+  env TF_CONFIG="$good" "$coordinator" --resume $late
+expect "--resume from a directory that does not exist" 2 \
+  "checkpoint directory $work/no-ckpt: does not exist, so there is nothing to resume" -- \
+  env TF_CONFIG="$good" "$coordinator" --checkpoint-dir "$work/no-ckpt" --resume $late
+mkdir "$work/empty-ckpt"
+expect "--resume from an empty directory" 2 \
+  "checkpoint directory $work/empty-ckpt: no usable checkpoint to resume from" -- \
+  env TF_CONFIG="$good" "$coordinator" --checkpoint-dir "$work/empty-ckpt" --resume $late
+mkdir -p "$work/bad-ckpt/ckpt-000000000005"
+echo '{"format": "ps-cluster-checkpoint", "version": 1, "step": 5' \
+  >"$work/bad-ckpt/ckpt-000000000005/MANIFEST.json"
+expect "--resume from a damaged checkpoint" 2 \
+  "ckpt-000000000005 is not usable|$work/bad-ckpt: no usable checkpoint to resume from" -- \
+  env TF_CONFIG="$good" "$coordinator" --checkpoint-dir "$work/bad-ckpt" --resume $late
+expect "--local --resume with a new log directory" 2 \
+  "checkpoint directory $work/new-logs/checkpoints: does not exist" -- \
+  "$coordinator" --local --resume --log-dir "$work/new-logs" $late
+if [ -e "$work/new-logs/ps0.log" ]; then
+  fail "--local --resume with a new log directory" "started a server before refusing"
+else
+  pass "--local --resume with a new log directory: nothing started"
+fi
+# Not writable: a read-only mount (root, in a mount namespace of its own)
+# or a directory without write permission (anyone else).
+mkdir "$work/ro-ckpt"
+if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+  expect "--checkpoint-dir not writable" 2 "checkpoint directory $work/ro-ckpt: cannot create a file in it" -- \
+    unshare -m sh -c 'mount -t tmpfs -o ro tmpfs "$1" && shift && exec "$@"' sh "$work/ro-ckpt" \
+    env TF_CONFIG="$good" "$coordinator" --checkpoint-dir "$work/ro-ckpt" $late
+elif [ "$(id -u)" != 0 ]; then
+  chmod 0500 "$work/ro-ckpt"
+  expect "--checkpoint-dir not writable" 2 "checkpoint directory $work/ro-ckpt: cannot create a file in it" -- \
+    env TF_CONFIG="$good" "$coordinator" --checkpoint-dir "$work/ro-ckpt" $late
+  chmod 0700 "$work/ro-ckpt"
+else
+  echo "SKIP: --checkpoint-dir not writable: root without mount namespaces"
+fi
+
 # --- servers that never register ---------------------------------------------------
 # Nobody serves the ps address: the coordinator gives up after the
 # registration timeout, naming the missing server and its address.
