@@ -153,6 +153,7 @@ typedef struct {
     const char *value;
 } s_flag_t;
 
+//  The options of a local cluster run from O_PS to O_LOG_DIR.
 enum {
     O_LOCAL = 256, O_PS, O_WORKERS, O_EVALUATOR, O_NO_RESTART, O_LOG_DIR, O_CLUSTER, O_JOB,
     O_RESUME, O_METRICS, O_HELP,
@@ -439,7 +440,11 @@ main (int argc, char *argv [])
     int c;
     uint64_t u = 0;
     ps_error_t err;
+    //  The first option given that only a local cluster reads.
+    const char *local_only = NULL;
     while ((c = getopt_long (argc, argv, "", s_long_options, NULL)) != -1) {
+        if (!local_only && c >= O_PS && c <= O_LOG_DIR)
+            local_only = s_flag_name (c);
         switch (c) {
             case O_LOCAL: opt.local = true; break;
             case O_EVALUATOR: opt.local_evaluator = true; break;
@@ -476,6 +481,18 @@ main (int argc, char *argv [])
         free (flags);
         return 2;
     }
+    if (local_only && !opt.local) {
+        fprintf (stderr, "coordinator: --%s is for --local (a cluster from TF_CONFIG or "
+                 "--cluster FILE lists its own tasks)\n", local_only);
+        free (flags);
+        return 2;
+    }
+    if (opt.local && opt.cluster_file) {
+        fprintf (stderr, "coordinator: --local and --cluster FILE: a local cluster makes its "
+                 "own spec; give one or the other\n");
+        free (flags);
+        return 2;
+    }
     int exit_code = 2;
     ps_tfconfig_t *tf = NULL;
     ps_supervisor_t *supervisor = NULL;
@@ -495,8 +512,9 @@ main (int argc, char *argv [])
     //  A local cluster's servers depend on the job's mode, so its job is
     //  read first.
     if (opt.local) {
-        if (opt.cluster_file || getenv ("TF_CONFIG"))
-            ps_info ("--local: ignoring %s", opt.cluster_file ? "--cluster" : "TF_CONFIG");
+        //  TF_CONFIG may be in the environment for other programs.
+        if (getenv ("TF_CONFIG"))
+            ps_info ("--local: ignoring TF_CONFIG");
         if (s_load_job (&config.job, opt.local_ps < 0 ? 2 : opt.local_ps, &opt, flags, nflags,
                         log_dir, sizeof log_dir))
             goto done;

@@ -93,6 +93,18 @@ expect "--device tpu" 2 "--device \"tpu\"|cpu, gpu or auto" -- \
   env TF_CONFIG="$good" "$coordinator" --device tpu
 expect "--optimizer rmsprop" 2 "--optimizer|rmsprop" -- \
   env TF_CONFIG="$good" "$coordinator" --optimizer rmsprop
+# The flags of a local cluster mean nothing to a cluster from TF_CONFIG or
+# a file, which lists its own tasks: refused, not ignored. (Were they
+# ignored, the coordinator would wait 300 ms for servers and exit 1.)
+expect "--ps without --local" 2 "--ps is for --local" -- \
+  env TF_CONFIG="$good" "$coordinator" --ps 3 --register-timeout-ms 300
+expect "--log-dir without --local" 2 "--log-dir is for --local" -- \
+  env TF_CONFIG="$good" "$coordinator" --log-dir "$work/logs" --register-timeout-ms 300
+expect "--no-restart without --local" 2 "--no-restart is for --local" -- \
+  env TF_CONFIG="$good" "$coordinator" --no-restart --register-timeout-ms 300
+echo "$good" >"$work/spec.json"
+expect "--local with --cluster" 2 "--local and --cluster FILE" -- \
+  "$coordinator" --local --cluster "$work/spec.json" --epochs 0
 # --local picks a free port for every task; a large cluster must still get
 # distinct ones (then it fails on --epochs 0, before starting anything).
 expect "--local: 513 distinct ports" 2 "\"epochs\"|got 0" -- \
