@@ -264,30 +264,35 @@ s_apply_flag (ps_job_t *job, int option, const char *value)
         default:
             break;
     }
-    if (ps_parse_uint (flag, value, 0, UINT64_MAX, &u, &err)) {
+    //  Whole numbers: their ranges are checked by ps_job_validate, which
+    //  names the key; here their form, and that they fit their field.
+    int *int_field = NULL;
+    uint64_t *u64_field = NULL;
+    switch (option) {
+        case O_EPOCHS: int_field = &job->epochs; break;
+        case O_BATCH: int_field = &job->batch_size; break;
+        case O_KEEP: int_field = &job->checkpoint_keep; break;
+        case O_EVAL_EPOCHS: int_field = &job->eval_epochs; break;
+        case O_HEARTBEAT: int_field = &job->heartbeat_ms; break;
+        case O_HEARTBEAT_TIMEOUT: int_field = &job->heartbeat_timeout_ms; break;
+        case O_REGISTER_TIMEOUT: int_field = &job->register_timeout_ms; break;
+        case O_THREADS: int_field = &job->worker_threads; break;
+        case O_STEPS: u64_field = &job->steps; break;
+        case O_SEED: u64_field = &job->seed; break;
+        case O_LIMIT: u64_field = &job->train_limit; break;
+        case O_TEST_LIMIT: u64_field = &job->test_limit; break;
+        case O_CKPT_STEPS: u64_field = &job->checkpoint_steps; break;
+        case O_EVAL_STEPS: u64_field = &job->eval_steps; break;
+        default: return -1;
+    }
+    if (ps_parse_uint (flag, value, 0, int_field ? INT_MAX : UINT64_MAX, &u, &err)) {
         fprintf (stderr, "coordinator: %s\n", err.msg);
         return -1;
     }
-    //  Values beyond an int are clamped to INT_MAX so that ps_job_validate
-    //  reports them.
-    int i = u > INT_MAX ? INT_MAX : (int) u;
-    switch (option) {
-        case O_EPOCHS: job->epochs = i; break;
-        case O_STEPS: job->steps = u; break;
-        case O_BATCH: job->batch_size = i; break;
-        case O_SEED: job->seed = u; break;
-        case O_LIMIT: job->train_limit = u; break;
-        case O_TEST_LIMIT: job->test_limit = u; break;
-        case O_CKPT_STEPS: job->checkpoint_steps = u; break;
-        case O_KEEP: job->checkpoint_keep = i; break;
-        case O_EVAL_EPOCHS: job->eval_epochs = i; break;
-        case O_EVAL_STEPS: job->eval_steps = u; break;
-        case O_HEARTBEAT: job->heartbeat_ms = i; break;
-        case O_HEARTBEAT_TIMEOUT: job->heartbeat_timeout_ms = i; break;
-        case O_REGISTER_TIMEOUT: job->register_timeout_ms = i; break;
-        case O_THREADS: job->worker_threads = i; break;
-        default: return -1;
-    }
+    if (int_field)
+        *int_field = (int) u;
+    else
+        *u64_field = u;
     return 0;
 }
 

@@ -72,6 +72,10 @@ expect "--lr \" 0.1\"" 2 "--lr \" 0.1\"|number" -- \
   env TF_CONFIG="$good" "$coordinator" --lr " 0.1" --register-timeout-ms 300
 expect "--checkpoint-seconds -0" 2 "--checkpoint-seconds \"-0\"|number" -- \
   env TF_CONFIG="$good" "$coordinator" --checkpoint-seconds -0 --register-timeout-ms 300
+# A value beyond its field is refused, not cut to the field's largest (which
+# for --epochs is within its range: 2147483647 epochs).
+expect "--epochs 99999999999" 2 "--epochs \"99999999999\": expected a whole number in 0..2147483647" -- \
+  env TF_CONFIG="$good" "$coordinator" --epochs 99999999999 --register-timeout-ms 300
 expect "--ps \" 2\"" 2 "--ps \" 2\"|whole number in 1..256" -- \
   "$coordinator" --local --ps " 2" --epochs 0
 expect "--epochs 0" 2 "\"epochs\"|1 .. 2147483647|got 0" -- \
