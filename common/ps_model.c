@@ -520,8 +520,11 @@ s_too_large (const ps_json_overflow_t *big, const char *origin, ps_error_t *err)
         snprintf (where, sizeof where, "%s: layer %u", origin, layer);
         key = big->path + skip;
     }
+    //  The key itself, without what follows it (an index, a deeper key).
     char name [sizeof big->path];
-    snprintf (name, sizeof name, "%.*s", (int) strcspn (key, ".["), key);
+    size_t n = strcspn (key, ".[");
+    memcpy (name, key, n);
+    name [n] = 0;
     if (key == big->path)
         field = json_object_get (json_object_get (schema, "model"), name);
     else {
