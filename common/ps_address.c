@@ -175,6 +175,12 @@ s_bind_tcp (const s_hostport_t *hp, char *buf, size_t len, ps_error_t *err)
     if (n < 0 || (size_t) n >= len)
         return ps_error_set (err, PS_EINVAL, "the endpoint tcp://%s:%s is longer than %zu bytes",
                              host, hp->port, len - 1);
+    //  Debian maps a machine's own name to 127.0.1.1 unless told its
+    //  address: a task bound there is out of its peers' reach, so say so.
+    if (resolved && (s_starts (host, "127.") || strcmp (host, "[::1]") == 0))
+        ps_warn ("host %s resolves to %s: binding %s, a loopback address, which only this "
+                 "machine reaches", hp->host, host, buf);
+    else
     if (resolved)
         ps_info ("host %s resolves to %s: binding %s", hp->host, host, buf);
     return PS_OK;
