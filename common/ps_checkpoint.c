@@ -40,7 +40,7 @@
 //  A manifest holds a few hundred bytes per partition plus the caller's
 //  keys, so anything near this size is not one of ours; refusing it keeps
 //  a damaged or foreign file from costing that much memory.
-#define S_MANIFEST_MAX  ((off_t) 256 << 20)
+#define S_MANIFEST_MAX  ((size_t) 256 << 20)
 
 //  Snapshot files are read through in pieces of this size to check their
 //  CRC, however large they are.
@@ -725,50 +725,15 @@ ps_checkpoint_commit (const char *root, uint64_t step, const char *tmpdir,
 //  Verify
 
 //  Read and parse the manifest at path. Returns PS_ENOTFOUND when it is
-//  missing, PS_EIO when it cannot be read, PS_ECORRUPT when it is not a
-//  JSON object.
+//  missing, PS_EINVAL when it is not a regular file, PS_ETOOBIG when it is
+//  larger than any manifest, PS_EIO when it cannot be read, PS_ECORRUPT
+//  when it is not a JSON object.
 static int
 s_load_manifest (const char *path, json_t **manifest_p, ps_error_t *err)
 {
-    int fd = open (path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return ps_error_set (err, PS_ENOTFOUND, "file %s: not found", path);
-        return ps_error_set (err, PS_EIO, "file %s: open failed: %s", path, strerror (errno));
-    }
-    struct stat st;
-    char *text = NULL;
-    int rc = PS_OK;
-    if (fstat (fd, &st) != 0)
-        rc = ps_error_set (err, PS_EIO, "file %s: fstat failed: %s", path, strerror (errno));
-    else
-    if (st.st_size > S_MANIFEST_MAX)
-        rc = ps_error_set (err, PS_ECORRUPT,
-                           "file %s: %lld bytes, expected at most %lld for a manifest", path,
-                           (long long) st.st_size, (long long) S_MANIFEST_MAX);
-    else
-    if (!(text = malloc ((size_t) st.st_size + 1)))
-        rc = ps_error_set (err, PS_EIO, "file %s: cannot allocate %lld bytes",
-                           path, (long long) st.st_size);
-    size_t size = rc == PS_OK ? (size_t) st.st_size : 0;
-    size_t got = 0;
-    while (rc == PS_OK && got < size) {
-        ssize_t n = read (fd, text + got, size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            rc = ps_error_set (err, PS_EIO, "file %s: read failed: %s", path, strerror (errno));
-        else
-        if (n == 0)
-            rc = ps_error_set (err, PS_ECORRUPT, "file %s: ended after %zu of %zu bytes",
-                               path, got, size);
-        else
-            got += (size_t) n;
-    }
-    //  A failure to close a file only read from loses nothing, but it is
-    //  reported all the same when nothing else went wrong.
-    if (close (fd) != 0 && rc == PS_OK)
-        rc = ps_error_set (err, PS_EIO, "file %s: close failed: %s", path, strerror (errno));
+    char *text;
+    size_t size;
+    int rc = ps_file_read (path, S_MANIFEST_MAX, &text, &size, err);
     if (rc == PS_OK) {
         json_error_t jerr;
         json_t *manifest = json_loadb (text, size, JSON_REJECT_DUPLICATES, &jerr);
@@ -916,10 +881,9 @@ s_check_entries (const char *path, const json_t *list, ps_error_t *err)
 static int
 s_crc_file (const char *path, uint64_t len, uint32_t *crc_p, ps_error_t *err)
 {
-    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    int fd = ps_file_open_regular (path, err);
     if (fd < 0)
-        return ps_error_set (err, errno == ENOENT ? PS_ENOTFOUND : PS_EIO,
-                             "file %s: open failed: %s", path, strerror (errno));
+        return fd;
     uint8_t *buf = malloc (S_CRC_CHUNK);
     int rc = PS_OK;
     if (!buf)
@@ -1060,4 +1024,54 @@ ps_checkpoint_latest (const char *root, char *dir, size_t len, json_t **manifest
     free (steps);
     return ps_error_set (err, PS_ENOTFOUND, "checkpoint root %s: no usable checkpoint among %zu",
                          root, count);
+}
+
+//  ---------------------------------------------------------------------
+//  Before a run
+
+int
+ps_checkpoint_check_root (const char *root, bool resume, ps_error_t *err)
+{
+    assert (root);
+    struct stat st;
+    bool exists = stat (root, &st) == 0;
+    if (!exists && errno == ENOTDIR)
+        return ps_error_set (err, PS_EINVAL, "checkpoint directory %s: not a directory (the "
+                             "path goes through a file)", root);
+    if (!exists && errno != ENOENT)
+        return ps_error_set (err, PS_EINVAL, "checkpoint directory %s: stat failed: %s", root,
+                             strerror (errno));
+    if (exists && !S_ISDIR (st.st_mode))
+        return ps_error_set (err, PS_EINVAL, "checkpoint directory %s: not a directory", root);
+    if (!exists && resume)
+        return ps_error_set (err, PS_ENOTFOUND, "checkpoint directory %s: does not exist, so "
+                             "there is nothing to resume", root);
+    ps_error_t why;
+    if (!exists && s_mkdirs (root, &why))
+        return ps_error_set (err, PS_EINVAL, "checkpoint directory %s: cannot create it (%s)",
+                             root, why.msg);
+    char probe [PATH_MAX];
+    int rc = s_join (probe, sizeof probe, root, ".ps-write-check-XXXXXX", err);
+    if (rc)
+        return ps_error_prefix (err, PS_EINVAL, "checkpoint directory %s", root);
+    int fd = mkostemp (probe, O_CLOEXEC);
+    if (fd < 0)
+        return ps_error_set (err, PS_EINVAL, "checkpoint directory %s: cannot create a file in "
+                             "it: %s", root, strerror (errno));
+    //  The probe is empty; failing to close or remove it changes nothing
+    //  for the checkpoints, but a file left behind is worth a word.
+    (void) close (fd);
+    if (unlink (probe) != 0)
+        ps_warn ("checkpoint directory %s: cannot remove the probe file %s: %s", root, probe,
+                 strerror (errno));
+    if (!resume)
+        return PS_OK;
+    char dir [PATH_MAX];
+    rc = ps_checkpoint_latest (root, dir, sizeof dir, NULL, &why);
+    if (rc == PS_ENOTFOUND)
+        return ps_error_set (err, PS_ENOTFOUND, "checkpoint directory %s: no usable checkpoint "
+                             "to resume from", root);
+    if (rc)
+        return ps_error_set (err, PS_EINVAL, "checkpoint directory %s: %s", root, why.msg);
+    return PS_OK;
 }

@@ -25,6 +25,7 @@
 #ifndef PS_CHECKPOINT_H_INCLUDED
 #define PS_CHECKPOINT_H_INCLUDED
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -84,8 +85,9 @@ int ps_checkpoint_commit (const char *root, uint64_t step, const char *tmpdir,
 //  file's trailer, which must also match the bytes before it, read through
 //  in chunks). *manifest (may be NULL) receives the parsed manifest
 //  (json_decref it), and NULL on error. Returns 0, or PS_ECORRUPT /
-//  PS_ENOTFOUND / PS_EVERSION / PS_EIO with a message naming the file and
-//  what is wrong.
+//  PS_ENOTFOUND / PS_EVERSION / PS_EIO, PS_EINVAL for a path that is not a
+//  regular file (a FIFO, never opened for reading), or PS_ETOOBIG for a
+//  manifest over 256 MiB, with a message naming the file and what is wrong.
 int ps_checkpoint_verify (const char *dir, json_t **manifest, ps_error_t *err);
 
 //  Find the newest checkpoint in root that verifies, logging a warning
@@ -97,5 +99,19 @@ int ps_checkpoint_verify (const char *dir, json_t **manifest, ps_error_t *err);
 //  read, or PS_EINVAL when len is too small for the path.
 int ps_checkpoint_latest (const char *root, char *dir, size_t len, json_t **manifest,
                           ps_error_t *err);
+
+//  Check, before a run starts, that root can hold this run's checkpoints,
+//  so that a mistake is reported at once rather than when the first
+//  checkpoint is due or a resume is tried (after every process has
+//  registered). root must be a directory, or be creatable as one (it is
+//  created then, with its parents), and this process must be able to
+//  create a file in it (a probe file, removed again). With resume, root
+//  must already exist and hold a checkpoint that verifies
+//  (ps_checkpoint_latest, which warns about each newer one that does not).
+//  Returns 0, or PS_EINVAL (not a directory, cannot be created, not
+//  writable) or PS_ENOTFOUND (nothing to resume), with a message that
+//  begins "checkpoint directory ROOT: ". Only this process's access is
+//  checked; the ps-servers write into root too, from their own machines.
+int ps_checkpoint_check_root (const char *root, bool resume, ps_error_t *err);
 
 #endif

@@ -168,3 +168,101 @@ ps_file_remove_tree (const char *path, ps_error_t *err)
 {
     return s_remove_at (AT_FDCWD, path, path, err);
 }
+
+//  What a file that is not a regular file is, for messages.
+static const char *
+s_kind (mode_t mode)
+{
+    if (S_ISDIR (mode))
+        return "a directory";
+    if (S_ISFIFO (mode))
+        return "a FIFO";
+    if (S_ISCHR (mode))
+        return "a character device";
+    if (S_ISBLK (mode))
+        return "a block device";
+    if (S_ISSOCK (mode))
+        return "a socket";
+    return "not a file";
+}
+
+int
+ps_file_open_regular (const char *path, ps_error_t *err)
+{
+    //  O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+    //  writer; it is cleared again once the file is known to be regular.
+    int fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return ps_error_set (err, PS_ENOTFOUND, "%s: not found", path);
+        return ps_error_set (err, PS_EIO, "%s: open failed: %s", path, strerror (errno));
+    }
+    struct stat st;
+    int rc = PS_OK;
+    int flags;
+    if (fstat (fd, &st) != 0)
+        rc = ps_error_set (err, PS_EIO, "%s: fstat failed: %s", path, strerror (errno));
+    else
+    if (!S_ISREG (st.st_mode))
+        rc = ps_error_set (err, PS_EINVAL, "%s: %s, not a regular file", path,
+                           s_kind (st.st_mode));
+    else
+    if ((flags = fcntl (fd, F_GETFL)) < 0 || fcntl (fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+        rc = ps_error_set (err, PS_EIO, "%s: fcntl failed: %s", path, strerror (errno));
+    if (rc) {
+        //  Nothing was read; a failure to close adds nothing to report.
+        (void) close (fd);
+        return rc;
+    }
+    return fd;
+}
+
+int
+ps_file_read (const char *path, size_t max, char **data, size_t *len, ps_error_t *err)
+{
+    *data = NULL;
+    *len = 0;
+    int fd = ps_file_open_regular (path, err);
+    if (fd < 0)
+        return fd;
+    struct stat st;
+    char *text = NULL;
+    int rc = PS_OK;
+    if (fstat (fd, &st) != 0)
+        rc = ps_error_set (err, PS_EIO, "%s: fstat failed: %s", path, strerror (errno));
+    else
+    if ((uint64_t) st.st_size > max)
+        rc = ps_error_set (err, PS_ETOOBIG, "%s: %lld bytes, expected at most %zu", path,
+                           (long long) st.st_size, max);
+    else
+    if (!(text = malloc ((size_t) st.st_size + 1)))
+        rc = ps_error_set (err, PS_EIO, "%s: cannot allocate %lld bytes", path,
+                           (long long) st.st_size);
+    size_t size = rc == PS_OK ? (size_t) st.st_size : 0;
+    size_t got = 0;
+    while (rc == PS_OK && got < size) {
+        ssize_t n = read (fd, text + got, size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            rc = ps_error_set (err, PS_EIO, "%s: read failed: %s", path, strerror (errno));
+        else
+        if (n == 0)
+            rc = ps_error_set (err, PS_EIO, "%s: ended after %zu of %zu bytes", path,
+                               got, size);
+        else
+            got += (size_t) n;
+    }
+    //  A failure to close a file only read from loses nothing, but it is
+    //  reported all the same when nothing else went wrong.
+    if (close (fd) != 0 && rc == PS_OK)
+        rc = ps_error_set (err, PS_EIO, "%s: close failed: %s", path, strerror (errno));
+    if (rc) {
+        free (text);
+        return rc;
+    }
+    text [size] = 0;
+    *data = text;
+    *len = size;
+    return PS_OK;
+}

@@ -1,11 +1,17 @@
-//  Crash-safe files: the few system-call sequences that every file format
-//  of ps-cluster (snapshots, checkpoint manifests) writes with, and the
-//  careful removal of a directory tree that pruning them needs.
+//  Files: the few system-call sequences that every file format of
+//  ps-cluster (snapshots, checkpoint manifests, job and cluster files,
+//  model specs, data sets) is written and read with, and the careful
+//  removal of a directory tree that pruning checkpoints needs.
 //
 //  A file is replaced atomically by writing it under a temporary name,
 //  fsyncing it, renaming it over the final name and fsyncing the directory,
 //  so that after a crash at any point the path holds either the old file or
 //  the whole new one, and a completed write survives a power loss.
+//
+//  A file is read only when it is a regular file. A path that names a FIFO
+//  would block the reader until someone writes to it, perhaps for ever, a
+//  character device may never end, and a directory has nothing to parse:
+//  each is refused at once, with a message naming the path and what it is.
 
 #ifndef PS_FILE_H_INCLUDED
 #define PS_FILE_H_INCLUDED
@@ -39,5 +45,18 @@ int ps_file_write_atomic (const char *path, const char *tmp, ps_file_writer_fn *
 //  A path that does not exist is fine. Returns 0 or PS_EIO naming the
 //  entry and the call that failed.
 int ps_file_remove_tree (const char *path, ps_error_t *err);
+
+//  Open path for reading, refusing at once what is not a regular file
+//  (the open itself does not wait on a FIFO). Returns a blocking,
+//  close-on-exec descriptor, or a negative code: PS_ENOTFOUND ("PATH: not
+//  found"), PS_EINVAL ("PATH: a FIFO, not a regular file"), or PS_EIO
+//  naming the path and the failing call.
+int ps_file_open_regular (const char *path, ps_error_t *err);
+
+//  Read the whole regular file at path, of at most max bytes, into *data
+//  (malloc'd, NUL-terminated after its *len bytes; free it). Returns 0, or
+//  as ps_file_open_regular, or PS_ETOOBIG when the file is larger than max,
+//  PS_EIO when a read fails or it shrinks while read; *data is NULL then.
+int ps_file_read (const char *path, size_t max, char **data, size_t *len, ps_error_t *err);
 
 #endif

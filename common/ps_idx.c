@@ -19,7 +19,10 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include "ps_file.h"
 
 //  The element type code of unsigned bytes, the only one the data sets use.
 #define S_TYPE_UBYTE  0x08
@@ -190,11 +193,17 @@ s_read_file (const char *path, ps_idx_t *out, bool with_data, ps_error_t *err)
     assert (path);
     assert (out);
     memset (out, 0, sizeof *out);
-    //  "e" opens with O_CLOEXEC, so the descriptor does not leak into a
-    //  process started while the file is being read.
-    s_reader_t reader = { .file = gzopen (path, "rbe"), .path = path };
-    if (!reader.file)
-        return ps_error_set (err, PS_EIO, "%s: cannot open: %s", path, strerror (errno));
+    //  The descriptor is close-on-exec, so it does not leak into a process
+    //  started while the file is being read.
+    int fd = ps_file_open_regular (path, err);
+    if (fd < 0)
+        return fd;
+    s_reader_t reader = { .file = gzdopen (fd, "rb"), .path = path };
+    if (!reader.file) {
+        //  gzdopen fails only when out of memory; the descriptor is still ours.
+        (void) close (fd);
+        return ps_error_set (err, PS_EIO, "%s: cannot open: out of memory", path);
+    }
 
     int rc = s_read_header (&reader, out, err);
     if (rc == PS_OK && with_data)

@@ -26,8 +26,10 @@ typedef struct {
 } ps_idx_t;
 
 //  Read the file at path into *out (freed with ps_idx_free). Returns 0,
-//  PS_EIO when the file cannot be opened (a missing file included) or read, PS_ECORRUPT when its
-//  contents are not a valid unsigned-byte IDX file.
+//  PS_ENOTFOUND when it is missing, PS_EINVAL when it is not a regular
+//  file (ps_file_open_regular: a FIFO is never waited on), PS_EIO when it
+//  cannot be opened or read, PS_ECORRUPT when its contents are not a valid
+//  unsigned-byte IDX file.
 int ps_idx_read (const char *path, ps_idx_t *out, ps_error_t *err);
 void ps_idx_free (ps_idx_t *idx);
 
@@ -35,7 +37,7 @@ void ps_idx_free (ps_idx_t *idx);
 //  count, with data NULL (ps_idx_free is not needed, but harmless). The
 //  header is checked as ps_idx_read checks it; the data is neither read
 //  nor checked, so a file whose data is short passes here and fails
-//  ps_idx_read. Returns 0, PS_EIO or PS_ECORRUPT as ps_idx_read does.
+//  ps_idx_read. Returns 0 or an error code as ps_idx_read does.
 int ps_idx_read_header (const char *path, ps_idx_t *out, ps_error_t *err);
 
 #endif

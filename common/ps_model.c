@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_file.h"
+#include "ps_json.h"
 #include "ps_mix.h"
 
 extern const char ps_model_schema_json [];
@@ -40,6 +42,9 @@ static const struct {
     { "Dropout",   "dropout",       PS_LAYER_DROPOUT },
 };
 #define S_TYPE_COUNT  (int) (sizeof s_layer_types / sizeof s_layer_types [0])
+
+//  A model spec holds a line per layer; a larger file is not a spec.
+#define S_FILE_MAX  ((size_t) 1 << 20)
 
 struct ps_model_t {
     char name [PS_NAME_MAX];
@@ -77,13 +82,13 @@ s_check_range (double v, const json_t *field, const char *where, const char *key
     const json_t *max = json_object_get (field, "max");
     const json_t *below = json_object_get (field, "below");
     if (min && v < json_number_value (min))
-        return ps_error_set (err, PS_EINVAL, "%s: '%s' is %g, below the minimum %g",
+        return ps_error_set (err, PS_EINVAL, "%s: '%s' is %.15g, below the minimum %.15g",
                              where, key, v, json_number_value (min));
     if (max && v > json_number_value (max))
-        return ps_error_set (err, PS_EINVAL, "%s: '%s' is %g, above the maximum %g",
+        return ps_error_set (err, PS_EINVAL, "%s: '%s' is %.15g, above the maximum %.15g",
                              where, key, v, json_number_value (max));
     if (below && v >= json_number_value (below))
-        return ps_error_set (err, PS_EINVAL, "%s: '%s' is %g, must be below %g",
+        return ps_error_set (err, PS_EINVAL, "%s: '%s' is %.15g, must be below %.15g",
                              where, key, v, json_number_value (below));
     return 0;
 }
@@ -494,17 +499,87 @@ s_from_json (json_t *spec, const char *origin, ps_error_t *err)
     return self;
 }
 
+//  A number too large to read (ps_json.h) at big->path, "KEY[...]" or
+//  "layers[i].KEY[...]", worded as s_check_range words a number out of
+//  range, with the key's bound from the schema (a key of that name in any
+//  layer type: the types agree on the bounds of the keys they share).
+static int
+s_too_large (const ps_json_overflow_t *big, const char *origin, ps_error_t *err)
+{
+    json_error_t jerr;
+    json_t *schema = json_loads (ps_model_schema_json, JSON_REJECT_DUPLICATES, &jerr);
+    if (!schema)
+        return ps_error_set (err, PS_EINVAL, "schemas/model.json (built in): %s", jerr.text);
+    char where [PS_ERROR_MSG_MAX / 2];
+    snprintf (where, sizeof where, "%s", origin);
+    const char *key = big->path;
+    const json_t *field = NULL;
+    unsigned layer;
+    int skip = 0;
+    if (sscanf (big->path, "layers[%u].%n", &layer, &skip) == 1 && skip > 0) {
+        snprintf (where, sizeof where, "%s: layer %u", origin, layer);
+        key = big->path + skip;
+    }
+    //  The key itself, without what follows it (an index, a deeper key).
+    char name [sizeof big->path];
+    size_t n = strcspn (key, ".[");
+    memcpy (name, key, n);
+    name [n] = 0;
+    if (key == big->path)
+        field = json_object_get (json_object_get (schema, "model"), name);
+    else {
+        const char *type;
+        const json_t *fields;
+        json_object_foreach (json_object_get (schema, "layers"), type, fields)
+            if (!field)
+                field = json_object_get (fields, name);
+    }
+    const json_t *min = json_object_get (field, "min");
+    const json_t *max = json_object_get (field, "max");
+    const json_t *below = json_object_get (field, "below");
+    int rc;
+    if (!*name)
+        rc = ps_error_set (err, PS_EINVAL, "%s: a model spec is a JSON object, not %s", origin,
+                           big->literal);
+    else
+    if (big->literal [0] == '-' && min)
+        rc = ps_error_set (err, PS_EINVAL, "%s: '%s' is %s, below the minimum %.15g", where, name,
+                           big->literal, json_number_value (min));
+    else
+    if (big->literal [0] != '-' && max)
+        rc = ps_error_set (err, PS_EINVAL, "%s: '%s' is %s, above the maximum %.15g", where, name,
+                           big->literal, json_number_value (max));
+    else
+    if (big->literal [0] != '-' && below)
+        rc = ps_error_set (err, PS_EINVAL, "%s: '%s' is %s, must be below %.15g", where, name,
+                           big->literal, json_number_value (below));
+    else
+        rc = ps_error_set (err, PS_EINVAL, "%s: '%s' is %s, too large to read", where, name,
+                           big->literal);
+    json_decref (schema);
+    return rc;
+}
+
+//  Parse the len bytes of a spec's text; origin names it in messages.
+static ps_model_t *
+s_parse (const char *text, size_t len, const char *origin, ps_error_t *err)
+{
+    json_error_t jerr;
+    json_t *spec = json_loadb (text, len, JSON_REJECT_DUPLICATES, &jerr);
+    ps_json_overflow_t big;
+    if (!spec && ps_json_overflow (text, len, &jerr, &big))
+        s_too_large (&big, origin, err);
+    else
+    if (!spec)
+        ps_error_set (err, PS_EINVAL, "%s: line %d, column %d: %s", origin,
+                      jerr.line, jerr.column, jerr.text);
+    return spec ? s_from_json (spec, origin, err) : NULL;
+}
+
 ps_model_t *
 ps_model_parse (const char *json, const char *origin, ps_error_t *err)
 {
-    json_error_t jerr;
-    json_t *spec = json_loads (json, JSON_REJECT_DUPLICATES, &jerr);
-    if (!spec) {
-        ps_error_set (err, PS_EINVAL, "%s: line %d, column %d: %s", origin,
-                      jerr.line, jerr.column, jerr.text);
-        return NULL;
-    }
-    return s_from_json (spec, origin, err);
+    return s_parse (json, strlen (json), origin, err);
 }
 
 ps_model_t *
@@ -513,18 +588,21 @@ ps_model_load (const char *name_or_path, ps_error_t *err)
     for (int i = 0; s_builtin_names [i]; i++)
         if (strcmp (name_or_path, s_builtin_names [i]) == 0)
             return ps_model_parse (s_builtin_specs [i], name_or_path, err);
-    json_error_t jerr;
-    json_t *spec = json_load_file (name_or_path, JSON_REJECT_DUPLICATES, &jerr);
-    if (!spec) {
-        if (jerr.line < 1)
-            ps_error_set (err, PS_EINVAL, "model \"%s\" is neither a built-in model "
-                          "(cnn, cnn2, mlp) nor a readable file: %s", name_or_path, jerr.text);
-        else
-            ps_error_set (err, PS_EINVAL, "%s: line %d, column %d: %s", name_or_path,
-                          jerr.line, jerr.column, jerr.text);
+    char *text;
+    size_t len;
+    int rc = ps_file_read (name_or_path, S_FILE_MAX, &text, &len, err);
+    if (rc == PS_ENOTFOUND) {
+        ps_error_set (err, PS_EINVAL, "model \"%s\" is neither a built-in model (cnn, cnn2, "
+                      "mlp) nor a file", name_or_path);
         return NULL;
     }
-    return s_from_json (spec, name_or_path, err);
+    if (rc) {
+        ps_error_prefix (err, PS_EINVAL, "model");
+        return NULL;
+    }
+    ps_model_t *self = s_parse (text, len, name_or_path, err);
+    free (text);
+    return self;
 }
 
 void

@@ -418,12 +418,9 @@ ps_snapshot_read (const char *path, ps_snapshot_t *snap, ps_error_t *err)
     assert (path);
     assert (snap);
     memset (snap, 0, sizeof *snap);
-    int fd = open (path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return ps_error_set (err, PS_ENOTFOUND, "file %s: not found", path);
-        return ps_error_set (err, PS_EIO, "file %s: open failed: %s", path, strerror (errno));
-    }
+    int fd = ps_file_open_regular (path, err);
+    if (fd < 0)
+        return fd;
     s_reader_t reader = { .fd = fd, .path = path, .crc = (uint32_t) crc32 (0, Z_NULL, 0) };
     uint8_t *head = NULL;
     struct stat st;
@@ -491,10 +488,9 @@ ps_snapshot_filename (const char *var, uint32_t part, char *buf, size_t len)
 int
 ps_snapshot_summary (const char *path, uint64_t *bytes, uint32_t *crc, ps_error_t *err)
 {
-    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    int fd = ps_file_open_regular (path, err);
     if (fd < 0)
-        return ps_error_set (err, errno == ENOENT ? PS_ENOTFOUND : PS_EIO,
-                             "file %s: open failed: %s", path, strerror (errno));
+        return fd;
     struct stat st;
     uint8_t trailer [S_TRAILER_SIZE];
     int rc = PS_OK;

@@ -47,7 +47,8 @@ typedef struct {
 int ps_snapshot_write (const char *path, const ps_snapshot_t *snap, ps_error_t *err);
 
 //  Read and verify path into *snap. Returns 0; PS_ENOTFOUND or PS_EIO when
-//  it cannot be read; PS_ECORRUPT when magic, lengths, header fields or the
+//  it cannot be read; PS_EINVAL when it is not a regular file (a FIFO is
+//  never waited on); PS_ECORRUPT when magic, lengths, header fields or the
 //  checksum are wrong; PS_EVERSION for an unknown format version. The
 //  message names the file. On error *snap owns nothing.
 int ps_snapshot_read (const char *path, ps_snapshot_t *snap, ps_error_t *err);
@@ -63,8 +64,9 @@ int ps_snapshot_filename (const char *var, uint32_t part, char *buf, size_t len)
 
 //  The size of a snapshot file and its CRC-32 trailer (the checksum of all
 //  bytes before it), read without loading the file: what a checkpoint
-//  manifest records. Returns 0, or PS_EIO / PS_ENOTFOUND / PS_ECORRUPT
-//  (shorter than a trailer) with a message naming the file.
+//  manifest records. Returns 0, or PS_EIO / PS_ENOTFOUND / PS_EINVAL (not
+//  a regular file) / PS_ECORRUPT (shorter than a trailer) with a message
+//  naming the file.
 int ps_snapshot_summary (const char *path, uint64_t *bytes, uint32_t *crc, ps_error_t *err);
 
 #endif

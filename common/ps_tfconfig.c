@@ -2,15 +2,20 @@
 
 #include "ps_tfconfig.h"
 
-#include <errno.h>
-
-#include <arpa/inet.h>
 #include <assert.h>
 #include <jansson.h>
-#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ps_address.h"
+#include "ps_file.h"
+#include "ps_json.h"
+#include "ps_parse.h"
+
+//  A cluster file holds a few addresses; a larger one is not a cluster file.
+#define S_FILE_MAX  ((size_t) 1 << 20)
 
 static const char *s_roles [] = { "chief", "worker", "ps", "evaluator" };
 #define S_NROLES (sizeof s_roles / sizeof s_roles [0])
@@ -51,9 +56,13 @@ s_check_cluster (ps_tfconfig_t *self, json_t *cluster, const char *source, ps_er
         json_t *address;
         json_array_foreach (list, i, address) {
             const char *text = json_string_value (address);
-            if (!text || !*text || (!strchr (text, ':')))
+            ps_error_t why;
+            if (!text)
                 return ps_error_set (err, PS_EINVAL, "%s: 'cluster.%s[%zu]' must be a \"host:port\" string",
                                      source, key, i);
+            if (ps_address_check (text, &why))
+                return ps_error_set (err, PS_EINVAL, "%s: 'cluster.%s[%zu]' is \"%s\": %s",
+                                     source, key, i, text, why.msg);
         }
         self->roles [role] = list;
     }
@@ -141,16 +150,32 @@ ps_tfconfig_parse_task (const char *text, char *type, size_t len, int *index, ps
     if (!colon || colon == text || (size_t) (colon - text) >= len)
         return ps_error_set (err, PS_EINVAL, "--task \"%s\" is not TYPE:INDEX (worker:0, "
                              "ps:1, evaluator:0)", text);
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull (colon + 1, &end, 10);
-    if (colon [1] < '0' || colon [1] > '9' || *end || errno || n > 1000000)
-        return ps_error_set (err, PS_EINVAL, "--task \"%s\": the index is not a whole number "
-                             "in [0, 1000000]", text);
+    uint64_t n;
+    ps_error_t why;
+    if (ps_parse_uint ("the index", colon + 1, 0, 1000000, &n, &why))
+        return ps_error_set (err, PS_EINVAL, "--task \"%s\": %s", text, why.msg);
     memcpy (type, text, (size_t) (colon - text));
     type [colon - text] = 0;
     *index = (int) n;
     return PS_OK;
+}
+
+//  A number too large to read (ps_json.h), named by its key and what the
+//  key expects, as the checks above name a value of the wrong type.
+static int
+s_too_large (const ps_json_overflow_t *big, const char *source, ps_error_t *err)
+{
+    if (!big->path [0])
+        return ps_error_set (err, PS_EINVAL, "%s: expected a JSON object, got %s", source,
+                             big->literal);
+    if (strcmp (big->path, "task.index") == 0)
+        return ps_error_set (err, PS_EINVAL, "%s: 'task.index' is %s, expected an index into "
+                             "the addresses of its type", source, big->literal);
+    if (strncmp (big->path, "cluster.", strlen ("cluster.")) == 0 && strchr (big->path, '['))
+        return ps_error_set (err, PS_EINVAL, "%s: '%s' is %s, expected a \"host:port\" string",
+                             source, big->path, big->literal);
+    return ps_error_set (err, PS_EINVAL, "%s: '%s' is %s, a number too large to read", source,
+                         big->path, big->literal);
 }
 
 ps_tfconfig_t *
@@ -158,6 +183,11 @@ ps_tfconfig_parse (const char *text, const char *source, ps_error_t *err)
 {
     json_error_t jerr;
     json_t *root = json_loads (text, JSON_REJECT_DUPLICATES, &jerr);
+    ps_json_overflow_t big;
+    if (!root && ps_json_overflow (text, strlen (text), &jerr, &big)) {
+        s_too_large (&big, source, err);
+        return NULL;
+    }
     if (!root) {
         ps_error_set (err, PS_EINVAL, "%s: bad JSON at line %d column %d: %s",
                       source, jerr.line, jerr.column, jerr.text);
@@ -203,18 +233,17 @@ ps_tfconfig_from_env (ps_error_t *err)
 ps_tfconfig_t *
 ps_tfconfig_from_file (const char *path, ps_error_t *err)
 {
-    json_error_t jerr;
-    json_t *root = json_load_file (path, 0, &jerr);
-    if (!root) {
-        ps_error_set (err, PS_EINVAL, "%s: %s (line %d)", path, jerr.text, jerr.line);
+    char *text;
+    size_t len;
+    if (ps_file_read (path, S_FILE_MAX, &text, &len, err))
         return NULL;
-    }
-    //  Re-parse through the one checked path, with duplicate-key rejection.
-    char *text = json_dumps (root, JSON_COMPACT);
-    json_decref (root);
-    if (!text)
-        abort ();
-    ps_tfconfig_t *self = ps_tfconfig_parse (text, path, err);
+    //  JSON text holds no NUL; one inside the file would end the text early.
+    ps_tfconfig_t *self = NULL;
+    if (strlen (text) != len)
+        ps_error_set (err, PS_EINVAL, "%s: a NUL byte at offset %zu, expected JSON text",
+                      path, strlen (text));
+    else
+        self = ps_tfconfig_parse (text, path, err);
     free (text);
     return self;
 }
@@ -288,26 +317,8 @@ ps_tfconfig_bind_endpoint (ps_tfconfig_t *self, const char *expect_type,
         return ps_error_set (err, PS_EINVAL, "task.type is \"%s\", expected \"%s\"",
                              self->task_type, expect_type);
     const char *address = ps_tfconfig_address (self, self->task_type, self->task_index);
-    if (strstr (address, "://"))
-        return ps_tfconfig_connect_endpoint (self, self->task_type, self->task_index, buf, len, err);
-    const char *colon = strrchr (address, ':');
-    char host [256];
-    size_t host_len = (size_t) (colon - address);
-    if (host_len >= sizeof host)
-        return ps_error_set (err, PS_EINVAL, "host in %s is too long", address);
-    memcpy (host, address, host_len);
-    host [host_len] = 0;
-    //  An IPv6 literal is written in brackets, "[::1]:2222".
-    char bare [256];
-    size_t bare_len = host_len >= 2 && host [0] == '[' && host [host_len - 1] == ']' ? host_len - 2 : 0;
-    memcpy (bare, host + 1, bare_len);
-    bare [bare_len] = 0;
-    unsigned char addr [16];
-    bool literal = inet_pton (AF_INET, host, addr) == 1
-                || (bare_len && inet_pton (AF_INET6, bare, addr) == 1);
-    const char *bind_host = literal ? host : strcmp (host, "localhost") == 0 ? "127.0.0.1" : "*";
-    int n = snprintf (buf, len, "tcp://%s:%s", bind_host, colon + 1);
-    if (n < 0 || (size_t) n >= len)
-        return ps_error_set (err, PS_EINVAL, "address %s is too long", address);
+    int rc = ps_address_bind (address, buf, len, err);
+    if (rc)
+        return ps_error_prefix (err, rc, "cluster.%s[%d]", self->task_type, self->task_index);
     return PS_OK;
 }

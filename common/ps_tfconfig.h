@@ -8,7 +8,9 @@
 //  environment variable or from a file with the same JSON. Parsing checks
 //  the whole spec and names the source, the key and what was expected on
 //  any mistake. An address is "host:port", or a full ZeroMQ endpoint
-//  ("tcp://...", "ipc://...") as a ps-cluster extension.
+//  ("tcp://...", "ipc://...") as a ps-cluster extension; every address is
+//  checked as ps_address.h describes (a port in 1..65535, a host that is
+//  an IP literal or a DNS name) when the spec is parsed.
 
 #ifndef PS_TFCONFIG_H_INCLUDED
 #define PS_TFCONFIG_H_INCLUDED
@@ -21,9 +23,11 @@ typedef struct _ps_tfconfig_t ps_tfconfig_t;
 
 //  Parse JSON text; source names it in error messages ("TF_CONFIG", a
 //  file name). Returns NULL and sets err on bad JSON, an unknown key, a
-//  role that is not a list of address strings, a duplicate address, more
-//  than one chief, or a task whose type is unknown or absent from the
-//  cluster or whose index is out of range. The task is optional.
+//  role that is not a list of address strings, an address that is not
+//  well formed (the message names the key, "cluster.worker[1]", the address
+//  and what is wrong with it), a duplicate address, more than one chief, or
+//  a task whose type is unknown or absent from the cluster or whose index
+//  is out of range. The task is optional.
 ps_tfconfig_t *ps_tfconfig_parse (const char *text, const char *source, ps_error_t *err);
 
 //  Parse the TF_CONFIG environment variable; PS_ENOTFOUND when unset.
@@ -66,9 +70,10 @@ int ps_tfconfig_connect_endpoint (ps_tfconfig_t *self, const char *type, int ind
                                   char *buf, size_t len, ps_error_t *err);
 
 //  The endpoint this process binds: its own task's address, which must be
-//  of type expect_type. An IP literal or "localhost" host is bound as
-//  given; any other host name binds all interfaces on its port, since a
-//  name is how peers reach this machine, not an interface.
+//  of type expect_type, bound as ps_address_bind does (an IP literal as
+//  given, "localhost" as 127.0.0.1, a host name at the address it resolves
+//  to here, never every interface). PS_EINVAL naming the key when the
+//  name does not resolve.
 int ps_tfconfig_bind_endpoint (ps_tfconfig_t *self, const char *expect_type,
                                char *buf, size_t len, ps_error_t *err);
 

@@ -4,6 +4,7 @@
 //  the servers and workers as supervised child processes on 127.0.0.1.
 
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -15,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ps_checkpoint.h"
 #include "ps_coord.h"
 #include "ps_curve.h"
 #include "ps_dataset.h"
@@ -22,6 +24,7 @@
 #include "ps_job.h"
 #include "ps_log.h"
 #include "ps_model.h"
+#include "ps_parse.h"
 #include "ps_signal.h"
 #include "ps_supervisor.h"
 #include "ps_tfconfig.h"
@@ -87,35 +90,6 @@ s_usage (FILE *out)
         "A local cluster without --checkpoint-dir checkpoints into its log directory\n"
         "every 30 s, so that a failed server can be recovered. Exit status 0 means the\n"
         "training completed.\n");
-}
-
-//  Strict decimal integers and numbers for flags.
-static int
-s_uint (const char *flag, const char *text, uint64_t max, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull (text, &end, 10);
-    if (!*text || *end || errno || text [0] == '-' || v > max) {
-        fprintf (stderr, "coordinator: %s \"%s\": expected a whole number 0..%llu\n", flag,
-                 text, (unsigned long long) max);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int
-s_double (const char *flag, const char *text, double *out)
-{
-    char *end;
-    double v = strtod (text, &end);
-    if (!*text || *end || !(v >= 0) || v > 1e12) {
-        fprintf (stderr, "coordinator: %s \"%s\": expected a number >= 0\n", flag, text);
-        return -1;
-    }
-    *out = v;
-    return 0;
 }
 
 static int
@@ -193,6 +167,7 @@ typedef struct {
     const char *value;
 } s_flag_t;
 
+//  The options of a local cluster run from O_PS to O_LOG_DIR.
 enum {
     O_LOCAL = 256, O_PS, O_WORKERS, O_EVALUATOR, O_NO_RESTART, O_LOG_DIR, O_CLUSTER, O_JOB,
     O_RESUME, O_METRICS, O_HELP, O_KEYS, O_INSECURE, O_OUT,
@@ -298,42 +273,49 @@ s_apply_flag (ps_job_t *job, int option, const char *value)
                 return -1;
             }
             return 0;
+        //  Ranges are checked by ps_job_validate, which names the key;
+        //  here only the form of the number.
         case O_LR:
-            if (s_double (flag, value, &d))
-                return -1;
-            job->optimizer.lr = d;
-            return 0;
         case O_CKPT_SECONDS:
-            if (s_double (flag, value, &d))
+            if (ps_parse_double (flag, value, 0, false, DBL_MAX, &d, &err)) {
+                fprintf (stderr, "coordinator: %s\n", err.msg);
                 return -1;
-            job->checkpoint_seconds = d;
+            }
+            *(option == O_LR ? &job->optimizer.lr : &job->checkpoint_seconds) = d;
             return 0;
         default:
             break;
     }
-    if (s_uint (flag, value, UINT64_MAX, &u))
-        return -1;
-    //  Ranges are checked by ps_job_validate, which names the key; values
-    //  beyond an int are clamped to INT_MAX so that it reports them.
-    int i = u > INT_MAX ? INT_MAX : (int) u;
+    //  Whole numbers: their ranges are checked by ps_job_validate, which
+    //  names the key; here their form, and that they fit their field.
+    int *int_field = NULL;
+    uint64_t *u64_field = NULL;
     switch (option) {
-        case O_EPOCHS: job->epochs = i; break;
-        case O_STEPS: job->steps = u; break;
-        case O_BATCH: job->batch_size = i; break;
-        case O_SEED: job->seed = u; break;
-        case O_LIMIT: job->train_limit = u; break;
-        case O_TEST_LIMIT: job->test_limit = u; break;
-        case O_CKPT_STEPS: job->checkpoint_steps = u; break;
-        case O_KEEP: job->checkpoint_keep = i; break;
-        case O_EVAL_EPOCHS: job->eval_epochs = i; break;
-        case O_EVAL_STEPS: job->eval_steps = u; break;
-        case O_HEARTBEAT: job->heartbeat_ms = i; break;
-        case O_HEARTBEAT_TIMEOUT: job->heartbeat_timeout_ms = i; break;
-        case O_REGISTER_TIMEOUT: job->register_timeout_ms = i; break;
-        case O_THREADS: job->worker_threads = i; break;
-        case O_NONFINITE_RETRIES: job->nonfinite_retries = i; break;
+        case O_EPOCHS: int_field = &job->epochs; break;
+        case O_BATCH: int_field = &job->batch_size; break;
+        case O_KEEP: int_field = &job->checkpoint_keep; break;
+        case O_EVAL_EPOCHS: int_field = &job->eval_epochs; break;
+        case O_HEARTBEAT: int_field = &job->heartbeat_ms; break;
+        case O_HEARTBEAT_TIMEOUT: int_field = &job->heartbeat_timeout_ms; break;
+        case O_REGISTER_TIMEOUT: int_field = &job->register_timeout_ms; break;
+        case O_THREADS: int_field = &job->worker_threads; break;
+        case O_STEPS: u64_field = &job->steps; break;
+        case O_SEED: u64_field = &job->seed; break;
+        case O_LIMIT: u64_field = &job->train_limit; break;
+        case O_TEST_LIMIT: u64_field = &job->test_limit; break;
+        case O_CKPT_STEPS: u64_field = &job->checkpoint_steps; break;
+        case O_EVAL_STEPS: u64_field = &job->eval_steps; break;
+        case O_NONFINITE_RETRIES: int_field = &job->nonfinite_retries; break;
         default: return -1;
     }
+    if (ps_parse_uint (flag, value, 0, int_field ? INT_MAX : UINT64_MAX, &u, &err)) {
+        fprintf (stderr, "coordinator: %s\n", err.msg);
+        return -1;
+    }
+    if (int_field)
+        *int_field = (int) u;
+    else
+        *u64_field = u;
     return 0;
 }
 
@@ -418,6 +400,7 @@ s_keygen (int argc, char *argv [])
     int nps = -1, nworkers = -1, nevaluators = 0;
     int c;
     uint64_t u;
+    ps_error_t err;
     while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
         switch (c) {
             case O_OUT: out = optarg; break;
@@ -425,8 +408,11 @@ s_keygen (int argc, char *argv [])
             case O_EVALUATOR: nevaluators = 1; break;
             case O_PS:
             case O_WORKERS:
-                if (s_uint (c == O_PS ? "--ps" : "--workers", optarg, S_MAX_TASKS, &u))
+                if (ps_parse_uint (c == O_PS ? "--ps" : "--workers", optarg, 0, S_MAX_TASKS, &u,
+                                   &err)) {
+                    fprintf (stderr, "coordinator keygen: %s\n", err.msg);
                     return 2;
+                }
                 *(c == O_PS ? &nps : &nworkers) = (int) u;
                 break;
             case O_HELP: s_usage (stdout); return 0;
@@ -439,7 +425,6 @@ s_keygen (int argc, char *argv [])
         return 2;
     }
     bool counts = nps >= 0 || nworkers >= 0 || nevaluators > 0;
-    ps_error_t err;
     if (!counts) {
         ps_tfconfig_t *tf = cluster ? ps_tfconfig_from_file (cluster, &err)
                                     : ps_tfconfig_from_env (&err);
@@ -571,6 +556,18 @@ s_load_job (ps_job_t *job, int nps, const s_options_t *opt, const s_flag_t *flag
         fprintf (stderr, "coordinator: %s: %s\n", opt->job_file ? opt->job_file : "job", err.msg);
         return -1;
     }
+    //  The checkpoint directory, and what a resume needs of it, are checked
+    //  now: the run would otherwise find out once every process has
+    //  registered, or at its first checkpoint.
+    if (opt->resume && !*job->checkpoint_dir) {
+        fprintf (stderr, "coordinator: --resume needs a checkpoint directory (--checkpoint-dir, "
+                 "or checkpoint.dir in the job)\n");
+        return -1;
+    }
+    if (*job->checkpoint_dir && ps_checkpoint_check_root (job->checkpoint_dir, opt->resume, &err)) {
+        fprintf (stderr, "coordinator: %s\n", err.msg);
+        return -1;
+    }
     return 0;
 }
 
@@ -588,7 +585,12 @@ main (int argc, char *argv [])
     int nflags = 0;
     int c;
     uint64_t u = 0;
+    ps_error_t err;
+    //  The first option given that only a local cluster reads.
+    const char *local_only = NULL;
     while ((c = getopt_long (argc, argv, "", s_long_options, NULL)) != -1) {
+        if (!local_only && c >= O_PS && c <= O_LOG_DIR)
+            local_only = s_flag_name (c);
         switch (c) {
             case O_LOCAL: opt.local = true; break;
             case O_EVALUATOR: opt.local_evaluator = true; break;
@@ -603,13 +605,9 @@ main (int argc, char *argv [])
             case O_HELP: s_usage (stdout); free (flags); return 0;
             case O_PS:
             case O_WORKERS:
-                if (s_uint (c == O_PS ? "--ps" : "--workers", optarg, S_MAX_TASKS, &u)) {
-                    free (flags);
-                    return 2;
-                }
-                if (u < 1) {
-                    fprintf (stderr, "coordinator: --%s must be at least 1\n",
-                             c == O_PS ? "ps" : "workers");
+                if (ps_parse_uint (c == O_PS ? "--ps" : "--workers", optarg, 1, S_MAX_TASKS, &u,
+                                   &err)) {
+                    fprintf (stderr, "coordinator: %s\n", err.msg);
                     free (flags);
                     return 2;
                 }
@@ -631,8 +629,19 @@ main (int argc, char *argv [])
         free (flags);
         return 2;
     }
+    if (local_only && !opt.local) {
+        fprintf (stderr, "coordinator: --%s is for --local (a cluster from TF_CONFIG or "
+                 "--cluster FILE lists its own tasks)\n", local_only);
+        free (flags);
+        return 2;
+    }
+    if (opt.local && opt.cluster_file) {
+        fprintf (stderr, "coordinator: --local and --cluster FILE: a local cluster makes its "
+                 "own spec; give one or the other\n");
+        free (flags);
+        return 2;
+    }
     int exit_code = 2;
-    ps_error_t err;
     ps_tfconfig_t *tf = NULL;
     ps_supervisor_t *supervisor = NULL;
     ps_model_t *model = NULL;
@@ -652,8 +661,9 @@ main (int argc, char *argv [])
     //  A local cluster's servers depend on the job's mode, so its job is
     //  read first.
     if (opt.local) {
-        if (opt.cluster_file || getenv ("TF_CONFIG"))
-            ps_info ("--local: ignoring %s", opt.cluster_file ? "--cluster" : "TF_CONFIG");
+        //  TF_CONFIG may be in the environment for other programs.
+        if (getenv ("TF_CONFIG"))
+            ps_info ("--local: ignoring TF_CONFIG");
         if (s_load_job (&config.job, opt.local_ps < 0 ? 2 : opt.local_ps, &opt, flags, nflags,
                         log_dir, sizeof log_dir))
             goto done;

@@ -22,13 +22,14 @@
 #include "ps_job.h"
 
 #include <assert.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ps_dataset.h"
+#include "ps_file.h"
+#include "ps_json.h"
 
 extern const char ps_job_schema_json [];
 
@@ -111,6 +112,9 @@ static const struct {
 
 //  What messages quote of a value that was wrong.
 #define S_QUOTE_MAX  72
+
+//  A job file holds a few hundred bytes; a larger one is not a job file.
+#define S_FILE_MAX  ((size_t) 1 << 20)
 
 static const char *const s_lr_kind_names [] = { "constant", "piecewise", "cosine" };
 static const char *const s_mode_names [] = { "async", "mirrored" };
@@ -687,6 +691,68 @@ s_unknown_key (const char *path, const json_t *fields, ps_error_t *err)
     return ps_error_set (err, PS_EINVAL, "unknown key \"%s\" (expected one of %s)", path, list);
 }
 
+//  A number too large to read (ps_json.h) in the job's text, reported as
+//  s_check_value reports a value out of range: by its key, with what the
+//  key expects (an integer key's range being at most 64 bits) and the
+//  number as written; a key the schema lacks is unknown, as it would have
+//  been. Returns PS_EINVAL, or the schema's error.
+static int
+s_too_large (const ps_json_overflow_t *big, ps_error_t *err)
+{
+    if (!big->path [0])
+        return ps_error_set (err, PS_EINVAL, "expected a JSON object (the job), got %s",
+                             big->literal);
+    json_t *schema;
+    int rc = s_schema_load (&schema, err);
+    if (rc)
+        return rc;
+    //  Down the path's keys to the field; an array index means its items.
+    const json_t *fields = json_object_get (schema, "job");
+    const json_t *field = NULL;
+    char path [sizeof big->path];
+    size_t at = 0;
+    while (rc == 0) {
+        size_t n = strcspn (big->path + at, ".[");
+        char key [sizeof big->path];
+        snprintf (key, sizeof key, "%.*s", (int) n, big->path + at);
+        snprintf (path, sizeof path, "%.*s", (int) (at + n), big->path);
+        field = json_object_get (fields, key);
+        char next = big->path [at + n];
+        if (!field)
+            rc = s_unknown_key (path, fields, err);
+        else
+        if (next == '.') {
+            fields = json_object_get (field, "fields");
+            at += n + 1;
+        }
+        else {
+            if (next == '[')
+                field = json_object_get (field, "items");
+            break;
+        }
+    }
+    if (rc == 0) {
+        //  An integer key's range ends where 64 bits do, whether or not
+        //  the schema says so.
+        json_t *bounded = json_copy ((json_t *) field);
+        if (!bounded)
+            abort ();
+        if (strcmp (json_string_value (json_object_get (field, "type")), "int") == 0) {
+            if (!json_object_get (field, "min"))
+                json_object_set_new (bounded, "min", json_integer (INT64_MIN));
+            if (!json_object_get (field, "max"))
+                json_object_set_new (bounded, "max", json_integer (INT64_MAX));
+        }
+        char expected [256];
+        s_describe (bounded, NULL, NULL, expected, sizeof expected);
+        json_decref (bounded);
+        rc = ps_error_set (err, PS_EINVAL, "key \"%s\": expected %s, got %s", big->path,
+                           expected, big->literal);
+    }
+    json_decref (schema);
+    return rc;
+}
+
 //  ---------------------------------------------------------------------
 //  Reading a job
 
@@ -1021,19 +1087,22 @@ ps_job_load_file (ps_job_t *job, const char *path, ps_error_t *err)
 {
     assert (job);
     assert (path);
-    //  "e": the descriptor does not leak into the processes the
-    //  coordinator starts.
-    FILE *file = fopen (path, "re");
-    if (!file)
-        return ps_error_set (err, errno == ENOENT ? PS_ENOTFOUND : PS_EIO,
-                             "%s: cannot open the job file: %s", path, strerror (errno));
+    char *text;
+    size_t len;
+    int rc = ps_file_read (path, S_FILE_MAX, &text, &len, err);
+    if (rc)
+        return rc == PS_ENOTFOUND ? rc : ps_error_prefix (err, PS_EINVAL, "job file");
     json_error_t jerr;
-    json_t *obj = json_loadf (file, JSON_REJECT_DUPLICATES, &jerr);
-    fclose (file);
+    json_t *obj = json_loadb (text, len, JSON_REJECT_DUPLICATES, &jerr);
+    ps_json_overflow_t big;
+    bool too_large = !obj && ps_json_overflow (text, len, &jerr, &big);
+    free (text);
+    if (too_large)
+        return ps_error_prefix (err, s_too_large (&big, err), "%s", path);
     if (!obj)
         return ps_error_set (err, PS_EINVAL, "%s: bad JSON at line %d, column %d: %s",
                              path, jerr.line, jerr.column, jerr.text);
-    int rc = ps_job_load_json (job, obj, path, err);
+    rc = ps_job_load_json (job, obj, path, err);
     json_decref (obj);
     return rc;
 }

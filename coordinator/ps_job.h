@@ -97,7 +97,9 @@ void ps_job_default (ps_job_t *job, int nservers);
 //  command-line flags may still settle (a checkpoint interval without
 //  checkpoint.dir, heartbeat.timeout_ms not above interval_ms): call
 //  ps_job_validate after applying the flags. On error *job is unchanged.
-//  A missing file is PS_ENOTFOUND; anything wrong inside it is PS_EINVAL.
+//  A missing file is PS_ENOTFOUND; one that cannot be read (a FIFO or a
+//  directory, refused without waiting on it; a read error) or anything
+//  wrong inside it is PS_EINVAL.
 int ps_job_load_file (ps_job_t *job, const char *path, ps_error_t *err);
 int ps_job_load_json (ps_job_t *job, const json_t *obj, const char *source, ps_error_t *err);
 

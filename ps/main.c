@@ -2,15 +2,18 @@
 //  TF_CONFIG environment variable), then serves until SIGTERM, SIGINT or a
 //  shutdown request.
 
+#include "ps_address.h"
 #include "ps_curve.h"
 #include "ps_heap.h"
 #include "ps_link.h"
 #include "ps_log.h"
+#include "ps_parse.h"
 #include "ps_server.h"
 #include "ps_signal.h"
 #include "ps_tfconfig.h"
 
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <signal.h>
@@ -28,9 +31,12 @@ s_usage (FILE *out)
         "Holds partitions of model variables, serves pulls and applies pushed\n"
         "gradients asynchronously (protocol: schemas/protocol.json).\n"
         "\n"
-        "  --bind ENDPOINT     ZeroMQ endpoint to serve on, e.g. tcp://127.0.0.1:5555;\n"
-        "                      port 0 or * picks a free port. Without --bind the\n"
-        "                      address comes from TF_CONFIG (task.type \"ps\").\n"
+        "  --bind ENDPOINT     ZeroMQ endpoint to serve on, tcp://HOST:PORT or\n"
+        "                      ipc://PATH; HOST is an IP address, a name (bound at\n"
+        "                      the address it resolves to) or * for every\n"
+        "                      interface; PORT is 1..65535, or 0 or * for a free\n"
+        "                      port. Without --bind the address comes from\n"
+        "                      TF_CONFIG (task.type \"ps\"), bound the same way.\n"
         "  --cluster FILE      read the cluster spec from FILE instead of TF_CONFIG\n"
         "                      (same JSON). When the spec has a chief, the server\n"
         "                      registers with it and heartbeats (the coordinator).\n"
@@ -89,8 +95,10 @@ main (int argc, char *argv [])
         { NULL, 0, NULL, 0 },
     };
     int c;
-    char *end;
+    uint64_t n;
+    ps_error_t err;
     while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
+        int rc = PS_OK;
         switch (c) {
             case 'b': bind = optarg; break;
             case 'c': cluster_file = optarg; break;
@@ -102,48 +110,44 @@ main (int argc, char *argv [])
             case 'N': insecure = true; break;
             case 'h': s_usage (stdout); return 0;
             case 't':
-                threads = strtol (optarg, &end, 10);
-                if (*end || end == optarg || threads < 0 || threads > 256) {
-                    fprintf (stderr, "ps-server: --threads '%s': expected 0..256\n", optarg);
-                    return 2;
-                }
+                if ((rc = ps_parse_uint ("--threads", optarg, 0, 256, &n, &err)) == PS_OK)
+                    threads = (long) n;
                 break;
             case 'm':
-                max_mb = strtod (optarg, &end);
-                if (*end || end == optarg || !(max_mb > 0) || max_mb > 1e7) {
-                    fprintf (stderr, "ps-server: --max-message '%s': expected MiB > 0\n", optarg);
-                    return 2;
-                }
+                rc = ps_parse_double ("--max-message", optarg, 0, true, 1e7, &max_mb, &err);
                 break;
             case 'p':
-                pending_mb = strtod (optarg, &end);
-                if (*end || end == optarg || !(pending_mb > 0) || pending_mb > 1e7) {
-                    fprintf (stderr, "ps-server: --max-pending '%s': expected MiB > 0\n", optarg);
-                    return 2;
-                }
+                rc = ps_parse_double ("--max-pending", optarg, 0, true, 1e7, &pending_mb, &err);
                 break;
             case 'l':
-                lr = strtod (optarg, &end);
-                if (*end || end == optarg || !(lr > 0)) {
-                    fprintf (stderr, "ps-server: --lr '%s': expected a number > 0\n", optarg);
-                    return 2;
-                }
+                rc = ps_parse_double ("--lr", optarg, 0, true, DBL_MAX, &lr, &err);
                 break;
             default:
                 s_usage (stderr);
                 return 2;
+        }
+        if (rc) {
+            fprintf (stderr, "ps-server: %s\n", err.msg);
+            return 2;
         }
     }
     if (optind < argc) {
         fprintf (stderr, "ps-server: unexpected argument '%s' (see --help)\n", argv [optind]);
         return 2;
     }
-    ps_error_t err;
     if (ps_heap_tune (&err))
         ps_warn ("%s; large messages will be slower", err.msg);
+    //  The endpoint to bind: --bind, checked and with a host name resolved,
+    //  or else the task's address in the cluster spec.
+    char endpoint [256];
+    if (bind && ps_address_bind_option (bind, endpoint, sizeof endpoint, &err)) {
+        fprintf (stderr, "ps-server: --bind \"%s\": %s\n", bind, err.msg);
+        return 2;
+    }
     //  The cluster spec gives the address to bind (unless --bind says
     //  otherwise) and, when it has a chief, the coordinator to register with.
-    char tf_endpoint [256];
+    //  A TF_CONFIG that is set is read even with --bind, and a mistake in it
+    //  is refused rather than ignored: the server would not register.
     char coordinator [256] = "";
     char name [64] = "ps";
     int task_index = 0;
@@ -152,9 +156,8 @@ main (int argc, char *argv [])
     if (cluster_file)
         tf = ps_tfconfig_from_file (cluster_file, &err);
     else
-    if (!bind || getenv ("TF_CONFIG"))
         tf = ps_tfconfig_from_env (&err);
-    if (!tf && (cluster_file || !bind)) {
+    if (!tf && (cluster_file || !bind || err.code != PS_ENOTFOUND)) {
         fprintf (stderr, "ps-server: %s%s\n", bind || cluster_file ? "" : "no --bind given and ",
                  err.msg);
         return 2;
@@ -166,10 +169,8 @@ main (int argc, char *argv [])
         if (task_text
         &&  (rc = ps_tfconfig_parse_task (task_text, type, sizeof type, &index, &err)) == PS_OK)
             rc = ps_tfconfig_set_task (tf, type, index, &err);
-        if (rc == PS_OK && !bind) {
-            rc = ps_tfconfig_bind_endpoint (tf, "ps", tf_endpoint, sizeof tf_endpoint, &err);
-            bind = tf_endpoint;
-        }
+        if (rc == PS_OK && !bind)
+            rc = ps_tfconfig_bind_endpoint (tf, "ps", endpoint, sizeof endpoint, &err);
         else
         if (rc == PS_OK
         &&  (!ps_tfconfig_task_type (tf) || strcmp (ps_tfconfig_task_type (tf), "ps") != 0))
@@ -188,7 +189,8 @@ main (int argc, char *argv [])
             return 2;
         }
     }
-    //  A server alone (--bind, no spec) is task ps:0 unless --task says.
+    //  A server alone (--bind, no spec) is task ps:0 unless --task says:
+    //  its task names its key (--keys), since it registers with no one.
     if (!tf_task && task_text) {
         char type [16] = "";
         if (ps_tfconfig_parse_task (task_text, type, sizeof type, &task_index, &err) != PS_OK
@@ -200,7 +202,7 @@ main (int argc, char *argv [])
     }
     snprintf (name, sizeof name, "ps:%d", task_index);
     ps_server_config_t config = {
-        .bind = bind, .name = name, .threads = (int) threads,
+        .bind = endpoint, .name = name, .threads = (int) threads,
         .max_message = (int64_t) (max_mb * 1024 * 1024),
         .max_pending = (size_t) (pending_mb * 1024 * 1024),
     };

@@ -480,6 +480,7 @@ typedef enum {
     DAMAGE_MANIFEST_TRUNCATED, DAMAGE_MANIFEST_MISSING, DAMAGE_MANIFEST_ARRAY, DAMAGE_FORMAT,
     DAMAGE_NO_FORMAT, DAMAGE_VERSION, DAMAGE_SLASH, DAMAGE_DOTDOT, DAMAGE_WRONG_NAME,
     DAMAGE_DUPLICATE, DAMAGE_NO_CRC, DAMAGE_NEGATIVE, DAMAGE_STEP, DAMAGE_DUPLICATE_KEY,
+    DAMAGE_MANIFEST_FIFO, DAMAGE_FILE_FIFO,
     DAMAGE_COUNT
 } damage_t;
 
@@ -607,6 +608,20 @@ s_damage (damage_t damage, const char *dir, const ps_snap_file_t *files, char *n
             *expect = "duplicate";
             rewrite = false;
             break;
+        case DAMAGE_MANIFEST_FIFO:
+        case DAMAGE_FILE_FIFO: {
+            //  Nobody writes to it: a reader that opened it would wait for
+            //  ever.
+            const char *path = damage == DAMAGE_FILE_FIFO ? file : manifest_path;
+            assert_int_equal (unlink (path), 0);
+            assert_int_equal (mkfifo (path, 0600), 0);
+            if (damage == DAMAGE_FILE_FIFO)
+                s_path (names, len, dir, files [1].file);
+            *code = PS_EINVAL;
+            *expect = "a FIFO, not a regular file";
+            rewrite = false;
+            break;
+        }
         default:
             fail ();
     }
@@ -628,12 +643,15 @@ test_verify_failures (void **state)
         int code;
         const char *expect;
         s_damage ((damage_t) damage, dir, files, names, sizeof names, &code, &expect);
+        //  A reader that blocks (on a FIFO) fails the test rather than hang.
+        alarm (60);
         s_assert_verify_fails (dir, code, names, expect);
         //  Nothing usable is left in that root, and the warning says why.
         char found [256], log [2048], log_path [256];
         snprintf (log_path, sizeof log_path, "%s/log.txt", fx->dir);
         assert_int_equal (s_latest_logged (root, found, sizeof found, NULL, log, sizeof log,
                                            log_path), PS_ENOTFOUND);
+        alarm (0);
         if (!strstr (log, dir) || !strstr (log, names))
             fail_msg ("log \"%s\" does not name %s", log, names);
     }
@@ -915,6 +933,43 @@ test_begin_errors (void **state)
     assert_false (s_exists (fx->root));
 }
 
+//  The check a run makes before it starts: a root that is a file, or lies
+//  under one, is refused; a missing one is created, unless a resume needs
+//  what it would hold; a resume needs a checkpoint that verifies; the probe
+//  file leaves nothing behind.
+static void
+test_check_root (void **state)
+{
+    fixture_t *fx = *state;
+    char file [256], under [320];
+    ps_error_t err = { 0 };
+    s_path (file, sizeof file, fx->dir, "file");
+    s_write_text (file, "x");
+    s_path (under, sizeof under, file, "ckpts");
+    assert_int_equal (ps_checkpoint_check_root (file, false, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "not a directory"));
+    assert_int_equal (ps_checkpoint_check_root (under, false, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, under));
+    assert_int_equal (ps_checkpoint_check_root (fx->root, true, &err), PS_ENOTFOUND);
+    assert_non_null (strstr (err.msg, "does not exist"));
+    assert_false (s_exists (fx->root));
+    assert_int_equal (ps_checkpoint_check_root (fx->root, false, &err), PS_OK);
+    assert_true (s_exists (fx->root));
+    DIR *dir = opendir (fx->root);
+    assert_non_null (dir);
+    struct dirent *entry;
+    while ((entry = readdir (dir)))
+        if (strcmp (entry->d_name, ".") && strcmp (entry->d_name, ".."))
+            fail_msg ("the check left %s in the root", entry->d_name);
+    closedir (dir);
+    assert_int_equal (ps_checkpoint_check_root (fx->root, true, &err), PS_ENOTFOUND);
+    assert_non_null (strstr (err.msg, "no usable checkpoint"));
+    ps_snap_file_t files [NFILES];
+    char committed [256];
+    s_commit (fx->root, 3, 3, 0.01, files, committed, sizeof committed);
+    assert_int_equal (ps_checkpoint_check_root (fx->root, true, &err), PS_OK);
+}
+
 int
 main (void)
 {
@@ -927,6 +982,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_latest, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_crash_leftovers, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_begin_errors, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_check_root, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

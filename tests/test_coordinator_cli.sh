@@ -45,8 +45,9 @@ good="{\"cluster\": $cluster}"
 expect "--help" 0 "--local|--cluster FILE|--resume" -- "$coordinator" --help
 expect "unknown flag" 2 "frobnicate|usage" -- "$coordinator" --local --frobnicate
 expect "stray argument" 2 "unexpected argument \"extra\"" -- "$coordinator" --local extra
-expect "--ps 0" 2 "--ps must be at least 1" -- "$coordinator" --local --ps 0
-expect "--workers 0" 2 "--workers must be at least 1" -- "$coordinator" --local --workers 0
+expect "--ps 0" 2 "--ps \"0\": expected a whole number in 1..256" -- "$coordinator" --local --ps 0
+expect "--workers 0" 2 "--workers \"0\": expected a whole number in 1..256" -- \
+  "$coordinator" --local --workers 0
 expect "--ps x" 2 "--ps \"x\"|whole number" -- "$coordinator" --local --ps x
 # ... and only that: "x" is not a number below 1.
 if grep -qF "at least 1" "$work/out"; then
@@ -55,9 +56,28 @@ if grep -qF "at least 1" "$work/out"; then
 else
   pass "--ps x: one message"
 fi
-expect "--ps 300" 2 "--ps \"300\"|0..256" -- "$coordinator" --local --ps 300
+expect "--ps 300" 2 "--ps \"300\"|1..256" -- "$coordinator" --local --ps 300
 expect "--epochs x" 2 "--epochs \"x\"|whole number" -- \
   env TF_CONFIG="$good" "$coordinator" --epochs x
+# Numbers are decimal with nothing around them: no space, no sign, no hex.
+# (Were one accepted, the coordinator would wait 300 ms for servers and
+# exit 1.)
+expect "--epochs \" 3\"" 2 "--epochs \" 3\"|whole number" -- \
+  env TF_CONFIG="$good" "$coordinator" --epochs " 3" --register-timeout-ms 300
+expect "--steps +5" 2 "--steps \"+5\"|whole number" -- \
+  env TF_CONFIG="$good" "$coordinator" --steps +5 --register-timeout-ms 300
+expect "--lr 0x10" 2 "--lr \"0x10\"|number" -- \
+  env TF_CONFIG="$good" "$coordinator" --lr 0x10 --register-timeout-ms 300
+expect "--lr \" 0.1\"" 2 "--lr \" 0.1\"|number" -- \
+  env TF_CONFIG="$good" "$coordinator" --lr " 0.1" --register-timeout-ms 300
+expect "--checkpoint-seconds -0" 2 "--checkpoint-seconds \"-0\"|number" -- \
+  env TF_CONFIG="$good" "$coordinator" --checkpoint-seconds -0 --register-timeout-ms 300
+# A value beyond its field is refused, not cut to the field's largest (which
+# for --epochs is within its range: 2147483647 epochs).
+expect "--epochs 99999999999" 2 "--epochs \"99999999999\": expected a whole number in 0..2147483647" -- \
+  env TF_CONFIG="$good" "$coordinator" --epochs 99999999999 --register-timeout-ms 300
+expect "--ps \" 2\"" 2 "--ps \" 2\"|whole number in 1..256" -- \
+  "$coordinator" --local --ps " 2" --epochs 0
 expect "--epochs 0" 2 "\"epochs\"|1 .. 2147483647|got 0" -- \
   env TF_CONFIG="$good" "$coordinator" --epochs 0
 expect "--batch 1.5" 2 "--batch \"1.5\"|whole number" -- \
@@ -77,6 +97,18 @@ expect "--device tpu" 2 "--device \"tpu\"|cpu, gpu or auto" -- \
   env TF_CONFIG="$good" "$coordinator" --device tpu
 expect "--optimizer rmsprop" 2 "--optimizer|rmsprop" -- \
   env TF_CONFIG="$good" "$coordinator" --optimizer rmsprop
+# The flags of a local cluster mean nothing to a cluster from TF_CONFIG or
+# a file, which lists its own tasks: refused, not ignored. (Were they
+# ignored, the coordinator would wait 300 ms for servers and exit 1.)
+expect "--ps without --local" 2 "--ps is for --local" -- \
+  env TF_CONFIG="$good" "$coordinator" --ps 3 --register-timeout-ms 300
+expect "--log-dir without --local" 2 "--log-dir is for --local" -- \
+  env TF_CONFIG="$good" "$coordinator" --log-dir "$work/logs" --register-timeout-ms 300
+expect "--no-restart without --local" 2 "--no-restart is for --local" -- \
+  env TF_CONFIG="$good" "$coordinator" --no-restart --register-timeout-ms 300
+echo "$good" >"$work/spec.json"
+expect "--local with --cluster" 2 "--local and --cluster FILE" -- \
+  "$coordinator" --local --cluster "$work/spec.json" --epochs 0
 # --local picks a free port for every task; a large cluster must still get
 # distinct ones (then it fails on --epochs 0, before starting anything).
 expect "--local: 513 distinct ports" 2 "\"epochs\"|got 0" -- \
@@ -118,6 +150,13 @@ expect "TF_CONFIG: index out of range" 2 "TF_CONFIG|task.index|3|cluster.worker"
 expect "TF_CONFIG: duplicate address" 2 "TF_CONFIG|127.0.0.1:$ps_port|twice" -- \
   env TF_CONFIG="{\"cluster\": {\"chief\": [\"127.0.0.1:$chief_port\"], \"ps\": \
 [\"127.0.0.1:$ps_port\"], \"worker\": [\"127.0.0.1:$ps_port\"]}}" "$coordinator"
+expect "TF_CONFIG: port out of range" 2 \
+  "TF_CONFIG: 'cluster.chief[0]' is \"127.0.0.1:99999\": port \"99999\": expected a whole number in 1..65535" -- \
+  env TF_CONFIG="{\"cluster\": {\"chief\": [\"127.0.0.1:99999\"], \"ps\": \
+[\"127.0.0.1:$ps_port\"], \"worker\": [\"127.0.0.1:$worker_port\"]}}" "$coordinator"
+expect "TF_CONFIG: a peer with no host" 2 "TF_CONFIG: 'cluster.worker[0]' is \":$worker_port\": no host" -- \
+  env TF_CONFIG="{\"cluster\": {\"chief\": [\"127.0.0.1:$chief_port\"], \"ps\": \
+[\"127.0.0.1:$ps_port\"], \"worker\": [\":$worker_port\"]}}" "$coordinator"
 expect "TF_CONFIG: no ps" 2 "TF_CONFIG|0 ps|1..256 ps" -- \
   env TF_CONFIG="{\"cluster\": {\"chief\": [\"127.0.0.1:$chief_port\"], \"ps\": [], \
 \"worker\": [\"127.0.0.1:$worker_port\"]}}" "$coordinator"
@@ -164,8 +203,25 @@ expect "job: bad enum" 2 "$work/job-enum.json|\"optimizer.kind\"|\"adam\"|\"rmsp
 printf '{"mode": "mirrored"}\n' >"$work/job-mirrored.json"
 expect "job: mode mirrored, no worker" 1 "0 of 1 workers registered" -- \
   env TF_CONFIG="$good" "$coordinator" --job "$work/job-mirrored.json" --register-timeout-ms 300
+printf '{"epochs": 2,\n "steps": 9223372036854775808}\n' >"$work/job-big.json"
+expect "job: an integer beyond 64 bits" 2 \
+  "$work/job-big.json: key \"steps\": expected an integer in 0 .. 9223372036854775807, got 9223372036854775808" -- \
+  env TF_CONFIG="$good" "$coordinator" --job "$work/job-big.json"
 expect "job: missing file" 2 "$work/none-job.json" -- \
   env TF_CONFIG="$good" "$coordinator" --job "$work/none-job.json"
+
+# --- paths that are not regular files -----------------------------------------------
+# A FIFO nobody writes to would block the reader for ever, a directory
+# cannot be parsed: each is refused at once, naming the path.
+mkfifo "$work/fifo"
+expect "--job a FIFO" 2 "$work/fifo: a FIFO, not a regular file" -- \
+  env TF_CONFIG="$good" "$coordinator" --job "$work/fifo"
+expect "--job a directory" 2 "$work: a directory, not a regular file" -- \
+  env TF_CONFIG="$good" "$coordinator" --job "$work"
+expect "--cluster a FIFO" 2 "$work/fifo: a FIFO, not a regular file" -- \
+  "$coordinator" --cluster "$work/fifo"
+expect "--model a FIFO" 2 "$work/fifo: a FIFO, not a regular file" -- \
+  env TF_CONFIG="$good" "$coordinator" --model "$work/fifo"
 
 # --- the model and the data ------------------------------------------------------
 printf '{"input_shape": [32, 32, 3], "layers": [{"type": "Flatten"},\n' >"$work/rgb.json"
@@ -191,6 +247,57 @@ expect "--model nosuch" 2 "\"nosuch\"|cnn, cnn2, mlp" -- \
 mkdir "$work/empty"
 expect "data directory without the files" 2 "$work/empty/train-images-idx3-ubyte" -- \
   env TF_CONFIG="$good" "$coordinator" --data "$work/empty"
+
+# --- checkpoints, checked before anything registers -------------------------------
+# A checkpoint directory that cannot be one, and a --resume with nothing to
+# resume from, are refused at once (exit 2), not after every process has
+# registered: nobody serves the ps address here, so a check that came later
+# would make the coordinator wait 3 s for the servers and exit 1.
+late="--register-timeout-ms 3000"
+touch "$work/a-file"
+expect "--checkpoint-dir a file" 2 "checkpoint directory $work/a-file: not a directory" -- \
+  env TF_CONFIG="$good" "$coordinator" --checkpoint-dir "$work/a-file" $late
+expect "--checkpoint-dir under a file" 2 "checkpoint directory $work/a-file/ckpt" -- \
+  env TF_CONFIG="$good" "$coordinator" --checkpoint-dir "$work/a-file/ckpt" $late
+expect "--resume without a checkpoint directory" 2 \
+  "--resume needs a checkpoint directory (--checkpoint-dir, or checkpoint.dir in the job)" -- \
+  env TF_CONFIG="$good" "$coordinator" --resume $late
+expect "--resume from a directory that does not exist" 2 \
+  "checkpoint directory $work/no-ckpt: does not exist, so there is nothing to resume" -- \
+  env TF_CONFIG="$good" "$coordinator" --checkpoint-dir "$work/no-ckpt" --resume $late
+mkdir "$work/empty-ckpt"
+expect "--resume from an empty directory" 2 \
+  "checkpoint directory $work/empty-ckpt: no usable checkpoint to resume from" -- \
+  env TF_CONFIG="$good" "$coordinator" --checkpoint-dir "$work/empty-ckpt" --resume $late
+mkdir -p "$work/bad-ckpt/ckpt-000000000005"
+echo '{"format": "ps-cluster-checkpoint", "version": 1, "step": 5' \
+  >"$work/bad-ckpt/ckpt-000000000005/MANIFEST.json"
+expect "--resume from a damaged checkpoint" 2 \
+  "ckpt-000000000005 is not usable|$work/bad-ckpt: no usable checkpoint to resume from" -- \
+  env TF_CONFIG="$good" "$coordinator" --checkpoint-dir "$work/bad-ckpt" --resume $late
+expect "--local --resume with a new log directory" 2 \
+  "checkpoint directory $work/new-logs/checkpoints: does not exist" -- \
+  "$coordinator" --local --resume --log-dir "$work/new-logs" $late
+if [ -e "$work/new-logs/ps0.log" ]; then
+  fail "--local --resume with a new log directory" "started a server before refusing"
+else
+  pass "--local --resume with a new log directory: nothing started"
+fi
+# Not writable: a read-only mount (root, in a mount namespace of its own)
+# or a directory without write permission (anyone else).
+mkdir "$work/ro-ckpt"
+if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+  expect "--checkpoint-dir not writable" 2 "checkpoint directory $work/ro-ckpt: cannot create a file in it" -- \
+    unshare -m sh -c 'mount -t tmpfs -o ro tmpfs "$1" && shift && exec "$@"' sh "$work/ro-ckpt" \
+    env TF_CONFIG="$good" "$coordinator" --checkpoint-dir "$work/ro-ckpt" $late
+elif [ "$(id -u)" != 0 ]; then
+  chmod 0500 "$work/ro-ckpt"
+  expect "--checkpoint-dir not writable" 2 "checkpoint directory $work/ro-ckpt: cannot create a file in it" -- \
+    env TF_CONFIG="$good" "$coordinator" --checkpoint-dir "$work/ro-ckpt" $late
+  chmod 0700 "$work/ro-ckpt"
+else
+  echo "SKIP: --checkpoint-dir not writable: root without mount namespaces"
+fi
 
 # --- servers that never register ---------------------------------------------------
 # Nobody serves the ps address: the coordinator gives up after the
@@ -228,8 +335,9 @@ expect "evaluator the coordinator's cluster lacks" 1 \
 # ps-worker's own checks come before it ever talks to the coordinator.
 expect "ps-worker: index beyond its own spec" 2 "TF_CONFIG|task.index|5|cluster.worker" -- \
   env TF_CONFIG="{\"cluster\": $cluster, \"task\": {\"type\": \"worker\", \"index\": 5}}" "$worker"
+echo "$good" >"$work/good.json"
 expect "ps-worker: --task of type ps" 2 "\"ps\"|worker or an evaluator" -- \
-  "$worker" --cluster <(echo "$good") --task ps:0
+  "$worker" --cluster "$work/good.json" --task ps:0
 kill -TERM "$coordinator_pid" 2>/dev/null
 wait "$coordinator_pid"
 coordinator_status=$?

@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "ps_job.h"
@@ -478,8 +480,45 @@ test_bad_json (void **state)
     s_assert_fails (fx, "{\"epochs\": 3, \"epochs\": 4}", PS_EINVAL, "line 1", "duplicate", NULL);
     s_assert_fails (fx, "{\"epochs\": 3} trailing", PS_EINVAL, "line 1", NULL);
     s_assert_fails (fx, "", PS_EINVAL, "bad JSON", NULL);
-    //  Beyond 64-bit integers, which is also what bounds a seed.
-    s_assert_fails (fx, "{\"seed\": 18446744073709551615}", PS_EINVAL, "bad JSON", NULL);
+}
+
+//  A number beyond what JSON is read into (64-bit integers, doubles), which
+//  jansson refuses with a position only, is reported as any value out of
+//  range: by its key, with the key's range and the number as written.
+static void
+test_too_large (void **state)
+{
+    fixture_t *fx = *state;
+    s_assert_fails (fx, "{\"seed\": 18446744073709551615}", PS_EINVAL,
+                    "key \"seed\": expected an integer in 0 .. 9223372036854775807, "
+                    "got 18446744073709551615", NULL);
+    s_assert_fails (fx, "{\"epochs\": 3,\n \"steps\": 9223372036854775808}", PS_EINVAL,
+                    "key \"steps\": expected an integer in 0 .. 9223372036854775807, "
+                    "got 9223372036854775808", NULL);
+    s_assert_fails (fx, "{\"epochs\": 99999999999999999999}", PS_EINVAL,
+                    "key \"epochs\": expected an integer in 1 .. 2147483647, "
+                    "got 99999999999999999999", NULL);
+    s_assert_fails (fx, "{\"checkpoint\": {\"dir\": \"/tmp/x\", \"keep\": -9223372036854775809}}",
+                    PS_EINVAL, "key \"checkpoint.keep\": expected an integer in 1 .. 1000000, "
+                    "got -9223372036854775809", NULL);
+    s_assert_fails (fx, "{\"optimizer\": {\"kind\": \"adam\", \"lr\": 1e999}}", PS_EINVAL,
+                    "key \"optimizer.lr\": expected a number > 0, got 1e999", NULL);
+    s_assert_fails (fx, "{\"lr_schedule\": {\"kind\": \"piecewise\", \"boundaries\": "
+                        "[1, 99999999999999999999], \"values\": [0.1, 0.01, 0.001]}}", PS_EINVAL,
+                    "key \"lr_schedule.boundaries[1]\": expected a number > 0, "
+                    "got 99999999999999999999", NULL);
+    //  Strings with quotes, brackets and commas before it do not confuse
+    //  the search for its key.
+    s_assert_fails (fx, "{\"model\": \"a\\\"{[,:b\", \"data_dir\": \"]}\",\n"
+                        " \"seed\": 18446744073709551616}", PS_EINVAL, "key \"seed\"",
+                    "got 18446744073709551616", NULL);
+    //  A key the schema does not have is unknown, whatever its value.
+    s_assert_fails (fx, "{\"frob\": 99999999999999999999}", PS_EINVAL,
+                    "unknown key \"frob\" (expected one of model, ", NULL);
+    s_assert_fails (fx, "{\"optimizer\": {\"frob\": 1e999}}", PS_EINVAL,
+                    "unknown key \"optimizer.frob\"", NULL);
+    s_assert_fails (fx, "99999999999999999999", PS_EINVAL,
+                    "expected a JSON object (the job), got 99999999999999999999", NULL);
 }
 
 static void
@@ -700,6 +739,32 @@ test_missing_file (void **state)
     assert_int_equal (err.code, PS_ENOTFOUND);
     assert_non_null (strstr (err.msg, path));
     assert_memory_equal (&job, &before, sizeof job);
+}
+
+//  A job path that is not a regular file (a FIFO nobody writes to, a
+//  directory) is refused at once, naming it, instead of blocking in open or
+//  read. The alarm turns a hang into a failure.
+static void
+test_not_regular (void **state)
+{
+    fixture_t *fx = *state;
+    char fifo [160];
+    snprintf (fifo, sizeof fifo, "%s/job.fifo", fx->dir);
+    assert_int_equal (mkfifo (fifo, 0600), 0);
+    const char *paths [] = { fifo, fx->dir };
+    const char *kinds [] = { "a FIFO", "a directory" };
+    for (int i = 0; i < 2; i++) {
+        ps_job_t job;
+        ps_job_default (&job, 2);
+        ps_error_t err = { 0 };
+        alarm (30);
+        int rc = ps_job_load_file (&job, paths [i], &err);
+        alarm (0);
+        assert_int_equal (rc, PS_EINVAL);
+        if (!strstr (err.msg, paths [i]) || !strstr (err.msg, kinds [i])
+        ||  !strstr (err.msg, "not a regular file"))
+            fail_msg ("message '%s' does not name %s as %s", err.msg, paths [i], kinds [i]);
+    }
 }
 
 //  The source named for a JSON object, and a key error in it.
@@ -1086,6 +1151,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_full_file, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_overlay, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_bad_json, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_too_large, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_unknown_key, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_wrong_type, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_out_of_range, s_setup, s_teardown),
@@ -1093,6 +1159,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_piecewise, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_between_keys, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_missing_file, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_not_regular, s_setup, s_teardown),
         cmocka_unit_test (test_load_json_source),
         cmocka_unit_test (test_validate),
         cmocka_unit_test_setup_teardown (test_round_trip, s_setup, s_teardown),

@@ -672,6 +672,27 @@ test_error_ranges (void **state)
                     PS_EINVAL, "'input_shape' is 0", NULL);
 }
 
+//  A number too large to read (beyond 64-bit integers or doubles), which
+//  jansson refuses with a position only, is named by its key and bound.
+static void
+test_error_too_large (void **state)
+{
+    (void) state;
+    s_expect_error ("{\"input_shape\": [4], \"layers\": ["
+                    " {\"type\": \"Dense\", \"units\": 4},"
+                    " {\"type\": \"Dense\", \"units\": 99999999999999999999}]}",
+                    PS_EINVAL, "spec.json: layer 1: 'units' is 99999999999999999999, above "
+                    "the maximum 1048576", NULL);
+    s_expect_error ("{\"input_shape\": [8, -9223372036854775809, 1], \"layers\": []}",
+                    PS_EINVAL, "spec.json: 'input_shape' is -9223372036854775809, below the "
+                    "minimum 1", NULL);
+    s_expect_error ("{\"input_shape\": [4], \"layers\": ["
+                    " {\"type\": \"Dropout\", \"rate\": 1e999}]}",
+                    PS_EINVAL, "spec.json: layer 0: 'rate' is 1e999, must be below 1", NULL);
+    s_expect_error ("{\"input_shape\": [4], \"name\": 1e999, \"layers\": []}",
+                    PS_EINVAL, "spec.json: 'name' is 1e999, too large to read", NULL);
+}
+
 static void
 test_error_enums (void **state)
 {
@@ -1010,6 +1031,7 @@ main (void)
         cmocka_unit_test (test_error_layer_type),
         cmocka_unit_test (test_error_fields),
         cmocka_unit_test (test_error_ranges),
+        cmocka_unit_test (test_error_too_large),
         cmocka_unit_test (test_error_enums),
         cmocka_unit_test (test_error_shapes),
         cmocka_unit_test (test_error_model_level),

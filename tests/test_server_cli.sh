@@ -9,10 +9,12 @@ trap 'rm -rf "$work"' EXIT
 failures=0
 
 # expect STATUS WORDS -- COMMAND...: run it, check the exit status and that
-# stderr (or stdout for --help) contains WORDS.
+# stderr (or stdout for --help) contains WORDS. A server that starts when it
+# should have refused would serve for ever: the time limit makes that exit
+# 124 instead.
 expect () {
   local status=$1 words=$2; shift 3
-  "$@" >"$work/out" 2>&1
+  timeout 30 "$@" >"$work/out" 2>&1
   local got=$?
   if [ "$got" != "$status" ] || ! grep -qF -- "$words" "$work/out"; then
     echo "FAIL: $* -> exit $got (expected $status), output:"; cat "$work/out"
@@ -24,13 +26,50 @@ expect () {
 }
 
 expect 0 "--bind ENDPOINT" -- "$server" --help
-expect 2 "--threads 'lots'" -- "$server" --bind tcp://127.0.0.1:0 --threads lots
+expect 2 '--threads "lots"' -- "$server" --bind tcp://127.0.0.1:0 --threads lots
 expect 2 "--max-message" -- "$server" --bind tcp://127.0.0.1:0 --max-message -3
 expect 2 "unexpected argument 'extra'" -- "$server" --bind tcp://127.0.0.1:0 extra
 expect 2 "optimizer" -- "$server" --bind tcp://127.0.0.1:0 --optimizer rmsprop
-expect 1 "cannot bind tcp://256.1.1.1:5" -- "$server" --bind tcp://256.1.1.1:5
+# A well-formed address this machine does not have: the bind fails (exit 1).
+expect 1 "cannot bind tcp://192.0.2.1:5" -- "$server" --bind tcp://192.0.2.1:5
+
+# Addresses are checked before anything is bound: a port out of range is
+# never wrapped (70000 would bind 4464), and no host means no bind, never
+# every interface.
+expect 2 '--bind "tcp://127.0.0.1:70000": port "70000": expected a whole number in 0..65535' -- \
+  "$server" --bind tcp://127.0.0.1:70000
+expect 2 '--bind "tcp://127.0.0.1:-1": port "-1"' -- "$server" --bind tcp://127.0.0.1:-1
+expect 2 '--bind "tcp://:5555": no host' -- "$server" --bind tcp://:5555
+expect 2 '--bind "tcp://256.1.1.1:5": host "256.1.1.1"' -- "$server" --bind tcp://256.1.1.1:5
+expect 2 '--bind "127.0.0.1:5555": expected tcp://HOST:PORT or ipc://PATH' -- \
+  "$server" --bind 127.0.0.1:5555
+expect 2 "TF_CONFIG: 'cluster.ps[0]' is \"127.0.0.1:70000\": port \"70000\": expected a whole number in 1..65535" -- \
+  env TF_CONFIG='{"cluster": {"ps": ["127.0.0.1:70000"]}, "task": {"type": "ps", "index": 0}}' "$server"
+expect 2 "TF_CONFIG: 'cluster.ps[0]' is \":2222\": no host" -- \
+  env TF_CONFIG='{"cluster": {"ps": [":2222"]}, "task": {"type": "ps", "index": 0}}' "$server"
+expect 2 "TF_CONFIG: cluster.ps[0]: host no-such-host.invalid does not resolve" -- \
+  env TF_CONFIG='{"cluster": {"ps": ["no-such-host.invalid:2222"]}, "task": {"type": "ps", "index": 0}}' "$server"
+
+# Numbers are decimal, with nothing around them: no space, no sign on a
+# count, no hex, no inf or nan. Each is refused naming the flag and range.
+expect 2 '--threads " 3": expected a whole number in 0..256' -- \
+  "$server" --bind tcp://127.0.0.1:0 --threads " 3"
+expect 2 '--threads "-0": expected a whole number in 0..256' -- \
+  "$server" --bind tcp://127.0.0.1:0 --threads -0
+expect 2 '--threads "0x4"' -- "$server" --bind tcp://127.0.0.1:0 --threads 0x4
+expect 2 '--max-message "0x10": expected a number in (0, 1e+07]' -- \
+  "$server" --bind tcp://127.0.0.1:0 --max-message 0x10
+expect 2 '--max-pending "64 "' -- "$server" --bind tcp://127.0.0.1:0 --max-pending "64 "
+expect 2 '--lr " 0.1"' -- "$server" --bind tcp://127.0.0.1:0 --lr " 0.1"
+expect 2 '--lr "inf"' -- "$server" --bind tcp://127.0.0.1:0 --lr inf
+expect 2 '--lr "1e999"' -- "$server" --bind tcp://127.0.0.1:0 --lr 1e999
 expect 2 "TF_CONFIG is not set" -- env -u TF_CONFIG "$server"
 expect 2 "TF_CONFIG: bad JSON" -- env TF_CONFIG='{"cluster": ' "$server"
+# With --bind, a TF_CONFIG that is set still names the coordinator to
+# register with: a broken one is refused, not ignored. A lone server's
+# --task (which names its key) must be a ps task.
+expect 2 "TF_CONFIG: bad JSON" -- env TF_CONFIG='{"cluster": ' "$server" --bind tcp://127.0.0.1:0
+expect 2 '--task worker:0: expected ps:N' -- env -u TF_CONFIG "$server" --bind tcp://127.0.0.1:0 --task worker:0 --insecure
 expect 2 "unknown key 'cluster.gpu'" -- env TF_CONFIG='{"cluster": {"gpu": ["a:1"]}}' "$server"
 expect 2 "task.type is \"worker\", expected \"ps\"" -- \
   env TF_CONFIG='{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 0}}' "$server"
@@ -44,6 +83,8 @@ expect 2 "is not TYPE:INDEX" -- "$server" --cluster "$work/shared.json" --task t
 expect 2 "task worker:0 is out of range: cluster.worker has 0 addresses" -- \
   "$server" --cluster "$work/shared.json" --task worker:0
 expect 2 "no 'task' given" -- "$server" --cluster "$work/shared.json"
+mkfifo "$work/fifo"
+expect 2 "$work/fifo: a FIFO, not a regular file" -- "$server" --cluster "$work/fifo" --task ps:0
 
 # A server from TF_CONFIG binds its own task's address (index 1 here).
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -63,6 +104,35 @@ kill -TERM "$pid"
 wait "$pid"
 status=$?
 if [ "$status" = 0 ]; then echo "ok: SIGTERM -> exit 0"; else echo "FAIL: SIGTERM -> exit $status"; failures=$((failures + 1)); fi
+
+# A host name in TF_CONFIG binds the address the name resolves to (and says
+# so), not every interface. This machine's own name serves as the example.
+host=$(hostname)
+address=$(python3 -c 'import socket, sys
+try:
+    print(socket.getaddrinfo(sys.argv[1], None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0])
+except OSError:
+    pass' "$host")
+if [ -z "$address" ]; then
+  echo "SKIP: this machine's name $host does not resolve"
+else
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  rm -f "$work/endpoint"
+  TF_CONFIG="{\"cluster\": {\"ps\": [\"$host:$port\"]}, \"task\": {\"type\": \"ps\", \"index\": 0}}" \
+    "$server" --endpoint-file "$work/endpoint" >"$work/stdout" 2>"$work/stderr" &
+  pid=$!
+  for _ in $(seq 600); do [ -s "$work/endpoint" ] && break; sleep 0.05; done
+  if [ "$(cat "$work/endpoint" 2>/dev/null)" = "tcp://$address:$port" ] \
+     && grep -qF "$host resolves to $address" "$work/stderr"; then
+    echo "ok: TF_CONFIG host $host bound its address tcp://$address:$port"
+  else
+    echo "FAIL: TF_CONFIG host $host: endpoint '$(cat "$work/endpoint" 2>/dev/null)', expected tcp://$address:$port and a log line"
+    cat "$work/stderr"
+    failures=$((failures + 1))
+  fi
+  kill -TERM "$pid"
+  wait "$pid"
+fi
 
 [ "$failures" = 0 ] || { echo "$failures check(s) failed"; exit 1; }
 echo "all checks passed"

@@ -13,6 +13,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
 #include "ps_tfconfig.h"
 
 static const char *s_good =
@@ -55,15 +62,124 @@ test_parse_and_endpoints (void **state)
     assert_string_equal (endpoint, "tcp://[::1]:2222");
     ps_tfconfig_destroy (&tf);
 
-    //  A host name binds every interface; an endpoint passes through.
-    tf = ps_tfconfig_parse ("{\"cluster\": {\"ps\": [\"ps0:2222\", \"ipc:///tmp/ps1\"]},"
-                            " \"task\": {\"type\": \"ps\", \"index\": 0}}", "x", &err);
+    //  A host name is connected to as it is (a compose service name), and
+    //  an endpoint passes through.
+    tf = ps_tfconfig_parse ("{\"cluster\": {\"ps\": [\"ps-0:2222\", \"ipc:///tmp/ps1\"],"
+                            " \"worker\": [\"tcp://w_1.example.org:7\"]},"
+                            " \"task\": {\"type\": \"ps\", \"index\": 1}}", "x", &err);
     assert_non_null (tf);
-    ps_tfconfig_bind_endpoint (tf, "ps", endpoint, sizeof endpoint, &err);
-    assert_string_equal (endpoint, "tcp://*:2222");
-    ps_tfconfig_connect_endpoint (tf, "ps", 1, endpoint, sizeof endpoint, &err);
+    assert_int_equal (ps_tfconfig_connect_endpoint (tf, "ps", 0, endpoint, sizeof endpoint, &err),
+                      PS_OK);
+    assert_string_equal (endpoint, "tcp://ps-0:2222");
+    assert_int_equal (ps_tfconfig_connect_endpoint (tf, "worker", 0, endpoint, sizeof endpoint,
+                                                    &err), PS_OK);
+    assert_string_equal (endpoint, "tcp://w_1.example.org:7");
+    assert_int_equal (ps_tfconfig_bind_endpoint (tf, "ps", endpoint, sizeof endpoint, &err), PS_OK);
     assert_string_equal (endpoint, "ipc:///tmp/ps1");
     ps_tfconfig_destroy (&tf);
+}
+
+//  The endpoint a task binds for its host name: the address the name
+//  resolves to, never every interface; a name that does not resolve is an
+//  error naming the key and the name.
+static void
+test_bind_names (void **state)
+{
+    (void) state;
+    ps_error_t err = { 0, "" };
+    char endpoint [256];
+    ps_tfconfig_t *tf = ps_tfconfig_parse ("{\"cluster\": {\"ps\": [\"127.0.0.1:1\", "
+                                           "\"no-such-host.invalid:2222\"]},"
+                                           " \"task\": {\"type\": \"ps\", \"index\": 1}}",
+                                           "TF_CONFIG", &err);
+    assert_non_null (tf);
+    assert_int_equal (ps_tfconfig_bind_endpoint (tf, "ps", endpoint, sizeof endpoint, &err),
+                      PS_EINVAL);
+    if (!strstr (err.msg, "cluster.ps[1]") || !strstr (err.msg, "no-such-host.invalid")
+    ||  !strstr (err.msg, "does not resolve"))
+        fail_msg ("message '%s'", err.msg);
+    ps_tfconfig_destroy (&tf);
+
+    //  This machine's own name, where it resolves: bound at its address.
+    char host [256];
+    struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *found;
+    if (gethostname (host, sizeof host) != 0 || getaddrinfo (host, NULL, &hints, &found) != 0) {
+        printf ("SKIP: this machine's name does not resolve\n");
+        return;
+    }
+    char address [INET_ADDRSTRLEN];
+    assert_non_null (inet_ntop (AF_INET, &((struct sockaddr_in *) found->ai_addr)->sin_addr,
+                                address, sizeof address));
+    freeaddrinfo (found);
+    char text [600], expected [300];
+    snprintf (text, sizeof text, "{\"cluster\": {\"worker\": [\"%s:2223\"]},"
+              " \"task\": {\"type\": \"worker\", \"index\": 0}}", host);
+    tf = ps_tfconfig_parse (text, "TF_CONFIG", &err);
+    assert_non_null (tf);
+    assert_int_equal (ps_tfconfig_bind_endpoint (tf, "worker", endpoint, sizeof endpoint, &err),
+                      PS_OK);
+    snprintf (expected, sizeof expected, "tcp://%s:2223", address);
+    assert_string_equal (endpoint, expected);
+    ps_tfconfig_destroy (&tf);
+}
+
+//  Every address is checked when the spec is read, so that no process binds
+//  or connects to something else than what was written.
+static void
+test_addresses (void **state)
+{
+    (void) state;
+    char text [512];
+    const struct { const char *address; const char *says; } bad [] = {
+        { "127.0.0.1:70000", "port \"70000\": expected a whole number in 1..65535" },
+        { "127.0.0.1:99999", "port \"99999\": expected a whole number in 1..65535" },
+        { "127.0.0.1:-1", "port \"-1\"" },
+        { "127.0.0.1:0", "port \"0\"" },
+        { "127.0.0.1: 22", "port \" 22\"" },
+        { "127.0.0.1:0x10", "port \"0x10\"" },
+        { "127.0.0.1:", "port \"\"" },
+        { "127.0.0.1:*", "port \"*\"" },
+        { ":2222", "no host" },
+        { "*:2222", "host \"*\"" },
+        { "a b:2222", "host \"a b\"" },
+        { "-a:2222", "host \"-a\"" },
+        { "a..b:2222", "host \"a..b\"" },
+        { "256.1.1.1:2222", "host \"256.1.1.1\"" },
+        { "1.2.3:2222", "host \"1.2.3\"" },
+        { "::1:2222", "in brackets" },
+        { "[::1]", "[::1]" },
+        { "[zz::1]:2222", "host \"[zz::1]\"" },
+        { "tcp://127.0.0.1:70000", "port \"70000\"" },
+        { "tcp://:2222", "no host" },
+        { "ipc://", "ipc://" },
+        { "udp://a:1", "udp://a:1" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad [0]; i++) {
+        snprintf (text, sizeof text, "{\"cluster\": {\"ps\": [\"127.0.0.1:1\"], "
+                  "\"worker\": [\"127.0.0.1:2\", \"%s\"]}}", bad [i].address);
+        ps_error_t err = { 0, "" };
+        ps_tfconfig_t *tf = ps_tfconfig_parse (text, "TF_CONFIG", &err);
+        if (tf)
+            fail_msg ("accepted %s", bad [i].address);
+        char key [64];
+        snprintf (key, sizeof key, "TF_CONFIG: 'cluster.worker[1]' is \"%s\"", bad [i].address);
+        if (!strstr (err.msg, key) || !strstr (err.msg, bad [i].says))
+            fail_msg ("for %s: message '%s' does not say '%s' and '%s'", bad [i].address,
+                      err.msg, key, bad [i].says);
+    }
+    const char *good [] = {
+        "ps-0:2222", "host.example.org.:1", "w_1:65535", "10.0.0.2:2222", "0.0.0.0:2222",
+        "[::1]:2222", "[fe80::1]:2222", "tcp://ps0:2222", "tcp://[::1]:2", "ipc:///tmp/x",
+        "localhost:2",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good [0]; i++) {
+        snprintf (text, sizeof text, "{\"cluster\": {\"ps\": [\"%s\"]}}", good [i]);
+        ps_error_t err = { 0, "" };
+        ps_tfconfig_t *tf = ps_tfconfig_parse (text, "TF_CONFIG", &err);
+        if (!tf)
+            fail_msg ("refused %s: %s", good [i], err.msg);
+        ps_tfconfig_destroy (&tf);
+    }
 }
 
 static void
@@ -98,6 +214,12 @@ test_mistakes (void **state)
     s_refused ("{\"cluster\": {\"ps\": [\"a:1\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}}",
                "cluster.worker has 0");
     s_refused ("{\"cluster\": {\"ps\": [\"a:1\"]}, \"cluster\": {}}", "bad JSON");
+    //  A number too large to read names its key, not a position.
+    s_refused ("{\"cluster\": {\"ps\": [\"a:1\"]}, \"task\": {\"type\": \"ps\", "
+               "\"index\": 9223372036854775808}}",
+               "'task.index' is 9223372036854775808, expected an index into the addresses of its type");
+    s_refused ("{\"cluster\": {\"ps\": [\"a:1\", 1e999]}}",
+               "'cluster.ps[1]' is 1e999, expected a \"host:port\" string");
 }
 
 static void
@@ -124,6 +246,28 @@ test_env_and_file (void **state)
     unlink (path);
     assert_null (ps_tfconfig_from_file ("/nonexistent/tf.json", &err));
     assert_non_null (strstr (err.msg, "/nonexistent/tf.json"));
+    //  A file is parsed as written: a key given twice is refused as it is
+    //  in TF_CONFIG, not settled by the last one.
+    const char *twice = "{\"cluster\": {\"ps\": [\"a:1\"]}, \"task\": {\"type\": \"ps\", "
+                        "\"index\": 0}, \"task\": {\"type\": \"ps\", \"index\": 0}}";
+    fd = open (path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true (fd >= 0);
+    assert_int_equal (write (fd, twice, strlen (twice)), (ssize_t) strlen (twice));
+    close (fd);
+    assert_null (ps_tfconfig_from_file (path, &err));
+    if (!strstr (err.msg, path) || !strstr (err.msg, "duplicate"))
+        fail_msg ("message '%s'", err.msg);
+    unlink (path);
+    //  A FIFO is refused, not waited on (the alarm turns a hang into a
+    //  failure).
+    assert_int_equal (mkfifo (path, 0600), 0);
+    alarm (30);
+    tf = ps_tfconfig_from_file (path, &err);
+    alarm (0);
+    unlink (path);
+    assert_null (tf);
+    if (!strstr (err.msg, path) || !strstr (err.msg, "a FIFO, not a regular file"))
+        fail_msg ("message '%s'", err.msg);
 }
 
 //  --task TYPE:INDEX: parsed strictly, then checked against the cluster.
@@ -174,6 +318,8 @@ main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_parse_and_endpoints),
+        cmocka_unit_test (test_bind_names),
+        cmocka_unit_test (test_addresses),
         cmocka_unit_test (test_mistakes),
         cmocka_unit_test (test_env_and_file),
         cmocka_unit_test (test_set_task),

@@ -74,6 +74,21 @@ printf '{"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]},\n "ta
 expect "--cluster file with a bad task" 2 "badtask.json|task" -- \
   env -u TF_CONFIG "$worker" --cluster "$work/badtask.json"
 
+# Paths that are not regular files are refused at once, naming them: a
+# FIFO nobody writes to would block the reader for ever.
+mkfifo "$work/fifo"
+expect "--cluster a FIFO" 2 "$work/fifo: a FIFO, not a regular file" -- \
+  env -u TF_CONFIG "$worker" --cluster "$work/fifo" --task worker:0
+expect "--summary --model a FIFO" 1 "$work/fifo: a FIFO, not a regular file" -- \
+  "$worker" --summary --model "$work/fifo"
+mkdir "$work/fifo-data"
+cp "$data"/*-ubyte.gz "$work/fifo-data/"
+rm "$work/fifo-data/train-images-idx3-ubyte.gz"
+mkfifo "$work/fifo-data/train-images-idx3-ubyte"
+expect "--data with a FIFO for a file" 1 \
+  "$work/fifo-data/train-images-idx3-ubyte: a FIFO, not a regular file" -- \
+  "$worker" --standalone --data "$work/fifo-data" --epochs 1
+
 # A worker whose coordinator is not there keeps registering; SIGTERM stops it
 # cleanly (exit 0), which needs the signal blocked in every thread, the
 # BLAS pool's included.
@@ -104,6 +119,20 @@ expect "--batch 0" nonzero "batch" -- "$worker" --standalone --batch 0 --data "$
 expect "--batch 1.5" nonzero "batch|whole number" -- "$worker" --standalone --batch 1.5 --data "$data"
 expect "--seed 0x10" nonzero "seed|whole number" -- "$worker" --standalone --seed 0x10 --data "$data"
 expect "--threads 0" nonzero "threads" -- "$worker" --standalone --threads 0 --data "$data"
+# Numbers are decimal with nothing around them (exit 2 before any data is
+# read: /nonexistent would fail with 1).
+expect "--epochs \" 2\"" 2 '--epochs " 2": expected a whole number in 1..1000000' -- \
+  "$worker" --standalone --epochs " 2" --data /nonexistent
+expect "--progress \" 5\"" 2 '--progress " 5": expected a number in [0, 1e+06]' -- \
+  "$worker" --standalone --progress " 5" --data /nonexistent
+expect "--progress 0x5" 2 '--progress "0x5"' -- \
+  "$worker" --standalone --progress 0x5 --data /nonexistent
+expect "--progress -0" 2 '--progress "-0"' -- \
+  "$worker" --standalone --progress -0 --data /nonexistent
+expect "--lr 0x1p-10" 2 '--lr "0x1p-10"' -- \
+  "$worker" --standalone --lr 0x1p-10 --data /nonexistent
+expect "--threads 4 (cluster mode)" 2 '--threads "4 "' -- \
+  env -u TF_CONFIG "$worker" --threads "4 "
 expect "--lr 0" nonzero "lr" -- "$worker" --standalone --lr 0 --data "$data"
 expect "--device tpu" nonzero "device|tpu" -- "$worker" --standalone --device tpu --data "$data"
 expect "--optimizer rmsprop" nonzero "optimizer|rmsprop" -- \

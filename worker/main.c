@@ -19,6 +19,7 @@
 #include "ps_heap.h"
 #include "ps_log.h"
 #include "ps_model.h"
+#include "ps_parse.h"
 #include "ps_standalone.h"
 #include "ps_tfconfig.h"
 #include "ps_signal.h"
@@ -103,38 +104,6 @@ s_usage (FILE *out)
         "Exit status: 0 done or stopped, 1 training failed, 2 bad usage or cluster spec.\n");
 }
 
-//  Parse a number in [min, max], or fail naming the option.
-static int
-s_number (const char *option, const char *text, double min, double max, double *out)
-{
-    char *end;
-    double v = strtod (text, &end);
-    if (end == text || *end || !(v >= min && v <= max)) {
-        ps_error ("--%s: \"%s\" is not a number in [%g, %g]", option, text, min, max);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-//  Parse a whole decimal number in [min, max] (digits only, so that seeds
-//  above 2^53 keep every bit and "1.5" or "0x10" are refused), or fail
-//  naming the option.
-static int
-s_integer (const char *option, const char *text, uint64_t min, uint64_t max, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull (text, &end, 10);
-    if (*text < '0' || *text > '9' || *end || errno || v < min || v > max) {
-        ps_error ("--%s: \"%s\" is not a whole number in [%llu, %llu]", option, text,
-                  (unsigned long long) min, (unsigned long long) max);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 //  Run in a cluster: find the coordinator and this task in the cluster
 //  spec, then train under the coordinator until it says stop or a signal
 //  comes. Returns the exit status.
@@ -207,10 +176,15 @@ s_cluster (const char *cluster_path, const char *task_text, int threads, const c
         ps_warn ("%s; large messages will be slower", err.msg);
     //  In mirrored mode a worker receives its ring peers' data on its own
     //  address from the cluster spec; async mode leaves it unused.
+    //  Its host name must resolve here for that (ps_address.h); an async job
+    //  does not need it, so that is said now and refused only in mirrored
+    //  mode.
     char ring_bind [512];
     bool have_ring = strcmp (type, "worker") == 0
                   && ps_tfconfig_bind_endpoint (tf, "worker", ring_bind, sizeof ring_bind,
                                                 &err) == 0;
+    if (strcmp (type, "worker") == 0 && !have_ring)
+        ps_warn ("%s: %s; a mirrored job cannot run on this worker", source, err.msg);
     ps_trainer_config_t config = {
         .coordinator = coordinator, .role = type, .index = index, .threads = threads,
         .device = device, .stop_fd = stop_fd, .ring_bind = have_ring ? ring_bind : NULL,
@@ -293,8 +267,11 @@ main (int argc, char *argv [])
         for (int i = 0; options [i].name; i++)
             if (options [i].val == c)
                 name = options [i].name;
+        char flag [32];
+        snprintf (flag, sizeof flag, "--%s", name);
         if (!standalone_only && c && strchr ("MebolDsLTmpE", c))
             standalone_only = name;
+        int rc = PS_OK;
         switch (c) {
             case 'S': standalone = true; break;
             case 'C': cluster_path = optarg; break;
@@ -307,57 +284,49 @@ main (int argc, char *argv [])
             case 'm': cfg.metrics_path = optarg; break;
             case 'o': opt_kind = optarg; break;
             case 'd':
-                if (ps_device_parse (optarg, &cfg.device, &err)) {
-                    ps_error ("--device: %s", err.msg);
-                    return 2;
-                }
+                if ((rc = ps_device_parse (optarg, &cfg.device, &err)) != PS_OK)
+                    ps_error_prefix (&err, rc, "--device");
                 device_name = optarg;
                 break;
             case 'e':
-                if (s_integer (name, optarg, 1, 1000000, &n))
-                    return 2;
-                cfg.epochs = (int) n;
+                if ((rc = ps_parse_uint (flag, optarg, 1, 1000000, &n, &err)) == PS_OK)
+                    cfg.epochs = (int) n;
                 break;
             case 'b':
-                if (s_integer (name, optarg, 1, 65536, &n))
-                    return 2;
-                cfg.batch = (int) n;
+                if ((rc = ps_parse_uint (flag, optarg, 1, 65536, &n, &err)) == PS_OK)
+                    cfg.batch = (int) n;
                 break;
             case 't':
-                if (s_integer (name, optarg, 1, 256, &n))
-                    return 2;
-                cfg.threads = threads = (int) n;
+                if ((rc = ps_parse_uint (flag, optarg, 1, 256, &n, &err)) == PS_OK)
+                    cfg.threads = threads = (int) n;
                 break;
             case 's':
-                if (s_integer (name, optarg, 0, UINT64_MAX, &n))
-                    return 2;
-                cfg.seed = n;
+                //  Digits only, so that a seed above 2^53 keeps every bit.
+                rc = ps_parse_uint (flag, optarg, 0, UINT64_MAX, &cfg.seed, &err);
                 break;
             case 'L':
-                if (s_integer (name, optarg, 1, 1000000000, &n))
-                    return 2;
-                cfg.train_limit = (size_t) n;
+                if ((rc = ps_parse_uint (flag, optarg, 1, 1000000000, &n, &err)) == PS_OK)
+                    cfg.train_limit = (size_t) n;
                 break;
             case 'T':
-                if (s_integer (name, optarg, 1, 1000000000, &n))
-                    return 2;
-                cfg.test_limit = (size_t) n;
+                if ((rc = ps_parse_uint (flag, optarg, 1, 1000000000, &n, &err)) == PS_OK)
+                    cfg.test_limit = (size_t) n;
                 break;
             case 'p':
-                if (s_number (name, optarg, 0, 1e6, &cfg.progress_s))
-                    return 2;
+                rc = ps_parse_double (flag, optarg, 0, false, 1e6, &cfg.progress_s, &err);
                 break;
             case 'E':
-                if (s_integer (name, optarg, 0, 1000000000, &n))
-                    return 2;
-                cfg.eval_steps = n;
+                rc = ps_parse_uint (flag, optarg, 0, 1000000000, &cfg.eval_steps, &err);
                 break;
             case 'l':
-                if (s_number (name, optarg, 1e-12, 1e6, &lr))
-                    return 2;
+                rc = ps_parse_double (flag, optarg, 1e-12, false, 1e6, &lr, &err);
                 break;
             case 'h': s_usage (stdout); return 0;
             default: s_usage (stderr); return 2;
+        }
+        if (rc) {
+            ps_error ("%s", err.msg);
+            return 2;
         }
     }
     if (optind < argc) {
