@@ -300,6 +300,11 @@ ps_curve_open (const char *keys_dir, bool insecure, const char *task, ps_curve_t
                ps_error_t *err)
 {
     *curve = NULL;
+    //  The environment names the keys where a command line is awkward to
+    //  change (containers, scripts); the command line wins over it.
+    const char *env = getenv ("PS_KEYS");
+    if (!keys_dir && !insecure && env && *env)
+        keys_dir = env;
     if (keys_dir && insecure)
         return ps_error_set (err, PS_EINVAL, "--keys and --insecure contradict each other: a "
                              "cluster is secured or it is not");
@@ -311,9 +316,9 @@ ps_curve_open (const char *keys_dir, bool insecure, const char *task, ps_curve_t
     }
     if (!keys_dir)
         return ps_error_set (err, PS_EINVAL, "the cluster is secured with CurveZMQ: pass --keys "
-                             "DIR, a directory holding public/ and %s's secret certificate (make "
-                             "a cluster's with `coordinator keygen`), or --insecure (see "
-                             "README.md, \"Security\")", task);
+                             "DIR (or set PS_KEYS), a directory holding public/ and %s's secret "
+                             "certificate (make a cluster's with `coordinator keygen`), or "
+                             "--insecure (see README.md, \"Security\")", task);
     *curve = ps_curve_new (keys_dir, task, err);
     return *curve ? PS_OK : err ? err->code : PS_EINVAL;
 }

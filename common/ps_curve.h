@@ -61,7 +61,8 @@ ps_curve_t *ps_curve_new (const char *dir, const char *task, ps_error_t *err);
 void ps_curve_destroy (ps_curve_t **self_p);
 
 //  What every program does with its --keys DIR and --insecure options, for
-//  task: with keys_dir, load that identity into *curve; with insecure,
+//  task: with keys_dir (NULL: the environment variable PS_KEYS, unless
+//  insecure), load that identity into *curve; with insecure,
 //  warn that nothing is authenticated or encrypted and set *curve to NULL;
 //  with neither, or both, refuse with an error that says what to pass.
 //  Returns 0 or a negative code with err set.

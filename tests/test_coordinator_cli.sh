@@ -16,6 +16,11 @@ cleanup () {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# Every process of the test runs secured, by one set of keys made here
+# (README.md, Security), named by PS_KEYS.
+"${PS_COORDINATOR:?PS_COORDINATOR is not set}" keygen --out "$work/keys" --ps 4 --workers 4 \
+  --evaluator >/dev/null || { echo "FAIL: coordinator keygen"; exit 1; }
+export PS_KEYS="$work/keys"
 failures=0
 unset TF_CONFIG
 
@@ -349,6 +354,30 @@ else
   cp "$work/coordinator.log" "$work/out"
   fail "coordinator with refused registrations" "exit $coordinator_status, expected 1 after SIGTERM"
 fi
+
+# coordinator keygen: a cluster's keys from its spec or from counts, a
+# private directory, public certificates that name their tasks; never over
+# existing keys, and a clear word for what is missing.
+echo "$good" >"$work/keygen-cluster.json"
+expect "keygen from a cluster spec" 0 "keys for chief:0, 1 ps, 1 worker and 0 evaluator" -- \
+  "$coordinator" keygen --out "$work/kg" --cluster "$work/keygen-cluster.json"
+if [ "$(stat -c %a "$work/kg")" = 700 ] && [ "$(stat -c %a "$work/kg/worker-0.cert_secret")" = 600 ] \
+   && grep -qF 'task = "ps:0"' "$work/kg/public/ps-0.cert" \
+   && [ "$(ls "$work/kg/public" | tr '\n' ' ')" = "chief-0.cert ps-0.cert worker-0.cert " ]; then
+  pass "keygen: a 0700 directory, 0600 secrets, public certificates naming their tasks"
+else
+  ls -la "$work/kg" "$work/kg/public" >"$work/out" 2>&1
+  fail "keygen: the key directory" "modes or files are not as documented"
+fi
+expect "keygen over existing keys" 1 "is not empty" -- \
+  "$coordinator" keygen --out "$work/kg" --ps 1 --workers 1
+expect "keygen without --out" 2 "--out DIR is required" -- "$coordinator" keygen --ps 1 --workers 1
+expect "keygen without workers" 2 "--workers N (1 or more)" -- \
+  "$coordinator" keygen --out "$work/kg2" --ps 1
+expect "no keys" 2 "secured with CurveZMQ: pass --keys DIR" -- \
+  env -u PS_KEYS TF_CONFIG="$good" "$coordinator" --register-timeout-ms 300
+expect "--keys and --insecure" 2 "--keys and --insecure contradict" -- \
+  env TF_CONFIG="$good" "$coordinator" --keys "$PS_KEYS" --insecure --register-timeout-ms 300
 
 [ "$failures" = 0 ] || { echo "$failures check(s) failed"; exit 1; }
 echo "all checks passed"

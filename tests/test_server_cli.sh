@@ -6,6 +6,11 @@ set -u
 server=${PS_SERVER:?PS_SERVER is not set}
 work=$(mktemp -d /tmp/ps-cli-XXXXXX)
 trap 'rm -rf "$work"' EXIT
+# Every process of the test runs secured, by one set of keys made here
+# (README.md, Security), named by PS_KEYS.
+"${PS_COORDINATOR:?PS_COORDINATOR is not set}" keygen --out "$work/keys" --ps 4 --workers 4 \
+  --evaluator >/dev/null || { echo "FAIL: coordinator keygen"; exit 1; }
+export PS_KEYS="$work/keys"
 failures=0
 
 # expect STATUS WORDS -- COMMAND...: run it, check the exit status and that
@@ -133,6 +138,23 @@ else
   kill -TERM "$pid"
   wait "$pid"
 fi
+
+# Keys (README.md, Security): without --keys, PS_KEYS or --insecure a
+# server refuses to start; --keys and --insecure together contradict; a
+# secret certificate others may read, a directory without public/, and a
+# task without a secret file are refused, naming the file.
+expect 2 "secured with CurveZMQ: pass --keys DIR" -- \
+  env -u PS_KEYS "$server" --bind tcp://127.0.0.1:0
+expect 2 "--keys and --insecure contradict" -- \
+  "$server" --bind tcp://127.0.0.1:0 --keys "$PS_KEYS" --insecure
+cp -r "$PS_KEYS" "$work/loose"
+chmod 644 "$work/loose/ps-0.cert_secret"
+expect 2 "accessible by others (mode 0644): run chmod 600 $work/loose/ps-0.cert_secret" -- \
+  "$server" --bind tcp://127.0.0.1:0 --keys "$work/loose"
+mkdir -p "$work/nopublic"
+expect 2 "has no public/ directory" -- "$server" --bind tcp://127.0.0.1:0 --keys "$work/nopublic"
+expect 2 "no secret certificate for ps:7: $PS_KEYS/ps-7.cert_secret" -- \
+  "$server" --bind tcp://127.0.0.1:0 --task ps:7
 
 [ "$failures" = 0 ] || { echo "$failures check(s) failed"; exit 1; }
 echo "all checks passed"

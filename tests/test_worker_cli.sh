@@ -12,6 +12,11 @@ worker=${PS_WORKER:?PS_WORKER is not set}
 data=${PS_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 work=$(mktemp -d /tmp/ps-worker-cli-XXXXXX)
 trap 'rm -rf "$work"' EXIT
+# Every process of the test runs secured, by one set of keys made here
+# (README.md, Security), named by PS_KEYS.
+"${PS_COORDINATOR:?PS_COORDINATOR is not set}" keygen --out "$work/keys" --ps 4 --workers 4 \
+  --evaluator >/dev/null || { echo "FAIL: coordinator keygen"; exit 1; }
+export PS_KEYS="$work/keys"
 failures=0
 
 . "$(dirname "$0")/cli_lib.sh"
