@@ -238,7 +238,9 @@ ps_ledger_encode (const ps_ledger_t *self, uint8_t *buf)
     ps_put_u64 (buf, self->base);
     ps_put_u64 (buf + 8, self->count);
     ps_put_u32 (buf + 16, (uint32_t) nwords);
-    const uint64_t *live = self->words + self->head;
+    //  An empty ledger has no array at all, and arithmetic on a null
+    //  pointer is undefined even when it adds nothing.
+    const uint64_t *live = nwords ? self->words + self->head : NULL;
     unsigned shift = (unsigned) (self->base - s_origin (self));
     for (size_t j = 0; j < nwords; j++) {
         uint64_t word = live [j] >> shift;
