@@ -204,12 +204,14 @@ ps_tfconfig_t *
 ps_tfconfig_from_file (const char *path, ps_error_t *err)
 {
     json_error_t jerr;
-    json_t *root = json_load_file (path, 0, &jerr);
+    //  Duplicate keys must be refused here: the object dumped below has
+    //  kept only the last of them, so the re-parse could not see them.
+    json_t *root = json_load_file (path, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
         ps_error_set (err, PS_EINVAL, "%s: %s (line %d)", path, jerr.text, jerr.line);
         return NULL;
     }
-    //  Re-parse through the one checked path, with duplicate-key rejection.
+    //  Re-parse through the one checked path.
     char *text = json_dumps (root, JSON_COMPACT);
     json_decref (root);
     if (!text)
