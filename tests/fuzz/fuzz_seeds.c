@@ -177,6 +177,8 @@ s_send (FILE *file, ps_writer_t *writer, const s_var_t *const *grads, size_t ngr
     s_frame (file, writer->sbuf.data, writer->sbuf.size, ngrads == 0);
     for (size_t i = 0; i < ngrads; i++) {
         static float grad [4096];
+        if (s_floats (grads [i]) > sizeof grad / sizeof grad [0])
+            s_die ("a gradient of %s is too large for a seed", grads [i]->var);
         for (size_t k = 0; k < s_floats (grads [i]); k++)
             grad [k] = 0.25f * (float) k - 1.0f;
         s_frame (file, grad, s_floats (grads [i]) * sizeof (float), i + 1 == ngrads);

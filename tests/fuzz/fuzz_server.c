@@ -25,6 +25,7 @@
 
 #include "fuzz_frames.h"
 #include "fuzz_scratch.h"
+#include "ps_clock.h"
 #include "ps_log.h"
 #include "ps_msg.h"
 #include "ps_server.h"
@@ -120,7 +121,10 @@ static void
 s_stop (s_running_t *running)
 {
     uint64_t one = 1;
-    if (write (running->stop_fd, &one, sizeof one) != sizeof one)
+    ssize_t n;
+    while ((n = write (running->stop_fd, &one, sizeof one)) < 0 && errno == EINTR)
+        ;
+    if (n != sizeof one)
         s_fail ("cannot signal the server to stop: %s", strerror (errno));
     pthread_join (running->thread, NULL);
     close (running->stop_fd);
@@ -239,15 +243,22 @@ s_exchange (void *dealer, s_running_t *running, fuzz_frame_t *frames, size_t cou
         }
     }
     uint64_t id = ps_msg_id (s_request);
+    //  libFuzzer's timer signal interrupts blocking calls now and then.
     for (size_t i = 0; i < count; i++)
-        if (zmq_send (dealer, parts [i], sizes [i], i + 1 < count ? ZMQ_SNDMORE : 0) < 0)
-            s_fail ("cannot send a request: %s", zmq_strerror (errno));
+        while (zmq_send (dealer, parts [i], sizes [i], i + 1 < count ? ZMQ_SNDMORE : 0) < 0)
+            if (errno != EINTR)
+                s_fail ("cannot send a request: %s", zmq_strerror (errno));
     msgpack_sbuffer_destroy (&confined);
 
     zmq_pollitem_t item = { dealer, 0, ZMQ_POLLIN, 0 };
-    int ready = zmq_poll (&item, 1, S_REPLY_TIMEOUT_MS);
-    if (ready < 0)
-        s_fail ("zmq_poll: %s", zmq_strerror (errno));
+    double deadline = ps_clock_ms () + S_REPLY_TIMEOUT_MS;
+    int ready;
+    do {
+        double left = deadline - ps_clock_ms ();
+        ready = zmq_poll (&item, 1, left > 0 ? (long) left : 0);
+        if (ready < 0 && errno != EINTR)
+            s_fail ("zmq_poll: %s", zmq_strerror (errno));
+    } while (ready < 0);
     if (ready == 0)
         s_fail ("no reply within the timeout to a request of type %s (%s)",
                 type ? type : "(refused by the codec)",
@@ -259,8 +270,11 @@ s_exchange (void *dealer, s_running_t *running, fuzz_frame_t *frames, size_t cou
     int more = 1;
     while (more) {
         zmq_msg_t part;
-        if (zmq_msg_init (&part) != 0 || zmq_msg_recv (&part, dealer, 0) < 0)
-            s_fail ("cannot receive a reply: %s", zmq_strerror (errno));
+        if (zmq_msg_init (&part) != 0)
+            s_fail ("zmq_msg_init: %s", zmq_strerror (errno));
+        while (zmq_msg_recv (&part, dealer, 0) < 0)
+            if (errno != EINTR)
+                s_fail ("cannot receive a reply: %s", zmq_strerror (errno));
         more = zmq_msg_more (&part);
         if (nreply == S_MAX_FRAMES)
             s_fail ("a reply has more than %d frames", S_MAX_FRAMES);
