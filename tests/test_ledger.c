@@ -195,7 +195,8 @@ test_reserve (void **state)
 //  partitions) leaves the ledger as it was: the same encoding, which
 //  decodes, and equal to a twin that was never reserved. Found by
 //  tests/fuzz/fuzz_server: a refused two-partition push, then a snapshot,
-//  which encoded the reserved empty words and so could not be read back.
+//  whose encoder took the clz of the reserved clear last word and wrote a
+//  ledger of garbage length.
 static void
 test_reserve_unused (void **state)
 {
