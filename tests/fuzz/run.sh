@@ -79,6 +79,15 @@ for input in "${inputs[@]}"; do
   fi
 done
 
+# The targets make their scratch directories (fuzz_scratch.h) in one of
+# this run's, removed at the end even when a crashed target, or a child of
+# -minimize_crash, could not remove its own.
+tmp_base=/dev/shm
+[ -w "$tmp_base" ] || tmp_base=${TMPDIR:-/tmp}
+PS_FUZZ_TMPDIR=$(mktemp -d "$tmp_base/ps-fuzz-run.XXXXXX") || exit 2
+export PS_FUZZ_TMPDIR
+trap 'rm -rf "$PS_FUZZ_TMPDIR"' EXIT
+
 # The sanitizers stop at the first report (the build compiles UBSan without
 # recovery); libFuzzer also fails on a leak and on an input slower than
 # -timeout.
