@@ -58,13 +58,13 @@ s_origin (const ps_ledger_t *self)
     return self->base & ~UINT64_C (63);
 }
 
-//  Make the live window at least `need` words long, zeroing the new words.
-//  When the window would run past the end of the array, either compact it
-//  in place (when it uses at most half the array, so the move is paid for by
-//  the words dropped since the last compaction) or move it to an array of
-//  twice the needed size.
+//  Make room for a window of need words: when it would run past the end of
+//  the array, either compact the window in place (when it uses at most half
+//  the array, so the move is paid for by the words dropped since the last
+//  compaction) or move it to an array of twice the needed size. The live
+//  window itself is unchanged.
 static int
-s_reserve (ps_ledger_t *self, size_t need, ps_error_t *err)
+s_make_room (ps_ledger_t *self, size_t need, ps_error_t *err)
 {
     if (need <= self->nwords)
         return PS_OK;
@@ -86,6 +86,18 @@ s_reserve (ps_ledger_t *self, size_t need, ps_error_t *err)
             memmove (self->words, self->words + self->head, self->nwords * sizeof (uint64_t));
         self->head = 0;
     }
+    return PS_OK;
+}
+
+//  Make the live window at least need words long, the new words clear.
+static int
+s_extend (ps_ledger_t *self, size_t need, ps_error_t *err)
+{
+    if (need <= self->nwords)
+        return PS_OK;
+    int rc = s_make_room (self, need, err);
+    if (rc)
+        return rc;
     memset (self->words + self->head + self->nwords, 0,
             (need - self->nwords) * sizeof (uint64_t));
     self->nwords = need;
@@ -135,7 +147,11 @@ ps_ledger_reserve (ps_ledger_t *self, uint64_t step, ps_error_t *err)
     int rc = s_check_step (self, step, err);
     if (rc)
         return rc;
-    return s_reserve (self, (size_t) ((step - s_origin (self)) / 64) + 1, err);
+    //  Only the room: clear words made live here would break the invariant
+    //  that the last live word is not zero whenever the mark never comes
+    //  (a request refused by another partition). The head and the window's
+    //  end only move up until then, so the room stays enough.
+    return s_make_room (self, (size_t) ((step - s_origin (self)) / 64) + 1, err);
 }
 
 int
@@ -152,7 +168,7 @@ ps_ledger_mark (ps_ledger_t *self, uint64_t step, ps_error_t *err)
     uint64_t bit = UINT64_C (1) << (offset % 64);
     if (word < self->nwords && (self->words [self->head + word] & bit))
         return PS_DUPLICATE;
-    rc = s_reserve (self, word + 1, err);
+    rc = s_extend (self, word + 1, err);
     if (rc)
         return rc;
     self->words [self->head + word] |= bit;
@@ -222,7 +238,9 @@ ps_ledger_encode (const ps_ledger_t *self, uint8_t *buf)
     ps_put_u64 (buf, self->base);
     ps_put_u64 (buf + 8, self->count);
     ps_put_u32 (buf + 16, (uint32_t) nwords);
-    const uint64_t *live = self->words + self->head;
+    //  An empty ledger has no array at all, and arithmetic on a null
+    //  pointer is undefined even when it adds nothing.
+    const uint64_t *live = nwords ? self->words + self->head : NULL;
     unsigned shift = (unsigned) (self->base - s_origin (self));
     for (size_t j = 0; j < nwords; j++) {
         uint64_t word = live [j] >> shift;
@@ -298,7 +316,7 @@ ps_ledger_decode (const uint8_t *buf, size_t len, ps_error_t *err)
     //  either the top recorded step or, with nothing above the watermark,
     //  the filled-in step just below it.
     size_t need = nwords > 0 ? (size_t) ((shift + top) / 64 + 1) : (shift > 0 ? 1 : 0);
-    if (s_reserve (self, need, err)) {
+    if (s_extend (self, need, err)) {
         ps_ledger_destroy (&self);
         return NULL;
     }
@@ -359,7 +377,7 @@ ps_ledger_intersect (const ps_ledger_t *a, const ps_ledger_t *b, ps_error_t *err
         return NULL;
     }
     self->base = low->base;
-    if (s_reserve (self, low->nwords, err)) {
+    if (s_extend (self, low->nwords, err)) {
         ps_ledger_destroy (&self);
         return NULL;
     }

@@ -10,6 +10,7 @@ packages=(
   python3-msgpack           # regenerates schemas/vectors.json
   dataset-fashion-mnist     # /usr/share/datasets/fashion-mnist
   iproute2 iptables         # the failure-injection harness (tests/faults)
+  clang libfuzzer-14-dev libclang-rt-14-dev   # the fuzz build (tests/fuzz): clang's libFuzzer and sanitizers
 )
 missing=()
 for p in "${packages[@]}"; do

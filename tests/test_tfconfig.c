@@ -270,6 +270,30 @@ test_env_and_file (void **state)
         fail_msg ("message '%s'", err.msg);
 }
 
+//  A --cluster file is held to the same rules as TF_CONFIG, duplicate keys
+//  included (found by tests/fuzz/fuzz_tfconfig: the file took the last of
+//  two "ps" lists where the same text was refused).
+static void
+test_file_duplicate_keys (void **state)
+{
+    (void) state;
+    const char *text = "{\"cluster\":{\"ps\":[],\"ps\":[]}}";
+    ps_error_t err;
+    assert_null (ps_tfconfig_parse (text, "TF_CONFIG", &err));
+    char path [] = "/tmp/ps-tfconfig-XXXXXX";
+    int fd = mkstemp (path);
+    assert_true (fd >= 0);
+    assert_int_equal (write (fd, text, strlen (text)), (ssize_t) strlen (text));
+    close (fd);
+    ps_tfconfig_t *tf = ps_tfconfig_from_file (path, &err);
+    unlink (path);
+    if (tf)
+        fail_msg ("the file %s with a duplicate key was accepted", path);
+    assert_int_equal (err.code, PS_EINVAL);
+    assert_non_null (strstr (err.msg, path));
+    assert_non_null (strstr (err.msg, "duplicate"));
+}
+
 //  --task TYPE:INDEX: parsed strictly, then checked against the cluster.
 static void
 test_set_task (void **state)
@@ -322,6 +346,7 @@ main (void)
         cmocka_unit_test (test_addresses),
         cmocka_unit_test (test_mistakes),
         cmocka_unit_test (test_env_and_file),
+        cmocka_unit_test (test_file_duplicate_keys),
         cmocka_unit_test (test_set_task),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
