@@ -74,7 +74,7 @@ struct _ps_server_t {
     size_t queue_head, queue_len, queue_cap;
     bool stopping;
     size_t jobs_in_pool;        //  main thread only
-    uint64_t fence;             //  generation pushes must carry, or 0 (main thread only)
+    uint64_t fence;             //  generation pushes must carry once fenced, or 0 (main thread only)
     ps_msg_t **spare_msgs;      //  received-message objects for reuse
     size_t nspare, spare_cap;
     ps_writer_t writer;         //  reply headers; main thread only
@@ -569,12 +569,20 @@ s_handle_data (ps_server_t *self, ps_msg_t *msg)
     ps_error_t err;
     bool pull = job->pull;
     job->pull = false;          //  until the reply frames exist
+    //  Once fenced, a push must say which generation of the parameters
+    //  it was computed against: one that says nothing may come from before
+    //  the restore as well as after it.
     const msgpack_object *generation = job->push ? ps_obj_get (header, "generation") : NULL;
-    if (generation && self->fence && generation->via.u64 != self->fence) {
-        char text [160];
-        snprintf (text, sizeof text, "stale generation %" PRIu64 ": the server was fenced at "
-                  "generation %" PRIu64 " (restored since this gradient was computed)",
-                  generation->via.u64, self->fence);
+    if (job->push && self->fence && (!generation || generation->via.u64 != self->fence)) {
+        char text [200];
+        if (generation)
+            snprintf (text, sizeof text, "stale generation %" PRIu64 ": the server was fenced at "
+                      "generation %" PRIu64 " (restored since this gradient was computed)",
+                      generation->via.u64, self->fence);
+        else
+            snprintf (text, sizeof text, "%s carries no generation: the server was fenced at "
+                      "generation %" PRIu64 " and takes only gradients tagged with it", type,
+                      self->fence);
         s_reply_error (self, msg, PS_EINVAL, text);
         s_job_destroy (self, &job);
         return;
@@ -976,6 +984,20 @@ s_handle_restore (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_erro
     return rc;
 }
 
+static int
+s_handle_fence (ps_server_t *self, ps_msg_t *msg, ps_error_t *err)
+{
+    //  Generation 0 is what an untagged push would have to match, and a
+    //  client cannot tag a push with it.
+    uint64_t generation = ps_obj_get (ps_msg_header (msg), "generation")->via.u64;
+    if (generation == 0)
+        return ps_error_set (err, PS_EINVAL, "fence: generation 0 is reserved for untagged "
+                             "pushes, expected a generation >= 1");
+    self->fence = generation;
+    ps_debug ("fenced at generation %" PRIu64, self->fence);
+    return PS_OK;
+}
+
 //  ---------------------------------------------------------------------
 //  Dispatch
 
@@ -1020,10 +1042,8 @@ s_handle_control (ps_server_t *self, ps_msg_t *msg)
     if (strcmp (type, "restore") == 0)
         rc = s_handle_restore (self, msg, writer, &err);
     else
-    if (strcmp (type, "fence") == 0) {
-        self->fence = ps_obj_get (ps_msg_header (msg), "generation")->via.u64;
-        ps_debug ("fenced at generation %" PRIu64, self->fence);
-    }
+    if (strcmp (type, "fence") == 0)
+        rc = s_handle_fence (self, msg, &err);
     else
     if (strcmp (type, "shutdown") == 0) {
         ps_info ("shutdown requested");
