@@ -737,6 +737,7 @@ ps_client_stats (ps_client_t *self, int server, ps_part_stats_t **stats, size_t 
         out->duplicates = ps_obj_get (entry, "duplicates")->via.u64;
         out->bytes_in = ps_obj_get (entry, "bytes_in")->via.u64;
         out->bytes_out = ps_obj_get (entry, "bytes_out")->via.u64;
+        out->nonfinite = ps_obj_get (entry, "nonfinite")->via.u64;
     }
     return PS_OK;
 }

@@ -24,6 +24,7 @@ static const struct {
     { PS_ETOOBIG,   "too_big" },
     { PS_EVERSION,  "bad_version" },
     { PS_ECANCELED, "canceled" },
+    { PS_ENONFINITE, "nonfinite" },
 };
 
 const char *

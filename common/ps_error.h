@@ -32,6 +32,7 @@ extern "C" {
 #define PS_ETOOBIG    -10   //  larger than a configured limit
 #define PS_EVERSION   -11   //  unsupported protocol or format version
 #define PS_ECANCELED  -12   //  aborted on request before it completed
+#define PS_ENONFINITE -13   //  a gradient holds NaN or an infinity
 
 #define PS_ERROR_MSG_MAX 512
 

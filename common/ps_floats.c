@@ -2,8 +2,26 @@
 
 #include "ps_floats.h"
 
+#include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+
+//  The AVX2 copy of the scan runs 8 lanes wide where the CPU has it (see
+//  ps_optimizer.c for the same choice).
+#if defined (__x86_64__)
+#   define S_HOT  __attribute__ ((target_clones ("avx2", "default")))
+#else
+#   define S_HOT
+#endif
+
+//  Floats scanned per block: the fast pass only says whether a block holds
+//  a non-finite value, and the slow pass finds which one in that block.
+#define S_BLOCK  4096
+
+//  The exponent bits of a float32: all ones for NaN and the infinities.
+#define S_EXPONENT  0x7f800000u
 
 float *
 ps_floats_alloc (size_t n)
@@ -12,4 +30,33 @@ ps_floats_alloc (size_t n)
         return NULL;
     size_t bytes = (n * sizeof (float) + 63) & ~(size_t) 63;
     return aligned_alloc (64, bytes);
+}
+
+//  True when x [0..n) holds a non-finite value. The bits are compared as
+//  integers and the results OR-ed, a loop the compiler vectorises without
+//  any reordering of float arithmetic; memcpy keeps the type punning
+//  defined.
+S_HOT static bool
+s_block_nonfinite (const float *restrict x, size_t n)
+{
+    uint32_t found = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy (&bits, &x [i], sizeof bits);
+        found |= (bits & S_EXPONENT) == S_EXPONENT;
+    }
+    return found != 0;
+}
+
+size_t
+ps_floats_find_nonfinite (const float *x, size_t n)
+{
+    for (size_t at = 0; at < n; at += S_BLOCK) {
+        size_t len = n - at < S_BLOCK ? n - at : S_BLOCK;
+        if (s_block_nonfinite (x + at, len))
+            for (size_t i = at; i < at + len; i++)
+                if (!isfinite (x [i]))
+                    return i;
+    }
+    return n;
 }

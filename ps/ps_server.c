@@ -1,6 +1,7 @@
 //  The ps-server; see ps_server.h for the concurrency model.
 
 #include "ps_server.h"
+#include "ps_floats.h"
 #include "ps_heap.h"
 #include "ps_log.h"
 #include "ps_msg.h"
@@ -47,14 +48,21 @@ typedef struct {
     zmq_msg_t *out;             //  reply frames when pulling
     uint64_t *versions;
     bool *duplicate;
+    size_t *nonfinite;          //  per task: index + 1 of the gradient's first
+                                //  NaN or infinity, 0 when it has none
+    atomic_size_t scanning;     //  gradients the pool has still to scan
     atomic_size_t pending;
     atomic_int failed;          //  task index + 1 of the first failure
     ps_error_t err;             //  that failure
 } s_job_t;
 
+//  A task scans a gradient for NaN and infinities, or applies (or pulls)
+//  one partition. A push's gradients are all scanned before any is
+//  applied, so a request holding one bad value changes nothing.
 typedef struct {
     s_job_t *job;
     size_t index;
+    bool scan;
 } s_task_t;
 
 struct _ps_server_t {
@@ -156,6 +164,59 @@ s_job_run_task (s_job_t *job, size_t i)
         ps_partition_pull (job->parts [i], out, &job->versions [i]);
 }
 
+//  Scan task i's gradient for NaN and infinities.
+static void
+s_job_scan_task (s_job_t *job, size_t i)
+{
+    size_t count = ps_partition_count (job->parts [i]);
+    size_t at = ps_floats_find_nonfinite (ps_msg_tensor (job->msg, i), count);
+    job->nonfinite [i] = at < count ? at + 1 : 0;
+}
+
+static bool
+s_job_has_nonfinite (s_job_t *job)
+{
+    for (size_t i = 0; i < job->ntasks; i++)
+        if (job->nonfinite [i])
+            return true;
+    return false;
+}
+
+static void s_pool_enqueue (ps_server_t *self, s_job_t *job, bool scan, size_t skip);
+
+//  Post a job whose tasks are all done to the main thread, which answers it.
+static void
+s_pool_post (void *notify, s_job_t *job)
+{
+    if (zmq_send (notify, &job, sizeof job, 0) != sizeof job) {
+        ps_error ("pool thread cannot post a finished request: %s", zmq_strerror (errno));
+        abort ();
+    }
+}
+
+//  Run one task on a pool thread. The thread that scans a push's last
+//  gradient decides: with a bad value the job goes back to the main thread
+//  to be refused; else it queues every other partition's update and
+//  applies its own.
+static void
+s_pool_run (ps_server_t *self, s_task_t task, void *notify)
+{
+    s_job_t *job = task.job;
+    if (task.scan) {
+        s_job_scan_task (job, task.index);
+        if (atomic_fetch_sub (&job->scanning, 1) != 1)
+            return;
+        if (s_job_has_nonfinite (job)) {
+            s_pool_post (notify, job);
+            return;
+        }
+        s_pool_enqueue (self, job, false, task.index);
+    }
+    s_job_run_task (job, task.index);
+    if (atomic_fetch_sub (&job->pending, 1) == 1)
+        s_pool_post (notify, job);
+}
+
 static void *
 s_pool_thread (void *arg)
 {
@@ -175,12 +236,7 @@ s_pool_thread (void *arg)
         self->queue_head = (self->queue_head + 1) % self->queue_cap;
         self->queue_len--;
         pthread_mutex_unlock (&self->lock);
-        s_job_run_task (task.job, task.index);
-        if (atomic_fetch_sub (&task.job->pending, 1) == 1
-        &&  zmq_send (notify, &task.job, sizeof task.job, 0) != sizeof task.job) {
-            ps_error ("pool thread cannot post a finished request: %s", zmq_strerror (errno));
-            abort ();
-        }
+        s_pool_run (self, task, notify);
         pthread_mutex_lock (&self->lock);
     }
     pthread_mutex_unlock (&self->lock);
@@ -188,8 +244,11 @@ s_pool_thread (void *arg)
     return NULL;
 }
 
+//  Queue a task per partition of job, scans or updates, except task skip
+//  (pass job->ntasks to skip none). Called by the main thread and by pool
+//  threads.
 static void
-s_pool_submit (ps_server_t *self, s_job_t *job)
+s_pool_enqueue (ps_server_t *self, s_job_t *job, bool scan, size_t skip)
 {
     pthread_mutex_lock (&self->lock);
     if (self->queue_len + job->ntasks > self->queue_cap) {
@@ -207,12 +266,21 @@ s_pool_submit (ps_server_t *self, s_job_t *job)
         self->queue_cap = cap;
     }
     for (size_t i = 0; i < job->ntasks; i++) {
+        if (i == skip)
+            continue;
         size_t slot = (self->queue_head + self->queue_len++) % self->queue_cap;
-        self->queue [slot] = (s_task_t) { job, i };
+        self->queue [slot] = (s_task_t) { job, i, scan };
     }
     pthread_cond_broadcast (&self->wake);
     pthread_mutex_unlock (&self->lock);
+}
+
+//  Hand a job to the pool: a push's gradients are scanned first.
+static void
+s_pool_submit (ps_server_t *self, s_job_t *job)
+{
     self->jobs_in_pool++;
+    s_pool_enqueue (self, job, job->push, job->ntasks);
 }
 
 //  ---------------------------------------------------------------------
@@ -407,6 +475,7 @@ s_job_destroy (ps_server_t *self, s_job_t **job_p)
     free (job->out);
     free (job->versions);
     free (job->duplicate);
+    free (job->nonfinite);
     free (job);
     *job_p = NULL;
 }
@@ -418,10 +487,39 @@ s_pack_partref (msgpack_packer *pk, ps_partition_t *part, size_t extra)
     ps_pack_partref (pk, ps_partition_var (part), ps_partition_part (part), extra);
 }
 
+//  When a push's gradients hold NaN or an infinity, count that on every
+//  partition concerned and describe the first in err.
+static int
+s_job_check_nonfinite (s_job_t *job, ps_error_t *err)
+{
+    size_t first = job->ntasks, count = 0;
+    for (size_t i = 0; i < job->ntasks; i++)
+        if (job->nonfinite [i]) {
+            ps_partition_count_nonfinite (job->parts [i]);
+            first = count++ ? first : i;
+        }
+    if (count == 0)
+        return PS_OK;
+    ps_partition_t *part = job->parts [first];
+    size_t at = job->nonfinite [first] - 1;
+    return ps_error_set (err, PS_ENONFINITE,
+                         "%s: tensors[%zu]: the gradient of partition %s/%u holds a non-finite "
+                         "value (%g) at element %zu (%zu of the request's %zu gradients do); "
+                         "nothing was applied", ps_msg_type (job->msg), first,
+                         ps_partition_var (part), ps_partition_part (part),
+                         ps_msg_tensor (job->msg, first) [at], at, count, job->ntasks);
+}
+
 //  Answer a finished job and free it.
 static void
 s_job_finish (ps_server_t *self, s_job_t *job)
 {
+    ps_error_t err;
+    if (job->push && s_job_check_nonfinite (job, &err)) {
+        s_reply_error (self, job->msg, err.code, err.msg);
+        s_job_destroy (self, &job);
+        return;
+    }
     int failed = atomic_load (&job->failed);
     if (failed) {
         s_reply_error (self, job->msg, job->err.code, job->err.msg);
@@ -559,7 +657,8 @@ s_handle_data (ps_server_t *self, ps_msg_t *msg)
     job->out = calloc (job->ntasks + 1, sizeof (zmq_msg_t));
     job->versions = calloc (job->ntasks + 1, sizeof (uint64_t));
     job->duplicate = calloc (job->ntasks + 1, sizeof (bool));
-    if (!job->parts || !job->out || !job->versions || !job->duplicate)
+    job->nonfinite = calloc (job->ntasks + 1, sizeof (size_t));
+    if (!job->parts || !job->out || !job->versions || !job->duplicate || !job->nonfinite)
         abort ();
     if (job->push)
         job->step = ps_obj_get (header, "step")->via.u64;
@@ -602,10 +701,17 @@ s_handle_data (ps_server_t *self, ps_msg_t *msg)
         return;
     }
     job->pull = pull;
+    atomic_init (&job->scanning, job->ntasks);
     atomic_init (&job->pending, job->ntasks);
     atomic_init (&job->failed, 0);
     if (self->nthreads == 0 || bytes < S_INLINE_BYTES || job->ntasks == 0) {
-        for (size_t i = 0; i < job->ntasks; i++)
+        bool refused = false;
+        if (job->push) {
+            for (size_t i = 0; i < job->ntasks; i++)
+                s_job_scan_task (job, i);
+            refused = s_job_has_nonfinite (job);
+        }
+        for (size_t i = 0; i < job->ntasks && !refused; i++)
             s_job_run_task (job, i);
         s_job_finish (self, job);
     }
@@ -796,7 +902,7 @@ s_handle_stats (ps_server_t *self, ps_writer_t *writer)
     for (size_t i = 0; i < count; i++) {
         ps_partition_stats_t stats;
         ps_partition_stats (list [i], &stats);
-        s_pack_partref (pk, list [i], 6);
+        s_pack_partref (pk, list [i], 7);
         ps_pack_key (pk, "shape");
         ps_pack_shape (pk, ps_partition_shape (list [i]));
         ps_pack_key (pk, "rows");
@@ -811,6 +917,8 @@ s_handle_stats (ps_server_t *self, ps_writer_t *writer)
         msgpack_pack_uint64 (pk, stats.bytes_in);
         ps_pack_key (pk, "bytes_out");
         msgpack_pack_uint64 (pk, stats.bytes_out);
+        ps_pack_key (pk, "nonfinite");
+        msgpack_pack_uint64 (pk, stats.nonfinite);
     }
     ps_pack_key (pk, "requests");
     msgpack_pack_uint64 (pk, self->requests);

@@ -64,7 +64,7 @@ vectors = [
     vec('stats', hdr('stats')),
     vec('stats_ok', hdr('stats_ok', requests=10, errors=1, partitions=[
         {'var': 'w', 'part': 0, 'shape': [4, 2], 'rows': [0, 4], 'updates': 3,
-         'duplicates': 1, 'bytes_in': 128, 'bytes_out': 96}])),
+         'duplicates': 1, 'bytes_in': 128, 'bytes_out': 96, 'nonfinite': 2}])),
     vec('snapshot', hdr('snapshot', dir='/tmp/ckpt-1')),
     vec('snapshot_ok', hdr('snapshot_ok', files=[
         {'var': 'w', 'part': 0, 'file': 'w.part0.snap', 'bytes': 200, 'crc32': 4294967295,

@@ -9,6 +9,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <time.h>
@@ -304,6 +305,112 @@ test_push_fenced (void **state)
     assert_int_equal (harness_server_stop (&server, SIGTERM), 0);
 }
 
+//  One round of test_nonfinite_refused: a gradient for variable var (two
+//  partitions of rows [0, rows/2) and [rows/2, rows)) whose element `at`
+//  is bad, pushed and push-pulled with the server's current optimizer. Both
+//  are refused with the distinct code, naming the variable and the
+//  partition holding the bad value; nothing changes, and the refused step
+//  is still free for a good gradient.
+static void
+s_nonfinite_round (ps_client_t *client, size_t n, size_t at, float bad, uint64_t *step)
+{
+    ps_error_t err;
+    float *grad = malloc (n * sizeof (float)), *before = malloc (n * sizeof (float));
+    float *after = malloc (n * sizeof (float));
+    assert_true (grad && before && after);
+    for (size_t i = 0; i < n; i++)
+        grad [i] = (float) (i % 7) - 3.0f;
+    const float *grads [] = { grad };
+    float *outs [] = { before };
+    s_ok (ps_client_pull (client, outs, &err), &err);
+    ps_part_stats_t *stats;
+    size_t count;
+    s_ok (ps_client_stats (client, 0, &stats, &count, &err), &err);
+    assert_int_equal (count, 2);
+    uint64_t updates = stats [0].updates, nonfinite [2] = { stats [0].nonfinite, stats [1].nonfinite };
+    free (stats);
+    size_t bad_part = at < n / 2 ? 0 : 1;
+    char expect [32];
+    snprintf (expect, sizeof expect, "nan/w/%zu", bad_part);
+
+    grad [at] = bad;
+    assert_int_equal (ps_client_push (client, *step, 0, grads, NULL, &err), PS_ENONFINITE);
+    if (!strstr (err.msg, expect) || !strstr (err.msg, "non-finite"))
+        fail_msg ("message \"%s\" lacks \"%s\" or \"non-finite\"", err.msg, expect);
+    outs [0] = after;
+    assert_int_equal (ps_client_push_pull (client, *step, 0, grads, outs, NULL, &err), PS_ENONFINITE);
+    assert_non_null (strstr (err.msg, expect));
+    s_ok (ps_client_pull (client, outs, &err), &err);
+    assert_memory_equal (before, after, n * sizeof (float));
+    s_ok (ps_client_stats (client, 0, &stats, &count, &err), &err);
+    for (size_t i = 0; i < count; i++) {
+        assert_int_equal (stats [i].updates, updates);
+        assert_int_equal (stats [i].nonfinite, nonfinite [i] + (i == bad_part ? 2 : 0));
+    }
+    free (stats);
+
+    //  The step the refused gradient carried is applied when it comes good.
+    grad [at] = 1.0f;
+    ps_push_info_t info;
+    s_ok (ps_client_push (client, *step, 0, grads, &info, &err), &err);
+    assert_int_equal (info.applied, 2);
+    (*step)++;
+    s_ok (ps_client_pull (client, outs, &err), &err);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite (after [i]))
+            fail_msg ("element %zu is %g after a finite push", i, after [i]);
+    free (grad);
+    free (before);
+    free (after);
+}
+
+//  A gradient holding NaN, +Inf or -Inf anywhere is refused whole, under
+//  every optimizer, with clipping too, in small requests (applied inline)
+//  and large ones (applied on the pool): one bad value would poison the
+//  partition for good. A server of its own, since it changes optimizers.
+static void
+test_nonfinite_refused (void **state)
+{
+    (void) state;
+    harness_server_t server;
+    assert_int_equal (harness_server_start (&server, (const char *[]) { "--threads", "2", NULL }), 0);
+    const char *endpoints [] = { server.endpoint };
+    ps_error_t err;
+    static const int64_t sizes [] = { 8, 4096 };     //  rows of 64 floats: 2 KiB and 1 MiB
+    static const float bads [] = { NAN, INFINITY, -INFINITY };
+    uint64_t step = 0;
+    for (size_t z = 0; z < 2; z++) {
+        ps_client_t *client = ps_client_new (endpoints, 1, 5000, &err);
+        assert_non_null (client);
+        ps_shape_t shape;
+        ps_shape_set (&shape, (int64_t []) { sizes [z], 64 }, 2, NULL);
+        ps_init_t init;
+        ps_init_default (&init, PS_INIT_CONSTANT);
+        init.value = 0.5;
+        ps_client_add_variable (client, "nan/w", &shape, &init, 2,
+                                (int64_t []) { 0, sizes [z] / 2, sizes [z] }, (int []) { 0, 0 }, &err);
+        s_ok (ps_client_create (client, &err), &err);
+        size_t n = ps_client_variable_size (client, 0);
+        for (int kind = PS_OPT_SGD; kind <= PS_OPT_ADAM; kind++)
+            for (int clip = 0; clip < 3; clip++) {
+                ps_opt_config_t opt;
+                ps_opt_config_default (&opt, (ps_opt_kind_t) kind);
+                opt.clip_value = clip == 1 ? 1.0 : 0;
+                opt.clip_norm = clip == 2 ? 1.0 : 0;
+                s_ok (ps_client_set_optimizer (client, &opt, &err), &err);
+                float bad = bads [(size_t) (kind + clip) % 3];
+                //  In the first partition, then at the very end of the second.
+                s_nonfinite_round (client, n, (size_t) (kind + clip) * 5, bad, &step);
+                s_nonfinite_round (client, n, n - 1, bad, &step);
+            }
+        ps_client_destroy (&client);
+        //  The next size starts from a fresh variable.
+        assert_int_equal (harness_server_stop (&server, SIGTERM), 0);
+        if (z == 0)
+            assert_int_equal (harness_server_start (&server, (const char *[]) { "--threads", "2", NULL }), 0);
+    }
+}
+
 //  A partition too large for the machine is an error reply, not a crash.
 static void
 test_huge_create_refused (void **state)
@@ -502,6 +609,7 @@ main (void)
         cmocka_unit_test (test_layout_errors),
         cmocka_unit_test (test_push_refused_whole),
         cmocka_unit_test (test_push_fenced),
+        cmocka_unit_test (test_nonfinite_refused),
         cmocka_unit_test (test_huge_create_refused),
         cmocka_unit_test (test_hostile_error_reply),
         cmocka_unit_test (test_timeout_names_server),
