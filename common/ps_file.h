@@ -1,5 +1,6 @@
 //  Crash-safe files: the few system-call sequences that every file format
-//  of ps-cluster (snapshots, checkpoint manifests) writes with.
+//  of ps-cluster (snapshots, checkpoint manifests) writes with, and the
+//  directories they go in.
 //
 //  A file is replaced atomically by writing it under a temporary name,
 //  fsyncing it, renaming it over the final name and fsyncing the directory,
@@ -32,5 +33,11 @@ typedef int (ps_file_writer_fn) (int fd, void *arg);
 //  call and its object; tmp is removed on failure.
 int ps_file_write_atomic (const char *path, const char *tmp, ps_file_writer_fn *write,
                           void *arg, ps_error_t *err);
+
+//  Create the directory path and any missing parents, like mkdir -p. An
+//  existing directory is fine. Returns 0, PS_EINVAL for an empty path or
+//  one of PATH_MAX bytes or more, or PS_EIO naming the directory that
+//  could not be made or exists as something else.
+int ps_file_mkdirs (const char *path, ps_error_t *err);
 
 #endif

@@ -73,8 +73,10 @@ s_usage (FILE *out)
         "  --help              this text\n"
         "\n"
         "A local cluster without --checkpoint-dir checkpoints into its log directory\n"
-        "every 30 s, so that a failed server can be recovered. Exit status 0 means the\n"
-        "training completed.\n");
+        "every 30 s, so that a failed server can be recovered; its servers get the\n"
+        "checkpoint directory as their --checkpoint-root. Servers started by hand need\n"
+        "--checkpoint-root set to the coordinator's --checkpoint-dir (shared storage).\n"
+        "Exit status 0 means the training completed.\n");
 }
 
 //  Strict decimal integers and numbers for flags.
@@ -345,10 +347,13 @@ s_load_model (const ps_job_t *job, size_t *train_count)
     return model;
 }
 
-//  Start the children of a local cluster, each with its TF_CONFIG.
+//  Start the children of a local cluster, each with its TF_CONFIG. The
+//  servers' checkpoint root is the coordinator's checkpoint directory,
+//  which snapshot and restore requests name directories relative to.
 static int
 s_start_local (ps_supervisor_t *supervisor, const char *tf_cluster, int nps, int nworkers,
-               int nevaluators, const char *log_dir, const char **roles, int *indices)
+               int nevaluators, const char *log_dir, const char *checkpoint_dir,
+               const char **roles, int *indices)
 {
     char server [PATH_MAX], worker [PATH_MAX];
     if (s_find_program ("PS_SERVER", "ps-server", "ps", server, sizeof server)
@@ -373,7 +378,8 @@ s_start_local (ps_supervisor_t *supervisor, const char *tf_cluster, int nps, int
             snprintf (log, sizeof log, "%s/%s%d.log", log_dir, kinds [k].role, i);
             //  Each server applies updates on its serving thread: the
             //  machine's cores are the workers'.
-            const char *server_argv [] = { kinds [k].program, "--threads", "0", NULL };
+            const char *server_argv [] = { kinds [k].program, "--threads", "0",
+                                           "--checkpoint-root", checkpoint_dir, NULL };
             const char *worker_argv [] = { kinds [k].program, NULL };
             const char *env [] = { tf, NULL };
             ps_error_t err;
@@ -648,8 +654,8 @@ main (int argc, char *argv [])
         supervisor = ps_supervisor_new (opt.restart);
         if (!supervisor)
             abort ();
-        if (s_start_local (supervisor, tf_cluster, nps, nworkers, nevaluators, log_dir, roles,
-                           indices)) {
+        if (s_start_local (supervisor, tf_cluster, nps, nworkers, nevaluators, log_dir,
+                           config.job.checkpoint_dir, roles, indices)) {
             exit_code = 1;
             goto done;
         }

@@ -41,6 +41,12 @@ s_usage (FILE *out)
         "  --max-pending MB    tensor bytes held for requests in progress and replies\n"
         "                      not yet sent, in MiB (default 1024); above it no new\n"
         "                      request is read until replies have gone out\n"
+        "  --checkpoint-root DIR  the directory snapshots are written in and restored\n"
+        "                      from (created when missing): snapshot and restore\n"
+        "                      requests name a directory relative to it, and nothing\n"
+        "                      outside it is read or written. Without it both are\n"
+        "                      refused. A coordinator's --checkpoint-dir (the same\n"
+        "                      shared directory) is what its servers need here.\n"
         "  --optimizer KIND    sgd, momentum, adagrad or adam (default sgd) until a\n"
         "                      client sets one\n"
         "  --lr RATE           learning rate for --optimizer (default: Keras default)\n"
@@ -60,6 +66,7 @@ main (int argc, char *argv [])
     const char *cluster_file = NULL;
     const char *task_text = NULL;
     const char *endpoint_file = NULL;
+    const char *checkpoint_root = NULL;
     const char *opt_kind = "sgd";
     double lr = 0;
     long threads = sysconf (_SC_NPROCESSORS_ONLN);
@@ -72,6 +79,7 @@ main (int argc, char *argv [])
         { "threads", required_argument, NULL, 't' },
         { "max-message", required_argument, NULL, 'm' },
         { "max-pending", required_argument, NULL, 'p' },
+        { "checkpoint-root", required_argument, NULL, 'r' },
         { "optimizer", required_argument, NULL, 'o' },
         { "lr", required_argument, NULL, 'l' },
         { "endpoint-file", required_argument, NULL, 'e' },
@@ -87,6 +95,7 @@ main (int argc, char *argv [])
             case 'c': cluster_file = optarg; break;
             case 'k': task_text = optarg; break;
             case 'e': endpoint_file = optarg; break;
+            case 'r': checkpoint_root = optarg; break;
             case 'o': opt_kind = optarg; break;
             case 'v': ps_log_init ("ps-server", PS_LOG_DEBUG); break;
             case 'h': s_usage (stdout); return 0;
@@ -180,6 +189,7 @@ main (int argc, char *argv [])
         .bind = bind, .name = name, .threads = (int) threads,
         .max_message = (int64_t) (max_mb * 1024 * 1024),
         .max_pending = (size_t) (pending_mb * 1024 * 1024),
+        .checkpoint_root = checkpoint_root,
     };
     ps_opt_kind_t kind;
     if (ps_opt_kind_parse (opt_kind, &kind, &err)) {

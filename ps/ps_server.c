@@ -1,6 +1,7 @@
 //  The ps-server; see ps_server.h for the concurrency model.
 
 #include "ps_server.h"
+#include "ps_ckpt_root.h"
 #include "ps_floats.h"
 #include "ps_heap.h"
 #include "ps_log.h"
@@ -14,6 +15,7 @@
 #include <czmq.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -72,6 +74,7 @@ struct _ps_server_t {
     char endpoint [256];
     char name [64];
     ps_opt_config_t opt;
+    ps_ckpt_root_t *root;       //  where snapshots go, or NULL: none are taken
     zhashx_t *table;            //  "var\npart" -> ps_partition_t *
     //  The pool.
     pthread_t *threads;
@@ -302,6 +305,11 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     ps_server_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
+    if (config->checkpoint_root
+    &&  !(self->root = ps_ckpt_root_new (config->checkpoint_root, err))) {
+        free (self);
+        return NULL;
+    }
     snprintf (self->name, sizeof self->name, "%s", config->name ? config->name : "ps");
     self->opt = config->opt;
     atomic_init (&self->pending, 0);
@@ -383,6 +391,7 @@ ps_server_destroy (ps_server_t **self_p)
     if (self->ctx)
         zmq_ctx_term (self->ctx);
     zhashx_destroy (&self->table);
+    ps_ckpt_root_destroy (&self->root);
     for (size_t i = 0; i < self->nspare; i++)
         ps_msg_destroy (&self->spare_msgs [i]);
     free (self->spare_msgs);
@@ -943,14 +952,32 @@ s_pack_file (msgpack_packer *pk, ps_partition_t *part, const char *file, uint64_
     msgpack_pack_uint64 (pk, version);
 }
 
+//  The directory inside the checkpoint root that a snapshot or restore
+//  request names (relative to the root), into dir; with create, made when
+//  missing. Refuses every request when the server has no root.
+static int
+s_request_dir (ps_server_t *self, ps_msg_t *msg, bool create, char *dir, size_t len,
+               ps_error_t *err)
+{
+    const char *type = ps_msg_type (msg);
+    if (!self->root)
+        return ps_error_set (err, PS_EINVAL, "%s: this server has no checkpoint root; start it "
+                             "with --checkpoint-root DIR", type);
+    char name [PS_CKPT_NAME_MAX + 1];
+    if (ps_obj_str (ps_obj_get (ps_msg_header (msg), "dir"), name, sizeof name))
+        return ps_error_set (err, PS_EINVAL, "%s: dir is longer than %d bytes or holds a NUL",
+                             type, PS_CKPT_NAME_MAX);
+    int rc = ps_ckpt_root_resolve (self->root, name, create, dir, len, err);
+    return rc ? ps_error_prefix (err, rc, "%s", type) : PS_OK;
+}
+
 static int
 s_handle_snapshot (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error_t *err)
 {
-    char dir [2048];
-    if (ps_obj_str (ps_obj_get (ps_msg_header (msg), "dir"), dir, sizeof dir))
-        return ps_error_set (err, PS_EINVAL, "snapshot: dir is too long or holds a NUL");
-    if (mkdir (dir, 0755) != 0 && errno != EEXIST)
-        return ps_error_set (err, PS_EIO, "snapshot: cannot create %s: %s", dir, strerror (errno));
+    char dir [PATH_MAX];
+    int rc = s_request_dir (self, msg, true, dir, sizeof dir, err);
+    if (rc)
+        return rc;
     size_t count;
     ps_partition_t **list = s_sorted_partitions (self, &count);
     msgpack_packer *pk = &writer->pk;
@@ -958,7 +985,6 @@ s_handle_snapshot (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_err
     //  and an error reply goes out instead.
     ps_pack_key (pk, "files");
     msgpack_pack_array (pk, count);
-    int rc = PS_OK;
     for (size_t i = 0; i < count && rc == PS_OK; i++) {
         char file [PS_NAME_MAX * 3 + 32];
         uint64_t bytes, version;
@@ -1030,9 +1056,10 @@ static int
 s_handle_restore (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error_t *err)
 {
     const msgpack_object *header = ps_msg_header (msg);
-    char dir [2048];
-    if (ps_obj_str (ps_obj_get (header, "dir"), dir, sizeof dir))
-        return ps_error_set (err, PS_EINVAL, "restore: dir is too long or holds a NUL");
+    char dir [PATH_MAX];
+    int rc = s_request_dir (self, msg, false, dir, sizeof dir, err);
+    if (rc)
+        return rc;
     zlistx_t *files = s_restore_files (dir, ps_obj_get (header, "parts"), err);
     if (!files)
         return err->code;
@@ -1040,12 +1067,17 @@ s_handle_restore (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_erro
     ps_partition_t **loaded = calloc (count + 1, sizeof *loaded);
     if (!loaded)
         abort ();
-    //  Verify and load everything before replacing anything.
-    int rc = PS_OK;
+    //  Verify and load everything before replacing anything. A file that
+    //  is a symbolic link leading out of the root is not read.
     size_t i = 0;
     for (const char *file = zlistx_first (files); file && rc == PS_OK; file = zlistx_next (files)) {
-        char path [4096];
+        char path [PATH_MAX + PS_NAME_MAX * 3 + 32];
         snprintf (path, sizeof path, "%s/%s", dir, file);
+        rc = ps_ckpt_root_check (self->root, path, err);
+        if (rc) {
+            ps_error_prefix (err, rc, "restore");
+            break;
+        }
         loaded [i] = ps_partition_load (path, err);
         if (!loaded [i++]) {
             rc = err->code;
@@ -1070,7 +1102,7 @@ s_handle_restore (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_erro
             ps_partition_destroy (&loaded [i]);
             continue;
         }
-        char path [4096];
+        char path [PATH_MAX + PS_NAME_MAX * 3 + 32];
         snprintf (path, sizeof path, "%s/%s", dir, file);
         ps_partition_stats_t stats;
         ps_partition_stats (loaded [i], &stats);

@@ -31,10 +31,13 @@ typedef struct {
     int64_t max_message;        //  ZMQ_MAXMSGSIZE in bytes; -1 = no limit
     size_t max_pending;         //  tensor bytes held for requests before reading stops
     ps_opt_config_t opt;        //  optimizer until set_optimizer says otherwise
+    const char *checkpoint_root;    //  snapshots stay inside it (created when missing);
+                                    //  NULL: snapshot and restore are refused
 } ps_server_config_t;
 
 //  Create a server and bind its socket. Returns NULL and sets err when the
-//  endpoint cannot be bound or the configuration is invalid.
+//  endpoint cannot be bound, the checkpoint root cannot be made, or the
+//  configuration is invalid.
 ps_server_t *ps_server_new (const ps_server_config_t *config, ps_error_t *err);
 
 void ps_server_destroy (ps_server_t **self_p);
