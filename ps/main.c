@@ -38,9 +38,17 @@ s_usage (FILE *out)
         "                      0 applies every update on the serving thread)\n"
         "  --max-message MB    largest frame accepted, in MiB (default 2048); a peer\n"
         "                      sending more is disconnected by ZeroMQ\n"
-        "  --max-pending MB    tensor bytes held for requests in progress and replies\n"
-        "                      not yet sent, in MiB (default 1024); above it no new\n"
-        "                      request is read until replies have gone out\n"
+        "  --max-peer-pending MB  bytes one peer may have the server hold for it\n"
+        "                      (its requests in progress and replies not yet sent),\n"
+        "                      in MiB (default: half of --max-pending); above it the\n"
+        "                      peer's requests are refused (error too_big), and\n"
+        "                      once those refusals go unread too, dropped. Other\n"
+        "                      peers are served as usual. Must exceed what one\n"
+        "                      client has in flight: its share of the model on\n"
+        "                      this server, twice with overlapping pushes.\n"
+        "  --max-pending MB    the same for all peers together, in MiB (default\n"
+        "                      1024); above it a peer holding more than an equal\n"
+        "                      share is refused\n"
         "  --checkpoint-root DIR  the directory snapshots are written in and restored\n"
         "                      from (created when missing): snapshot and restore\n"
         "                      requests name a directory relative to it, and nothing\n"
@@ -72,6 +80,7 @@ main (int argc, char *argv [])
     long threads = sysconf (_SC_NPROCESSORS_ONLN);
     double max_mb = 2048;
     double pending_mb = 1024;
+    double peer_pending_mb = 0;
     static const struct option options [] = {
         { "bind", required_argument, NULL, 'b' },
         { "cluster", required_argument, NULL, 'c' },
@@ -79,6 +88,7 @@ main (int argc, char *argv [])
         { "threads", required_argument, NULL, 't' },
         { "max-message", required_argument, NULL, 'm' },
         { "max-pending", required_argument, NULL, 'p' },
+        { "max-peer-pending", required_argument, NULL, 'P' },
         { "checkpoint-root", required_argument, NULL, 'r' },
         { "optimizer", required_argument, NULL, 'o' },
         { "lr", required_argument, NULL, 'l' },
@@ -114,12 +124,16 @@ main (int argc, char *argv [])
                 }
                 break;
             case 'p':
-                pending_mb = strtod (optarg, &end);
-                if (*end || end == optarg || !(pending_mb > 0) || pending_mb > 1e7) {
-                    fprintf (stderr, "ps-server: --max-pending '%s': expected MiB > 0\n", optarg);
+            case 'P': {
+                double *mb = c == 'p' ? &pending_mb : &peer_pending_mb;
+                *mb = strtod (optarg, &end);
+                if (*end || end == optarg || !(*mb > 0) || *mb > 1e7) {
+                    fprintf (stderr, "ps-server: --%s '%s': expected MiB > 0\n",
+                             c == 'p' ? "max-pending" : "max-peer-pending", optarg);
                     return 2;
                 }
                 break;
+            }
             case 'l':
                 lr = strtod (optarg, &end);
                 if (*end || end == optarg || !(lr > 0)) {
@@ -189,6 +203,8 @@ main (int argc, char *argv [])
         .bind = bind, .name = name, .threads = (int) threads,
         .max_message = (int64_t) (max_mb * 1024 * 1024),
         .max_pending = (size_t) (pending_mb * 1024 * 1024),
+        .max_peer_pending = (size_t) ((peer_pending_mb > 0 ? peer_pending_mb : pending_mb / 2)
+                                      * 1024 * 1024),
         .checkpoint_root = checkpoint_root,
     };
     ps_opt_kind_t kind;

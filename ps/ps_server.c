@@ -7,6 +7,7 @@
 #include "ps_log.h"
 #include "ps_msg.h"
 #include "ps_partition.h"
+#include "ps_peers.h"
 #include "ps_schema.h"
 #include "ps_snapshot.h"
 
@@ -27,10 +28,6 @@
 //  main thread: below it a hand-off to the pool costs more than it saves.
 #define S_INLINE_BYTES  (256 * 1024)
 
-//  While over its pending-bytes limit the server checks this often whether
-//  ZeroMQ has sent enough replies for it to take requests again.
-#define S_PENDING_POLL_MS  5
-
 //  After this long without a request, a server that has moved tensors since
 //  it last fell idle returns its free heap to the kernel (see ps_heap.h).
 #define S_IDLE_RELEASE_MS  500
@@ -45,7 +42,8 @@ typedef struct {
     bool pull;                  //  answers with values
     uint64_t step;
     size_t ntasks;
-    size_t held;                //  request bytes counted in the server's pending
+    ps_peer_t *peer;            //  who sent it, charged with what it holds
+    size_t held;                //  request bytes charged to the peer
     ps_partition_t **parts;     //  one reference per task
     zmq_msg_t *out;             //  reply frames when pulling
     uint64_t *versions;
@@ -90,47 +88,63 @@ struct _ps_server_t {
     size_t nspare, spare_cap;
     ps_writer_t writer;         //  reply headers; main thread only
     uint64_t requests, errors;
-    //  Tensor bytes held for requests: gradients being applied and replies
-    //  ZeroMQ has not sent yet. ZeroMQ's I/O thread subtracts what it has
-    //  sent, hence atomic. Above max_pending no new request is read, so a
-    //  peer that sends requests and never reads the replies cannot grow
-    //  the server without bound.
-    atomic_size_t pending;
-    size_t max_pending;
+    //  The bytes held for each peer: gradients being applied and replies
+    //  ZeroMQ has not sent yet, and the back-pressure they decide.
+    ps_peers_t *peers;
 };
 
 //  A reply frame made from a request's own gradient frame: the request
 //  frame is kept alive here until ZeroMQ has sent the reply.
 typedef struct {
     zmq_msg_t frame;
-    atomic_size_t *pending;
+    ps_peer_t *peer;
     size_t size;
 } s_lent_t;
 
 //  ZeroMQ's free callback for reply frames lent from a request: give back
-//  the bytes counted and release the request's frame.
+//  the bytes charged and release the request's frame.
 static void
 s_reply_sent (void *data, void *hint)
 {
     (void) data;
     s_lent_t *lent = hint;
-    atomic_fetch_sub (lent->pending, lent->size);
+    ps_peer_discharge (lent->peer, lent->size);
+    ps_peer_unlink (&lent->peer);
     if (zmq_msg_close (&lent->frame) != 0)
         abort ();
     free (lent);
 }
 
-//  ZeroMQ's free callback for reply buffers the server allocated; the size
-//  counted sits in a 64-byte prefix, which keeps the data as aligned as
-//  malloc's block.
+//  ZeroMQ's free callback for reply frames the server allocated (see
+//  s_frame_new): give back what was charged to the peer.
 static void
 s_reply_freed (void *data, void *hint)
 {
     char *block = (char *) data - 64;
-    size_t size;
-    memcpy (&size, block, sizeof size);
-    atomic_fetch_sub ((atomic_size_t *) hint, size);
+    size_t charged;
+    memcpy (&charged, block, sizeof charged);
+    ps_peer_t *peer = hint;
+    ps_peer_discharge (peer, charged);
+    ps_peer_unlink (&peer);
     free (block);
+}
+
+//  A reply frame of size bytes for peer, charged to it until ZeroMQ frees
+//  it. The amount charged sits in a 64-byte prefix, which keeps the data
+//  as aligned as malloc's block. Returns the frame's data, or NULL when
+//  the memory cannot be had.
+static void *
+s_frame_new (ps_peer_t *peer, size_t size, zmq_msg_t *frame)
+{
+    char *block = size <= SIZE_MAX - 64 ? malloc (size + 64) : NULL;
+    if (!block)
+        return NULL;
+    size_t charged = size + PS_PEER_FRAME_COST;
+    memcpy (block, &charged, sizeof charged);
+    ps_peer_charge (peer, charged);
+    if (zmq_msg_init_data (frame, block + 64, size, s_reply_freed, ps_peer_link (peer)) != 0)
+        abort ();
+    return block + 64;
 }
 
 static void
@@ -312,8 +326,9 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     }
     snprintf (self->name, sizeof self->name, "%s", config->name ? config->name : "ps");
     self->opt = config->opt;
-    atomic_init (&self->pending, 0);
-    self->max_pending = config->max_pending;
+    self->peers = ps_peers_new (config->max_pending, config->max_peer_pending
+                                                     ? config->max_peer_pending
+                                                     : config->max_pending);
     self->table = zhashx_new ();
     zhashx_set_destructor (self->table, s_partition_free);
     ps_writer_init (&self->writer, "ping", 0, 0);
@@ -330,7 +345,7 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     self->router = zmq_socket (self->ctx, ZMQ_ROUTER);
     self->done = zmq_socket (self->ctx, ZMQ_PULL);
     int linger = 1000;          //  flush the last replies, but never hang
-    int hwm = 0;                //  replies are never dropped; memory is bounded by max_pending
+    int hwm = 0;                //  replies are never dropped; memory is bounded per peer
     //  IPv6 only for an IPv6 literal: with it on, IPv4 endpoints would be
     //  reported in their mapped form.
     int ipv6 = strchr (config->bind, '[') != NULL;
@@ -390,6 +405,8 @@ ps_server_destroy (ps_server_t **self_p)
         zmq_close (self->done);
     if (self->ctx)
         zmq_ctx_term (self->ctx);
+    //  Every reply frame is freed now: no peer is referenced but by the table.
+    ps_peers_destroy (&self->peers);
     zhashx_destroy (&self->table);
     ps_ckpt_root_destroy (&self->root);
     for (size_t i = 0; i < self->nspare; i++)
@@ -413,10 +430,40 @@ ps_server_endpoint (ps_server_t *self)
 //  ---------------------------------------------------------------------
 //  Replies
 
+//  Send the reply packed in writer, and nframes tensor frames, to the peer
+//  that sent msg. The header frame is charged to the peer like the tensor
+//  frames, so that small replies a peer does not read count too.
 static void
-s_reply_error (ps_server_t *self, ps_msg_t *msg, int code, const char *text)
+s_reply (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer, ps_writer_t *writer,
+         zmq_msg_t *frames, size_t nframes)
+{
+    zmq_msg_t *envelope;
+    size_t nenvelope = ps_msg_envelope (msg, &envelope);
+    zmq_msg_t header;
+    void *data = s_frame_new (peer, writer->sbuf.size, &header);
+    if (!data)
+        abort ();
+    memcpy (data, writer->sbuf.data, writer->sbuf.size);
+    ps_error_t err;
+    //  A peer that left before its reply is not the server's failure.
+    if (ps_msg_send_frames (self->router, envelope, nenvelope, &header, frames, nframes, &err))
+        ps_warn ("cannot send reply to request %llu: %s",
+                 (unsigned long long) ps_msg_id (msg), err.msg);
+}
+
+//  Send an error reply, unlogged: see s_reply_error.
+static void
+s_reply_refusal (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer, int code,
+                 const char *message)
 {
     self->errors++;
+    ps_writer_error (&self->writer, ps_msg_id (msg), code, message);
+    s_reply (self, msg, peer, &self->writer, NULL, 0);
+}
+
+static void
+s_reply_error (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer, int code, const char *text)
+{
     //  Messages quote what the peer sent (names, types, keys); its control
     //  bytes must not reach the log or the reply as they came.
     char message [PS_ERROR_MSG_MAX];
@@ -424,27 +471,9 @@ s_reply_error (ps_server_t *self, ps_msg_t *msg, int code, const char *text)
     for (; text [len] && len + 1 < sizeof message; len++)
         message [len] = text [len] >= 0x20 && text [len] < 0x7f ? text [len] : '?';
     message [len] = 0;
-    zmq_msg_t *envelope;
-    size_t nenvelope = ps_msg_envelope (msg, &envelope);
     ps_warn ("request %llu refused: %s: %s", (unsigned long long) ps_msg_id (msg),
              ps_error_name (code), message);
-    ps_error_t err;
-    if (ps_msg_send_error (self->router, envelope, nenvelope, ps_msg_id (msg), code,
-                           message, &err))
-        ps_warn ("cannot send error reply: %s", err.msg);
-}
-
-static void
-s_reply (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, zmq_msg_t *frames,
-         size_t nframes)
-{
-    zmq_msg_t *envelope;
-    size_t nenvelope = ps_msg_envelope (msg, &envelope);
-    ps_error_t err;
-    //  A peer that left before its reply is not the server's failure.
-    if (ps_writer_send (writer, self->router, envelope, nenvelope, frames, nframes, &err))
-        ps_warn ("cannot send reply to request %llu: %s",
-                 (unsigned long long) ps_msg_id (msg), err.msg);
+    s_reply_refusal (self, msg, peer, code, message);
 }
 
 //  ---------------------------------------------------------------------
@@ -478,7 +507,8 @@ s_job_destroy (ps_server_t *self, s_job_t **job_p)
         if (job->pull)
             zmq_msg_close (&job->out [i]);
     }
-    atomic_fetch_sub (&self->pending, job->held);
+    ps_peer_discharge (job->peer, job->held);
+    ps_peer_unlink (&job->peer);
     s_msg_give (self, job->msg);
     free (job->parts);
     free (job->out);
@@ -525,13 +555,13 @@ s_job_finish (ps_server_t *self, s_job_t *job)
 {
     ps_error_t err;
     if (job->push && s_job_check_nonfinite (job, &err)) {
-        s_reply_error (self, job->msg, err.code, err.msg);
+        s_reply_error (self, job->msg, job->peer, err.code, err.msg);
         s_job_destroy (self, &job);
         return;
     }
     int failed = atomic_load (&job->failed);
     if (failed) {
-        s_reply_error (self, job->msg, job->err.code, job->err.msg);
+        s_reply_error (self, job->msg, job->peer, job->err.code, job->err.msg);
         s_job_destroy (self, &job);
         return;
     }
@@ -563,7 +593,7 @@ s_job_finish (ps_server_t *self, s_job_t *job)
             msgpack_pack_uint64 (pk, job->versions [i]);
         }
     }
-    s_reply (self, job->msg, &self->writer, job->pull ? job->out : NULL,
+    s_reply (self, job->msg, job->peer, &self->writer, job->pull ? job->out : NULL,
              job->pull ? job->ntasks : 0);
     s_job_destroy (self, &job);
 }
@@ -618,9 +648,9 @@ s_job_resolve (ps_server_t *self, s_job_t *job, const msgpack_object *list, ps_e
 //  The reply frame for task i of a pulling job: the request's own gradient
 //  frame for a push-pull (the partition copies its fresh values over the
 //  gradient once applied), else a new buffer. Either way the bytes stay
-//  counted in pending until ZeroMQ has sent the frame.
+//  charged to the peer until ZeroMQ has sent the frame.
 static int
-s_job_reply_frame (ps_server_t *self, s_job_t *job, size_t i, ps_error_t *err)
+s_job_reply_frame (s_job_t *job, size_t i, ps_error_t *err)
 {
     size_t size = ps_partition_count (job->parts [i]) * sizeof (float);
     s_lent_t *lent = NULL;
@@ -629,7 +659,7 @@ s_job_reply_frame (ps_server_t *self, s_job_t *job, size_t i, ps_error_t *err)
         if (!lent)
             abort ();
         if (ps_msg_take_tensor (job->msg, i, &lent->frame) == PS_OK) {
-            lent->pending = &self->pending;
+            lent->peer = ps_peer_link (job->peer);
             lent->size = size;
             job->held -= size;  //  counted now until the reply is sent
             if (zmq_msg_init_data (&job->out [i], zmq_msg_data (&lent->frame), size,
@@ -639,18 +669,13 @@ s_job_reply_frame (ps_server_t *self, s_job_t *job, size_t i, ps_error_t *err)
         }
         free (lent);
     }
-    char *block = size <= SIZE_MAX - 64 ? malloc (size + 64) : NULL;
-    if (!block)
+    if (!s_frame_new (job->peer, size, &job->out [i]))
         return ps_error_set (err, PS_ETOOBIG, "cannot allocate a reply of %zu bytes", size);
-    memcpy (block, &size, sizeof size);
-    atomic_fetch_add (&self->pending, size);
-    if (zmq_msg_init_data (&job->out [i], block + 64, size, s_reply_freed, &self->pending) != 0)
-        abort ();
     return PS_OK;
 }
 
 static void
-s_handle_data (ps_server_t *self, ps_msg_t *msg)
+s_handle_data (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
 {
     const char *type = ps_msg_type (msg);
     const msgpack_object *header = ps_msg_header (msg);
@@ -672,8 +697,9 @@ s_handle_data (ps_server_t *self, ps_msg_t *msg)
     if (job->push)
         job->step = ps_obj_get (header, "step")->via.u64;
     size_t bytes = ps_msg_tensor_bytes (msg);
+    job->peer = ps_peer_link (peer);
     job->held = bytes;
-    atomic_fetch_add (&self->pending, job->held);
+    ps_peer_charge (peer, job->held);
     ps_error_t err;
     bool pull = job->pull;
     job->pull = false;          //  until the reply frames exist
@@ -691,21 +717,21 @@ s_handle_data (ps_server_t *self, ps_msg_t *msg)
             snprintf (text, sizeof text, "%s carries no generation: the server was fenced at "
                       "generation %" PRIu64 " and takes only gradients tagged with it", type,
                       self->fence);
-        s_reply_error (self, msg, PS_EINVAL, text);
+        s_reply_error (self, msg, peer, PS_EINVAL, text);
         s_job_destroy (self, &job);
         return;
     }
     int rc = s_job_resolve (self, job, list, &err);
     size_t made = 0;
     while (pull && rc == PS_OK && made < job->ntasks) {
-        rc = s_job_reply_frame (self, job, made, &err);
+        rc = s_job_reply_frame (job, made, &err);
         if (rc == PS_OK)
             bytes += ps_partition_count (job->parts [made++]) * sizeof (float);
     }
     if (rc) {
         for (size_t i = 0; i < made; i++)
             zmq_msg_close (&job->out [i]);
-        s_reply_error (self, msg, rc, err.msg);
+        s_reply_error (self, msg, peer, rc, err.msg);
         s_job_destroy (self, &job);
         return;
     }
@@ -933,6 +959,14 @@ s_handle_stats (ps_server_t *self, ps_writer_t *writer)
     msgpack_pack_uint64 (pk, self->requests);
     ps_pack_key (pk, "errors");
     msgpack_pack_uint64 (pk, self->errors);
+    ps_peers_stats_t peers;
+    ps_peers_stats (self->peers, &peers);
+    ps_pack_key (pk, "pending");
+    msgpack_pack_uint64 (pk, peers.pending);
+    ps_pack_key (pk, "refused");
+    msgpack_pack_uint64 (pk, peers.refused);
+    ps_pack_key (pk, "dropped");
+    msgpack_pack_uint64 (pk, peers.dropped);
     free (list);
     return PS_OK;
 }
@@ -1143,12 +1177,12 @@ s_handle_fence (ps_server_t *self, ps_msg_t *msg, ps_error_t *err)
 
 //  Serve a control request; returns true when the server should stop.
 static bool
-s_handle_control (ps_server_t *self, ps_msg_t *msg)
+s_handle_control (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
 {
     const char *type = ps_msg_type (msg);
     const char *reply = ps_schema_reply_type (type);
     static const struct { const char *type; size_t nfields; } shapes [] = {
-        { "ping", 2 }, { "create", 2 }, { "set_optimizer", 1 }, { "stats", 3 },
+        { "ping", 2 }, { "create", 2 }, { "set_optimizer", 1 }, { "stats", 6 },
         { "snapshot", 1 }, { "restore", 1 }, { "shutdown", 0 }, { "fence", 0 },
     };
     size_t nfields = 0;
@@ -1192,9 +1226,9 @@ s_handle_control (ps_server_t *self, ps_msg_t *msg)
     else
         rc = ps_error_set (&err, PS_EPROTO, "'%s' is not a request", type);
     if (rc)
-        s_reply_error (self, msg, rc, err.msg);
+        s_reply_error (self, msg, peer, rc, err.msg);
     else
-        s_reply (self, msg, writer, NULL, 0);
+        s_reply (self, msg, peer, writer, NULL, 0);
     return stop;
 }
 
@@ -1205,33 +1239,53 @@ s_handle_request (ps_server_t *self)
     ps_msg_t *msg = s_msg_take (self);
     ps_error_t err;
     int rc = ps_msg_recv (msg, self->router, true, &err);
+    self->requests++;
+    if (rc == PS_EIO) {
+        ps_warn ("receive failed: %s", err.msg);
+        s_msg_give (self, msg);
+        return false;
+    }
+    //  The ROUTER puts the peer's routing id first: whatever else the
+    //  message holds, the peer is known, and is served or turned away
+    //  before any work is done for it.
+    zmq_msg_t *envelope;
+    size_t nenvelope = ps_msg_envelope (msg, &envelope);
+    assert (nenvelope > 0);
+    ps_peer_t *peer = ps_peers_lookup (self->peers, zmq_msg_data (&envelope [0]),
+                                       zmq_msg_size (&envelope [0]), ps_msg_peer_address (msg));
+    char reason [PS_ERROR_MSG_MAX];
+    ps_peer_verdict_t verdict = ps_peers_admit (self->peers, peer, reason, sizeof reason);
+    if (verdict == PS_PEER_DROP) {
+        s_msg_give (self, msg);
+        return false;
+    }
     if (rc == PS_OK)
         rc = ps_msg_decode (msg, &err);
-    self->requests++;
     if (rc == PS_OK)
         ps_debug ("request %llu: %s, %zu tensor bytes", (unsigned long long) ps_msg_id (msg),
                   ps_msg_type (msg), ps_msg_tensor_bytes (msg));
-    if (rc == PS_EIO)
-        ps_warn ("receive failed: %s", err.msg);
+    //  Back-pressure refusals are logged once per episode, not each.
+    if (verdict == PS_PEER_REFUSE)
+        s_reply_refusal (self, msg, peer, PS_ETOOBIG, reason);
     else
     if (rc)
-        s_reply_error (self, msg, rc, err.msg);
+        s_reply_error (self, msg, peer, rc, err.msg);
     else {
         const char *type = ps_msg_type (msg);
         if (!ps_schema_reply_type (type))
         {
             char text [128];
             snprintf (text, sizeof text, "header: '%s' is a reply type, not a request", type);
-            s_reply_error (self, msg, PS_EPROTO, text);
+            s_reply_error (self, msg, peer, PS_EPROTO, text);
         }
         else
         if (strcmp (type, "push") == 0 || strcmp (type, "pull") == 0
         ||  strcmp (type, "push_pull") == 0) {
-            s_handle_data (self, msg);
+            s_handle_data (self, msg, peer);
             return false;       //  the job owns msg now
         }
         else {
-            bool stop = s_handle_control (self, msg);
+            bool stop = s_handle_control (self, msg, peer);
             s_msg_give (self, msg);
             return stop;
         }
@@ -1269,12 +1323,10 @@ ps_server_run (ps_server_t *self, int stop_fd)
     bool busy = false;          //  requests served since the heap was released
     int rc = PS_OK;
     while (!stop) {
-        //  Over the pending limit, requests wait in ZeroMQ's queues (and
-        //  then in TCP's) until enough replies have been sent.
-        bool full = atomic_load (&self->pending) > self->max_pending;
-        items [0].events = full ? 0 : ZMQ_POLLIN;
-        int ready = zmq_poll (items, nitems,
-                              full ? S_PENDING_POLL_MS : busy ? S_IDLE_RELEASE_MS : -1);
+        //  The socket is read whatever the server holds: back-pressure is
+        //  per peer (ps_peers.h), and reading is also what lets ZeroMQ
+        //  process a departed peer's disconnection and free its replies.
+        int ready = zmq_poll (items, nitems, busy ? S_IDLE_RELEASE_MS : -1);
         if (ready < 0) {
             if (errno == EINTR)
                 continue;
@@ -1282,10 +1334,9 @@ ps_server_run (ps_server_t *self, int stop_fd)
             rc = PS_EIO;
             break;
         }
-        if (ready == 0 && full)
-            continue;
         if (ready == 0 && self->jobs_in_pool == 0) {
             ps_heap_release ();
+            ps_peers_sweep (self->peers);
             busy = false;
             continue;
         }

@@ -29,7 +29,9 @@ typedef struct {
     const char *name;           //  reported by ping, for example "ps:0"
     int threads;                //  apply pool size; 0 applies everything inline
     int64_t max_message;        //  ZMQ_MAXMSGSIZE in bytes; -1 = no limit
-    size_t max_pending;         //  tensor bytes held for requests before reading stops
+    size_t max_pending;         //  bytes held for all peers' requests and unsent replies
+                                //  before the peers holding the most are refused
+    size_t max_peer_pending;    //  the same for one peer; 0: max_pending
     ps_opt_config_t opt;        //  optimizer until set_optimizer says otherwise
     const char *checkpoint_root;    //  snapshots stay inside it (created when missing);
                                     //  NULL: snapshot and restore are refused

@@ -62,7 +62,8 @@ vectors = [
     vec('set_optimizer momentum nesterov', hdr('set_optimizer', optimizer={
         'kind': 'momentum', 'lr': 0.01, 'momentum': 0.9, 'nesterov': True})),
     vec('stats', hdr('stats')),
-    vec('stats_ok', hdr('stats_ok', requests=10, errors=1, partitions=[
+    vec('stats_ok', hdr('stats_ok', requests=10, errors=1, pending=4096, refused=2, dropped=0,
+                        partitions=[
         {'var': 'w', 'part': 0, 'shape': [4, 2], 'rows': [0, 4], 'updates': 3,
          'duplicates': 1, 'bytes_in': 128, 'bytes_out': 96, 'nonfinite': 2}])),
     vec('snapshot', hdr('snapshot', dir='ckpt-1')),
