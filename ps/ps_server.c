@@ -4,6 +4,7 @@
 #include "ps_ckpt_root.h"
 #include "ps_floats.h"
 #include "ps_heap.h"
+#include "ps_listener.h"
 #include "ps_log.h"
 #include "ps_msg.h"
 #include "ps_partition.h"
@@ -69,7 +70,8 @@ struct _ps_server_t {
     void *ctx;
     void *router;
     void *done;                 //  PULL: pool threads post finished jobs here
-    char endpoint [256];
+    char done_endpoint [64];    //  its inproc name, unique to this server
+    ps_listener_t *listener;    //  the bound endpoint and its connections
     char name [64];
     ps_opt_config_t opt;
     ps_ckpt_root_t *root;       //  where snapshots go, or NULL: none are taken
@@ -239,7 +241,7 @@ s_pool_thread (void *arg)
 {
     ps_server_t *self = arg;
     void *notify = zmq_socket (self->ctx, ZMQ_PUSH);
-    if (!notify || zmq_connect (notify, "inproc://ps-server-done") != 0) {
+    if (!notify || zmq_connect (notify, self->done_endpoint) != 0) {
         ps_error ("pool thread cannot connect its notify socket: %s", zmq_strerror (errno));
         abort ();
     }
@@ -337,6 +339,8 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     if (!self->queue || pthread_mutex_init (&self->lock, NULL) != 0
     ||  pthread_cond_init (&self->wake, NULL) != 0)
         abort ();
+    snprintf (self->done_endpoint, sizeof self->done_endpoint, "inproc://ps-server-done-%p",
+              (void *) self);
     self->ctx = zmq_ctx_new ();
     if (!self->ctx) {
         ps_error_set (err, PS_EIO, "zmq_ctx_new: %s", zmq_strerror (errno));
@@ -355,19 +359,13 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     ||  zmq_setsockopt (self->router, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0
     ||  zmq_setsockopt (self->router, ZMQ_MAXMSGSIZE, &config->max_message,
                         sizeof config->max_message) != 0
-    ||  zmq_bind (self->done, "inproc://ps-server-done") != 0) {
+    ||  zmq_bind (self->done, self->done_endpoint) != 0) {
         ps_error_set (err, PS_EIO, "creating sockets: %s", zmq_strerror (errno));
         goto fail;
     }
-    if (zmq_bind (self->router, config->bind) != 0) {
-        ps_error_set (err, PS_EIO, "cannot bind %s: %s", config->bind, zmq_strerror (errno));
+    self->listener = ps_listener_new (self->ctx, self->router, config->bind, err);
+    if (!self->listener)
         goto fail;
-    }
-    size_t len = sizeof self->endpoint;
-    if (zmq_getsockopt (self->router, ZMQ_LAST_ENDPOINT, self->endpoint, &len) != 0) {
-        ps_error_set (err, PS_EIO, "ZMQ_LAST_ENDPOINT: %s", zmq_strerror (errno));
-        goto fail;
-    }
     self->threads = calloc ((size_t) config->threads + 1, sizeof (pthread_t));
     if (!self->threads)
         abort ();
@@ -399,6 +397,7 @@ ps_server_destroy (ps_server_t **self_p)
     for (int i = 0; i < self->nthreads; i++)
         pthread_join (self->threads [i], NULL);
     free (self->threads);
+    ps_listener_destroy (&self->listener);
     if (self->router)
         zmq_close (self->router);
     if (self->done)
@@ -424,7 +423,7 @@ const char *
 ps_server_endpoint (ps_server_t *self)
 {
     assert (self);
-    return self->endpoint;
+    return ps_listener_endpoint (self->listener);
 }
 
 //  ---------------------------------------------------------------------
@@ -1316,12 +1315,14 @@ ps_server_run (ps_server_t *self, int stop_fd)
     zmq_pollitem_t items [] = {
         { self->router, 0, ZMQ_POLLIN, 0 },
         { self->done, 0, ZMQ_POLLIN, 0 },
+        { ps_listener_events (self->listener), 0, ZMQ_POLLIN, 0 },
         { NULL, stop_fd, ZMQ_POLLIN, 0 },
     };
-    int nitems = stop_fd >= 0 ? 3 : 2;
+    int nitems = stop_fd >= 0 ? 4 : 3;
     bool stop = false;
     bool busy = false;          //  requests served since the heap was released
     int rc = PS_OK;
+    ps_error_t err;
     while (!stop) {
         //  The socket is read whatever the server holds: back-pressure is
         //  per peer (ps_peers.h), and reading is also what lets ZeroMQ
@@ -1346,9 +1347,14 @@ ps_server_run (ps_server_t *self, int stop_fd)
             rc = PS_EIO;
             break;
         }
+        if ((items [2].revents & ZMQ_POLLIN) && ps_listener_handle (self->listener, &err)) {
+            ps_error ("%s", err.msg);
+            rc = PS_EIO;
+            break;
+        }
         if (items [0].revents & ZMQ_POLLIN)
             stop = s_handle_request (self);
-        if (nitems == 3 && (items [2].revents & ZMQ_POLLIN)) {
+        if (nitems == 4 && (items [3].revents & ZMQ_POLLIN)) {
             ps_info ("stop signal received");
             stop = true;
         }

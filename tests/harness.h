@@ -27,6 +27,11 @@ typedef struct {
 //  10 s (its log is printed).
 int harness_server_start (harness_server_t *server, const char *const *args);
 
+//  harness_server_start, with the server's file-descriptor limit
+//  (RLIMIT_NOFILE, soft and hard) set to nofile.
+int harness_server_start_nofile (harness_server_t *server, const char *const *args,
+                                 long nofile);
+
 //  Send sig and wait for exit. Returns the exit status (0..255), 128+signal
 //  when killed by a signal, or -1 when it did not exit within 10 s.
 int harness_server_stop (harness_server_t *server, int sig);
@@ -36,6 +41,10 @@ bool harness_server_alive (harness_server_t *server);
 
 //  A field of /proc/PID/status in KiB (VmRSS, VmHWM), or -1.
 long harness_status_kib (pid_t pid, const char *field);
+
+//  The CPU time (user + system, in clock ticks) process pid has used, from
+//  /proc/PID/stat, or -1.
+long harness_cpu_ticks (pid_t pid);
 
 //  A fresh directory under /tmp; the caller removes it with harness_rmtree.
 void harness_tmpdir (char *buf, size_t len);

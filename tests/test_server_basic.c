@@ -548,25 +548,6 @@ test_timeout_names_server (void **state)
     ps_client_destroy (&client);
 }
 
-//  CPU ticks (user + system) a process has used, from /proc/PID/stat.
-static long
-s_cpu_ticks (pid_t pid)
-{
-    char path [64], line [1024];
-    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
-    FILE *file = fopen (path, "r");
-    assert_non_null (file);
-    assert_non_null (fgets (line, sizeof line, file));
-    fclose (file);
-    //  Fields 14 and 15 follow the command name, which ends with ')'.
-    const char *rest = strrchr (line, ')');
-    assert_non_null (rest);
-    unsigned long utime, stime;
-    assert_int_equal (sscanf (rest + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-                              &utime, &stime), 2);
-    return (long) (utime + stime);
-}
-
 //  A server with no work uses no CPU: once the idle heap release after the
 //  last request is done, it sleeps until a request comes.
 static void
@@ -579,9 +560,9 @@ test_idle_uses_no_cpu (void **state)
     ps_client_destroy (&client);
     struct timespec settle = { 1, 0 }, watch = { 2, 0 };
     nanosleep (&settle, NULL);
-    long before = s_cpu_ticks (s_servers [0].pid);
+    long before = harness_cpu_ticks (s_servers [0].pid);
     nanosleep (&watch, NULL);
-    long after = s_cpu_ticks (s_servers [0].pid);
+    long after = harness_cpu_ticks (s_servers [0].pid);
     if (after != before)
         fail_msg ("an idle ps-server used %ld CPU ticks in 2 s", after - before);
 }

@@ -6,6 +6,12 @@
 //  normal client (ps_client) keeps getting answers with normal latency;
 //  the server's memory stays bounded, and once the bad clients close, the
 //  bytes held for them return to 0 and the server serves on.
+//
+//  Connections: a server whose file-descriptor limit is low (64) gets far
+//  more TCP connections than that. It closes the ones it has no room for,
+//  logs it once and stays idle (its CPU time grows far slower than the
+//  wall clock), a client connected before is still served, and new
+//  clients are served again once the extra connections have closed.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,11 +19,15 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +46,11 @@ static void *s_ctx;
 static uint64_t s_next_id = 1;
 static harness_server_t s_server;
 static void *s_bad [4];                 //  the bad peers' sockets, while open
+
+#define S_NOFILE       64       //  the server's file-descriptor limit
+#define S_CONNECTIONS  300      //  raw TCP connections opened against it
+
+static int s_conns [S_CONNECTIONS];     //  0 or -1: none
 
 static int
 s_setup (void **state)
@@ -62,6 +77,11 @@ s_cleanup (void **state)
         if (s_bad [b]) {
             zmq_close (s_bad [b]);
             s_bad [b] = NULL;
+        }
+    for (int i = 0; i < S_CONNECTIONS; i++)
+        if (s_conns [i] > 0) {
+            close (s_conns [i]);
+            s_conns [i] = -1;
         }
     if (s_server.pid > 0)
         harness_server_stop (&s_server, SIGKILL);
@@ -287,12 +307,88 @@ test_backpressure_per_peer (void **state)
     s_misbehave ((const char *[]) { "--threads", "2", "--max-peer-pending", "8", NULL }, 2, 96);
 }
 
+//  Open a TCP connection to the server's port without waiting for it to
+//  be accepted. Returns the socket.
+static int
+s_raw_connect (harness_server_t *server)
+{
+    const char *colon = strrchr (server->endpoint, ':');
+    assert_non_null (colon);
+    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons ((uint16_t) atoi (colon + 1)) };
+    inet_pton (AF_INET, "127.0.0.1", &addr.sin_addr);
+    int fd = socket (AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    assert_true (fd >= 0);
+    if (connect (fd, (struct sockaddr *) &addr, sizeof addr) != 0)
+        assert_int_equal (errno, EINPROGRESS);
+    return fd;
+}
+
+//  How many lines of path hold text.
+static int
+s_count_lines (const char *path, const char *text)
+{
+    FILE *file = fopen (path, "r");
+    assert_non_null (file);
+    char line [1024];
+    int count = 0;
+    while (fgets (line, sizeof line, file))
+        count += strstr (line, text) != NULL;
+    fclose (file);
+    return count;
+}
+
+static void
+test_fd_limit (void **state)
+{
+    (void) state;
+    harness_server_t *server = &s_server;
+    assert_int_equal (harness_server_start_nofile (server, (const char *[]) { "--threads", "2",
+                                                                              NULL }, S_NOFILE), 0);
+    ps_client_t *client = s_client (server);
+    for (int i = 0; i < S_CONNECTIONS; i++)
+        s_conns [i] = s_raw_connect (server);
+    //  The connections arrive and are dealt with; then the server is idle.
+    usleep (500 * 1000);
+    long ticks = sysconf (_SC_CLK_TCK);
+    long before = harness_cpu_ticks (server->pid);
+    double start = ps_clock_ms ();
+    usleep (2000 * 1000);
+    long used = harness_cpu_ticks (server->pid) - before;
+    double cpu_ms = (double) used * 1000.0 / (double) ticks, wall_ms = ps_clock_ms () - start;
+    print_message ("    %d connections against a limit of %d descriptors: %.0f ms of CPU in "
+                   "%.0f ms\n", S_CONNECTIONS, S_NOFILE, cpu_ms, wall_ms);
+    if (cpu_ms > wall_ms / 10)
+        fail_msg ("the server used %.0f ms of CPU in %.0f ms with its descriptors exhausted",
+                  cpu_ms, wall_ms);
+    //  The client connected before is served.
+    ps_error_t err;
+    s_ok (ps_client_ping (client, 0, &err), &err);
+    float *values = malloc ((size_t) S_ROWS * S_COLS * sizeof (float));
+    assert_non_null (values);
+    float *outs [] = { values };
+    s_ok (ps_client_pull (client, outs, &err), &err);
+    assert_int_equal (s_count_lines (server->log, "near the file-descriptor limit"), 1);
+    //  Once the extra connections close, a new client is served.
+    for (int i = 0; i < S_CONNECTIONS; i++) {
+        close (s_conns [i]);
+        s_conns [i] = -1;
+    }
+    ps_client_t *fresh = s_client (server);
+    s_ok (ps_client_pull (fresh, outs, &err), &err);
+    assert_true (values [0] == 3.0f);
+    free (values);
+    ps_client_destroy (&fresh);
+    ps_client_destroy (&client);
+    assert_int_equal (harness_server_stop (server, SIGTERM), 0);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_teardown (test_backpressure_global, s_cleanup),
         cmocka_unit_test_teardown (test_backpressure_per_peer, s_cleanup),
+        cmocka_unit_test_teardown (test_fd_limit, s_cleanup),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
