@@ -20,8 +20,9 @@
 //  a non-finite value, and the slow pass finds which one in that block.
 #define S_BLOCK  4096
 
-//  The exponent bits of a float32: all ones for NaN and the infinities.
-#define S_EXPONENT  0x7f800000u
+//  The bits of +infinity: a float is NaN or infinite exactly when its
+//  magnitude, read as an integer, is at least this.
+#define S_INFINITY  0x7f800000u
 
 float *
 ps_floats_alloc (size_t n)
@@ -32,20 +33,22 @@ ps_floats_alloc (size_t n)
     return aligned_alloc (64, bytes);
 }
 
-//  True when x [0..n) holds a non-finite value. The bits are compared as
-//  integers and the results OR-ed, a loop the compiler vectorises without
-//  any reordering of float arithmetic; memcpy keeps the type punning
-//  defined.
+//  True when x [0..n) holds a non-finite value: the largest magnitude,
+//  taken on the bits as integers, reaches infinity's. An integer maximum
+//  is a loop the compiler vectorises (one AND and one VPMAXUD per eight
+//  floats with AVX2) without reordering any float arithmetic; memcpy
+//  keeps the type punning defined.
 S_HOT static bool
 s_block_nonfinite (const float *restrict x, size_t n)
 {
-    uint32_t found = 0;
+    uint32_t largest = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t bits;
         memcpy (&bits, &x [i], sizeof bits);
-        found |= (bits & S_EXPONENT) == S_EXPONENT;
+        bits &= 0x7fffffffu;
+        largest = bits > largest ? bits : largest;
     }
-    return found != 0;
+    return largest >= S_INFINITY;
 }
 
 size_t

@@ -92,25 +92,39 @@ ps_peers_sweep (ps_peers_t *self)
     self->swept_size = zhashx_size (self->table);
 }
 
-ps_peer_t *
-ps_peers_lookup (ps_peers_t *self, const void *id, size_t size, const char *address)
+//  The table's key for a routing id: its bytes in hex (ids are at most 255
+//  bytes).
+static void
+s_key (const void *id, size_t size, char *key, size_t len)
 {
-    assert (self);
     static const char hex [] = "0123456789abcdef";
     const unsigned char *bytes = id;
-    char key [512];
-    size_t len = 0;
-    for (size_t i = 0; i < size && len + 2 < sizeof key; i++) {
-        key [len++] = hex [bytes [i] >> 4];
-        key [len++] = hex [bytes [i] & 15];
+    size_t at = 0;
+    for (size_t i = 0; i < size && at + 2 < len; i++) {
+        key [at++] = hex [bytes [i] >> 4];
+        key [at++] = hex [bytes [i] & 15];
     }
-    key [len] = 0;
-    ps_peer_t *peer = zhashx_lookup (self->table, key);
-    if (peer)
-        return peer;
+    key [at] = 0;
+}
+
+ps_peer_t *
+ps_peers_lookup (ps_peers_t *self, const void *id, size_t size)
+{
+    assert (self);
+    char key [512];
+    s_key (id, size, key, sizeof key);
+    return zhashx_lookup (self->table, key);
+}
+
+ps_peer_t *
+ps_peers_add (ps_peers_t *self, const void *id, size_t size, const char *address)
+{
+    assert (self);
+    char key [512];
+    s_key (id, size, key, sizeof key);
     if (zhashx_size (self->table) > 2 * self->swept_size + S_SWEEP_SLACK)
         ps_peers_sweep (self);
-    peer = calloc (1, sizeof *peer);
+    ps_peer_t *peer = calloc (1, sizeof *peer);
     if (!peer)
         abort ();
     atomic_init (&peer->refs, 1);

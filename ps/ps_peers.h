@@ -58,10 +58,13 @@ ps_peers_t *ps_peers_new (size_t max_total, size_t max_peer);
 //  table (ZeroMQ's context terminated first, so every reply is freed).
 void ps_peers_destroy (ps_peers_t **self_p);
 
-//  The peer with routing id [id, id + size), added when new; address (may
-//  be NULL) names it in logs. The result is borrowed until the next
-//  ps_peers_sweep: link it to keep it.
-ps_peer_t *ps_peers_lookup (ps_peers_t *self, const void *id, size_t size, const char *address);
+//  The peer with routing id [id, id + size), or NULL when it is new. The
+//  result is borrowed until the next ps_peers_sweep: link it to keep it.
+ps_peer_t *ps_peers_lookup (ps_peers_t *self, const void *id, size_t size);
+
+//  Add the peer with that routing id, which lookup did not find; address
+//  (may be NULL) names it in logs. Borrowed like lookup's result.
+ps_peer_t *ps_peers_add (ps_peers_t *self, const void *id, size_t size, const char *address);
 
 //  Whether to serve a request from peer now (see above). For a refusal,
 //  reason (len bytes) receives the message of the error reply. The first

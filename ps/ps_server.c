@@ -269,6 +269,9 @@ s_pool_thread (void *arg)
 static void
 s_pool_enqueue (ps_server_t *self, s_job_t *job, bool scan, size_t skip)
 {
+    size_t count = job->ntasks - (skip < job->ntasks);
+    if (count == 0)
+        return;
     pthread_mutex_lock (&self->lock);
     if (self->queue_len + job->ntasks > self->queue_cap) {
         size_t cap = self->queue_cap * 2;
@@ -290,7 +293,12 @@ s_pool_enqueue (ps_server_t *self, s_job_t *job, bool scan, size_t skip)
         size_t slot = (self->queue_head + self->queue_len++) % self->queue_cap;
         self->queue [slot] = (s_task_t) { job, i, scan };
     }
-    pthread_cond_broadcast (&self->wake);
+    //  One task needs one thread: waking them all would only have the
+    //  others find the queue empty again.
+    if (count == 1)
+        pthread_cond_signal (&self->wake);
+    else
+        pthread_cond_broadcast (&self->wake);
     pthread_mutex_unlock (&self->lock);
 }
 
@@ -1250,8 +1258,11 @@ s_handle_request (ps_server_t *self)
     zmq_msg_t *envelope;
     size_t nenvelope = ps_msg_envelope (msg, &envelope);
     assert (nenvelope > 0);
-    ps_peer_t *peer = ps_peers_lookup (self->peers, zmq_msg_data (&envelope [0]),
-                                       zmq_msg_size (&envelope [0]), ps_msg_peer_address (msg));
+    const void *id = zmq_msg_data (&envelope [0]);
+    size_t id_size = zmq_msg_size (&envelope [0]);
+    ps_peer_t *peer = ps_peers_lookup (self->peers, id, id_size);
+    if (!peer)
+        peer = ps_peers_add (self->peers, id, id_size, ps_msg_peer_address (msg));
     char reason [PS_ERROR_MSG_MAX];
     ps_peer_verdict_t verdict = ps_peers_admit (self->peers, peer, reason, sizeof reason);
     if (verdict == PS_PEER_DROP) {
