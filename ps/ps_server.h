@@ -8,11 +8,20 @@
 //  inline on that thread, because handing them to another thread would
 //  cost more than the work; larger ones go to a pool of --threads threads,
 //  so that different partitions are updated in parallel while each
-//  partition's own lock applies one update at a time. A pool thread that
-//  finishes a request's last task wakes the main thread over an inproc
-//  socket, and the main thread sends the reply: ZeroMQ sockets are used
-//  from one thread only. ZeroMQ's I/O thread does the networking. Gradient
-//  frames are applied in place from the received messages.
+//  partition's own lock applies one update at a time. A push's gradients
+//  are first scanned for NaN and infinities, one task per partition too,
+//  and only once every one is found finite does any partition apply its
+//  own. A pool thread that finishes a request's last task wakes the main
+//  thread over an inproc socket, and the main thread sends the reply:
+//  ZeroMQ sockets are used from one thread only. ZeroMQ's I/O thread does
+//  the networking. Gradient frames are applied in place from the received
+//  messages.
+//
+//  The main thread reads its socket whatever it holds: what it holds for
+//  each peer is charged to that peer, and a peer that does not read its
+//  replies is turned away alone (ps_peers.h). Its connections are kept
+//  below the file-descriptor limit (ps_listener.h), and snapshots inside
+//  the checkpoint root (ps_ckpt_root.h).
 
 #ifndef PS_SERVER_H_INCLUDED
 #define PS_SERVER_H_INCLUDED
