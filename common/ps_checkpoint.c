@@ -174,42 +174,6 @@ s_find_duplicate (const char **names, size_t count)
 //  ---------------------------------------------------------------------
 //  Directories
 
-//  Create path and any missing parents, like mkdir -p. An existing
-//  directory is fine; an existing non-directory is PS_EIO.
-static int
-s_mkdirs (const char *path, ps_error_t *err)
-{
-    char buf [PATH_MAX];
-    size_t n = strlen (path);
-    if (n == 0 || n >= sizeof buf)
-        return ps_error_set (err, PS_EINVAL,
-                             "checkpoint root \"%s\": expected a path of 1..%zu bytes",
-                             path, sizeof buf - 1);
-    memcpy (buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf [i] != '/' && buf [i] != 0)
-            continue;
-        char saved = buf [i];
-        buf [i] = 0;
-        if (mkdir (buf, 0755) != 0 && errno != EEXIST) {
-            //  Some file systems answer EROFS or EACCES rather than EEXIST
-            //  for a directory that is there; only a missing one is an error.
-            int error = errno;
-            struct stat st;
-            if (stat (buf, &st) != 0 || !S_ISDIR (st.st_mode))
-                return ps_error_set (err, PS_EIO, "directory %s: mkdir failed: %s",
-                                     buf, strerror (error));
-        }
-        buf [i] = saved;
-    }
-    struct stat st;
-    if (stat (path, &st) != 0)
-        return ps_error_set (err, PS_EIO, "directory %s: stat failed: %s", path, strerror (errno));
-    if (!S_ISDIR (st.st_mode))
-        return ps_error_set (err, PS_EIO, "directory %s: exists but is not a directory", path);
-    return PS_OK;
-}
-
 static int
 s_compare_steps_desc (const void *a, const void *b)
 {
@@ -306,7 +270,7 @@ ps_checkpoint_begin (const char *root, uint64_t step, char *tmpdir, size_t len,
     if (rc == PS_OK)
         rc = s_check_room (path, len, err);
     if (rc == PS_OK)
-        rc = s_mkdirs (root, err);
+        rc = ps_file_mkdirs (root, err);
     if (rc)
         return rc;
     //  A directory of this name was left by a crash or a failed commit of
@@ -338,7 +302,7 @@ ps_checkpoint_scratch (const char *root, const char *name, char *dir, size_t len
     if (rc == PS_OK)
         rc = s_check_room (path, len, err);
     if (rc == PS_OK)
-        rc = s_mkdirs (root, err);
+        rc = ps_file_mkdirs (root, err);
     if (rc == PS_OK && (rc = ps_file_remove_tree (path, err)) != PS_OK)
         ps_error_prefix (err, rc, "checkpoint root %s: cannot empty %s", root, name);
     if (rc)
@@ -988,6 +952,15 @@ ps_checkpoint_verify (const char *dir, json_t **manifest, ps_error_t *err)
 //  ---------------------------------------------------------------------
 //  Latest
 
+const char *
+ps_checkpoint_name (const char *root, const char *path)
+{
+    assert (root && path);
+    size_t len = strlen (root);
+    assert (strncmp (path, root, len) == 0 && path [len] == '/');
+    return path + len + 1;
+}
+
 int
 ps_checkpoint_latest (const char *root, char *dir, size_t len, json_t **manifest,
                       ps_error_t *err)
@@ -1047,7 +1020,7 @@ ps_checkpoint_check_root (const char *root, bool resume, ps_error_t *err)
         return ps_error_set (err, PS_ENOTFOUND, "checkpoint directory %s: does not exist, so "
                              "there is nothing to resume", root);
     ps_error_t why;
-    if (!exists && s_mkdirs (root, &why))
+    if (!exists && ps_file_mkdirs (root, &why))
         return ps_error_set (err, PS_EINVAL, "checkpoint directory %s: cannot create it (%s)",
                              root, why.msg);
     char probe [PATH_MAX];

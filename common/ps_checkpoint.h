@@ -114,4 +114,11 @@ int ps_checkpoint_latest (const char *root, char *dir, size_t len, json_t **mani
 //  checked; the ps-servers write into root too, from their own machines.
 int ps_checkpoint_check_root (const char *root, bool resume, ps_error_t *err);
 
+//  The name of path relative to root: what a snapshot or restore request
+//  names, since a ps-server reads and writes only inside its checkpoint
+//  root (ps-server --checkpoint-root root). path must be one that
+//  ps_checkpoint_begin, ps_checkpoint_scratch or ps_checkpoint_latest gave
+//  for this root; the result points into it.
+const char *ps_checkpoint_name (const char *root, const char *path);
+
 #endif

@@ -748,6 +748,7 @@ ps_client_stats (ps_client_t *self, int server, ps_part_stats_t **stats, size_t 
         out->recorded = ps_obj_get (entry, "recorded")->via.u64;
         out->bytes_in = ps_obj_get (entry, "bytes_in")->via.u64;
         out->bytes_out = ps_obj_get (entry, "bytes_out")->via.u64;
+        out->nonfinite = ps_obj_get (entry, "nonfinite")->via.u64;
     }
     return PS_OK;
 }

@@ -39,6 +39,7 @@ typedef struct {
     int64_t row_begin, row_end;
     uint64_t updates, duplicates, bytes_in, bytes_out;
     uint64_t recorded;          //  distinct steps in the partition's ledger
+    uint64_t nonfinite;         //  gradients refused for holding NaN or an infinity
 } ps_part_stats_t;
 
 //  One snapshot file, from ps_client_snapshot.

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -264,5 +265,39 @@ ps_file_read (const char *path, size_t max, char **data, size_t *len, ps_error_t
     text [size] = 0;
     *data = text;
     *len = size;
+    return PS_OK;
+}
+
+int
+ps_file_mkdirs (const char *path, ps_error_t *err)
+{
+    char buf [PATH_MAX];
+    size_t n = strlen (path);
+    if (n == 0 || n >= sizeof buf)
+        return ps_error_set (err, PS_EINVAL,
+                             "directory \"%s\": expected a path of 1..%zu bytes",
+                             path, sizeof buf - 1);
+    memcpy (buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf [i] != '/' && buf [i] != 0)
+            continue;
+        char saved = buf [i];
+        buf [i] = 0;
+        if (mkdir (buf, 0755) != 0 && errno != EEXIST) {
+            //  Some file systems answer EROFS or EACCES rather than EEXIST
+            //  for a directory that is there; only a missing one is an error.
+            int error = errno;
+            struct stat st;
+            if (stat (buf, &st) != 0 || !S_ISDIR (st.st_mode))
+                return ps_error_set (err, PS_EIO, "directory %s: mkdir failed: %s",
+                                     buf, strerror (error));
+        }
+        buf [i] = saved;
+    }
+    struct stat st;
+    if (stat (path, &st) != 0)
+        return ps_error_set (err, PS_EIO, "directory %s: stat failed: %s", path, strerror (errno));
+    if (!S_ISDIR (st.st_mode))
+        return ps_error_set (err, PS_EIO, "directory %s: exists but is not a directory", path);
     return PS_OK;
 }

@@ -1,7 +1,8 @@
 //  Files: the few system-call sequences that every file format of
 //  ps-cluster (snapshots, checkpoint manifests, job and cluster files,
-//  model specs, data sets) is written and read with, and the careful
-//  removal of a directory tree that pruning checkpoints needs.
+//  model specs, data sets) is written and read with, the directories they
+//  go in, and the careful removal of a directory tree that pruning
+//  checkpoints needs.
 //
 //  A file is replaced atomically by writing it under a temporary name,
 //  fsyncing it, renaming it over the final name and fsyncing the directory,
@@ -58,5 +59,11 @@ int ps_file_open_regular (const char *path, ps_error_t *err);
 //  as ps_file_open_regular, or PS_ETOOBIG when the file is larger than max,
 //  PS_EIO when a read fails or it shrinks while read; *data is NULL then.
 int ps_file_read (const char *path, size_t max, char **data, size_t *len, ps_error_t *err);
+
+//  Create the directory path and any missing parents, like mkdir -p. An
+//  existing directory is fine. Returns 0, PS_EINVAL for an empty path or
+//  one of PATH_MAX bytes or more, or PS_EIO naming the directory that
+//  could not be made or exists as something else.
+int ps_file_mkdirs (const char *path, ps_error_t *err);
 
 #endif

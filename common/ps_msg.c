@@ -348,6 +348,13 @@ ps_msg_tensor_bytes (ps_msg_t *self)
     return total;
 }
 
+const char *
+ps_msg_peer_address (ps_msg_t *self)
+{
+    assert (self);
+    return self->nframes ? zmq_msg_gets (&self->frames [0], "Peer-Address") : NULL;
+}
+
 size_t
 ps_msg_envelope (ps_msg_t *self, zmq_msg_t **frames)
 {
@@ -530,6 +537,20 @@ int
 ps_writer_send (ps_writer_t *self, void *socket, zmq_msg_t *envelope, size_t nenvelope,
                 zmq_msg_t *frames, size_t nframes, ps_error_t *err)
 {
+    zmq_msg_t header;
+    if (zmq_msg_init_size (&header, self->sbuf.size) != 0) {
+        for (size_t i = 0; i < nframes; i++)
+            zmq_msg_close (&frames [i]);
+        return ps_error_set (err, PS_EIO, "zmq_msg_init_size: %s", zmq_strerror (errno));
+    }
+    memcpy (zmq_msg_data (&header), self->sbuf.data, self->sbuf.size);
+    return ps_msg_send_frames (socket, envelope, nenvelope, &header, frames, nframes, err);
+}
+
+int
+ps_msg_send_frames (void *socket, zmq_msg_t *envelope, size_t nenvelope, zmq_msg_t *header,
+                    zmq_msg_t *frames, size_t nframes, ps_error_t *err)
+{
     int rc = PS_OK;
     for (size_t i = 0; i < nenvelope && rc == PS_OK; i++) {
         zmq_msg_t copy;
@@ -539,9 +560,9 @@ ps_writer_send (ps_writer_t *self, void *socket, zmq_msg_t *envelope, size_t nen
             zmq_msg_close (&copy);
         }
     }
-    if (rc == PS_OK
-    &&  zmq_send (socket, self->sbuf.data, self->sbuf.size, nframes ? ZMQ_SNDMORE : 0) < 0)
+    if (rc == PS_OK && zmq_msg_send (header, socket, nframes ? ZMQ_SNDMORE : 0) < 0)
         rc = ps_error_set (err, PS_EIO, "sending header: %s", zmq_strerror (errno));
+    zmq_msg_close (header);
     for (size_t i = 0; i < nframes; i++) {
         if (rc == PS_OK
         &&  zmq_msg_send (&frames [i], socket, i + 1 < nframes ? ZMQ_SNDMORE : 0) < 0)
@@ -553,16 +574,23 @@ ps_writer_send (ps_writer_t *self, void *socket, zmq_msg_t *envelope, size_t nen
     return rc;
 }
 
+void
+ps_writer_error (ps_writer_t *self, uint64_t id, int code, const char *message)
+{
+    ps_writer_reset (self, "error", id, 2);
+    ps_pack_key (&self->pk, "code");
+    ps_pack_str (&self->pk, ps_error_name (code));
+    ps_pack_key (&self->pk, "message");
+    ps_pack_str (&self->pk, message);
+}
+
 int
 ps_msg_send_error (void *socket, zmq_msg_t *envelope, size_t nenvelope,
                    uint64_t id, int code, const char *message, ps_error_t *err)
 {
     ps_writer_t writer;
-    ps_writer_init (&writer, "error", id, 2);
-    ps_pack_key (&writer.pk, "code");
-    ps_pack_str (&writer.pk, ps_error_name (code));
-    ps_pack_key (&writer.pk, "message");
-    ps_pack_str (&writer.pk, message);
+    ps_writer_init (&writer, "error", id, 0);
+    ps_writer_error (&writer, id, code, message);
     int rc = ps_writer_send (&writer, socket, envelope, nenvelope, NULL, 0, err);
     ps_writer_fini (&writer);
     return rc;

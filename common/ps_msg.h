@@ -87,6 +87,9 @@ size_t ps_msg_envelope (ps_msg_t *self, zmq_msg_t **frames);
 //  A ZeroMQ metadata property of the received message (for example the
 //  sender's authenticated task, see ps_curve.h), or NULL when it has none.
 const char *ps_msg_property (ps_msg_t *self, const char *name);
+//  The address of the peer that sent a received message (its IP for tcp),
+//  for logs, or NULL when ZeroMQ does not say.
+const char *ps_msg_peer_address (ps_msg_t *self);
 
 //  ---------------------------------------------------------------------
 //  Reading fields of a validated header. The schema has already checked
@@ -147,6 +150,17 @@ void ps_pack_partref (msgpack_packer *pk, const char *var, uint32_t part, size_t
 //  or PS_EIO with errno kept.
 int ps_writer_send (ps_writer_t *self, void *socket, zmq_msg_t *envelope,
                     size_t nenvelope, zmq_msg_t *frames, size_t nframes, ps_error_t *err);
+
+//  Send envelope frames (may be 0), then header, a frame made by the
+//  caller (zero-copy if it likes), then nframes tensor frames. header and
+//  the tensor frames are consumed (closed) whatever the result. Returns 0
+//  or PS_EIO with errno kept.
+int ps_msg_send_frames (void *socket, zmq_msg_t *envelope, size_t nenvelope,
+                        zmq_msg_t *header, zmq_msg_t *frames, size_t nframes,
+                        ps_error_t *err);
+
+//  Restart the writer's header as an error reply to request id.
+void ps_writer_error (ps_writer_t *self, uint64_t id, int code, const char *message);
 
 //  Send an error reply with code and message.
 int ps_msg_send_error (void *socket, zmq_msg_t *envelope, size_t nenvelope,

@@ -295,6 +295,15 @@ ps_partition_stats (ps_partition_t *self, ps_partition_stats_t *stats)
     pthread_mutex_unlock (&self->lock);
 }
 
+void
+ps_partition_count_nonfinite (ps_partition_t *self)
+{
+    assert (self);
+    pthread_mutex_lock (&self->lock);
+    self->stats.nonfinite++;
+    pthread_mutex_unlock (&self->lock);
+}
+
 int
 ps_partition_save (ps_partition_t *self, const char *dir, char *file, size_t file_len,
                    uint64_t *bytes, uint32_t *crc, uint64_t *version, ps_error_t *err)

@@ -30,6 +30,7 @@ typedef struct {
     uint64_t recorded;          //  distinct steps in the ledger
     uint64_t bytes_in;          //  gradient bytes received
     uint64_t bytes_out;         //  value bytes served
+    uint64_t nonfinite;         //  gradients refused for holding NaN or an infinity
 } ps_partition_stats_t;
 
 //  Create rows [row_begin, row_end) of variable var (full shape `shape`),
@@ -90,6 +91,10 @@ int ps_partition_set_optimizer (ps_partition_t *self, const ps_opt_config_t *opt
                                 ps_error_t *err);
 
 void ps_partition_stats (ps_partition_t *self, ps_partition_stats_t *stats);
+
+//  Count a gradient refused because it held NaN or an infinity
+//  (stats.nonfinite); the values are not touched.
+void ps_partition_count_nonfinite (ps_partition_t *self);
 
 //  Write the partition to dir/ps_snapshot_filename (var, part), crash-safely,
 //  as one consistent state. file receives the file name (not the path),

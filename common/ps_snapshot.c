@@ -76,10 +76,13 @@ s_crc (uint32_t crc, const uint8_t *data, size_t len)
     return crc;
 }
 
-//  Check the fields the layout depends on: the name, the shape, the row
-//  range and the optimizer kind. The writer runs this before it creates a
-//  file and the reader after it parses one. Sets *elements to the number of
-//  floats in each array.
+//  Check the fields the layout depends on (the name, the shape, the row
+//  range and the optimizer kind) and the optimizer's settings, with the
+//  checks set_optimizer applies: a learning rate or clipping bound that is
+//  NaN, infinite or negative would poison every value at the first update
+//  after a restore. The writer runs this before it creates a file and the
+//  reader after it parses one. Sets *elements to the number of floats in
+//  each array.
 static int
 s_check (const ps_snapshot_t *snap, int64_t *elements, ps_error_t *err)
 {
@@ -93,9 +96,9 @@ s_check (const ps_snapshot_t *snap, int64_t *elements, ps_error_t *err)
     rc = ps_shape_rows (&shape, snap->row_begin, snap->row_end, &rows, err);
     if (rc)
         return rc;
-    if ((unsigned) snap->opt.kind > PS_OPT_ADAM)
-        return ps_error_set (err, PS_EINVAL, "optimizer kind is %u, expected 0..%d",
-                             (unsigned) snap->opt.kind, PS_OPT_ADAM);
+    rc = ps_opt_config_validate (&snap->opt, err);
+    if (rc)
+        return rc;
     *elements = ps_shape_count (&rows);
     return PS_OK;
 }

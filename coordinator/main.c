@@ -88,8 +88,10 @@ s_usage (FILE *out)
         "  --help              this text\n"
         "\n"
         "A local cluster without --checkpoint-dir checkpoints into its log directory\n"
-        "every 30 s, so that a failed server can be recovered. Exit status 0 means the\n"
-        "training completed.\n");
+        "every 30 s, so that a failed server can be recovered; its servers get the\n"
+        "checkpoint directory as their --checkpoint-root. Servers started by hand need\n"
+        "--checkpoint-root set to the coordinator's --checkpoint-dir (shared storage).\n"
+        "Exit status 0 means the training completed.\n");
 }
 
 static int
@@ -458,12 +460,14 @@ s_keygen (int argc, char *argv [])
     return 0;
 }
 
-//  Start the children of a local cluster, each with its TF_CONFIG, and
-//  keys_dir (NULL: --insecure).
+//  Start the children of a local cluster, each with its TF_CONFIG and
+//  keys_dir (NULL: --insecure). The servers' checkpoint root is the
+//  coordinator's checkpoint directory, which snapshot and restore requests
+//  name directories relative to.
 static int
 s_start_local (ps_supervisor_t *supervisor, const char *tf_cluster, int nps, int nworkers,
-               int nevaluators, const char *log_dir, const char *keys_dir, const char **roles,
-               int *indices)
+               int nevaluators, const char *log_dir, const char *checkpoint_dir,
+               const char *keys_dir, const char **roles, int *indices)
 {
     char server [PATH_MAX], worker [PATH_MAX];
     if (s_find_program ("PS_SERVER", "ps-server", "ps", server, sizeof server)
@@ -493,7 +497,8 @@ s_start_local (ps_supervisor_t *supervisor, const char *tf_cluster, int nps, int
                 key_args [0] = "--keys";
                 key_args [1] = keys_dir;
             }
-            const char *server_argv [] = { kinds [k].program, "--threads", "0", key_args [0],
+            const char *server_argv [] = { kinds [k].program, "--threads", "0",
+                                           "--checkpoint-root", checkpoint_dir, key_args [0],
                                            key_args [1], NULL };
             const char *worker_argv [] = { kinds [k].program, key_args [0], key_args [1], NULL };
             const char *env [] = { tf, NULL };
@@ -826,7 +831,7 @@ main (int argc, char *argv [])
         if (!supervisor)
             abort ();
         if (s_start_local (supervisor, tf_cluster, nps, nworkers, nevaluators, log_dir,
-                           opt.keys_dir, roles, indices)) {
+                           config.job.checkpoint_dir, opt.keys_dir, roles, indices)) {
             exit_code = 1;
             goto done;
         }

@@ -692,7 +692,8 @@ s_take_checkpoint (s_coord_t *self)
     ps_error_t err;
     int rc = ps_checkpoint_begin (self->job->checkpoint_dir, step, tmp, sizeof tmp, &err);
     if (rc == 0)
-        rc = ps_client_snapshot (self->client, tmp, &files, &nfiles, &err);
+        rc = ps_client_snapshot (self->client, ps_checkpoint_name (self->job->checkpoint_dir, tmp),
+                                 &files, &nfiles, &err);
     return s_finish_checkpoint (self, step, tmp, files, nfiles, rc, &err, t0);
 }
 
@@ -823,7 +824,8 @@ s_restore (s_coord_t *self, const char *why)
     s_done_set_read (manifest, &watermark, &above, &count);
     uint64_t before = ps_schedule_done_count (self->schedule);
     double t0 = ps_clock_ms ();
-    rc = ps_client_restore (self->client, src, &err);
+    rc = ps_client_restore (self->client, ps_checkpoint_name (self->job->checkpoint_dir, src),
+                            &err);
     if (rc && self->state == S_RECOVER
     &&  (rc == PS_ETIMEDOUT || rc == PS_EIO || rc == PS_EREMOTE)) {
         //  Another server failed meanwhile, or is not serving yet: stay

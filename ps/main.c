@@ -49,9 +49,23 @@ s_usage (FILE *out)
         "                      0 applies every update on the serving thread)\n"
         "  --max-message MB    largest frame accepted, in MiB (default 2048); a peer\n"
         "                      sending more is disconnected by ZeroMQ\n"
-        "  --max-pending MB    tensor bytes held for requests in progress and replies\n"
-        "                      not yet sent, in MiB (default 1024); above it no new\n"
-        "                      request is read until replies have gone out\n"
+        "  --max-peer-pending MB  bytes one peer may have the server hold for it\n"
+        "                      (its requests in progress and replies not yet sent),\n"
+        "                      in MiB (default: half of --max-pending); above it the\n"
+        "                      peer's requests are refused (error too_big), and\n"
+        "                      once those refusals go unread too, dropped. Other\n"
+        "                      peers are served as usual. Must exceed what one\n"
+        "                      client has in flight: its share of the model on\n"
+        "                      this server, twice with overlapping pushes.\n"
+        "  --max-pending MB    the same for all peers together, in MiB (default\n"
+        "                      1024); above it a peer holding more than an equal\n"
+        "                      share is refused\n"
+        "  --checkpoint-root DIR  the directory snapshots are written in and restored\n"
+        "                      from (created when missing): snapshot and restore\n"
+        "                      requests name a directory relative to it, and nothing\n"
+        "                      outside it is read or written. Without it both are\n"
+        "                      refused. A coordinator's --checkpoint-dir (the same\n"
+        "                      shared directory) is what its servers need here.\n"
         "  --optimizer KIND    sgd, momentum, adagrad or adam (default sgd) until a\n"
         "                      client sets one\n"
         "  --lr RATE           learning rate for --optimizer (default: Keras default)\n"
@@ -73,11 +87,13 @@ main (int argc, char *argv [])
     const char *endpoint_file = NULL;
     const char *keys_dir = NULL;
     bool insecure = false;
+    const char *checkpoint_root = NULL;
     const char *opt_kind = "sgd";
     double lr = 0;
     long threads = sysconf (_SC_NPROCESSORS_ONLN);
     double max_mb = 2048;
     double pending_mb = 1024;
+    double peer_pending_mb = 0;
     static const struct option options [] = {
         { "bind", required_argument, NULL, 'b' },
         { "cluster", required_argument, NULL, 'c' },
@@ -85,6 +101,8 @@ main (int argc, char *argv [])
         { "threads", required_argument, NULL, 't' },
         { "max-message", required_argument, NULL, 'm' },
         { "max-pending", required_argument, NULL, 'p' },
+        { "max-peer-pending", required_argument, NULL, 'P' },
+        { "checkpoint-root", required_argument, NULL, 'r' },
         { "optimizer", required_argument, NULL, 'o' },
         { "lr", required_argument, NULL, 'l' },
         { "endpoint-file", required_argument, NULL, 'e' },
@@ -104,6 +122,7 @@ main (int argc, char *argv [])
             case 'c': cluster_file = optarg; break;
             case 'k': task_text = optarg; break;
             case 'e': endpoint_file = optarg; break;
+            case 'r': checkpoint_root = optarg; break;
             case 'o': opt_kind = optarg; break;
             case 'v': ps_log_init ("ps-server", PS_LOG_DEBUG); break;
             case 'Y': keys_dir = optarg; break;
@@ -117,7 +136,10 @@ main (int argc, char *argv [])
                 rc = ps_parse_double ("--max-message", optarg, 0, true, 1e7, &max_mb, &err);
                 break;
             case 'p':
-                rc = ps_parse_double ("--max-pending", optarg, 0, true, 1e7, &pending_mb, &err);
+            case 'P':
+                rc = ps_parse_double (c == 'p' ? "--max-pending" : "--max-peer-pending", optarg,
+                                      0, true, 1e7, c == 'p' ? &pending_mb : &peer_pending_mb,
+                                      &err);
                 break;
             case 'l':
                 rc = ps_parse_double ("--lr", optarg, 0, true, DBL_MAX, &lr, &err);
@@ -205,6 +227,9 @@ main (int argc, char *argv [])
         .bind = endpoint, .name = name, .threads = (int) threads,
         .max_message = (int64_t) (max_mb * 1024 * 1024),
         .max_pending = (size_t) (pending_mb * 1024 * 1024),
+        .max_peer_pending = (size_t) ((peer_pending_mb > 0 ? peer_pending_mb : pending_mb / 2)
+                                      * 1024 * 1024),
+        .checkpoint_root = checkpoint_root,
     };
     ps_opt_kind_t kind;
     if (ps_opt_kind_parse (opt_kind, &kind, &err)) {

@@ -2,10 +2,14 @@
 
 #include "ps_server.h"
 #include "ps_clock.h"
+#include "ps_ckpt_root.h"
+#include "ps_floats.h"
 #include "ps_heap.h"
+#include "ps_listener.h"
 #include "ps_log.h"
 #include "ps_msg.h"
 #include "ps_partition.h"
+#include "ps_peers.h"
 #include "ps_schema.h"
 #include "ps_snapshot.h"
 
@@ -14,6 +18,7 @@
 #include <czmq.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -25,10 +30,6 @@
 //  Requests moving fewer tensor bytes than this are served inline on the
 //  main thread: below it a hand-off to the pool costs more than it saves.
 #define S_INLINE_BYTES  (256 * 1024)
-
-//  While over its pending-bytes limit the server checks this often whether
-//  ZeroMQ has sent enough replies for it to take requests again.
-#define S_PENDING_POLL_MS  5
 
 //  After this long without a request, a server that has moved tensors since
 //  it last fell idle returns its free heap to the kernel (see ps_heap.h).
@@ -47,29 +48,39 @@ typedef struct {
     bool pull;                  //  answers with values
     uint64_t step;
     size_t ntasks;
-    size_t held;                //  request bytes counted in the server's pending
+    ps_peer_t *peer;            //  who sent it, charged with what it holds
+    size_t held;                //  request bytes charged to the peer
     ps_partition_t **parts;     //  one reference per task
     zmq_msg_t *out;             //  reply frames when pulling
     uint64_t *versions;
     bool *duplicate;
+    size_t *nonfinite;          //  per task: index + 1 of the gradient's first
+                                //  NaN or infinity, 0 when it has none
+    atomic_size_t scanning;     //  gradients the pool has still to scan
     atomic_size_t pending;
     atomic_int failed;          //  task index + 1 of the first failure
     ps_error_t err;             //  that failure
 } s_job_t;
 
+//  A task scans a gradient for NaN and infinities, or applies (or pulls)
+//  one partition. A push's gradients are all scanned before any is
+//  applied, so a request holding one bad value changes nothing.
 typedef struct {
     s_job_t *job;
     size_t index;
+    bool scan;
 } s_task_t;
 
 struct _ps_server_t {
     void *ctx;                  //  the pool's inproc sockets
     void *router;               //  in ps_curve_context (), where zauth serves
     void *done;                 //  PULL: pool threads post finished jobs here
-    char endpoint [256];
+    char done_endpoint [64];    //  its inproc name, unique to this server
+    ps_listener_t *listener;    //  the bound endpoint and its connections
     char name [64];
     ps_opt_config_t opt;
     ps_curve_t *curve;          //  the caller's; NULL: unsecured
+    ps_ckpt_root_t *root;       //  where snapshots go, or NULL: none are taken
     zhashx_t *table;            //  "var\npart" -> ps_partition_t *
     //  The pool.
     pthread_t *threads;
@@ -80,52 +91,68 @@ struct _ps_server_t {
     size_t queue_head, queue_len, queue_cap;
     bool stopping;
     size_t jobs_in_pool;        //  main thread only
-    uint64_t fence;             //  generation pushes must carry, or 0 (main thread only)
+    uint64_t fence;             //  generation pushes must carry once fenced, or 0 (main thread only)
     ps_msg_t **spare_msgs;      //  received-message objects for reuse
     size_t nspare, spare_cap;
     ps_writer_t writer;         //  reply headers; main thread only
     uint64_t requests, errors;
-    //  Tensor bytes held for requests: gradients being applied and replies
-    //  ZeroMQ has not sent yet. ZeroMQ's I/O thread subtracts what it has
-    //  sent, hence atomic. Above max_pending no new request is read, so a
-    //  peer that sends requests and never reads the replies cannot grow
-    //  the server without bound.
-    atomic_size_t pending;
-    size_t max_pending;
+    //  The bytes held for each peer: gradients being applied and replies
+    //  ZeroMQ has not sent yet, and the back-pressure they decide.
+    ps_peers_t *peers;
 };
 
 //  A reply frame made from a request's own gradient frame: the request
 //  frame is kept alive here until ZeroMQ has sent the reply.
 typedef struct {
     zmq_msg_t frame;
-    atomic_size_t *pending;
+    ps_peer_t *peer;
     size_t size;
 } s_lent_t;
 
 //  ZeroMQ's free callback for reply frames lent from a request: give back
-//  the bytes counted and release the request's frame.
+//  the bytes charged and release the request's frame.
 static void
 s_reply_sent (void *data, void *hint)
 {
     (void) data;
     s_lent_t *lent = hint;
-    atomic_fetch_sub (lent->pending, lent->size);
+    ps_peer_discharge (lent->peer, lent->size);
+    ps_peer_unlink (&lent->peer);
     if (zmq_msg_close (&lent->frame) != 0)
         abort ();
     free (lent);
 }
 
-//  ZeroMQ's free callback for reply buffers the server allocated; the size
-//  counted sits in a 64-byte prefix, which keeps the data as aligned as
-//  malloc's block.
+//  ZeroMQ's free callback for reply frames the server allocated (see
+//  s_frame_new): give back what was charged to the peer.
 static void
 s_reply_freed (void *data, void *hint)
 {
     char *block = (char *) data - 64;
-    size_t size;
-    memcpy (&size, block, sizeof size);
-    atomic_fetch_sub ((atomic_size_t *) hint, size);
+    size_t charged;
+    memcpy (&charged, block, sizeof charged);
+    ps_peer_t *peer = hint;
+    ps_peer_discharge (peer, charged);
+    ps_peer_unlink (&peer);
     free (block);
+}
+
+//  A reply frame of size bytes for peer, charged to it until ZeroMQ frees
+//  it. The amount charged sits in a 64-byte prefix, which keeps the data
+//  as aligned as malloc's block. Returns the frame's data, or NULL when
+//  the memory cannot be had.
+static void *
+s_frame_new (ps_peer_t *peer, size_t size, zmq_msg_t *frame)
+{
+    char *block = size <= SIZE_MAX - 64 ? malloc (size + 64) : NULL;
+    if (!block)
+        return NULL;
+    size_t charged = size + PS_PEER_FRAME_COST;
+    memcpy (block, &charged, sizeof charged);
+    ps_peer_charge (peer, charged);
+    if (zmq_msg_init_data (frame, block + 64, size, s_reply_freed, ps_peer_link (peer)) != 0)
+        abort ();
+    return block + 64;
 }
 
 static void
@@ -162,12 +189,65 @@ s_job_run_task (s_job_t *job, size_t i)
         ps_partition_pull (job->parts [i], out, &job->versions [i]);
 }
 
+//  Scan task i's gradient for NaN and infinities.
+static void
+s_job_scan_task (s_job_t *job, size_t i)
+{
+    size_t count = ps_partition_count (job->parts [i]);
+    size_t at = ps_floats_find_nonfinite (ps_msg_tensor (job->msg, i), count);
+    job->nonfinite [i] = at < count ? at + 1 : 0;
+}
+
+static bool
+s_job_has_nonfinite (s_job_t *job)
+{
+    for (size_t i = 0; i < job->ntasks; i++)
+        if (job->nonfinite [i])
+            return true;
+    return false;
+}
+
+static void s_pool_enqueue (ps_server_t *self, s_job_t *job, bool scan, size_t skip);
+
+//  Post a job whose tasks are all done to the main thread, which answers it.
+static void
+s_pool_post (void *notify, s_job_t *job)
+{
+    if (zmq_send (notify, &job, sizeof job, 0) != sizeof job) {
+        ps_error ("pool thread cannot post a finished request: %s", zmq_strerror (errno));
+        abort ();
+    }
+}
+
+//  Run one task on a pool thread. The thread that scans a push's last
+//  gradient decides: with a bad value the job goes back to the main thread
+//  to be refused; else it queues every other partition's update and
+//  applies its own.
+static void
+s_pool_run (ps_server_t *self, s_task_t task, void *notify)
+{
+    s_job_t *job = task.job;
+    if (task.scan) {
+        s_job_scan_task (job, task.index);
+        if (atomic_fetch_sub (&job->scanning, 1) != 1)
+            return;
+        if (s_job_has_nonfinite (job)) {
+            s_pool_post (notify, job);
+            return;
+        }
+        s_pool_enqueue (self, job, false, task.index);
+    }
+    s_job_run_task (job, task.index);
+    if (atomic_fetch_sub (&job->pending, 1) == 1)
+        s_pool_post (notify, job);
+}
+
 static void *
 s_pool_thread (void *arg)
 {
     ps_server_t *self = arg;
     void *notify = zmq_socket (self->ctx, ZMQ_PUSH);
-    if (!notify || zmq_connect (notify, "inproc://ps-server-done") != 0) {
+    if (!notify || zmq_connect (notify, self->done_endpoint) != 0) {
         ps_error ("pool thread cannot connect its notify socket: %s", zmq_strerror (errno));
         abort ();
     }
@@ -181,12 +261,7 @@ s_pool_thread (void *arg)
         self->queue_head = (self->queue_head + 1) % self->queue_cap;
         self->queue_len--;
         pthread_mutex_unlock (&self->lock);
-        s_job_run_task (task.job, task.index);
-        if (atomic_fetch_sub (&task.job->pending, 1) == 1
-        &&  zmq_send (notify, &task.job, sizeof task.job, 0) != sizeof task.job) {
-            ps_error ("pool thread cannot post a finished request: %s", zmq_strerror (errno));
-            abort ();
-        }
+        s_pool_run (self, task, notify);
         pthread_mutex_lock (&self->lock);
     }
     pthread_mutex_unlock (&self->lock);
@@ -194,9 +269,15 @@ s_pool_thread (void *arg)
     return NULL;
 }
 
+//  Queue a task per partition of job, scans or updates, except task skip
+//  (pass job->ntasks to skip none). Called by the main thread and by pool
+//  threads.
 static void
-s_pool_submit (ps_server_t *self, s_job_t *job)
+s_pool_enqueue (ps_server_t *self, s_job_t *job, bool scan, size_t skip)
 {
+    size_t count = job->ntasks - (skip < job->ntasks);
+    if (count == 0)
+        return;
     pthread_mutex_lock (&self->lock);
     if (self->queue_len + job->ntasks > self->queue_cap) {
         size_t cap = self->queue_cap * 2;
@@ -213,12 +294,26 @@ s_pool_submit (ps_server_t *self, s_job_t *job)
         self->queue_cap = cap;
     }
     for (size_t i = 0; i < job->ntasks; i++) {
+        if (i == skip)
+            continue;
         size_t slot = (self->queue_head + self->queue_len++) % self->queue_cap;
-        self->queue [slot] = (s_task_t) { job, i };
+        self->queue [slot] = (s_task_t) { job, i, scan };
     }
-    pthread_cond_broadcast (&self->wake);
+    //  One task needs one thread: waking them all would only have the
+    //  others find the queue empty again.
+    if (count == 1)
+        pthread_cond_signal (&self->wake);
+    else
+        pthread_cond_broadcast (&self->wake);
     pthread_mutex_unlock (&self->lock);
+}
+
+//  Hand a job to the pool: a push's gradients are scanned first.
+static void
+s_pool_submit (ps_server_t *self, s_job_t *job)
+{
     self->jobs_in_pool++;
+    s_pool_enqueue (self, job, job->push, job->ntasks);
 }
 
 //  ---------------------------------------------------------------------
@@ -240,11 +335,17 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     ps_server_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
+    if (config->checkpoint_root
+    &&  !(self->root = ps_ckpt_root_new (config->checkpoint_root, err))) {
+        free (self);
+        return NULL;
+    }
     snprintf (self->name, sizeof self->name, "%s", config->name ? config->name : "ps");
     self->opt = config->opt;
     self->curve = config->curve;
-    atomic_init (&self->pending, 0);
-    self->max_pending = config->max_pending;
+    self->peers = ps_peers_new (config->max_pending, config->max_peer_pending
+                                                     ? config->max_peer_pending
+                                                     : config->max_pending);
     self->table = zhashx_new ();
     zhashx_set_destructor (self->table, s_partition_free);
     ps_writer_init (&self->writer, "ping", 0, 0);
@@ -253,6 +354,8 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     if (!self->queue || pthread_mutex_init (&self->lock, NULL) != 0
     ||  pthread_cond_init (&self->wake, NULL) != 0)
         abort ();
+    snprintf (self->done_endpoint, sizeof self->done_endpoint, "inproc://ps-server-done-%p",
+              (void *) self);
     self->ctx = zmq_ctx_new ();
     if (!self->ctx) {
         ps_error_set (err, PS_EIO, "zmq_ctx_new: %s", zmq_strerror (errno));
@@ -261,7 +364,7 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     self->router = zmq_socket (ps_curve_context (), ZMQ_ROUTER);
     self->done = zmq_socket (self->ctx, ZMQ_PULL);
     int linger = S_LINGER_MS;   //  flush the last replies, but never hang
-    int hwm = 0;                //  replies are never dropped; memory is bounded by max_pending
+    int hwm = 0;                //  replies are never dropped; memory is bounded per peer
     //  IPv6 only for an IPv6 literal: with it on, IPv4 endpoints would be
     //  reported in their mapped form.
     int ipv6 = strchr (config->bind, '[') != NULL;
@@ -271,21 +374,16 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     ||  zmq_setsockopt (self->router, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0
     ||  zmq_setsockopt (self->router, ZMQ_MAXMSGSIZE, &config->max_message,
                         sizeof config->max_message) != 0
-    ||  zmq_bind (self->done, "inproc://ps-server-done") != 0) {
+    ||  zmq_bind (self->done, self->done_endpoint) != 0) {
         ps_error_set (err, PS_EIO, "creating sockets: %s", zmq_strerror (errno));
         goto fail;
     }
     if (self->curve && ps_curve_server (self->curve, self->router, err))
         goto fail;
-    if (zmq_bind (self->router, config->bind) != 0) {
-        ps_error_set (err, PS_EIO, "cannot bind %s: %s", config->bind, zmq_strerror (errno));
+    //  The connection monitor's socket lives with the ROUTER it watches.
+    self->listener = ps_listener_new (ps_curve_context (), self->router, config->bind, err);
+    if (!self->listener)
         goto fail;
-    }
-    size_t len = sizeof self->endpoint;
-    if (zmq_getsockopt (self->router, ZMQ_LAST_ENDPOINT, self->endpoint, &len) != 0) {
-        ps_error_set (err, PS_EIO, "ZMQ_LAST_ENDPOINT: %s", zmq_strerror (errno));
-        goto fail;
-    }
     self->threads = calloc ((size_t) config->threads + 1, sizeof (pthread_t));
     if (!self->threads)
         abort ();
@@ -317,6 +415,7 @@ ps_server_destroy (ps_server_t **self_p)
     for (int i = 0; i < self->nthreads; i++)
         pthread_join (self->threads [i], NULL);
     free (self->threads);
+    ps_listener_destroy (&self->listener);
     if (self->router) {
         zmq_close (self->router);
         //  The router's context outlives this server, so closing it does
@@ -325,11 +424,13 @@ ps_server_destroy (ps_server_t **self_p)
         //  back into the pending count. Wait for that, or the callbacks
         //  would write into freed memory.
         double deadline = ps_clock_ms () + S_LINGER_MS + 2000;
-        while (atomic_load (&self->pending) > 0 && ps_clock_ms () < deadline)
+        while (!ps_peers_idle (self->peers) && ps_clock_ms () < deadline)
             usleep (1000);
-        if (atomic_load (&self->pending) > 0) {
+        if (!ps_peers_idle (self->peers)) {
+            ps_peers_stats_t stats;
+            ps_peers_stats (self->peers, &stats);
             ps_error ("%zu reply bytes still held by ZeroMQ %d ms after closing; not freeing "
-                      "the server", atomic_load (&self->pending), S_LINGER_MS + 2000);
+                      "the server", stats.pending, S_LINGER_MS + 2000);
             *self_p = NULL;
             return;
         }
@@ -338,7 +439,11 @@ ps_server_destroy (ps_server_t **self_p)
         zmq_close (self->done);
     if (self->ctx)
         zmq_ctx_term (self->ctx);
+    //  Every reply frame is freed now (waited for above): no peer is
+    //  referenced but by the table.
+    ps_peers_destroy (&self->peers);
     zhashx_destroy (&self->table);
+    ps_ckpt_root_destroy (&self->root);
     for (size_t i = 0; i < self->nspare; i++)
         ps_msg_destroy (&self->spare_msgs [i]);
     free (self->spare_msgs);
@@ -354,16 +459,46 @@ const char *
 ps_server_endpoint (ps_server_t *self)
 {
     assert (self);
-    return self->endpoint;
+    return ps_listener_endpoint (self->listener);
 }
 
 //  ---------------------------------------------------------------------
 //  Replies
 
+//  Send the reply packed in writer, and nframes tensor frames, to the peer
+//  that sent msg. The header frame is charged to the peer like the tensor
+//  frames, so that small replies a peer does not read count too.
 static void
-s_reply_error (ps_server_t *self, ps_msg_t *msg, int code, const char *text)
+s_reply (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer, ps_writer_t *writer,
+         zmq_msg_t *frames, size_t nframes)
+{
+    zmq_msg_t *envelope;
+    size_t nenvelope = ps_msg_envelope (msg, &envelope);
+    zmq_msg_t header;
+    void *data = s_frame_new (peer, writer->sbuf.size, &header);
+    if (!data)
+        abort ();
+    memcpy (data, writer->sbuf.data, writer->sbuf.size);
+    ps_error_t err;
+    //  A peer that left before its reply is not the server's failure.
+    if (ps_msg_send_frames (self->router, envelope, nenvelope, &header, frames, nframes, &err))
+        ps_warn ("cannot send reply to request %llu: %s",
+                 (unsigned long long) ps_msg_id (msg), err.msg);
+}
+
+//  Send an error reply, unlogged: see s_reply_error.
+static void
+s_reply_refusal (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer, int code,
+                 const char *message)
 {
     self->errors++;
+    ps_writer_error (&self->writer, ps_msg_id (msg), code, message);
+    s_reply (self, msg, peer, &self->writer, NULL, 0);
+}
+
+static void
+s_reply_error (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer, int code, const char *text)
+{
     //  Messages quote what the peer sent (names, types, keys); its control
     //  bytes must not reach the log or the reply as they came.
     char message [PS_ERROR_MSG_MAX];
@@ -371,29 +506,11 @@ s_reply_error (ps_server_t *self, ps_msg_t *msg, int code, const char *text)
     for (; text [len] && len + 1 < sizeof message; len++)
         message [len] = text [len] >= 0x20 && text [len] < 0x7f ? text [len] : '?';
     message [len] = 0;
-    zmq_msg_t *envelope;
-    size_t nenvelope = ps_msg_envelope (msg, &envelope);
     //  A forbidden request was logged once for its sender's key already.
     if (code != PS_EPERM)
         ps_warn ("request %llu refused: %s: %s", (unsigned long long) ps_msg_id (msg),
                  ps_error_name (code), message);
-    ps_error_t err;
-    if (ps_msg_send_error (self->router, envelope, nenvelope, ps_msg_id (msg), code,
-                           message, &err))
-        ps_warn ("cannot send error reply: %s", err.msg);
-}
-
-static void
-s_reply (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, zmq_msg_t *frames,
-         size_t nframes)
-{
-    zmq_msg_t *envelope;
-    size_t nenvelope = ps_msg_envelope (msg, &envelope);
-    ps_error_t err;
-    //  A peer that left before its reply is not the server's failure.
-    if (ps_writer_send (writer, self->router, envelope, nenvelope, frames, nframes, &err))
-        ps_warn ("cannot send reply to request %llu: %s",
-                 (unsigned long long) ps_msg_id (msg), err.msg);
+    s_reply_refusal (self, msg, peer, code, message);
 }
 
 //  ---------------------------------------------------------------------
@@ -427,12 +544,14 @@ s_job_destroy (ps_server_t *self, s_job_t **job_p)
         if (job->pull)
             zmq_msg_close (&job->out [i]);
     }
-    atomic_fetch_sub (&self->pending, job->held);
+    ps_peer_discharge (job->peer, job->held);
+    ps_peer_unlink (&job->peer);
     s_msg_give (self, job->msg);
     free (job->parts);
     free (job->out);
     free (job->versions);
     free (job->duplicate);
+    free (job->nonfinite);
     free (job);
     *job_p = NULL;
 }
@@ -444,13 +563,42 @@ s_pack_partref (msgpack_packer *pk, ps_partition_t *part, size_t extra)
     ps_pack_partref (pk, ps_partition_var (part), ps_partition_part (part), extra);
 }
 
+//  When a push's gradients hold NaN or an infinity, count that on every
+//  partition concerned and describe the first in err.
+static int
+s_job_check_nonfinite (s_job_t *job, ps_error_t *err)
+{
+    size_t first = job->ntasks, count = 0;
+    for (size_t i = 0; i < job->ntasks; i++)
+        if (job->nonfinite [i]) {
+            ps_partition_count_nonfinite (job->parts [i]);
+            first = count++ ? first : i;
+        }
+    if (count == 0)
+        return PS_OK;
+    ps_partition_t *part = job->parts [first];
+    size_t at = job->nonfinite [first] - 1;
+    return ps_error_set (err, PS_ENONFINITE,
+                         "%s: tensors[%zu]: the gradient of partition %s/%u holds a non-finite "
+                         "value (%g) at element %zu (%zu of the request's %zu gradients do); "
+                         "nothing was applied", ps_msg_type (job->msg), first,
+                         ps_partition_var (part), ps_partition_part (part),
+                         ps_msg_tensor (job->msg, first) [at], at, count, job->ntasks);
+}
+
 //  Answer a finished job and free it.
 static void
 s_job_finish (ps_server_t *self, s_job_t *job)
 {
+    ps_error_t err;
+    if (job->push && s_job_check_nonfinite (job, &err)) {
+        s_reply_error (self, job->msg, job->peer, err.code, err.msg);
+        s_job_destroy (self, &job);
+        return;
+    }
     int failed = atomic_load (&job->failed);
     if (failed) {
-        s_reply_error (self, job->msg, job->err.code, job->err.msg);
+        s_reply_error (self, job->msg, job->peer, job->err.code, job->err.msg);
         s_job_destroy (self, &job);
         return;
     }
@@ -482,7 +630,7 @@ s_job_finish (ps_server_t *self, s_job_t *job)
             msgpack_pack_uint64 (pk, job->versions [i]);
         }
     }
-    s_reply (self, job->msg, &self->writer, job->pull ? job->out : NULL,
+    s_reply (self, job->msg, job->peer, &self->writer, job->pull ? job->out : NULL,
              job->pull ? job->ntasks : 0);
     s_job_destroy (self, &job);
 }
@@ -537,9 +685,9 @@ s_job_resolve (ps_server_t *self, s_job_t *job, const msgpack_object *list, ps_e
 //  The reply frame for task i of a pulling job: the request's own gradient
 //  frame for a push-pull (the partition copies its fresh values over the
 //  gradient once applied), else a new buffer. Either way the bytes stay
-//  counted in pending until ZeroMQ has sent the frame.
+//  charged to the peer until ZeroMQ has sent the frame.
 static int
-s_job_reply_frame (ps_server_t *self, s_job_t *job, size_t i, ps_error_t *err)
+s_job_reply_frame (s_job_t *job, size_t i, ps_error_t *err)
 {
     size_t size = ps_partition_count (job->parts [i]) * sizeof (float);
     s_lent_t *lent = NULL;
@@ -548,7 +696,7 @@ s_job_reply_frame (ps_server_t *self, s_job_t *job, size_t i, ps_error_t *err)
         if (!lent)
             abort ();
         if (ps_msg_take_tensor (job->msg, i, &lent->frame) == PS_OK) {
-            lent->pending = &self->pending;
+            lent->peer = ps_peer_link (job->peer);
             lent->size = size;
             job->held -= size;  //  counted now until the reply is sent
             if (zmq_msg_init_data (&job->out [i], zmq_msg_data (&lent->frame), size,
@@ -558,18 +706,13 @@ s_job_reply_frame (ps_server_t *self, s_job_t *job, size_t i, ps_error_t *err)
         }
         free (lent);
     }
-    char *block = size <= SIZE_MAX - 64 ? malloc (size + 64) : NULL;
-    if (!block)
+    if (!s_frame_new (job->peer, size, &job->out [i]))
         return ps_error_set (err, PS_ETOOBIG, "cannot allocate a reply of %zu bytes", size);
-    memcpy (block, &size, sizeof size);
-    atomic_fetch_add (&self->pending, size);
-    if (zmq_msg_init_data (&job->out [i], block + 64, size, s_reply_freed, &self->pending) != 0)
-        abort ();
     return PS_OK;
 }
 
 static void
-s_handle_data (ps_server_t *self, ps_msg_t *msg)
+s_handle_data (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
 {
     const char *type = ps_msg_type (msg);
     const msgpack_object *header = ps_msg_header (msg);
@@ -585,45 +728,62 @@ s_handle_data (ps_server_t *self, ps_msg_t *msg)
     job->out = calloc (job->ntasks + 1, sizeof (zmq_msg_t));
     job->versions = calloc (job->ntasks + 1, sizeof (uint64_t));
     job->duplicate = calloc (job->ntasks + 1, sizeof (bool));
-    if (!job->parts || !job->out || !job->versions || !job->duplicate)
+    job->nonfinite = calloc (job->ntasks + 1, sizeof (size_t));
+    if (!job->parts || !job->out || !job->versions || !job->duplicate || !job->nonfinite)
         abort ();
     if (job->push)
         job->step = ps_obj_get (header, "step")->via.u64;
     size_t bytes = ps_msg_tensor_bytes (msg);
+    job->peer = ps_peer_link (peer);
     job->held = bytes;
-    atomic_fetch_add (&self->pending, job->held);
+    ps_peer_charge (peer, job->held);
     ps_error_t err;
     bool pull = job->pull;
     job->pull = false;          //  until the reply frames exist
+    //  Once fenced, a push must say which generation of the parameters
+    //  it was computed against: one that says nothing may come from before
+    //  the restore as well as after it.
     const msgpack_object *generation = job->push ? ps_obj_get (header, "generation") : NULL;
-    if (generation && self->fence && generation->via.u64 != self->fence) {
-        char text [160];
-        snprintf (text, sizeof text, "stale generation %" PRIu64 ": the server was fenced at "
-                  "generation %" PRIu64 " (restored since this gradient was computed)",
-                  generation->via.u64, self->fence);
-        s_reply_error (self, msg, PS_EINVAL, text);
+    if (job->push && self->fence && (!generation || generation->via.u64 != self->fence)) {
+        char text [200];
+        if (generation)
+            snprintf (text, sizeof text, "stale generation %" PRIu64 ": the server was fenced at "
+                      "generation %" PRIu64 " (restored since this gradient was computed)",
+                      generation->via.u64, self->fence);
+        else
+            snprintf (text, sizeof text, "%s carries no generation: the server was fenced at "
+                      "generation %" PRIu64 " and takes only gradients tagged with it", type,
+                      self->fence);
+        s_reply_error (self, msg, peer, PS_EINVAL, text);
         s_job_destroy (self, &job);
         return;
     }
     int rc = s_job_resolve (self, job, list, &err);
     size_t made = 0;
     while (pull && rc == PS_OK && made < job->ntasks) {
-        rc = s_job_reply_frame (self, job, made, &err);
+        rc = s_job_reply_frame (job, made, &err);
         if (rc == PS_OK)
             bytes += ps_partition_count (job->parts [made++]) * sizeof (float);
     }
     if (rc) {
         for (size_t i = 0; i < made; i++)
             zmq_msg_close (&job->out [i]);
-        s_reply_error (self, msg, rc, err.msg);
+        s_reply_error (self, msg, peer, rc, err.msg);
         s_job_destroy (self, &job);
         return;
     }
     job->pull = pull;
+    atomic_init (&job->scanning, job->ntasks);
     atomic_init (&job->pending, job->ntasks);
     atomic_init (&job->failed, 0);
     if (self->nthreads == 0 || bytes < S_INLINE_BYTES || job->ntasks == 0) {
-        for (size_t i = 0; i < job->ntasks; i++)
+        bool refused = false;
+        if (job->push) {
+            for (size_t i = 0; i < job->ntasks; i++)
+                s_job_scan_task (job, i);
+            refused = s_job_has_nonfinite (job);
+        }
+        for (size_t i = 0; i < job->ntasks && !refused; i++)
             s_job_run_task (job, i);
         s_job_finish (self, job);
     }
@@ -831,11 +991,21 @@ s_handle_stats (ps_server_t *self, ps_writer_t *writer)
         msgpack_pack_uint64 (pk, stats.bytes_in);
         ps_pack_key (pk, "bytes_out");
         msgpack_pack_uint64 (pk, stats.bytes_out);
+        ps_pack_key (pk, "nonfinite");
+        msgpack_pack_uint64 (pk, stats.nonfinite);
     }
     ps_pack_key (pk, "requests");
     msgpack_pack_uint64 (pk, self->requests);
     ps_pack_key (pk, "errors");
     msgpack_pack_uint64 (pk, self->errors);
+    ps_peers_stats_t peers;
+    ps_peers_stats (self->peers, &peers);
+    ps_pack_key (pk, "pending");
+    msgpack_pack_uint64 (pk, peers.pending);
+    ps_pack_key (pk, "refused");
+    msgpack_pack_uint64 (pk, peers.refused);
+    ps_pack_key (pk, "dropped");
+    msgpack_pack_uint64 (pk, peers.dropped);
     free (list);
     return PS_OK;
 }
@@ -855,14 +1025,32 @@ s_pack_file (msgpack_packer *pk, ps_partition_t *part, const char *file, uint64_
     msgpack_pack_uint64 (pk, version);
 }
 
+//  The directory inside the checkpoint root that a snapshot or restore
+//  request names (relative to the root), into dir; with create, made when
+//  missing. Refuses every request when the server has no root.
+static int
+s_request_dir (ps_server_t *self, ps_msg_t *msg, bool create, char *dir, size_t len,
+               ps_error_t *err)
+{
+    const char *type = ps_msg_type (msg);
+    if (!self->root)
+        return ps_error_set (err, PS_EINVAL, "%s: this server has no checkpoint root; start it "
+                             "with --checkpoint-root DIR", type);
+    char name [PS_CKPT_NAME_MAX + 1];
+    if (ps_obj_str (ps_obj_get (ps_msg_header (msg), "dir"), name, sizeof name))
+        return ps_error_set (err, PS_EINVAL, "%s: dir is longer than %d bytes or holds a NUL",
+                             type, PS_CKPT_NAME_MAX);
+    int rc = ps_ckpt_root_resolve (self->root, name, create, dir, len, err);
+    return rc ? ps_error_prefix (err, rc, "%s", type) : PS_OK;
+}
+
 static int
 s_handle_snapshot (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error_t *err)
 {
-    char dir [2048];
-    if (ps_obj_str (ps_obj_get (ps_msg_header (msg), "dir"), dir, sizeof dir))
-        return ps_error_set (err, PS_EINVAL, "snapshot: dir is too long or holds a NUL");
-    if (mkdir (dir, 0755) != 0 && errno != EEXIST)
-        return ps_error_set (err, PS_EIO, "snapshot: cannot create %s: %s", dir, strerror (errno));
+    char dir [PATH_MAX];
+    int rc = s_request_dir (self, msg, true, dir, sizeof dir, err);
+    if (rc)
+        return rc;
     size_t count;
     ps_partition_t **list = s_sorted_partitions (self, &count);
     msgpack_packer *pk = &writer->pk;
@@ -870,7 +1058,6 @@ s_handle_snapshot (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_err
     //  and an error reply goes out instead.
     ps_pack_key (pk, "files");
     msgpack_pack_array (pk, count);
-    int rc = PS_OK;
     for (size_t i = 0; i < count && rc == PS_OK; i++) {
         char file [PS_NAME_MAX * 3 + 32];
         uint64_t bytes, version;
@@ -942,9 +1129,10 @@ static int
 s_handle_restore (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error_t *err)
 {
     const msgpack_object *header = ps_msg_header (msg);
-    char dir [2048];
-    if (ps_obj_str (ps_obj_get (header, "dir"), dir, sizeof dir))
-        return ps_error_set (err, PS_EINVAL, "restore: dir is too long or holds a NUL");
+    char dir [PATH_MAX];
+    int rc = s_request_dir (self, msg, false, dir, sizeof dir, err);
+    if (rc)
+        return rc;
     zlistx_t *files = s_restore_files (dir, ps_obj_get (header, "parts"), err);
     if (!files)
         return err->code;
@@ -952,12 +1140,17 @@ s_handle_restore (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_erro
     ps_partition_t **loaded = calloc (count + 1, sizeof *loaded);
     if (!loaded)
         abort ();
-    //  Verify and load everything before replacing anything.
-    int rc = PS_OK;
+    //  Verify and load everything before replacing anything. A file that
+    //  is a symbolic link leading out of the root is not read.
     size_t i = 0;
     for (const char *file = zlistx_first (files); file && rc == PS_OK; file = zlistx_next (files)) {
-        char path [4096];
+        char path [PATH_MAX + PS_NAME_MAX * 3 + 32];
         snprintf (path, sizeof path, "%s/%s", dir, file);
+        rc = ps_ckpt_root_check (self->root, path, err);
+        if (rc) {
+            ps_error_prefix (err, rc, "restore");
+            break;
+        }
         loaded [i] = ps_partition_load (path, err);
         if (!loaded [i++]) {
             rc = err->code;
@@ -982,7 +1175,7 @@ s_handle_restore (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_erro
             ps_partition_destroy (&loaded [i]);
             continue;
         }
-        char path [4096];
+        char path [PATH_MAX + PS_NAME_MAX * 3 + 32];
         snprintf (path, sizeof path, "%s/%s", dir, file);
         ps_partition_stats_t stats;
         ps_partition_stats (loaded [i], &stats);
@@ -1004,17 +1197,31 @@ s_handle_restore (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_erro
     return rc;
 }
 
+static int
+s_handle_fence (ps_server_t *self, ps_msg_t *msg, ps_error_t *err)
+{
+    //  Generation 0 is what an untagged push would have to match, and a
+    //  client cannot tag a push with it.
+    uint64_t generation = ps_obj_get (ps_msg_header (msg), "generation")->via.u64;
+    if (generation == 0)
+        return ps_error_set (err, PS_EINVAL, "fence: generation 0 is reserved for untagged "
+                             "pushes, expected a generation >= 1");
+    self->fence = generation;
+    ps_debug ("fenced at generation %" PRIu64, self->fence);
+    return PS_OK;
+}
+
 //  ---------------------------------------------------------------------
 //  Dispatch
 
 //  Serve a control request; returns true when the server should stop.
 static bool
-s_handle_control (ps_server_t *self, ps_msg_t *msg)
+s_handle_control (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
 {
     const char *type = ps_msg_type (msg);
     const char *reply = ps_schema_reply_type (type);
     static const struct { const char *type; size_t nfields; } shapes [] = {
-        { "ping", 2 }, { "create", 2 }, { "set_optimizer", 1 }, { "stats", 3 },
+        { "ping", 2 }, { "create", 2 }, { "set_optimizer", 1 }, { "stats", 6 },
         { "snapshot", 1 }, { "restore", 1 }, { "shutdown", 0 }, { "fence", 0 },
     };
     size_t nfields = 0;
@@ -1048,10 +1255,8 @@ s_handle_control (ps_server_t *self, ps_msg_t *msg)
     if (strcmp (type, "restore") == 0)
         rc = s_handle_restore (self, msg, writer, &err);
     else
-    if (strcmp (type, "fence") == 0) {
-        self->fence = ps_obj_get (ps_msg_header (msg), "generation")->via.u64;
-        ps_debug ("fenced at generation %" PRIu64, self->fence);
-    }
+    if (strcmp (type, "fence") == 0)
+        rc = s_handle_fence (self, msg, &err);
     else
     if (strcmp (type, "shutdown") == 0) {
         ps_info ("shutdown requested");
@@ -1060,49 +1265,49 @@ s_handle_control (ps_server_t *self, ps_msg_t *msg)
     else
         rc = ps_error_set (&err, PS_EPROTO, "'%s' is not a request", type);
     if (rc)
-        s_reply_error (self, msg, rc, err.msg);
+        s_reply_error (self, msg, peer, rc, err.msg);
     else
-        s_reply (self, msg, writer, NULL, 0);
+        s_reply (self, msg, peer, writer, NULL, 0);
     return stop;
 }
 
 //  Whether the sender of a secured request may make it (see ps_server.h);
 //  if not, answers "forbidden" and logs it once per key.
 static bool
-s_authorized (ps_server_t *self, ps_msg_t *msg)
+s_authorized (ps_server_t *self, ps_msg_t *msg, ps_peer_t *client)
 {
     const char *type = ps_msg_type (msg);
-    const char *peer = ps_msg_property (msg, PS_CURVE_PEER_TASK);
+    const char *task = ps_msg_property (msg, PS_CURVE_PEER_TASK);
     const char *need;
     bool ok;
     if (strcmp (type, "push") == 0 || strcmp (type, "push_pull") == 0) {
         need = "a worker";
-        ok = ps_curve_task_is (peer, "worker");
+        ok = ps_curve_task_is (task, "worker");
     }
     else
     if (strcmp (type, "pull") == 0) {
         need = "a worker or an evaluator";
-        ok = ps_curve_task_is (peer, "worker") || ps_curve_task_is (peer, "evaluator");
+        ok = ps_curve_task_is (task, "worker") || ps_curve_task_is (task, "evaluator");
     }
     else
     if (strcmp (type, "ping") == 0 || strcmp (type, "stats") == 0) {
         need = "a member of the cluster";
-        ok = peer != NULL;
+        ok = task != NULL;
     }
     else {
         need = "the coordinator";
-        ok = ps_curve_task_is (peer, "chief");
+        ok = ps_curve_task_is (task, "chief");
     }
     if (ok)
         return true;
     char text [192];
     snprintf (text, sizeof text, "%s: only %s may ask this of %s, not %s", type, need,
-              self->name, peer ? peer : "an unnamed peer");
+              self->name, task ? task : "an unnamed peer");
     const char *key = ps_msg_property (msg, PS_CURVE_PEER_KEY);
     if (ps_curve_first_refusal (self->curve, key ? key : ""))
         ps_warn ("refused %s (key %s; its later refusals are not logged)", text,
                  key ? key : "none");
-    s_reply_error (self, msg, PS_EPERM, text);
+    s_reply_error (self, msg, client, PS_EPERM, text);
     return false;
 }
 
@@ -1113,19 +1318,42 @@ s_handle_request (ps_server_t *self)
     ps_msg_t *msg = s_msg_take (self);
     ps_error_t err;
     int rc = ps_msg_recv (msg, self->router, true, &err);
+    self->requests++;
+    if (rc == PS_EIO) {
+        ps_warn ("receive failed: %s", err.msg);
+        s_msg_give (self, msg);
+        return false;
+    }
+    //  The ROUTER puts the peer's routing id first: whatever else the
+    //  message holds, the peer is known, and is served or turned away
+    //  before any work is done for it.
+    zmq_msg_t *envelope;
+    size_t nenvelope = ps_msg_envelope (msg, &envelope);
+    assert (nenvelope > 0);
+    const void *id = zmq_msg_data (&envelope [0]);
+    size_t id_size = zmq_msg_size (&envelope [0]);
+    ps_peer_t *peer = ps_peers_lookup (self->peers, id, id_size);
+    if (!peer)
+        peer = ps_peers_add (self->peers, id, id_size, ps_msg_peer_address (msg));
+    char reason [PS_ERROR_MSG_MAX];
+    ps_peer_verdict_t verdict = ps_peers_admit (self->peers, peer, reason, sizeof reason);
+    if (verdict == PS_PEER_DROP) {
+        s_msg_give (self, msg);
+        return false;
+    }
     if (rc == PS_OK)
         rc = ps_msg_decode (msg, &err);
-    self->requests++;
     if (rc == PS_OK)
         ps_debug ("request %llu: %s, %zu tensor bytes", (unsigned long long) ps_msg_id (msg),
                   ps_msg_type (msg), ps_msg_tensor_bytes (msg));
-    if (rc == PS_EIO)
-        ps_warn ("receive failed: %s", err.msg);
+    //  Back-pressure refusals are logged once per episode, not each.
+    if (verdict == PS_PEER_REFUSE)
+        s_reply_refusal (self, msg, peer, PS_ETOOBIG, reason);
     else
     if (rc)
-        s_reply_error (self, msg, rc, err.msg);
+        s_reply_error (self, msg, peer, rc, err.msg);
     else
-    if (self->curve && !s_authorized (self, msg))
+    if (self->curve && !s_authorized (self, msg, peer))
         ;                       //  answered "forbidden"
     else {
         const char *type = ps_msg_type (msg);
@@ -1133,16 +1361,16 @@ s_handle_request (ps_server_t *self)
         {
             char text [128];
             snprintf (text, sizeof text, "header: '%s' is a reply type, not a request", type);
-            s_reply_error (self, msg, PS_EPROTO, text);
+            s_reply_error (self, msg, peer, PS_EPROTO, text);
         }
         else
         if (strcmp (type, "push") == 0 || strcmp (type, "pull") == 0
         ||  strcmp (type, "push_pull") == 0) {
-            s_handle_data (self, msg);
+            s_handle_data (self, msg, peer);
             return false;       //  the job owns msg now
         }
         else {
-            bool stop = s_handle_control (self, msg);
+            bool stop = s_handle_control (self, msg, peer);
             s_msg_give (self, msg);
             return stop;
         }
@@ -1173,19 +1401,19 @@ ps_server_run (ps_server_t *self, int stop_fd)
     zmq_pollitem_t items [] = {
         { self->router, 0, ZMQ_POLLIN, 0 },
         { self->done, 0, ZMQ_POLLIN, 0 },
+        { ps_listener_events (self->listener), 0, ZMQ_POLLIN, 0 },
         { NULL, stop_fd, ZMQ_POLLIN, 0 },
     };
-    int nitems = stop_fd >= 0 ? 3 : 2;
+    int nitems = stop_fd >= 0 ? 4 : 3;
     bool stop = false;
     bool busy = false;          //  requests served since the heap was released
     int rc = PS_OK;
+    ps_error_t err;
     while (!stop) {
-        //  Over the pending limit, requests wait in ZeroMQ's queues (and
-        //  then in TCP's) until enough replies have been sent.
-        bool full = atomic_load (&self->pending) > self->max_pending;
-        items [0].events = full ? 0 : ZMQ_POLLIN;
-        int ready = zmq_poll (items, nitems,
-                              full ? S_PENDING_POLL_MS : busy ? S_IDLE_RELEASE_MS : -1);
+        //  The socket is read whatever the server holds: back-pressure is
+        //  per peer (ps_peers.h), and reading is also what lets ZeroMQ
+        //  process a departed peer's disconnection and free its replies.
+        int ready = zmq_poll (items, nitems, busy ? S_IDLE_RELEASE_MS : -1);
         if (ready < 0) {
             if (errno == EINTR)
                 continue;
@@ -1193,10 +1421,9 @@ ps_server_run (ps_server_t *self, int stop_fd)
             rc = PS_EIO;
             break;
         }
-        if (ready == 0 && full)
-            continue;
         if (ready == 0 && self->jobs_in_pool == 0) {
             ps_heap_release ();
+            ps_peers_sweep (self->peers);
             busy = false;
             continue;
         }
@@ -1206,9 +1433,14 @@ ps_server_run (ps_server_t *self, int stop_fd)
             rc = PS_EIO;
             break;
         }
+        if ((items [2].revents & ZMQ_POLLIN) && ps_listener_handle (self->listener, &err)) {
+            ps_error ("%s", err.msg);
+            rc = PS_EIO;
+            break;
+        }
         if (items [0].revents & ZMQ_POLLIN)
             stop = s_handle_request (self);
-        if (nitems == 3 && (items [2].revents & ZMQ_POLLIN)) {
+        if (nitems == 4 && (items [3].revents & ZMQ_POLLIN)) {
             ps_info ("stop signal received");
             stop = true;
         }

@@ -8,11 +8,20 @@
 //  inline on that thread, because handing them to another thread would
 //  cost more than the work; larger ones go to a pool of --threads threads,
 //  so that different partitions are updated in parallel while each
-//  partition's own lock applies one update at a time. A pool thread that
-//  finishes a request's last task wakes the main thread over an inproc
-//  socket, and the main thread sends the reply: ZeroMQ sockets are used
-//  from one thread only. ZeroMQ's I/O thread does the networking. Gradient
-//  frames are applied in place from the received messages.
+//  partition's own lock applies one update at a time. A push's gradients
+//  are first scanned for NaN and infinities, one task per partition too,
+//  and only once every one is found finite does any partition apply its
+//  own. A pool thread that finishes a request's last task wakes the main
+//  thread over an inproc socket, and the main thread sends the reply:
+//  ZeroMQ sockets are used from one thread only. ZeroMQ's I/O thread does
+//  the networking. Gradient frames are applied in place from the received
+//  messages.
+//
+//  The main thread reads its socket whatever it holds: what it holds for
+//  each peer is charged to that peer, and a peer that does not read its
+//  replies is turned away alone (ps_peers.h). Its connections are kept
+//  below the file-descriptor limit (ps_listener.h), and snapshots inside
+//  the checkpoint root (ps_ckpt_root.h).
 //
 //  Security. With an identity (ps_curve_t) the ROUTER is a CURVE server:
 //  only peers whose keys the cluster trusts get through at all, and each
@@ -38,13 +47,18 @@ typedef struct {
     const char *name;           //  reported by ping, for example "ps:0"
     int threads;                //  apply pool size; 0 applies everything inline
     int64_t max_message;        //  ZMQ_MAXMSGSIZE in bytes; -1 = no limit
-    size_t max_pending;         //  tensor bytes held for requests before reading stops
+    size_t max_pending;         //  bytes held for all peers' requests and unsent replies
+                                //  before the peers holding the most are refused
+    size_t max_peer_pending;    //  the same for one peer; 0: max_pending
     ps_opt_config_t opt;        //  optimizer until set_optimizer says otherwise
     ps_curve_t *curve;          //  this server's identity (NULL: unsecured); the caller's
+    const char *checkpoint_root;    //  snapshots stay inside it (created when missing);
+                                    //  NULL: snapshot and restore are refused
 } ps_server_config_t;
 
 //  Create a server and bind its socket. Returns NULL and sets err when the
-//  endpoint cannot be bound or the configuration is invalid.
+//  endpoint cannot be bound, the checkpoint root cannot be made, or the
+//  configuration is invalid.
 ps_server_t *ps_server_new (const ps_server_config_t *config, ps_error_t *err);
 
 void ps_server_destroy (ps_server_t **self_p);

@@ -62,15 +62,16 @@ vectors = [
     vec('set_optimizer momentum nesterov', hdr('set_optimizer', optimizer={
         'kind': 'momentum', 'lr': 0.01, 'momentum': 0.9, 'nesterov': True})),
     vec('stats', hdr('stats')),
-    vec('stats_ok', hdr('stats_ok', requests=10, errors=1, partitions=[
+    vec('stats_ok', hdr('stats_ok', requests=10, errors=1, pending=4096, refused=2, dropped=0,
+                        partitions=[
         {'var': 'w', 'part': 0, 'shape': [4, 2], 'rows': [0, 4], 'updates': 3,
-         'duplicates': 1, 'recorded': 3, 'bytes_in': 128, 'bytes_out': 96}])),
-    vec('snapshot', hdr('snapshot', dir='/tmp/ckpt-1')),
+         'duplicates': 1, 'recorded': 3, 'bytes_in': 128, 'bytes_out': 96, 'nonfinite': 2}])),
+    vec('snapshot', hdr('snapshot', dir='ckpt-1')),
     vec('snapshot_ok', hdr('snapshot_ok', files=[
         {'var': 'w', 'part': 0, 'file': 'w.part0.snap', 'bytes': 200, 'crc32': 4294967295,
          'version': 3}])),
-    vec('restore without parts', hdr('restore', dir='/tmp/ckpt-1')),
-    vec('restore with parts', hdr('restore', dir='/tmp/ckpt-1', parts=[{'var': 'w', 'part': 0}])),
+    vec('restore without parts', hdr('restore', dir='ckpt-1')),
+    vec('restore with parts', hdr('restore', dir='ckpt-1', parts=[{'var': 'w', 'part': 0}])),
     vec('shutdown', hdr('shutdown')),
     vec('heartbeat', hdr('heartbeat', incarnation=2**40 + 5)),
     vec('heartbeat of a finished run', hdr('heartbeat', incarnation=9, done=True)),

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -136,6 +137,13 @@ harness_curve (const char *task)
 int
 harness_server_start (harness_server_t *server, int index, const char *const *args)
 {
+    return harness_server_start_nofile (server, index, args, 0);
+}
+
+int
+harness_server_start_nofile (harness_server_t *server, int index, const char *const *args,
+                             long nofile)
+{
     const char *binary = getenv ("PS_SERVER");
     if (!binary) {
         fprintf (stderr, "harness: PS_SERVER is not set\n");
@@ -168,6 +176,9 @@ harness_server_start (harness_server_t *server, int index, const char *const *ar
     if (server->pid < 0)
         return -1;
     if (server->pid == 0) {
+        struct rlimit limit = { (rlim_t) nofile, (rlim_t) nofile };
+        if (nofile > 0 && setrlimit (RLIMIT_NOFILE, &limit) != 0)
+            _exit (126);
         int fd = open (server->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) {
             dup2 (fd, 2);
@@ -281,6 +292,25 @@ harness_status_kib (pid_t pid, const char *field)
         }
     fclose (handle);
     return value;
+}
+
+long
+harness_cpu_ticks (pid_t pid)
+{
+    char path [64], line [1024];
+    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
+    FILE *file = fopen (path, "r");
+    if (!file)
+        return -1;
+    char *got = fgets (line, sizeof line, file);
+    fclose (file);
+    //  Fields 14 and 15 follow the command name, which ends with ')'.
+    const char *rest = got ? strrchr (line, ')') : NULL;
+    unsigned long utime, stime;
+    if (!rest || sscanf (rest + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+                         &utime, &stime) != 2)
+        return -1;
+    return (long) (utime + stime);
 }
 
 //  ---------------------------------------------------------------------

@@ -30,6 +30,11 @@ typedef struct {
 //  when it did not start within 10 s (its log is printed).
 int harness_server_start (harness_server_t *server, int index, const char *const *args);
 
+//  harness_server_start, with the server's file-descriptor limit
+//  (RLIMIT_NOFILE, soft and hard) set to nofile.
+int harness_server_start_nofile (harness_server_t *server, int index, const char *const *args,
+                                 long nofile);
+
 //  Send sig and wait for exit. Returns the exit status (0..255), 128+signal
 //  when killed by a signal, or -1 when it did not exit within 10 s.
 int harness_server_stop (harness_server_t *server, int sig);
@@ -50,6 +55,9 @@ const char *harness_keys (void);
 //  when a test fails half-way), so the caller must not destroy it. Exits
 //  on failure.
 ps_curve_t *harness_curve (const char *task);
+//  The CPU time (user + system, in clock ticks) process pid has used, from
+//  /proc/PID/stat, or -1.
+long harness_cpu_ticks (pid_t pid);
 
 //  A fresh directory under /tmp; the caller removes it with harness_rmtree.
 void harness_tmpdir (char *buf, size_t len);

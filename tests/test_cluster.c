@@ -859,9 +859,15 @@ s_manual (bool files, bool hang)
         pids [t] = s_start_task (run, "PS_WORKER", files ? file_args : NULL,
                                  files ? bad_env : env, names [t]);
     }
+    //  As documented for a cluster started by hand, every server's
+    //  checkpoint root is the coordinator's checkpoint directory: the
+    //  coordinator checkpoints at the start and at the end.
+    char root [PATH_MAX + 32];
+    snprintf (root, sizeof root, "%s/checkpoints", run->dir);
     for (int t = 1; t < 3; t++) {
-        const char *file_args [] = { "--cluster", paths [t], "--threads", "0", NULL };
-        const char *env_args [] = { "--threads", "0", NULL };
+        const char *file_args [] = { "--cluster", paths [t], "--threads", "0",
+                                     "--checkpoint-root", root, NULL };
+        const char *env_args [] = { "--threads", "0", "--checkpoint-root", root, NULL };
         const char *env [] = { specs [t], NULL };
         pids [t] = s_start_task (run, "PS_SERVER", files ? file_args : env_args,
                                  files ? bad_env : env, names [t]);
@@ -872,6 +878,7 @@ s_manual (bool files, bool hang)
     uint64_t total = s_steps_per_epoch (limit) * (uint64_t) epochs;
     if (files)
         s_args (run, (const char *[]) { "--cluster", shared, NULL });
+    s_args (run, (const char *[]) { "--checkpoint-dir", root, NULL });
     s_job_args (run, limit, test_limit, epochs);
     if (hang)
         s_heartbeat_args (run);
@@ -939,6 +946,8 @@ s_manual (bool files, bool hang)
         assert_false (json_is_true (json_object_get (row, "restarted")));
     }
     assert_int_equal (s_count (run->rows, "eval"), epochs);
+    assert_true (s_count (run->rows, "checkpoint") >= 2);
+    assert_int_equal (s_count (run->rows, "checkpoint_failed"), 0);
     json_t *done = s_find (run->rows, "done", -1);
     s_summary (run, "%" PRIu64 " steps, test accuracy %.3f, worker steps %lld + %lld", total,
                s_real (done, "test_accuracy"),

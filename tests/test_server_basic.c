@@ -9,6 +9,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <time.h>
@@ -250,48 +251,164 @@ test_push_refused_whole (void **state)
 }
 
 //  After a fence at generation 7, pushes and push-pulls tagged with another
-//  generation are refused and change nothing; pushes tagged 7, and untagged
-//  ones, are applied.
+//  generation, or with none, are refused and change nothing; pushes tagged
+//  7 are applied. A fence at generation 0 (which the client cannot tag) is
+//  refused. The test has a server of its own, since a fenced server
+//  refuses the untagged pushes of the other tests.
 static void
 test_push_fenced (void **state)
 {
     (void) state;
+    harness_server_t server;
+    assert_int_equal (harness_server_start (&server, NULL), 0);
+    const char *endpoints [] = { server.endpoint };
     ps_error_t err;
+    ps_client_t *client = ps_client_new (endpoints, 1, 5000, &err);
+    assert_non_null (client);
     ps_shape_t shape;
     ps_shape_set (&shape, (int64_t []) { 4 }, 1, NULL);
     ps_init_t init;
     ps_init_default (&init, PS_INIT_ZEROS);
-    ps_client_t *client = s_client (2);
     ps_client_add_variable (client, "fence/v", &shape, &init, 2, (int64_t []) { 0, 2, 4 },
-                            (int []) { 0, 1 }, &err);
+                            (int []) { 0, 0 }, &err);
     s_ok (ps_client_create (client, &err), &err);
-    s_ok (ps_client_fence (client, 7, &err), &err);
     float grad [4] = { 1, 1, 1, 1 }, values [4];
     const float *grads [] = { grad };
     float *outs [] = { values };
+    //  Before any fence, untagged pushes are applied.
+    s_ok (ps_client_push (client, 1, 0, grads, NULL, &err), &err);
+    assert_int_equal (ps_client_fence (client, 0, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "generation 0"));
+    s_ok (ps_client_fence (client, 7, &err), &err);
     ps_client_set_generation (client, 6);
-    assert_int_equal (ps_client_push (client, 1, 0, grads, NULL, &err), PS_EINVAL);
+    assert_int_equal (ps_client_push (client, 2, 0, grads, NULL, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "stale generation 6"));
-    assert_int_equal (ps_client_push_pull (client, 2, 0, grads, outs, NULL, &err), PS_EINVAL);
+    assert_int_equal (ps_client_push_pull (client, 3, 0, grads, outs, NULL, &err), PS_EINVAL);
+    ps_client_set_generation (client, 0);
+    assert_int_equal (ps_client_push (client, 4, 0, grads, NULL, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "no generation"));
+    assert_non_null (strstr (err.msg, "fenced at generation 7"));
+    assert_int_equal (ps_client_push_pull (client, 5, 0, grads, outs, NULL, &err), PS_EINVAL);
     s_ok (ps_client_pull (client, outs, &err), &err);
     for (int i = 0; i < 4; i++)
-        assert_true (values [i] == 0.0f);
+        assert_true (values [i] == -0.01f);
     ps_client_set_generation (client, 7);
-    s_ok (ps_client_push (client, 3, 0, grads, NULL, &err), &err);
-    ps_client_set_generation (client, 0);
-    s_ok (ps_client_push (client, 4, 0, grads, NULL, &err), &err);
-    for (int s = 0; s < 2; s++) {
-        ps_part_stats_t *stats;
-        size_t count;
-        s_ok (ps_client_stats (client, s, &stats, &count, &err), &err);
-        for (size_t i = 0; i < count; i++)
-            if (strcmp (stats [i].var, "fence/v") == 0)
-                assert_int_equal (stats [i].updates, 2);
-        free (stats);
-    }
-    //  Later tests push untagged; fence generation 0 would not lift the
-    //  fence, but untagged pushes are never refused.
+    s_ok (ps_client_push (client, 6, 0, grads, NULL, &err), &err);
+    ps_part_stats_t *stats;
+    size_t count;
+    s_ok (ps_client_stats (client, 0, &stats, &count, &err), &err);
+    assert_int_equal (count, 2);
+    for (size_t i = 0; i < count; i++)
+        assert_int_equal (stats [i].updates, 2);
+    free (stats);
     ps_client_destroy (&client);
+    assert_int_equal (harness_server_stop (&server, SIGTERM), 0);
+}
+
+//  One round of test_nonfinite_refused: a gradient for variable var (two
+//  partitions of rows [0, rows/2) and [rows/2, rows)) whose element `at`
+//  is bad, pushed and push-pulled with the server's current optimizer. Both
+//  are refused with the distinct code, naming the variable and the
+//  partition holding the bad value; nothing changes, and the refused step
+//  is still free for a good gradient.
+static void
+s_nonfinite_round (ps_client_t *client, size_t n, size_t at, float bad, uint64_t *step)
+{
+    ps_error_t err;
+    float *grad = malloc (n * sizeof (float)), *before = malloc (n * sizeof (float));
+    float *after = malloc (n * sizeof (float));
+    assert_true (grad && before && after);
+    for (size_t i = 0; i < n; i++)
+        grad [i] = (float) (i % 7) - 3.0f;
+    const float *grads [] = { grad };
+    float *outs [] = { before };
+    s_ok (ps_client_pull (client, outs, &err), &err);
+    ps_part_stats_t *stats;
+    size_t count;
+    s_ok (ps_client_stats (client, 0, &stats, &count, &err), &err);
+    assert_int_equal (count, 2);
+    uint64_t updates = stats [0].updates, nonfinite [2] = { stats [0].nonfinite, stats [1].nonfinite };
+    free (stats);
+    size_t bad_part = at < n / 2 ? 0 : 1;
+    char expect [32];
+    snprintf (expect, sizeof expect, "nan/w/%zu", bad_part);
+
+    grad [at] = bad;
+    assert_int_equal (ps_client_push (client, *step, 0, grads, NULL, &err), PS_ENONFINITE);
+    if (!strstr (err.msg, expect) || !strstr (err.msg, "non-finite"))
+        fail_msg ("message \"%s\" lacks \"%s\" or \"non-finite\"", err.msg, expect);
+    outs [0] = after;
+    assert_int_equal (ps_client_push_pull (client, *step, 0, grads, outs, NULL, &err), PS_ENONFINITE);
+    assert_non_null (strstr (err.msg, expect));
+    s_ok (ps_client_pull (client, outs, &err), &err);
+    assert_memory_equal (before, after, n * sizeof (float));
+    s_ok (ps_client_stats (client, 0, &stats, &count, &err), &err);
+    for (size_t i = 0; i < count; i++) {
+        assert_int_equal (stats [i].updates, updates);
+        assert_int_equal (stats [i].nonfinite, nonfinite [i] + (i == bad_part ? 2 : 0));
+    }
+    free (stats);
+
+    //  The step the refused gradient carried is applied when it comes good.
+    grad [at] = 1.0f;
+    ps_push_info_t info;
+    s_ok (ps_client_push (client, *step, 0, grads, &info, &err), &err);
+    assert_int_equal (info.applied, 2);
+    (*step)++;
+    s_ok (ps_client_pull (client, outs, &err), &err);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite (after [i]))
+            fail_msg ("element %zu is %g after a finite push", i, after [i]);
+    free (grad);
+    free (before);
+    free (after);
+}
+
+//  A gradient holding NaN, +Inf or -Inf anywhere is refused whole, under
+//  every optimizer, with clipping too, in small requests (applied inline)
+//  and large ones (applied on the pool): one bad value would poison the
+//  partition for good. A server of its own, since it changes optimizers.
+static void
+test_nonfinite_refused (void **state)
+{
+    (void) state;
+    harness_server_t server;
+    assert_int_equal (harness_server_start (&server, (const char *[]) { "--threads", "2", NULL }), 0);
+    const char *endpoints [] = { server.endpoint };
+    ps_error_t err;
+    static const int64_t sizes [] = { 8, 4096 };     //  rows of 64 floats: 2 KiB and 1 MiB
+    static const float bads [] = { NAN, INFINITY, -INFINITY };
+    uint64_t step = 0;
+    for (size_t z = 0; z < 2; z++) {
+        ps_client_t *client = ps_client_new (endpoints, 1, 5000, &err);
+        assert_non_null (client);
+        ps_shape_t shape;
+        ps_shape_set (&shape, (int64_t []) { sizes [z], 64 }, 2, NULL);
+        ps_init_t init;
+        ps_init_default (&init, PS_INIT_CONSTANT);
+        init.value = 0.5;
+        ps_client_add_variable (client, "nan/w", &shape, &init, 2,
+                                (int64_t []) { 0, sizes [z] / 2, sizes [z] }, (int []) { 0, 0 }, &err);
+        s_ok (ps_client_create (client, &err), &err);
+        size_t n = ps_client_variable_size (client, 0);
+        for (int kind = PS_OPT_SGD; kind <= PS_OPT_ADAM; kind++)
+            for (int clip = 0; clip < 3; clip++) {
+                ps_opt_config_t opt;
+                ps_opt_config_default (&opt, (ps_opt_kind_t) kind);
+                opt.clip_value = clip == 1 ? 1.0 : 0;
+                opt.clip_norm = clip == 2 ? 1.0 : 0;
+                s_ok (ps_client_set_optimizer (client, &opt, &err), &err);
+                float bad = bads [(size_t) (kind + clip) % 3];
+                //  In the first partition, then at the very end of the second.
+                s_nonfinite_round (client, n, (size_t) (kind + clip) * 5, bad, &step);
+                s_nonfinite_round (client, n, n - 1, bad, &step);
+            }
+        ps_client_destroy (&client);
+        //  The next size starts from a fresh variable.
+        assert_int_equal (harness_server_stop (&server, SIGTERM), 0);
+        if (z == 0)
+            assert_int_equal (harness_server_start (&server, (const char *[]) { "--threads", "2", NULL }), 0);
+    }
 }
 
 //  A partition too large for the machine is an error reply, not a crash.
@@ -431,25 +548,6 @@ test_timeout_names_server (void **state)
     ps_client_destroy (&client);
 }
 
-//  CPU ticks (user + system) a process has used, from /proc/PID/stat.
-static long
-s_cpu_ticks (pid_t pid)
-{
-    char path [64], line [1024];
-    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
-    FILE *file = fopen (path, "r");
-    assert_non_null (file);
-    assert_non_null (fgets (line, sizeof line, file));
-    fclose (file);
-    //  Fields 14 and 15 follow the command name, which ends with ')'.
-    const char *rest = strrchr (line, ')');
-    assert_non_null (rest);
-    unsigned long utime, stime;
-    assert_int_equal (sscanf (rest + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-                              &utime, &stime), 2);
-    return (long) (utime + stime);
-}
-
 //  A server with no work uses no CPU: once the idle heap release after the
 //  last request is done, it sleeps until a request comes.
 static void
@@ -462,9 +560,9 @@ test_idle_uses_no_cpu (void **state)
     ps_client_destroy (&client);
     struct timespec settle = { 1, 0 }, watch = { 2, 0 };
     nanosleep (&settle, NULL);
-    long before = s_cpu_ticks (s_servers [0].pid);
+    long before = harness_cpu_ticks (s_servers [0].pid);
     nanosleep (&watch, NULL);
-    long after = s_cpu_ticks (s_servers [0].pid);
+    long after = harness_cpu_ticks (s_servers [0].pid);
     if (after != before)
         fail_msg ("an idle ps-server used %ld CPU ticks in 2 s", after - before);
 }
@@ -492,6 +590,7 @@ main (void)
         cmocka_unit_test (test_layout_errors),
         cmocka_unit_test (test_push_refused_whole),
         cmocka_unit_test (test_push_fenced),
+        cmocka_unit_test (test_nonfinite_refused),
         cmocka_unit_test (test_huge_create_refused),
         cmocka_unit_test (test_hostile_error_reply),
         cmocka_unit_test (test_timeout_names_server),

@@ -33,6 +33,10 @@ expect () {
 expect 0 "--bind ENDPOINT" -- "$server" --help
 expect 2 '--threads "lots"' -- "$server" --bind tcp://127.0.0.1:0 --threads lots
 expect 2 "--max-message" -- "$server" --bind tcp://127.0.0.1:0 --max-message -3
+expect 2 "--max-peer-pending 'lots': expected MiB > 0" -- "$server" --bind tcp://127.0.0.1:0 --max-peer-pending lots
+printf 'a file' > "$work/file"
+expect 1 "checkpoint root: directory $work/file: exists but is not a directory" -- \
+  "$server" --bind tcp://127.0.0.1:0 --checkpoint-root "$work/file"
 expect 2 "unexpected argument 'extra'" -- "$server" --bind tcp://127.0.0.1:0 extra
 expect 2 "optimizer" -- "$server" --bind tcp://127.0.0.1:0 --optimizer rmsprop
 # A well-formed address this machine does not have: the bind fails (exit 1).

@@ -18,12 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <time.h>
-#include <zmq.h>
-
 #include "harness.h"
 #include "ps_client.h"
-#include "ps_msg.h"
 
 #define S_CLIENTS   4
 #define S_STEPS     40          //  per client
@@ -157,79 +153,11 @@ test_concurrent_pushes_sum_exactly (void **state)
         assert_int_equal (harness_server_stop (&s_servers [i], SIGTERM), 0);
 }
 
-//  A peer that sends many pulls and reads no reply must not grow the
-//  server without bound: past --max-pending the server stops reading
-//  requests until replies have gone out. Once the peer reads, every reply
-//  arrives, complete.
-static void
-test_backpressure_bounds_memory (void **state)
-{
-    (void) state;
-    harness_server_t server;
-    assert_int_equal (harness_server_start (&server, (const char *[]) { "--max-pending", "8", NULL }), 0);
-    const char *endpoints [] = { server.endpoint };
-    ps_error_t err;
-    ps_client_t *client = ps_client_new (endpoints, 1, 10000, &err);
-    assert_non_null (client);
-    ps_shape_t shape;
-    ps_shape_set (&shape, (int64_t []) { 1024, 1024 }, 2, NULL);
-    ps_init_t init;
-    ps_init_default (&init, PS_INIT_CONSTANT);
-    init.value = 3;
-    ps_client_add_variable (client, "bp/w", &shape, &init, 1, (int64_t []) { 0, 1024 }, (int []) { 0 }, &err);
-    assert_int_equal (ps_client_create (client, &err), 0);
-    long before = harness_status_kib (server.pid, "VmRSS");
-
-    void *ctx = zmq_ctx_new ();
-    void *dealer = zmq_socket (ctx, ZMQ_DEALER);
-    int one = 1, small = 4096, linger = 0;
-    zmq_setsockopt (dealer, ZMQ_RCVHWM, &one, sizeof one);
-    zmq_setsockopt (dealer, ZMQ_RCVBUF, &small, sizeof small);
-    zmq_setsockopt (dealer, ZMQ_LINGER, &linger, sizeof linger);
-    assert_int_equal (zmq_connect (dealer, server.endpoint), 0);
-    enum { S_REQUESTS = 100 };
-    ps_writer_t writer;
-    ps_writer_init (&writer, "pull", 0, 0);
-    for (int i = 0; i < S_REQUESTS; i++) {
-        ps_writer_reset (&writer, "pull", (uint64_t) i + 1, 1);
-        ps_pack_key (&writer.pk, "parts");
-        msgpack_pack_array (&writer.pk, 1);
-        ps_pack_partref (&writer.pk, "bp/w", 0, 0);
-        assert_int_equal (ps_writer_send (&writer, dealer, NULL, 0, NULL, 0, &err), 0);
-    }
-    //  400 MiB of replies are owed; the server may hold about 8 MiB of them.
-    struct timespec pause = { 1, 500000000 };
-    nanosleep (&pause, NULL);
-    long grown = harness_status_kib (server.pid, "VmRSS") - before;
-    if (grown > 64 * 1024)
-        fail_msg ("the server grew by %ld MiB for a peer that does not read", grown / 1024);
-
-    ps_msg_t *reply = ps_msg_new ();
-    for (int i = 0; i < S_REQUESTS; i++) {
-        zmq_pollitem_t item = { dealer, 0, ZMQ_POLLIN, 0 };
-        assert_int_equal (zmq_poll (&item, 1, 10000), 1);
-        assert_int_equal (ps_msg_recv (reply, dealer, false, &err), 0);
-        assert_int_equal (ps_msg_decode (reply, &err), 0);
-        assert_string_equal (ps_msg_type (reply), "pull_ok");
-        assert_int_equal (ps_msg_tensor_count (reply), 1);
-        const float *values = ps_msg_tensor (reply, 0);
-        assert_true (values [0] == 3.0f && values [1024 * 1024 - 1] == 3.0f);
-    }
-    ps_msg_destroy (&reply);
-    ps_writer_fini (&writer);
-    zmq_close (dealer);
-    zmq_ctx_term (ctx);
-    assert_int_equal (ps_client_ping (client, 0, &err), 0);
-    ps_client_destroy (&client);
-    assert_int_equal (harness_server_stop (&server, SIGTERM), 0);
-}
-
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_concurrent_pushes_sum_exactly),
-        cmocka_unit_test (test_backpressure_bounds_memory),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -4,7 +4,13 @@
 //  step ledger: pulls are bitwise equal, a replayed step is a duplicate, a
 //  second snapshot is byte for byte the first, and training continues
 //  exactly as it would have on the original server. A torn or corrupted
-//  file is refused by name and leaves the server's state unchanged.
+//  file, or one whose optimizer settings are out of range, is refused by
+//  name and leaves the server's state unchanged.
+//
+//  Snapshots and restores stay inside the server's --checkpoint-root:
+//  absolute paths, '..', symlinks leading out, empty or overlong names and
+//  control characters are refused by name, and a server without a root
+//  refuses both requests.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,14 +18,18 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "harness.h"
+#include "ps_bytes.h"
 #include "ps_client.h"
 
 static void
@@ -80,9 +90,12 @@ static void
 test_kill_restore_identical (void **state)
 {
     (void) state;
+    char root [64];
+    harness_tmpdir (root, sizeof root);
+    const char *args [] = { "--checkpoint-root", root, NULL };
     harness_server_t servers [2];
     for (int i = 0; i < 2; i++)
-        assert_int_equal (harness_server_start (&servers [i], NULL), 0);
+        assert_int_equal (harness_server_start (&servers [i], args), 0);
     ps_client_t *client = s_client (servers, 2);
     ps_error_t err;
     s_ok (ps_client_create (client, &err), &err);
@@ -100,12 +113,17 @@ test_kill_restore_identical (void **state)
         s_grads (step, gk, gb);
         s_ok (ps_client_push (client, step, 0, grads, NULL, &err), &err);
     }
-    char dir1 [64], dir2 [64];
-    harness_tmpdir (dir1, sizeof dir1);
-    harness_tmpdir (dir2, sizeof dir2);
+    //  Requests name directories relative to the root.
+    const char *name1 = "ckpt-1", *name2 = "nested/ckpt-2";
+    char dir1 [128], dir2 [128];
+    snprintf (dir1, sizeof dir1, "%s/%s", root, name1);
+    snprintf (dir2, sizeof dir2, "%s/%s", root, name2);
+    char nested [128];
+    snprintf (nested, sizeof nested, "%s/nested", root);
+    assert_int_equal (mkdir (nested, 0755), 0);
     ps_snap_file_t *files;
     size_t nfiles;
-    s_ok (ps_client_snapshot (client, dir1, &files, &nfiles, &err), &err);
+    s_ok (ps_client_snapshot (client, name1, &files, &nfiles, &err), &err);
     assert_int_equal (nfiles, 3);
     for (size_t i = 0; i < nfiles; i++) {
         assert_int_equal (files [i].version, 9);
@@ -120,10 +138,10 @@ test_kill_restore_identical (void **state)
     //  Crash both servers; start new processes and restore.
     for (int i = 0; i < 2; i++) {
         assert_int_equal (harness_server_stop (&servers [i], SIGKILL), 128 + SIGKILL);
-        assert_int_equal (harness_server_start (&servers [i], NULL), 0);
+        assert_int_equal (harness_server_start (&servers [i], args), 0);
     }
     client = s_client (servers, 2);
-    s_ok (ps_client_restore (client, dir1, &err), &err);
+    s_ok (ps_client_restore (client, name1, &err), &err);
     ps_part_stats_t *stats;
     size_t count;
     s_ok (ps_client_stats (client, 0, &stats, &count, &err), &err);
@@ -134,10 +152,10 @@ test_kill_restore_identical (void **state)
     //  step count, counters and ledger all came back.
     ps_snap_file_t *again;
     size_t nagain;
-    s_ok (ps_client_snapshot (client, dir2, &again, &nagain, &err), &err);
+    s_ok (ps_client_snapshot (client, name2, &again, &nagain, &err), &err);
     assert_int_equal (nagain, nfiles);
     for (size_t i = 0; i < nfiles; i++) {
-        char path1 [512], path2 [512];
+        char path1 [1024], path2 [1024];
         snprintf (path1, sizeof path1, "%s/%s", dir1, files [i].file);
         snprintf (path2, sizeof path2, "%s/%s", dir2, again [i].file);
         size_t len1, len2;
@@ -166,7 +184,7 @@ test_kill_restore_identical (void **state)
 
     //  A corrupted snapshot is refused by file name, and the server keeps
     //  the state it had.
-    char path [512];
+    char path [1024];
     snprintf (path, sizeof path, "%s/%s", dir2, files [0].file);
     FILE *file = fopen (path, "r+b");
     assert_non_null (file);
@@ -175,35 +193,174 @@ test_kill_restore_identical (void **state)
     fseek (file, 100, SEEK_SET);
     fputc (byte ^ 0x10, file);
     fclose (file);
-    assert_int_equal (ps_client_restore (client, dir2, &err), PS_ECORRUPT);
+    assert_int_equal (ps_client_restore (client, name2, &err), PS_ECORRUPT);
     assert_non_null (strstr (err.msg, files [0].file));
     //  Truncation too.
     snprintf (path, sizeof path, "%s/%s", dir2, files [2].file);
     assert_int_equal (truncate (path, (off_t) files [2].bytes / 2), 0);
     ps_client_t *other = s_client (servers, 2);
-    assert_int_equal (ps_client_restore (other, dir2, &err), PS_ECORRUPT);
+    assert_int_equal (ps_client_restore (other, name2, &err), PS_ECORRUPT);
     ps_client_destroy (&other);
     s_ok (ps_client_stats (client, 0, &stats, &count, &err), &err);
     assert_int_equal (stats [0].updates, 11);
     free (stats);
     //  A file copied over another partition's name is refused by name.
-    char from [512], onto [512], command [1100];
+    char from [1024], onto [1024], command [2100];
     snprintf (from, sizeof from, "%s/%s", dir1, files [1].file);
     snprintf (onto, sizeof onto, "%s/%s", dir1, files [0].file);
     snprintf (command, sizeof command, "cp '%s' '%s'", from, onto);
     assert_int_equal (system (command), 0);
-    assert_int_equal (ps_client_restore (client, dir1, &err), PS_ECORRUPT);
+    assert_int_equal (ps_client_restore (client, name1, &err), PS_ECORRUPT);
     assert_non_null (strstr (err.msg, "holds partition"));
     //  A missing directory is a clear error too.
-    assert_int_equal (ps_client_restore (client, "/nonexistent/ckpt", &err), PS_ENOTFOUND);
-    assert_non_null (strstr (err.msg, "/nonexistent/ckpt"));
+    assert_int_equal (ps_client_restore (client, "nonexistent/ckpt", &err), PS_ENOTFOUND);
+    assert_non_null (strstr (err.msg, "nonexistent/ckpt"));
+
+    //  A file whose CRC is right but whose learning rate is NaN (or whose
+    //  clipping bound is negative) would poison every value at the next
+    //  update: refused by name, with the field, and nothing changes.
+    ps_snap_file_t *third;
+    size_t nthird;
+    s_ok (ps_client_snapshot (client, "ckpt-3", &third, &nthird, &err), &err);
+    snprintf (path, sizeof path, "%s/ckpt-3/%s", root, third [0].file);
+    size_t len;
+    char *good = s_read_file (path, &len);
+    static const struct { size_t offset; double value; const char *field; } bad [] = {
+        { 240, NAN, "lr" }, { 296, -1, "clip_value" },
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof bad [0]; b++) {
+        uint8_t *data = malloc (len);
+        assert_non_null (data);
+        memcpy (data, good, len);
+        uint64_t bits;
+        memcpy (&bits, &bad [b].value, sizeof bits);
+        ps_put_u64 (data + bad [b].offset, bits);
+        ps_put_u32 (data + len - 4, (uint32_t) crc32 (crc32 (0, Z_NULL, 0), data, (uInt) (len - 4)));
+        FILE *out = fopen (path, "wb");
+        assert_non_null (out);
+        assert_int_equal (fwrite (data, 1, len, out), len);
+        assert_int_equal (fclose (out), 0);
+        free (data);
+        assert_int_equal (ps_client_restore (client, "ckpt-3", &err), PS_ECORRUPT);
+        assert_non_null (strstr (err.msg, third [0].file));
+        assert_non_null (strstr (err.msg, bad [b].field));
+    }
+    free (third);
+    free (good);
+    s_ok (ps_client_stats (client, 0, &stats, &count, &err), &err);
+    assert_int_equal (stats [0].updates, 11);
+    free (stats);
 
     free (files);
     ps_client_destroy (&client);
     for (int i = 0; i < 2; i++)
         assert_int_equal (harness_server_stop (&servers [i], SIGTERM), 0);
-    harness_rmtree (dir1);
-    harness_rmtree (dir2);
+    harness_rmtree (root);
+}
+
+//  A snapshot to name (relative to the root) is refused with PS_EINVAL and
+//  a message holding expect.
+static void
+s_refused (ps_client_t *client, const char *name, const char *expect)
+{
+    ps_error_t err;
+    ps_snap_file_t *files = NULL;
+    size_t nfiles = 0;
+    int rc = ps_client_snapshot (client, name, &files, &nfiles, &err);
+    free (files);
+    if (rc != PS_EINVAL || !strstr (err.msg, expect))
+        fail_msg ("snapshot to \"%s\": %s: %s, expected invalid saying \"%s\"", name,
+                  ps_error_name (rc), err.msg, expect);
+    rc = ps_client_restore (client, name, &err);
+    if (rc != PS_EINVAL || !strstr (err.msg, expect))
+        fail_msg ("restore from \"%s\": %s: %s, expected invalid saying \"%s\"", name,
+                  ps_error_name (rc), err.msg, expect);
+}
+
+//  Nothing outside the root is written or read, whatever the request says.
+static void
+test_paths_confined (void **state)
+{
+    (void) state;
+    char base [64], root [128], outside [128], link [160];
+    harness_tmpdir (base, sizeof base);
+    snprintf (root, sizeof root, "%s/root", base);
+    snprintf (outside, sizeof outside, "%s/outside", base);
+    assert_int_equal (mkdir (outside, 0755), 0);
+    harness_server_t server;
+    //  The root is created when missing.
+    assert_int_equal (harness_server_start (&server, (const char *[]) { "--checkpoint-root", root,
+                                                                        NULL }), 0);
+    struct stat st;
+    assert_int_equal (stat (root, &st), 0);
+    assert_true (S_ISDIR (st.st_mode));
+    //  A symlink inside the root that leads out of it.
+    snprintf (link, sizeof link, "%s/out", root);
+    assert_int_equal (symlink (outside, link), 0);
+    harness_server_t *servers = &server;
+    ps_client_t *client = s_client (servers, 1);
+    ps_error_t err;
+    s_ok (ps_client_create (client, &err), &err);
+
+    char absolute [160], escape [160];
+    snprintf (absolute, sizeof absolute, "%s/abs", outside);
+    snprintf (escape, sizeof escape, "../outside");
+    s_refused (client, absolute, "absolute");
+    s_refused (client, escape, "'..'");
+    s_refused (client, "a/../../outside", "'..'");
+    s_refused (client, "..", "'..'");
+    s_refused (client, "", "empty");
+    s_refused (client, "a//b", "empty");
+    s_refused (client, ".", "'.'");
+    s_refused (client, "ckpt\n1", "control");
+    s_refused (client, "ckpt\x1b[2J", "control");
+    s_refused (client, "out", "outside the checkpoint root");
+    s_refused (client, "out/sub", "outside the checkpoint root");
+    char overlong [400];
+    memset (overlong, 'a', 300);
+    overlong [300] = 0;
+    s_refused (client, overlong, "long");
+    //  Nothing was written outside.
+    DIR *handle = opendir (outside);
+    assert_non_null (handle);
+    struct dirent *entry;
+    int entries = 0;
+    while ((entry = readdir (handle)))
+        entries += entry->d_name [0] != '.';
+    closedir (handle);
+    assert_int_equal (entries, 0);
+    //  A symlink inside the root that stays inside is followed.
+    char inner [160], alias [160];
+    snprintf (inner, sizeof inner, "%s/inner", root);
+    snprintf (alias, sizeof alias, "%s/alias", root);
+    assert_int_equal (mkdir (inner, 0755), 0);
+    assert_int_equal (symlink (inner, alias), 0);
+    ps_snap_file_t *files;
+    size_t nfiles;
+    s_ok (ps_client_snapshot (client, "alias", &files, &nfiles, &err), &err);
+    assert_int_equal (nfiles, 3);
+    s_ok (ps_client_restore (client, "inner", &err), &err);
+    //  A snapshot file in a good directory that is a symlink leading out
+    //  is refused too (the file it leads to is a valid snapshot).
+    char moved [1024], file_link [1024];
+    snprintf (moved, sizeof moved, "%s/%s", outside, files [0].file);
+    snprintf (file_link, sizeof file_link, "%s/%s", inner, files [0].file);
+    assert_int_equal (rename (file_link, moved), 0);
+    assert_int_equal (symlink (moved, file_link), 0);
+    free (files);
+    assert_int_equal (ps_client_restore (client, "inner", &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "outside the checkpoint root"));
+    ps_client_destroy (&client);
+    assert_int_equal (harness_server_stop (&server, SIGTERM), 0);
+
+    //  Without a root, both requests are refused and say how to fix it.
+    assert_int_equal (harness_server_start (&server, NULL), 0);
+    client = s_client (servers, 1);
+    s_ok (ps_client_create (client, &err), &err);
+    s_refused (client, "ckpt-1", "--checkpoint-root");
+    ps_client_destroy (&client);
+    assert_int_equal (harness_server_stop (&server, SIGTERM), 0);
+    harness_rmtree (base);
 }
 
 int
@@ -211,6 +368,7 @@ main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_kill_restore_identical),
+        cmocka_unit_test (test_paths_confined),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -445,6 +446,53 @@ test_inconsistent_fields (void **state)
     s_unmake (&snap);
 }
 
+//  The optimizer settings behind the checksum: a file whose learning rate
+//  or clipping is NaN, infinite or negative would poison every value at
+//  the first update after a restore, so the reader refuses it with the
+//  checks set_optimizer applies (ps_opt_config_validate), naming the field.
+static void
+test_bad_optimizer_values (void **state)
+{
+    fixture_t *fx = *state;
+    ps_snapshot_t snap;
+    s_make (&snap, PS_OPT_ADAM, 6);
+    assert_int_equal (ps_snapshot_write (fx->path, &snap, NULL), PS_OK);
+    size_t size;
+    uint8_t *good = s_load (fx->path, &size);
+    uint8_t *data = malloc (size);
+    assert_non_null (data);
+    char path [320];
+    snprintf (path, sizeof path, "%s/optimizer.snap", fx->dir);
+    //  Field index in the header's doubles (lr, momentum, beta1, beta2,
+    //  epsilon, initial_accumulator, weight_decay, clip_value, clip_norm).
+    struct {
+        int field;
+        double value;
+        const char *expect;
+    } cases [] = {
+        { 0, NAN, "lr" }, { 0, INFINITY, "lr" }, { 0, -1, "lr" }, { 0, 0, "lr" },
+        { 2, NAN, "beta1" }, { 3, 1, "beta2" }, { 4, -INFINITY, "epsilon" },
+        { 6, NAN, "weight_decay" }, { 7, NAN, "clip_value" }, { 7, INFINITY, "clip_value" },
+        { 7, -1, "clip_value" }, { 8, NAN, "clip_norm" }, { 8, -1, "clip_norm" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases [0]; i++) {
+        memcpy (data, good, size);
+        uint64_t bits;
+        memcpy (&bits, &cases [i].value, sizeof bits);
+        ps_put_u64 (data + OFF_DOUBLES + 8 * (size_t) cases [i].field, bits);
+        s_store_with_crc (path, data, size);
+        s_assert_read_fails (path, PS_ECORRUPT, cases [i].expect);
+    }
+    //  The same bytes with the good values read back.
+    s_store_with_crc (path, good, size);
+    ps_snapshot_t back;
+    assert_int_equal (ps_snapshot_read (path, &back, NULL), PS_OK);
+    ps_snapshot_release (&back);
+    free (data);
+    free (good);
+    s_unmake (&snap);
+}
+
 static void
 test_missing_and_unwritable (void **state)
 {
@@ -530,6 +578,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_truncated, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_flipped_byte, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_inconsistent_fields, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_bad_optimizer_values, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_missing_and_unwritable, s_setup, s_teardown),
         cmocka_unit_test (test_filename),
     };

@@ -6,8 +6,10 @@
 //
 //  Traffic counts the arrays each kernel reads and writes, 4 bytes an
 //  element each: SGD reads p, g and writes p (12 B); momentum and Adagrad
-//  add one slot read and written (20 B); Adam two slots (28 B). It prints
-//  and never asserts: timings on shared machines vary.
+//  add one slot read and written (20 B); Adam two slots (28 B). The scan a
+//  ps-server runs over every pushed gradient for NaN and infinities before
+//  applying it reads g once (4 B). It prints and never asserts: timings on
+//  shared machines vary.
 
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ps_floats.h"
 #include "ps_optimizer.h"
 
 #define S_REPEATS    5
@@ -105,6 +108,20 @@ main (int argc, char *argv [])
         double seconds = s_time_apply (&cfg, params, grad, slots, n);
         s_row (kernels [k].name, seconds, (double) kernels [k].arrays * 4 * (double) n);
     }
+
+    //  The scan of a gradient for non-finite values, which every push pays
+    //  on top of its kernel.
+    size_t found = ps_floats_find_nonfinite (grad, n);
+    double scan = 1e30;
+    for (int r = 0; r < S_REPEATS; r++) {
+        double start = s_now ();
+        found += ps_floats_find_nonfinite (grad, n);
+        double elapsed = s_now () - start;
+        scan = elapsed < scan ? elapsed : scan;
+    }
+    s_row ("scan", scan, 4.0 * (double) n);
+    if (found != (S_REPEATS + 1) * n)
+        printf ("(the scan found a non-finite value: %zu)\n", found);
 
     //  memcpy moves each byte twice (read and write); both figures are
     //  printed so either can be compared with the kernels' traffic.

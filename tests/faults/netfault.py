@@ -319,7 +319,8 @@ class Run:
                     env["TF_CONFIG"] = json.dumps({"cluster": cluster,
                                                    "task": {"type": role, "index": i}})
                     if role == "ps":
-                        argv = [bins["ps"], "--threads", "1"]
+                        # Snapshots go where the coordinator's manifests do.
+                        argv = [bins["ps"], "--threads", "1", "--checkpoint-root", self.ckpt]
                     elif role == "worker":
                         argv = [bins["worker"]]
                     else:

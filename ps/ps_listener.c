@@ -1,0 +1,285 @@
+//  The listening endpoint and its connections; see ps_listener.h.
+
+#include "ps_listener.h"
+#include "ps_log.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <zmq.h>
+
+//  Descriptors kept free for everything but connections: snapshot and
+//  restore files, the link to the coordinator, ZeroMQ's own, and the
+//  connections accepted in a burst before the monitor's events are read.
+#define S_FD_RESERVE  32
+
+//  Below this many connections under the limit, the server warns at start.
+#define S_FEW_CONNECTIONS  16
+
+typedef struct {
+    int fd;
+    bool closing;               //  shut down; its DISCONNECTED is to come
+} s_conn_t;
+
+struct _ps_listener_t {
+    void *socket;               //  watched, not owned
+    void *events;               //  PAIR: the monitor's events
+    char endpoint [256];
+    char monitor [64];          //  the monitor's inproc endpoint
+    long limit;                 //  RLIMIT_NOFILE, soft
+    size_t high;                //  most connections kept
+    s_conn_t *conns;            //  accepted and not yet disconnected, oldest first
+    size_t nconns, cap;
+    size_t live;                //  of them, those not being shut down
+    bool refusing;              //  in an episode of shutting new ones down
+    uint64_t refused;           //  connections shut down in this episode
+};
+
+//  Raise the soft limit on descriptors to the hard one; returns the soft
+//  limit in force.
+static long
+s_raise_limit (void)
+{
+    struct rlimit limit;
+    if (getrlimit (RLIMIT_NOFILE, &limit) != 0) {
+        ps_warn ("getrlimit (RLIMIT_NOFILE): %s", strerror (errno));
+        return 1024;
+    }
+    if (limit.rlim_cur < limit.rlim_max) {
+        rlim_t before = limit.rlim_cur;
+        limit.rlim_cur = limit.rlim_max;
+        if (setrlimit (RLIMIT_NOFILE, &limit) == 0)
+            ps_info ("file-descriptor limit raised from %llu to %llu",
+                     (unsigned long long) before, (unsigned long long) limit.rlim_max);
+        else {
+            ps_warn ("cannot raise the file-descriptor limit from %llu to %llu: %s",
+                     (unsigned long long) before, (unsigned long long) limit.rlim_max,
+                     strerror (errno));
+            limit.rlim_cur = before;
+        }
+    }
+    return limit.rlim_cur > (rlim_t) INT32_MAX ? INT32_MAX : (long) limit.rlim_cur;
+}
+
+//  Descriptors this process has open, or -1.
+static long
+s_open_fds (void)
+{
+    DIR *dir = opendir ("/proc/self/fd");
+    if (!dir)
+        return -1;
+    long count = 0;
+    struct dirent *entry;
+    while ((entry = readdir (dir)))
+        count += entry->d_name [0] != '.';
+    closedir (dir);
+    return count - 1;           //  the directory's own descriptor
+}
+
+//  Set the high-water mark from the descriptors open now that are not
+//  connections.
+static void
+s_measure (ps_listener_t *self)
+{
+    long open = s_open_fds ();
+    long others = open >= (long) self->nconns ? open - (long) self->nconns : 0;
+    long room = self->limit - others - S_FD_RESERVE;
+    self->high = room > 0 ? (size_t) room : 1;
+}
+
+ps_listener_t *
+ps_listener_new (void *ctx, void *socket, const char *endpoint, ps_error_t *err)
+{
+    assert (ctx && socket && endpoint);
+    ps_listener_t *self = calloc (1, sizeof *self);
+    if (!self)
+        abort ();
+    self->socket = socket;
+    self->limit = s_raise_limit ();
+    snprintf (self->monitor, sizeof self->monitor, "inproc://ps-listener-%p", (void *) self);
+    //  The monitor is connected before the bind, so that no connection
+    //  goes uncounted, and with no high-water mark: ZeroMQ drops the
+    //  events a full queue has no room for, and a lost event would leave
+    //  the count wrong for good. The events of one connection arrive in
+    //  order from ZeroMQ's one I/O thread (the default).
+    int linger = 0, hwm = 0;
+    if (zmq_socket_monitor (socket, self->monitor, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED
+                                                   | ZMQ_EVENT_ACCEPT_FAILED) != 0
+    ||  !(self->events = zmq_socket (ctx, ZMQ_PAIR))
+    ||  zmq_setsockopt (self->events, ZMQ_LINGER, &linger, sizeof linger) != 0
+    ||  zmq_setsockopt (self->events, ZMQ_RCVHWM, &hwm, sizeof hwm) != 0
+    ||  zmq_connect (self->events, self->monitor) != 0) {
+        ps_error_set (err, PS_EIO, "cannot monitor the connections of %s: %s", endpoint,
+                      zmq_strerror (errno));
+        ps_listener_destroy (&self);
+        return NULL;
+    }
+    if (zmq_bind (socket, endpoint) != 0) {
+        ps_error_set (err, PS_EIO, "cannot bind %s: %s", endpoint, zmq_strerror (errno));
+        ps_listener_destroy (&self);
+        return NULL;
+    }
+    size_t len = sizeof self->endpoint;
+    if (zmq_getsockopt (socket, ZMQ_LAST_ENDPOINT, self->endpoint, &len) != 0) {
+        ps_error_set (err, PS_EIO, "ZMQ_LAST_ENDPOINT: %s", zmq_strerror (errno));
+        ps_listener_destroy (&self);
+        return NULL;
+    }
+    s_measure (self);
+    if (self->high < S_FEW_CONNECTIONS)
+        ps_warn ("only %zu connections fit under the file-descriptor limit of %ld",
+                 self->high, self->limit);
+    else
+        ps_debug ("up to %zu connections under the file-descriptor limit of %ld", self->high,
+                  self->limit);
+    return self;
+}
+
+void
+ps_listener_destroy (ps_listener_t **self_p)
+{
+    assert (self_p);
+    ps_listener_t *self = *self_p;
+    if (!self)
+        return;
+    if (zmq_socket_monitor (self->socket, NULL, 0) != 0)
+        ps_warn ("stopping the connection monitor: %s", zmq_strerror (errno));
+    if (self->events)
+        zmq_close (self->events);
+    free (self->conns);
+    free (self);
+    *self_p = NULL;
+}
+
+const char *
+ps_listener_endpoint (ps_listener_t *self)
+{
+    assert (self);
+    return self->endpoint;
+}
+
+void *
+ps_listener_events (ps_listener_t *self)
+{
+    assert (self);
+    return self->events;
+}
+
+static void
+s_accepted (ps_listener_t *self, int fd)
+{
+    if (self->nconns == self->cap) {
+        self->cap = self->cap ? 2 * self->cap : 64;
+        self->conns = realloc (self->conns, self->cap * sizeof *self->conns);
+        if (!self->conns)
+            abort ();
+    }
+    self->conns [self->nconns++] = (s_conn_t) { fd, false };
+    self->live++;
+}
+
+static void
+s_disconnected (ps_listener_t *self, int fd)
+{
+    for (size_t i = self->nconns; i-- > 0; )
+        if (self->conns [i].fd == fd) {
+            if (!self->conns [i].closing)
+                self->live--;
+            memmove (&self->conns [i], &self->conns [i + 1],
+                     (self->nconns - i - 1) * sizeof *self->conns);
+            self->nconns--;
+            return;
+        }
+}
+
+//  Read one event; returns 1, 0 when there is none, or -1 on an error.
+static int
+s_read_event (ps_listener_t *self, uint16_t *event, uint32_t *value)
+{
+    zmq_msg_t frame;
+    zmq_msg_init (&frame);
+    if (zmq_msg_recv (&frame, self->events, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close (&frame);
+        return errno == EAGAIN ? 0 : -1;
+    }
+    //  A monitor event is a frame of 6 bytes (the event, a value), then a
+    //  frame with the endpoint, which is not needed here.
+    bool valid = zmq_msg_size (&frame) == 6 && zmq_msg_more (&frame);
+    if (valid) {
+        memcpy (event, zmq_msg_data (&frame), sizeof *event);
+        memcpy (value, (char *) zmq_msg_data (&frame) + 2, sizeof *value);
+    }
+    while (zmq_msg_more (&frame))
+        if (zmq_msg_recv (&frame, self->events, 0) < 0) {
+            zmq_msg_close (&frame);
+            return -1;
+        }
+    zmq_msg_close (&frame);
+    return valid ? 1 : 0;
+}
+
+int
+ps_listener_handle (ps_listener_t *self, ps_error_t *err)
+{
+    assert (self);
+    //  Every waiting event is taken before any connection is shut down, so
+    //  that the descriptors listed are the connections open now.
+    bool exhausted = false;
+    uint16_t event;
+    uint32_t value;
+    int got;
+    while ((got = s_read_event (self, &event, &value)) == 1) {
+        if (event == ZMQ_EVENT_ACCEPTED)
+            s_accepted (self, (int) value);
+        else
+        if (event == ZMQ_EVENT_DISCONNECTED)
+            s_disconnected (self, (int) value);
+        else
+        if (event == ZMQ_EVENT_ACCEPT_FAILED && (value == EMFILE || value == ENFILE))
+            exhausted = true;
+    }
+    if (got < 0)
+        return ps_error_set (err, PS_EIO, "reading the connection monitor of %s: %s",
+                             self->endpoint, zmq_strerror (errno));
+    //  Descriptors ran out all the same (something else holds more than
+    //  the reserve): count again what is not a connection.
+    if (exhausted) {
+        size_t before = self->high;
+        s_measure (self);
+        if (self->high < before)
+            ps_warn ("descriptors ran out with %zu connections open: keeping at most %zu "
+                     "from now on", self->nconns, self->high);
+    }
+    //  The newest go first: the peers connected before keep their service.
+    for (size_t i = self->nconns; i-- > 0 && self->live > self->high; ) {
+        s_conn_t *conn = &self->conns [i];
+        if (conn->closing)
+            continue;
+        //  The descriptor is ZeroMQ's: shutting the connection down makes
+        //  it see the end of the stream and close it.
+        if (shutdown (conn->fd, SHUT_RDWR) != 0 && errno != ENOTCONN)
+            ps_debug ("shutdown of connection %d: %s", conn->fd, strerror (errno));
+        conn->closing = true;
+        self->live--;
+        self->refused++;
+        if (!self->refusing)
+            ps_warn ("%zu connections, near the file-descriptor limit of %ld: shutting new "
+                     "connections down until some close", self->live, self->limit);
+        self->refusing = true;
+    }
+    size_t margin = self->high / 16 + 1;
+    if (self->refusing && self->live + margin <= self->high) {
+        ps_info ("%zu connections open: keeping new ones again (%llu shut down meanwhile)",
+                 self->live, (unsigned long long) self->refused);
+        self->refusing = false;
+        self->refused = 0;
+    }
+    return PS_OK;
+}
