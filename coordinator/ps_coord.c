@@ -63,6 +63,7 @@
 //  said to diverge.
 #define S_NONFINITE_STEPS 16
 #define S_DIVERGE_FACTOR  4.0
+#define S_DIVERGE_STEPS   20
 
 typedef enum {
     S_WAIT_SERVERS,             //  not every server has registered yet
@@ -187,8 +188,13 @@ typedef struct {
     struct { uint64_t step; int failures; } nonfinite [S_NONFINITE_STEPS];
     int nonfinite_next;
 
-    //  Divergence: the lowest window loss so far, and whether the run was
-    //  found diverging (said once).
+    //  Divergence: the training loss of the steps done, in windows of
+    //  S_DIVERGE_STEPS steps (counted in steps, so what is judged does not
+    //  depend on the machine's speed); the lowest window's loss, or the
+    //  first step's (the parameters as the run began) when lower; and
+    //  whether the run was found diverging (said once).
+    double d_loss;
+    uint64_t d_count, d_steps;
     double best_loss;
     bool have_best_loss;
     bool diverging;
@@ -279,12 +285,28 @@ s_alive (const s_coord_t *self, s_role_t role)
 static void s_fail (s_coord_t *self, int code, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
 
-//  A metrics window's mean training loss: a run whose loss is not finite,
-//  or has risen far above the lowest window's, diverges. Said once; with
-//  stop_on_divergence the run fails.
+//  A step done, with its summed training loss over count examples. Every
+//  S_DIVERGE_STEPS steps the window's mean loss is judged: a run whose loss
+//  is not finite, or has risen far above the lowest (a window's, or the
+//  first step's), diverges. Said once; with stop_on_divergence the run
+//  fails.
 static void
-s_check_divergence (s_coord_t *self, double loss, uint64_t done)
+s_track_loss (s_coord_t *self, double loss_sum, uint64_t count)
 {
+    if (count == 0)
+        return;
+    if (!self->have_best_loss && isfinite (loss_sum)) {
+        self->best_loss = loss_sum / count;
+        self->have_best_loss = true;
+    }
+    self->d_loss += loss_sum;
+    self->d_count += count;
+    if (++self->d_steps < S_DIVERGE_STEPS)
+        return;
+    double loss = self->d_loss / self->d_count;
+    self->d_loss = 0;
+    self->d_count = self->d_steps = 0;
+    uint64_t done = ps_schedule_done_count (self->schedule);
     bool diverges = !isfinite (loss)
                  || (self->have_best_loss && loss > S_DIVERGE_FACTOR * self->best_loss);
     if (isfinite (loss) && (!self->have_best_loss || loss < self->best_loss)) {
@@ -295,10 +317,10 @@ s_check_divergence (s_coord_t *self, double loss, uint64_t done)
         return;
     self->diverging = true;
     s_tty_clear (self);
-    ps_warn ("the training loss diverges: %g in the last window, %g at its lowest (step %"
-             PRIu64 "); lower the learning rate or clip the gradients%s", loss, self->best_loss,
-             done, self->job->stop_on_divergence ? "; stopping (stop_on_divergence)"
-             : " (stop_on_divergence would stop the run)");
+    ps_warn ("the training loss diverges: %g over the last %d steps, %g at its lowest (step %"
+             PRIu64 "); lower the learning rate or clip the gradients%s", loss,
+             S_DIVERGE_STEPS, self->best_loss, done, self->job->stop_on_divergence
+             ? "; stopping (stop_on_divergence)" : " (stop_on_divergence would stop the run)");
     s_event (self, "diverging",
              json_pack ("{s:I, s:o, s:f}", "step", (json_int_t) done,
                         "loss", isfinite (loss) ? json_real (loss) : json_null (),
@@ -352,8 +374,6 @@ s_progress (s_coord_t *self, double now)
         return;
     if (!self->cfg->progress_tty && self->w_steps)
         ps_info ("%s", line);
-    if (self->w_steps)
-        s_check_divergence (self, loss, done);
     if (self->w_steps) {
         json_t *obj = json_pack ("{s:I, s:I, s:I, s:f, s:f, s:f, s:I, s:i}",
                                  "epoch", (json_int_t) epoch, "step", (json_int_t) done,
@@ -1236,6 +1256,7 @@ s_on_train_report (s_coord_t *self, s_peer_t *peer, int index, const msgpack_obj
     self->samples += count;
     self->w_correct += ps_obj_get (report, "correct")->via.u64;
     self->w_loss += ps_obj_double (ps_obj_get (report, "loss"));
+    s_track_loss (self, ps_obj_double (ps_obj_get (report, "loss")), count);
     self->w_compute_ms += ps_obj_double (ps_obj_get (report, "compute_ms"));
     self->w_comm_ms += ps_obj_double (ps_obj_get (report, "comm_ms"));
     self->w_duplicates += ps_obj_get (report, "duplicates")->via.u64;
@@ -1950,6 +1971,7 @@ m_end_phase (s_coord_t *self)
                 self->samples += peer->count;
                 self->w_correct += peer->correct;
                 self->w_loss += peer->loss;
+                s_track_loss (self, peer->loss, peer->count);
                 self->w_compute_ms += peer->compute_ms;
                 self->w_comm_ms += peer->comm_ms;
                 s_after_complete (self, peer->batch);

@@ -29,7 +29,9 @@
 //       worker: the run completes, or fails naming what disagrees;
 //    j. a secured cluster: processes without its keys get no answer, a
 //       worker's key may not control a server; and the one run with
-//       --insecure, which warns.
+//       --insecure, which warns;
+//    l. gradients that are not finite (refused, retried, then the run
+//       fails) and a training loss that diverges (warned, or stopped).
 //  Each case prints a one-line summary (time, steps, failure detection).
 //  PS_TEST_SCALE (default 1) scales the data subsets, for slow builds;
 //  PS_TEST_FILTER (a cmocka pattern) runs only the cases it matches.
@@ -700,6 +702,9 @@ test_local_run (void **state)
     s_run_start (run, NULL);
     s_run_finish (run, 0);
     uint64_t duplicates = s_check_done (run, total, 2);
+    //  A healthy run is not taken for a diverging one.
+    assert_int_equal (s_count (run->rows, "diverging"), 0);
+    assert_false (json_is_true (json_object_get (s_find (run->rows, "done", -1), "diverged")));
     assert_int_equal (duplicates, 0);
     json_t *rows = run->rows;
     json_t *started = s_find (rows, "started", 0);
@@ -2358,6 +2363,101 @@ test_mirrored_accuracy (void **state)
 #endif
 }
 
+//  ---------------------------------------------------------------------
+//  l. Gradients that are not finite, and a loss that diverges
+
+//  SGD at a learning rate of 1e8 makes the parameters huge within a few
+//  steps and the gradients NaN after that (one worker: deterministic). The servers refuse every such
+//  push whole; the coordinator tries each refused step again, on fresher
+//  parameters, twice (nonfinite_retries), then fails the run naming the
+//  step and the variable. Before, the NaN were applied and the run ended
+//  at chance accuracy with exit 0.
+static void
+test_nonfinite (void **state)
+{
+    (void) state;
+    s_run_t *run = s_run_new ("non-finite gradients");
+    int limit = s_limit (1280), epochs = 2;
+    s_local_args (run, limit, s_test_limit (500), epochs);
+    //  One worker: each try of a refused step computes on the same
+    //  parameters (nothing was applied), so the outcome does not depend on
+    //  how two workers' steps interleave.
+    s_args (run, (const char *[]) { "--workers", "1", "--optimizer", "sgd", "--lr", "1e8", NULL });
+    s_run_start (run, NULL);
+    s_run_finish (run, 1);
+    assert_true (harness_file_contains (run->log, "gave a gradient with NaN or an infinity 3 "
+                                                   "times"));
+    assert_true (harness_file_contains (run->log, "holds a non-finite value"));
+    assert_int_equal (s_count (run->rows, "done"), 0);
+    assert_non_null (s_find (run->rows, "failed", -1));
+    //  Each refusal is an event; the step that failed the run was refused
+    //  three times, each time on a new try.
+    size_t refusals = s_count (run->rows, "nonfinite");
+    json_t *last = s_find (run->rows, "nonfinite", -1);
+    assert_non_null (last);
+    assert_int_equal (s_int (last, "failures"), 3);
+    assert_non_null (strstr (s_str (last, "error"), "nonfinite"));
+    s_summary (run, "%zu refused pushes; step %lld refused 3 times; exit 1", refusals,
+               (long long) s_int (last, "step"));
+    s_run_destroy (run);
+}
+
+//  In mirrored mode every replica would apply the same non-finite sum:
+//  each refuses it, and the run fails at once (a retry would sum the same
+//  gradients again).
+static void
+test_nonfinite_mirrored (void **state)
+{
+    (void) state;
+    s_run_t *run = s_run_new ("non-finite gradients, mirrored");
+    int limit = s_limit (1280), epochs = 2;
+    s_local_args (run, limit, s_test_limit (500), epochs);
+    s_args (run, (const char *[]) { "--mode", "mirrored", "--workers", "1", "--optimizer", "sgd",
+                                    "--lr", "1e8", NULL });
+    s_run_start (run, NULL);
+    s_run_finish (run, 1);
+    assert_true (harness_file_contains (run->log, "was refused by every replica"));
+    assert_int_equal (s_count (run->rows, "done"), 0);
+    s_summary (run, "the ring refused a non-finite sum; exit 1");
+    s_run_destroy (run);
+}
+
+//  SGD at 10 keeps the gradients finite but sends the loss from 2.3 to
+//  hundreds: the coordinator says so once (a warning and a "diverging"
+//  event, diverged in the done record), and with --stop-on-divergence the
+//  run fails instead of training on to chance accuracy.
+static void
+test_divergence (void **state)
+{
+    (void) state;
+    int limit = s_limit (1280), epochs = 2;
+    uint64_t total = s_steps_per_epoch (limit) * (uint64_t) epochs;
+    s_run_t *run = s_run_new ("a loss that diverges");
+    s_local_args (run, limit, s_test_limit (500), epochs);
+    s_args (run, (const char *[]) { "--optimizer", "sgd", "--lr", "10", NULL });
+    s_run_start (run, NULL);
+    s_run_finish (run, 0);
+    s_check_done (run, total, 2);
+    assert_int_equal (s_count (run->rows, "diverging"), 1);
+    assert_true (json_is_true (json_object_get (s_find (run->rows, "done", -1), "diverged")));
+    assert_true (harness_file_contains (run->log, "the training loss diverges"));
+    double loss = s_real (s_find (run->rows, "diverging", 0), "loss");
+    s_run_destroy (run);
+
+    run = s_run_new ("a loss that diverges, stop");
+    s_local_args (run, limit, s_test_limit (500), epochs);
+    s_args (run, (const char *[]) { "--optimizer", "sgd", "--lr", "10", "--stop-on-divergence",
+                                    NULL });
+    s_run_start (run, NULL);
+    s_run_finish (run, 1);
+    assert_int_equal (s_count (run->rows, "diverging"), 1);
+    assert_int_equal (s_count (run->rows, "done"), 0);
+    assert_true (harness_file_contains (run->log, "and the job says stop_on_divergence"));
+    s_summary (run, "loss %.3g over 20 steps: warned once; with --stop-on-divergence, exit 1",
+               loss);
+    s_run_destroy (run);
+}
+
 int
 main (void)
 {
@@ -2398,6 +2498,9 @@ main (void)
         cmocka_unit_test_teardown (test_rogue_registrations, s_teardown),
         cmocka_unit_test_teardown (test_strangers, s_teardown),
         cmocka_unit_test_teardown (test_insecure, s_teardown),
+        cmocka_unit_test_teardown (test_nonfinite, s_teardown),
+        cmocka_unit_test_teardown (test_nonfinite_mirrored, s_teardown),
+        cmocka_unit_test_teardown (test_divergence, s_teardown),
         cmocka_unit_test_teardown (test_mirrored_run, s_teardown),
         cmocka_unit_test_teardown (test_mirrored_kill_worker, s_teardown),
         cmocka_unit_test_teardown (test_mirrored_resume_across_modes, s_teardown),

@@ -616,6 +616,23 @@ test_duplicates_and_invalid (void **state)
     }
     assert_int_equal (ps_replica_duplicates (replica), 2);
     assert_int_equal (ps_ledger_count (ledger), 2);
+
+    //  A gradient holding NaN or an infinity, in any variable: refused
+    //  whole, naming the variable, with nothing applied or recorded.
+    const float poison [] = { NAN, INFINITY, -INFINITY };
+    for (size_t p = 0; p < 3; p++)
+        for (size_t at = 0; at < TINY_COUNT; at += TINY_COUNT / 5 + 1) {
+            float bad_grad [TINY_COUNT];
+            memcpy (bad_grad, grad, sizeof bad_grad);
+            bad_grad [at] = poison [p];
+            ps_error_t err = { 0 };
+            assert_int_equal (ps_replica_apply (replica, bad_grad, (uint64_t []) { 4 }, 1, &err),
+                              PS_ENONFINITE);
+            assert_non_null (strstr (err.msg, "nothing applied"));
+            assert_false (ps_ledger_contains (ledger, 4));
+            assert_int_equal (ps_replica_checksum (replica), checksum);
+            assert_memory_equal (ps_replica_params (replica), before, sizeof before);
+        }
     //  And it still applies new steps.
     s_apply_ok (replica, grad, (uint64_t []) { 4 }, 1);
     assert_int_equal (ps_replica_updates (replica), 2);

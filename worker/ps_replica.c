@@ -309,6 +309,16 @@ ps_replica_apply (ps_replica_t *self, const float *grad, const uint64_t *steps,
             return ps_error_set (err, PS_DUPLICATE, "replica: step %llu was applied before; "
                                  "nothing applied", (unsigned long long) steps [i]);
         }
+    //  A gradient with NaN or an infinity would poison the values for
+    //  good, as a ps-server refuses to let one do to a partition.
+    for (int v = 0; v < self->nvars; v++) {
+        const ps_variable_t *var = ps_model_variable (self->model, v);
+        size_t at = ps_floats_find_nonfinite (grad + var->offset, var->count);
+        if (at < var->count)
+            return ps_error_set (err, PS_ENONFINITE, "replica: the gradient of %s holds %g at "
+                                 "element %zu; nothing applied", var->name,
+                                 (double) grad [var->offset + at], at);
+    }
     //  Reserving every id first makes the marks below certain to succeed,
     //  so the update is recorded whole or not at all.
     for (size_t i = 0; i < nsteps; i++) {

@@ -72,7 +72,8 @@ int ps_replica_set_optimizer (ps_replica_t *self, const ps_opt_config_t *opt,
 //  steps [0, nsteps) (nsteps >= 1; ids > 0, distinct). When any of them is
 //  in the ledger already nothing changes and PS_DUPLICATE is returned, err
 //  naming the step (the duplicates counter grows by one); PS_EINVAL for bad
-//  ids (as ps_ledger_mark), changing nothing. grad is not modified.
+//  ids (as ps_ledger_mark), and PS_ENONFINITE naming the variable when grad
+//  holds NaN or an infinity, changing nothing. grad is not modified.
 int ps_replica_apply (ps_replica_t *self, const float *grad, const uint64_t *steps,
                       size_t nsteps, ps_error_t *err);
 

@@ -98,7 +98,7 @@ typedef struct {
     bool has_checksum;          //  a mirrored evaluation's replica checksum
     uint64_t checksum;
     uint64_t order;             //  the mirrored order's number, echoed
-    char error [160];           //  why a failed step failed, when it matters to the
+    char error [400];           //  why a failed step failed, when it matters to the
                                 //  coordinator ("nonfinite: ..."); "" otherwise
 } s_report_t;
 
@@ -955,7 +955,7 @@ s_pusher_collect (s_trainer_t *self, ps_error_t *err)
         //  The servers refused the gradient itself: the coordinator
         //  decides whether the step is tried again or the run stops.
         if (self->push_rc == PS_ENONFINITE)
-            snprintf (report.error, sizeof report.error, "%s: %.140s",
+            snprintf (report.error, sizeof report.error, "%s: %.380s",
                       ps_error_name (PS_ENONFINITE), self->push_err.msg);
     }
     else {
@@ -1341,7 +1341,7 @@ s_mirror_train (s_trainer_t *self, const s_work_t *work, ps_error_t *err)
         ps_warn ("train step %" PRIu64 " (ring %" PRIx64 "): %s", work->step, work->generation,
                  local.msg);
         if (rc == PS_ENONFINITE)
-            snprintf (report.error, sizeof report.error, "%s: %.140s", ps_error_name (rc), local.msg);
+            snprintf (report.error, sizeof report.error, "%s: %.380s", ps_error_name (rc), local.msg);
     }
     s_mirror_report (self, &report, rc == 0);
     return s_after_collective (self, err);
