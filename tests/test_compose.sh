@@ -123,7 +123,7 @@ cleanup () {
         # Whatever down left behind.
         podman ps -a -q --filter "label=com.docker.compose.project=$project" \
             | xargs -r podman rm -f >/dev/null 2>&1
-        podman volume rm -f "${project}_state" >/dev/null 2>&1
+        podman volume rm -f "${project}_state" "${project}_keys" >/dev/null 2>&1
         podman network rm -f "${project}_default" >/dev/null 2>&1
     fi
     [ "${PS_PODMAN_STARTED:-0}" = 1 ] && "$root/deploy/podman-env.sh" --stop

@@ -25,7 +25,8 @@ or a run that did not train every step).
      progress events, evaluations, checkpoints, CPU seconds).
   b. Throughput with 1, 2 and 4 workers (2 servers) on a 25,600-example
      subset, 2 epochs, no evaluation; standalone with 1 and 2 threads on the
-     same subset as references.
+     same subset as references; and the cost of CurveZMQ: 2 workers secured
+     (the default) and with --insecure, twice each, interleaved.
   c. Checkpoint pause: a cluster run with --checkpoint-steps 200; per
      checkpoint pause_ms and write_ms against the mean step time.
   d. Failure detection: SIGSTOP a worker (found by the heartbeat timeout)
@@ -37,12 +38,14 @@ The machine is shared and has few cores: compare figures as ratios inside
 one run. The load average is printed at the start and end of each section.
 
 Usage: tests/bench/bench_cluster.py [--quick] [--build DIR] [--data DIR] [--keep]
+                                   [--sections abcd]
   --quick      small subsets and fewer epochs: the whole script in < 1 min
                (section a then aims at 80% on 6,400 examples)
   --build DIR  the build directory (default build, relative to the current
                directory or else to the repository root)
   --data DIR   the Fashion-MNIST IDX files (default: the programs' own)
   --keep       keep the metrics files and logs (a temporary directory)
+  --sections S run only these sections, in this order (default abcd)
 """
 
 import argparse
@@ -558,12 +561,19 @@ class Bench:
                                 busy_sps=samples / busy if busy else None,
                                 cpu=run.cpu_s / run.wall_s if run.wall_s else None,
                                 others=run.others, sanity="exit %s" % run.rc, computing=None))
-        for workers in (1, 2, 4):
-            m = self.path("cluster-%dw.jsonl" % workers)
-            log_dir = self.path("cluster-%dw-logs" % workers)
+        # CurveZMQ's cost: 2 workers secured (the default) and with
+        # --insecure, twice each, interleaved, so that a change in the
+        # machine's load hits both alike.
+        configs = [(1, False), (2, False), (2, True), (2, False), (2, True), (4, False)]
+        secured, insecure = [], []
+        for workers, unsecured in configs:
+            tag = "%dw%s-%d" % (workers, "-insecure" if unsecured else "", len(results))
+            m = self.path("cluster-%s.jsonl" % tag)
+            log_dir = self.path("cluster-%s-logs" % tag)
             run = self.cluster_start(["--workers", str(workers), "--limit", str(limit),
                                       "--test-limit", "500", "--epochs", str(epochs),
-                                      "--eval-epochs", "0"], m, log_dir)
+                                      "--eval-epochs", "0"] + (["--insecure"] if unsecured
+                                                               else []), m, log_dir)
             run.finish(timeout)
             self.check_exit(run, "cluster, %d workers" % workers)
             done = run.of("done")
@@ -583,8 +593,11 @@ class Bench:
                                                            .rsplit(" ", 1)[1]))
                                 except (IndexError, ValueError):
                                     pass
-            results.append(dict(name="cluster, 2 servers, %d worker%s" % (
-                                    workers, "" if workers == 1 else "s"),
+            if workers == 2 and d:
+                (insecure if unsecured else secured).append(d["samples_per_s"])
+            results.append(dict(name="cluster, 2 servers, %d worker%s%s" % (
+                                    workers, "" if workers == 1 else "s",
+                                    ", --insecure" if unsecured else ""),
                                 steps=d["steps"] if d else None,
                                 wall=d["wall_s"] if d else None,
                                 sps=d["samples_per_s"] if d else None, busy_sps=None,
@@ -597,6 +610,12 @@ class Bench:
                  f(r["busy_sps"], ".0f"), f(ratio(r["sps"], ref), ".2f"), f(r["cpu"], ".2f"),
                  f(r["others"], ".2f"), f(r["computing"], ".0f"), r["sanity"]) for r in results]
         print()
+        if secured and insecure:
+            print("   CurveZMQ: 2 workers secured %s samples/s, --insecure %s: secured / "
+                  "insecure = %.3f" % (", ".join("%.0f" % v for v in secured),
+                                       ", ".join("%.0f" % v for v in insecure),
+                                       (sum(secured) / len(secured))
+                                       / (sum(insecure) / len(insecure))))
         table(["run", "steps", "wall s", "samples/s", "in steps", "/ standalone 2T",
                "cores busy", "others", "% computing", "sanity"], rows,
               ["<", ">", ">", ">", ">", ">", ">", ">", ">", "<"])
@@ -803,13 +822,11 @@ class Bench:
         print("machine: %d cores; " % self.cores + load_line())
         print()
         try:
-            self.section_a()
-            print()
-            self.section_b()
-            print()
-            self.section_c()
-            print()
-            self.section_d()
+            sections = {"a": self.section_a, "b": self.section_b, "c": self.section_c,
+                        "d": self.section_d}
+            for name in self.args.sections:
+                sections[name]()
+                print()
         finally:
             if not self.args.keep:
                 shutil.rmtree(self.tmp, ignore_errors=True)
@@ -830,7 +847,12 @@ def parse_args(argv):
     p.add_argument("--build", default="build", help="build directory (default build)")
     p.add_argument("--data", default=None, help="Fashion-MNIST directory")
     p.add_argument("--keep", action="store_true", help="keep the metrics files and logs")
-    return p.parse_args(argv)
+    p.add_argument("--sections", default="abcd",
+                   help="which sections to run, in order (default abcd)")
+    args = p.parse_args(argv)
+    if not args.sections or any(c not in "abcd" for c in args.sections):
+        p.error("--sections: letters among a, b, c and d, e.g. b or ad")
+    return args
 
 
 if __name__ == "__main__":

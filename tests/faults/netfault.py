@@ -313,6 +313,12 @@ class Run:
             self.total = per_epoch * opts.epochs
             self.procs = {}
             base = dict(os.environ)
+            # The run is secured like any other: one set of keys per run,
+            # named to every process by PS_KEYS (README.md, Security).
+            keys = os.path.join(workdir, "keys")
+            sh(bins["coordinator"], "keygen", "--out", keys, "--ps", str(self.nps),
+               "--workers", str(self.nworkers))
+            base["PS_KEYS"] = keys
             for role, n in (("ps", self.nps), ("worker", self.nworkers), ("chief", 1)):
                 for i in range(n):
                     env = dict(base)
