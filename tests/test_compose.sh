@@ -305,6 +305,17 @@ for s in ps-0 ps-1 worker-0 worker-1 worker-2; do
     [ "$c" = 0 ] || fail "$s exited with status $c after training finished"
 done
 
+# The cluster ran secured by the keys service's keys: every server and worker
+# said so when it started, and none ran unsecured.
+for s in ps-0 ps-1; do
+    compose logs --no-color "$s" 2>&1 | grep -q 'CurveZMQ' \
+        || fail "$s did not serve with CurveZMQ"
+done
+if compose logs --no-color 2>&1 | grep -q -- '--insecure\|UNSECURED'; then
+    fail "a process of the demo ran without CurveZMQ"
+fi
+say "every process ran secured (CurveZMQ, keys from the keys service)"
+
 # ---- the run's record --------------------------------------------------------
 
 query has worker_failed role=worker task=1 || fail "no worker_failed event"
