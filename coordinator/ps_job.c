@@ -711,6 +711,10 @@ s_too_large (const ps_json_overflow_t *big, ps_error_t *err)
     const json_t *field = NULL;
     char path [sizeof big->path];
     size_t at = 0;
+    //  Set when the text goes deeper than the schema does at field (an
+    //  object or array where it has a number or a string): the value has
+    //  the wrong shape, whatever the number inside it.
+    bool shape = false;
     while (rc == 0) {
         size_t n = strcspn (big->path + at, ".[");
         char key [sizeof big->path];
@@ -722,22 +726,39 @@ s_too_large (const ps_json_overflow_t *big, ps_error_t *err)
             rc = s_unknown_key (path, fields, err);
         else
         if (next == '.') {
-            fields = json_object_get (field, "fields");
+            const json_t *sub = json_object_get (field, "fields");
+            if (!sub) {
+                shape = true;
+                break;
+            }
+            fields = sub;
             at += n + 1;
         }
         else {
-            if (next == '[')
-                field = json_object_get (field, "items");
+            const json_t *items = next == '[' ? json_object_get (field, "items") : field;
+            if (!items)
+                shape = true;
+            else
+                field = items;
             break;
         }
     }
+    if (rc == 0 && shape) {
+        char expected [256];
+        s_describe (field, NULL, NULL, expected, sizeof expected);
+        rc = ps_error_set (err, PS_EINVAL, "key \"%s\": expected %s, got %s holding %s", path,
+                           expected, big->path [strlen (path)] == '[' ? "an array" : "an object",
+                           big->literal);
+    }
+    else
     if (rc == 0) {
         //  An integer key's range ends where 64 bits do, whether or not
         //  the schema says so.
         json_t *bounded = json_copy ((json_t *) field);
         if (!bounded)
             abort ();
-        if (strcmp (json_string_value (json_object_get (field, "type")), "int") == 0) {
+        const char *type = json_string_value (json_object_get (field, "type"));
+        if (type && strcmp (type, "int") == 0) {
             if (!json_object_get (field, "min"))
                 json_object_set_new (bounded, "min", json_integer (INT64_MIN));
             if (!json_object_get (field, "max"))

@@ -519,6 +519,16 @@ test_too_large (void **state)
                     "unknown key \"optimizer.frob\"", NULL);
     s_assert_fails (fx, "99999999999999999999", PS_EINVAL,
                     "expected a JSON object (the job), got 99999999999999999999", NULL);
+    //  A key whose value has the wrong shape around the number: an array
+    //  or an object where the schema has neither (found by fuzz_job: the
+    //  search followed the schema off its end).
+    s_assert_fails (fx, "{\"model\": [99999999999999999999]}", PS_EINVAL,
+                    "key \"model\"", NULL);
+    s_assert_fails (fx, "{\"epochs\": {\"x\": 99999999999999999999}}", PS_EINVAL,
+                    "key \"epochs\"", NULL);
+    s_assert_fails (fx, "{\"optimizer\": {\"lr\": [1e999]}}", PS_EINVAL,
+                    "key \"optimizer.lr\"", NULL);
+    s_assert_fails (fx, "{\"optimizer\": 1e999}", PS_EINVAL, "key \"optimizer\"", NULL);
 }
 
 static void
