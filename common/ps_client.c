@@ -106,7 +106,7 @@ s_connect (ps_client_t *self, s_server_t *server, ps_error_t *err)
     ||  zmq_setsockopt (server->socket, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0)
         rc = ps_error_set (err, PS_EIO, "zmq_socket: %s", zmq_strerror (errno));
     else
-    if (self->curve && (rc = ps_curve_client (self->curve, server->socket, task, err)))
+    if (self->curve && (rc = ps_curve_data_client (self->curve, server->socket, task, err)))
         ;                       //  err names the certificate that is missing
     else
     if (zmq_connect (server->socket, server->endpoint) != 0)

@@ -1,6 +1,7 @@
 //  CurveZMQ identities, trust and peers; see ps_curve.h.
 
 #include "ps_curve.h"
+#include "ps_file.h"
 #include "ps_log.h"
 #include "ps_tfconfig.h"
 
@@ -8,17 +9,27 @@
 #include <czmq.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 //  The ZAP domain of every secured socket.
 #define S_DOMAIN "ps-cluster"
+
+//  A data-plane password: 32 random bytes in hex (no character that the
+//  password file's "task=password" lines could trip over).
+#define S_TOKEN_BYTES 32
+#define S_TOKEN_HEX   (2 * S_TOKEN_BYTES)
+
+//  The certificates' metadata key that records the data plane.
+#define S_PLANE_KEY "data-plane"
 
 //  Keys refused something are remembered up to this many, so that a peer
 //  cycling through keys cannot grow the set without bound; past it every
@@ -30,6 +41,9 @@ struct _ps_curve_t {
     char public_dir [PATH_MAX];
     zcert_t *cert;              //  this process's key pair
     zhashx_t *refused;          //  keys refused something, logged once
+    bool plain;                 //  the cluster's data plane is PLAIN (ps_curve.h)
+    char token [S_TOKEN_HEX + 1];   //  this task's data-plane password ("" for a server)
+    char passwords [PATH_MAX];  //  a server's: every task's password ("" otherwise)
 };
 
 //  The process's zauth actor, shared by every ps_curve_t of the process
@@ -87,8 +101,25 @@ s_is_dir (const char *path)
     return stat (path, &st) == 0 && S_ISDIR (st.st_mode);
 }
 
+//  Write text to path, created with mode 0600 (it is a secret). Returns 0
+//  or PS_EIO naming the path.
+static int
+s_write_secret (const char *path, const char *text, ps_error_t *err)
+{
+    int fd = open (path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return ps_error_set (err, PS_EIO, "cannot create %s: %s", path, strerror (errno));
+    int rc = PS_OK;
+    if (ps_file_write_all (fd, text, strlen (text), NULL) != 0)
+        rc = ps_error_set (err, PS_EIO, "cannot write %s: %s", path, strerror (errno));
+    if (close (fd) != 0 && rc == PS_OK)
+        rc = ps_error_set (err, PS_EIO, "cannot close %s: %s", path, strerror (errno));
+    return rc;
+}
+
 int
-ps_curve_keygen (const char *dir, const char *const *tasks, size_t ntasks, ps_error_t *err)
+ps_curve_keygen (const char *dir, const char *const *tasks, size_t ntasks, bool plain,
+                 ps_error_t *err)
 {
     assert (dir);
     if (strlen (dir) > PS_CURVE_DIR_MAX)
@@ -139,6 +170,11 @@ ps_curve_keygen (const char *dir, const char *const *tasks, size_t ntasks, ps_er
         rc = ps_error_set (err, PS_EIO, "cannot create %s: %s", path, strerror (errno));
         goto done;
     }
+    //  With a PLAIN data plane each task has a password, in its own file,
+    //  and the servers have every task's, in one.
+    char *passwords = calloc (ntasks, PS_CURVE_TASK_MAX + S_TOKEN_HEX + 2);
+    if (!passwords)
+        abort ();
     for (size_t i = 0; i < ntasks && rc == PS_OK; i++) {
         zcert_t *cert = zcert_new ();
         if (!cert)
@@ -148,6 +184,23 @@ ps_curve_keygen (const char *dir, const char *const *tasks, size_t ntasks, ps_er
         ps_tfconfig_parse_task (tasks [i], role, sizeof role, &index, NULL);
         zcert_set_meta (cert, "role", "%s", role);
         zcert_set_meta (cert, "task", "%s:%d", role, index);
+        zcert_set_meta (cert, S_PLANE_KEY, "%s", plain ? "plain" : "curve");
+        if (plain) {
+            unsigned char bytes [S_TOKEN_BYTES];
+            char token [S_TOKEN_HEX + 2];
+            if (getrandom (bytes, sizeof bytes, 0) != (ssize_t) sizeof bytes) {
+                rc = ps_error_set (err, PS_EIO, "getrandom: %s", strerror (errno));
+                zcert_destroy (&cert);
+                break;
+            }
+            for (int b = 0; b < S_TOKEN_BYTES; b++)
+                snprintf (token + 2 * b, 3, "%02x", bytes [b]);
+            snprintf (passwords + strlen (passwords), PS_CURVE_TASK_MAX + S_TOKEN_HEX + 2,
+                      "%s:%d=%s\n", role, index, token);
+            strcat (token, "\n");
+            snprintf (path, sizeof path, "%s/%s.password", dir, stems [i]);
+            rc = s_write_secret (path, token, err);
+        }
         snprintf (path, sizeof path, "%s/public/%s.cert", dir, stems [i]);
         if (zcert_save_public (cert, path) != 0)
             rc = ps_error_set (err, PS_EIO, "cannot write %s: %s", path, strerror (errno));
@@ -156,8 +209,56 @@ ps_curve_keygen (const char *dir, const char *const *tasks, size_t ntasks, ps_er
             rc = ps_error_set (err, PS_EIO, "cannot write %s: %s", path, strerror (errno));
         zcert_destroy (&cert);
     }
+    if (rc == PS_OK && plain) {
+        snprintf (path, sizeof path, "%s/passwords", dir);
+        rc = s_write_secret (path, passwords, err);
+    }
+    free (passwords);
 done:
     free (stems);
+    return rc;
+}
+
+//  A secret file must be present, regular, this user's, and private to it,
+//  as ssh wants a private key. Returns 0 or a code with err naming it.
+static int
+s_check_private (const char *path, const char *what, const char *task, ps_error_t *err)
+{
+    struct stat st;
+    if (stat (path, &st) != 0)
+        return ps_error_set (err, PS_ENOTFOUND, "no %s for %s: %s: %s", what, task, path,
+                             strerror (errno));
+    if (!S_ISREG (st.st_mode))
+        return ps_error_set (err, PS_EINVAL, "%s %s is not a regular file", what, path);
+    if (st.st_mode & 077)
+        return ps_error_set (err, PS_EINVAL, "%s %s is accessible by others (mode %04o): run "
+                             "chmod 600 %s", what, path, (unsigned) (st.st_mode & 07777), path);
+    if (st.st_uid != geteuid ())
+        return ps_error_set (err, PS_EINVAL, "%s %s belongs to uid %u, not to this process's "
+                             "uid %u", what, path, (unsigned) st.st_uid, (unsigned) geteuid ());
+    return PS_OK;
+}
+
+//  Read this task's data-plane password, <stem>.password in dir.
+static int
+s_read_token (ps_curve_t *self, const char *dir, const char *stem, ps_error_t *err)
+{
+    char path [PATH_MAX];
+    snprintf (path, sizeof path, "%s/%s.password", dir, stem);
+    int rc = s_check_private (path, "password file", self->task, err);
+    char *text = NULL;
+    size_t len = 0;
+    if (rc == PS_OK)
+        rc = ps_file_read (path, 4096, &text, &len, err);
+    if (rc == PS_OK) {
+        size_t n = strspn (text, "0123456789abcdef");
+        if (n != S_TOKEN_HEX || (text [n] && strcmp (text + n, "\n") != 0))
+            rc = ps_error_set (err, PS_ECORRUPT, "password file %s: expected %d hex digits",
+                               path, S_TOKEN_HEX);
+        else
+            snprintf (self->token, sizeof self->token, "%.*s", S_TOKEN_HEX, text);
+    }
+    free (text);
     return rc;
 }
 
@@ -213,27 +314,8 @@ ps_curve_new (const char *dir, const char *task, ps_error_t *err)
     //  pair public/ names for this task.
     snprintf (path, sizeof path, "%s/%s.cert", dir, stem);
     snprintf (secret, sizeof secret, "%s_secret", path);
-    struct stat st;
-    if (stat (secret, &st) != 0) {
-        ps_error_set (err, PS_ENOTFOUND, "no secret certificate for %s: %s: %s", task, secret,
-                      strerror (errno));
+    if (s_check_private (secret, "secret certificate", task, err))
         goto fail;
-    }
-    if (!S_ISREG (st.st_mode)) {
-        ps_error_set (err, PS_EINVAL, "secret certificate %s is not a regular file", secret);
-        goto fail;
-    }
-    if (st.st_mode & 077) {
-        ps_error_set (err, PS_EINVAL, "secret certificate %s is accessible by others (mode "
-                      "%04o): run chmod 600 %s", secret, (unsigned) (st.st_mode & 07777),
-                      secret);
-        goto fail;
-    }
-    if (st.st_uid != geteuid ()) {
-        ps_error_set (err, PS_EINVAL, "secret certificate %s belongs to uid %u, not to this "
-                      "process's uid %u", secret, (unsigned) st.st_uid, (unsigned) geteuid ());
-        goto fail;
-    }
     self->cert = s_load (path, secret, "secret certificate", err);
     if (!self->cert)
         goto fail;
@@ -255,6 +337,18 @@ ps_curve_new (const char *dir, const char *task, ps_error_t *err)
         goto fail;
     }
     zcert_destroy (&public_cert);
+    //  The data plane the keys were made for: a PLAIN one needs this
+    //  task's password, or, for a server, every task's.
+    const char *plane = zcert_meta (self->cert, S_PLANE_KEY);
+    self->plain = plane && strcmp (plane, "plain") == 0;
+    if (self->plain && strncmp (task, "ps:", 3) == 0) {
+        snprintf (self->passwords, sizeof self->passwords, "%s/passwords", dir);
+        if (s_check_private (self->passwords, "password file", task, err))
+            goto fail;
+    }
+    else
+    if (self->plain && s_read_token (self, dir, stem, err))
+        goto fail;
     //  One ZAP handler per process, on one trust directory.
     pthread_mutex_lock (&s_auth_lock);
     if (s_auth_refs > 0 && strcmp (s_auth_dir, self->public_dir) != 0) {
@@ -284,6 +378,19 @@ ps_curve_new (const char *dir, const char *task, ps_error_t *err)
         }
         snprintf (s_auth_dir, sizeof s_auth_dir, "%s", self->public_dir);
     }
+    //  A server of a PLAIN data plane checks its peers' passwords too.
+    if (*self->passwords
+    &&  (zstr_sendx (s_auth, "PLAIN", self->passwords, NULL) != 0 || zsock_wait (s_auth) != 0)) {
+        if (s_auth_refs == 0)
+            zactor_destroy (&s_auth);
+        pthread_mutex_unlock (&s_auth_lock);
+        ps_error_set (err, PS_EIO, "cannot give the authenticator (zauth) %s", self->passwords);
+        goto fail;
+    }
+    if (self->plain)
+        ps_warn ("the cluster's data plane is PLAIN: pushes and pulls are authenticated by "
+                 "per-task passwords sent in the clear, and are not encrypted; use it only on "
+                 "a network no one else can reach or watch (README.md, \"Security\")");
     s_auth_refs++;
     pthread_mutex_unlock (&s_auth_lock);
     return self;
@@ -378,6 +485,46 @@ ps_curve_client (ps_curve_t *self, void *socket, const char *server_task, ps_err
         rc = ps_error_set (err, PS_EIO, "CURVE client options: %s", zmq_strerror (errno));
     zcert_destroy (&server);
     return rc;
+}
+
+bool
+ps_curve_plain (ps_curve_t *self)
+{
+    assert (self);
+    return self->plain;
+}
+
+int
+ps_curve_data_server (ps_curve_t *self, void *socket, ps_error_t *err)
+{
+    assert (self);
+    if (!self->plain)
+        return ps_curve_server (self, socket, err);
+    int on = 1;
+    if (zmq_setsockopt (socket, ZMQ_PLAIN_SERVER, &on, sizeof on) != 0
+    ||  zmq_setsockopt (socket, ZMQ_ZAP_DOMAIN, S_DOMAIN, strlen (S_DOMAIN)) != 0)
+        return ps_error_set (err, PS_EIO, "PLAIN server options: %s", zmq_strerror (errno));
+    return PS_OK;
+}
+
+int
+ps_curve_data_client (ps_curve_t *self, void *socket, const char *server_task, ps_error_t *err)
+{
+    assert (self);
+    if (!self->plain)
+        return ps_curve_client (self, socket, server_task, err);
+    if (zmq_setsockopt (socket, ZMQ_PLAIN_USERNAME, self->task, strlen (self->task)) != 0
+    ||  zmq_setsockopt (socket, ZMQ_PLAIN_PASSWORD, self->token, strlen (self->token)) != 0)
+        return ps_error_set (err, PS_EIO, "PLAIN client options: %s", zmq_strerror (errno));
+    return PS_OK;
+}
+
+const char *
+ps_curve_data_peer (ps_curve_t *self)
+{
+    assert (self);
+    //  zauth names a PLAIN peer by the user name it proved, its task.
+    return self->plain ? PS_CURVE_PEER_KEY : PS_CURVE_PEER_TASK;
 }
 
 const char *

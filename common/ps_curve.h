@@ -44,10 +44,13 @@ typedef struct _ps_curve_t ps_curve_t;
 //  Make a cluster's key directory: dir (created with mode 0700; it must
 //  not exist yet, or be empty) gets public/ with a certificate for each
 //  of the ntasks tasks ("chief:0", "ps:0", "worker:3", ...) and the
-//  secret certificate of each beside it. Returns 0, or PS_EINVAL naming a
-//  bad task name or a duplicate, PS_EEXIST when dir holds files, or
-//  PS_EIO naming the file that could not be written.
-int ps_curve_keygen (const char *dir, const char *const *tasks, size_t ntasks,
+//  secret certificate of each beside it. With plain, the certificates say
+//  that the data plane is PLAIN, and dir also gets each task's password
+//  (<role>-<index>.password) and the servers' file of every task's
+//  (passwords), all mode 0600. Returns 0, or PS_EINVAL naming a bad task
+//  name or a duplicate, PS_EEXIST when dir holds files, or PS_EIO naming
+//  the file that could not be written.
+int ps_curve_keygen (const char *dir, const char *const *tasks, size_t ntasks, bool plain,
                      ps_error_t *err);
 
 //  Load the identity of task from dir: its secret certificate (refused
@@ -94,6 +97,28 @@ int ps_curve_client (ps_curve_t *self, void *socket, const char *server_task,
 //  public key (Z85 text). ps_msg_property reads them from a ps_msg_t.
 #define PS_CURVE_PEER_TASK  "task"
 #define PS_CURVE_PEER_KEY   "User-Id"
+
+//  The data plane: the connections of workers, evaluators and the
+//  coordinator to the ps-servers, which carry the gradients and values.
+//  It is CurveZMQ like the rest, unless the cluster's keys were made for
+//  a PLAIN data plane (`coordinator keygen --data-plane plain`): CurveZMQ
+//  encrypts every byte, which on large pushes costs much of a small
+//  machine's CPU, while PLAIN authenticates each connection by its task's
+//  password, sent in the clear, and encrypts nothing. The control plane
+//  (every process's link to the coordinator) and the ring stay CurveZMQ.
+
+//  Whether this cluster's data plane is PLAIN.
+bool ps_curve_plain (ps_curve_t *self);
+
+//  ps_curve_server and ps_curve_client for a data-plane socket: a
+//  ps-server's ROUTER, and a client's connection to it.
+int ps_curve_data_server (ps_curve_t *self, void *socket, ps_error_t *err);
+int ps_curve_data_client (ps_curve_t *self, void *socket, const char *server_task,
+                          ps_error_t *err);
+
+//  The metadata property that names a data-plane peer's task
+//  (PS_CURVE_PEER_TASK, or PLAIN's user name, PS_CURVE_PEER_KEY).
+const char *ps_curve_data_peer (ps_curve_t *self);
 
 //  The authenticated task of the peer that sent frame, or NULL when the
 //  socket is not secured.

@@ -38,7 +38,8 @@ s_usage (FILE *out)
         "usage: coordinator --local [options]\n"
         "       coordinator [--cluster FILE] [options]     (cluster from TF_CONFIG or FILE)\n"
         "       coordinator keygen --out DIR [--cluster FILE | --ps N --workers N\n"
-        "                          [--evaluator]]            (a cluster's CurveZMQ keys)\n"
+        "                          [--evaluator]] [--data-plane curve|plain]\n"
+        "                                                     (a cluster's keys)\n"
         "\n"
         "Trains a model on a parameter-server cluster: registers the servers and\n"
         "workers, places the variables, hands out steps, survives failures, takes\n"
@@ -58,6 +59,9 @@ s_usage (FILE *out)
         "                      set per run unless given one\n"
         "  --insecure          no authentication, no encryption, for every process\n"
         "                      (warns at start)\n"
+        "  --data-plane P      curve (default) or plain: the servers' connections\n"
+        "                      authenticated by passwords and not encrypted, for a\n"
+        "                      network no one else reaches (faster; README Security)\n"
         "Job (flags override the job file):\n"
         "  --job FILE          job file (schemas/job.md)\n"
         "  --model NAME|FILE   cnn, cnn2, mlp or a spec file (default cnn)\n"
@@ -153,6 +157,7 @@ typedef struct {
     bool local;
     const char *keys_dir;
     bool insecure;
+    bool plain;                 //  --data-plane plain: the local cluster's keys say so
     int local_ps, local_workers;
     bool local_evaluator;
     bool restart;
@@ -171,7 +176,8 @@ typedef struct {
 
 //  The options of a local cluster run from O_PS to O_LOG_DIR.
 enum {
-    O_LOCAL = 256, O_PS, O_WORKERS, O_EVALUATOR, O_NO_RESTART, O_LOG_DIR, O_CLUSTER, O_JOB,
+    O_LOCAL = 256, O_PS, O_WORKERS, O_EVALUATOR, O_NO_RESTART, O_DATA_PLANE, O_LOG_DIR,
+    O_CLUSTER, O_JOB,
     O_RESUME, O_METRICS, O_HELP, O_KEYS, O_INSECURE, O_OUT,
     //  Job flags from here on.
     O_MODEL, O_EPOCHS, O_STEPS, O_BATCH, O_OPTIMIZER, O_LR, O_MODE, O_SEED, O_DATA, O_LIMIT,
@@ -194,6 +200,7 @@ static const struct option s_long_options [] = {
     { "help", no_argument, NULL, O_HELP },
     { "keys", required_argument, NULL, O_KEYS },
     { "insecure", no_argument, NULL, O_INSECURE },
+    { "data-plane", required_argument, NULL, O_DATA_PLANE },
     { "model", required_argument, NULL, O_MODEL },
     { "epochs", required_argument, NULL, O_EPOCHS },
     { "steps", required_argument, NULL, O_STEPS },
@@ -352,6 +359,18 @@ s_load_model (const ps_job_t *job, size_t *train_count)
     return model;
 }
 
+//  Parse --data-plane: curve or plain. Returns 0, or -1 after saying why.
+static int
+s_data_plane (const char *text, bool *plain)
+{
+    if (strcmp (text, "curve") && strcmp (text, "plain")) {
+        fprintf (stderr, "coordinator: --data-plane \"%s\": expected curve or plain\n", text);
+        return -1;
+    }
+    *plain = strcmp (text, "plain") == 0;
+    return 0;
+}
+
 //  The tasks of a cluster of nps servers, nworkers workers and
 //  nevaluators evaluators, chief:0 first, as new strings in *tasks (free
 //  each and the array). Returns how many.
@@ -395,11 +414,13 @@ s_keygen (int argc, char *argv [])
         { "ps", required_argument, NULL, O_PS },
         { "workers", required_argument, NULL, O_WORKERS },
         { "evaluator", no_argument, NULL, O_EVALUATOR },
+        { "data-plane", required_argument, NULL, O_DATA_PLANE },
         { "help", no_argument, NULL, O_HELP },
         { NULL, 0, NULL, 0 },
     };
     const char *out = NULL, *cluster = NULL;
     int nps = -1, nworkers = -1, nevaluators = 0;
+    bool plain = false;
     int c;
     uint64_t u;
     ps_error_t err;
@@ -407,6 +428,10 @@ s_keygen (int argc, char *argv [])
         switch (c) {
             case O_OUT: out = optarg; break;
             case O_CLUSTER: cluster = optarg; break;
+            case O_DATA_PLANE:
+                if (s_data_plane (optarg, &plain))
+                    return 2;
+                break;
             case O_EVALUATOR: nevaluators = 1; break;
             case O_PS:
             case O_WORKERS:
@@ -448,7 +473,7 @@ s_keygen (int argc, char *argv [])
     }
     char **tasks;
     size_t n = s_tasks (nps, nworkers, nevaluators, &tasks);
-    int rc = ps_curve_keygen (out, (const char *const *) tasks, n, &err);
+    int rc = ps_curve_keygen (out, (const char *const *) tasks, n, plain, &err);
     s_tasks_free (tasks, n);
     if (rc) {
         fprintf (stderr, "coordinator keygen: %s\n", err.msg);
@@ -607,6 +632,12 @@ main (int argc, char *argv [])
             case O_METRICS: opt.metrics = optarg; break;
             case O_KEYS: opt.keys_dir = optarg; break;
             case O_INSECURE: opt.insecure = true; break;
+            case O_DATA_PLANE:
+                if (s_data_plane (optarg, &opt.plain)) {
+                    free (flags);
+                    return 2;
+                }
+                break;
             case O_HELP: s_usage (stdout); free (flags); return 0;
             case O_PS:
             case O_WORKERS:
@@ -637,6 +668,13 @@ main (int argc, char *argv [])
     if (local_only && !opt.local) {
         fprintf (stderr, "coordinator: --%s is for --local (a cluster from TF_CONFIG or "
                  "--cluster FILE lists its own tasks)\n", local_only);
+        free (flags);
+        return 2;
+    }
+    if (opt.plain && (opt.keys_dir || opt.insecure)) {
+        fprintf (stderr, "coordinator: --data-plane plain chooses how a local cluster's own keys "
+                 "are made; %s\n", opt.insecure ? "--insecure has none"
+                 : "with --keys the keys decide (coordinator keygen --data-plane plain)");
         free (flags);
         return 2;
     }
@@ -808,7 +846,7 @@ main (int argc, char *argv [])
         char **tasks;
         size_t n = s_tasks (nps, nworkers, nevaluators, &tasks);
         int rc = mkdtemp (local_keys) ? ps_curve_keygen (local_keys, (const char *const *) tasks,
-                                                         n, &err)
+                                                         n, opt.plain, &err)
                                       : ps_error_set (&err, PS_EIO, "mkdtemp %s: %s", local_keys,
                                                       strerror (errno));
         s_tasks_free (tasks, n);

@@ -269,7 +269,8 @@ main (int argc, char *argv [])
         }
     }
     ps_info ("serving %s with %d apply threads%s", ps_server_endpoint (server), (int) threads,
-             config.curve ? ", CurveZMQ" : ", UNSECURED");
+             !config.curve ? ", UNSECURED" : ps_curve_plain (config.curve)
+             ? ", a PLAIN data plane (not encrypted)" : ", CurveZMQ");
     //  The link registers and heartbeats on its own thread, so the
     //  coordinator sees this server alive however busy the serving loop is,
     //  and sees a restarted server as a new incarnation.

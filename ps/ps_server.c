@@ -378,7 +378,7 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
         ps_error_set (err, PS_EIO, "creating sockets: %s", zmq_strerror (errno));
         goto fail;
     }
-    if (self->curve && ps_curve_server (self->curve, self->router, err))
+    if (self->curve && ps_curve_data_server (self->curve, self->router, err))
         goto fail;
     //  The connection monitor's socket lives with the ROUTER it watches.
     self->listener = ps_listener_new (ps_curve_context (), self->router, config->bind, err);
@@ -1277,7 +1277,7 @@ static bool
 s_authorized (ps_server_t *self, ps_msg_t *msg, ps_peer_t *client)
 {
     const char *type = ps_msg_type (msg);
-    const char *task = ps_msg_property (msg, PS_CURVE_PEER_TASK);
+    const char *task = ps_msg_property (msg, ps_curve_data_peer (self->curve));
     const char *need;
     bool ok;
     if (strcmp (type, "push") == 0 || strcmp (type, "push_pull") == 0) {

@@ -78,7 +78,7 @@ harness_keys (void)
     tasks [n] = names [n];
     n++;
     ps_error_t err;
-    if (ps_curve_keygen (dir, tasks, n, &err) != 0) {
+    if (ps_curve_keygen (dir, tasks, n, false, &err) != 0) {
         fprintf (stderr, "harness: cannot make the test's keys: %s\n", err.msg);
         exit (1);
     }

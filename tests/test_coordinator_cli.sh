@@ -374,6 +374,21 @@ expect "keygen over existing keys" 1 "is not empty" -- \
 expect "keygen without --out" 2 "--out DIR is required" -- "$coordinator" keygen --ps 1 --workers 1
 expect "keygen without workers" 2 "--workers N (1 or more)" -- \
   "$coordinator" keygen --out "$work/kg2" --ps 1
+expect "keygen, a PLAIN data plane" 0 "keys for chief:0, 1 ps, 1 worker" -- \
+  "$coordinator" keygen --out "$work/kg-plain" --ps 1 --workers 1 --data-plane plain
+if [ "$(stat -c %a "$work/kg-plain/passwords")" = 600 ] \
+   && [ "$(stat -c %a "$work/kg-plain/worker-0.password")" = 600 ] \
+   && grep -qF 'data-plane = "plain"' "$work/kg-plain/public/ps-0.cert" \
+   && grep -q '^worker:0=[0-9a-f]\{64\}$' "$work/kg-plain/passwords"; then
+  pass "keygen --data-plane plain: private passwords, certificates that say so"
+else
+  ls -la "$work/kg-plain" >"$work/out" 2>&1
+  fail "keygen --data-plane plain" "the password files are not as documented"
+fi
+expect "--data-plane bogus" 2 "--data-plane \"bogus\": expected curve or plain" -- \
+  "$coordinator" keygen --out "$work/kg3" --ps 1 --workers 1 --data-plane bogus
+expect "--data-plane plain with --keys" 2 "with --keys the keys decide" -- \
+  "$coordinator" --local --keys "$PS_KEYS" --data-plane plain
 expect "no keys" 2 "secured with CurveZMQ: pass --keys DIR" -- \
   env -u PS_KEYS TF_CONFIG="$good" "$coordinator" --register-timeout-ms 300
 expect "--keys and --insecure" 2 "--keys and --insecure contradict" -- \

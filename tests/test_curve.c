@@ -3,7 +3,8 @@
 //  (private secret files, matching pairs, one trust directory), and real
 //  sockets on 127.0.0.1: a trusted client is answered and named by its
 //  certificate's task; a client with an unknown key, one without CURVE,
-//  and one that expects another server's key get no answer at all.
+//  and one that expects another server's key get no answer at all. The
+//  same for a PLAIN data plane, by passwords.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,7 +33,7 @@ s_keys (char *dir, size_t len)
     harness_tmpdir (tmp, sizeof tmp);
     snprintf (dir, len, "%s/keys", tmp);
     ps_error_t err;
-    if (ps_curve_keygen (dir, s_tasks, S_NTASKS, &err) != 0)
+    if (ps_curve_keygen (dir, s_tasks, S_NTASKS, false, &err) != 0)
         fail_msg ("keygen: %s", err.msg);
 }
 
@@ -78,7 +79,7 @@ test_keygen (void **state)
     }
     //  Never over old keys; names checked before anything is written.
     ps_error_t err;
-    assert_int_equal (ps_curve_keygen (dir, s_tasks, S_NTASKS, &err), PS_EEXIST);
+    assert_int_equal (ps_curve_keygen (dir, s_tasks, S_NTASKS, false, &err), PS_EEXIST);
     assert_non_null (strstr (err.msg, "not empty"));
     char other [PATH_MAX + 16];
     snprintf (other, sizeof other, "%s-2", dir);
@@ -88,7 +89,7 @@ test_keygen (void **state)
     };
     const char *expect [] = { "twice", "role", "chief:0", "TYPE:INDEX", "index" };
     for (size_t i = 0; i < sizeof bad / sizeof bad [0]; i++) {
-        assert_int_equal (ps_curve_keygen (other, bad [i], 2, &err), PS_EINVAL);
+        assert_int_equal (ps_curve_keygen (other, bad [i], 2, false, &err), PS_EINVAL);
         if (!strstr (err.msg, expect [i]))
             fail_msg ("keygen %s, %s: \"%s\" does not say \"%s\"", bad [i][0], bad [i][1],
                       err.msg, expect [i]);
@@ -173,7 +174,7 @@ test_load_refusals (void **state)
 //  A request from client, answered by the server loop below; returns the
 //  task the server saw (or "" when nothing came back within timeout_ms).
 static void
-s_round_trip (void *server, void *client, char *task, size_t len, int timeout_ms)
+s_round_trip (void *server, void *client, char *task, size_t len, int timeout_ms, bool curve)
 {
     *task = 0;
     assert_int_equal (zmq_send (client, "hello", 5, 0), 5);
@@ -185,9 +186,12 @@ s_round_trip (void *server, void *client, char *task, size_t len, int timeout_ms
     zmq_msg_init (&body);
     assert_true (zmq_msg_recv (&id, server, 0) >= 0);
     assert_true (zmq_msg_recv (&body, server, 0) >= 0);
-    const char *peer = ps_curve_peer_task (&body);
+    //  CURVE names the peer by its certificate's task and its key; PLAIN
+    //  by the user name whose password it proved.
+    const char *peer = curve ? ps_curve_peer_task (&body) : ps_curve_peer_key (&body);
     snprintf (task, len, "%s", peer ? peer : "?");
-    assert_int_equal (strlen (ps_curve_peer_key (&body)), 40);
+    if (curve)
+        assert_int_equal (strlen (ps_curve_peer_key (&body)), 40);
     int id_size = (int) zmq_msg_size (&id);
     assert_int_equal (zmq_msg_send (&id, server, ZMQ_SNDMORE), id_size);
     assert_int_equal (zmq_send (server, "hi", 2, 0), 2);
@@ -239,7 +243,7 @@ test_sockets (void **state)
     void *good = s_client (client_ctx);
     assert_int_equal (ps_curve_client (worker, good, "ps:0", &err), 0);
     assert_int_equal (zmq_connect (good, endpoint), 0);
-    s_round_trip (server, good, task, sizeof task, 5000);
+    s_round_trip (server, good, task, sizeof task, 5000, true);
     assert_string_equal (task, "worker:1");
 
     //  A key the cluster does not know: zauth refuses it, and nothing
@@ -259,13 +263,13 @@ test_sockets (void **state)
     assert_int_equal (zmq_setsockopt (stranger, ZMQ_CURVE_SECRETKEY, zcert_secret_txt (cert), 40), 0);
     zcert_destroy (&cert);
     assert_int_equal (zmq_connect (stranger, endpoint), 0);
-    s_round_trip (server, stranger, task, sizeof task, 1000);
+    s_round_trip (server, stranger, task, sizeof task, 1000, true);
     assert_string_equal (task, "");
 
     //  A client without CURVE.
     void *plain = s_client (client_ctx);
     assert_int_equal (zmq_connect (plain, endpoint), 0);
-    s_round_trip (server, plain, task, sizeof task, 1000);
+    s_round_trip (server, plain, task, sizeof task, 1000, true);
     assert_string_equal (task, "");
 
     //  A trusted client that expects another server (ps:1's key) never
@@ -273,13 +277,13 @@ test_sockets (void **state)
     void *misled = s_client (client_ctx);
     assert_int_equal (ps_curve_client (worker, misled, "ps:1", &err), 0);
     assert_int_equal (zmq_connect (misled, endpoint), 0);
-    s_round_trip (server, misled, task, sizeof task, 1000);
+    s_round_trip (server, misled, task, sizeof task, 1000, true);
     assert_string_equal (task, "");
     assert_int_equal (ps_curve_client (worker, misled, "ps:9", &err), PS_ENOTFOUND);
     assert_non_null (strstr (err.msg, "ps-9.cert"));
 
     //  The good client is still served after all that.
-    s_round_trip (server, good, task, sizeof task, 5000);
+    s_round_trip (server, good, task, sizeof task, 5000, true);
     assert_string_equal (task, "worker:1");
 
     //  Refusals are remembered per key.
@@ -297,6 +301,105 @@ test_sockets (void **state)
     s_rm_keys (dir);
 }
 
+//  A PLAIN data plane (keygen with plain): each task's password and the
+//  servers' file of them, private; the certificates say so; a server
+//  needs the file, a client its password. On real sockets a data-plane
+//  server answers a client that proves its task's password, and names it
+//  by that task; a wrong password, a password claimed for another task
+//  (a worker posing as chief:0), and a client without credentials get no
+//  answer at all.
+static void
+test_plain_data_plane (void **state)
+{
+    (void) state;
+    char tmp [256], dir [PATH_MAX], path [PATH_MAX + 64];
+    harness_tmpdir (tmp, sizeof tmp);
+    snprintf (dir, sizeof dir, "%s/keys", tmp);
+    ps_error_t err;
+    if (ps_curve_keygen (dir, s_tasks, S_NTASKS, true, &err) != 0)
+        fail_msg ("keygen: %s", err.msg);
+    snprintf (path, sizeof path, "%s/passwords", dir);
+    assert_int_equal (s_mode (path), 0600);
+    char password [128] = "";
+    snprintf (path, sizeof path, "%s/worker-1.password", dir);
+    assert_int_equal (s_mode (path), 0600);
+    FILE *file = fopen (path, "r");
+    assert_non_null (file);
+    assert_non_null (fgets (password, sizeof password, file));
+    fclose (file);
+    *strchr (password, '\n') = 0;
+    assert_int_equal (strlen (password), 64);
+    snprintf (path, sizeof path, "%s/public/ps-0.cert", dir);
+    zcert_t *cert = zcert_load (path);
+    assert_non_null (cert);
+    assert_string_equal (zcert_meta (cert, "data-plane"), "plain");
+    zcert_destroy (&cert);
+
+    ps_curve_t *ps0 = ps_curve_new (dir, "ps:0", &err);
+    ps_curve_t *worker = ps_curve_new (dir, "worker:1", &err);
+    assert_non_null (ps0);
+    assert_non_null (worker);
+    assert_true (ps_curve_plain (ps0));
+    assert_string_equal (ps_curve_data_peer (ps0), PS_CURVE_PEER_KEY);
+    void *server = zmq_socket (ps_curve_context (), ZMQ_ROUTER);
+    assert_non_null (server);
+    int linger = 0;
+    assert_int_equal (zmq_setsockopt (server, ZMQ_LINGER, &linger, sizeof linger), 0);
+    assert_int_equal (ps_curve_data_server (ps0, server, &err), 0);
+    assert_int_equal (zmq_bind (server, "tcp://127.0.0.1:*"), 0);
+    char endpoint [128];
+    size_t size = sizeof endpoint;
+    assert_int_equal (zmq_getsockopt (server, ZMQ_LAST_ENDPOINT, endpoint, &size), 0);
+    void *client_ctx = zmq_ctx_new ();
+    assert_non_null (client_ctx);
+    char task [64];
+
+    void *good = s_client (client_ctx);
+    assert_int_equal (ps_curve_data_client (worker, good, "ps:0", &err), 0);
+    assert_int_equal (zmq_connect (good, endpoint), 0);
+    s_round_trip (server, good, task, sizeof task, 5000, false);
+    assert_string_equal (task, "worker:1");
+
+    struct { const char *user, *password, *what; } bad [] = {
+        { "worker:1", "00", "a wrong password" },
+        { "chief:0", password, "worker:1's password claimed for chief:0" },
+        { NULL, NULL, "no credentials" },
+    };
+    void *clients [4] = { good };
+    for (int i = 0; i < 3; i++) {
+        void *client = clients [i + 1] = s_client (client_ctx);
+        if (bad [i].user) {
+            assert_int_equal (zmq_setsockopt (client, ZMQ_PLAIN_USERNAME, bad [i].user,
+                                              strlen (bad [i].user)), 0);
+            assert_int_equal (zmq_setsockopt (client, ZMQ_PLAIN_PASSWORD, bad [i].password,
+                                              strlen (bad [i].password)), 0);
+        }
+        assert_int_equal (zmq_connect (client, endpoint), 0);
+        s_round_trip (server, client, task, sizeof task, 1000, false);
+        if (*task)
+            fail_msg ("a client with %s was answered (as %s)", bad [i].what, task);
+    }
+    s_round_trip (server, good, task, sizeof task, 5000, false);
+    assert_string_equal (task, "worker:1");
+    for (int i = 0; i < 4; i++)
+        assert_int_equal (zmq_close (clients [i]), 0);
+    assert_int_equal (zmq_ctx_term (client_ctx), 0);
+    assert_int_equal (zmq_close (server), 0);
+    ps_curve_destroy (&worker);
+    ps_curve_destroy (&ps0);
+
+    //  Without its password a task cannot join; without the file, a server.
+    snprintf (path, sizeof path, "%s/worker-0.password", dir);
+    assert_int_equal (unlink (path), 0);
+    assert_null (ps_curve_new (dir, "worker:0", &err));
+    assert_non_null (strstr (err.msg, "no password file for worker:0"));
+    snprintf (path, sizeof path, "%s/passwords", dir);
+    assert_int_equal (chmod (path, 0644), 0);
+    assert_null (ps_curve_new (dir, "ps:1", &err));
+    assert_non_null (strstr (err.msg, "chmod 600"));
+    harness_rmtree (tmp);
+}
+
 int
 main (void)
 {
@@ -304,6 +407,7 @@ main (void)
         cmocka_unit_test (test_keygen),
         cmocka_unit_test (test_load_refusals),
         cmocka_unit_test (test_sockets),
+        cmocka_unit_test (test_plain_data_plane),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -25,8 +25,9 @@ or a run that did not train every step).
      progress events, evaluations, checkpoints, CPU seconds).
   b. Throughput with 1, 2 and 4 workers (2 servers) on a 25,600-example
      subset, 2 epochs, no evaluation; standalone with 1 and 2 threads on the
-     same subset as references; and the cost of CurveZMQ: 2 workers secured
-     (the default) and with --insecure, twice each, interleaved.
+     same subset as references; and what security costs: 2 workers secured
+     by CurveZMQ (the default), over a PLAIN data plane, and with
+     --insecure, twice each, interleaved.
   c. Checkpoint pause: a cluster run with --checkpoint-steps 200; per
      checkpoint pause_ms and write_ms against the mean step time.
   d. Failure detection: SIGSTOP a worker (found by the heartbeat timeout)
@@ -561,19 +562,22 @@ class Bench:
                                 busy_sps=samples / busy if busy else None,
                                 cpu=run.cpu_s / run.wall_s if run.wall_s else None,
                                 others=run.others, sanity="exit %s" % run.rc, computing=None))
-        # CurveZMQ's cost: 2 workers secured (the default) and with
-        # --insecure, twice each, interleaved, so that a change in the
-        # machine's load hits both alike.
-        configs = [(1, False), (2, False), (2, True), (2, False), (2, True), (4, False)]
-        secured, insecure = [], []
-        for workers, unsecured in configs:
-            tag = "%dw%s-%d" % (workers, "-insecure" if unsecured else "", len(results))
+        # What security costs: 2 workers secured by CurveZMQ (the default),
+        # over a PLAIN data plane, and with --insecure, twice each,
+        # interleaved, so that a change in the machine's load hits all alike.
+        configs = [(1, None), (2, None), (2, "plain"), (2, "insecure"), (2, None), (2, "plain"),
+                   (2, "insecure"), (4, None)]
+        by_security = {None: [], "plain": [], "insecure": []}
+        for workers, security in configs:
+            unsecured = security == "insecure"
+            tag = "%dw%s-%d" % (workers, "-" + security if security else "", len(results))
             m = self.path("cluster-%s.jsonl" % tag)
             log_dir = self.path("cluster-%s-logs" % tag)
             run = self.cluster_start(["--workers", str(workers), "--limit", str(limit),
                                       "--test-limit", "500", "--epochs", str(epochs),
-                                      "--eval-epochs", "0"] + (["--insecure"] if unsecured
-                                                               else []), m, log_dir)
+                                      "--eval-epochs", "0"]
+                                     + {None: [], "plain": ["--data-plane", "plain"],
+                                        "insecure": ["--insecure"]}[security], m, log_dir)
             run.finish(timeout)
             self.check_exit(run, "cluster, %d workers" % workers)
             done = run.of("done")
@@ -594,10 +598,11 @@ class Bench:
                                 except (IndexError, ValueError):
                                     pass
             if workers == 2 and d:
-                (insecure if unsecured else secured).append(d["samples_per_s"])
+                by_security[security].append(d["samples_per_s"])
             results.append(dict(name="cluster, 2 servers, %d worker%s%s" % (
                                     workers, "" if workers == 1 else "s",
-                                    ", --insecure" if unsecured else ""),
+                                    {None: "", "plain": ", --data-plane plain",
+                                     "insecure": ", --insecure"}[security]),
                                 steps=d["steps"] if d else None,
                                 wall=d["wall_s"] if d else None,
                                 sps=d["samples_per_s"] if d else None, busy_sps=None,
@@ -610,12 +615,14 @@ class Bench:
                  f(r["busy_sps"], ".0f"), f(ratio(r["sps"], ref), ".2f"), f(r["cpu"], ".2f"),
                  f(r["others"], ".2f"), f(r["computing"], ".0f"), r["sanity"]) for r in results]
         print()
-        if secured and insecure:
-            print("   CurveZMQ: 2 workers secured %s samples/s, --insecure %s: secured / "
-                  "insecure = %.3f" % (", ".join("%.0f" % v for v in secured),
-                                       ", ".join("%.0f" % v for v in insecure),
-                                       (sum(secured) / len(secured))
-                                       / (sum(insecure) / len(insecure))))
+        if all(by_security.values()):
+            mean = {k: sum(v) / len(v) for k, v in by_security.items()}
+            print("   security, 2 workers (samples/s): CurveZMQ %s, PLAIN data plane %s, "
+                  "--insecure %s; / insecure: CurveZMQ %.3f, PLAIN %.3f" % (
+                      ", ".join("%.0f" % v for v in by_security[None]),
+                      ", ".join("%.0f" % v for v in by_security["plain"]),
+                      ", ".join("%.0f" % v for v in by_security["insecure"]),
+                      mean[None] / mean["insecure"], mean["plain"] / mean["insecure"]))
         table(["run", "steps", "wall s", "samples/s", "in steps", "/ standalone 2T",
                "cores busy", "others", "% computing", "sanity"], rows,
               ["<", ">", ">", ">", ">", ">", ">", ">", ">", "<"])
