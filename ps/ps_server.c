@@ -974,7 +974,7 @@ s_handle_stats (ps_server_t *self, ps_writer_t *writer)
     for (size_t i = 0; i < count; i++) {
         ps_partition_stats_t stats;
         ps_partition_stats (list [i], &stats);
-        s_pack_partref (pk, list [i], 7);
+        s_pack_partref (pk, list [i], 8);
         ps_pack_key (pk, "shape");
         ps_pack_shape (pk, ps_partition_shape (list [i]));
         ps_pack_key (pk, "rows");
