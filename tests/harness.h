@@ -61,6 +61,14 @@ const char *harness_keys (void);
 //  on failure.
 ps_curve_t *harness_curve (const char *task);
 
+//  What a test program that makes sockets in ps_curve_context () returns
+//  from main, given the number of cmocka tests that failed: 0 when none
+//  did. When some did, the process ends here at once, after removing the
+//  harness's keys: a failed test may have left such sockets open, and
+//  CZMQ's exit handler, which terminates that context, would wait for
+//  them forever instead of reporting the failure.
+int harness_finish (int failures);
+
 //  A ps-server takes control requests (create, set_optimizer, fence,
 //  snapshot, restore, shutdown) only from chief:0 and pushes only from
 //  workers, so a test that does both talks to its servers through two

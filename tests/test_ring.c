@@ -1943,5 +1943,5 @@ main (int argc, char *argv [])
         cmocka_unit_test_teardown (test_never_joins, s_teardown),
         cmocka_unit_test_teardown (test_killed_member, s_teardown),
     };
-    return cmocka_run_group_tests (tests, s_setup_group, s_teardown_group);
+    return harness_finish (cmocka_run_group_tests (tests, s_setup_group, s_teardown_group));
 }

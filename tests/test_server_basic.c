@@ -626,5 +626,5 @@ main (void)
         cmocka_unit_test (test_idle_uses_no_cpu),
         cmocka_unit_test (test_clean_exit),
     };
-    return cmocka_run_group_tests (tests, s_setup, s_teardown);
+    return harness_finish (cmocka_run_group_tests (tests, s_setup, s_teardown));
 }
