@@ -5,6 +5,7 @@
 #include "ps_clock.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -58,6 +59,16 @@ harness_keys (void)
     static char dir [128];
     if (*dir)
         return dir;
+    const char *inherited = getenv (HARNESS_KEYS_ENV);
+    if (inherited && *inherited) {
+        if (strlen (inherited) >= sizeof dir) {
+            fprintf (stderr, "harness: %s names a directory of more than %zu bytes\n",
+                     HARNESS_KEYS_ENV, sizeof dir - 1);
+            exit (1);
+        }
+        snprintf (dir, sizeof dir, "%s", inherited);
+        return dir;
+    }
     harness_tmpdir (s_keys_root, sizeof s_keys_root);
     snprintf (dir, sizeof dir, "%s/keys", s_keys_root);
     const char *tasks [1 + 8 + 8 + 1];
@@ -85,6 +96,17 @@ harness_keys (void)
     s_keys_owner = getpid ();
     atexit (s_remove_keys);
     return dir;
+}
+
+int
+harness_finish (int failures)
+{
+    if (failures == 0)
+        return 0;
+    fflush (stdout);
+    fflush (stderr);
+    s_remove_keys ();
+    _exit (failures < 255 ? failures : 255);
 }
 
 //  The identities handed out, destroyed at exit: before CZMQ's own exit
@@ -132,6 +154,47 @@ harness_curve (const char *task)
     s_curves [free_slot].curve = curve;
     s_curves [free_slot].owner = getpid ();
     return curve;
+}
+
+int
+harness_clients_open (harness_clients_t *clients, const char *const *endpoints, int nservers,
+                      int timeout_ms, bool insecure, ps_error_t *err)
+{
+    clients->control = ps_client_new (endpoints, nservers, timeout_ms,
+                                      insecure ? NULL : harness_curve ("chief:0"), err);
+    clients->data = clients->control
+                  ? ps_client_new (endpoints, nservers, timeout_ms,
+                                   insecure ? NULL : harness_curve ("worker:0"), err)
+                  : NULL;
+    if (!clients->data) {
+        harness_clients_close (clients);
+        return err ? err->code : PS_EINVAL;
+    }
+    return 0;
+}
+
+int
+harness_clients_add_variable (harness_clients_t *clients, const char *name,
+                              const ps_shape_t *shape, const ps_init_t *init, int nparts,
+                              const int64_t *splits, const int *servers, ps_error_t *err)
+{
+    int var = ps_client_add_variable (clients->control, name, shape, init, nparts, splits,
+                                      servers, err);
+    if (var < 0)
+        return var;
+    //  The clients declared the same variables before, so the data client
+    //  gives this one the same index, or refuses it for the same reason.
+    int same = ps_client_add_variable (clients->data, name, shape, init, nparts, splits,
+                                       servers, err);
+    assert (same == var);
+    return same;
+}
+
+void
+harness_clients_close (harness_clients_t *clients)
+{
+    ps_client_destroy (&clients->control);
+    ps_client_destroy (&clients->data);
 }
 
 int

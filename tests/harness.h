@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "ps_client.h"
 #include "ps_curve.h"
 
 typedef struct {
@@ -48,13 +49,52 @@ long harness_status_kib (pid_t pid, const char *field);
 //  The key directory of this test process (ps_curve.h), made on first use
 //  and removed when the process exits: chief:0, ps:0..7, worker:0..7 and
 //  evaluator:0. Exits the process, saying why, when it cannot be made.
+//  A process whose environment names a directory in HARNESS_KEYS_ENV uses
+//  that one instead, and leaves it in place: that is how a test hands its
+//  keys to a program it runs anew (test_ring's ring members).
 const char *harness_keys (void);
+#define HARNESS_KEYS_ENV "PS_HARNESS_KEYS"
 
 //  The identity of task in harness_keys (), for clients and sockets the
 //  test makes itself. The harness keeps it until the process exits (also
 //  when a test fails half-way), so the caller must not destroy it. Exits
 //  on failure.
 ps_curve_t *harness_curve (const char *task);
+
+//  What a test program that makes sockets in ps_curve_context () returns
+//  from main, given the number of cmocka tests that failed: 0 when none
+//  did. When some did, the process ends here at once, after removing the
+//  harness's keys: a failed test may have left such sockets open, and
+//  CZMQ's exit handler, which terminates that context, would wait for
+//  them forever instead of reporting the failure.
+int harness_finish (int failures);
+
+//  A ps-server takes control requests (create, set_optimizer, fence,
+//  snapshot, restore, shutdown) only from chief:0 and pushes only from
+//  workers, so a test that does both talks to its servers through two
+//  clients that declare the same variables: control, as chief:0, and
+//  data, as worker:0.
+typedef struct {
+    ps_client_t *control;
+    ps_client_t *data;
+} harness_clients_t;
+
+//  Connect both clients to nservers servers (server i is task ps:i) with
+//  the harness's identities, or unsecured when insecure is true (servers
+//  started with --insecure). Returns 0, or a negative code with err set
+//  and nothing left open.
+int harness_clients_open (harness_clients_t *clients, const char *const *endpoints,
+                          int nservers, int timeout_ms, bool insecure, ps_error_t *err);
+
+//  Declare a variable on both clients (see ps_client_add_variable).
+//  Returns its index, or a negative code with err set.
+int harness_clients_add_variable (harness_clients_t *clients, const char *name,
+                                  const ps_shape_t *shape, const ps_init_t *init, int nparts,
+                                  const int64_t *splits, const int *servers, ps_error_t *err);
+
+//  Destroy both clients (harmless when they are closed already).
+void harness_clients_close (harness_clients_t *clients);
+
 //  The CPU time (user + system, in clock ticks) process pid has used, from
 //  /proc/PID/stat, or -1.
 long harness_cpu_ticks (pid_t pid);

@@ -9,6 +9,11 @@
 //  two links side by side; a coordinator that starts after the link; and a
 //  process that is stopped and resumed while the coordinator keeps
 //  talking, which must not count that time as the coordinator's silence.
+//
+//  Secured, as a cluster runs: the test's coordinator is a CURVE server
+//  with chief:0's key, each link has the identity of its own task, and the
+//  coordinator checks that every message comes from the task the routing
+//  id names. A link never talks to a coordinator without chief:0's key.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,6 +35,7 @@
 
 #include <zmq.h>
 
+#include "harness.h"
 #include "ps_clock.h"
 #include "ps_link.h"
 #include "ps_msg.h"
@@ -43,7 +49,6 @@
 
 //  The test's coordinator: a ROUTER and the last message it received.
 typedef struct {
-    void *ctx;
     void *router;
     char endpoint [64];
     ps_msg_t *msg;
@@ -71,18 +76,21 @@ s_free_endpoint (char *buf, size_t len)
     snprintf (buf, len, "tcp://127.0.0.1:%u", ntohs (addr.sin_port));
 }
 
-//  Bind the coordinator on bind, retrying while a port that was just
-//  released is still held by the kernel.
+//  Bind a coordinator with task's key (chief:0's, or an impostor's; NULL:
+//  no CURVE) on bind, retrying while a port that was just released is
+//  still held by the kernel. Listening sockets live in ps_curve_context (),
+//  where the authenticator serves them.
 static void
-s_coord_open (s_coord_t *coord, const char *bind)
+s_coord_open_as (s_coord_t *coord, const char *bind, const char *task)
 {
     memset (coord, 0, sizeof *coord);
-    coord->ctx = zmq_ctx_new ();
-    assert_non_null (coord->ctx);
-    coord->router = zmq_socket (coord->ctx, ZMQ_ROUTER);
+    coord->router = zmq_socket (ps_curve_context (), ZMQ_ROUTER);
     assert_non_null (coord->router);
     int linger = 0;
     assert_int_equal (zmq_setsockopt (coord->router, ZMQ_LINGER, &linger, sizeof linger), 0);
+    ps_error_t err;
+    if (task && ps_curve_server (harness_curve (task), coord->router, &err))
+        fail_msg ("coordinator: %s", err.msg);
     int rc = -1;
     for (int attempt = 0; attempt < 100 && rc != 0; attempt++) {
         rc = zmq_bind (coord->router, bind);
@@ -97,11 +105,16 @@ s_coord_open (s_coord_t *coord, const char *bind)
 }
 
 static void
+s_coord_open (s_coord_t *coord, const char *bind)
+{
+    s_coord_open_as (coord, bind, "chief:0");
+}
+
+static void
 s_coord_close (s_coord_t *coord)
 {
     ps_msg_destroy (&coord->msg);
-    zmq_close (coord->router);
-    zmq_ctx_term (coord->ctx);
+    assert_int_equal (zmq_close (coord->router), 0);
 }
 
 //  Receive the next message within timeout_ms: its type, or NULL.
@@ -123,6 +136,13 @@ s_coord_recv (s_coord_t *coord, int timeout_ms)
     assert_true (size < sizeof coord->peer);
     memcpy (coord->peer, zmq_msg_data (&envelope [0]), size);
     coord->peer [size] = 0;
+    //  The routing id "role:index:incarnation" starts with the task that
+    //  the sender's certificate names.
+    const char *task = ps_msg_property (coord->msg, PS_CURVE_PEER_TASK);
+    if (!task || strncmp (coord->peer, task, strlen (task)) != 0
+    ||  coord->peer [strlen (task)] != ':')
+        fail_msg ("coordinator: a message from %s under the routing id %s", task ? task : "no task",
+                  coord->peer);
     return ps_msg_type (coord->msg);
 }
 
@@ -260,13 +280,17 @@ s_str_equal (const msgpack_object *header, const char *key, const char *expected
     assert_string_equal (buf, expected);
 }
 
+//  A link as task role:index, with that task's identity.
 static ps_link_t *
 s_link_new (const char *coordinator, const char *role, int index, const char *endpoint,
             bool deliver, int heartbeat_ms, int timeout_ms)
 {
+    char task [32];
+    snprintf (task, sizeof task, "%s:%d", role, index);
     ps_link_config_t config = {
         .coordinator = coordinator, .role = role, .index = index, .endpoint = endpoint,
         .heartbeat_ms = heartbeat_ms, .timeout_ms = timeout_ms, .deliver = deliver,
+        .curve = harness_curve (task),
     };
     ps_error_t err;
     ps_link_t *link = ps_link_new (&config, &err);
@@ -448,10 +472,10 @@ test_messages_both_ways (void **state)
     (void) state;
     s_coord_t coord;
     s_coord_open (&coord, "tcp://127.0.0.1:*");
-    ps_link_t *link = s_link_new (coord.endpoint, "evaluator", 1, NULL, true, 50, 2000);
+    ps_link_t *link = s_link_new (coord.endpoint, "evaluator", 0, NULL, true, 50, 2000);
     ps_msg_t *msg = ps_msg_new ();
     char peer [256];
-    s_routing_id (link, "evaluator", 1, peer, sizeof peer);
+    s_routing_id (link, "evaluator", 0, peer, sizeof peer);
     s_register (&coord, link, peer, msg, 50, 2000);
 
     s_send_work (&coord, peer, 9, 42);
@@ -808,6 +832,42 @@ test_late_coordinator (void **state)
     s_coord_close (&coord);
 }
 
+//  A link talks to the holder of chief:0's key only: a coordinator with
+//  another key of the cluster (ps:0's), or with no CURVE at all, never
+//  hears from it, and the link does not count itself registered. The real
+//  coordinator, bound on the same endpoint after the first impostor, gets
+//  the register. (The second impostor has a link of its own: ZeroMQ may
+//  take the mismatch of mechanisms for a protocol error, after which a
+//  socket stops reconnecting to that endpoint.)
+static void
+test_impostor_coordinator (void **state)
+{
+    (void) state;
+    s_coord_t impostor;
+    s_coord_open_as (&impostor, "tcp://127.0.0.1:*", "ps:0");
+    char endpoint [64];
+    snprintf (endpoint, sizeof endpoint, "%s", impostor.endpoint);
+    ps_link_t *link = s_link_new (endpoint, "worker", 1, NULL, true, 50, 2000);
+    s_coord_refute (&impostor, "register", 500);
+    s_coord_close (&impostor);
+    assert_false (ps_link_registered (link));
+
+    s_coord_open_as (&impostor, "tcp://127.0.0.1:*", NULL);
+    ps_link_t *other = s_link_new (impostor.endpoint, "worker", 2, NULL, true, 50, 2000);
+    s_coord_refute (&impostor, "register", 500);
+    assert_false (ps_link_registered (other));
+    s_link_destroy (&other);
+    s_coord_close (&impostor);
+
+    s_coord_t coord;
+    s_coord_open (&coord, endpoint);
+    char peer [256];
+    s_routing_id (link, "worker", 1, peer, sizeof peer);
+    s_register (&coord, link, peer, NULL, 50, 2000);
+    s_link_destroy (&link);
+    s_coord_close (&coord);
+}
+
 //  Bad configurations are refused at ps_link_new, naming the problem.
 static void
 test_bad_config (void **state)
@@ -828,14 +888,15 @@ test_bad_config (void **state)
     assert_int_equal (err.code, PS_EINVAL);
 }
 
-//  The child of test_stopped_process: registers, then for 2 s counts the
-//  timeouts it is told of. Exits with that count, or 100 on failure.
+//  The child of test_stopped_process: registers as worker:7, then for 2 s
+//  counts the timeouts it is told of. Exits with that count, or 100 on
+//  failure.
 static int
-s_stopped_child (const char *endpoint)
+s_stopped_child (const char *endpoint, ps_curve_t *curve)
 {
     ps_link_config_t config = {
-        .coordinator = endpoint, .role = "worker", .index = 9,
-        .heartbeat_ms = 50, .timeout_ms = 3000, .deliver = true,
+        .coordinator = endpoint, .role = "worker", .index = 7,
+        .heartbeat_ms = 50, .timeout_ms = 3000, .deliver = true, .curve = curve,
     };
     ps_error_t err;
     ps_link_t *link = ps_link_new (&config, &err);
@@ -866,12 +927,16 @@ test_stopped_process (void **state)
     (void) state;
     char endpoint [64];
     s_free_endpoint (endpoint, sizeof endpoint);
-    //  Fork before this process makes a ZeroMQ context: the child makes its
-    //  own, and the coordinator binds once the child runs.
+    //  The child links from a ZeroMQ context of its own, made after the
+    //  fork, with an identity made before it: a connecting socket needs no
+    //  authenticator, and one started in the child would run in a copy of
+    //  this process's ZeroMQ context whose threads the child does not have.
+    //  The coordinator binds once the child runs.
+    ps_curve_t *curve = harness_curve ("worker:7");
     pid_t child = fork ();
     assert_true (child >= 0);
     if (child == 0)
-        _exit (s_stopped_child (endpoint));
+        _exit (s_stopped_child (endpoint, curve));
     s_coord_t coord;
     s_coord_open (&coord, endpoint);
     s_coord_expect (&coord, NULL, "register", 3000);
@@ -929,8 +994,9 @@ main (void)
         cmocka_unit_test (test_destroy_prompt),
         cmocka_unit_test (test_two_links),
         cmocka_unit_test (test_late_coordinator),
+        cmocka_unit_test (test_impostor_coordinator),
         cmocka_unit_test (test_bad_config),
         cmocka_unit_test (test_stopped_process),
     };
-    return cmocka_run_group_tests (tests, NULL, NULL);
+    return harness_finish (cmocka_run_group_tests (tests, NULL, NULL));
 }

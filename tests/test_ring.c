@@ -23,6 +23,18 @@
 //  Children never call cmocka: they report failures with distinct exit
 //  codes (s_exit_name), which the parent asserts on. A teardown kills and
 //  reaps whatever children a failed test left.
+//
+//  The rings are secured as a cluster's are: child i is worker:i (the
+//  harness's keys), the parent's "form" order carries each member's task,
+//  and messages injected on raw sockets come with the key of the member's
+//  predecessor, so that they reach the checks for stale and malformed
+//  messages; a trusted worker that is not the predecessor is dropped and
+//  counted as malformed, and the collective is still right. One
+//  all-reduce case, and the argument checks, run unsecured (no identity,
+//  no tasks). A child runs this program anew (exec) rather than going on
+//  from the fork: CZMQ's authenticator, which a secured member needs,
+//  lives in a process-wide ZeroMQ context that a forked child would
+//  inherit without its threads once the parent has made one.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -84,6 +96,10 @@
 #define S_EXIT_FILE         29
 #define S_EXIT_NO_FAILURE   30
 #define S_EXIT_MEMORY       31
+#define S_EXIT_EXEC         32
+
+//  The first argument of this program when it runs as a child.
+#define S_CHILD_FLAG        "--ring-child"
 
 static const char *
 s_exit_name (int code)
@@ -103,6 +119,7 @@ s_exit_name (int code)
         case S_EXIT_FILE: return "writing a result file failed";
         case S_EXIT_NO_FAILURE: return "the collective never failed";
         case S_EXIT_MEMORY: return "out of memory";
+        case S_EXIT_EXEC: return "running this program as a child failed";
         default: return "unknown";
     }
 }
@@ -181,15 +198,19 @@ typedef struct {
     const char *transport;      //  "tcp" or "ipc"
     size_t chunk_bytes;         //  0: the ring's default
     int timeout_ms;             //  0: the ring's default
+    bool insecure;              //  no CURVE: no identity, no member tasks
 } s_net_t;
 
 typedef struct {
-    int index;                  //  among the cluster's children
+    int index;                  //  among the cluster's children; task worker:index
     int in, out;                //  pipes from and to the parent
+    bool secured;
     ps_ring_t *ring;
 } s_child_t;
 
-typedef int (s_scenario_fn) (s_child_t *child, void *arg);
+//  What a child does once its ring is bound; arg is the scenario's own
+//  text, from the parent.
+typedef int (s_scenario_fn) (s_child_t *child, const char *arg);
 
 static void
 s_child_say (const s_child_t *child, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
@@ -205,9 +226,10 @@ s_child_say (const s_child_t *child, const char *fmt, ...)
     fprintf (stderr, "test_ring: child %d (pid %d): %s\n", child->index, (int) getpid (), text);
 }
 
-//  Wait for the parent's next order: "form ID RANK N ENDPOINT..." forms
-//  the ring; "leave" makes the child exit. Returns 0 when formed, 1 for
-//  leave, or an exit code.
+//  Wait for the parent's next order: "form ID RANK N ENDPOINT... TASK..."
+//  forms the ring (the tasks are the members' worker task indices);
+//  "leave" makes the child exit. Returns 0 when formed, 1 for leave, or an
+//  exit code.
 static int
 s_child_form (s_child_t *child)
 {
@@ -224,10 +246,18 @@ s_child_form (s_child_t *child)
     int rank = atoi (strtok_r (NULL, " ", &save));
     int n = atoi (strtok_r (NULL, " ", &save));
     const char *members [S_MAX_CHILDREN];
+    int tasks [S_MAX_CHILDREN];
     for (int i = 0; i < n && i < S_MAX_CHILDREN; i++)
         members [i] = strtok_r (NULL, " ", &save);
+    for (int i = 0; i < n && i < S_MAX_CHILDREN; i++) {
+        const char *task = strtok_r (NULL, " ", &save);
+        if (!task)
+            return S_EXIT_PIPE;
+        tasks [i] = atoi (task);
+    }
     ps_error_t err;
-    if (ps_ring_form (child->ring, ring_id, rank, n, members, &err)) {
+    if (ps_ring_form (child->ring, ring_id, rank, n, members, child->secured ? tasks : NULL,
+                      &err)) {
         s_child_say (child, "ps_ring_form: %s", err.msg);
         return S_EXIT_FORM;
     }
@@ -287,18 +317,20 @@ s_child_stats (s_child_t *child)
 
 //  The body of a child: bind, report the endpoint, run the scenario.
 static int
-s_child_main (int index, int in, int out, const s_net_t *net, s_scenario_fn *fn, void *arg)
+s_child_main (int index, int in, int out, const s_net_t *net, s_scenario_fn *fn, const char *arg)
 {
-    //  The heap tuning of main is inherited through the fork.
-    s_child_t child = { .index = index, .in = in, .out = out };
+    s_child_t child = { .index = index, .in = in, .out = out, .secured = !net->insecure };
     ps_error_t err;
     char bind [512];
     if (strcmp (net->transport, "ipc") == 0)
         snprintf (bind, sizeof bind, "ipc://%s/ring-%d-%d", s_dir, s_clusters, index);
     else
         snprintf (bind, sizeof bind, "tcp://127.0.0.1:*");
+    char task [32];
+    snprintf (task, sizeof task, "worker:%d", index);
     ps_ring_config_t config = { .bind = bind, .chunk_bytes = net->chunk_bytes,
-                                .timeout_ms = net->timeout_ms };
+                                .timeout_ms = net->timeout_ms,
+                                .curve = child.secured ? harness_curve (task) : NULL };
     child.ring = ps_ring_new (&config, &err);
     if (!child.ring) {
         s_child_say (&child, "ps_ring_new: %s", err.msg);
@@ -326,9 +358,11 @@ typedef struct {
 //  The cluster of the test under way, for the teardown.
 static s_cluster_t *s_live;
 
-//  Fork n children running scenario fn and read their endpoints.
+//  Start n children running the scenario named scenario with its text arg,
+//  and read their endpoints.
 static void
-s_cluster_start (s_cluster_t *cluster, int n, const s_net_t *net, s_scenario_fn *fn, void *arg)
+s_cluster_start (s_cluster_t *cluster, int n, const s_net_t *net, const char *scenario,
+                 const char *arg)
 {
     memset (cluster, 0, sizeof *cluster);
     s_live = cluster;
@@ -339,6 +373,22 @@ s_cluster_start (s_cluster_t *cluster, int n, const s_net_t *net, s_scenario_fn 
         int down [2], up [2];
         assert_int_equal (pipe (down), 0);
         assert_int_equal (pipe (up), 0);
+        //  The program again, with what the child needs on its command
+        //  line (made before the fork, which leaves a child of a threaded
+        //  process little it may safely do before exec).
+        char words [9][512];
+        snprintf (words [0], sizeof words [0], "%d", i);
+        snprintf (words [1], sizeof words [1], "%d", down [0]);
+        snprintf (words [2], sizeof words [2], "%d", up [1]);
+        snprintf (words [3], sizeof words [3], "%s", s_dir);
+        snprintf (words [4], sizeof words [4], "%d", s_clusters);
+        snprintf (words [5], sizeof words [5], "%s", net->transport);
+        snprintf (words [6], sizeof words [6], "%zu", net->chunk_bytes);
+        snprintf (words [7], sizeof words [7], "%d", net->timeout_ms);
+        snprintf (words [8], sizeof words [8], "%d", net->insecure);
+        const char *argv [] = { "test_ring", S_CHILD_FLAG, words [0], words [1], words [2],
+                                words [3], words [4], words [5], words [6], words [7],
+                                words [8], scenario, arg ? arg : "", NULL };
         pid_t pid = fork ();
         assert_true (pid >= 0);
         if (pid == 0) {
@@ -350,9 +400,8 @@ s_cluster_start (s_cluster_t *cluster, int n, const s_net_t *net, s_scenario_fn 
                     _exit (S_EXIT_PIPE);
             if (close (down [1]) != 0 || close (up [0]) != 0)
                 _exit (S_EXIT_PIPE);
-            //  exit, not _exit, so that a sanitizer build checks the
-            //  child for leaks too; stdio was flushed before the fork.
-            exit (s_child_main (i, down [0], up [1], net, fn, arg));
+            execv ("/proc/self/exe", (char *const *) argv);
+            _exit (S_EXIT_EXEC);
         }
         assert_int_equal (close (down [0]), 0);
         assert_int_equal (close (up [1]), 0);
@@ -406,7 +455,7 @@ s_cluster_say (s_cluster_t *cluster, int i, const char *word)
 }
 
 //  Form ring ring_id of the children order [0 .. n): child order [p] is
-//  member p.
+//  member p, of task worker:order [p].
 static void
 s_cluster_form (s_cluster_t *cluster, uint64_t ring_id, const int *order, int n)
 {
@@ -414,6 +463,11 @@ s_cluster_form (s_cluster_t *cluster, uint64_t ring_id, const int *order, int n)
     for (int p = 0; p < n; p++) {
         strncat (members, " ", sizeof members - strlen (members) - 1);
         strncat (members, cluster->endpoint [order [p]], sizeof members - strlen (members) - 1);
+    }
+    for (int p = 0; p < n; p++) {
+        char task [16];
+        snprintf (task, sizeof task, " %d", order [p]);
+        strncat (members, task, sizeof members - strlen (members) - 1);
     }
     for (int p = 0; p < n; p++)
         assert_int_equal (harness_write_line (cluster->to [order [p]], "form %" PRIu64 " %d %d%s",
@@ -602,8 +656,11 @@ typedef struct {
     void *push;
 } s_injector_t;
 
+//  Connect an injector to the member of task member at endpoint, sending
+//  with the key of task sender.
 static void
-s_inject_open (s_injector_t *injector, const char *endpoint)
+s_inject_open (s_injector_t *injector, const char *endpoint, const char *sender,
+               const char *member)
 {
     injector->ctx = zmq_ctx_new ();
     assert_non_null (injector->ctx);
@@ -613,6 +670,9 @@ s_inject_open (s_injector_t *injector, const char *endpoint)
     //  was injected is queued at the member before the test goes on.
     int linger = 5000;
     assert_int_equal (zmq_setsockopt (injector->push, ZMQ_LINGER, &linger, sizeof linger), 0);
+    ps_error_t err;
+    if (ps_curve_client (harness_curve (sender), injector->push, member, &err))
+        fail_msg ("injector as %s: %s", sender, err.msg);
     assert_int_equal (zmq_connect (injector->push, endpoint), 0);
 }
 
@@ -644,13 +704,15 @@ s_inject_close (s_injector_t *injector)
     assert_int_equal (zmq_ctx_term (injector->ctx), 0);
 }
 
-//  Stale messages of ring `ring`, collectives [0, 3): payloads of huge
-//  values that would show in any sum they got into.
+//  Stale messages of ring `ring`, collectives [0, seqs), from sender to
+//  member: payloads of huge values that would show in any sum they got
+//  into.
 static void
-s_inject_stale (const char *endpoint, uint64_t ring, uint64_t seqs)
+s_inject_stale (const char *endpoint, uint64_t ring, uint64_t seqs, const char *sender,
+                const char *member)
 {
     s_injector_t injector;
-    s_inject_open (&injector, endpoint);
+    s_inject_open (&injector, endpoint, sender, member);
     float poison [4] = { 1e30f, -1e30f, 1e30f, 3e30f };
     for (uint64_t seq = 0; seq < seqs; seq++) {
         s_wire_t wire = s_wire (ring, seq, 0, sizeof poison, sizeof poison);
@@ -747,16 +809,22 @@ s_cases_for (s_cases_t *cases, int n, const char *tag, uint64_t seed)
     cases->cases [cases->count++] = (s_case_t) { 33, seed + 101, true };
 }
 
-//  Form, run every case, say "done".
+//  Form, run every case of s_cases_for (arg: "TAG N SEED"), say "done".
 static int
-s_scenario_cases (s_child_t *child, void *arg)
+s_scenario_cases (s_child_t *child, const char *arg)
 {
-    const s_cases_t *cases = arg;
+    char tag [32];
+    int n;
+    uint64_t seed;
+    if (sscanf (arg, "%31s %d %" SCNu64, tag, &n, &seed) != 3)
+        return S_EXIT_EXEC;
+    s_cases_t cases;
+    s_cases_for (&cases, n, tag, seed);
     int rc = s_child_form (child);
     if (rc)
         return rc == 1 ? 0 : rc;
-    for (int k = 0; k < cases->count; k++)
-        if ((rc = s_child_case (child, cases->tag, k, &cases->cases [k])))
+    for (int k = 0; k < cases.count; k++)
+        if ((rc = s_child_case (child, cases.tag, k, &cases.cases [k])))
             return rc;
     if ((rc = s_child_stats (child)))
         return rc;
@@ -766,10 +834,13 @@ s_scenario_cases (s_child_t *child, void *arg)
 static void
 s_run_cases (int n, const s_net_t *net, const char *tag)
 {
+    uint64_t seed = 1000 * (uint64_t) n;
     s_cases_t cases;
-    s_cases_for (&cases, n, tag, 1000 * (uint64_t) n);
+    s_cases_for (&cases, n, tag, seed);
+    char arg [64];
+    snprintf (arg, sizeof arg, "%s %d %" PRIu64, tag, n, seed);
     s_cluster_t cluster;
-    s_cluster_start (&cluster, n, net, s_scenario_cases, &cases);
+    s_cluster_start (&cluster, n, net, "cases", arg);
     s_cluster_form_all (&cluster, 1);
     char line [S_LINE_MAX];
     for (int i = 0; i < n; i++) {
@@ -806,8 +877,10 @@ test_allreduce_ipc (void **state)
     (void) state;
     s_net_t net = { .transport = "ipc" };
     s_run_cases (3, &net, "ipc3");
-    //  An odd chunk that is not a multiple of a float.
-    s_net_t odd = { .transport = "ipc", .chunk_bytes = 1001 };
+    //  An odd chunk that is not a multiple of a float, and the one ring of
+    //  processes without CURVE (no identities, no member tasks), which
+    //  --insecure clusters run.
+    s_net_t odd = { .transport = "ipc", .chunk_bytes = 1001, .insecure = true };
     s_run_cases (2, &odd, "ipc2");
 }
 
@@ -823,7 +896,7 @@ static const s_case_t s_reform_second [] = {
 };
 
 static int
-s_scenario_reform (s_child_t *child, void *arg)
+s_scenario_reform (s_child_t *child, const char *arg)
 {
     (void) arg;
     int rc = s_child_form (child);
@@ -855,7 +928,7 @@ test_reform (void **state)
     (void) state;
     s_net_t net = { .transport = "tcp", .chunk_bytes = 8192 };
     s_cluster_t cluster;
-    s_cluster_start (&cluster, 4, &net, s_scenario_reform, NULL);
+    s_cluster_start (&cluster, 4, &net, "reform", NULL);
     s_cluster_form_all (&cluster, 1);
     char line [S_LINE_MAX];
     for (int i = 0; i < 4; i++)
@@ -873,14 +946,21 @@ test_reform (void **state)
         s_cluster_expect (&cluster, second [p], "formed", line, sizeof line);
     //  Messages of ring 1 wait at every member before its first collective
     //  of ring 5 starts; messages of ring 5's collective 0 after it ended.
+    //  Each comes with the key of the member's predecessor in ring 5, the
+    //  one key it reads.
+    char member [3][16], predecessor [3][16];
+    for (int p = 0; p < 3; p++) {
+        snprintf (member [p], sizeof member [p], "worker:%d", second [p]);
+        snprintf (predecessor [p], sizeof predecessor [p], "worker:%d", second [(p + 2) % 3]);
+    }
     for (int p = 0; p < 3; p++)
-        s_inject_stale (cluster.endpoint [second [p]], 1, 3);
+        s_inject_stale (cluster.endpoint [second [p]], 1, 3, predecessor [p], member [p]);
     for (int p = 0; p < 3; p++)
         s_cluster_say (&cluster, second [p], "go");
     for (int p = 0; p < 3; p++)
         s_cluster_expect (&cluster, second [p], "first", line, sizeof line);
     for (int p = 0; p < 3; p++)
-        s_inject_stale (cluster.endpoint [second [p]], 5, 1);
+        s_inject_stale (cluster.endpoint [second [p]], 5, 1, predecessor [p], member [p]);
     for (int p = 0; p < 3; p++)
         s_cluster_say (&cluster, second [p], "go");
     for (int p = 0; p < 3; p++) {
@@ -903,21 +983,18 @@ test_reform (void **state)
 //  ---------------------------------------------------------------------
 //  Broadcast from every root
 
-typedef struct {
-    size_t chunk;
-} s_broadcast_arg_t;
-
+//  arg: the chunk size, in bytes.
 static int
-s_scenario_broadcast (s_child_t *child, void *arg)
+s_scenario_broadcast (s_child_t *child, const char *arg)
 {
-    const s_broadcast_arg_t *setup = arg;
+    size_t chunk = strtoul (arg, NULL, 10);
     int rc = s_child_form (child);
     if (rc)
         return rc == 1 ? 0 : rc;
     int n = ps_ring_size (child->ring);
     int rank = ps_ring_rank (child->ring);
-    size_t sizes [] = { 1, 13, 100003, 3 * setup->chunk + 1, 0, setup->chunk };
-    size_t largest = 100003 > 3 * setup->chunk + 1 ? 100003 : 3 * setup->chunk + 1;
+    size_t sizes [] = { 1, 13, 100003, 3 * chunk + 1, 0, chunk };
+    size_t largest = 100003 > 3 * chunk + 1 ? 100003 : 3 * chunk + 1;
     unsigned char *data = malloc (largest);
     unsigned char *expected = malloc (largest);
     if (!data || !expected)
@@ -957,9 +1034,10 @@ static void
 s_run_broadcast (int n, const char *transport, size_t chunk)
 {
     s_net_t net = { .transport = transport, .chunk_bytes = chunk };
-    s_broadcast_arg_t arg = { .chunk = chunk ? chunk : PS_RING_DEFAULT_CHUNK };
+    char arg [32];
+    snprintf (arg, sizeof arg, "%zu", chunk ? chunk : (size_t) PS_RING_DEFAULT_CHUNK);
     s_cluster_t cluster;
-    s_cluster_start (&cluster, n, &net, s_scenario_broadcast, &arg);
+    s_cluster_start (&cluster, n, &net, "broadcast", arg);
     s_cluster_form_all (&cluster, 3);
     char line [S_LINE_MAX];
     for (int i = 0; i < n; i++)
@@ -1029,7 +1107,7 @@ s_child_until_timeout (s_child_t *child, size_t count, int limit)
 //  Child 2 forms and then does nothing until told to exit; the others
 //  time out, form ring 2 without it, and run a case.
 static int
-s_scenario_never_joins (s_child_t *child, void *arg)
+s_scenario_never_joins (s_child_t *child, const char *arg)
 {
     (void) arg;
     int rc = s_child_form (child);
@@ -1053,7 +1131,7 @@ test_never_joins (void **state)
     (void) state;
     s_net_t net = { .transport = "tcp", .timeout_ms = S_TIMEOUT_MS };
     s_cluster_t cluster;
-    s_cluster_start (&cluster, 3, &net, s_scenario_never_joins, NULL);
+    s_cluster_start (&cluster, 3, &net, "never_joins", NULL);
     s_cluster_form_all (&cluster, 1);
     char line [S_LINE_MAX];
     for (int i = 0; i < 2; i++)
@@ -1072,7 +1150,7 @@ test_never_joins (void **state)
 //  Every child says "running" and all-reduces until one fails; child 2 is
 //  killed meanwhile. The survivors then form ring 2 and run a case.
 static int
-s_scenario_killed (s_child_t *child, void *arg)
+s_scenario_killed (s_child_t *child, const char *arg)
 {
     (void) arg;
     int rc = s_child_form (child);
@@ -1096,7 +1174,7 @@ test_killed_member (void **state)
     (void) state;
     s_net_t net = { .transport = "tcp", .timeout_ms = S_TIMEOUT_MS, .chunk_bytes = 65536 };
     s_cluster_t cluster;
-    s_cluster_start (&cluster, 3, &net, s_scenario_killed, NULL);
+    s_cluster_start (&cluster, 3, &net, "killed", NULL);
     s_cluster_form_all (&cluster, 1);
     char line [S_LINE_MAX];
     for (int i = 0; i < 3; i++)
@@ -1118,17 +1196,22 @@ test_killed_member (void **state)
 //  ---------------------------------------------------------------------
 //  In-process rings whose only peer is missing or played by the test
 
+//  The member tasks of the in-process rings: this process is worker:0,
+//  its peer worker:1.
+static const int s_lone_tasks [] = { 0, 1 };
+
 //  A ring in this process as member 0 of two, whose member 1 is `peer`.
 static ps_ring_t *
 s_lone_ring (uint64_t ring_id, const char *peer, int timeout_ms)
 {
-    ps_ring_config_t config = { .bind = "tcp://127.0.0.1:*", .timeout_ms = timeout_ms };
+    ps_ring_config_t config = { .bind = "tcp://127.0.0.1:*", .timeout_ms = timeout_ms,
+                                .curve = harness_curve ("worker:0") };
     ps_error_t err;
     ps_ring_t *ring = ps_ring_new (&config, &err);
     if (!ring)
         fail_msg ("ps_ring_new: %s", err.msg);
     const char *members [] = { ps_ring_endpoint (ring), peer };
-    if (ps_ring_form (ring, ring_id, 0, 2, members, &err))
+    if (ps_ring_form (ring, ring_id, 0, 2, members, s_lone_tasks, &err))
         fail_msg ("ps_ring_form: %s", err.msg);
     return ring;
 }
@@ -1278,7 +1361,7 @@ test_watch (void **state)
     //  Formed again (alone), the ring works, and the watch stays quiet.
     ps_error_t err;
     const char *alone [] = { ps_ring_endpoint (ring) };
-    assert_int_equal (ps_ring_form (ring, 2, 0, 1, alone, &err), 0);
+    assert_int_equal (ps_ring_form (ring, 2, 0, 1, alone, s_lone_tasks, &err), 0);
     float one = 1;
     assert_int_equal (ps_ring_allreduce (ring, &one, 1, &err), 0);
     assert_true (one == 1);
@@ -1296,9 +1379,10 @@ test_malformed_in_process (void **state)
     s_free_endpoint (absent, sizeof absent);
     ps_ring_t *ring = s_lone_ring (7, absent, S_TIMEOUT_MS);
     const char *endpoint = ps_ring_endpoint (ring);
-    //  One connection, so that the member reads the messages in order.
+    //  One connection, so that the member reads the messages in order,
+    //  from the predecessor's key.
     s_injector_t injector;
-    s_inject_open (&injector, endpoint);
+    s_inject_open (&injector, endpoint, "worker:1", "worker:0");
     int malformed = s_inject_malformed (&injector, 7, 0);
 
     //  A stale message (ring 3), one of a later ring (9), held, and then
@@ -1328,25 +1412,25 @@ test_malformed_in_process (void **state)
     //  Ring 8 keeps the message of ring 9 held (it is not of ring 8, so
     //  the collective times out); ring 10 drops it as stale.
     const char *members [] = { endpoint, absent };
-    assert_int_equal (ps_ring_form (ring, 8, 0, 2, members, &err), 0);
+    assert_int_equal (ps_ring_form (ring, 8, 0, 2, members, s_lone_tasks, &err), 0);
     float one = 1;
     assert_int_equal (ps_ring_allreduce (ring, &one, 1, &err), PS_ETIMEDOUT);
     ps_ring_stats (ring, &stats);
     assert_int_equal (stats.stale_dropped, 1);
-    assert_int_equal (ps_ring_form (ring, 10, 0, 2, members, &err), 0);
+    assert_int_equal (ps_ring_form (ring, 10, 0, 2, members, s_lone_tasks, &err), 0);
     ps_ring_stats (ring, &stats);
     assert_int_equal (stats.stale_dropped, 2);
     ps_ring_destroy (&ring);
 }
 
-//  The test plays member 1 of a ring of two on raw ZeroMQ, checking what
-//  member 0 sends against the wire format. Before collective 0 it also
-//  sends its first message of collective 1, which member 0 must hold
-//  until collective 1 starts.
+//  The test plays member 1 of a ring of two (worker:1) on raw ZeroMQ,
+//  checking what member 0 sends against the wire format. Before
+//  collective 0 it also sends its first message of collective 1, which
+//  member 0 must hold until collective 1 starts.
 typedef struct {
     const char *ring_endpoint;  //  member 0's
-    void *ctx;
-    void *pull;                 //  member 1's, bound
+    void *ctx;                  //  the sending socket's
+    void *pull;                 //  member 1's, bound in ps_curve_context ()
     char endpoint [256];
     float mine [2][10];         //  member 1's inputs of collectives 0 and 1
     float theirs [2][10];       //  member 0's
@@ -1407,9 +1491,13 @@ s_peer_run (void *arg)
     s_peer_t *peer = arg;
     void *push = zmq_socket (peer->ctx, ZMQ_PUSH);
     int linger = 5000;
+    ps_error_t err;
     if (!push || zmq_setsockopt (push, ZMQ_LINGER, &linger, sizeof linger) != 0
+    ||  ps_curve_client (harness_curve ("worker:1"), push, "worker:0", &err) != 0
     ||  zmq_connect (push, peer->ring_endpoint) != 0) {
         snprintf (peer->failure, sizeof peer->failure, "peer socket: %s", zmq_strerror (errno));
+        if (push)
+            zmq_close (push);
         return NULL;
     }
     s_peer_send (peer, push, 1, S_KIND_RS, 20, peer->mine [1] + 5);
@@ -1441,7 +1529,10 @@ test_wire_peer (void **state)
     (void) state;
     s_peer_t peer = { 0 };
     peer.ctx = zmq_ctx_new ();
-    peer.pull = zmq_socket (peer.ctx, ZMQ_PULL);
+    peer.pull = zmq_socket (ps_curve_context (), ZMQ_PULL);
+    assert_non_null (peer.pull);
+    ps_error_t err;
+    assert_int_equal (ps_curve_server (harness_curve ("worker:1"), peer.pull, &err), 0);
     assert_int_equal (zmq_bind (peer.pull, "tcp://127.0.0.1:*"), 0);
     size_t size = sizeof peer.endpoint;
     assert_int_equal (zmq_getsockopt (peer.pull, ZMQ_LAST_ENDPOINT, peer.endpoint, &size), 0);
@@ -1454,7 +1545,6 @@ test_wire_peer (void **state)
     pthread_t thread;
     assert_int_equal (pthread_create (&thread, NULL, s_peer_run, &peer), 0);
     float data [2][10];
-    ps_error_t err;
     for (int seq = 0; seq < 2; seq++) {
         memcpy (data [seq], peer.theirs [seq], sizeof data [seq]);
         int rc = ps_ring_allreduce (ring, data [seq], 10, &err);
@@ -1486,64 +1576,145 @@ test_wire_peer (void **state)
 //  ---------------------------------------------------------------------
 //  Malformed messages at live members, and members that disagree
 
-static int
-s_scenario_malformed (s_child_t *child, void *arg)
+//  The four all-reduce cases of s_run_four: count floats, seeds 300 + k.
+static s_case_t
+s_four_case (size_t count, int k)
 {
-    (void) arg;
+    return (s_case_t) { count, 300 + (uint64_t) k, false };
+}
+
+//  Form, say "formed", wait for "go", run four cases (arg: "TAG COUNT"),
+//  report the stats and wait for "exit".
+static int
+s_scenario_four (s_child_t *child, const char *arg)
+{
+    char tag [32];
+    size_t count;
+    if (sscanf (arg, "%31s %zu", tag, &count) != 2)
+        return S_EXIT_EXEC;
     int rc = s_child_form (child);
     if (rc)
         return rc == 1 ? 0 : rc;
     if (harness_write_line (child->out, "formed") || s_child_expect (child, "go"))
         return S_EXIT_PIPE;
     for (int k = 0; rc == 0 && k < 4; k++) {
-        s_case_t c = { 10007, 300 + (uint64_t) k, false };
-        rc = s_child_case (child, "malformed", k, &c);
+        s_case_t c = s_four_case (count, k);
+        rc = s_child_case (child, tag, k, &c);
     }
     if (rc || (rc = s_child_stats (child)))
         return rc;
     return s_child_expect (child, "exit");
 }
 
+//  A ring of n children in index order runs four all-reduces of count
+//  floats over TCP in chunks of 1 KiB; once it is formed, and before they
+//  start, inject (cluster, arg) sends messages to its members and returns
+//  how many each must count as malformed. Checks those counts, and the
+//  results.
+typedef void (s_inject_fn) (s_cluster_t *cluster, int *malformed, void *arg);
+
 static void
-test_malformed_live (void **state)
+s_run_four (int n, const char *tag, size_t count, s_inject_fn *inject, void *arg)
 {
-    (void) state;
     s_net_t net = { .transport = "tcp", .chunk_bytes = 1024 };
+    char text [64];
+    snprintf (text, sizeof text, "%s %zu", tag, count);
     s_cluster_t cluster;
-    s_cluster_start (&cluster, 2, &net, s_scenario_malformed, NULL);
+    s_cluster_start (&cluster, n, &net, "four", text);
     s_cluster_form_all (&cluster, 1);
     char line [S_LINE_MAX];
-    int injected [2];
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < n; i++)
         s_cluster_expect (&cluster, i, "formed", line, sizeof line);
-        s_injector_t injector;
-        s_inject_open (&injector, cluster.endpoint [i]);
-        injected [i] = s_inject_malformed (&injector, 1, 0);
-        s_inject_close (&injector);
-    }
-    for (int i = 0; i < 2; i++)
+    int expected [S_MAX_CHILDREN] = { 0 };
+    inject (&cluster, expected, arg);
+    for (int i = 0; i < n; i++)
         s_cluster_say (&cluster, i, "go");
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < n; i++) {
         const char *stats = s_cluster_expect (&cluster, i, "stats ", line, sizeof line);
         char *cursor;
         uint64_t collectives = strtoull (stats, &cursor, 10);
         strtoull (cursor, &cursor, 10);
         uint64_t malformed = strtoull (cursor, &cursor, 10);
         assert_int_equal (collectives, 4);
-        assert_int_equal (malformed, injected [i]);
+        if (malformed != (uint64_t) expected [i])
+            fail_msg ("member %d counted %" PRIu64 " malformed messages, expected %d", i,
+                      malformed, expected [i]);
         s_cluster_say (&cluster, i, "exit");
     }
     s_cluster_finish (&cluster);
-    int members [] = { 0, 1 };
+    int members [S_MAX_CHILDREN];
+    for (int i = 0; i < n; i++)
+        members [i] = i;
     for (int k = 0; k < 4; k++) {
-        s_case_t c = { 10007, 300 + (uint64_t) k, false };
-        s_check_case ("malformed", k, &c, members, 2);
+        s_case_t c = s_four_case (count, k);
+        s_check_case (tag, k, &c, members, n);
     }
+}
+
+//  Malformed messages from the predecessor of each member of two.
+static void
+s_inject_live_malformed (s_cluster_t *cluster, int *malformed, void *arg)
+{
+    (void) arg;
+    for (int i = 0; i < 2; i++) {
+        char member [16], predecessor [16];
+        snprintf (member, sizeof member, "worker:%d", i);
+        snprintf (predecessor, sizeof predecessor, "worker:%d", 1 - i);
+        s_injector_t injector;
+        s_inject_open (&injector, cluster->endpoint [i], predecessor, member);
+        malformed [i] = s_inject_malformed (&injector, 1, 0);
+        s_inject_close (&injector);
+    }
+}
+
+static void
+test_malformed_live (void **state)
+{
+    (void) state;
+    s_run_four (2, "malformed", 10007, s_inject_live_malformed, NULL);
+}
+
+//  In ring 1 of children 0, 1, 2 (3000 floats: segments of 4000 bytes),
+//  the first message each member expects is the first chunk of its
+//  predecessor's own segment. Member 0 gets exactly that message, of
+//  huge values, from worker:1, a member of the ring but not its
+//  predecessor; member 1 gets it from worker:5, a worker of the cluster
+//  outside the ring. Each drops its message and counts it as malformed,
+//  and every sum is still right.
+static void
+s_inject_strangers (s_cluster_t *cluster, int *malformed, void *arg)
+{
+    (void) arg;
+    static const struct { int member; const char *sender; } strangers [] = {
+        { 0, "worker:1" }, { 1, "worker:5" },
+    };
+    float poison [256];
+    for (size_t i = 0; i < 256; i++)
+        poison [i] = 1e30f;
+    for (size_t s = 0; s < 2; s++) {
+        int m = strangers [s].member;
+        char member [16];
+        snprintf (member, sizeof member, "worker:%d", m);
+        s_injector_t injector;
+        s_inject_open (&injector, cluster->endpoint [m], strangers [s].sender, member);
+        uint64_t segment = (uint64_t) (m + 2) % 3;
+        s_wire_t wire = s_wire (1, 0, segment * 4000, sizeof poison, 12000);
+        s_inject (&injector, &wire, poison, sizeof poison);
+        s_inject_close (&injector);
+        malformed [m] = 1;
+    }
+}
+
+static void
+test_stranger_dropped (void **state)
+{
+    (void) state;
+    s_run_four (3, "stranger", 3000, s_inject_strangers, NULL);
 }
 
 //  Members whose counts differ: each receives slices of another vector.
 static int
-s_scenario_mismatch (s_child_t *child, void *arg)
+s_scenario_mismatch (s_child_t *child, const char *arg)
 {
     (void) arg;
     int rc = s_child_form (child);
@@ -1569,7 +1740,7 @@ test_count_mismatch (void **state)
     (void) state;
     s_net_t net = { .transport = "tcp", .timeout_ms = 2000 };
     s_cluster_t cluster;
-    s_cluster_start (&cluster, 2, &net, s_scenario_mismatch, NULL);
+    s_cluster_start (&cluster, 2, &net, "mismatch", NULL);
     s_cluster_form_all (&cluster, 1);
     char line [S_LINE_MAX];
     int eproto = 0;
@@ -1626,21 +1797,21 @@ test_bad_arguments (void **state)
     assert_int_equal (ps_ring_broadcast (ring, 0, data, 4, &err), PS_EINVAL);
 
     const char *members [] = { endpoint, "tcp://127.0.0.1:1", "" , NULL };
-    assert_int_equal (ps_ring_form (ring, 1, 0, 0, members, &err), PS_EINVAL);
+    assert_int_equal (ps_ring_form (ring, 1, 0, 0, members, NULL, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "0 members"));
-    assert_int_equal (ps_ring_form (ring, 1, -1, 2, members, &err), PS_EINVAL);
+    assert_int_equal (ps_ring_form (ring, 1, -1, 2, members, NULL, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "rank -1"));
-    assert_int_equal (ps_ring_form (ring, 1, 2, 2, members, &err), PS_EINVAL);
+    assert_int_equal (ps_ring_form (ring, 1, 2, 2, members, NULL, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "rank 2"));
-    assert_int_equal (ps_ring_form (ring, 1, 0, 3, members, &err), PS_EINVAL);
+    assert_int_equal (ps_ring_form (ring, 1, 0, 3, members, NULL, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "member 2 has no endpoint"));
     const char *missing [] = { endpoint, "tcp://127.0.0.1:1", "tcp://127.0.0.1:2", NULL };
-    assert_int_equal (ps_ring_form (ring, 1, 0, 4, missing, &err), PS_EINVAL);
+    assert_int_equal (ps_ring_form (ring, 1, 0, 4, missing, NULL, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "member 3 has no endpoint"));
-    assert_int_equal (ps_ring_form (ring, 1, 0, 1, NULL, &err), PS_EINVAL);
+    assert_int_equal (ps_ring_form (ring, 1, 0, 1, NULL, NULL, &err), PS_EINVAL);
 
     //  A ring of one: collectives return at once.
-    assert_int_equal (ps_ring_form (ring, 5, 0, 1, members, &err), 0);
+    assert_int_equal (ps_ring_form (ring, 5, 0, 1, members, NULL, &err), 0);
     assert_int_equal (ps_ring_rank (ring), 0);
     assert_int_equal (ps_ring_size (ring), 1);
     assert_int_equal (ps_ring_allreduce (ring, data, 4, &err), 0);
@@ -1653,24 +1824,37 @@ test_bad_arguments (void **state)
     assert_int_equal (ps_ring_allreduce (ring, NULL, 0, &err), 0);
 
     //  Ring ids only grow.
-    assert_int_equal (ps_ring_form (ring, 5, 0, 1, members, &err), PS_EINVAL);
+    assert_int_equal (ps_ring_form (ring, 5, 0, 1, members, NULL, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "not above"));
-    assert_int_equal (ps_ring_form (ring, 4, 0, 1, members, &err), PS_EINVAL);
+    assert_int_equal (ps_ring_form (ring, 4, 0, 1, members, NULL, &err), PS_EINVAL);
 
     //  A successor that cannot be connected to: PS_EIO naming it, and the
     //  ring formed before stays.
     const char *bad [] = { endpoint, "nonsense://successor" };
-    assert_int_equal (ps_ring_form (ring, 6, 0, 2, bad, &err), PS_EIO);
+    assert_int_equal (ps_ring_form (ring, 6, 0, 2, bad, NULL, &err), PS_EIO);
     assert_non_null (strstr (err.msg, "nonsense://successor"));
     assert_int_equal (ps_ring_size (ring), 1);
     assert_int_equal (ps_ring_allreduce (ring, data, 4, &err), 0);
-    assert_int_equal (ps_ring_form (ring, 6, 0, 1, members, &err), 0);
+    assert_int_equal (ps_ring_form (ring, 6, 0, 1, members, NULL, &err), 0);
 
     ps_ring_stats_t stats;
     ps_ring_stats (ring, &stats);
     assert_int_equal (stats.collectives, 4);
     ps_ring_destroy (&ring);
     assert_null (ring);
+    ps_ring_destroy (&ring);
+
+    //  A secured ring needs every member's task, and the successor's key.
+    config = (ps_ring_config_t) { .bind = "tcp://127.0.0.1:*", .curve = harness_curve ("worker:0") };
+    ring = ps_ring_new (&config, &err);
+    assert_non_null (ring);
+    const char *pair [] = { ps_ring_endpoint (ring), "tcp://127.0.0.1:1" };
+    assert_int_equal (ps_ring_form (ring, 1, 0, 2, pair, NULL, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "task"));
+    assert_int_equal (ps_ring_form (ring, 1, 0, 2, pair, (const int []) { 0, 42 }, &err),
+                      PS_ENOTFOUND);
+    assert_non_null (strstr (err.msg, "worker-42"));
+    assert_int_equal (ps_ring_form (ring, 1, 0, 2, pair, (const int []) { 0, 1 }, &err), 0);
     ps_ring_destroy (&ring);
 
     //  An IPC endpoint is reported as bound.
@@ -1688,7 +1872,8 @@ s_setup_group (void **state)
 {
     (void) state;
     harness_tmpdir (s_dir, sizeof s_dir);
-    return 0;
+    //  The children are worker:0, worker:1, ... of this process's keys.
+    return setenv (HARNESS_KEYS_ENV, harness_keys (), 1);
 }
 
 static int
@@ -1699,8 +1884,41 @@ s_teardown_group (void **state)
     return 0;
 }
 
+//  The scenarios a child can run, by name.
+static const struct {
+    const char *name;
+    s_scenario_fn *fn;
+} s_scenarios [] = {
+    { "cases", s_scenario_cases },
+    { "reform", s_scenario_reform },
+    { "broadcast", s_scenario_broadcast },
+    { "never_joins", s_scenario_never_joins },
+    { "killed", s_scenario_killed },
+    { "four", s_scenario_four },
+    { "mismatch", s_scenario_mismatch },
+};
+
+//  This program as a child (s_cluster_start): test_ring --ring-child INDEX
+//  IN OUT DIR CLUSTER TRANSPORT CHUNK TIMEOUT INSECURE SCENARIO ARG.
+static int
+s_child_run (int argc, char *argv [])
+{
+    if (argc != 13 || strlen (argv [5]) >= sizeof s_dir)
+        return S_EXIT_EXEC;
+    snprintf (s_dir, sizeof s_dir, "%s", argv [5]);
+    s_clusters = atoi (argv [6]);
+    s_net_t net = { .transport = argv [7], .chunk_bytes = strtoul (argv [8], NULL, 10),
+                    .timeout_ms = atoi (argv [9]), .insecure = atoi (argv [10]) != 0 };
+    for (size_t i = 0; i < sizeof s_scenarios / sizeof s_scenarios [0]; i++)
+        if (strcmp (s_scenarios [i].name, argv [11]) == 0)
+            return s_child_main (atoi (argv [2]), atoi (argv [3]), atoi (argv [4]), &net,
+                                 s_scenarios [i].fn, argv [12]);
+    fprintf (stderr, "test_ring: no scenario %s\n", argv [11]);
+    return S_EXIT_EXEC;
+}
+
 int
-main (void)
+main (int argc, char *argv [])
 {
     //  The heap is tuned as in ps-worker, so messages are allocated as
     //  the worker's are.
@@ -1708,6 +1926,8 @@ main (void)
     if (ps_heap_tune (&err))
         fprintf (stderr, "test_ring: %s\n", err.msg);
     ps_log_init ("test_ring", PS_LOG_ERROR);
+    if (argc > 1 && strcmp (argv [1], S_CHILD_FLAG) == 0)
+        return s_child_run (argc, argv);
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_teardown (test_bad_arguments, s_teardown),
         cmocka_unit_test_teardown (test_wire_peer, s_teardown),
@@ -1718,9 +1938,10 @@ main (void)
         cmocka_unit_test_teardown (test_reform, s_teardown),
         cmocka_unit_test_teardown (test_broadcast, s_teardown),
         cmocka_unit_test_teardown (test_malformed_live, s_teardown),
+        cmocka_unit_test_teardown (test_stranger_dropped, s_teardown),
         cmocka_unit_test_teardown (test_count_mismatch, s_teardown),
         cmocka_unit_test_teardown (test_never_joins, s_teardown),
         cmocka_unit_test_teardown (test_killed_member, s_teardown),
     };
-    return cmocka_run_group_tests (tests, s_setup_group, s_teardown_group);
+    return harness_finish (cmocka_run_group_tests (tests, s_setup_group, s_teardown_group));
 }

@@ -1,7 +1,9 @@
 //  ps-server end to end through the client library, on real processes and
 //  loopback TCP: creation and initial values across partitionings, pushes
 //  with known gradients, duplicate steps, push-pull, optimizer changes,
-//  error replies for wrong layouts, and clean exit on SIGTERM.
+//  error replies for wrong layouts, and clean exit on SIGTERM. The servers
+//  are secured: each test creates and sets the optimizer as chief:0 and
+//  pushes and pulls as worker:0 (harness_clients_t).
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,7 +32,7 @@ s_setup (void **state)
 {
     (void) state;
     for (int i = 0; i < 2; i++)
-        if (harness_server_start (&s_servers [i], (const char *[]) { "--threads", "2", NULL }))
+        if (harness_server_start (&s_servers [i], i, (const char *[]) { "--threads", "2", NULL }))
             return -1;
     return 0;
 }
@@ -45,15 +47,26 @@ s_teardown (void **state)
     return 0;
 }
 
+//  A client of the first nservers servers as task.
 static ps_client_t *
-s_client (int nservers)
+s_client (int nservers, const char *task)
 {
     const char *endpoints [2] = { s_servers [0].endpoint, s_servers [1].endpoint };
     ps_error_t err;
-    ps_client_t *client = ps_client_new (endpoints, nservers, 5000, &err);
+    ps_client_t *client = ps_client_new (endpoints, nservers, 5000, harness_curve (task), &err);
     if (!client)
         fail_msg ("client: %s", err.msg);
     return client;
+}
+
+//  The control and data clients of the first nservers servers.
+static void
+s_clients (harness_clients_t *clients, int nservers)
+{
+    const char *endpoints [2] = { s_servers [0].endpoint, s_servers [1].endpoint };
+    ps_error_t err;
+    if (harness_clients_open (clients, endpoints, nservers, 5000, false, &err))
+        fail_msg ("clients: %s", err.msg);
 }
 
 static void
@@ -69,26 +82,28 @@ static void
 test_create_matches_local_fill (void **state)
 {
     (void) state;
-    ps_client_t *client = s_client (2);
+    harness_clients_t clients;
+    s_clients (&clients, 2);
     ps_error_t err;
     ps_shape_t shape;
     ps_shape_set (&shape, (int64_t []) { 5, 3, 1, 8 }, 4, NULL);
     ps_init_t init;
     ps_init_default (&init, PS_INIT_GLOROT_UNIFORM);
     init.seed = 1234;
-    int var = ps_client_add_variable (client, "glorot/kernel", &shape, &init, 3,
-                                      (int64_t []) { 0, 2, 3, 5 }, (int []) { 0, 1, 0 }, &err);
+    int var = harness_clients_add_variable (&clients, "glorot/kernel", &shape, &init, 3,
+                                            (int64_t []) { 0, 2, 3, 5 }, (int []) { 0, 1, 0 },
+                                            &err);
     assert_int_equal (var, 0);
-    s_ok (ps_client_create (client, &err), &err);
+    s_ok (ps_client_create (clients.control, &err), &err);
     //  Creating again is a no-op.
-    s_ok (ps_client_create (client, &err), &err);
-    size_t n = ps_client_variable_size (client, var);
+    s_ok (ps_client_create (clients.control, &err), &err);
+    size_t n = ps_client_variable_size (clients.data, var);
     float *pulled = calloc (n, sizeof (float));
     float *expect = calloc (n, sizeof (float));
-    s_ok (ps_client_pull (client, &pulled, &err), &err);
+    s_ok (ps_client_pull (clients.data, &pulled, &err), &err);
     s_ok (ps_init_fill (&init, &shape, 0, 5, expect, &err), &err);
     assert_memory_equal (pulled, expect, n * sizeof (float));
-    ps_client_destroy (&client);
+    harness_clients_close (&clients);
     free (pulled);
     free (expect);
 }
@@ -99,7 +114,9 @@ static void
 test_push_duplicate_push_pull (void **state)
 {
     (void) state;
-    ps_client_t *client = s_client (2);
+    harness_clients_t clients;
+    s_clients (&clients, 2);
+    ps_client_t *client = clients.data;
     ps_error_t err;
     ps_shape_t wshape, bshape;
     ps_shape_set (&wshape, (int64_t []) { 6, 4 }, 2, NULL);
@@ -107,15 +124,17 @@ test_push_duplicate_push_pull (void **state)
     ps_init_t init;
     ps_init_default (&init, PS_INIT_CONSTANT);
     init.value = 10;
-    assert_int_equal (ps_client_add_variable (client, "sgd/w", &wshape, &init, 2,
-                                              (int64_t []) { 0, 3, 6 }, (int []) { 0, 1 }, &err), 0);
-    assert_int_equal (ps_client_add_variable (client, "sgd/b", &bshape, &init, 1,
-                                              (int64_t []) { 0, 4 }, (int []) { 1 }, &err), 1);
-    s_ok (ps_client_create (client, &err), &err);
+    assert_int_equal (harness_clients_add_variable (&clients, "sgd/w", &wshape, &init, 2,
+                                                    (int64_t []) { 0, 3, 6 }, (int []) { 0, 1 },
+                                                    &err), 0);
+    assert_int_equal (harness_clients_add_variable (&clients, "sgd/b", &bshape, &init, 1,
+                                                    (int64_t []) { 0, 4 }, (int []) { 1 }, &err),
+                      1);
+    s_ok (ps_client_create (clients.control, &err), &err);
     ps_opt_config_t opt;
     ps_opt_config_default (&opt, PS_OPT_SGD);
     opt.lr = 1;
-    s_ok (ps_client_set_optimizer (client, &opt, &err), &err);
+    s_ok (ps_client_set_optimizer (clients.control, &opt, &err), &err);
 
     float w [24], b [4], gw [24], gb [4];
     for (int i = 0; i < 24; i++)
@@ -142,7 +161,7 @@ test_push_duplicate_push_pull (void **state)
     //  Server 1 holds sgd/w part 1 and sgd/b: two updates and one duplicate each.
     ps_part_stats_t *stats;
     size_t count;
-    s_ok (ps_client_stats (client, 1, &stats, &count, &err), &err);
+    s_ok (ps_client_stats (clients.control, 1, &stats, &count, &err), &err);
     int seen = 0;
     for (size_t i = 0; i < count; i++)
         if (strncmp (stats [i].var, "sgd/", 4) == 0) {
@@ -156,11 +175,11 @@ test_push_duplicate_push_pull (void **state)
 
     //  A learning-rate change keeps the kind: lr 0.5 halves the next step.
     opt.lr = 0.5;
-    s_ok (ps_client_set_optimizer (client, &opt, &err), &err);
+    s_ok (ps_client_set_optimizer (clients.control, &opt, &err), &err);
     s_ok (ps_client_push_pull (client, 2, 0, grads, values, &info, &err), &err);
     for (int i = 0; i < 4; i++)
         assert_true (b [i] == 10.0f - 2.5f * (float) (i + 1));
-    ps_client_destroy (&client);
+    harness_clients_close (&clients);
 }
 
 //  Large push-pulls go through the servers' thread pools, several requests
@@ -170,7 +189,9 @@ static void
 test_push_pull_large (void **state)
 {
     (void) state;
-    ps_client_t *client = s_client (2);
+    harness_clients_t clients;
+    s_clients (&clients, 2);
+    ps_client_t *client = clients.data;
     ps_error_t err;
     ps_shape_t shape;
     ps_shape_set (&shape, (int64_t []) { 2048, 1024 }, 2, NULL);
@@ -179,14 +200,14 @@ test_push_pull_large (void **state)
     init.value = 1;
     //  8 MiB in four partitions: server 0 holds 5 MiB, which the client
     //  sends as two requests in flight at once; server 1 holds 3 MiB.
-    assert_int_equal (ps_client_add_variable (client, "large/w", &shape, &init, 4,
-                                              (int64_t []) { 0, 300, 1024, 1500, 2048 },
-                                              (int []) { 1, 0, 1, 0 }, &err), 0);
-    s_ok (ps_client_create (client, &err), &err);
+    assert_int_equal (harness_clients_add_variable (&clients, "large/w", &shape, &init, 4,
+                                                    (int64_t []) { 0, 300, 1024, 1500, 2048 },
+                                                    (int []) { 1, 0, 1, 0 }, &err), 0);
+    s_ok (ps_client_create (clients.control, &err), &err);
     ps_opt_config_t opt;
     ps_opt_config_default (&opt, PS_OPT_SGD);
     opt.lr = 1;
-    s_ok (ps_client_set_optimizer (client, &opt, &err), &err);
+    s_ok (ps_client_set_optimizer (clients.control, &opt, &err), &err);
     size_t n = ps_client_variable_size (client, 0);
     float *grad = malloc (n * sizeof (float));
     float *values = malloc (n * sizeof (float));
@@ -209,7 +230,7 @@ test_push_pull_large (void **state)
     free (grad);
     free (values);
     free (pulled);
-    ps_client_destroy (&client);
+    harness_clients_close (&clients);
 }
 
 //  A push touching two partitions whose ledgers disagree is refused whole:
@@ -224,21 +245,23 @@ test_push_refused_whole (void **state)
     ps_shape_set (&shape, (int64_t []) { 3 }, 1, NULL);
     ps_init_t init;
     ps_init_default (&init, PS_INIT_ZEROS);
-    ps_client_t *first = s_client (1), *both = s_client (1);
+    ps_client_t *first = s_client (1, "worker:0");
+    harness_clients_t both;
+    s_clients (&both, 1);
     ps_client_add_variable (first, "whole/v1", &shape, &init, 1, (int64_t []) { 0, 3 }, (int []) { 0 }, &err);
-    ps_client_add_variable (both, "whole/v1", &shape, &init, 1, (int64_t []) { 0, 3 }, (int []) { 0 }, &err);
-    ps_client_add_variable (both, "whole/v2", &shape, &init, 1, (int64_t []) { 0, 3 }, (int []) { 0 }, &err);
-    s_ok (ps_client_create (both, &err), &err);
+    harness_clients_add_variable (&both, "whole/v1", &shape, &init, 1, (int64_t []) { 0, 3 }, (int []) { 0 }, &err);
+    harness_clients_add_variable (&both, "whole/v2", &shape, &init, 1, (int64_t []) { 0, 3 }, (int []) { 0 }, &err);
+    s_ok (ps_client_create (both.control, &err), &err);
     float grad [3] = { 1, 1, 1 };
     const float *grads [] = { grad, grad };
     for (uint64_t step = 0; step <= 10; step++)
         s_ok (ps_client_push (first, step, 0, grads, NULL, &err), &err);
     uint64_t far = (UINT64_C (1) << 24) + 5;
-    assert_int_equal (ps_client_push (both, far, 0, grads, NULL, &err), PS_EINVAL);
+    assert_int_equal (ps_client_push (both.data, far, 0, grads, NULL, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "whole/v2"));
     ps_part_stats_t *stats;
     size_t count;
-    s_ok (ps_client_stats (both, 0, &stats, &count, &err), &err);
+    s_ok (ps_client_stats (both.control, 0, &stats, &count, &err), &err);
     for (size_t i = 0; i < count; i++) {
         if (strcmp (stats [i].var, "whole/v1") == 0)
             assert_int_equal (stats [i].updates, 11);
@@ -247,7 +270,7 @@ test_push_refused_whole (void **state)
     }
     free (stats);
     ps_client_destroy (&first);
-    ps_client_destroy (&both);
+    harness_clients_close (&both);
 }
 
 //  After a fence at generation 7, pushes and push-pulls tagged with another
@@ -260,26 +283,27 @@ test_push_fenced (void **state)
 {
     (void) state;
     harness_server_t server;
-    assert_int_equal (harness_server_start (&server, NULL), 0);
+    assert_int_equal (harness_server_start (&server, 0, NULL), 0);
     const char *endpoints [] = { server.endpoint };
     ps_error_t err;
-    ps_client_t *client = ps_client_new (endpoints, 1, 5000, &err);
-    assert_non_null (client);
+    harness_clients_t clients;
+    s_ok (harness_clients_open (&clients, endpoints, 1, 5000, false, &err), &err);
+    ps_client_t *client = clients.data;
     ps_shape_t shape;
     ps_shape_set (&shape, (int64_t []) { 4 }, 1, NULL);
     ps_init_t init;
     ps_init_default (&init, PS_INIT_ZEROS);
-    ps_client_add_variable (client, "fence/v", &shape, &init, 2, (int64_t []) { 0, 2, 4 },
-                            (int []) { 0, 0 }, &err);
-    s_ok (ps_client_create (client, &err), &err);
+    harness_clients_add_variable (&clients, "fence/v", &shape, &init, 2, (int64_t []) { 0, 2, 4 },
+                                  (int []) { 0, 0 }, &err);
+    s_ok (ps_client_create (clients.control, &err), &err);
     float grad [4] = { 1, 1, 1, 1 }, values [4];
     const float *grads [] = { grad };
     float *outs [] = { values };
     //  Before any fence, untagged pushes are applied.
     s_ok (ps_client_push (client, 1, 0, grads, NULL, &err), &err);
-    assert_int_equal (ps_client_fence (client, 0, &err), PS_EINVAL);
+    assert_int_equal (ps_client_fence (clients.control, 0, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "generation 0"));
-    s_ok (ps_client_fence (client, 7, &err), &err);
+    s_ok (ps_client_fence (clients.control, 7, &err), &err);
     ps_client_set_generation (client, 6);
     assert_int_equal (ps_client_push (client, 2, 0, grads, NULL, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "stale generation 6"));
@@ -296,12 +320,12 @@ test_push_fenced (void **state)
     s_ok (ps_client_push (client, 6, 0, grads, NULL, &err), &err);
     ps_part_stats_t *stats;
     size_t count;
-    s_ok (ps_client_stats (client, 0, &stats, &count, &err), &err);
+    s_ok (ps_client_stats (clients.control, 0, &stats, &count, &err), &err);
     assert_int_equal (count, 2);
     for (size_t i = 0; i < count; i++)
         assert_int_equal (stats [i].updates, 2);
     free (stats);
-    ps_client_destroy (&client);
+    harness_clients_close (&clients);
     assert_int_equal (harness_server_stop (&server, SIGTERM), 0);
 }
 
@@ -312,8 +336,9 @@ test_push_fenced (void **state)
 //  partition holding the bad value; nothing changes, and the refused step
 //  is still free for a good gradient.
 static void
-s_nonfinite_round (ps_client_t *client, size_t n, size_t at, float bad, uint64_t *step)
+s_nonfinite_round (harness_clients_t *clients, size_t n, size_t at, float bad, uint64_t *step)
 {
+    ps_client_t *client = clients->data;
     ps_error_t err;
     float *grad = malloc (n * sizeof (float)), *before = malloc (n * sizeof (float));
     float *after = malloc (n * sizeof (float));
@@ -325,7 +350,7 @@ s_nonfinite_round (ps_client_t *client, size_t n, size_t at, float bad, uint64_t
     s_ok (ps_client_pull (client, outs, &err), &err);
     ps_part_stats_t *stats;
     size_t count;
-    s_ok (ps_client_stats (client, 0, &stats, &count, &err), &err);
+    s_ok (ps_client_stats (clients->control, 0, &stats, &count, &err), &err);
     assert_int_equal (count, 2);
     uint64_t updates = stats [0].updates, nonfinite [2] = { stats [0].nonfinite, stats [1].nonfinite };
     free (stats);
@@ -342,7 +367,7 @@ s_nonfinite_round (ps_client_t *client, size_t n, size_t at, float bad, uint64_t
     assert_non_null (strstr (err.msg, expect));
     s_ok (ps_client_pull (client, outs, &err), &err);
     assert_memory_equal (before, after, n * sizeof (float));
-    s_ok (ps_client_stats (client, 0, &stats, &count, &err), &err);
+    s_ok (ps_client_stats (clients->control, 0, &stats, &count, &err), &err);
     for (size_t i = 0; i < count; i++) {
         assert_int_equal (stats [i].updates, updates);
         assert_int_equal (stats [i].nonfinite, nonfinite [i] + (i == bad_part ? 2 : 0));
@@ -373,41 +398,42 @@ test_nonfinite_refused (void **state)
 {
     (void) state;
     harness_server_t server;
-    assert_int_equal (harness_server_start (&server, (const char *[]) { "--threads", "2", NULL }), 0);
+    assert_int_equal (harness_server_start (&server, 0, (const char *[]) { "--threads", "2", NULL }), 0);
     const char *endpoints [] = { server.endpoint };
     ps_error_t err;
     static const int64_t sizes [] = { 8, 4096 };     //  rows of 64 floats: 2 KiB and 1 MiB
     static const float bads [] = { NAN, INFINITY, -INFINITY };
     uint64_t step = 0;
     for (size_t z = 0; z < 2; z++) {
-        ps_client_t *client = ps_client_new (endpoints, 1, 5000, &err);
-        assert_non_null (client);
+        harness_clients_t clients;
+        s_ok (harness_clients_open (&clients, endpoints, 1, 5000, false, &err), &err);
         ps_shape_t shape;
         ps_shape_set (&shape, (int64_t []) { sizes [z], 64 }, 2, NULL);
         ps_init_t init;
         ps_init_default (&init, PS_INIT_CONSTANT);
         init.value = 0.5;
-        ps_client_add_variable (client, "nan/w", &shape, &init, 2,
-                                (int64_t []) { 0, sizes [z] / 2, sizes [z] }, (int []) { 0, 0 }, &err);
-        s_ok (ps_client_create (client, &err), &err);
-        size_t n = ps_client_variable_size (client, 0);
+        harness_clients_add_variable (&clients, "nan/w", &shape, &init, 2,
+                                      (int64_t []) { 0, sizes [z] / 2, sizes [z] }, (int []) { 0, 0 },
+                                      &err);
+        s_ok (ps_client_create (clients.control, &err), &err);
+        size_t n = ps_client_variable_size (clients.data, 0);
         for (int kind = PS_OPT_SGD; kind <= PS_OPT_ADAM; kind++)
             for (int clip = 0; clip < 3; clip++) {
                 ps_opt_config_t opt;
                 ps_opt_config_default (&opt, (ps_opt_kind_t) kind);
                 opt.clip_value = clip == 1 ? 1.0 : 0;
                 opt.clip_norm = clip == 2 ? 1.0 : 0;
-                s_ok (ps_client_set_optimizer (client, &opt, &err), &err);
+                s_ok (ps_client_set_optimizer (clients.control, &opt, &err), &err);
                 float bad = bads [(size_t) (kind + clip) % 3];
                 //  In the first partition, then at the very end of the second.
-                s_nonfinite_round (client, n, (size_t) (kind + clip) * 5, bad, &step);
-                s_nonfinite_round (client, n, n - 1, bad, &step);
+                s_nonfinite_round (&clients, n, (size_t) (kind + clip) * 5, bad, &step);
+                s_nonfinite_round (&clients, n, n - 1, bad, &step);
             }
-        ps_client_destroy (&client);
+        harness_clients_close (&clients);
         //  The next size starts from a fresh variable.
         assert_int_equal (harness_server_stop (&server, SIGTERM), 0);
         if (z == 0)
-            assert_int_equal (harness_server_start (&server, (const char *[]) { "--threads", "2", NULL }), 0);
+            assert_int_equal (harness_server_start (&server, 0, (const char *[]) { "--threads", "2", NULL }), 0);
     }
 }
 
@@ -421,7 +447,7 @@ test_huge_create_refused (void **state)
     ps_shape_set (&shape, (int64_t []) { INT64_C (1) << 20, INT64_C (1) << 20 }, 2, NULL);
     ps_init_t init;
     ps_init_default (&init, PS_INIT_ZEROS);
-    ps_client_t *client = s_client (1);
+    ps_client_t *client = s_client (1, "chief:0");
     ps_client_add_variable (client, "huge/w", &shape, &init, 1,
                             (int64_t []) { 0, INT64_C (1) << 20 }, (int []) { 0 }, &err);
     assert_int_equal (ps_client_create (client, &err), PS_ETOOBIG);
@@ -431,7 +457,8 @@ test_huge_create_refused (void **state)
 }
 
 //  A server that answers with an error reply naming the code "ok" (or any
-//  code) is reporting an error: the client must not take it for success.
+//  code) is reporting an error: the client must not take it for success,
+//  even from a server that holds the key of the one it asked (ps:0).
 static void *
 s_hostile_server (void *arg)
 {
@@ -461,17 +488,18 @@ static void
 test_hostile_error_reply (void **state)
 {
     (void) state;
-    void *ctx = zmq_ctx_new ();
-    void *router = zmq_socket (ctx, ZMQ_ROUTER);
+    ps_error_t err;
+    void *router = zmq_socket (ps_curve_context (), ZMQ_ROUTER);
+    assert_non_null (router);
+    s_ok (ps_curve_server (harness_curve ("ps:0"), router, &err), &err);
     assert_int_equal (zmq_bind (router, "tcp://127.0.0.1:*"), 0);
     char endpoint [256];
     size_t len = sizeof endpoint;
     assert_int_equal (zmq_getsockopt (router, ZMQ_LAST_ENDPOINT, endpoint, &len), 0);
     pthread_t thread;
     assert_int_equal (pthread_create (&thread, NULL, s_hostile_server, router), 0);
-    ps_error_t err;
     const char *endpoints [] = { endpoint };
-    ps_client_t *client = ps_client_new (endpoints, 1, 5000, &err);
+    ps_client_t *client = ps_client_new (endpoints, 1, 5000, harness_curve ("worker:0"), &err);
     assert_non_null (client);
     ps_shape_t shape;
     ps_shape_set (&shape, (int64_t []) { 4 }, 1, NULL);
@@ -484,8 +512,7 @@ test_hostile_error_reply (void **state)
     assert_non_null (strstr (err.msg, "all is well"));
     pthread_join (thread, NULL);
     ps_client_destroy (&client);
-    zmq_close (router);
-    zmq_ctx_term (ctx);
+    assert_int_equal (zmq_close (router), 0);
 }
 
 //  A client whose layout disagrees with the server gets clear errors.
@@ -500,21 +527,23 @@ test_layout_errors (void **state)
     ps_shape_set (&right, (int64_t []) { 4, 2 }, 2, NULL);
     ps_shape_set (&wrong, (int64_t []) { 4, 3 }, 2, NULL);
 
-    ps_client_t *good = s_client (1);
-    ps_client_add_variable (good, "layout/w", &right, &init, 1, (int64_t []) { 0, 4 }, (int []) { 0 }, &err);
-    s_ok (ps_client_create (good, &err), &err);
+    harness_clients_t good;
+    s_clients (&good, 1);
+    harness_clients_add_variable (&good, "layout/w", &right, &init, 1, (int64_t []) { 0, 4 }, (int []) { 0 }, &err);
+    s_ok (ps_client_create (good.control, &err), &err);
 
-    ps_client_t *bad = s_client (1);
-    ps_client_add_variable (bad, "layout/w", &wrong, &init, 1, (int64_t []) { 0, 4 }, (int []) { 0 }, &err);
-    assert_int_equal (ps_client_create (bad, &err), PS_EEXIST);
+    harness_clients_t bad;
+    s_clients (&bad, 1);
+    harness_clients_add_variable (&bad, "layout/w", &wrong, &init, 1, (int64_t []) { 0, 4 }, (int []) { 0 }, &err);
+    assert_int_equal (ps_client_create (bad.control, &err), PS_EEXIST);
     assert_non_null (strstr (err.msg, "layout/w"));
     float grad [12] = { 0 };
     const float *grads [] = { grad };
-    assert_int_equal (ps_client_push (bad, 0, 0, grads, NULL, &err), PS_ESHAPE);
+    assert_int_equal (ps_client_push (bad.data, 0, 0, grads, NULL, &err), PS_ESHAPE);
     assert_non_null (strstr (err.msg, "does not match"));
     assert_non_null (strstr (err.msg, "[4,3]"));
 
-    ps_client_t *missing = s_client (1);
+    ps_client_t *missing = s_client (1, "worker:0");
     ps_client_add_variable (missing, "layout/none", &right, &init, 1, (int64_t []) { 0, 4 }, (int []) { 0 }, &err);
     float values [8];
     float *outs [] = { values };
@@ -525,12 +554,12 @@ test_layout_errors (void **state)
     ps_opt_config_t opt;
     ps_opt_config_default (&opt, PS_OPT_ADAM);
     opt.beta1 = 1.5;
-    assert_int_equal (ps_client_set_optimizer (good, &opt, &err), PS_EINVAL);
+    assert_int_equal (ps_client_set_optimizer (good.control, &opt, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "beta1"));
     //  The server still serves the good client.
-    s_ok (ps_client_pull (good, outs, &err), &err);
-    ps_client_destroy (&good);
-    ps_client_destroy (&bad);
+    s_ok (ps_client_pull (good.data, outs, &err), &err);
+    harness_clients_close (&good);
+    harness_clients_close (&bad);
     ps_client_destroy (&missing);
 }
 
@@ -541,7 +570,7 @@ test_timeout_names_server (void **state)
     (void) state;
     ps_error_t err;
     const char *endpoints [] = { "tcp://127.0.0.1:9" };
-    ps_client_t *client = ps_client_new (endpoints, 1, 200, &err);
+    ps_client_t *client = ps_client_new (endpoints, 1, 200, harness_curve ("worker:0"), &err);
     assert_non_null (client);
     assert_int_equal (ps_client_ping (client, 0, &err), PS_ETIMEDOUT);
     assert_non_null (strstr (err.msg, "tcp://127.0.0.1:9"));
@@ -554,7 +583,7 @@ static void
 test_idle_uses_no_cpu (void **state)
 {
     (void) state;
-    ps_client_t *client = s_client (2);
+    ps_client_t *client = s_client (2, "worker:0");
     ps_error_t err;
     s_ok (ps_client_ping (client, 0, &err), &err);
     ps_client_destroy (&client);
@@ -573,7 +602,7 @@ test_clean_exit (void **state)
 {
     (void) state;
     assert_int_equal (harness_server_stop (&s_servers [0], SIGTERM), 0);
-    ps_client_t *client = s_client (2);
+    ps_client_t *client = s_client (2, "chief:0");
     ps_error_t err;
     s_ok (ps_client_shutdown (client, 1, &err), &err);
     ps_client_destroy (&client);
@@ -597,5 +626,5 @@ main (void)
         cmocka_unit_test (test_idle_uses_no_cpu),
         cmocka_unit_test (test_clean_exit),
     };
-    return cmocka_run_group_tests (tests, s_setup, s_teardown);
+    return harness_finish (cmocka_run_group_tests (tests, s_setup, s_teardown));
 }

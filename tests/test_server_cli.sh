@@ -33,7 +33,7 @@ expect () {
 expect 0 "--bind ENDPOINT" -- "$server" --help
 expect 2 '--threads "lots"' -- "$server" --bind tcp://127.0.0.1:0 --threads lots
 expect 2 "--max-message" -- "$server" --bind tcp://127.0.0.1:0 --max-message -3
-expect 2 "--max-peer-pending 'lots': expected MiB > 0" -- "$server" --bind tcp://127.0.0.1:0 --max-peer-pending lots
+expect 2 '--max-peer-pending "lots": expected a number' -- "$server" --bind tcp://127.0.0.1:0 --max-peer-pending lots
 printf 'a file' > "$work/file"
 expect 1 "checkpoint root: directory $work/file: exists but is not a directory" -- \
   "$server" --bind tcp://127.0.0.1:0 --checkpoint-root "$work/file"

@@ -3,7 +3,8 @@
 //  servers, both to a large variable (applied on the servers' thread pools)
 //  and a small one (applied inline). Integer-valued floats add exactly in
 //  any order, so the final values must equal the exact expected sum: no
-//  update may be lost or torn, whatever the interleaving.
+//  update may be lost or torn, whatever the interleaving. The servers are
+//  secured: the test creates as chief:0, and client c pushes as worker:c.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,13 +29,12 @@
 
 static harness_server_t s_servers [2];
 
-static ps_client_t *
-s_client (ps_error_t *err)
+static const char *s_endpoints [] = { s_servers [0].endpoint, s_servers [1].endpoint };
+
+//  Declare the variables "big" and "small" on client.
+static int
+s_declare (ps_client_t *client, ps_error_t *err)
 {
-    const char *endpoints [] = { s_servers [0].endpoint, s_servers [1].endpoint };
-    ps_client_t *client = ps_client_new (endpoints, 2, 10000, err);
-    if (!client)
-        return NULL;
     ps_shape_t big, small;
     ps_shape_set (&big, (int64_t []) { S_BIG_ROWS, S_BIG_COLS }, 2, NULL);
     ps_shape_set (&small, (int64_t []) { 10 }, 1, NULL);
@@ -44,8 +44,8 @@ s_client (ps_error_t *err)
                                 (int64_t []) { 0, 400, 700, S_BIG_ROWS }, (int []) { 0, 1, 0 }, err) < 0
     ||  ps_client_add_variable (client, "small", &small, &zeros, 2,
                                 (int64_t []) { 0, 5, 10 }, (int []) { 1, 0 }, err) < 0)
-        ps_client_destroy (&client);
-    return client;
+        return err->code;
+    return 0;
 }
 
 //  The gradient of client c at its k-th step: small integers, different
@@ -59,9 +59,11 @@ s_grad (int c, int k, size_t i)
 static int
 s_pusher (int c)
 {
+    char task [16];
+    snprintf (task, sizeof task, "worker:%d", c);
     ps_error_t err;
-    ps_client_t *client = s_client (&err);
-    if (!client) {
+    ps_client_t *client = ps_client_new (s_endpoints, 2, 10000, harness_curve (task), &err);
+    if (!client || s_declare (client, &err)) {
         fprintf (stderr, "client %d: %s\n", c, err.msg);
         return 1;
     }
@@ -92,16 +94,26 @@ test_concurrent_pushes_sum_exactly (void **state)
 {
     (void) state;
     for (int i = 0; i < 2; i++)
-        assert_int_equal (harness_server_start (&s_servers [i], (const char *[]) { "--threads", "2", NULL }), 0);
+        assert_int_equal (harness_server_start (&s_servers [i], i, (const char *[]) { "--threads", "2", NULL }), 0);
     ps_error_t err;
-    ps_client_t *client = s_client (&err);
-    assert_non_null (client);
-    assert_int_equal (ps_client_create (client, &err), 0);
+    harness_clients_t clients;
+    assert_int_equal (harness_clients_open (&clients, s_endpoints, 2, 10000, false, &err), 0);
+    assert_int_equal (s_declare (clients.control, &err), 0);
+    assert_int_equal (s_declare (clients.data, &err), 0);
+    assert_int_equal (ps_client_create (clients.control, &err), 0);
     ps_opt_config_t opt;
     ps_opt_config_default (&opt, PS_OPT_SGD);
     opt.lr = 1;
-    assert_int_equal (ps_client_set_optimizer (client, &opt, &err), 0);
+    assert_int_equal (ps_client_set_optimizer (clients.control, &opt, &err), 0);
 
+    //  The children inherit their identities: one made after the fork
+    //  would start its authenticator in the ZeroMQ context that this
+    //  process's threads serve, which a child does not have.
+    for (int c = 0; c < S_CLIENTS; c++) {
+        char task [16];
+        snprintf (task, sizeof task, "worker:%d", c);
+        harness_curve (task);
+    }
     pid_t pids [S_CLIENTS];
     for (int c = 0; c < S_CLIENTS; c++) {
         pids [c] = fork ();
@@ -115,11 +127,11 @@ test_concurrent_pushes_sum_exactly (void **state)
         assert_true (WIFEXITED (status));
         assert_int_equal (WEXITSTATUS (status), 0);
     }
-    size_t nbig = ps_client_variable_size (client, 0);
+    size_t nbig = ps_client_variable_size (clients.data, 0);
     float *big = malloc (nbig * sizeof (float));
     float small [10];
     float *values [] = { big, small };
-    assert_int_equal (ps_client_pull (client, values, &err), 0);
+    assert_int_equal (ps_client_pull (clients.data, values, &err), 0);
     for (size_t i = 0; i < nbig; i++) {
         double expect = 0;
         for (int c = 0; c < S_CLIENTS; c++)
@@ -139,7 +151,7 @@ test_concurrent_pushes_sum_exactly (void **state)
     for (int s = 0; s < 2; s++) {
         ps_part_stats_t *stats;
         size_t count;
-        assert_int_equal (ps_client_stats (client, s, &stats, &count, &err), 0);
+        assert_int_equal (ps_client_stats (clients.control, s, &stats, &count, &err), 0);
         assert_true (count >= 2);
         for (size_t i = 0; i < count; i++) {
             assert_int_equal (stats [i].updates, S_CLIENTS * S_STEPS);
@@ -148,7 +160,7 @@ test_concurrent_pushes_sum_exactly (void **state)
         free (stats);
     }
     free (big);
-    ps_client_destroy (&client);
+    harness_clients_close (&clients);
     for (int i = 0; i < 2; i++)
         assert_int_equal (harness_server_stop (&s_servers [i], SIGTERM), 0);
 }

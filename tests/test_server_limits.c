@@ -12,6 +12,9 @@
 //  logs it once and stays idle (its CPU time grows far slower than the
 //  wall clock), a client connected before is still served, and new
 //  clients are served again once the extra connections have closed.
+//
+//  The server is secured: the good client pulls as worker:0, each bad
+//  peer is another worker, and stats are asked as chief:0.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -95,31 +98,44 @@ s_ok (int rc, ps_error_t *err)
         fail_msg ("%s: %s", ps_error_name (rc), err->msg);
 }
 
-//  A client holding bp/w, created on the server.
-static ps_client_t *
-s_client (harness_server_t *server)
+//  The control and data clients of the server (task ps:0), holding bp/w,
+//  created on the server.
+static void
+s_clients (harness_clients_t *clients, harness_server_t *server)
 {
     const char *endpoints [] = { server->endpoint };
     ps_error_t err;
-    ps_client_t *client = ps_client_new (endpoints, 1, S_TIMEOUT_MS, &err);
-    if (!client)
-        fail_msg ("client: %s", err.msg);
+    s_ok (harness_clients_open (clients, endpoints, 1, S_TIMEOUT_MS, false, &err), &err);
     ps_shape_t shape;
     ps_shape_set (&shape, (int64_t []) { S_ROWS, S_COLS }, 2, NULL);
     ps_init_t init;
     ps_init_default (&init, PS_INIT_CONSTANT);
     init.value = 3;
-    if (ps_client_add_variable (client, "bp/w", &shape, &init, 1, (int64_t []) { 0, S_ROWS },
-                                (int []) { 0 }, &err) < 0)
+    if (harness_clients_add_variable (clients, "bp/w", &shape, &init, 1,
+                                      (int64_t []) { 0, S_ROWS }, (int []) { 0 }, &err) < 0)
         fail_msg ("bp/w: %s", err.msg);
-    s_ok (ps_client_create (client, &err), &err);
-    return client;
+    s_ok (ps_client_create (clients->control, &err), &err);
 }
 
-//  A peer that reads nothing: its receive queue and TCP buffer are as small
-//  as they go, so the replies it is owed pile up in the server.
+//  A DEALER of task's connected to the server (task ps:0).
 static void *
-s_bad_peer (harness_server_t *server)
+s_dealer (harness_server_t *server, const char *task)
+{
+    void *dealer = zmq_socket (s_ctx, ZMQ_DEALER);
+    assert_non_null (dealer);
+    int linger = 0;
+    assert_int_equal (zmq_setsockopt (dealer, ZMQ_LINGER, &linger, sizeof linger), 0);
+    ps_error_t err;
+    s_ok (ps_curve_client (harness_curve (task), dealer, "ps:0", &err), &err);
+    assert_int_equal (zmq_connect (dealer, server->endpoint), 0);
+    return dealer;
+}
+
+//  A peer that reads nothing, bad peer b (worker:b+1): its receive queue
+//  and TCP buffer are as small as they go, so the replies it is owed pile
+//  up in the server.
+static void *
+s_bad_peer (harness_server_t *server, int b)
 {
     void *dealer = zmq_socket (s_ctx, ZMQ_DEALER);
     assert_non_null (dealer);
@@ -127,6 +143,10 @@ s_bad_peer (harness_server_t *server)
     assert_int_equal (zmq_setsockopt (dealer, ZMQ_RCVHWM, &one, sizeof one), 0);
     assert_int_equal (zmq_setsockopt (dealer, ZMQ_RCVBUF, &small, sizeof small), 0);
     assert_int_equal (zmq_setsockopt (dealer, ZMQ_LINGER, &linger, sizeof linger), 0);
+    char task [16];
+    snprintf (task, sizeof task, "worker:%d", b + 1);
+    ps_error_t err;
+    s_ok (ps_curve_client (harness_curve (task), dealer, "ps:0", &err), &err);
     assert_int_equal (zmq_connect (dealer, server->endpoint), 0);
     return dealer;
 }
@@ -153,10 +173,7 @@ s_bad_pulls (void *dealer, int n)
 static uint64_t
 s_server_stat (harness_server_t *server, const char *key)
 {
-    void *dealer = zmq_socket (s_ctx, ZMQ_DEALER);
-    int linger = 0;
-    zmq_setsockopt (dealer, ZMQ_LINGER, &linger, sizeof linger);
-    assert_int_equal (zmq_connect (dealer, server->endpoint), 0);
+    void *dealer = s_dealer (server, "chief:0");
     ps_writer_t writer;
     ps_writer_init (&writer, "stats", s_next_id++, 0);
     ps_error_t err;
@@ -253,11 +270,13 @@ static void
 s_misbehave (const char *const *args, int nbad, long max_growth_mib)
 {
     harness_server_t *server = &s_server;
-    assert_int_equal (harness_server_start (server, args), 0);
-    ps_client_t *client = s_client (server);
+    assert_int_equal (harness_server_start (server, 0, args), 0);
+    harness_clients_t clients;
+    s_clients (&clients, server);
+    ps_client_t *client = clients.data;
     long before = harness_status_kib (server->pid, "VmRSS");
     for (int b = 0; b < nbad; b++) {
-        s_bad [b] = s_bad_peer (server);
+        s_bad [b] = s_bad_peer (server, b);
         s_bad_pulls (s_bad [b], 100);
     }
     double slowest = s_good_pulls (client, nbad);
@@ -294,7 +313,7 @@ s_misbehave (const char *const *args, int nbad, long max_growth_mib)
     float *outs [] = { values };
     s_ok (ps_client_pull (client, outs, &err), &err);
     free (values);
-    ps_client_destroy (&client);
+    harness_clients_close (&clients);
     assert_int_equal (harness_server_stop (server, SIGTERM), 0);
 }
 
@@ -349,9 +368,11 @@ test_fd_limit (void **state)
 {
     (void) state;
     harness_server_t *server = &s_server;
-    assert_int_equal (harness_server_start_nofile (server, (const char *[]) { "--threads", "2",
-                                                                              NULL }, S_NOFILE), 0);
-    ps_client_t *client = s_client (server);
+    assert_int_equal (harness_server_start_nofile (server, 0, (const char *[]) { "--threads", "2",
+                                                                                 NULL }, S_NOFILE), 0);
+    harness_clients_t clients;
+    s_clients (&clients, server);
+    ps_client_t *client = clients.data;
     for (int i = 0; i < S_CONNECTIONS; i++)
         s_conns [i] = s_raw_connect (server);
     //  The connections arrive and are dealt with; then the server is idle.
@@ -380,12 +401,13 @@ test_fd_limit (void **state)
         close (s_conns [i]);
         s_conns [i] = -1;
     }
-    ps_client_t *fresh = s_client (server);
-    s_ok (ps_client_pull (fresh, outs, &err), &err);
+    harness_clients_t fresh;
+    s_clients (&fresh, server);
+    s_ok (ps_client_pull (fresh.data, outs, &err), &err);
     assert_true (values [0] == 3.0f);
     free (values);
-    ps_client_destroy (&fresh);
-    ps_client_destroy (&client);
+    harness_clients_close (&fresh);
+    harness_clients_close (&clients);
     assert_int_equal (harness_server_stop (server, SIGTERM), 0);
 }
 

@@ -14,6 +14,13 @@
 //  all, a frame above --max-message (that peer is dropped without a reply,
 //  other peers are served), the error count in stats, and exit status 0 on
 //  SIGTERM.
+//
+//  The servers are secured, and every hand-built message comes from a key
+//  the server trusts with what its type asks, so that it reaches the code
+//  under test rather than the authorization in front of it: data-shaped
+//  requests (push, push_pull, pull, ping, stats and the undecodable) as
+//  worker:0, control-shaped ones (create, and reply types sent as
+//  requests) as chief:0.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -44,11 +51,30 @@
 static harness_server_t s_server;      //  the server every bad request goes to
 static harness_server_t s_limited;     //  started with --max-message 1
 static void *s_ctx;
-static void *s_dealer;                 //  sends every bad request
+static void *s_dealer;                 //  worker:0's: sends every bad request but...
+static void *s_chief;                  //  ...the control-shaped ones, chief:0's
 static ps_msg_t *s_reply;
 static uint64_t s_next_id = 1000;
 static unsigned s_refused;             //  error replies s_server has sent us
 static float s_ones [64];              //  gradient frames: applying one shows
+
+//  A socket of s_ctx connected to endpoint, as a CURVE client of the
+//  server task server_task with task's identity, or NULL.
+static void *
+s_connect (int type, const char *endpoint, const char *task, const char *server_task)
+{
+    void *socket = zmq_socket (s_ctx, type);
+    int linger = 0;
+    ps_error_t err;
+    if (!socket || zmq_setsockopt (socket, ZMQ_LINGER, &linger, sizeof linger) != 0
+    ||  ps_curve_client (harness_curve (task), socket, server_task, &err) != 0
+    ||  zmq_connect (socket, endpoint) != 0) {
+        if (socket)
+            zmq_close (socket);
+        return NULL;
+    }
+    return socket;
+}
 
 static int
 s_setup (void **state)
@@ -56,13 +82,14 @@ s_setup (void **state)
     (void) state;
     for (size_t i = 0; i < sizeof s_ones / sizeof s_ones [0]; i++)
         s_ones [i] = 1.0f;
-    if (harness_server_start (&s_server, (const char *[]) { "--threads", "2", NULL }))
+    if (harness_server_start (&s_server, 0, (const char *[]) { "--threads", "2", NULL }))
         return -1;
     s_ctx = zmq_ctx_new ();
-    s_dealer = s_ctx ? zmq_socket (s_ctx, ZMQ_DEALER) : NULL;
-    int linger = 0;
-    if (!s_dealer || zmq_setsockopt (s_dealer, ZMQ_LINGER, &linger, sizeof linger) != 0
-    ||  zmq_connect (s_dealer, s_server.endpoint) != 0)
+    if (!s_ctx)
+        return -1;
+    s_dealer = s_connect (ZMQ_DEALER, s_server.endpoint, "worker:0", "ps:0");
+    s_chief = s_connect (ZMQ_DEALER, s_server.endpoint, "chief:0", "ps:0");
+    if (!s_dealer || !s_chief)
         return -1;
     s_reply = ps_msg_new ();
     return 0;
@@ -75,6 +102,8 @@ s_teardown (void **state)
     ps_msg_destroy (&s_reply);
     if (s_dealer)
         zmq_close (s_dealer);
+    if (s_chief)
+        zmq_close (s_chief);
     if (s_ctx)
         zmq_ctx_term (s_ctx);
     if (s_server.pid > 0)
@@ -84,14 +113,13 @@ s_teardown (void **state)
     return 0;
 }
 
+//  A socket of worker:0's connected to the server task server_task at
+//  endpoint.
 static void *
-s_socket (int type, const char *endpoint)
+s_socket (int type, const char *endpoint, const char *server_task)
 {
-    void *socket = zmq_socket (s_ctx, type);
+    void *socket = s_connect (type, endpoint, "worker:0", server_task);
     assert_non_null (socket);
-    int linger = 0;
-    assert_int_equal (zmq_setsockopt (socket, ZMQ_LINGER, &linger, sizeof linger), 0);
-    assert_int_equal (zmq_connect (socket, endpoint), 0);
     return socket;
 }
 
@@ -293,8 +321,8 @@ test_create_partition (void **state)
     msgpack_pack_map (pk, 1);
     ps_pack_key (pk, "kind");
     ps_pack_str (pk, "zeros");
-    s_send_message (s_dealer, &writer, 0, NULL, NULL);
-    s_recv (s_dealer);
+    s_send_message (s_chief, &writer, 0, NULL, NULL);
+    s_recv (s_chief);
     assert_string_equal (ps_msg_type (s_reply), "create_ok");
     assert_int_equal (ps_msg_id (s_reply), id);
     assert_int_equal (s_reply_uint ("created"), 1);
@@ -505,15 +533,16 @@ test_header_errors (void **state)
     s_send_message (s_dealer, &writer, 0, NULL, NULL);
     S_REFUSED (id, "bad_message", "key", "expected str");
 
-    //  Reply types sent as requests, with all of their fields.
+    //  Reply types sent as requests, with all of their fields, by the one
+    //  key that may send anything but data.
     id = s_next_id++;
     ps_writer_init (&writer, "ping_ok", id, 2);
     ps_pack_key (&writer.pk, "server");
     ps_pack_str (&writer.pk, "impostor");
     ps_pack_key (&writer.pk, "partitions");
     msgpack_pack_uint32 (&writer.pk, 0);
-    s_send_message (s_dealer, &writer, 0, NULL, NULL);
-    S_REFUSED (id, "bad_message", "reply");
+    s_send_message (s_chief, &writer, 0, NULL, NULL);
+    s_expect_error (s_chief, id, "bad_message", (const char *[]) { "reply", NULL });
 
     id = s_next_id++;
     ps_writer_init (&writer, "error", id, 2);
@@ -521,8 +550,8 @@ test_header_errors (void **state)
     ps_pack_str (&writer.pk, "io");
     ps_pack_key (&writer.pk, "message");
     ps_pack_str (&writer.pk, "disk on fire");
-    s_send_message (s_dealer, &writer, 0, NULL, NULL);
-    S_REFUSED (id, "bad_message", "reply");
+    s_send_message (s_chief, &writer, 0, NULL, NULL);
+    s_expect_error (s_chief, id, "bad_message", (const char *[]) { "reply", NULL });
 
     //  A frame after a message type that carries none.
     id = s_next_id++;
@@ -630,7 +659,7 @@ static void
 test_req_envelope (void **state)
 {
     (void) state;
-    void *req = s_socket (ZMQ_REQ, s_server.endpoint);
+    void *req = s_socket (ZMQ_REQ, s_server.endpoint, "ps:0");
     assert_int_equal (s_ping (req), 1);
     static const char garbage [] = "\xc1\xc1\xc1";
     s_send_raw (req, garbage, sizeof garbage - 1);
@@ -692,7 +721,7 @@ test_raw_tcp_garbage (void **state)
     assert_true (harness_server_alive (&s_server));
     s_ping (s_dealer);
     //  A fresh peer connects and is served too.
-    void *fresh = s_socket (ZMQ_DEALER, s_server.endpoint);
+    void *fresh = s_socket (ZMQ_DEALER, s_server.endpoint, "ps:0");
     assert_int_equal (s_ping (fresh), 1);
     zmq_close (fresh);
 }
@@ -732,7 +761,8 @@ test_nothing_applied (void **state)
     (void) state;
     ps_error_t err;
     const char *endpoints [] = { s_server.endpoint };
-    ps_client_t *client = ps_client_new (endpoints, 1, S_TIMEOUT_MS, &err);
+    ps_client_t *client = ps_client_new (endpoints, 1, S_TIMEOUT_MS, harness_curve ("worker:0"),
+                                         &err);
     if (!client)
         fail_msg ("client: %s", err.msg);
     ps_shape_t shape;
@@ -767,9 +797,9 @@ static void
 test_size_limit (void **state)
 {
     (void) state;
-    if (harness_server_start (&s_limited, (const char *[]) { "--max-message", "1", NULL }))
+    if (harness_server_start (&s_limited, 1, (const char *[]) { "--max-message", "1", NULL }))
         fail_msg ("cannot start a server with --max-message 1");
-    void *big_sender = s_socket (ZMQ_DEALER, s_limited.endpoint);
+    void *big_sender = s_socket (ZMQ_DEALER, s_limited.endpoint, "ps:1");
     s_ping (big_sender);
 
     size_t floats = 512 * 1024;         //  2 MiB
@@ -781,7 +811,7 @@ test_size_limit (void **state)
     s_send_message (big_sender, &writer, 1, (size_t []) { floats * 4 }, grad);
     assert_false (s_wait (big_sender, S_SILENCE_MS));
 
-    void *other = s_socket (ZMQ_DEALER, s_limited.endpoint);
+    void *other = s_socket (ZMQ_DEALER, s_limited.endpoint, "ps:1");
     assert_int_equal (s_ping (other), 0);
     assert_true (harness_server_alive (&s_limited));
 

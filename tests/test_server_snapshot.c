@@ -11,6 +11,10 @@
 //  absolute paths, '..', symlinks leading out, empty or overlong names and
 //  control characters are refused by name, and a server without a root
 //  refuses both requests.
+//
+//  The servers are secured: snapshots, restores and the rest of the
+//  control go through chief:0's client, pushes and pulls through
+//  worker:0's (harness_clients_t).
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -39,28 +43,27 @@ s_ok (int rc, ps_error_t *err)
         fail_msg ("%s: %s", ps_error_name (rc), err->msg);
 }
 
-static ps_client_t *
-s_client (harness_server_t *servers, int n)
+//  The control and data clients of the n servers, holding snap/kernel and
+//  snap/bias.
+static void
+s_clients (harness_clients_t *clients, harness_server_t *servers, int n)
 {
     const char *endpoints [2];
     for (int i = 0; i < n; i++)
         endpoints [i] = servers [i].endpoint;
     ps_error_t err;
-    ps_client_t *client = ps_client_new (endpoints, n, 5000, &err);
-    if (!client)
-        fail_msg ("client: %s", err.msg);
+    s_ok (harness_clients_open (clients, endpoints, n, 5000, false, &err), &err);
     ps_shape_t kernel, bias;
     ps_shape_set (&kernel, (int64_t []) { 37, 11 }, 2, NULL);
     ps_shape_set (&bias, (int64_t []) { 11 }, 1, NULL);
     ps_init_t init;
     ps_init_default (&init, PS_INIT_GLOROT_UNIFORM);
     init.seed = 7;
-    ps_client_add_variable (client, "snap/kernel", &kernel, &init, 2, (int64_t []) { 0, 20, 37 },
-                            (int []) { 0, n - 1 }, &err);
+    harness_clients_add_variable (clients, "snap/kernel", &kernel, &init, 2,
+                                  (int64_t []) { 0, 20, 37 }, (int []) { 0, n - 1 }, &err);
     ps_init_default (&init, PS_INIT_ZEROS);
-    ps_client_add_variable (client, "snap/bias", &bias, &init, 1, (int64_t []) { 0, 11 },
-                            (int []) { n - 1 }, &err);
-    return client;
+    harness_clients_add_variable (clients, "snap/bias", &bias, &init, 1, (int64_t []) { 0, 11 },
+                                  (int []) { n - 1 }, &err);
 }
 
 static void
@@ -95,14 +98,15 @@ test_kill_restore_identical (void **state)
     const char *args [] = { "--checkpoint-root", root, NULL };
     harness_server_t servers [2];
     for (int i = 0; i < 2; i++)
-        assert_int_equal (harness_server_start (&servers [i], args), 0);
-    ps_client_t *client = s_client (servers, 2);
+        assert_int_equal (harness_server_start (&servers [i], i, args), 0);
+    harness_clients_t clients;
+    s_clients (&clients, servers, 2);
     ps_error_t err;
-    s_ok (ps_client_create (client, &err), &err);
+    s_ok (ps_client_create (clients.control, &err), &err);
     ps_opt_config_t opt;
     ps_opt_config_default (&opt, PS_OPT_ADAM);
     opt.lr = 0.01;
-    s_ok (ps_client_set_optimizer (client, &opt, &err), &err);
+    s_ok (ps_client_set_optimizer (clients.control, &opt, &err), &err);
     float gk [37 * 11], gb [11], k1 [37 * 11], b1 [11], k2 [37 * 11], b2 [11];
     const float *grads [] = { gk, gb };
     float *first [] = { k1, b1 }, *second [] = { k2, b2 };
@@ -111,7 +115,7 @@ test_kill_restore_identical (void **state)
         if (step == 4)
             continue;
         s_grads (step, gk, gb);
-        s_ok (ps_client_push (client, step, 0, grads, NULL, &err), &err);
+        s_ok (ps_client_push (clients.data, step, 0, grads, NULL, &err), &err);
     }
     //  Requests name directories relative to the root.
     const char *name1 = "ckpt-1", *name2 = "nested/ckpt-2";
@@ -123,28 +127,28 @@ test_kill_restore_identical (void **state)
     assert_int_equal (mkdir (nested, 0755), 0);
     ps_snap_file_t *files;
     size_t nfiles;
-    s_ok (ps_client_snapshot (client, name1, &files, &nfiles, &err), &err);
+    s_ok (ps_client_snapshot (clients.control, name1, &files, &nfiles, &err), &err);
     assert_int_equal (nfiles, 3);
     for (size_t i = 0; i < nfiles; i++) {
         assert_int_equal (files [i].version, 9);
         assert_true (files [i].bytes > 0);
     }
-    s_ok (ps_client_pull (client, first, &err), &err);
+    s_ok (ps_client_pull (clients.data, first, &err), &err);
     //  Continue on the original servers to know where training should go.
     s_grads (10, gk, gb);
-    s_ok (ps_client_push_pull (client, 10, 0, grads, first, NULL, &err), &err);
-    ps_client_destroy (&client);
+    s_ok (ps_client_push_pull (clients.data, 10, 0, grads, first, NULL, &err), &err);
+    harness_clients_close (&clients);
 
     //  Crash both servers; start new processes and restore.
     for (int i = 0; i < 2; i++) {
         assert_int_equal (harness_server_stop (&servers [i], SIGKILL), 128 + SIGKILL);
-        assert_int_equal (harness_server_start (&servers [i], args), 0);
+        assert_int_equal (harness_server_start (&servers [i], i, args), 0);
     }
-    client = s_client (servers, 2);
-    s_ok (ps_client_restore (client, name1, &err), &err);
+    s_clients (&clients, servers, 2);
+    s_ok (ps_client_restore (clients.control, name1, &err), &err);
     ps_part_stats_t *stats;
     size_t count;
-    s_ok (ps_client_stats (client, 0, &stats, &count, &err), &err);
+    s_ok (ps_client_stats (clients.control, 0, &stats, &count, &err), &err);
     assert_int_equal (count, 1);
     assert_int_equal (stats [0].updates, 9);
     free (stats);
@@ -152,7 +156,7 @@ test_kill_restore_identical (void **state)
     //  step count, counters and ledger all came back.
     ps_snap_file_t *again;
     size_t nagain;
-    s_ok (ps_client_snapshot (client, name2, &again, &nagain, &err), &err);
+    s_ok (ps_client_snapshot (clients.control, name2, &again, &nagain, &err), &err);
     assert_int_equal (nagain, nfiles);
     for (size_t i = 0; i < nfiles; i++) {
         char path1 [1024], path2 [1024];
@@ -170,16 +174,16 @@ test_kill_restore_identical (void **state)
     //  Replayed steps are duplicates; the hole (step 4) is not.
     s_grads (3, gk, gb);
     ps_push_info_t info;
-    s_ok (ps_client_push (client, 3, 0, grads, &info, &err), &err);
+    s_ok (ps_client_push (clients.data, 3, 0, grads, &info, &err), &err);
     assert_int_equal (info.duplicates, 3);
     //  Step 10 gives exactly what it gave on the original servers.
     s_grads (10, gk, gb);
-    s_ok (ps_client_push_pull (client, 10, 0, grads, second, &info, &err), &err);
+    s_ok (ps_client_push_pull (clients.data, 10, 0, grads, second, &info, &err), &err);
     assert_int_equal (info.applied, 3);
     assert_memory_equal (k1, k2, sizeof k1);
     assert_memory_equal (b1, b2, sizeof b1);
     s_grads (4, gk, gb);
-    s_ok (ps_client_push (client, 4, 0, grads, &info, &err), &err);
+    s_ok (ps_client_push (clients.data, 4, 0, grads, &info, &err), &err);
     assert_int_equal (info.applied, 3);
 
     //  A corrupted snapshot is refused by file name, and the server keeps
@@ -193,15 +197,16 @@ test_kill_restore_identical (void **state)
     fseek (file, 100, SEEK_SET);
     fputc (byte ^ 0x10, file);
     fclose (file);
-    assert_int_equal (ps_client_restore (client, name2, &err), PS_ECORRUPT);
+    assert_int_equal (ps_client_restore (clients.control, name2, &err), PS_ECORRUPT);
     assert_non_null (strstr (err.msg, files [0].file));
     //  Truncation too.
     snprintf (path, sizeof path, "%s/%s", dir2, files [2].file);
     assert_int_equal (truncate (path, (off_t) files [2].bytes / 2), 0);
-    ps_client_t *other = s_client (servers, 2);
-    assert_int_equal (ps_client_restore (other, name2, &err), PS_ECORRUPT);
-    ps_client_destroy (&other);
-    s_ok (ps_client_stats (client, 0, &stats, &count, &err), &err);
+    harness_clients_t other;
+    s_clients (&other, servers, 2);
+    assert_int_equal (ps_client_restore (other.control, name2, &err), PS_ECORRUPT);
+    harness_clients_close (&other);
+    s_ok (ps_client_stats (clients.control, 0, &stats, &count, &err), &err);
     assert_int_equal (stats [0].updates, 11);
     free (stats);
     //  A file copied over another partition's name is refused by name.
@@ -210,10 +215,10 @@ test_kill_restore_identical (void **state)
     snprintf (onto, sizeof onto, "%s/%s", dir1, files [0].file);
     snprintf (command, sizeof command, "cp '%s' '%s'", from, onto);
     assert_int_equal (system (command), 0);
-    assert_int_equal (ps_client_restore (client, name1, &err), PS_ECORRUPT);
+    assert_int_equal (ps_client_restore (clients.control, name1, &err), PS_ECORRUPT);
     assert_non_null (strstr (err.msg, "holds partition"));
     //  A missing directory is a clear error too.
-    assert_int_equal (ps_client_restore (client, "nonexistent/ckpt", &err), PS_ENOTFOUND);
+    assert_int_equal (ps_client_restore (clients.control, "nonexistent/ckpt", &err), PS_ENOTFOUND);
     assert_non_null (strstr (err.msg, "nonexistent/ckpt"));
 
     //  A file whose CRC is right but whose learning rate is NaN (or whose
@@ -221,7 +226,7 @@ test_kill_restore_identical (void **state)
     //  update: refused by name, with the field, and nothing changes.
     ps_snap_file_t *third;
     size_t nthird;
-    s_ok (ps_client_snapshot (client, "ckpt-3", &third, &nthird, &err), &err);
+    s_ok (ps_client_snapshot (clients.control, "ckpt-3", &third, &nthird, &err), &err);
     snprintf (path, sizeof path, "%s/ckpt-3/%s", root, third [0].file);
     size_t len;
     char *good = s_read_file (path, &len);
@@ -241,18 +246,18 @@ test_kill_restore_identical (void **state)
         assert_int_equal (fwrite (data, 1, len, out), len);
         assert_int_equal (fclose (out), 0);
         free (data);
-        assert_int_equal (ps_client_restore (client, "ckpt-3", &err), PS_ECORRUPT);
+        assert_int_equal (ps_client_restore (clients.control, "ckpt-3", &err), PS_ECORRUPT);
         assert_non_null (strstr (err.msg, third [0].file));
         assert_non_null (strstr (err.msg, bad [b].field));
     }
     free (third);
     free (good);
-    s_ok (ps_client_stats (client, 0, &stats, &count, &err), &err);
+    s_ok (ps_client_stats (clients.control, 0, &stats, &count, &err), &err);
     assert_int_equal (stats [0].updates, 11);
     free (stats);
 
     free (files);
-    ps_client_destroy (&client);
+    harness_clients_close (&clients);
     for (int i = 0; i < 2; i++)
         assert_int_equal (harness_server_stop (&servers [i], SIGTERM), 0);
     harness_rmtree (root);
@@ -289,8 +294,8 @@ test_paths_confined (void **state)
     assert_int_equal (mkdir (outside, 0755), 0);
     harness_server_t server;
     //  The root is created when missing.
-    assert_int_equal (harness_server_start (&server, (const char *[]) { "--checkpoint-root", root,
-                                                                        NULL }), 0);
+    assert_int_equal (harness_server_start (&server, 0, (const char *[]) { "--checkpoint-root", root,
+                                                                           NULL }), 0);
     struct stat st;
     assert_int_equal (stat (root, &st), 0);
     assert_true (S_ISDIR (st.st_mode));
@@ -298,28 +303,29 @@ test_paths_confined (void **state)
     snprintf (link, sizeof link, "%s/out", root);
     assert_int_equal (symlink (outside, link), 0);
     harness_server_t *servers = &server;
-    ps_client_t *client = s_client (servers, 1);
+    harness_clients_t clients;
+    s_clients (&clients, servers, 1);
     ps_error_t err;
-    s_ok (ps_client_create (client, &err), &err);
+    s_ok (ps_client_create (clients.control, &err), &err);
 
     char absolute [160], escape [160];
     snprintf (absolute, sizeof absolute, "%s/abs", outside);
     snprintf (escape, sizeof escape, "../outside");
-    s_refused (client, absolute, "absolute");
-    s_refused (client, escape, "'..'");
-    s_refused (client, "a/../../outside", "'..'");
-    s_refused (client, "..", "'..'");
-    s_refused (client, "", "empty");
-    s_refused (client, "a//b", "empty");
-    s_refused (client, ".", "'.'");
-    s_refused (client, "ckpt\n1", "control");
-    s_refused (client, "ckpt\x1b[2J", "control");
-    s_refused (client, "out", "outside the checkpoint root");
-    s_refused (client, "out/sub", "outside the checkpoint root");
+    s_refused (clients.control, absolute, "absolute");
+    s_refused (clients.control, escape, "'..'");
+    s_refused (clients.control, "a/../../outside", "'..'");
+    s_refused (clients.control, "..", "'..'");
+    s_refused (clients.control, "", "empty");
+    s_refused (clients.control, "a//b", "empty");
+    s_refused (clients.control, ".", "'.'");
+    s_refused (clients.control, "ckpt\n1", "control");
+    s_refused (clients.control, "ckpt\x1b[2J", "control");
+    s_refused (clients.control, "out", "outside the checkpoint root");
+    s_refused (clients.control, "out/sub", "outside the checkpoint root");
     char overlong [400];
     memset (overlong, 'a', 300);
     overlong [300] = 0;
-    s_refused (client, overlong, "long");
+    s_refused (clients.control, overlong, "long");
     //  Nothing was written outside.
     DIR *handle = opendir (outside);
     assert_non_null (handle);
@@ -337,9 +343,9 @@ test_paths_confined (void **state)
     assert_int_equal (symlink (inner, alias), 0);
     ps_snap_file_t *files;
     size_t nfiles;
-    s_ok (ps_client_snapshot (client, "alias", &files, &nfiles, &err), &err);
+    s_ok (ps_client_snapshot (clients.control, "alias", &files, &nfiles, &err), &err);
     assert_int_equal (nfiles, 3);
-    s_ok (ps_client_restore (client, "inner", &err), &err);
+    s_ok (ps_client_restore (clients.control, "inner", &err), &err);
     //  A snapshot file in a good directory that is a symlink leading out
     //  is refused too (the file it leads to is a valid snapshot).
     char moved [1024], file_link [1024];
@@ -348,17 +354,17 @@ test_paths_confined (void **state)
     assert_int_equal (rename (file_link, moved), 0);
     assert_int_equal (symlink (moved, file_link), 0);
     free (files);
-    assert_int_equal (ps_client_restore (client, "inner", &err), PS_EINVAL);
+    assert_int_equal (ps_client_restore (clients.control, "inner", &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "outside the checkpoint root"));
-    ps_client_destroy (&client);
+    harness_clients_close (&clients);
     assert_int_equal (harness_server_stop (&server, SIGTERM), 0);
 
     //  Without a root, both requests are refused and say how to fix it.
-    assert_int_equal (harness_server_start (&server, NULL), 0);
-    client = s_client (servers, 1);
-    s_ok (ps_client_create (client, &err), &err);
-    s_refused (client, "ckpt-1", "--checkpoint-root");
-    ps_client_destroy (&client);
+    assert_int_equal (harness_server_start (&server, 0, NULL), 0);
+    s_clients (&clients, servers, 1);
+    s_ok (ps_client_create (clients.control, &err), &err);
+    s_refused (clients.control, "ckpt-1", "--checkpoint-root");
+    harness_clients_close (&clients);
     assert_int_equal (harness_server_stop (&server, SIGTERM), 0);
     harness_rmtree (base);
 }

@@ -157,6 +157,7 @@ struct _ps_ring_t {
     void *pull;                 //  bound for the ring's whole life, in ps_curve_context ()
     void *push;                 //  to the successor; NULL while there is none
     void *monitor;              //  the push socket's connection events
+    uint64_t attempts;          //  formations tried, which name their monitors
     int release_fd;             //  eventfd: ZeroMQ let go of the last buffer
     atomic_size_t outstanding;  //  zero-copy buffers ZeroMQ holds
     char endpoint [256];
@@ -748,14 +749,16 @@ ps_ring_form (ps_ring_t *self, uint64_t ring_id, int rank, int n,
     const char *successor = members [(rank + 1) % n];
     if (n > 1) {
         //  The monitor's inproc endpoint is unique to this ring object and
-        //  formation. Its PAIR connects before the PUSH does, so that the
-        //  connection's event cannot be sent before anyone listens, and
-        //  queues without limit, so that the I/O thread's blocking send of
-        //  an event never waits for the owner to read (events are a few
-        //  bytes per connection).
+        //  attempt: a failed attempt's endpoint stays bound until ZeroMQ's
+        //  reaper has closed its socket, so a retry of the same ring id
+        //  needs a name of its own. Its PAIR connects before the PUSH does,
+        //  so that the connection's event cannot be sent before anyone
+        //  listens, and queues without limit, so that the I/O thread's
+        //  blocking send of an event never waits for the owner to read
+        //  (events are a few bytes per connection).
         char monitor_endpoint [64];
         snprintf (monitor_endpoint, sizeof monitor_endpoint, "inproc://ps-ring-%p-%" PRIx64,
-                  (void *) self, ring_id);
+                  (void *) self, self->attempts++);
         push = zmq_socket (self->ctx, ZMQ_PUSH);
         monitor = zmq_socket (self->ctx, ZMQ_PAIR);
         if (!push || !monitor) {

@@ -9,6 +9,9 @@
 //  the members up. An iteration's time is the slowest member's; the table
 //  gives the median. algbw = bytes / time, and busbw = algbw * 2 (n - 1)
 //  / n (NCCL's definition: what each member's link carries per second).
+//  Each ring runs twice, secured with CurveZMQ as a cluster's is (member i
+//  is worker:i of keys the bench makes) and without (--insecure), and the
+//  secured row gives its time as a ratio of the unsecured one's.
 //
 //  The raw rows send messages of the same sizes (and of the ring's chunk
 //  size) from one process to another: zero-copy sends from one buffer,
@@ -20,7 +23,8 @@
 //
 //  main tunes the heap with ps_heap_tune first, as ps-worker does, and
 //  the children inherit the tuning through fork, so the allocator behaves
-//  as the worker's does.
+//  as the worker's does. The parent never makes a ZeroMQ context, so each
+//  child starts ZeroMQ and CZMQ's authenticator afresh.
 //
 //  Usage: bench_allreduce [--quick] [--chunk BYTES] [--io-threads N] [--system-cc]
 //      --quick        fewer iterations
@@ -234,6 +238,7 @@ typedef struct {
     const char *dir;            //  for IPC endpoints
     int n;
     int warmup, iters;
+    bool secured;               //  member i is worker:i, with CURVE
 } s_ring_run_t;
 
 static int
@@ -246,8 +251,11 @@ s_ring_child (s_child_t *child, void *arg)
         snprintf (bind, sizeof bind, "ipc://%s/ring-%d", run->dir, child->index);
     else
         snprintf (bind, sizeof bind, "tcp://127.0.0.1:*");
+    char task [32];
+    snprintf (task, sizeof task, "worker:%d", child->index);
     ps_ring_config_t config = { .bind = bind, .chunk_bytes = run->options->chunk,
-                                .timeout_ms = 20000 };
+                                .timeout_ms = 20000,
+                                .curve = run->secured ? harness_curve (task) : NULL };
     ps_ring_t *ring = ps_ring_new (&config, &err);
     if (!ring) {
         fprintf (stderr, "bench_allreduce: %s\n", err.msg);
@@ -258,12 +266,17 @@ s_ring_child (s_child_t *child, void *arg)
     ||  harness_read_line (child->in, line, sizeof line, S_CHILD_WAIT_MS))
         return S_EXIT_PIPE;
     //  The parent sends the members' endpoints, separated by spaces.
+    //  Member i is worker:i.
     const char *members [S_MAX_PROCS];
+    int tasks [S_MAX_PROCS];
     int n = 0;
     for (char *save = NULL, *token = strtok_r (line, " ", &save); token && n < S_MAX_PROCS;
-         token = strtok_r (NULL, " ", &save))
+         token = strtok_r (NULL, " ", &save)) {
+        tasks [n] = n;
         members [n++] = token;
-    if (n != run->n || ps_ring_form (ring, 1, child->index, n, members, &err)) {
+    }
+    if (n != run->n
+    ||  ps_ring_form (ring, 1, child->index, n, members, run->secured ? tasks : NULL, &err)) {
         fprintf (stderr, "bench_allreduce: forming the ring: %s\n", n == run->n ? err.msg : "");
         return S_EXIT_RING;
     }
@@ -316,14 +329,16 @@ s_ring_child (s_child_t *child, void *arg)
     return 0;
 }
 
-//  Run the ring rows of one transport and process count, printing them.
-//  Returns 0 or -1.
+//  Run the ring rows of one transport and process count, secured or not,
+//  printing them. medians [s] is the median time of size s: filled in
+//  unsecured, compared with secured. Returns 0 or -1.
 static int
-s_ring_rows (const s_options_t *options, const char *transport, const char *dir, int n)
+s_ring_rows (const s_options_t *options, const char *transport, const char *dir, int n,
+             bool secured, double *medians)
 {
     s_ring_run_t run = {
         .options = options, .transport = transport, .dir = dir, .n = n,
-        .warmup = options->quick ? 2 : 5, .iters = options->quick ? 5 : 41
+        .warmup = options->quick ? 2 : 5, .iters = options->quick ? 5 : 41, .secured = secured
     };
     s_procs_t procs;
     if (s_spawn (&procs, n, s_ring_child, &run)) {
@@ -363,10 +378,14 @@ s_ring_rows (const s_options_t *options, const char *transport, const char *dir,
         double ms = s_median (slowest, run.iters);
         double algbw = (double) s_sizes [s] / (ms * 1e6);
         double busbw = algbw * 2.0 * (n - 1) / n;
-        char size_name [32];
+        char size_name [32], ratio [16] = "-";
         s_size_name (s_sizes [s], size_name, sizeof size_name);
-        printf ("%-9s  %-5d  %-8s  %10.3f  %10.2f  %10.2f\n", transport, n, size_name, ms,
-                algbw, busbw);
+        if (secured)
+            snprintf (ratio, sizeof ratio, "%.2fx", ms / medians [s]);
+        else
+            medians [s] = ms;
+        printf ("%-9s  %-5d  %-6s  %-8s  %10.3f  %10.2f  %10.2f  %8s\n", transport, n,
+                secured ? "curve" : "none", size_name, ms, algbw, busbw, ratio);
         fflush (stdout);
     }
     if (rc)
@@ -574,8 +593,8 @@ s_raw_rows (const s_options_t *options, const char *transport, const char *dir,
         double ms = strtod (line, NULL);
         char size_name [32];
         s_size_name (sizes [s], size_name, sizeof size_name);
-        printf ("%-9s  %-5s  %-8s  %10.3f  %10.2f  %10s\n", transport, "raw", size_name, ms,
-                (double) sizes [s] / (ms * 1e6), "-");
+        printf ("%-9s  %-5s  %-6s  %-8s  %10.3f  %10.2f  %10s  %8s\n", transport, "raw", "none",
+                size_name, ms, (double) sizes [s] / (ms * 1e6), "-", "-");
         fflush (stdout);
     }
     if (rc)
@@ -632,17 +651,24 @@ main (int argc, char **argv)
     }
     size_t chunk = options.chunk ? options.chunk : PS_RING_DEFAULT_CHUNK;
     printf ("ring all-reduce and raw ZeroMQ PUSH/PULL on loopback; chunk %zu bytes%s; raw rows "
-            "with %d I/O thread%s, %s\n", chunk, options.chunk ? "" : " (the ring's default)",
+            "with %d I/O thread%s, %s\nvs none: the CurveZMQ ring's median time over the "
+            "unsecured ring's, run just before it\n", chunk, options.chunk ? "" : " (the ring's default)",
             options.io_threads, options.io_threads == 1 ? "" : "s",
             options.system_cc ? "the system's TCP congestion control" : "BBR switched off as "
             "in the ring");
-    printf ("%-9s  %-5s  %-8s  %10s  %10s  %10s\n", "transport", "procs", "size", "median ms",
-            "algbw GB/s", "busbw GB/s");
+    printf ("%-9s  %-5s  %-6s  %-8s  %10s  %10s  %10s  %8s\n", "transport", "procs", "curve",
+            "size", "median ms", "algbw GB/s", "busbw GB/s", "vs none");
+    //  The children share the keys made here, before the first fork.
+    harness_keys ();
     int rc = 0;
     const char *transports [] = { "tcp", "ipc" };
     for (int t = 0; t < 2 && rc == 0; t++) {
-        for (int n = 2; n <= 3 && rc == 0; n++)
-            rc = s_ring_rows (&options, transports [t], dir, n);
+        for (int n = 2; n <= 3 && rc == 0; n++) {
+            double medians [S_SIZES];
+            rc = s_ring_rows (&options, transports [t], dir, n, false, medians);
+            if (rc == 0)
+                rc = s_ring_rows (&options, transports [t], dir, n, true, medians);
+        }
         if (rc == 0)
             rc = s_raw_rows (&options, transports [t], dir, chunk);
     }

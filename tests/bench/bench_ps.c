@@ -7,7 +7,12 @@
 //  a push can do) and both ways (the best a push-pull can do). It then
 //  starts real ps-server processes and times push, pull and push-pull
 //  through ps_client, with SGD and with Adam, against 1 server and against
-//  2 servers that hold half of the variable each.
+//  2 servers that hold half of the variable each. Every such cell runs
+//  twice, back to back: with --insecure servers and unsecured clients,
+//  then secured with CurveZMQ as a cluster is by default (keys the bench
+//  makes; chief:0 creates and sets the optimizer, worker:0 pushes and
+//  pulls), and the secured row gives its throughput as a share of the
+//  unsecured one's.
 //
 //  Every cell reports the median time per request, the throughput that
 //  implies (payload bytes / median; push-pull counts the payload once), and
@@ -20,7 +25,8 @@
 //  memory its parameters and optimizer slots need.
 //
 //  A benchmark prints and never fails on timings: the targets in the
-//  summary say "met" or "NOT met" for information only. It exits non-zero
+//  summary (set against the unsecured cells, since raw ZeroMQ encrypts
+//  nothing either) say "met" or "NOT met" for information only. It exits non-zero
 //  only when something could not be set up or a request failed.
 //
 //  Usage: bench_ps [--quick] [--server PATH] [--threads N] [--parts K]
@@ -70,6 +76,7 @@ typedef struct {
     char op [16];
     char servers [4];
     char opt [8];
+    char sec [8];               //  "curve", "none", or "-" for raw ZeroMQ
     int size;                   //  index into the sizes
     double median, mean;        //  seconds per request
     //  Per request, summed over the servers of the cell; negative = unknown.
@@ -170,7 +177,7 @@ s_stats (double *samples, int n, double *median, double *mean)
 }
 
 static s_row_t *
-s_add_row (const char *op, const char *servers, const char *opt, int size)
+s_add_row (const char *op, const char *servers, const char *opt, const char *sec, int size)
 {
     if (s_nrows == S_MAX_ROWS)
         s_fail ("table", "too many rows");
@@ -179,6 +186,7 @@ s_add_row (const char *op, const char *servers, const char *opt, int size)
     snprintf (row->op, sizeof row->op, "%s", op);
     snprintf (row->servers, sizeof row->servers, "%s", servers);
     snprintf (row->opt, sizeof row->opt, "%s", opt);
+    snprintf (row->sec, sizeof row->sec, "%s", sec);
     row->size = size;
     row->srv_cpu = row->srv_faults = row->cli_cpu = row->cli_faults = -1;
     return row;
@@ -377,7 +385,7 @@ s_raw_stream (int size, const s_size_t *sz, int warmups)
         int first = warmups + b * batch;
         times [b] = (sink.stamps [first + batch - 1] - sink.stamps [first - 1]) / batch;
     }
-    s_row_t *row = s_add_row ("raw-zmq", "-", "-", size);
+    s_row_t *row = s_add_row ("raw-zmq", "-", "-", "-", size);
     double median, mean;
     s_stats (times, S_BATCHES, &median, &mean);
     row->median = median;
@@ -484,7 +492,7 @@ s_raw_roundtrip (const char *op, int size, size_t bytes, bool echo, int reps, in
     fprintf (stderr, "bench_ps: %-5s %s: median %.1f us, mean %.1f us\n",
              bytes <= 64 ? "64B" : "", op, median * 1e6, mean * 1e6);
     if (!keep) {
-        s_row_t *row = s_add_row (op, "-", "-", size);
+        s_row_t *row = s_add_row (op, "-", "-", "-", size);
         row->median = median;
         row->mean = mean;
     }
@@ -493,32 +501,42 @@ s_raw_roundtrip (const char *op, int size, size_t bytes, bool echo, int reps, in
 //  ---------------------------------------------------------------------
 //  ps-cluster
 
-//  Start nservers servers with extra arguments.
+//  Start nservers servers (tasks ps:0 ...) with extra arguments (at most
+//  a few), secured or with --insecure.
 static void
-s_start_servers (int nservers, const char *const *args)
+s_start_servers (int nservers, const char *const *args, bool secured)
 {
     assert (s_nservers == 0 && nservers <= S_MAX_SERVERS);
+    const char *all [8];
+    int n = 0;
+    for (; args [n]; n++) {
+        assert (n < 6);
+        all [n] = args [n];
+    }
+    all [n++] = secured ? NULL : "--insecure";
+    all [n] = NULL;
     for (int i = 0; i < nservers; i++) {
-        if (harness_server_start (&s_servers [i], args) != 0)
+        if (harness_server_start (&s_servers [i], i, all) != 0)
             s_fail ("ps-server", "did not start (is --server right?)");
         s_nservers++;
     }
 }
 
-//  A client of the running servers with one variable of bytes, split into
-//  parts partitions per server of equal row counts. A variable of fewer
-//  rows than partitions is reshaped to as many rows as partitions, of
-//  proportionally shorter rows, so that each server still holds its share.
-static ps_client_t *
-s_client (size_t bytes, int parts_per_server, int *nparts_p)
+//  The control and data clients of the running servers (unsecured when
+//  they are) with one variable of bytes, split into parts partitions per
+//  server of equal row counts. A variable of fewer rows than partitions is
+//  reshaped to as many rows as partitions, of proportionally shorter rows,
+//  so that each server still holds its share.
+static void
+s_clients (harness_clients_t *clients, bool secured, size_t bytes, int parts_per_server,
+           int *nparts_p)
 {
     const char *endpoints [S_MAX_SERVERS];
     for (int i = 0; i < s_nservers; i++)
         endpoints [i] = s_servers [i].endpoint;
     ps_error_t err;
-    ps_client_t *client = ps_client_new (endpoints, s_nservers, S_TIMEOUT_MS, &err);
-    if (!client)
-        s_fail ("ps_client_new", err.msg);
+    s_check_ps (harness_clients_open (clients, endpoints, s_nservers, S_TIMEOUT_MS, !secured,
+                                      &err), "ps_client_new", &err);
     int nparts = s_nservers * parts_per_server;
     int64_t floats = (int64_t) (bytes / sizeof (float));
     int64_t rows = floats / S_ROW;
@@ -542,11 +560,10 @@ s_client (size_t bytes, int parts_per_server, int *nparts_p)
     ps_init_t init;
     ps_init_default (&init, PS_INIT_CONSTANT);
     init.value = 0.5;
-    s_check_ps (ps_client_add_variable (client, "bench/w", &shape, &init, nparts, splits,
-                                        servers, &err), "ps_client_add_variable", &err);
-    s_check_ps (ps_client_create (client, &err), "ps_client_create", &err);
+    s_check_ps (harness_clients_add_variable (clients, "bench/w", &shape, &init, nparts, splits,
+                                              servers, &err), "ps_client_add_variable", &err);
+    s_check_ps (ps_client_create (clients->control, &err), "ps_client_create", &err);
     *nparts_p = nparts;
-    return client;
 }
 
 //  One request; a push that some partition took for a duplicate would
@@ -579,8 +596,8 @@ s_ps_request (ps_client_t *client, s_op_t op, uint64_t *step, int nparts,
 //  Time one cell: warm-ups, then reps requests timed one by one, with the
 //  servers' and the client's counters taken around the timed part.
 static void
-s_ps_cell (ps_client_t *client, s_op_t op, const char *opt, int size, const s_size_t *sz,
-           uint64_t *step, int nparts, const float *grad, float *values)
+s_ps_cell (ps_client_t *client, s_op_t op, const char *opt, const char *sec, int size,
+           const s_size_t *sz, uint64_t *step, int nparts, const float *grad, float *values)
 {
     for (int i = 0; i < sz->warmups; i++)
         s_ps_request (client, op, step, nparts, grad, values);
@@ -598,7 +615,7 @@ s_ps_cell (ps_client_t *client, s_op_t op, const char *opt, int size, const s_si
     s_usage_t srv_after = s_servers_usage ();
     char servers [12];
     snprintf (servers, sizeof servers, "%d", s_nservers);
-    s_row_t *row = s_add_row (s_op_names [op], servers, opt, size);
+    s_row_t *row = s_add_row (s_op_names [op], servers, opt, sec, size);
     s_stats (times, sz->reps, &row->median, &row->mean);
     free (times);
     if (srv_before.cpu >= 0 && srv_after.cpu >= 0) {
@@ -607,9 +624,9 @@ s_ps_cell (ps_client_t *client, s_op_t op, const char *opt, int size, const s_si
     }
     row->cli_cpu = (cli_after.cpu - cli_before.cpu) / sz->reps;
     row->cli_faults = (cli_after.faults - cli_before.faults) / sz->reps;
-    fprintf (stderr, "bench_ps: %-5s %-9s %s server(s) %-4s: median %9.1f us, %6.2f GB/s"
+    fprintf (stderr, "bench_ps: %-5s %-9s %s server(s) %-4s %-5s: median %9.1f us, %6.2f GB/s"
              " (server %.2f ms cpu %.0f faults, client %.2f ms cpu %.0f faults per request)\n",
-             sz->label, s_op_names [op], servers, opt, row->median * 1e6,
+             sz->label, s_op_names [op], servers, opt, sec, row->median * 1e6,
              (double) sz->bytes / row->median * 1e-9, row->srv_cpu * 1e3, row->srv_faults,
              row->cli_cpu * 1e3, row->cli_faults);
 }
@@ -635,14 +652,18 @@ typedef struct {
     long rest_kib;              //  once the server has been idle a while
 } s_memory_t;
 
-//  Start nservers servers, then run every optimizer and operation at size.
+//  Start nservers servers, secured or not, then run every optimizer and
+//  operation at size.
 static void
 s_ps_size (int nservers, int size, const s_size_t *sz, const char *const *server_args,
-           int parts_per_server, bool measure_memory, s_memory_t *memory)
+           bool secured, int parts_per_server, bool measure_memory, s_memory_t *memory)
 {
-    s_start_servers (nservers, server_args);
+    s_start_servers (nservers, server_args, secured);
     int nparts;
-    ps_client_t *client = s_client (sz->bytes, parts_per_server, &nparts);
+    harness_clients_t clients;
+    s_clients (&clients, secured, sz->bytes, parts_per_server, &nparts);
+    ps_client_t *client = clients.data;
+    const char *sec = secured ? "curve" : "none";
     float *grad = s_buffer (sz->bytes, 1e-4f);
     float *values = s_buffer (sz->bytes, 0.0f);
     s_settle (client);
@@ -654,9 +675,10 @@ s_ps_size (int nservers, int size, const s_size_t *sz, const char *const *server
         ps_opt_config_t opt;
         ps_opt_config_default (&opt, opts [o].kind);
         ps_error_t err;
-        s_check_ps (ps_client_set_optimizer (client, &opt, &err), "ps_client_set_optimizer", &err);
+        s_check_ps (ps_client_set_optimizer (clients.control, &opt, &err),
+                    "ps_client_set_optimizer", &err);
         for (s_op_t op = S_PUSH; op <= S_PUSH_PULL; op++)
-            s_ps_cell (client, op, opts [o].name, size, sz, &step, nparts, grad, values);
+            s_ps_cell (client, op, opts [o].name, sec, size, sz, &step, nparts, grad, values);
     }
     if (measure_memory) {
         memory->taken = true;
@@ -669,7 +691,7 @@ s_ps_size (int nservers, int size, const s_size_t *sz, const char *const *server
         nanosleep (&pause, NULL);
         memory->rest_kib = harness_status_kib (s_servers [0].pid, "VmRSS");
     }
-    ps_client_destroy (&client);
+    harness_clients_close (&clients);
     free (grad);
     free (values);
     s_stop_servers ();
@@ -679,11 +701,12 @@ s_ps_size (int nservers, int size, const s_size_t *sz, const char *const *server
 //  Report
 
 static const s_row_t *
-s_find (const char *op, const char *servers, const char *opt, int size)
+s_find (const char *op, const char *servers, const char *opt, const char *sec, int size)
 {
     for (int i = 0; i < s_nrows; i++)
         if (strcmp (s_rows [i].op, op) == 0 && strcmp (s_rows [i].servers, servers) == 0
-        &&  strcmp (s_rows [i].opt, opt) == 0 && s_rows [i].size == size)
+        &&  strcmp (s_rows [i].opt, opt) == 0 && strcmp (s_rows [i].sec, sec) == 0
+        &&  s_rows [i].size == size)
             return &s_rows [i];
     return NULL;
 }
@@ -709,17 +732,23 @@ s_format_counter (char *buf, size_t len, double value, double scale, const char 
 static void
 s_print_table (const s_size_t *sizes, int nsizes, const s_row_t *rtt)
 {
-    printf ("\n%-10s %-7s %-5s %-5s %10s %10s %7s %7s | %9s %9s %9s %9s\n",
-            "op", "servers", "opt", "size", "median", "mean", "GB/s", "vs raw",
-            "srv ms", "srv flt", "cli ms", "cli flt");
+    printf ("\n%-10s %-7s %-5s %-5s %-5s %10s %10s %7s %7s %7s | %9s %9s %9s %9s\n",
+            "op", "servers", "opt", "curve", "size", "median", "mean", "GB/s", "vs raw",
+            "vs none", "srv ms", "srv flt", "cli ms", "cli flt");
     for (int size = 0; size < nsizes; size++) {
-        const s_row_t *raw = s_find ("raw-zmq", "-", "-", size);
+        const s_row_t *raw = s_find ("raw-zmq", "-", "-", "-", size);
         for (int i = 0; i < s_nrows; i++) {
             const s_row_t *row = &s_rows [i];
             if (row->size != size)
                 continue;
-            char median [24], mean [24], ratio [16], rate [16];
+            char median [24], mean [24], ratio [16], rate [16], secured [16] = "-";
             char srv_cpu [16], srv_flt [16], cli_cpu [16], cli_flt [16];
+            //  A secured cell's throughput as a share of the unsecured
+            //  one's.
+            const s_row_t *plain = strcmp (row->sec, "curve") == 0
+                                 ? s_find (row->op, row->servers, row->opt, "none", size) : NULL;
+            if (plain)
+                snprintf (secured, sizeof secured, "%.0f%%", 100 * plain->median / row->median);
             bool rtt64 = row == rtt;
             s_format_time (median, sizeof median, row->median);
             s_format_time (mean, sizeof mean, row->mean);
@@ -739,9 +768,9 @@ s_print_table (const s_size_t *sizes, int nsizes, const s_row_t *rtt)
             s_format_counter (srv_flt, sizeof srv_flt, row->srv_faults, 1, "%.0f");
             s_format_counter (cli_cpu, sizeof cli_cpu, row->cli_cpu, 1e3, "%.2f");
             s_format_counter (cli_flt, sizeof cli_flt, row->cli_faults, 1, "%.0f");
-            printf ("%-10s %-7s %-5s %-5s %10s %10s %7s %7s | %9s %9s %9s %9s\n",
-                    row->op, row->servers, row->opt, rtt64 ? "64B" : sizes [size].label,
-                    median, mean, rate, ratio, srv_cpu, srv_flt, cli_cpu, cli_flt);
+            printf ("%-10s %-7s %-5s %-5s %-5s %10s %10s %7s %7s %7s | %9s %9s %9s %9s\n",
+                    row->op, row->servers, row->opt, row->sec, rtt64 ? "64B" : sizes [size].label,
+                    median, mean, rate, ratio, secured, srv_cpu, srv_flt, cli_cpu, cli_flt);
         }
         printf ("\n");
     }
@@ -750,6 +779,8 @@ s_print_table (const s_size_t *sizes, int nsizes, const s_row_t *rtt)
             "        above it, GB/s as a share of raw-zmq one-way GB/s of the same size.\n"
             "raw-zmq: PUSH/PULL stream, zero-copy send, zmq_msg_recv; median over %d batches of\n"
             "         time per message (mean: whole stream).\n"
+            "vs none: a CurveZMQ cell's GB/s as a share of the same cell with --insecure servers\n"
+            "         and unsecured clients, run just before it.\n"
             "raw-rt:  REQ/REP, payload request zero-copy, 64-byte reply (ceiling of a push).\n"
             "raw-rt2: REQ/REP, payload both ways, reply is the request echoed zero-copy\n"
             "         (ceiling of a push-pull).\n"
@@ -767,15 +798,17 @@ s_target (const char *name, bool known, bool met, const char *detail)
 static void
 s_print_summary (const s_size_t *sizes, int nsizes, const s_row_t *rtt, const s_memory_t *memory)
 {
-    printf ("\nTargets (information only; timings vary by +-30%% between runs):\n");
+    printf ("\nTargets (information only; timings vary by +-30%% between runs; set against the\n"
+            "unsecured cells, like the raw ZeroMQ they are compared with):\n");
     char detail [160];
     int size16 = -1;
     for (int i = 0; i < nsizes; i++)
         if (sizes [i].bytes == 16 * S_MIB)
             size16 = i;
-    const s_row_t *raw = size16 >= 0 ? s_find ("raw-zmq", "-", "-", size16) : NULL;
-    const s_row_t *push = size16 >= 0 ? s_find ("push", "1", "sgd", size16) : NULL;
-    const s_row_t *pushpull = size16 >= 0 ? s_find ("push-pull", "1", "sgd", size16) : NULL;
+    const s_row_t *raw = size16 >= 0 ? s_find ("raw-zmq", "-", "-", "-", size16) : NULL;
+    const s_row_t *push = size16 >= 0 ? s_find ("push", "1", "sgd", "none", size16) : NULL;
+    const s_row_t *pushpull = size16 >= 0 ? s_find ("push-pull", "1", "sgd", "none", size16)
+                                          : NULL;
     double share = raw && push ? raw->median / push->median : 0;
     snprintf (detail, sizeof detail, "%.0f%% of raw one-way", 100 * share);
     s_target ("push 16MB, SGD, 1 server >= 80% of raw ZeroMQ", raw && push, share >= 0.8, detail);
@@ -783,7 +816,11 @@ s_print_summary (const s_size_t *sizes, int nsizes, const s_row_t *rtt, const s_
     snprintf (detail, sizeof detail, "%.0f%% of raw one-way", 100 * share);
     s_target ("push-pull 16MB, SGD, 1 server (payload once) >= 45% of raw", raw && pushpull,
               share >= 0.45, detail);
-    const s_row_t *small = s_find ("push-pull", "1", "sgd", 0);
+    const s_row_t *curve = size16 >= 0 ? s_find ("push", "1", "sgd", "curve", size16) : NULL;
+    if (push && curve)
+        printf ("  (information: CurveZMQ push 16MB, SGD, 1 server at %.0f%% of the unsecured "
+                "GB/s)\n", 100 * push->median / curve->median);
+    const s_row_t *small = s_find ("push-pull", "1", "sgd", "none", 0);
     double ratio = small ? small->median / rtt->median : 0;
     snprintf (detail, sizeof detail, "%.1f us vs %.1f us = %.2fx", small ? small->median * 1e6 : 0,
               rtt->median * 1e6, ratio);
@@ -796,7 +833,7 @@ s_print_summary (const s_size_t *sizes, int nsizes, const s_row_t *rtt, const s_
         double rest = (double) memory->rest_kib / 1024;
         snprintf (detail, sizeof detail, "RSS %.1f MiB at rest; limit %.1f MiB", rest, limit);
         char name [96];
-        snprintf (name, sizeof name, "server RSS after Adam %s <= 1.1 x %.0f MiB + 32 MiB",
+        snprintf (name, sizeof name, "secured server RSS after Adam %s <= 1.1 x %.0f MiB + 32 MiB",
                   sizes [memory->size].label, need);
         s_target (name, memory->rest_kib >= 0, rest <= limit, detail);
         snprintf (detail, sizeof detail, "RSS %.1f MiB right after the last request", rss);
@@ -902,7 +939,7 @@ main (int argc, char *argv [])
     //  threads on one CPU or on two (about 2x on these machines), which can
     //  change while the benchmark runs, so it is measured in S_RTT_BLOCKS
     //  blocks around the 4 KB cells and the samples are pooled.
-    s_row_t *rtt = s_add_row ("raw-rtt64", "-", "-", 0);
+    s_row_t *rtt = s_add_row ("raw-rtt64", "-", "-", "-", 0);
     int rtt_reps = 2 * sizes [0].reps;
     double *rtt_samples = calloc ((size_t) (S_RTT_BLOCKS * rtt_reps), sizeof (double));
     double rtt_blocks [S_RTT_BLOCKS];
@@ -918,8 +955,9 @@ main (int argc, char *argv [])
         s_raw_roundtrip ("raw-rt", size, sz->bytes, false, sz->reps, sz->warmups, NULL);
         s_raw_roundtrip ("raw-rt2", size, sz->bytes, true, sz->reps, sz->warmups, NULL);
         for (int nservers = 1; nservers <= S_MAX_SERVERS; nservers++) {
-            s_ps_size (nservers, size, sz, server_args, parts,
-                       nservers == 1 && size == nsizes - 1, &memory);
+            for (int secured = 0; secured <= 1; secured++)
+                s_ps_size (nservers, size, sz, server_args, secured, parts,
+                           secured && nservers == 1 && size == nsizes - 1, &memory);
             if (size == 0)
                 s_raw_roundtrip ("raw-rtt64", 0, 64, true, rtt_reps, sz->warmups,
                                  rtt_samples + rtt_reps * block++);
