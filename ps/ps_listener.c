@@ -6,6 +6,8 @@
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -103,7 +105,14 @@ ps_listener_new (void *ctx, void *socket, const char *endpoint, ps_error_t *err)
         abort ();
     self->socket = socket;
     self->limit = s_raise_limit ();
-    snprintf (self->monitor, sizeof self->monitor, "inproc://ps-listener-%p", (void *) self);
+    //  The monitor's endpoint lives in the socket's context, which may
+    //  outlive this listener (ps_curve_context): a name made from the
+    //  object's address could be an earlier, destroyed listener's, still
+    //  bound there, so every listener of the process gets a number of its
+    //  own.
+    static atomic_uint_fast64_t serial;
+    snprintf (self->monitor, sizeof self->monitor, "inproc://ps-listener-%" PRIuFAST64,
+              atomic_fetch_add (&serial, 1));
     //  The monitor is connected before the bind, so that no connection
     //  goes uncounted, and with no high-water mark: ZeroMQ drops the
     //  events a full queue has no room for, and a lost event would leave
