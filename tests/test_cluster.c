@@ -2395,8 +2395,8 @@ test_plain_data_plane (void **state)
 //  l. Gradients that are not finite, and a loss that diverges
 
 //  SGD at a learning rate of 1e8 makes the parameters huge within a few
-//  steps and the gradients NaN after that (one worker: deterministic). The servers refuse every such
-//  push whole; the coordinator tries each refused step again, on fresher
+//  steps and the gradients NaN after that (one worker: deterministic).
+//  The servers refuse every such push whole; the coordinator tries each refused step again, on fresher
 //  parameters, twice (nonfinite_retries), then fails the run naming the
 //  step and the variable. Before, the NaN were applied and the run ended
 //  at chance accuracy with exit 0.

@@ -212,6 +212,24 @@ s_client (void *ctx)
     return client;
 }
 
+//  A ROUTER bound on a free port of 127.0.0.1 in ps_curve_context, secured
+//  by server_fn (ps_curve_server or ps_curve_data_server) with curve's
+//  identity; endpoint gets where it listens.
+static void *
+s_listener (ps_curve_t *curve, int (*server_fn) (ps_curve_t *, void *, ps_error_t *),
+            char *endpoint, size_t len)
+{
+    void *server = zmq_socket (ps_curve_context (), ZMQ_ROUTER);
+    assert_non_null (server);
+    int linger = 0;
+    assert_int_equal (zmq_setsockopt (server, ZMQ_LINGER, &linger, sizeof linger), 0);
+    ps_error_t err;
+    assert_int_equal (server_fn (curve, server, &err), 0);
+    assert_int_equal (zmq_bind (server, "tcp://127.0.0.1:*"), 0);
+    assert_int_equal (zmq_getsockopt (server, ZMQ_LAST_ENDPOINT, endpoint, &len), 0);
+    return server;
+}
+
 static void
 test_sockets (void **state)
 {
@@ -223,17 +241,9 @@ test_sockets (void **state)
     ps_curve_t *worker = ps_curve_new (dir, "worker:1", &err);
     assert_non_null (ps0);
     assert_non_null (worker);
-    void *ctx = ps_curve_context ();
-    assert_ptr_equal (ctx, ps_curve_context ());
-    void *server = zmq_socket (ctx, ZMQ_ROUTER);
-    assert_non_null (server);
-    int linger = 0;
-    assert_int_equal (zmq_setsockopt (server, ZMQ_LINGER, &linger, sizeof linger), 0);
-    assert_int_equal (ps_curve_server (ps0, server, &err), 0);
-    assert_int_equal (zmq_bind (server, "tcp://127.0.0.1:*"), 0);
+    assert_ptr_equal (ps_curve_context (), ps_curve_context ());
     char endpoint [128];
-    size_t size = sizeof endpoint;
-    assert_int_equal (zmq_getsockopt (server, ZMQ_LAST_ENDPOINT, endpoint, &size), 0);
+    void *server = s_listener (ps0, ps_curve_server, endpoint, sizeof endpoint);
     //  The clients live in a context of their own, as ps_client's do.
     void *client_ctx = zmq_ctx_new ();
     assert_non_null (client_ctx);
@@ -341,15 +351,8 @@ test_plain_data_plane (void **state)
     assert_non_null (worker);
     assert_true (ps_curve_plain (ps0));
     assert_string_equal (ps_curve_data_peer (ps0), PS_CURVE_PEER_KEY);
-    void *server = zmq_socket (ps_curve_context (), ZMQ_ROUTER);
-    assert_non_null (server);
-    int linger = 0;
-    assert_int_equal (zmq_setsockopt (server, ZMQ_LINGER, &linger, sizeof linger), 0);
-    assert_int_equal (ps_curve_data_server (ps0, server, &err), 0);
-    assert_int_equal (zmq_bind (server, "tcp://127.0.0.1:*"), 0);
     char endpoint [128];
-    size_t size = sizeof endpoint;
-    assert_int_equal (zmq_getsockopt (server, ZMQ_LAST_ENDPOINT, endpoint, &size), 0);
+    void *server = s_listener (ps0, ps_curve_data_server, endpoint, sizeof endpoint);
     void *client_ctx = zmq_ctx_new ();
     assert_non_null (client_ctx);
     char task [64];

@@ -1341,7 +1341,8 @@ s_mirror_train (s_trainer_t *self, const s_work_t *work, ps_error_t *err)
         ps_warn ("train step %" PRIu64 " (ring %" PRIx64 "): %s", work->step, work->generation,
                  local.msg);
         if (rc == PS_ENONFINITE)
-            snprintf (report.error, sizeof report.error, "%s: %.380s", ps_error_name (rc), local.msg);
+            snprintf (report.error, sizeof report.error, "%s: %.380s", ps_error_name (rc),
+                      local.msg);
     }
     s_mirror_report (self, &report, rc == 0);
     return s_after_collective (self, err);
