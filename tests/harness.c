@@ -3,11 +3,13 @@
 #include "harness.h"
 
 #include "ps_clock.h"
+#include "ps_dataset.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <netinet/in.h>
@@ -674,5 +676,54 @@ harness_read_line (int fd, char *line, size_t size, int timeout_ms)
         }
         if (len + 1 < size)
             line [len++] = c;
+    }
+}
+
+//  ---------------------------------------------------------------------
+//  Groups of cases
+
+bool
+harness_group (int argc, char **argv, const char *group)
+{
+    if (argc < 2)
+        return false;
+    if (argc == 2 && strcmp (argv [1], group) == 0)
+        return true;
+    fprintf (stderr, "%s: unexpected argument \"%s\"; expected none (the base cases) or "
+             "\"%s\"\n", argv [0], argv [1], group);
+    exit (2);
+}
+
+void
+harness_skip (const char *fmt, ...)
+{
+    va_list args;
+    va_start (args, fmt);
+    printf ("SKIP: ");
+    vprintf (fmt, args);
+    printf ("\n");
+    va_end (args);
+    fflush (stdout);
+    exit (77);
+}
+
+const char *
+harness_data_dir (void)
+{
+    const char *dir = getenv ("PS_DATA_DIR");
+    return dir && *dir ? dir : PS_DATASET_DEFAULT_DIR;
+}
+
+void
+harness_need_data (void)
+{
+    const char *files [] = { "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                             "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz" };
+    for (size_t i = 0; i < sizeof files / sizeof files [0]; i++) {
+        char path [PATH_MAX];
+        snprintf (path, sizeof path, "%s/%s", harness_data_dir (), files [i]);
+        if (access (path, R_OK) != 0)
+            harness_skip ("%s: %s (the real Fashion-MNIST data set; set PS_DATA_DIR, or "
+                          "install Debian's dataset-fashion-mnist)", path, strerror (errno));
     }
 }

@@ -6,6 +6,9 @@
 //  For tests of whole programs it also starts any program with its own
 //  environment and log, waits for processes, and reads the JSON-lines
 //  metrics files they write.
+//  And it splits a test program into groups of cases that meson runs as
+//  tests of their own, so that a case that cannot run here is counted as
+//  skipped, never as passed.
 
 #ifndef PS_HARNESS_H_INCLUDED
 #define PS_HARNESS_H_INCLUDED
@@ -177,5 +180,35 @@ json_t *harness_jsonl_wait (const char *path, harness_match_fn *match, void *arg
 
 //  The row's "event" is event.
 bool harness_event_is (const json_t *row, const char *event);
+
+//  ---------------------------------------------------------------------
+//  Groups of cases that meson runs as tests of their own
+//
+//  cmocka reports a case that calls skip () and exits 0, so meson would
+//  count a program whose cases on the real data set were skipped as
+//  passed. Such cases (and a long run that sanitizer builds leave out)
+//  form a group of their own instead: the same program, given the group's
+//  name as its argument, is another meson test (test_idx_real, for
+//  test_idx real). Where the group cannot run, that test prints one line
+//  "SKIP: <what>: <why>" and exits 77, which meson counts as skipped and
+//  the test command prints.
+
+//  True when the program's argument is group, false without an argument
+//  (the base cases, which run everywhere). Any other argument ends the
+//  process with exit status 2, naming it and the group expected.
+bool harness_group (int argc, char **argv, const char *group);
+
+//  Print "SKIP: " and the reason on stdout, and end the process with exit
+//  status 77 (meson's skip).
+void harness_skip (const char *fmt, ...)
+    __attribute__ ((format (printf, 1, 2), noreturn));
+
+//  The directory of the real Fashion-MNIST files: $PS_DATA_DIR, which
+//  meson sets, or else PS_DATASET_DEFAULT_DIR.
+const char *harness_data_dir (void);
+
+//  A skip (harness_skip), naming the file and why, unless the four
+//  gzipped files of the real data set are readable in harness_data_dir ().
+void harness_need_data (void);
 
 #endif

@@ -5,10 +5,12 @@
 //  and epoch, and for uniformity; batches that cover an epoch exactly once;
 //  and small hand-made directories with a missing file, mismatched counts,
 //  a bad label or a bad rank; and probing a split's sizes from the headers
-//  alone, on the real files and on hand-made ones with a truncated header. The real files come from $PS_DATA_DIR (by
-//  default Debian's dataset-fashion-mnist directory); the tests that need
-//  them skip without it. The hand-made ones work in a mkdtemp directory
-//  under /tmp, removed afterwards.
+//  alone, on the real files and on hand-made ones with a truncated header.
+//  The real files come from $PS_DATA_DIR (by default Debian's
+//  dataset-fashion-mnist directory); the cases that need them run as a
+//  meson test of their own, test_dataset_real (`test_dataset real`), which
+//  is counted as skipped without them (harness_group). The hand-made ones
+//  work in a mkdtemp directory under /tmp, removed afterwards.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,12 +18,10 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include "harness.h"
@@ -33,7 +33,7 @@
 #define S_TEST_COUNT   10000
 #define S_PIXELS       (28 * 28)
 
-//  The real splits, loaded once for all the tests (NULL without the data).
+//  The real splits, loaded once for all the cases of the real-data group.
 static struct {
     const char *dir;
     ps_dataset_t *train;
@@ -44,15 +44,7 @@ static int
 s_group_setup (void **state)
 {
     (void) state;
-    s_real.dir = getenv ("PS_DATA_DIR");
-    if (!s_real.dir)
-        s_real.dir = PS_DATASET_DEFAULT_DIR;
-    char path [512];
-    snprintf (path, sizeof path, "%s/t10k-labels-idx1-ubyte.gz", s_real.dir);
-    if (access (path, R_OK) != 0) {
-        print_message ("%s: %s; the tests on the real data skip\n", path, strerror (errno));
-        return 0;
-    }
+    s_real.dir = harness_data_dir ();
     ps_error_t err = { 0 };
     s_real.train = ps_dataset_load (s_real.dir, PS_SPLIT_TRAIN, 0, &err);
     if (!s_real.train) {
@@ -75,13 +67,6 @@ s_group_teardown (void **state)
     ps_dataset_destroy (&s_real.train);
     ps_dataset_destroy (&s_real.test);
     return 0;
-}
-
-static void
-s_need_real (void)
-{
-    if (!s_real.train)
-        skip ();
 }
 
 typedef struct {
@@ -202,7 +187,6 @@ static void
 test_train_split (void **state)
 {
     (void) state;
-    s_need_real ();
     ps_dataset_t *train = s_real.train;
     assert_int_equal (ps_dataset_count (train), S_TRAIN_COUNT);
     assert_int_equal (ps_dataset_rows (train), 28);
@@ -224,7 +208,6 @@ static void
 test_test_split (void **state)
 {
     (void) state;
-    s_need_real ();
     ps_dataset_t *test = s_real.test;
     assert_int_equal (ps_dataset_count (test), S_TEST_COUNT);
     assert_int_equal (ps_dataset_rows (test), 28);
@@ -261,7 +244,6 @@ static void
 test_limit (void **state)
 {
     (void) state;
-    s_need_real ();
     size_t limits [] = { 1, 100, S_TEST_COUNT, S_TEST_COUNT + 1, 1000000 };
     for (size_t i = 0; i < sizeof limits / sizeof limits [0]; i++) {
         ps_error_t err = { 0 };
@@ -285,7 +267,6 @@ static void
 test_permutation (void **state)
 {
     (void) state;
-    s_need_real ();
     size_t count = S_TRAIN_COUNT;
     uint32_t *perm = malloc (count * sizeof (uint32_t));
     uint32_t *other = malloc (count * sizeof (uint32_t));
@@ -336,7 +317,6 @@ static void
 test_permutation_uniform (void **state)
 {
     (void) state;
-    s_need_real ();
     ps_dataset_t *three = ps_dataset_load (s_real.dir, PS_SPLIT_TEST, 3, NULL);
     assert_non_null (three);
     enum { TRIALS = 60000 };
@@ -403,7 +383,6 @@ static void
 test_batches (void **state)
 {
     (void) state;
-    s_need_real ();
     ps_dataset_t *train = s_real.train;
     assert_int_equal (ps_dataset_batches (train, 64), 938);
     assert_int_equal (ps_dataset_batches (train, 1), S_TRAIN_COUNT);
@@ -454,7 +433,6 @@ static void
 test_slice (void **state)
 {
     (void) state;
-    s_need_real ();
     ps_dataset_t *test = s_real.test;
     float *x = malloc (64 * S_PIXELS * sizeof (float));
     uint8_t labels [64];
@@ -576,7 +554,6 @@ static void
 test_probe_real (void **state)
 {
     (void) state;
-    s_need_real ();
     size_t count = 0;
     int rows = 0, cols = 0;
     ps_error_t err = { 0 };
@@ -725,22 +702,28 @@ test_probe_files (void **state)
 }
 
 int
-main (void)
+main (int argc, char **argv)
 {
+    if (harness_group (argc, argv, "real")) {
+        harness_need_data ();
+        const struct CMUnitTest real [] = {
+            cmocka_unit_test (test_train_split),
+            cmocka_unit_test (test_test_split),
+            cmocka_unit_test (test_limit),
+            cmocka_unit_test (test_permutation),
+            cmocka_unit_test (test_permutation_uniform),
+            cmocka_unit_test (test_batches),
+            cmocka_unit_test (test_slice),
+            cmocka_unit_test (test_probe_real),
+        };
+        return cmocka_run_group_tests_name ("real data", real, s_group_setup, s_group_teardown);
+    }
     const struct CMUnitTest tests [] = {
-        cmocka_unit_test (test_train_split),
-        cmocka_unit_test (test_test_split),
-        cmocka_unit_test (test_limit),
-        cmocka_unit_test (test_permutation),
-        cmocka_unit_test (test_permutation_uniform),
-        cmocka_unit_test (test_batches),
-        cmocka_unit_test (test_slice),
         cmocka_unit_test_setup_teardown (test_small_files, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_missing_file, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_inconsistent_files, s_setup, s_teardown),
-        cmocka_unit_test (test_probe_real),
         cmocka_unit_test_setup_teardown (test_probe_missing, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_probe_files, s_setup, s_teardown),
     };
-    return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
+    return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -4,7 +4,9 @@
 //  and the real Fashion-MNIST test labels, whose class counts are known.
 //  Every test works in its own mkdtemp directory under /tmp, removed
 //  afterwards. The real files come from $PS_DATA_DIR (by default Debian's
-//  dataset-fashion-mnist directory); tests that need them skip without it.
+//  dataset-fashion-mnist directory); the cases that need them run as a
+//  meson test of their own, test_idx_real (`test_idx real`), which is
+//  counted as skipped without them (harness_group).
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +14,6 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,6 @@
 #include <zlib.h>
 
 #include "harness.h"
-#include "ps_dataset.h"
 #include "ps_idx.h"
 
 typedef struct {
@@ -52,18 +52,11 @@ s_teardown (void **state)
     return 0;
 }
 
-//  The path of the real data file `name`, or a skip when it is absent.
+//  The path of the real data file `name`.
 static void
 s_data_path (const char *name, char *path, size_t size)
 {
-    const char *dir = getenv ("PS_DATA_DIR");
-    if (!dir)
-        dir = PS_DATASET_DEFAULT_DIR;
-    snprintf (path, size, "%s/%s", dir, name);
-    if (access (path, R_OK) != 0) {
-        print_message ("%s: %s, skipping\n", path, strerror (errno));
-        skip ();
-    }
+    snprintf (path, size, "%s/%s", harness_data_dir (), name);
 }
 
 static void
@@ -356,15 +349,21 @@ test_real_labels (void **state)
 }
 
 int
-main (void)
+main (int argc, char **argv)
 {
+    if (harness_group (argc, argv, "real")) {
+        harness_need_data ();
+        const struct CMUnitTest real [] = {
+            cmocka_unit_test_setup_teardown (test_damaged_gzip, s_setup, s_teardown),
+            cmocka_unit_test (test_real_labels),
+        };
+        return cmocka_run_group_tests_name ("real data", real, NULL, NULL);
+    }
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_setup_teardown (test_read_raw_and_gz, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_missing_and_empty, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_bad_header, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_data_length, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_damaged_gzip, s_setup, s_teardown),
-        cmocka_unit_test (test_real_labels),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
