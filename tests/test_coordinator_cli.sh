@@ -288,21 +288,12 @@ if [ -e "$work/new-logs/ps0.log" ]; then
 else
   pass "--local --resume with a new log directory: nothing started"
 fi
-# Not writable: a read-only mount (root, in a mount namespace of its own)
-# or a directory without write permission (anyone else).
-mkdir "$work/ro-ckpt"
-if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
-  expect "--checkpoint-dir not writable" 2 "checkpoint directory $work/ro-ckpt: cannot create a file in it" -- \
-    unshare -m sh -c 'mount -t tmpfs -o ro tmpfs "$1" && shift && exec "$@"' sh "$work/ro-ckpt" \
-    env TF_CONFIG="$good" "$coordinator" --checkpoint-dir "$work/ro-ckpt" $late
-elif [ "$(id -u)" != 0 ]; then
-  chmod 0500 "$work/ro-ckpt"
-  expect "--checkpoint-dir not writable" 2 "checkpoint directory $work/ro-ckpt: cannot create a file in it" -- \
-    env TF_CONFIG="$good" "$coordinator" --checkpoint-dir "$work/ro-ckpt" $late
-  chmod 0700 "$work/ro-ckpt"
-else
-  echo "SKIP: --checkpoint-dir not writable: root without mount namespaces"
-fi
+# Not writable: a directory in which nobody may create a file. Permissions
+# do not stop root, and a read-only mount needs a mount namespace, which not
+# every machine gives; /proc takes no new files from anyone, root included,
+# on every Linux machine.
+expect "--checkpoint-dir not writable" 2 "checkpoint directory /proc: cannot create a file in it" -- \
+  env TF_CONFIG="$good" "$coordinator" --checkpoint-dir /proc $late
 
 # --- servers that never register ---------------------------------------------------
 # Nobody serves the ps address: the coordinator gives up after the
