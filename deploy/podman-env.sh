@@ -20,7 +20,10 @@
 #      unix://$PS_PODMAN_SOCK (default /run/ps-cluster/podman.sock) unless
 #      it answers already, and exports DOCKER_HOST to it. PS_PODMAN_STARTED
 #      is 1 when this call started it, else 0.
-# Anything that cannot work stops it with a message saying what and why.
+# Anything that cannot work stops it with a message saying what and why, and
+# exit status 1 (return status, when sourced); 3 when what it needs cannot
+# be installed on this system at all (no apt-get, or apt knows no such
+# package), which tests/test_compose.sh counts as a skip, not a failure.
 # Settings: PS_PODMAN_SOCK, PS_DEBIAN_MIRROR (default: read from apt's
 # sources), PS_BASE_IMAGE (default docker.io/library/debian:bookworm-slim).
 
@@ -55,12 +58,25 @@ _psenv_install () {
             || missing+=("$p")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
-    command -v apt-get >/dev/null || { _psenv_die "missing ${missing[*]} and no apt-get to install them"; return 1; }
+    command -v apt-get >/dev/null || { _psenv_die "missing ${missing[*]} and no apt-get to install them"; return 3; }
     echo "podman-env: installing ${missing[*]}" >&2
-    if ! DEBIAN_FRONTEND=noninteractive apt-get update -qq \
-    || ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    # A failed update leaves apt's lists as they were; what they offer is
+    # still worth a try, and the messages below say that it failed.
+    local updated="" unknown=()
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 || updated=" (apt-get update failed)"
+    # A package without an installation candidate cannot be installed on
+    # this system (another distribution or release): that is not the same
+    # as an installation that fails.
+    for p in "${missing[@]}"; do
+        apt-cache policy "$p" 2>/dev/null | grep -q 'Candidate: [^(]' || unknown+=("$p")
+    done
+    if [ ${#unknown[@]} -gt 0 ]; then
+        _psenv_die "apt has no package ${unknown[*]} for this system$updated"
+        return 3
+    fi
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
              "${missing[@]}" >&2; then
-        _psenv_die "apt-get install ${missing[*]} failed"
+        _psenv_die "apt-get install ${missing[*]} failed$updated"
         return 1
     fi
 }
@@ -170,7 +186,7 @@ _psenv_stop () {
 
 _psenv_setup () {
     [ "$(id -u)" -eq 0 ] || { _psenv_die "needs root: the demo runs under rootful podman"; return 1; }
-    _psenv_install || return 1
+    _psenv_install || return $?
     command -v runc >/dev/null || { _psenv_die "runc is not installed"; return 1; }
     CONTAINERS_CONF="$(_psenv_root)/tests/containers.conf"
     export CONTAINERS_CONF
@@ -198,11 +214,11 @@ if [ "${1:-}" = "--stop" ]; then
 fi
 
 if [ $_psenv_sourced -eq 1 ]; then
-    _psenv_setup || return 1
+    _psenv_setup || return $?
     echo "podman-env: DOCKER_HOST=$DOCKER_HOST CONTAINERS_CONF=$CONTAINERS_CONF" >&2
 else
     set -u
-    _psenv_setup || exit 1
+    _psenv_setup || exit $?
     [ $# -eq 0 ] && { echo "podman-env: ready (DOCKER_HOST=$DOCKER_HOST); pass a command to run it, or source this script" >&2; exit 0; }
     exec "$@"
 fi

@@ -6,9 +6,12 @@
 # coordinator recovers and finishes (exit 0), and that every batch was
 # trained exactly once (tests/faults/check_run.py on the metrics file).
 #
-# Prints SKIP and exits 77 where this machine cannot run containers (not
-# root, no podman and no way to install it, no overlay file system, no
-# Debian mirror for the base image, ...). Ends with PASS (exit 0) or FAIL
+# Prints SKIP and exits 77 for two reasons only: it does not run as root,
+# or podman cannot be installed on this system (no apt-get, or apt knows no
+# such package: deploy/podman-env.sh's exit status 3). Anything else that
+# stops it (a failed installation, no overlay file system, no Debian mirror
+# for the base image, podman unable to run a container, a bug in
+# podman-env.sh) is a FAIL with its log. Ends with PASS (exit 0) or FAIL
 # (exit 1). The base image and the built image layers stay in podman's
 # store for the next run; containers, the network and the volume of the
 # run are removed, pass or fail.
@@ -44,22 +47,19 @@ export PS_NET="10.213.$(( $$ % 200 + 20 ))"
 
 t_start=$(date +%s)
 say () { echo "[test_compose $(( $(date +%s) - t_start ))s] $*"; }
-skip () { echo "SKIP test_compose: $*"; exit 77; }
+skip () { echo "SKIP: test_compose: $*"; exit 77; }
+# Before the containers exist (fail, below, takes them down).
+fail_setup () { echo "FAIL test_compose: $*"; exit 1; }
 
 # ---- can this machine run it? --------------------------------------------
 
-# The image is built from the sources whatever the build directory, so one
-# run per suite is enough: the sanitizer build leaves it to the release one.
-if [ -n "${PS_SERVER:-}" ] && ldd "$PS_SERVER" 2>/dev/null | grep -q libasan; then
-    skip "runs in the release build only (this build has sanitizers)"
-fi
 [ "$(id -u)" -eq 0 ] || skip "needs root (the demo runs under rootful podman)"
 command -v apt-get >/dev/null || command -v podman >/dev/null \
-    || skip "no podman, and no apt-get to install it"
+    || skip "podman cannot be installed here: no podman, and no apt-get to install it"
 if ! grep -qw overlay /proc/filesystems && ! modprobe overlay 2>/dev/null; then
-    skip "the kernel has no overlay file system (podman's storage driver)"
+    fail_setup "the kernel has no overlay file system (podman's storage driver)"
 fi
-command -v python3 >/dev/null || skip "no python3 to read the metrics"
+command -v python3 >/dev/null || fail_setup "no python3 to read the metrics"
 
 had_base=0
 podman image exists docker.io/library/debian:bookworm-slim 2>/dev/null && had_base=1
@@ -68,18 +68,23 @@ setup_log=$(mktemp /tmp/test_compose-setup.XXXXXX)
 # Installs what is missing, makes the base image, starts the API service,
 # exports DOCKER_HOST, CONTAINERS_CONF and PS_PODMAN_STARTED.
 # shellcheck source=deploy/podman-env.sh
-if ! source "$root/deploy/podman-env.sh" 2>"$setup_log"; then
+source "$root/deploy/podman-env.sh" 2>"$setup_log"
+setup_status=$?
+if [ $setup_status -ne 0 ]; then
     cat "$setup_log"
     reason=$(grep 'podman-env:' "$setup_log" | tail -n 1)
     rm -f "$setup_log"
-    skip "${reason:-deploy/podman-env.sh failed}"
+    [ $setup_status -eq 3 ] && skip "podman cannot be installed here: ${reason#podman-env: }"
+    fail_setup "deploy/podman-env.sh failed with exit status $setup_status${reason:+: $reason}" \
+        "(its log is above)"
 fi
 rm -f "$setup_log"
 t_setup=$(( $(date +%s) - t0 ))
 say "set-up: ${t_setup}s ($( [ $had_base -eq 1 ] && echo "base image cached" || echo "base image made with debootstrap"))"
 if ! out=$(podman run --rm docker.io/library/debian:bookworm-slim true 2>&1); then
+    echo "$out"
     [ "${PS_PODMAN_STARTED:-0}" = 1 ] && "$root/deploy/podman-env.sh" --stop
-    skip "podman cannot run a container here: $(echo "$out" | tail -n 1)"
+    fail_setup "podman cannot run a container here (its output is above)"
 fi
 
 # ---- from here on, a problem is a failure --------------------------------
