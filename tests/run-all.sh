@@ -2,7 +2,8 @@
 # The whole test suite: install what is missing, build, run every test in a
 # release build and again in an AddressSanitizer + UBSan build, run every
 # libFuzzer target for 20 seconds in a clang fuzz build, and end with the
-# line "N passed, N failed, N skipped" over all three.
+# line "N passed, N failed, N skipped" over all three, after a line for
+# each skipped test with the reason it printed.
 set -u
 cd "$(dirname "$0")/.."
 bash deploy/install-deps.sh || { echo "dependency installation failed"; exit 1; }
@@ -50,10 +51,16 @@ for d in sys.argv[1:]:
         if r in ('OK', 'EXPECTEDFAIL'):
             passed += 1
         elif r == 'SKIP':
-            skipped += 1
-            # Say why, from the test's own SKIP line.
+            # Say why, from the test's own SKIP line. A test that skips
+            # without one leaves nobody able to tell what was not checked,
+            # and counts as failed.
             why = [l for l in (t.get('stdout') or '').splitlines() if 'SKIP' in l]
-            print('%s: %s' % (d, why[0] if why else 'SKIP ' + t['name']))
+            if why:
+                skipped += 1
+                print('%s: %s: %s' % (d, t['name'], why[0].strip()))
+            else:
+                failed += 1
+                print('%s: %s: FAIL: skipped without a SKIP line saying why' % (d, t['name']))
         else:
             failed += 1
 print('%d passed, %d failed, %d skipped' % (passed, failed, skipped))
