@@ -25,6 +25,15 @@ random from a seed that is printed:
             (kill -9 of a server in async mode, of the coordinator in
             mirrored mode), which must fall back to the one before
 
+A fault strikes when the coordinator's events show that it can: its step
+reached, its target running, for corrupt the first checkpoint written
+after that step (with one before it), and diskfull holds the disk full
+until a checkpoint has failed for want of space. A fault that was not
+injected (the job ended first, the machine lacks what it needs, or no
+load met the corrupted checkpoint) fails the run in --short and
+--scenario, and is counted as "not injected" in a soak's table and last
+line.
+
 After each run four invariants are checked (check_run.py): the job
 completes; every batch is trained exactly once per epoch, judged from the
 coordinator's metrics and the servers' ledgers (or the replicas' ledgers
@@ -38,12 +47,14 @@ progress record at full strength (every worker alive, and in mirrored mode
 the ring whole) with the step past where it was; for diskfull, to the
 next checkpoint written.
 
-  netfault.py --short            the test suite's short version
+  netfault.py --short            the test suite's short version (groups
+                                 net, loss, disk; --short loss runs one)
   netfault.py --runs 50 --seed S the soak: 50 runs of random faults
   netfault.py --scenario async:kill:worker,mirrored:cut:worker   chosen ones
 
 Needs root (namespaces, mounts); without it, or without a kernel feature,
-what cannot run prints SKIP with the reason.
+what cannot run prints "SKIP: <reason>" and the exit status is 77 (SKIP)
+unless something failed.
 """
 
 import argparse
@@ -946,7 +957,7 @@ def main():
 
     why, lacks = probe()
     if why:
-        print("SKIP netfault: %s" % why)
+        print("SKIP: netfault: %s" % why)
         return SKIP
     seed = opts.seed if opts.seed is not None else int(time.time()) % 100000
     rng = random.Random(seed)
