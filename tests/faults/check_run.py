@@ -18,7 +18,12 @@ per coordinator incarnation, oldest first) and from its checkpoints:
   evaluation found the replicas bitwise equal;
 - every checkpoint a coordinator loaded ("recovered" events) passes an
   independent check of its files' sizes and CRC-32s against its manifest
-  (schemas/checkpoint.md), where the checkpoint still exists.
+  (schemas/checkpoint.md). A loaded checkpoint that is gone is a
+  violation too, since it cannot be checked: the run must keep what it
+  loads (a checkpoint.keep above the number of checkpoints it writes, as
+  netfault.py's runs have). Where the processes saw the checkpoint
+  directory at another path (a container's volume), --checkpoint-dir
+  names it on this machine and each checkpoint is looked up there by name.
 
 It is used by the failure-injection harness (netfault.py) and by the
 compose test; run alone it prints each violation and exits 1, or exits 0.
@@ -89,11 +94,12 @@ def _count(rows, event):
     return sum(1 for r in rows if r.get("event") == event)
 
 
-def check_run(paths, total=None, nservers=None, mode=None, members=None):
+def check_run(paths, total=None, nservers=None, mode=None, members=None, ckpt_dir=None):
     """The violations of a run whose metrics files are paths (oldest
     first): a list of strings, empty when the run is good. total, nservers,
     mode and members are what the caller expects, or None to take the
-    run's own word for them."""
+    run's own word for them. ckpt_dir is where the run's checkpoints are
+    on this machine, when not at the paths its events name."""
     bad = []
     incarnations = [load_events(p) for p in paths]
     if not incarnations or not incarnations[-1]:
@@ -178,15 +184,26 @@ def check_run(paths, total=None, nservers=None, mode=None, members=None):
     if acc is None or not 0 < acc <= 1:
         bad.append("no test accuracy in the done record")
 
-    # Every checkpoint any incarnation loaded must verify.
+    # Every checkpoint any incarnation loaded must be there and verify.
+    loaded = []
     for inc in incarnations:
         for r in inc:
-            if r.get("event") == "recovered" and r.get("checkpoint"):
-                ckpt = r["checkpoint"]
-                if os.path.isdir(ckpt):
-                    why = verify_checkpoint(ckpt)
-                    if why:
-                        bad.append("loaded checkpoint %s fails verification: %s" % (ckpt, why))
+            if r.get("event") == "recovered" and r.get("checkpoint") \
+                    and r["checkpoint"] not in loaded:
+                loaded.append(r["checkpoint"])
+    for named in loaded:
+        ckpt = named
+        if ckpt_dir:
+            ckpt = os.path.join(ckpt_dir, os.path.basename(os.path.normpath(named)))
+        if not os.path.isdir(ckpt):
+            bad.append("loaded checkpoint %s is gone%s, so it cannot be verified: keep every "
+                       "checkpoint a run may load (checkpoint.keep), or name where they are "
+                       "(--checkpoint-dir)" % (named, " (looked for %s)" % ckpt
+                                               if ckpt != named else ""))
+            continue
+        why = verify_checkpoint(ckpt)
+        if why:
+            bad.append("loaded checkpoint %s fails verification: %s" % (ckpt, why))
     return bad
 
 
@@ -198,9 +215,11 @@ def main():
     ap.add_argument("--servers", type=int, help="ps-servers (async mode)")
     ap.add_argument("--mode", choices=["async", "mirrored"])
     ap.add_argument("--members", type=int, help="workers in the final ring (mirrored)")
+    ap.add_argument("--checkpoint-dir", help="the run's checkpoint directory on this machine, "
+                    "when its processes saw it at another path (a container's volume)")
     a = ap.parse_args()
     try:
-        bad = check_run(a.metrics, a.total, a.servers, a.mode, a.members)
+        bad = check_run(a.metrics, a.total, a.servers, a.mode, a.members, a.checkpoint_dir)
     except (OSError, ValueError) as e:
         bad = [str(e)]
     for b in bad:

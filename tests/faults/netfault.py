@@ -25,6 +25,15 @@ random from a seed that is printed:
             (kill -9 of a server in async mode, of the coordinator in
             mirrored mode), which must fall back to the one before
 
+A fault strikes when the coordinator's events show that it can: its step
+reached, its target running, for corrupt the first checkpoint written
+after that step (with one before it), and diskfull holds the disk full
+until a checkpoint has failed for want of space. A fault that was not
+injected (the job ended first, the machine lacks what it needs, or no
+load met the corrupted checkpoint) fails the run in --short and
+--scenario, and is counted as "not injected" in a soak's table and last
+line.
+
 After each run four invariants are checked (check_run.py): the job
 completes; every batch is trained exactly once per epoch, judged from the
 coordinator's metrics and the servers' ledgers (or the replicas' ledgers
@@ -38,18 +47,21 @@ progress record at full strength (every worker alive, and in mirrored mode
 the ring whole) with the step past where it was; for diskfull, to the
 next checkpoint written.
 
-  netfault.py --short            the test suite's short version
+  netfault.py --short            the test suite's short version (groups
+                                 net, loss, disk; --short loss runs one)
   netfault.py --runs 50 --seed S the soak: 50 runs of random faults
   netfault.py --scenario async:kill:worker,mirrored:cut:worker   chosen ones
 
 Needs root (namespaces, mounts); without it, or without a kernel feature,
-what cannot run prints SKIP with the reason.
+what cannot run prints "SKIP: <reason>" and the exit status is 77 (SKIP)
+unless something failed.
 """
 
 import argparse
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import statistics
@@ -64,6 +76,7 @@ import check_run  # noqa: E402
 SUBNET = "10.213.0"
 PORTS = {"chief": 2220, "ps": 2222, "worker": 2223}
 SKIP = 77
+CKPT_NAME = re.compile(r"ckpt-(\d+)")
 
 # How long the harness waits for a run to finish, and for a process to
 # start or stop, in seconds.
@@ -289,6 +302,8 @@ class Run:
                                   for i in range(self.nworkers)]}
             if not cluster["ps"]:
                 del cluster["ps"]
+            per_epoch = -(-opts.limit // 64)
+            self.total = per_epoch * opts.epochs
             self.job = {
                 "model": "cnn", "mode": mode, "seed": seed, "batch_size": 64,
                 "epochs": opts.epochs, "train_limit": opts.limit, "test_limit": opts.test_limit,
@@ -299,8 +314,11 @@ class Run:
                 # fault's effect, not noise.
                 "lr_schedule": {"kind": "cosine", "alpha": 0.05, "decay_steps": 0,
                                 "warmup_steps": 0},
+                # Nothing is pruned: every checkpoint a coordinator loads
+                # is still there for check_run.py to verify after the run
+                # (at most one checkpoint a step, the initial one besides).
                 "checkpoint": {"dir": self.ckpt, "every_steps": opts.ckpt_steps,
-                               "every_seconds": 0, "keep": 1000},
+                               "every_seconds": 0, "keep": self.total + 2},
                 "eval": {"every_epochs": opts.epochs, "every_steps": 0},
                 "heartbeat": {"interval_ms": 100, "timeout_ms": 1000},
                 "register_timeout_ms": 30000, "worker_threads": 1, "device": "cpu",
@@ -309,8 +327,6 @@ class Run:
             self.jobfile = os.path.join(workdir, "job.json")
             with open(self.jobfile, "w") as f:
                 json.dump(self.job, f, indent=1)
-            per_epoch = -(-opts.limit // 64)
-            self.total = per_epoch * opts.epochs
             self.procs = {}
             base = dict(os.environ)
             # The run is secured like any other: one set of keys per run,
@@ -393,17 +409,34 @@ class Run:
                 p.start()
         self.start_coordinator(resume=False)
 
-    def wait_step(self, step, deadline):
+    def wait(self, cond, deadline):
+        """Waits until cond() holds while the job runs. False when the job
+        ended first (its coordinator exited, finished or failed, or wrote
+        its done record) or the deadline passed: a fault strikes a running
+        job, not one that is over."""
         while time.monotonic() < deadline:
             self.supervise()
-            # A fault strikes a running job: not one whose coordinator has
-            # exited (finished or failed) before the fault was due.
+            self.poll_events()
             if not self.coordinator().alive() or self.done():
                 return False
-            if self.step() >= step:
+            if cond():
                 return True
             time.sleep(0.05)
         return False
+
+    def wait_step(self, step, deadline):
+        return self.wait(lambda: self.step() >= step, deadline)
+
+    def seen(self, event, mark):
+        """Whether an event of this kind was read after the first mark
+        events (a mark is len(self.events) taken earlier)."""
+        return any(e["event"] == event for _, e in self.events[mark:])
+
+    def committed(self):
+        """The committed checkpoints in the checkpoint directory, oldest
+        first: not the .tmp ones being written, nor .old ones being
+        replaced."""
+        return sorted(n for n in os.listdir(self.ckpt) if CKPT_NAME.fullmatch(n))
 
     def finish(self, deadline):
         """Waits for the coordinator to exit; then for the others, which
@@ -453,14 +486,17 @@ class Run:
 
 class Fault:
     """One fault: kind, target (role, index), when (a fraction of the
-    steps), how long, and for loss the probability."""
+    steps), how long, and for loss the probability. After the run it holds
+    what happened: when it was injected and healed, or why it was missed
+    (not injected, or injected where it could not test anything)."""
 
     def __init__(self, kind, role, index, at, duration=0.0, p=0.0):
         self.kind, self.role, self.index = kind, role, index
         self.at, self.duration, self.p = at, duration, p
         self.injected = self.healed = None
+        self.mark = 0                  # len(run.events) when it was injected
         self.step = 0
-        self.skipped = None
+        self.missed = None
         self.evidence = None
         self.recovery = None
         self.corrupted = None
@@ -478,40 +514,102 @@ class Fault:
 
     def describe(self):
         extra = ""
-        if self.kind in ("stop", "cut", "loss", "diskfull"):
+        if self.kind in ("stop", "cut", "loss"):
             extra = " for %.1f s" % self.duration
+        if self.kind == "diskfull":
+            extra = " for %.1f s and until a checkpoint fails" % self.duration
         if self.kind == "loss":
             extra += " at p=%.2f" % self.p
         if self.kind == "kill" and self.duration:
             extra = ", restart after %.1f s" % self.duration
+        if self.kind == "corrupt":
+            extra = " (the first checkpoint written after it)"
         return "%s of %s at %.0f%%%s" % (self.kind, self.target(), self.at * 100, extra)
 
 
-def _flip_newest_checkpoint(run):
-    """Flips one byte in the middle of a snapshot file of the newest
-    checkpoint; returns the checkpoint's directory, or None."""
-    names = sorted(n for n in os.listdir(run.ckpt) if n.startswith("ckpt-")
-                   and not n.endswith(".tmp"))
-    if not names:
+# How long a diskfull fault holds the disk full at most, waiting for a
+# checkpoint to fail. A checkpoint is due every --ckpt-steps steps and at
+# the end, so one fails well within this; the coordinator gives up on the
+# final checkpoint only after about a minute of failures.
+DISKFULL_HOLD_MAX = 30
+
+
+def _ckpt_step(path):
+    m = CKPT_NAME.fullmatch(os.path.basename(os.path.normpath(path)))
+    return int(m.group(1)) if m else None
+
+
+def _fresh_checkpoint(run, mark):
+    """The newest committed checkpoint once one was committed after the
+    first mark events and an older one is there to fall back on; else
+    None."""
+    if not run.seen("checkpoint", mark):
         return None
-    newest = os.path.join(run.ckpt, names[-1])
-    files = sorted(n for n in os.listdir(newest) if n != "MANIFEST.json")
+    names = run.committed()
+    return os.path.join(run.ckpt, names[-1]) if len(names) >= 2 else None
+
+
+def _flip(ckpt):
+    """Flips one byte in the middle of a snapshot file of checkpoint ckpt."""
+    files = sorted(n for n in os.listdir(ckpt) if n != "MANIFEST.json")
     if not files:
-        return None
-    path = os.path.join(newest, files[len(files) // 2])
+        raise RuntimeError("checkpoint %s holds no snapshot file to corrupt" % ckpt)
+    path = os.path.join(ckpt, files[len(files) // 2])
     with open(path, "r+b") as f:
         size = os.fstat(f.fileno()).st_size
         f.seek(size // 2)
         b = f.read(1)
         f.seek(size // 2)
         f.write(bytes([b[0] ^ 0x40]))
-    return newest
 
 
-def inject(run, fault):
-    """Does the fault and undoes it; records when."""
-    p = run.procs.get((fault.role, fault.index))
+def _fill(path):
+    """Allocates path a mebibyte at a time until no space is left: the
+    next checkpoint fails part-way (a snapshot file does not fit), however
+    much a checkpoint being written takes meanwhile."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        offset = 0
+        while True:
+            try:
+                os.posix_fallocate(fd, offset, 1 << 20)
+            except OSError:
+                break
+            offset += 1 << 20
+    finally:
+        os.close(fd)
+
+
+def inject(run, fault, deadline):
+    """Waits for the fault's moment, does the fault and undoes it, and
+    records when. Each fault waits for what it needs, observed in the
+    coordinator's events rather than guessed from the clock: its step, a
+    running target, for corrupt a checkpoint just written with one before
+    it, for diskfull a checkpoint that fails while the disk is full. A
+    fault whose moment never comes (the job ended first, the machine lacks
+    what it needs) is recorded in fault.missed with the reason."""
+    p = run.procs[(fault.role, fault.index)]
+    at = int(fault.at * run.total)
+    if fault.kind == "diskfull" and not run.tmpfs:
+        fault.missed = "the checkpoint directory is not a tmpfs of its own"
+        return
+    if not run.wait_step(at, deadline):
+        fault.missed = "the job ended before step %d" % at
+        return
+    if fault.kind == "corrupt":
+        # A load must meet the corrupted checkpoint and find the one before
+        # it: the newest is corrupted right after it is written (no newer
+        # one is near), and the load is forced at once.
+        mark = len(run.events)
+        if not run.wait(lambda: _fresh_checkpoint(run, mark), deadline):
+            fault.missed = ("no checkpoint was written after step %d, with one before it, "
+                            "before the job ended" % at)
+            return
+    if fault.kind in ("kill", "stop", "corrupt") and not p.alive():
+        fault.missed = "%s was not running" % fault.target()
+        return
     fault.step = run.step()
+    fault.mark = len(run.events)
     fault.injected = time.monotonic()
     if fault.kind == "kill":
         p.kill()
@@ -535,48 +633,41 @@ def inject(run, fault):
         time.sleep(fault.duration)
         run.hosts.loss(p.host, 0)
     elif fault.kind == "diskfull":
-        # Allocated a mebibyte at a time until none is left: the next
-        # checkpoint fails part-way (a snapshot file does not fit), however
-        # much a checkpoint being written takes meanwhile.
+        # Full for the fault's duration and until a checkpoint has failed
+        # for want of space: a checkpoint comes due every --ckpt-steps
+        # steps, and the job cannot finish before its final one is written.
         filler = os.path.join(run.ckpt, "filler")
-        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        _fill(filler)
         try:
-            offset = 0
-            while True:
-                try:
-                    os.posix_fallocate(fd, offset, 1 << 20)
-                except OSError:
-                    break
-                offset += 1 << 20
+            end = time.monotonic() + fault.duration
+            if not run.wait(lambda: run.seen("checkpoint_failed", fault.mark)
+                            and time.monotonic() >= end,
+                            min(deadline, time.monotonic() + DISKFULL_HOLD_MAX)):
+                run.poll_events()
+                if not run.seen("checkpoint_failed", fault.mark):
+                    fault.missed = ("no checkpoint failed in %d s with the disk full"
+                                    % (time.monotonic() - fault.injected))
         finally:
-            os.close(fd)
-        end = time.monotonic() + fault.duration
-        while time.monotonic() < end and not run.done():
-            run.supervise()
-            run.poll_events()
-            time.sleep(0.05)
-        os.unlink(filler)
+            os.unlink(filler)
     elif fault.kind == "corrupt":
-        fault.corrupted = _flip_newest_checkpoint(run)
-        if fault.corrupted is None:
-            fault.skipped = "no checkpoint to corrupt yet"
+        fault.corrupted = os.path.join(run.ckpt, run.committed()[-1])
+        _flip(fault.corrupted)
         # Force a load: a server's restore in async mode, a resume in
         # mirrored mode.
-        victim = run.procs[(fault.role, fault.index)]
-        victim.kill()
+        p.kill()
         if fault.role == "chief":
             run.start_coordinator(resume=True)
         else:
-            victim.start()
+            p.start()
     fault.healed = time.monotonic()
 
 
 def assess(run, fault):
     """The fault's evidence (what the coordinator saw of it) and its
-    recovery time, from the events."""
+    recovery time, from the events. A corruption that no load met is
+    recorded as missed: it tested nothing."""
     evs = run.events
-    after = [(t, e) for t, e in evs if t >= fault.injected]
-    name = fault.target()
+    after = evs[fault.mark:]
 
     def saw(event, **want):
         return any(e["event"] == event and all(e.get(k) == v for k, v in want.items())
@@ -586,14 +677,16 @@ def assess(run, fault):
         fault.evidence = "checkpoint failed" if saw("checkpoint_failed") else "no checkpoint due"
     elif fault.kind == "corrupt":
         loaded = [e for _, e in after if e["event"] == "recovered"]
-        if fault.corrupted is None:
-            fault.evidence = "nothing to corrupt"
-        elif not loaded:
-            fault.evidence = "nothing loaded"
-        elif loaded[0].get("checkpoint") == fault.corrupted:
+        step = _ckpt_step(loaded[0].get("checkpoint", "")) if loaded else None
+        if not loaded:
+            fault.missed = "nothing was loaded after %s was corrupted" % fault.corrupted
+        elif step == _ckpt_step(fault.corrupted):
             fault.evidence = "LOADED THE CORRUPTED ONE"
-        else:
+        elif step is not None and step < _ckpt_step(fault.corrupted):
             fault.evidence = "fell back to the one before"
+        else:
+            fault.missed = "%s was loaded, not the corrupted %s or one before it" % (
+                loaded[0].get("checkpoint"), fault.corrupted)
     elif fault.kind == "kill" and fault.role == "chief":
         fault.evidence = "resumed" if saw("recovered", reason="resuming") else "no resume"
     else:
@@ -638,8 +731,10 @@ def assess(run, fault):
 # Running runs
 
 
-def run_once(opts, bins, mode, faults, name, tag, baseline):
-    """One run with its faults; returns a result dict."""
+def run_once(opts, bins, mode, faults, name, tag, baseline, required):
+    """One run with its faults; returns a result dict. When the faults
+    are required (the short version, chosen scenarios), a fault that was
+    not injected is a violation: the run did not test what it claims."""
     workdir = tempfile.mkdtemp(prefix="psf-%s-" % name.replace(" ", "_").replace(":", "-"),
                                dir=opts.workdir)
     res = {"name": name, "mode": mode, "faults": faults, "violations": [], "dir": workdir}
@@ -649,14 +744,11 @@ def run_once(opts, bins, mode, faults, name, tag, baseline):
         run.start()
         deadline = time.monotonic() + RUN_TIMEOUT
         for f in sorted(faults, key=lambda f: f.at):
-            if f.kind == "diskfull" and not run.tmpfs:
-                f.skipped = "no tmpfs"
-                continue
-            if not run.wait_step(int(f.at * run.total), deadline):
-                f.skipped = "the run ended before it"
-                continue
-            inject(run, f)
-            log("  %s: %s (step %d)" % (name, f.describe(), f.step))
+            inject(run, f, deadline)
+            if f.missed:
+                log("  %s: %s NOT INJECTED: %s" % (name, f.describe(), f.missed))
+            else:
+                log("  %s: %s (step %d)" % (name, f.describe(), f.step))
         status = run.finish(deadline)
         res["wall"] = time.monotonic() - t_start
         res["completed"] = status == 0 and run.done()
@@ -683,6 +775,8 @@ def run_once(opts, bins, mode, faults, name, tag, baseline):
                 assess(run, f)
                 if f.evidence == "LOADED THE CORRUPTED ONE":
                     res["violations"].append("a corrupted checkpoint was loaded")
+            if f.missed and required:
+                res["violations"].append("%s was not injected: %s" % (f.describe(), f.missed))
     except Exception as e:  # the harness's own failure is the run's
         res["violations"].append("harness: %s: %s" % (type(e).__name__, e))
         res.setdefault("completed", False)
@@ -756,21 +850,35 @@ def parse_scenario(text, opts):
     return mode, faults
 
 
-# The short version that the test suite runs: a few scenarios of each
-# mode on a small slice of data, each fault once.
-SHORT = [
-    ("async", [Fault("kill", "worker", 1, 0.25, 0.5), Fault("stop", "ps", 0, 0.5, 3.0),
-               Fault("kill", "ps", 0, 0.8, 0.5)]),
-    ("async", [Fault("cut", "worker", 0, 0.2, 2.0), Fault("loss", "ps", 1, 0.45, 3.0, 0.2),
-               Fault("corrupt", "ps", 1, 0.7)]),
-    # The disk fills up near the end and stays full past it: the final
-    # checkpoint fails and is retried until there is room.
-    ("async", [Fault("kill", "chief", 0, 0.5, 0.5), Fault("diskfull", "chief", 0, 0.85, 3.0)]),
-    ("mirrored", [Fault("kill", "worker", 0, 0.2, 0.5), Fault("cut", "worker", 1, 0.5, 2.0),
-                  Fault("corrupt", "chief", 0, 0.75)]),
-    ("mirrored", [Fault("loss", "worker", 1, 0.25, 3.0, 0.2),
-                  Fault("stop", "chief", 0, 0.6, 2.0)]),
-]
+# The short version that the test suite runs, on a small slice of data, in
+# groups by what the machine needs to inject them, so that the suite counts
+# a group this machine cannot inject as skipped and the others as passed.
+# Every fault must be injected, or the group fails. Each group runs a
+# fault-free run of each of its modes first.
+SHORT = {
+    # Network namespaces alone: kill, stop, cut, corrupt, in both modes.
+    "net": [
+        ("async", [Fault("kill", "worker", 1, 0.2, 0.5), Fault("stop", "ps", 0, 0.4, 3.0),
+                   Fault("kill", "ps", 0, 0.75, 0.5)]),
+        ("async", [Fault("cut", "worker", 0, 0.15, 2.0), Fault("kill", "chief", 0, 0.4, 0.5),
+                   Fault("corrupt", "ps", 1, 0.65)]),
+        ("mirrored", [Fault("kill", "worker", 0, 0.15, 0.5), Fault("cut", "worker", 1, 0.35, 2.0),
+                      Fault("stop", "chief", 0, 0.55, 2.0), Fault("corrupt", "chief", 0, 0.75)]),
+    ],
+    # iptables' statistic match.
+    "loss": [
+        ("async", [Fault("loss", "ps", 1, 0.3, 3.0, 0.2),
+                   Fault("loss", "worker", 0, 0.6, 3.0, 0.2)]),
+        ("mirrored", [Fault("loss", "worker", 1, 0.3, 3.0, 0.2)]),
+    ],
+    # A tmpfs for the checkpoints. The second fault fills the disk near the
+    # end: the checkpoint that fails may be the final one, which is retried
+    # until there is room.
+    "disk": [
+        ("async", [Fault("diskfull", "chief", 0, 0.3, 2.0),
+                   Fault("diskfull", "chief", 0, 0.85, 3.0)]),
+    ],
+}
 
 
 def table(results, baselines):
@@ -779,12 +887,12 @@ def table(results, baselines):
         for f in r["faults"]:
             key = (r["mode"], f.label())
             row = rows.setdefault(key, {"runs": 0, "completed": 0, "violations": 0,
-                                        "recovery": [], "skipped": 0, "evidence": {}})
+                                        "recovery": [], "missed": 0, "evidence": {}})
             row["runs"] += 1
             row["completed"] += 1 if r["completed"] else 0
             row["violations"] += 1 if r["violations"] else 0
-            if f.skipped:
-                row["skipped"] += 1
+            if f.missed:
+                row["missed"] += 1
             if f.recovery is not None:
                 row["recovery"].append(f.recovery)
             if f.evidence:
@@ -797,8 +905,8 @@ def table(results, baselines):
         rec = row["recovery"]
         rec_text = "%.2f / %.2f" % (statistics.median(rec), max(rec)) if rec else "-"
         seen = ", ".join("%s %d" % (k, v) for k, v in sorted(row["evidence"].items()))
-        if row["skipped"]:
-            seen += (", " if seen else "") + "not injected %d" % row["skipped"]
+        if row["missed"]:
+            seen += (", " if seen else "") + "not injected %d" % row["missed"]
         lines.append("| %s | %s | %d | %d | %d | %s | %s |" % (
             mode, label, row["runs"], row["completed"], row["violations"], rec_text, seen))
     for mode, acc in sorted(baselines.items()):
@@ -810,7 +918,9 @@ def main():
     ap = argparse.ArgumentParser(description="failure injection across network namespaces",
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__)
-    ap.add_argument("--short", action="store_true", help="the test suite's short version")
+    ap.add_argument("--short", nargs="?", const=",".join(SHORT), metavar="GROUPS",
+                    help="the test suite's short version: every group, or those named "
+                    "(%s, joined by commas)" % ", ".join(SHORT))
     ap.add_argument("--runs", type=int, default=0, help="random runs (a soak)")
     ap.add_argument("--seed", type=int, help="the random faults' seed (default: the clock)")
     ap.add_argument("--scenario", action="append", default=[],
@@ -847,28 +957,47 @@ def main():
 
     why, lacks = probe()
     if why:
-        print("SKIP netfault: %s" % why)
+        print("SKIP: netfault: %s" % why)
         return SKIP
-    for feature, reason in sorted(lacks.items()):
-        print("SKIP %s faults: %s" % (feature, reason))
-
     seed = opts.seed if opts.seed is not None else int(time.time()) % 100000
     rng = random.Random(seed)
+    # The plan: (mode, faults, whether each fault must be injected). What
+    # this machine cannot inject is left out with a SKIP line, and the exit
+    # status is then SKIP unless something failed: never a silent pass.
     plan = []
-    if opts.short:
-        plan += [(m, fs) for m, fs in SHORT]
+    skips = []
+    for group in (opts.short.split(",") if opts.short else []):
+        if group not in SHORT:
+            ap.error("--short %s: no group %r (groups: %s)" % (opts.short, group,
+                                                                ", ".join(SHORT)))
+        kinds = sorted({f.kind for _, fs in SHORT[group] for f in fs} & set(lacks))
+        if kinds:
+            skips.append("short group %s: %s" % (group, "; ".join(
+                "%s faults: %s" % (k, lacks[k]) for k in kinds)))
+            continue
+        plan += [(m, fs, True) for m, fs in SHORT[group]]
     for s in opts.scenario:
-        plan.append(parse_scenario(s, opts))
+        mode, faults = parse_scenario(s, opts)
+        kinds = sorted({f.kind for f in faults} & set(lacks))
+        if kinds:
+            skips.append("scenario %s: %s" % (s, "; ".join(
+                "%s faults: %s" % (k, lacks[k]) for k in kinds)))
+            continue
+        plan.append((mode, faults, True))
+    if opts.runs:
+        skips += ["random runs without %s faults: %s" % (k, why)
+                  for k, why in sorted(lacks.items())]
     modes = opts.modes.split(",")
     for k in range(opts.runs):
         mode = modes[k % len(modes)]
         plan.append((mode, random_faults(rng, mode, lacks, opts.servers if mode == "async"
-                                         else 0, opts.workers)))
+                                         else 0, opts.workers), False))
+    for why in skips:
+        print("SKIP: %s" % why)
+    if not plan and skips:
+        return SKIP
     if not plan:
         ap.error("nothing to run: --short, --runs N or --scenario")
-    for mode, faults in plan:
-        # The faults this machine cannot inject were reported SKIP above.
-        faults[:] = [f for f in faults if f.kind not in lacks]
 
     print("netfault: seed %d (rerun with --seed %d); %d runs; data %d examples x %d epochs"
           % (seed, seed, len(plan), opts.limit, opts.epochs), flush=True)
@@ -879,8 +1008,8 @@ def main():
     # Fault-free runs of each mode, the accuracy the others are held to.
     baselines = {}
     results = []
-    for mode in sorted({m for m, _ in plan}):
-        r = run_once(opts, bins, mode, [], "%s fault-free" % mode, tag, None)
+    for mode in sorted({m for m, _, _ in plan}):
+        r = run_once(opts, bins, mode, [], "%s fault-free" % mode, tag, None, True)
         log("%s fault-free: %s in %.1f s, accuracy %s" % (
             mode, "completed" if r["completed"] else "FAILED", r["wall"], r.get("accuracy")))
         for v in r["violations"]:
@@ -891,15 +1020,16 @@ def main():
             return 1
         baselines[mode] = r["accuracy"]
 
-    for k, (mode, faults) in enumerate(plan):
+    for k, (mode, faults, required) in enumerate(plan):
         name = "run %d %s" % (k + 1, mode)
         log("%s: %s" % (name, "; ".join(f.describe() for f in faults) or "no fault"))
-        r = run_once(opts, bins, mode, faults, name, tag, baselines[mode])
+        r = run_once(opts, bins, mode, faults, name, tag, baselines[mode], required)
         results.append(r)
         log("%s: %s in %.1f s, accuracy %s; %s" % (
             name, "completed" if r["completed"] else "NOT COMPLETED", r["wall"],
             "%.4f" % r["accuracy"] if r.get("accuracy") is not None else "-",
-            "; ".join("%s: %s, recovery %s" % (f.label(), f.evidence or f.skipped,
+            "; ".join("%s: %s, recovery %s" % (f.label(), f.evidence or
+                                               "not injected (%s)" % f.missed,
                                                "%.2f s" % f.recovery if f.recovery is not None
                                                else "-") for f in faults)))
         for v in r["violations"]:
@@ -910,11 +1040,19 @@ def main():
         for v in r["violations"]:
             print("violation in %s: %s (kept %s)" % (r["name"], v, r["dir"]))
     bad = sum(1 for r in results if r["violations"])
-    print("netfault: %d runs, %d completed, %d with invariant violations; seed %d"
-          % (len(results), sum(1 for r in results if r["completed"]), bad, seed))
+    faults = [f for r in results for f in r["faults"]]
+    missed = [f for f in faults if f.missed]
+    print("netfault: %d runs, %d completed, %d with invariant violations; %d of %d faults "
+          "injected, %d not; seed %d"
+          % (len(results), sum(1 for r in results if r["completed"]), bad,
+             len(faults) - len(missed), len(faults), len(missed), seed))
     if not bad and not opts.keep:
         shutil.rmtree(opts.workdir, ignore_errors=True)
-    return 1 if bad else 0
+    if bad:
+        return 1
+    for why in skips:
+        print("SKIP: %s" % why)
+    return SKIP if skips else 0
 
 
 def _on_signal(sig, frame):
