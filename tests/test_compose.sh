@@ -33,12 +33,13 @@ compose_file=$root/deploy/docker-compose.yml
 project=pscompose$$
 # The test's job: 8000 steps on a fifth of the data, so the run lasts long
 # enough (about a minute on 2 cores) to crash a worker and then a server
-# in it; a checkpoint every 20 steps and a heartbeat timeout of 2 s so
-# recovery is quick.
+# in it; a checkpoint every 100 steps and a heartbeat timeout of 2 s so
+# recovery is quick. Every checkpoint is kept (80 of about 4 MB), so the
+# one a recovery loads is still there for check_run.py to verify.
 steps_per_epoch=200
 epochs=40
 export PS_DEMO_ARGS="--limit $((steps_per_epoch * 64)) --test-limit 1000 --epochs $epochs \
---checkpoint-steps 20 --keep 3 --heartbeat-ms 200 --heartbeat-timeout-ms 2000 \
+--checkpoint-steps 100 --keep 100 --heartbeat-ms 200 --heartbeat-timeout-ms 2000 \
 --register-timeout-ms 60000"
 total=$((steps_per_epoch * epochs))
 # The project's own /24 (the compose file gives each service a fixed
@@ -329,6 +330,7 @@ query has recovered || fail "no recovered event"
 checker=$root/tests/faults/check_run.py
 [ -f "$checker" ] || fail "$checker is missing"
 python3 "$checker" --metrics "$metrics" --total "$total" --servers 2 \
+    --checkpoint-dir "$volume/checkpoints" \
     || fail "the run's check failed (violations above)"
 say "$(python3 -c '
 import json, sys
