@@ -153,7 +153,7 @@ static int s_nrows;
 static s_peer_t s_peers [S_MAX_PEERS];
 static int s_npeers;
 //  What the PyTorch peer was ("torch 1.13.1"), or why there is none.
-static char s_peer_note [512];
+static char s_peer_note [1024];
 
 //  ---------------------------------------------------------------------
 //  Helpers
