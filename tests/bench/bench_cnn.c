@@ -29,20 +29,34 @@
 //  the barriers, waiting for the slower thread, summing the shards'
 //  gradients).
 //
-//  A benchmark prints and never fails on timings: the summary's targets say
-//  "met" or "NOT met" for information only, with ratios to the PyTorch
-//  figures of /work/shared/ANCHORS.md. It exits non-zero only when something
-//  could not be set up (model, backend, a failed step).
+//  Table 3: the peers, measured in the same run. OpenBLAS's single-thread
+//  sgemm at the shapes of the CNN's two largest GEMMs, the ceiling a layer's
+//  GFLOP/s in table 2 is compared with. And PyTorch: for the models it has a
+//  version of (cnn, mlp), tests/bench/torch_cnn.py --bench times the same
+//  training steps (forward, backward, Adam with Keras's defaults) and
+//  evaluation on the same examples, batch, threads and repetitions, after
+//  this program's own measurements, so the two never compete for the cores.
+//  Where /usr/bin/python3 cannot import torch (python3-torch), or with
+//  --no-peer, the table says there is no peer figure and why; no ratio is
+//  ever taken to a figure written into this file.
+//
+//  A benchmark prints and never fails on timings: the summary's target says
+//  "met" or "NOT met" for information only. It exits non-zero only when
+//  something could not be set up (model, backend, a failed step).
 //
 //  Usage: bench_cnn [--quick] [--model cnn|cnn2|mlp|all|PATH]
 //                   [--device cpu|gpu|auto] [--batch N] [--data DIR]
+//                   [--no-peer] [--python PATH]
 
 #include <errno.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,13 +79,14 @@
 #define S_MAX_MODELS    8
 #define S_MAX_LAYERS    64
 
-//  PyTorch 1.13 CPU figures for the seed CNN and the MLP (ANCHORS.md).
-#define S_TARGET_2T         12000.0
-#define S_TORCH_2T          4000.0      //  set_num_threads (2)
-#define S_TORCH_2T_BLAS1_LO 7000.0      //  2 threads, OPENBLAS_NUM_THREADS=1
-#define S_TORCH_2T_BLAS1_HI 10000.0
-#define S_TORCH_EVAL_S      1.5         //  the CNN on 10k test images
-#define S_TORCH_MLP_1T      150000.0    //  MLP 784-128-10, SGD, 1 thread
+#define S_MAX_PEERS     16
+//  The project's goal for the seed CNN with 2 threads (README, Benchmarks).
+#define S_TARGET_2T     12000.0
+
+//  The PyTorch peer, tests/bench/torch_cnn.py, as the build knows it.
+#ifndef BENCH_TORCH_SCRIPT
+#   define BENCH_TORCH_SCRIPT "tests/bench/torch_cnn.py"
+#endif
 
 //  How long to measure.
 typedef struct {
@@ -123,8 +138,22 @@ typedef struct {
     double set_params, train_step, optimizer;   //  ms per step
 } s_profile_t;
 
+//  A peer's figure for one of our rows: PyTorch's samples/s for the same
+//  model, kind of work, threads and batch, or OpenBLAS's sgemm GFLOP/s.
+typedef struct {
+    char model [32];
+    bool train;
+    int threads;
+    int batch;
+    double median, lo, hi;
+} s_peer_t;
+
 static s_row_t s_rows [S_MAX_ROWS];
 static int s_nrows;
+static s_peer_t s_peers [S_MAX_PEERS];
+static int s_npeers;
+//  What the PyTorch peer was ("torch 1.13.1"), or why there is none.
+static char s_peer_note [1024];
 
 //  ---------------------------------------------------------------------
 //  Helpers
@@ -576,6 +605,190 @@ s_measure_profile (s_profile_t *prof, s_trainer_t *trainer, ps_backend_t *backen
 }
 
 //  ---------------------------------------------------------------------
+//  Peers
+
+//  OpenBLAS sgemm shapes (m, n, k) timed on one thread: the seed CNN's
+//  convolution as im2col GEMM at batch 64 (64 x 26 x 26 rows, 32 filters,
+//  3 x 3 x 1), and the MLP's first Dense layer at batch 64.
+static const int s_sgemm_shapes [][3] = { { 43264, 32, 9 }, { 64, 128, 784 } };
+#define S_SGEMMS (sizeof s_sgemm_shapes / sizeof s_sgemm_shapes [0])
+static double s_sgemm [S_SGEMMS][3];        //  GFLOP/s median, min, max
+
+//  Times C = A B at shape `shape` on one OpenBLAS thread, as the CPU engine
+//  calls it, in repetitions like a training row's; fills `gflops`.
+static void
+s_measure_sgemm (const int *shape, const s_plan_t *plan, double *gflops)
+{
+    int m = shape [0], n = shape [1], k = shape [2];
+    float *a = s_floats ((size_t) m * (size_t) k);
+    float *b = s_floats ((size_t) k * (size_t) n);
+    float *c = s_floats ((size_t) m * (size_t) n);
+    for (size_t i = 0; i < (size_t) m * (size_t) k; i++)
+        a [i] = (float) (i % 13) * 0.01f;
+    for (size_t i = 0; i < (size_t) k * (size_t) n; i++)
+        b [i] = (float) (i % 7) * 0.01f;
+    openblas_set_num_threads (1);
+    double rates [S_MAX_REPS];
+    for (int r = -1; r < plan->reps; r++) {     //  r = -1: warm-up
+        double busy = 0, flop = 0;
+        double until = r < 0 ? plan->warmup_s : plan->rep_s;
+        while (busy < until || flop == 0) {
+            double t0 = s_now ();
+            cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n,
+                         0.0f, c, n);
+            busy += s_now () - t0;
+            flop += 2.0 * m * n * k;
+        }
+        if (r >= 0)
+            rates [r] = flop / busy * 1e-9;
+    }
+    s_stats (rates, plan->reps, &gflops [0], &gflops [1], &gflops [2]);
+    free (a);
+    free (b);
+    free (c);
+}
+
+//  Runs the PyTorch peer for `model` with this run's batch, examples and
+//  plan (`python` found on PATH when it has no slash), and adds the figures
+//  it prints to s_peers. Returns 0 with s_peer_note naming the peer, or -1
+//  with s_peer_note saying why there is no peer figure.
+static int
+s_run_torch_peer (const char *python, const char *model, int batch, const char *data_dir,
+                  const s_plan_t *plan)
+{
+    char batch_s [16], eval_s [16], limit_s [16], reps_s [16], rep_s [32], warm_s [32];
+    snprintf (batch_s, sizeof batch_s, "%d", batch);
+    snprintf (eval_s, sizeof eval_s, "%d", S_EVAL_BATCH);
+    snprintf (limit_s, sizeof limit_s, "%d", S_TRAIN_LIMIT);
+    snprintf (reps_s, sizeof reps_s, "%d", plan->reps);
+    snprintf (rep_s, sizeof rep_s, "%g", plan->rep_s);
+    snprintf (warm_s, sizeof warm_s, "%g", plan->warmup_s);
+    char *argv [] = {
+        (char *) python, (char *) BENCH_TORCH_SCRIPT, "--bench", "--model", (char *) model,
+        "--threads", "1,2", "--eval-threads", "2", "--batch", batch_s, "--eval-batch", eval_s,
+        "--limit", limit_s, "--reps", reps_s, "--rep-seconds", rep_s, "--warmup", warm_s,
+        "--data", (char *) data_dir, NULL
+    };
+    int fds [2];
+    if (pipe (fds)) {
+        snprintf (s_peer_note, sizeof s_peer_note, "pipe: %s", strerror (errno));
+        return -1;
+    }
+    //  The peer's stdout and stderr both come here: its last line that is
+    //  not a figure says why it failed, when it does.
+    posix_spawn_file_actions_t actions;
+    pid_t pid;
+    int rc = posix_spawn_file_actions_init (&actions);
+    if (rc == 0)
+        rc = posix_spawn_file_actions_adddup2 (&actions, fds [1], STDOUT_FILENO);
+    if (rc == 0)
+        rc = posix_spawn_file_actions_adddup2 (&actions, fds [1], STDERR_FILENO);
+    if (rc == 0)
+        rc = posix_spawn_file_actions_addclose (&actions, fds [0]);
+    if (rc == 0)
+        rc = posix_spawnp (&pid, python, &actions, NULL, argv, environ);
+    posix_spawn_file_actions_destroy (&actions);
+    close (fds [1]);
+    if (rc) {
+        close (fds [0]);
+        snprintf (s_peer_note, sizeof s_peer_note, "cannot run %s: %s", python,
+                  strerror (rc));
+        return -1;
+    }
+    FILE *out = fdopen (fds [0], "r");
+    if (!out)
+        s_fail ("fdopen", strerror (errno));
+    char line [512], last [512] = "", version [64] = "?";
+    while (fgets (line, sizeof line, out)) {
+        line [strcspn (line, "\n")] = 0;
+        s_peer_t peer;
+        char kind [8];
+        memset (&peer, 0, sizeof peer);
+        if (sscanf (line, "peer %7s %31s %d %d %lf %lf %lf", kind, peer.model, &peer.threads,
+                    &peer.batch, &peer.median, &peer.lo, &peer.hi) == 7
+        &&  (strcmp (kind, "train") == 0 || strcmp (kind, "eval") == 0)) {
+            peer.train = strcmp (kind, "train") == 0;
+            if (s_npeers < S_MAX_PEERS)
+                s_peers [s_npeers++] = peer;
+        }
+        else
+        if (sscanf (line, "peer torch %63s", version) == 1)
+            ;
+        else
+        if (*line)
+            snprintf (last, sizeof last, "%s", line);
+    }
+    fclose (out);
+    int status;
+    while (waitpid (pid, &status, 0) < 0)
+        if (errno != EINTR)
+            s_fail ("waitpid", strerror (errno));
+    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0) {
+        snprintf (s_peer_note, sizeof s_peer_note, "%s %s %s (%s)", python,
+                  BENCH_TORCH_SCRIPT, WIFEXITED (status) ? "failed" : "was killed",
+                  *last ? last : "no output");
+        return -1;
+    }
+    snprintf (s_peer_note, sizeof s_peer_note, "PyTorch %s, timed in this run by %s %s --bench",
+              version, python, BENCH_TORCH_SCRIPT);
+    return 0;
+}
+
+//  The peer's figure for our row, or NULL.
+static const s_peer_t *
+s_peer_for (const s_row_t *row)
+{
+    for (int i = 0; i < s_npeers && !row->gpu; i++)
+        if (strcmp (s_peers [i].model, row->model) == 0 && s_peers [i].train == row->train
+        &&  s_peers [i].threads == row->threads && s_peers [i].batch == row->batch)
+            return &s_peers [i];
+    return NULL;
+}
+
+static void
+s_print_table3 (const s_plan_t *plan, bool sgemm_done)
+{
+    printf ("\nTable 3: peers, timed in this run after the rows above (median of %d "
+            "repetitions of %.2f s)\n", plan->reps, plan->rep_s);
+    if (sgemm_done) {
+        printf ("OpenBLAS sgemm on 1 thread, the ceiling for table 2's GF/s columns:\n");
+        printf ("  %-22s %8s %15s\n", "(m, n, k)", "GFLOP/s", "min-max");
+        for (size_t i = 0; i < S_SGEMMS; i++) {
+            char shape [48], range [32];
+            snprintf (shape, sizeof shape, "(%d, %d, %d)", s_sgemm_shapes [i][0],
+                      s_sgemm_shapes [i][1], s_sgemm_shapes [i][2]);
+            snprintf (range, sizeof range, "%.1f-%.1f", s_sgemm [i][1], s_sgemm [i][2]);
+            printf ("  %-22s %8.1f %15s\n", shape, s_sgemm [i][0], range);
+        }
+    }
+    if (s_npeers == 0) {
+        printf ("PyTorch: no peer figure: %s\n", s_peer_note);
+        return;
+    }
+    printf ("PyTorch: %s\n", s_peer_note);
+    printf ("  %-6s %-6s %7s %5s %12s %12s %17s %9s\n", "model", "what", "threads", "batch",
+            "ours", "PyTorch", "PyTorch min-max", "ours/PT");
+    for (int i = 0; i < s_nrows; i++) {
+        const s_row_t *row = &s_rows [i];
+        const s_peer_t *peer = s_peer_for (row);
+        if (!peer)
+            continue;
+        char ours [24], theirs [24], lo [24], hi [24], range [48];
+        s_thousands (ours, sizeof ours, row->median);
+        s_thousands (theirs, sizeof theirs, peer->median);
+        s_thousands (lo, sizeof lo, peer->lo);
+        s_thousands (hi, sizeof hi, peer->hi);
+        snprintf (range, sizeof range, "%s-%s", lo, hi);
+        printf ("  %-6s %-6s %7d %5d %12s %12s %17s %8.2fx\n", row->model, row->what,
+                row->threads, row->batch, ours, theirs, range, row->median / peer->median);
+    }
+    printf ("ours, PyTorch: samples/s; PyTorch trains the same model (Keras's initialisers,\n"
+            "Adam lr 1e-3, eps 1e-7) on the same examples and batch with\n"
+            "torch.set_num_threads (threads), and evaluates at batch %d without gradients.\n",
+            S_EVAL_BATCH);
+}
+
+//  ---------------------------------------------------------------------
 //  Output
 
 static void
@@ -778,8 +991,8 @@ s_print_table2_notes (void)
             "share:     of total = set_params + train_step + adam (wall, ms per step).\n"
             "fGF/s, bGF/s: 2 x MACs of the layer's GEMMs (backward: weight gradient, plus the\n"
             "           input gradient except for the first layer with parameters) x the\n"
-            "           examples thread 0 ran / its time; compare OpenBLAS 1-thread sgemm\n"
-            "           rates in ANCHORS.md ((64,128,784) 96 GFLOP/s, (43264,32,9) 59).\n");
+            "           examples thread 0 ran / its time; compare OpenBLAS's 1-thread sgemm\n"
+            "           in table 3.\n");
 }
 
 //  ---------------------------------------------------------------------
@@ -789,13 +1002,17 @@ s_usage (void)
 {
     fprintf (stderr,
         "usage: bench_cnn [--quick] [--model cnn|cnn2|mlp|all|PATH] [--device cpu|gpu|auto]\n"
-        "                 [--batch N] [--data DIR]\n"
+        "                 [--batch N] [--data DIR] [--no-peer] [--python PATH]\n"
         "  --quick     fewer and shorter repetitions (a smoke run)\n"
         "  --model     the model to time (default cnn); all = every built-in model\n"
         "  --device    cpu (default): 1 and 2 threads; gpu or auto: also the GPU at\n"
         "              batches 64 and 512 when one is present\n"
         "  --batch N   training batch on the CPU (default 64)\n"
-        "  --data DIR  Fashion-MNIST directory (default %s)\n", PS_DATASET_DEFAULT_DIR);
+        "  --data DIR  Fashion-MNIST directory (default %s)\n"
+        "  --no-peer   time no peers (OpenBLAS sgemm, PyTorch)\n"
+        "  --python P  the Python that runs the PyTorch peer, %s\n"
+        "              (default /usr/bin/python3, with Debian's python3-torch)\n",
+        PS_DATASET_DEFAULT_DIR, BENCH_TORCH_SCRIPT);
 }
 
 int
@@ -805,6 +1022,8 @@ main (int argc, char *argv [])
     const char *model_arg = "cnn";
     const char *device_arg = "cpu";
     const char *data_dir = PS_DATASET_DEFAULT_DIR;
+    const char *python = "/usr/bin/python3";
+    bool peers = true;
     int batch = 64;
     for (int i = 1; i < argc; i++) {
         if (strcmp (argv [i], "--quick") == 0)
@@ -818,6 +1037,12 @@ main (int argc, char *argv [])
         else
         if (strcmp (argv [i], "--data") == 0 && i + 1 < argc)
             data_dir = argv [++i];
+        else
+        if (strcmp (argv [i], "--python") == 0 && i + 1 < argc)
+            python = argv [++i];
+        else
+        if (strcmp (argv [i], "--no-peer") == 0)
+            peers = false;
         else
         if (strcmp (argv [i], "--batch") == 0 && i + 1 < argc) {
             char *end;
@@ -928,6 +1153,23 @@ main (int argc, char *argv [])
         s_trainer_fini (&trainer);
         s_source_close (&src);
     }
+    //  The peers run after every measurement of ours, alone on the machine.
+    if (peers) {
+        for (size_t i = 0; i < S_SGEMMS; i++)
+            s_measure_sgemm (s_sgemm_shapes [i], &plan, s_sgemm [i]);
+        snprintf (s_peer_note, sizeof s_peer_note, "no model of this run has a "
+                  "PyTorch version in %s (cnn, mlp)", BENCH_TORCH_SCRIPT);
+        for (int m = 0; m < nmodels; m++) {
+            const char *name = ps_model_name (models [m]);
+            if (strcmp (name, "cnn") != 0 && strcmp (name, "mlp") != 0)
+                continue;
+            fprintf (stderr, "bench_cnn: timing the PyTorch peer for %s\n", name);
+            if (s_run_torch_peer (python, name, batch, data_dir, &plan))
+                break;
+        }
+    }
+    else
+        snprintf (s_peer_note, sizeof s_peer_note, "not timed (--no-peer)");
     fprintf (stderr, "bench_cnn: finished in %.1f s\n", s_now () - start);
 
     s_print_table1 (&plan, quick);
@@ -946,48 +1188,44 @@ main (int argc, char *argv [])
     s_print_table2_notes ();
     if (gpu_seen)
         printf ("(gpu rows: %s; its per-layer times include a synchronise per layer)\n", gpu_name);
+    s_print_table3 (&plan, peers);
 
-    //  Summary against the target and the PyTorch anchors.
+    //  Summary: the target, and the ratios of table 3.
     printf ("\nSummary (information only; timings vary by +-30%% between runs, so compare\n"
             "ratios within one run):\n");
-    const s_row_t *cnn1 = NULL, *cnn2t = NULL, *cnn_eval = NULL, *mlp1 = NULL;
+    char num [24];
+    const s_row_t *cnn1 = NULL;
+    for (int i = 0; i < s_nrows; i++)
+        if (strcmp (s_rows [i].model, "cnn") == 0 && s_rows [i].train && !s_rows [i].gpu
+        &&  s_rows [i].threads == 1)
+            cnn1 = &s_rows [i];
+    bool cnn_seen = false;
     for (int i = 0; i < s_nrows; i++) {
         const s_row_t *row = &s_rows [i];
         if (row->gpu)
             continue;
-        if (strcmp (row->model, "cnn") == 0 && row->train && row->threads == 1)
-            cnn1 = row;
-        if (strcmp (row->model, "cnn") == 0 && row->train && row->threads == 2)
-            cnn2t = row;
-        if (strcmp (row->model, "cnn") == 0 && !row->train)
-            cnn_eval = row;
-        if (strcmp (row->model, "mlp") == 0 && row->train && row->threads == 1)
-            mlp1 = row;
+        if (strcmp (row->model, "cnn") == 0 && row->train && row->threads == 2) {
+            cnn_seen = true;
+            printf ("  target >= 12,000 samples/s with 2 threads: %s (%s, cnn batch %d)\n",
+                    row->median >= S_TARGET_2T ? "met" : "NOT met",
+                    s_thousands (num, sizeof num, row->median), row->batch);
+            if (cnn1)
+                printf ("  2-thread / 1-thread: %.2fx (1 thread %s samples/s)\n",
+                        row->median / cnn1->median, s_thousands (num, sizeof num, cnn1->median));
+        }
     }
-    char num [24];
-    if (cnn2t) {
-        printf ("  target >= 12000 samples/s with 2 threads: %s (%s, cnn batch %d)\n",
-                cnn2t->median >= S_TARGET_2T ? "met" : "NOT met",
-                s_thousands (num, sizeof num, cnn2t->median), cnn2t->batch);
-        printf ("  vs PyTorch 1.13 set_num_threads(2), about 4,000 samples/s: %.2fx\n",
-                cnn2t->median / S_TORCH_2T);
-        printf ("  vs PyTorch 1.13 2 threads + OPENBLAS_NUM_THREADS=1, 7,000-10,000: "
-                "%.2fx-%.2fx (%.2fx of 10,000)\n", cnn2t->median / S_TORCH_2T_BLAS1_HI,
-                cnn2t->median / S_TORCH_2T_BLAS1_LO, cnn2t->median / S_TORCH_2T_BLAS1_HI);
-        if (cnn1)
-            printf ("  2-thread / 1-thread: %.2fx (1 thread %s samples/s)\n",
-                    cnn2t->median / cnn1->median, s_thousands (num, sizeof num, cnn1->median));
+    if (!cnn_seen)
+        printf ("  target >= 12,000 samples/s with 2 threads: n/a (model cnn not run)\n");
+    for (int i = 0; i < s_nrows; i++) {
+        const s_row_t *row = &s_rows [i];
+        const s_peer_t *peer = s_peer_for (row);
+        if (peer)
+            printf ("  %s %s, %d thread%s: %.2fx PyTorch's samples/s in this run\n", row->model,
+                    row->what, row->threads, row->threads == 1 ? "" : "s",
+                    row->median / peer->median);
     }
-    else
-        printf ("  target >= 12000 samples/s with 2 threads: n/a (model cnn not run)\n");
-    if (cnn_eval)
-        printf ("  evaluation, 10k test images: %.2f s with 2 threads vs PyTorch about 1.5 s"
-                " (%.1fx faster)\n", 10000 / cnn_eval->median,
-                S_TORCH_EVAL_S / (10000 / cnn_eval->median));
-    if (mlp1)
-        printf ("  mlp 1 thread (Adam): %s samples/s vs PyTorch MLP 784-128-10 with SGD, about "
-                "150,000: %.2fx\n", s_thousands (num, sizeof num, mlp1->median),
-                mlp1->median / S_TORCH_MLP_1T);
+    if (s_npeers == 0)
+        printf ("  vs PyTorch: no peer figure (%s)\n", s_peer_note);
     for (int m = 0; m < nmodels; m++)
         ps_model_destroy (&models [m]);
     return EXIT_SUCCESS;

@@ -5,6 +5,18 @@ accuracy (as distributions over seeds: the two draw different random
 numbers) and samples/s on the same machine or GPU. Needs python3-torch;
 not part of the test suite.
 
+With --bench it is bench_cnn's peer: instead of training to accuracy it
+times training steps and evaluation the way bench_cnn times ps-worker's
+engine (the same examples, batch, threads and repetitions; see
+tests/bench/bench_cnn.c), and prints one machine-readable line per
+measurement:
+
+  peer train MODEL THREADS BATCH MEDIAN MIN MAX     (samples/s)
+  peer eval MODEL THREADS BATCH MEDIAN MIN MAX
+
+after a line "peer torch VERSION". When torch cannot be imported it prints
+"peer none: REASON" and exits 3.
+
 Model: Conv2D(32, 3x3, valid, relu) -> MaxPool(2) -> Flatten (NHWC order)
        -> Dense(64, relu) -> Dense(10); softmax cross-entropy; Adam lr 1e-3,
        batch 64 (last batch of an epoch: 32), reshuffled every epoch,
@@ -18,13 +30,24 @@ Variants:
 
 Usage: /usr/bin/python3 tests/bench/torch_cnn.py --variant keras --seed 1
            [--epochs 3] [--batch 64] [--threads 2] [--device cpu|cuda]
+           [--data DIR]
+       /usr/bin/python3 tests/bench/torch_cnn.py --bench --model cnn|mlp
+           [--threads 1,2] [--eval-threads 2] [--batch 64] [--eval-batch 500]
+           [--limit 12800] [--reps 5] [--rep-seconds 1.0] [--warmup 0.3]
+           [--data DIR]
 """
-import argparse, gzip, os, struct, time
+import argparse, gzip, os, struct, sys, time
 
-import numpy as np
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+try:
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as e:
+    # bench_cnn reads this line as the reason it has no peer figure.
+    print("peer none: %s cannot import numpy and torch (%s); install python3-torch"
+          % (sys.executable, e), flush=True)
+    sys.exit(3)
 
 DATA = "/usr/share/datasets/fashion-mnist"
 
@@ -38,10 +61,10 @@ def load_idx(path):
     return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
-def load(split):
+def load(split, data=DATA):
     pre = "train" if split == "train" else "t10k"
-    x = load_idx(os.path.join(DATA, pre + "-images-idx3-ubyte.gz"))
-    y = load_idx(os.path.join(DATA, pre + "-labels-idx1-ubyte.gz"))
+    x = load_idx(os.path.join(data, pre + "-images-idx3-ubyte.gz"))
+    y = load_idx(os.path.join(data, pre + "-labels-idx1-ubyte.gz"))
     x = torch.from_numpy(x.astype(np.float32) / 255.0).unsqueeze(1)  # N,1,28,28
     y = torch.from_numpy(y.astype(np.int64))
     return x, y
@@ -61,8 +84,20 @@ class CNN(nn.Module):
         return self.fc2(x)
 
 
+class MLP(nn.Module):
+    """ps-worker's "mlp": Flatten -> Dense(128, relu) -> Dense(10)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(28 * 28, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x.reshape(x.shape[0], -1))))
+
+
 def keras_init(m):
-    for mod in (m.conv, m.fc1, m.fc2):
+    for mod in m.children():
         # xavier_uniform_ on a conv weight [out,in,kh,kw] uses
         # fan_in = in*kh*kw, fan_out = out*kh*kw -- same as Keras glorot_uniform.
         nn.init.xavier_uniform_(mod.weight)
@@ -81,21 +116,111 @@ def evaluate(model, x, y, bs=1000):
     return loss_sum / x.shape[0], correct / x.shape[0]
 
 
+def timed_reps(step, reps, rep_s, warmup_s):
+    """Median, min and max over reps of examples / busy seconds of step(),
+    which runs one batch and returns its examples, after warmup_s of busy
+    time (at least 3 steps) -- bench_cnn's s_measure_train."""
+    busy, warm = 0.0, 0
+    while busy < warmup_s or warm < 3:
+        t0 = time.perf_counter()
+        step()
+        busy += time.perf_counter() - t0
+        warm += 1
+    rates = []
+    for _ in range(reps):
+        busy, examples = 0.0, 0
+        while busy < rep_s or examples == 0:
+            t0 = time.perf_counter()
+            examples += step()
+            busy += time.perf_counter() - t0
+        rates.append(examples / busy)
+    rates.sort()
+    n = len(rates)
+    median = rates[n // 2] if n % 2 else (rates[n // 2 - 1] + rates[n // 2]) / 2
+    return median, rates[0], rates[-1]
+
+
+def bench(a):
+    """bench_cnn's measurements, on PyTorch: training steps (forward,
+    backward, Adam with Keras's defaults) on the first --limit training
+    examples in a fresh shuffled order each epoch, then forward-only
+    evaluation over the test set in file order."""
+    print("peer torch %s" % torch.__version__, flush=True)
+    torch.set_num_interop_threads(1)
+    torch.manual_seed(1)
+    xtr, ytr = load("train", a.data)
+    xtr, ytr = xtr[:a.limit], ytr[:a.limit]
+    xte, yte = load("test", a.data)
+    threads = [int(t) for t in a.threads.split(",")]
+    for t in threads:
+        torch.set_num_threads(t)
+        model = CNN() if a.model == "cnn" else MLP()
+        keras_init(model)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7)
+        order = {"perm": torch.randperm(xtr.shape[0]), "next": 0}
+
+        def train_step():
+            if order["next"] >= xtr.shape[0]:
+                order["perm"], order["next"] = torch.randperm(xtr.shape[0]), 0
+            idx = order["perm"][order["next"]:order["next"] + a.batch]
+            order["next"] += a.batch
+            loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            return idx.numel()
+
+        print("peer train %s %d %d %.1f %.1f %.1f" % ((a.model, t, a.batch)
+              + timed_reps(train_step, a.reps, a.rep_seconds, a.warmup)), flush=True)
+        if t != a.eval_threads:
+            continue
+        at = {"next": 0}
+
+        @torch.no_grad()
+        def eval_step():
+            if at["next"] >= xte.shape[0]:
+                at["next"] = 0
+            i = at["next"]
+            out = model(xte[i:i + a.eval_batch])
+            (out.argmax(1) == yte[i:i + a.eval_batch]).sum().item()
+            at["next"] += out.shape[0]
+            return out.shape[0]
+
+        model.eval()
+        print("peer eval %s %d %d %.1f %.1f %.1f" % ((a.model, t, a.eval_batch)
+              + timed_reps(eval_step, a.reps, a.rep_seconds, a.warmup)), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--variant", choices=["torch", "keras"], required=True)
+    ap.add_argument("--variant", choices=["torch", "keras"])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", default="2")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--data", default=DATA)
+    ap.add_argument("--bench", action="store_true",
+                    help="time steps as bench_cnn does and print 'peer' lines")
+    ap.add_argument("--model", choices=["cnn", "mlp"], default="cnn")
+    ap.add_argument("--eval-threads", type=int, default=2)
+    ap.add_argument("--eval-batch", type=int, default=500)
+    ap.add_argument("--limit", type=int, default=12800)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--rep-seconds", type=float, default=1.0)
+    ap.add_argument("--warmup", type=float, default=0.3)
     a = ap.parse_args()
+    if a.bench:
+        bench(a)
+        return
+    if a.variant is None:
+        ap.error("--variant is needed unless --bench")
 
-    torch.set_num_threads(a.threads)
+    torch.set_num_threads(int(a.threads))
     torch.manual_seed(a.seed)
     dev = torch.device(a.device)
-    xtr, ytr = [t.to(dev) for t in load("train")]
-    xte, yte = [t.to(dev) for t in load("test")]
+    xtr, ytr = [t.to(dev) for t in load("train", a.data)]
+    xte, yte = [t.to(dev) for t in load("test", a.data)]
 
     model = CNN().to(dev)
     if a.variant == "keras":
