@@ -378,6 +378,50 @@ harness_cpu_ticks (pid_t pid)
     return (long) (utime + stime);
 }
 
+int
+harness_cpu_beside_spinner (pid_t pid, long spin_ticks, long *used, long *spun,
+                            double *wall_ms)
+{
+    //  Settle: a process that never falls quiet is measured after 10 s.
+    double settle_end = ps_clock_ms () + 10000;
+    double quiet_since = ps_clock_ms ();
+    long ticks = harness_cpu_ticks (pid);
+    while (ticks >= 0 && ps_clock_ms () < quiet_since + 1000 && ps_clock_ms () < settle_end) {
+        s_sleep_ms (50);
+        long now = harness_cpu_ticks (pid);
+        if (now != ticks)
+            quiet_since = ps_clock_ms ();
+        ticks = now;
+    }
+    fflush (stdout);
+    fflush (stderr);
+    pid_t spinner = fork ();
+    if (spinner < 0)
+        return -1;
+    if (spinner == 0) {
+        volatile unsigned long spins = 0;
+        while (true)
+            spins++;
+    }
+    //  The window: until the loop has had its share.
+    long before = harness_cpu_ticks (pid);
+    double start = ps_clock_ms ();
+    *spun = 0;
+    while (*spun >= 0 && *spun < spin_ticks && ps_clock_ms () < start + 60000) {
+        s_sleep_ms (20);
+        *spun = harness_cpu_ticks (spinner);
+    }
+    long after = harness_cpu_ticks (pid);
+    *wall_ms = ps_clock_ms () - start;
+    //  The spinner is this process's child: it cannot refuse SIGKILL, and
+    //  waiting for it reaps it.
+    kill (spinner, SIGKILL);
+    while (waitpid (spinner, NULL, 0) < 0 && errno == EINTR)
+        ;
+    *used = after - before;
+    return before < 0 || after < 0 || *spun < spin_ticks ? -1 : 0;
+}
+
 //  ---------------------------------------------------------------------
 //  Processes and files
 

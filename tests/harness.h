@@ -102,6 +102,20 @@ void harness_clients_close (harness_clients_t *clients);
 //  /proc/PID/stat, or -1.
 long harness_cpu_ticks (pid_t pid);
 
+//  The CPU time process pid uses while a busy loop beside it (a child
+//  process) gets spin_ticks of CPU: the yardstick for a process that should
+//  sleep, under whatever load the machine carries. A process that spins
+//  gets about as much as the loop, one that sleeps until it has work none;
+//  on a loaded machine the window stretches until the loop has had its
+//  share. The window opens once pid has used no CPU for 1 s (or after 10
+//  s), so that work it had left (a heap release, connections to deal with)
+//  is done whatever the load. Sets *used and *spun (the loop's, at least
+//  spin_ticks), in ticks, and *wall_ms (the window's length) and returns 0,
+//  or -1 when a CPU time cannot be read or the loop did not get its share
+//  within 60 s.
+int harness_cpu_beside_spinner (pid_t pid, long spin_ticks, long *used, long *spun,
+                                double *wall_ms);
+
 //  A fresh directory under /tmp; the caller removes it with harness_rmtree.
 void harness_tmpdir (char *buf, size_t len);
 void harness_rmtree (const char *dir);

@@ -304,8 +304,10 @@ expect "servers never register" 1 \
   \
   env TF_CONFIG="$good" "$coordinator" --register-timeout-ms 1500 --limit 640 --data "$data"
 took=$(( ($(date +%s%N) - started) / 1000000 ))
-if [ "$took" -lt 1500 ] || [ "$took" -gt 6000 ]; then
-  fail "servers never register: gave up after $took ms" "expected 1500 to 6000 ms"
+# Not before the 1500 ms, and well before the default of 60 s; the rest is
+# what a loaded machine adds (the coordinator starts and reads its data).
+if [ "$took" -lt 1500 ] || [ "$took" -gt 20000 ]; then
+  fail "servers never register: gave up after $took ms" "expected 1500 to 20000 ms"
 else
   pass "servers never register: gave up after $took ms"
 fi

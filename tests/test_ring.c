@@ -76,9 +76,12 @@
 #define S_WAIT_MS           30000
 
 //  The short no-progress timeout of the abort tests, and how much later
-//  than it a collective may return on a loaded machine (or under ASan).
+//  than a deadline a collective or a watch may act on a loaded machine (or
+//  under ASan), where a process may go unscheduled for a second or more:
+//  still far below the ring's default timeout of 10 s, and the 20 s of the
+//  rings a watch must abort early, so that waiting for those fails.
 #define S_TIMEOUT_MS        300
-#define S_SLACK_MS          1000
+#define S_SLACK_MS          5000
 
 //  The large size of the all-reduce cases.
 #define S_LARGE             1000003
@@ -1244,7 +1247,6 @@ typedef struct {
     double start;
     double abort_after_ms;      //  the periodic watch aborts this long after start
     int calls;
-    double last_call, max_gap;
 } s_watch_t;
 
 static bool
@@ -1269,13 +1271,8 @@ static bool
 s_watch_clock (void *arg)
 {
     s_watch_t *watch = arg;
-    double now = ps_clock_ms ();
-    double since = now - (watch->calls ? watch->last_call : watch->start);
-    if (since > watch->max_gap)
-        watch->max_gap = since;
     watch->calls++;
-    watch->last_call = now;
-    return now - watch->start >= watch->abort_after_ms;
+    return ps_clock_ms () - watch->start >= watch->abort_after_ms;
 }
 
 //  Run an all-reduce that only the watch can end; check PS_ECANCELED and
@@ -1316,7 +1313,7 @@ test_watch (void **state)
     double elapsed = s_cancel_run (ring);
     assert_int_equal (pthread_join (thread, NULL), 0);
     double late = start + elapsed - poke.poked_at;
-    if (late > 100 + S_SLACK_MS / 4 || elapsed < poke.delay_ms - 1)
+    if (late > S_SLACK_MS || elapsed < poke.delay_ms - 1)
         fail_msg ("the fd watch aborted %.0f ms after the poke (after %.0f ms)", late, elapsed);
     assert_true (watch.calls >= 2);         //  the periodic calls came too
     ps_ring_destroy (&ring);
@@ -1339,7 +1336,7 @@ test_watch (void **state)
     elapsed = s_cancel_run (ring);
     assert_int_equal (pthread_join (thread, NULL), 0);
     late = start + elapsed - poke.poked_at;
-    if (late > 100 + S_SLACK_MS / 4 || elapsed < poke.delay_ms - 1)
+    if (late > S_SLACK_MS || elapsed < poke.delay_ms - 1)
         fail_msg ("the socket watch aborted %.0f ms after the poke (after %.0f ms)", late,
                   elapsed);
     ps_ring_destroy (&ring);
@@ -1347,16 +1344,22 @@ test_watch (void **state)
     assert_int_equal (zmq_close (writer), 0);
     assert_int_equal (zmq_ctx_term (ctx), 0);
 
-    //  No socket or descriptor: the function is called every 100 ms.
+    //  No socket or descriptor: the function is called every 100 ms, on
+    //  average over 2 s; a process that went unscheduled misses calls, so
+    //  a quarter of them will do, and twice as many is a watch called too
+    //  often.
     ring = s_lone_ring (1, absent, 20000);
-    watch = (s_watch_t) { .start = ps_clock_ms (), .abort_after_ms = 350 };
+    watch = (s_watch_t) { .start = ps_clock_ms (), .abort_after_ms = 2000 };
     ps_ring_set_watch (ring, NULL, -1, s_watch_clock, &watch);
     elapsed = s_cancel_run (ring);
-    if (elapsed < 350 || elapsed > 450 + S_SLACK_MS / 4)
+    //  (The watch's clock started just before the all-reduce's.)
+    if (elapsed < 1999 || elapsed > 2000 + S_SLACK_MS)
         fail_msg ("the periodic watch aborted after %.0f ms", elapsed);
-    if (watch.calls < 3 || watch.max_gap > 100 + S_SLACK_MS / 4)
-        fail_msg ("the watch was called %d times, at most %.0f ms apart", watch.calls,
-                  watch.max_gap);
+    double expected = elapsed / 100;
+    print_message ("    the periodic watch: %d calls in %.0f ms\n", watch.calls, elapsed);
+    if (watch.calls < expected / 4 || watch.calls > expected * 2 + 2)
+        fail_msg ("the watch was called %d times in %.0f ms, expected about %.0f", watch.calls,
+                  elapsed, expected);
 
     //  Formed again (alone), the ring works, and the watch stays quiet.
     ps_error_t err;

@@ -100,7 +100,7 @@ port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 TF_CONFIG="{\"cluster\": {\"ps\": [\"127.0.0.1:1\", \"127.0.0.1:$port\"]}, \"task\": {\"type\": \"ps\", \"index\": 1}}" \
   "$server" --endpoint-file "$work/endpoint" >"$work/stdout" 2>"$work/stderr" &
 pid=$!
-for _ in $(seq 100); do [ -s "$work/endpoint" ] && break; sleep 0.05; done
+for _ in $(seq 600); do [ -s "$work/endpoint" ] && break; sleep 0.05; done
 if [ "$(cat "$work/endpoint" 2>/dev/null)" = "tcp://127.0.0.1:$port" ] \
    && grep -qF "ps-server listening on tcp://127.0.0.1:$port" "$work/stdout"; then
   echo "ok: TF_CONFIG task ps:1 bound tcp://127.0.0.1:$port"
