@@ -79,8 +79,12 @@
 //  than a deadline a collective or a watch may act on a loaded machine (or
 //  under ASan), where a process may go unscheduled for a second or more:
 //  still far below the ring's default timeout of 10 s, and the 20 s of the
-//  rings a watch must abort early, so that waiting for those fails.
-#define S_TIMEOUT_MS        300
+//  rings a watch must abort early, so that waiting for those fails. The
+//  survivors' ring after an abort keeps the timeout, and its members learn
+//  to form it one after another from the parent, so the timeout must also
+//  cover that skew on a loaded machine: at 300 ms a member once gave up
+//  waiting for a peer that had not yet been told to form.
+#define S_TIMEOUT_MS        2000
 #define S_SLACK_MS          5000
 
 //  The large size of the all-reduce cases.
