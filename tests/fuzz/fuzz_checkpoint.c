@@ -18,6 +18,7 @@
 //  object, and the one ps_checkpoint_latest picks verifies on its own.
 
 #include "fuzz_frames.h"
+#include "fuzz_input.h"
 #include "fuzz_scratch.h"
 #include "ps_checkpoint.h"
 #include "ps_log.h"
@@ -28,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <zlib.h>
 
 #define S_MAX_FRAMES  64
 
@@ -106,20 +106,16 @@ s_write_tree (const fuzz_frame_t *frames, size_t count)
             *strrchr (rel, '/') = 0;
             fuzz_scratch_mkdir (rel, path, sizeof path);
         }
-        size_t size = frames [i + 1].size;
-        uint8_t *content = malloc (size + 1);
-        if (!content)
-            abort ();
-        memcpy (content, frames [i + 1].data, size);
+        const fuzz_frame_t *content = &frames [i + 1];
         size_t len = strlen (name);
-        if (len > 5 && strcmp (name + len - 5, ".snap") == 0 && size >= 4) {
-            uint32_t crc = (uint32_t) crc32 (crc32 (0, Z_NULL, 0), content, (uInt) (size - 4));
-            for (int k = 0; k < 4; k++)
-                content [size - 4 + (size_t) k] = (uint8_t) (crc >> (8 * k));
-        }
         snprintf (rel, sizeof rel, "root/%s", name);
-        fuzz_scratch_write (rel, content, size, path, sizeof path);
-        free (content);
+        if (len > 5 && strcmp (name + len - 5, ".snap") == 0) {
+            uint8_t *sealed = fuzz_input_sealed (content->data, content->size);
+            fuzz_scratch_write (rel, sealed, content->size, path, sizeof path);
+            free (sealed);
+        }
+        else
+            fuzz_scratch_write (rel, content->data, content->size, path, sizeof path);
     }
 }
 

@@ -10,6 +10,7 @@
 //  vector exactly, each as large as its shape; each variable is found by
 //  its name; the model's own variables pass ps_model_check_variables.
 
+#include "fuzz_input.h"
 #include "ps_model.h"
 
 #include <stdint.h>
@@ -92,11 +93,7 @@ s_check (const ps_model_t *model)
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
-    char *text = malloc (size + 1);
-    if (!text)
-        abort ();
-    memcpy (text, data, size);
-    text [size] = 0;
+    char *text = fuzz_input_text (data, size);
     ps_error_t err = { 0 };
     ps_model_t *model = ps_model_parse (text, "fuzz.json", &err);
     if (model) {

@@ -13,6 +13,7 @@
 //  saves, and what is saved loads back with the same values, counters and
 //  shape.
 
+#include "fuzz_input.h"
 #include "fuzz_scratch.h"
 #include "ps_partition.h"
 #include "ps_snapshot.h"
@@ -21,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 static void
 s_fail (const char *what, const char *detail)
@@ -87,15 +87,7 @@ s_push (ps_partition_t *part)
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
-    uint8_t *file = malloc (size + 1);
-    if (!file)
-        abort ();
-    memcpy (file, data, size);
-    if (size >= 4) {
-        uint32_t crc = (uint32_t) crc32 (crc32 (0, Z_NULL, 0), file, (uInt) (size - 4));
-        for (int i = 0; i < 4; i++)
-            file [size - 4 + (size_t) i] = (uint8_t) (crc >> (8 * i));
-    }
+    uint8_t *file = fuzz_input_sealed (data, size);
     char path [512];
     fuzz_scratch_write ("input.snap", file, size, path, sizeof path);
     free (file);

@@ -11,6 +11,7 @@
 //  refused alike (the two differ only in where the JSON comes from), and a
 //  refusal names its source: "TF_CONFIG", or the file's path.
 
+#include "fuzz_input.h"
 #include "fuzz_scratch.h"
 #include "ps_tfconfig.h"
 
@@ -58,11 +59,7 @@ s_query (ps_tfconfig_t *tf)
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
-    char *text = malloc (size + 1);
-    if (!text)
-        abort ();
-    memcpy (text, data, size);
-    text [size] = 0;
+    char *text = fuzz_input_text (data, size);
     size_t len = strlen (text);
 
     ps_error_t err = { 0 };
