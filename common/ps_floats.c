@@ -7,6 +7,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined (__SSE__)
+#   include <xmmintrin.h>
+#endif
 
 //  The AVX2 copy of the scan runs 8 lanes wide where the CPU has it (see
 //  ps_optimizer.c for the same choice).
@@ -23,6 +26,12 @@
 //  The bits of +infinity: a float is NaN or infinite exactly when its
 //  magnitude, read as an integer, is at least this.
 #define S_INFINITY  0x7f800000u
+
+//  The control bits that flush subnormals: MXCSR's flush-to-zero (results)
+//  and denormals-are-zero (operands); AArch64's FPCR.FZ does both.
+#define S_MXCSR_FTZ  0x8000u
+#define S_MXCSR_DAZ  0x0040u
+#define S_FPCR_FZ    (UINT64_C (1) << 24)
 
 float *
 ps_floats_alloc (size_t n)
@@ -62,4 +71,19 @@ ps_floats_find_nonfinite (const float *x, size_t n)
                     return i;
     }
     return n;
+}
+
+void
+ps_floats_flush_subnormals (void)
+{
+    //  A new thread starts with its creator's floating-point environment
+    //  (pthread_create (3)), which holds these bits.
+#if defined (__SSE__)
+    _mm_setcsr (_mm_getcsr () | S_MXCSR_FTZ | S_MXCSR_DAZ);
+#elif defined (__aarch64__)
+    uint64_t fpcr;
+    __asm__ __volatile__ ("mrs %0, fpcr" : "=r" (fpcr));
+    fpcr |= S_FPCR_FZ;
+    __asm__ __volatile__ ("msr fpcr, %0" : : "r" (fpcr));
+#endif
 }

@@ -4,6 +4,7 @@
 
 #include "ps_address.h"
 #include "ps_curve.h"
+#include "ps_floats.h"
 #include "ps_heap.h"
 #include "ps_link.h"
 #include "ps_log.h"
@@ -81,6 +82,7 @@ int
 main (int argc, char *argv [])
 {
     ps_log_init ("ps-server", PS_LOG_INFO);
+    ps_floats_flush_subnormals ();
     const char *bind = NULL;
     const char *cluster_file = NULL;
     const char *task_text = NULL;

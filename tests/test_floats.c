@@ -2,16 +2,20 @@
 //  and infinities finds the first one wherever it sits (in either pass,
 //  across block boundaries, at unaligned starts), whatever its sign and
 //  payload, and takes every finite value for finite, the largest, the
-//  smallest and -0 included.
+//  smallest and -0 included. And the arithmetic mode the programs set:
+//  subnormal results and operands flushed to zero on the calling thread and
+//  on the threads it creates afterwards.
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,12 +80,60 @@ test_first_nonfinite (void **state)
     free (x);
 }
 
+//  The product of two normal floats whose exact value is subnormal, and a
+//  subnormal operand times one. Volatile, so the compiler computes neither
+//  in advance in its own arithmetic mode.
+static float
+s_subnormal_product (void)
+{
+    volatile float small = 1e-30f, factor = 1e-10f;
+    return small * factor;
+}
+
+static float
+s_subnormal_operand (void)
+{
+    volatile float subnormal = s_bits (0x00000010u), one = 1.0f;
+    return subnormal * one;
+}
+
+static void *
+s_thread_flushes (void *arg)
+{
+    bool *flushes = arg;
+    *flushes = s_subnormal_product () == 0.0f && s_subnormal_operand () == 0.0f;
+    return NULL;
+}
+
+static void
+test_flush_subnormals (void **state)
+{
+    (void) state;
+    //  The default mode keeps them: without that, the checks below would
+    //  prove nothing.
+    assert_true (s_subnormal_product () != 0.0f);
+    assert_true (fpclassify (s_subnormal_product ()) == FP_SUBNORMAL);
+    assert_true (s_subnormal_operand () != 0.0f);
+    ps_floats_flush_subnormals ();
+    assert_true (s_subnormal_product () == 0.0f);
+    assert_true (s_subnormal_operand () == 0.0f);
+    //  Normal values are untouched.
+    volatile float normal = FLT_MIN;
+    assert_true (normal * 1.0f == FLT_MIN);
+    pthread_t thread;
+    bool flushes = false;
+    assert_int_equal (pthread_create (&thread, NULL, s_thread_flushes, &flushes), 0);
+    assert_int_equal (pthread_join (thread, NULL), 0);
+    assert_true (flushes);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_finite_values),
         cmocka_unit_test (test_first_nonfinite),
+        cmocka_unit_test (test_flush_subnormals),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ps_dataset.h"
+#include "ps_floats.h"
 #include "ps_heap.h"
 #include "ps_log.h"
 #include "ps_model.h"
@@ -223,6 +224,7 @@ main (int argc, char *argv [])
         return 1;
     }
     ps_log_init ("ps-worker", PS_LOG_INFO);
+    ps_floats_flush_subnormals ();
     ps_standalone_config_t cfg;
     ps_standalone_config_default (&cfg);
     bool standalone = false, summary = false;

@@ -53,6 +53,7 @@
 
 #include "harness.h"
 #include "ps_clock.h"
+#include "ps_floats.h"
 #include "ps_heap.h"
 #include "ps_log.h"
 #include "ps_ring.h"
@@ -616,6 +617,8 @@ s_usage (void)
 int
 main (int argc, char **argv)
 {
+    //  The arithmetic mode ps-worker sums in; the children inherit it.
+    ps_floats_flush_subnormals ();
     s_options_t options = { .io_threads = 2 };
     for (int i = 1; i < argc; i++) {
         if (strcmp (argv [i], "--quick") == 0)

@@ -73,6 +73,8 @@ s_time_apply (const ps_opt_config_t *cfg, float *params, const float *grad,
 int
 main (int argc, char *argv [])
 {
+    //  The arithmetic mode ps-server applies gradients in.
+    ps_floats_flush_subnormals ();
     size_t n = (size_t) 16 << 20;
     if (argc > 1) {
         char *end;

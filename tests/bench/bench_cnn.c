@@ -1018,6 +1018,8 @@ s_usage (void)
 int
 main (int argc, char *argv [])
 {
+    //  The arithmetic mode ps-worker trains in.
+    ps_floats_flush_subnormals ();
     bool quick = false;
     const char *model_arg = "cnn";
     const char *device_arg = "cpu";
