@@ -2,12 +2,12 @@
 //  cluster, from registration to the final checkpoint.
 //
 //  One thread runs an event loop over the coordinator's ROUTER socket
-//  (every server, worker and evaluator holds a link to it: common/ps_link.h),
+//  (every server, worker and evaluator holds a link to it: common/wire/ps_link.h),
 //  a stop signal, the supervisor of a local cluster, and timers. It
 //    - waits for every server to register (with a visible count and a
 //      timeout), places the variables (ps_partitioner.h), creates and
 //      initialises the partitions, or restores them from the newest valid
-//      checkpoint (common/ps_checkpoint.h) when there is one;
+//      checkpoint (common/store/ps_checkpoint.h) when there is one;
 //    - hands workers the plan when they register, and steps when they ask
 //      (ps_schedule.h), so that every batch of every epoch is trained once;
 //    - heartbeats every process and declares a worker failed when it falls

@@ -1,4 +1,4 @@
-//  Unit tests for checkpoints (common/ps_checkpoint.c): the layout a commit
+//  Unit tests for checkpoints (common/store/ps_checkpoint.c): the layout a commit
 //  leaves, the manifest it writes, pruning, committing a step again, every
 //  verification failure with its code and message, the choice of the
 //  newest usable checkpoint, and the leftovers of a simulated crash. The

@@ -1,4 +1,4 @@
-//  Tests of CurveZMQ identities and trust (common/ps_curve.c): the key
+//  Tests of CurveZMQ identities and trust (common/wire/ps_curve.c): the key
 //  directory ps_curve_keygen makes, the checks ps_curve_new runs on it
 //  (private secret files, matching pairs, one trust directory), and real
 //  sockets on 127.0.0.1: a trusted client is answered and named by its

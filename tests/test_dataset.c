@@ -1,4 +1,4 @@
-//  Unit tests for data sets (common/ps_dataset.c): the real Fashion-MNIST
+//  Unit tests for data sets (common/model/ps_dataset.c): the real Fashion-MNIST
 //  splits loaded and checked against the raw files; the per-epoch
 //  permutation against an independent implementation of the formula at the
 //  top of ps_dataset.c, for being a permutation, for its dependence on seed

@@ -1,4 +1,4 @@
-//  Unit tests for the float arrays of common/ps_floats.c: the scan for NaN
+//  Unit tests for the float arrays of common/base/ps_floats.c: the scan for NaN
 //  and infinities finds the first one wherever it sits (in either pass,
 //  across block boundaries, at unaligned starts), whatever its sign and
 //  payload, and takes every finite value for finite, the largest, the

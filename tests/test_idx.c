@@ -1,4 +1,4 @@
-//  Unit tests for the IDX reader (common/ps_idx.c): hand-built files, raw
+//  Unit tests for the IDX reader (common/model/ps_idx.c): hand-built files, raw
 //  and gzip-compressed, read back; every malformed header, short or long
 //  data, and damaged gzip stream refused with a message naming the file;
 //  and the real Fashion-MNIST test labels, whose class counts are known.

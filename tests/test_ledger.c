@@ -1,4 +1,4 @@
-//  Unit tests for the step ledger (common/ps_ledger.c): marking, the
+//  Unit tests for the step ledger (common/store/ps_ledger.c): marking, the
 //  watermark, the span limit, the encoding with its consistency checks, and
 //  the intersection of two ledgers against a bitmap model.
 

@@ -1,4 +1,4 @@
-//  Unit tests for models (common/ps_model.c): the built-in specs against
+//  Unit tests for models (common/model/ps_model.c): the built-in specs against
 //  parameter counts, variable layouts, layer geometry and multiply-add
 //  counts worked out by hand from the Keras definitions; Keras's automatic
 //  layer names; TensorFlow's "same" and "valid" geometry; every class of

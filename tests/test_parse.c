@@ -1,4 +1,4 @@
-//  Strict number parsing (common/ps_parse.h): the forms people write are
+//  Strict number parsing (common/base/ps_parse.h): the forms people write are
 //  read exactly, and every near miss (space, sign, hex, a trailing letter,
 //  overflow, inf, nan, out of range) is refused with a message naming what
 //  was parsed, the text and the range, leaving the value untouched.

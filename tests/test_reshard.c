@@ -1,4 +1,4 @@
-//  Unit tests for re-partitioning a checkpoint (common/ps_reshard.c). The
+//  Unit tests for re-partitioning a checkpoint (common/store/ps_reshard.c). The
 //  sources are real ps-server partitions (ps_partition_new, a few Adam
 //  pushes of random gradients, ps_partition_save) in a temporary
 //  directory; the targets are read back with ps_snapshot_read and compared

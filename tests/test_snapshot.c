@@ -1,4 +1,4 @@
-//  Unit tests for snapshot files (common/ps_snapshot.c): round trips for
+//  Unit tests for snapshot files (common/store/ps_snapshot.c): round trips for
 //  every optimizer kind, the crash-safe write, and the detection of
 //  truncated, corrupted, inconsistent and missing files. Every test works in
 //  its own mkdtemp directory under /tmp, removed afterwards.

@@ -6,7 +6,7 @@
 //  needs is allocated then, so a training step allocates nothing. Parameters
 //  come in and gradients go out as the model's flat host vector
 //  (ps_model.h): that is what a ps-server serves and takes, and what the
-//  local optimizer in common/ps_optimizer.h updates, so the trainer does not
+//  local optimizer in common/model/ps_optimizer.h updates, so the trainer does not
 //  care where the arithmetic ran.
 //
 //  Gradients are those of the batch's mean loss. A step with the same

@@ -1,6 +1,6 @@
 //  A mirrored replica: a worker's full copy of the model's variables, with
 //  their optimizer slots and the ledger of the batches applied, updated by
-//  the same optimizer code a ps-server runs (common/ps_optimizer.h).
+//  the same optimizer code a ps-server runs (common/model/ps_optimizer.h).
 //  Replicas that start equal and apply the same summed gradients stay
 //  bitwise identical, which is what lets a mirrored ring lose a member and
 //  go on from any survivor.
@@ -10,7 +10,7 @@
 //  same layout. Every variable is updated as a ps-server updates one
 //  partition holding the whole variable (norm clipping is per variable),
 //  and the replica keeps what a partition keeps: the update count, Adam's
-//  t, and a step ledger (common/ps_ledger.h) of the batch ids applied. A
+//  t, and a step ledger (common/store/ps_ledger.h) of the batch ids applied. A
 //  mirrored update applies the summed gradient of several batches at once
 //  (one per member), so it records all of their ids.
 //

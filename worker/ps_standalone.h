@@ -1,5 +1,5 @@
 //  Standalone training: the whole model trained in one process with the
-//  local optimizer (common/ps_optimizer.h, the code ps-server applies), on
+//  local optimizer (common/model/ps_optimizer.h, the code ps-server applies), on
 //  the deterministic per-epoch batches of ps_dataset.h. It is the
 //  single-process baseline a cluster is measured against.
 //

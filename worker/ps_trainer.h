@@ -1,8 +1,8 @@
 //  Cluster training: the loop a ps-worker (or evaluator) runs under a
 //  coordinator, in asynchronous parameter-server mode.
 //
-//  The trainer registers through a link (common/ps_link.h), receives the
-//  job plan (common/ps_plan.h), builds the model, loads the data set and a
+//  The trainer registers through a link (common/wire/ps_link.h), receives the
+//  job plan (common/wire/ps_plan.h), builds the model, loads the data set and a
 //  compute backend, and connects a client to the servers. Then it asks the
 //  coordinator for work and does it:
 //    train   pull the parameters (only when it has none of this

@@ -1,4 +1,4 @@
-//  Fuzz target: the checkpoint reader (common/ps_checkpoint): a manifest
+//  Fuzz target: the checkpoint reader (common/store/ps_checkpoint): a manifest
 //  and the snapshot files it lists, as the coordinator opens them to
 //  resume a run.
 //

@@ -1,4 +1,4 @@
-//  Fuzz target: the IDX reader (common/ps_idx), which reads the data
+//  Fuzz target: the IDX reader (common/model/ps_idx), which reads the data
 //  sets, raw or gzip-compressed (zlib tells them apart by the gzip magic).
 //  The input is the file; it is written to the scratch directory and read
 //  whole (ps_idx_read) and header only (ps_idx_read_header), as the data

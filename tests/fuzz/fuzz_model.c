@@ -1,4 +1,4 @@
-//  Fuzz target: the model spec parser (common/ps_model). The input is the
+//  Fuzz target: the model spec parser (common/model/ps_model). The input is the
 //  JSON text of a spec, up to its first NUL byte, checked against
 //  schemas/model.json and resolved into layers and variables as ps-worker
 //  and the coordinator load one. A spec that resolves is then asked what

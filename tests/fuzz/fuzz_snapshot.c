@@ -1,4 +1,4 @@
-//  Fuzz target: the snapshot reader (common/ps_snapshot), as a ps-server
+//  Fuzz target: the snapshot reader (common/store/ps_snapshot), as a ps-server
 //  restoring a partition uses it. The input is a snapshot file; the
 //  harness writes it to the scratch directory with its last four bytes
 //  replaced by the CRC-32 of the rest, so that mutations reach the fields

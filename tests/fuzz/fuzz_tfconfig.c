@@ -1,4 +1,4 @@
-//  Fuzz target: the TF_CONFIG parser (common/ps_tfconfig), both ways a
+//  Fuzz target: the TF_CONFIG parser (common/wire/ps_tfconfig), both ways a
 //  process reads a cluster spec: the TF_CONFIG text (ps_tfconfig_parse)
 //  and a --cluster file holding the same JSON (ps_tfconfig_from_file). The
 //  input is the text, up to its first NUL byte. A spec that parses is then
