@@ -27,6 +27,14 @@ struct _ps_partition_t {
     uint64_t opt_t;             //  updates applied to the current slots
     ps_ledger_t *ledger;
     ps_partition_stats_t stats;
+    //  Sync mode's open round: the sum of its steps' gradients so far
+    //  (allocated at the first round), how many of its steps were added,
+    //  and the last round applied.
+    float *round_sum;
+    uint64_t round;
+    uint32_t round_steps;
+    uint32_t round_added;
+    uint64_t round_applied;
 };
 
 static void
@@ -150,6 +158,7 @@ ps_partition_destroy (ps_partition_t **self_p)
     ps_partition_t *self = *self_p;
     if (self && atomic_fetch_sub (&self->refs, 1) == 1) {
         free (self->values);
+        free (self->round_sum);
         s_free_slots (self);
         ps_ledger_destroy (&self->ledger);
         pthread_mutex_destroy (&self->lock);
@@ -229,6 +238,83 @@ ps_partition_push (ps_partition_t *self, uint64_t step, const float *grad,
             self->stats.bytes_out += self->count * sizeof (float);
         }
     }
+    *version = self->stats.updates;
+    pthread_mutex_unlock (&self->lock);
+    if (rc < 0)
+        ps_error_prefix (err, rc, "partition %s/%u", self->var, self->part);
+    return rc;
+}
+
+//  Why a push of step to round (of steps steps) cannot be added now, or
+//  PS_OK. Called with the lock held.
+static int
+s_round_check (ps_partition_t *self, uint64_t round, uint32_t steps, ps_error_t *err)
+{
+    if (steps == 0)
+        return ps_error_set (err, PS_EINVAL, "round %llu has no steps",
+                             (unsigned long long) round);
+    if (self->round_added > 0) {
+        if (round != self->round)
+            return ps_error_set (err, PS_EINVAL, "a step of round %llu while round %llu is "
+                                 "open with %u of its %u steps", (unsigned long long) round,
+                                 (unsigned long long) self->round, self->round_added,
+                                 self->round_steps);
+        if (steps != self->round_steps)
+            return ps_error_set (err, PS_EINVAL, "round %llu has %u steps, not %u",
+                                 (unsigned long long) round, self->round_steps, steps);
+    }
+    else
+    if (round <= self->round_applied)
+        return ps_error_set (err, PS_EINVAL, "round %llu is not after round %llu, the last "
+                             "applied", (unsigned long long) round,
+                             (unsigned long long) self->round_applied);
+    if (!self->round_sum && !(self->round_sum = ps_floats_alloc (self->count)))
+        return ps_error_set (err, PS_ETOOBIG, "cannot allocate a round's sum of %zu floats",
+                             self->count);
+    return PS_OK;
+}
+
+int
+ps_partition_push_round (ps_partition_t *self, uint64_t step, uint64_t round, uint32_t steps,
+                         const float *grad, bool *applied, uint64_t *version, ps_error_t *err)
+{
+    assert (self);
+    *applied = false;
+    pthread_mutex_lock (&self->lock);
+    //  A repeat is answered as one whatever its round says: a late copy of
+    //  a step of a round applied long ago is harmless.
+    int rc = ps_ledger_contains (self->ledger, step) ? PS_DUPLICATE
+           : s_round_check (self, round, steps, err);
+    if (rc == PS_OK)
+        rc = ps_ledger_mark (self->ledger, step, err);
+    if (rc == PS_OK) {
+        if (self->round_added == 0) {
+            memcpy (self->round_sum, grad, self->count * sizeof (float));
+            self->round = round;
+            self->round_steps = steps;
+        }
+        else
+            for (size_t i = 0; i < self->count; i++)
+                self->round_sum [i] += grad [i];
+        self->round_added++;
+        if (self->round_added == self->round_steps) {
+            float scale = 1.0f / (float) self->round_steps;
+            for (size_t i = 0; i < self->count; i++)
+                self->round_sum [i] *= scale;
+            self->opt_t++;
+            ps_opt_apply (&self->opt, self->values, self->round_sum, self->slots, self->count,
+                          self->opt_t);
+            self->stats.updates++;
+            self->round_applied = round;
+            self->round_added = 0;
+            *applied = true;
+        }
+    }
+    else
+    if (rc == PS_DUPLICATE)
+        self->stats.duplicates++;
+    if (rc >= 0)
+        self->stats.bytes_in += self->count * sizeof (float);
     *version = self->stats.updates;
     pthread_mutex_unlock (&self->lock);
     if (rc < 0)
@@ -323,6 +409,14 @@ ps_partition_save (ps_partition_t *self, const char *dir, char *file, size_t fil
     //  The lock is held across the write so values, slots, counters and
     //  ledger in the file are one consistent state.
     pthread_mutex_lock (&self->lock);
+    if (self->round_added > 0) {
+        int busy = ps_error_set (err, PS_EBUSY, "partition %s/%u: round %llu is open with %u "
+                                 "of its %u steps", self->var, self->part,
+                                 (unsigned long long) self->round, self->round_added,
+                                 self->round_steps);
+        pthread_mutex_unlock (&self->lock);
+        return busy;
+    }
     snap.opt = self->opt;
     snap.opt_t = self->opt_t;
     snap.version = self->stats.updates;

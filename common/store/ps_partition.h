@@ -15,6 +15,7 @@
 #ifndef PS_PARTITION_H_INCLUDED
 #define PS_PARTITION_H_INCLUDED
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ps_error.h"
@@ -76,6 +77,23 @@ size_t ps_partition_count (ps_partition_t *self);
 int ps_partition_push (ps_partition_t *self, uint64_t step, const float *grad,
                        float *out, uint64_t *version, ps_error_t *err);
 
+//  Synchronous training on the servers (sync mode): add the gradient of
+//  step `step`, one of the `steps` steps of round `round`, to the round's
+//  sum; the arrival of its last step applies the round's mean as one update
+//  (the version rises by one per round, not per step), as TensorFlow's
+//  SyncReplicasOptimizer does. A partition holds one open round at a time:
+//  the coordinator hands out round r + 1 only after every step of round r
+//  was pushed. The ledger records each step as it is added, so a retried or
+//  re-handed step is added once. *applied tells whether this push applied
+//  the round. Returns 0 when added, PS_DUPLICATE when the step was added
+//  before (nothing changes), PS_EINVAL (naming the partition and both
+//  rounds) for a round other than the open one, a round at or below the
+//  last one applied, or a step count that disagrees with the round's, and
+//  the ledger's errors; nothing changes on an error.
+int ps_partition_push_round (ps_partition_t *self, uint64_t step, uint64_t round,
+                             uint32_t steps, const float *grad, bool *applied,
+                             uint64_t *version, ps_error_t *err);
+
 //  Copy the values to out; *version receives the update count.
 void ps_partition_pull (ps_partition_t *self, float *out, uint64_t *version);
 
@@ -99,7 +117,9 @@ void ps_partition_count_nonfinite (ps_partition_t *self);
 //  Write the partition to dir/ps_snapshot_filename (var, part), crash-safely,
 //  as one consistent state. file receives the file name (not the path),
 //  bytes its size and crc its CRC-32 trailer, version the update count
-//  saved. Returns 0 or PS_EIO with a message naming the file.
+//  saved. Returns 0, PS_EIO with a message naming the file, or PS_EBUSY
+//  while a round is partly added (ps_partition_push_round): its ledger
+//  would hold steps whose gradients are in no file.
 int ps_partition_save (ps_partition_t *self, const char *dir, char *file, size_t file_len,
                        uint64_t *bytes, uint32_t *crc, uint64_t *version, ps_error_t *err);
 
