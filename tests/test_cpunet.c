@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "harness_rand.h"
 #include "ps_backend.h"
 #include "ps_dataset.h"
 #include "ps_model.h"
@@ -103,24 +104,6 @@ s_teardown (void **state)
 
 //  ---------------------------------------------------------------------
 //  Random numbers and buffers
-
-//  The test's own random source: splitmix64, so every run sees the same
-//  inputs.
-static uint64_t
-s_next (uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C (0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C (0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C (0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
-//  A double uniform in [0, 1).
-static double
-s_unit (uint64_t *state)
-{
-    return (double) (s_next (state) >> 11) * 0x1.0p-53;
-}
 
 static void *
 s_alloc (size_t bytes)
@@ -247,7 +230,7 @@ s_params (const ps_model_t *model, uint64_t seed)
         const ps_variable_t *v = ps_model_variable (model, i);
         if (v->shape.rank == 1)
             for (size_t j = 0; j < v->count; j++)
-                params [v->offset + j] = (float) (0.2 * s_unit (&state) - 0.1);
+                params [v->offset + j] = (float) (0.2 * harness_unit (&state) - 0.1);
     }
     return params;
 }
@@ -284,9 +267,9 @@ s_data (const ps_model_t *model, int n, uint64_t seed, float **x, uint8_t **labe
     *labels = s_alloc ((size_t) n);
     uint64_t state = seed;
     for (size_t i = 0; i < (size_t) n * in; i++)
-        (*x) [i] = (float) s_unit (&state);
+        (*x) [i] = (float) harness_unit (&state);
     for (int i = 0; i < n; i++)
-        (*labels) [i] = (uint8_t) (s_next (&state) % (uint64_t) ps_model_classes (model));
+        (*labels) [i] = (uint8_t) (harness_splitmix (&state) % (uint64_t) ps_model_classes (model));
 }
 
 //  ---------------------------------------------------------------------
@@ -554,7 +537,7 @@ test_gradient_check (void **state)
         }
         double r_norm = 0, g_norm = 0;
         for (size_t i = 0; i < count; i++) {
-            d [i] = i >= begin && i < end ? 2 * s_unit (&rng) - 1 : 0;
+            d [i] = i >= begin && i < end ? 2 * harness_unit (&rng) - 1 : 0;
             r_norm += d [i] * d [i];
             if (i >= begin && i < end)
                 g_norm += (double) grads [i] * grads [i];

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness_rand.h"
 #include "ps_backend.h"
 #include "ps_model.h"
 #include "ps_optimizer.h"
@@ -113,21 +114,10 @@ static const s_spec_t s_specs [] = {
 //  --------------------------------------------------------------------------
 //  Helpers
 
-//  The test's own random source: splitmix64, so every run sees the same
-//  parameters, inputs and labels.
-static uint64_t
-s_next (uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C (0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C (0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C (0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
 static float
 s_uniform (uint64_t *state, double low, double high)
 {
-    double u = (double) (s_next (state) >> 11) * 0x1.0p-53;
+    double u = harness_unit (state);
     return (float) (low + (high - low) * u);
 }
 
@@ -253,7 +243,7 @@ s_pair_batch (s_pair_t *pair, int n, double low, double high)
     for (size_t i = 0; i < (size_t) n * pair->input_size; i++)
         pair->x [i] = s_uniform (&pair->rng, low, high);
     for (int e = 0; e < n; e++)
-        pair->labels [e] = (uint8_t) (s_next (&pair->rng) % (uint64_t) pair->classes);
+        pair->labels [e] = (uint8_t) (harness_splitmix (&pair->rng) % (uint64_t) pair->classes);
 }
 
 static void

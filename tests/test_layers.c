@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness_rand.h"
 #include "ps_cpu_ops.h"
 #include "ps_dropout.h"
 #include "ps_model.h"
@@ -43,29 +44,11 @@
 //  ---------------------------------------------------------------------
 //  Random numbers, buffers and error measures
 
-//  The test's own random source: splitmix64 with a fixed seed, so every run
-//  sees the same inputs.
-static uint64_t
-s_next (uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C (0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C (0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C (0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
-//  A double uniform in [0, 1).
-static double
-s_unit (uint64_t *state)
-{
-    return (double) (s_next (state) >> 11) * 0x1.0p-53;
-}
-
 static void
 s_fill_uniform (float *v, size_t count, uint64_t *state, double scale)
 {
     for (size_t i = 0; i < count; i++)
-        v [i] = (float) ((2 * s_unit (state) - 1) * scale);
+        v [i] = (float) ((2 * harness_unit (state) - 1) * scale);
 }
 
 //  Sentinel contents for output and scratch buffers: a kernel that reads a
@@ -754,7 +737,7 @@ s_check_maxpool (const s_pool_case_t *pc, uint64_t seed)
     for (size_t i = 0; i < x_count; i++)
         x [i] = -1.0f - (float) i / 32.0f;
     for (size_t i = x_count - 1; i > 0; i--) {
-        size_t j = (size_t) (s_next (&state) % (i + 1));
+        size_t j = (size_t) (harness_splitmix (&state) % (i + 1));
         float t = x [i];
         x [i] = x [j];
         x [j] = t;
@@ -1013,7 +996,8 @@ s_check_xent (const char *name, int n, int classes, const float *offsets, uint64
         for (int j = 1; j < classes; j++)
             if (wide [(size_t) e * classes + j] > wide [(size_t) e * classes + best])
                 best = j;
-        int wrong = (best + 1 + (int) (s_next (&state) % (uint64_t) (classes - 1))) % classes;
+        int wrong = (best + 1 + (int) (harness_splitmix (&state) % (uint64_t) (classes - 1)))
+                  % classes;
         labels [e] = (uint8_t) (e % 2 == 0 ? best : wrong);
     }
     int want_correct;

@@ -12,22 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness_rand.h"
 #include "ps_bytes.h"
 #include "ps_ledger.h"
-
-//  A small deterministic generator, so that failures reproduce.
-static uint64_t
-s_rand (uint64_t *state)
-{
-    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return *state >> 33;
-}
 
 static void
 s_shuffle (uint64_t *steps, size_t n, uint64_t seed)
 {
     for (size_t i = n; i > 1; i--) {
-        size_t j = (size_t) (s_rand (&seed) % i);
+        size_t j = (size_t) (harness_lcg (&seed) % i);
         uint64_t tmp = steps [i - 1];
         steps [i - 1] = steps [j];
         steps [j] = tmp;
@@ -248,7 +241,7 @@ test_against_model (void **state)
     //  Shuffle in blocks of varying size, so the window grows and shrinks.
     uint64_t seed = 7;
     for (size_t i = 0; i < total; ) {
-        size_t block = 1 + (size_t) (s_rand (&seed) % 5000);
+        size_t block = 1 + (size_t) (harness_lcg (&seed) % 5000);
         if (block > total - i)
             block = total - i;
         s_shuffle (steps + i, block, seed);
@@ -262,8 +255,8 @@ test_against_model (void **state)
     for (size_t i = 0; i < total; i++) {
         uint64_t step = steps [i];
         //  Now and then repeat an earlier step.
-        if (i > 0 && s_rand (&seed) % 10 == 0) {
-            uint64_t old = steps [s_rand (&seed) % i];
+        if (i > 0 && harness_lcg (&seed) % 10 == 0) {
+            uint64_t old = steps [harness_lcg (&seed) % i];
             assert_int_equal (ps_ledger_mark (ledger, old, NULL), PS_DUPLICATE);
         }
         assert_int_equal (ps_ledger_mark (ledger, step, NULL), PS_OK);
@@ -458,7 +451,7 @@ test_round_trip (void **state)
         for (uint64_t s = 0; s < 1000 + shift; s++)
             assert_int_equal (ps_ledger_mark (ledger, s, NULL), PS_OK);
         for (int i = 0; i < 300; i++) {
-            int rc = ps_ledger_mark (ledger, 1001 + shift + s_rand (&seed) % 700, NULL);
+            int rc = ps_ledger_mark (ledger, 1001 + shift + harness_lcg (&seed) % 700, NULL);
             assert_true (rc == PS_OK || rc == PS_DUPLICATE);
         }
         assert_int_equal (ps_ledger_base (ledger), 1000 + shift);
@@ -588,7 +581,7 @@ s_random_ledger (uint64_t base, uint64_t span, uint8_t *model, uint64_t *seed)
     ps_ledger_t *ledger = ps_ledger_new ();
     assert_non_null (ledger);
     for (uint64_t s = 0; s < base + span; s++) {
-        model [s] = s < base || (s > base && s_rand (seed) % 2 == 0);
+        model [s] = s < base || (s > base && harness_lcg (seed) % 2 == 0);
         if (model [s])
             assert_int_equal (ps_ledger_mark (ledger, s, NULL), PS_OK);
     }

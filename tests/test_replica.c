@@ -28,6 +28,7 @@
 #include <zlib.h>
 
 #include "harness.h"
+#include "harness_rand.h"
 #include "ps_bytes.h"
 #include "ps_mix.h"
 #include "ps_model.h"
@@ -60,19 +61,12 @@ static const char *s_tiny_spec =
 //  ---------------------------------------------------------------------
 //  Helpers
 
-static uint64_t
-s_rand (uint64_t *state)
-{
-    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return *state >> 33;
-}
-
 //  Uniform in [-scale, scale).
 static void
 s_fill (float *out, size_t n, float scale, uint64_t *seed)
 {
     for (size_t i = 0; i < n; i++)
-        out [i] = scale * ((float) (s_rand (seed) % 2000001) / 1e6f - 1.0f);
+        out [i] = scale * ((float) (harness_lcg (seed) % 2000001) / 1e6f - 1.0f);
 }
 
 static ps_model_t *

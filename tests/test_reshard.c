@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "harness_rand.h"
 #include "ps_partition.h"
 #include "ps_reshard.h"
 #include "ps_snapshot.h"
@@ -58,18 +59,11 @@ s_teardown (void **state)
     return 0;
 }
 
-static uint64_t
-s_rand (uint64_t *state)
-{
-    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return *state >> 33;
-}
-
 static void
 s_fill (float *out, size_t n, uint64_t *seed)
 {
     for (size_t i = 0; i < n; i++)
-        out [i] = (float) (s_rand (seed) % 2000001) / 1e7f - 0.1f;
+        out [i] = (float) (harness_lcg (seed) % 2000001) / 1e7f - 0.1f;
 }
 
 //  A source variable: its name, shape and partitions.

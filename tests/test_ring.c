@@ -64,6 +64,7 @@
 #include <zmq.h>
 
 #include "harness.h"
+#include "harness_rand.h"
 #include "ps_clock.h"
 #include "ps_heap.h"
 #include "ps_log.h"
@@ -146,13 +147,12 @@ typedef struct {
     bool integers;              //  small integers: every sum is exact
 } s_case_t;
 
+//  Output number 0 of a splitmix64 generator whose state is x: a hash of
+//  x.
 static uint64_t
 s_mix (uint64_t x)
 {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
+    return harness_splitmix (&x);
 }
 
 //  Member rank's input of a case: uniform in [-1, 1) times a power of two

@@ -19,6 +19,7 @@
 #include <zlib.h>
 
 #include "harness.h"
+#include "harness_rand.h"
 #include "ps_bytes.h"
 #include "ps_snapshot.h"
 
@@ -63,13 +64,6 @@ s_teardown (void **state)
     return 0;
 }
 
-static uint64_t
-s_rand (uint64_t *state)
-{
-    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return *state >> 33;
-}
-
 //  A partition of rows [2, 7) of a [10, 3, 4] variable with random values
 //  and slots, distinct optimizer settings, and a ledger with holes.
 static void
@@ -100,12 +94,12 @@ s_make (ps_snapshot_t *snap, ps_opt_kind_t kind, uint64_t seed)
     snap->values = malloc (n * sizeof (float));
     assert_non_null (snap->values);
     for (size_t i = 0; i < n; i++)
-        snap->values [i] = (float) s_rand (&seed) / 1e6f - 1000.0f;
+        snap->values [i] = (float) harness_lcg (&seed) / 1e6f - 1000.0f;
     for (int k = 0; k < ps_opt_slot_count (kind); k++) {
         snap->slots [k] = malloc (n * sizeof (float));
         assert_non_null (snap->slots [k]);
         for (size_t i = 0; i < n; i++)
-            snap->slots [k][i] = (float) s_rand (&seed) / 1e9f;
+            snap->slots [k][i] = (float) harness_lcg (&seed) / 1e9f;
     }
     snap->ledger = ps_ledger_new ();
     assert_non_null (snap->ledger);

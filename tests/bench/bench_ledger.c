@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "harness_rand.h"
 #include "ps_ledger.h"
 
 #define S_BLOCK  4096
@@ -36,14 +37,6 @@ s_peak_kib (void)
     if (getrusage (RUSAGE_SELF, &usage) != 0)
         return -1;
     return usage.ru_maxrss;
-}
-
-//  A small deterministic generator, so that runs compare.
-static uint64_t
-s_rand (uint64_t *state)
-{
-    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return *state >> 33;
 }
 
 //  Record steps 1..total, in order or shuffled within blocks; print a row.
@@ -69,7 +62,7 @@ s_run (const char *order, uint64_t total, bool shuffled)
             block [i] = first + i;
         if (shuffled)
             for (size_t i = n; i > 1; i--) {
-                size_t j = (size_t) (s_rand (&seed) % i);
+                size_t j = (size_t) (harness_lcg (&seed) % i);
                 uint64_t tmp = block [i - 1];
                 block [i - 1] = block [j];
                 block [j] = tmp;
