@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "harness_case.h"
 #include "harness_rand.h"
 #include "ps_backend.h"
 #include "ps_dataset.h"
@@ -117,22 +118,6 @@ static float *
 s_floats (size_t count)
 {
     return s_alloc (count * sizeof (float));
-}
-
-//  ||a - b|| / max (||a||, ||b||); 0 when both are zero. NaN anywhere
-//  gives NaN, which no `err < tol` check lets through.
-static double
-s_rel_err (const float *a, const float *b, size_t count)
-{
-    double diff = 0, norm_a = 0, norm_b = 0;
-    for (size_t i = 0; i < count; i++) {
-        double d = (double) a [i] - b [i];
-        diff += d * d;
-        norm_a += (double) a [i] * a [i];
-        norm_b += (double) b [i] * b [i];
-    }
-    double scale = sqrt (fmax (norm_a, norm_b));
-    return scale > 0 ? sqrt (diff) / scale : sqrt (diff);
 }
 
 //  ---------------------------------------------------------------------
@@ -328,8 +313,8 @@ s_check_threads (const char *spec, int max_batch)
             //  a wrong gradient cannot hide in the norm of a large one.
             for (int v = 0; v < ps_model_variable_count (model); v++) {
                 const ps_variable_t *var = ps_model_variable (model, v);
-                double e = s_rel_err (grads + var->offset, ref_grads [k] + var->offset,
-                                      var->count);
+                double e = harness_rel_error (grads + var->offset, ref_grads [k] + var->offset,
+                                              var->count);
                 if (!(e < S_THREAD_TOL))
                     fail_msg ("%s n=%d threads %d: %s gradient differs from 1 thread's "
                               "by %.3g (relative)", ps_model_name (model), n, threads,
@@ -348,7 +333,7 @@ s_check_threads (const char *spec, int max_batch)
                 worst_loss = fmax (worst_loss, e);
                 assert_int_equal (pairs [p][0]->correct, pairs [p][1]->correct);
             }
-            double e = s_rel_err (logits, ref_logits [k], (size_t) n * classes);
+            double e = harness_rel_error (logits, ref_logits [k], (size_t) n * classes);
             if (!(e < S_THREAD_TOL))
                 fail_msg ("%s n=%d threads %d: logits differ by %.3g", ps_model_name (model),
                           n, threads, e);
@@ -615,9 +600,9 @@ test_dropout_seed (void **state)
     assert_true (sa.loss_sum == sb.loss_sum);
     //  Another seed drops other units: the gradient and the loss change,
     //  also for the layers before the Dropout.
-    double e = s_rel_err (a, c, count);
+    double e = harness_rel_error (a, c, count);
     const ps_variable_t *first = ps_model_variable (model, 0);
-    double e_first = s_rel_err (a + first->offset, c + first->offset, first->count);
+    double e_first = harness_rel_error (a + first->offset, c + first->offset, first->count);
     printf ("  seed 5 vs 6: gradients differ by %.2g (conv2d/kernel %.2g), losses %.6f %.6f;"
             " forward without dropout %.6f\n", e, e_first, sa.loss_sum / n,
             sc.loss_sum / n, fwd.loss_sum / n);

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness_case.h"
 #include "harness_rand.h"
 #include "ps_cpu_ops.h"
 #include "ps_dropout.h"
@@ -106,16 +107,6 @@ s_rel_err (const float *a, const double *b, size_t count)
     }
     double scale = sqrt (fmax (norm_a, norm_b));
     return scale > 0 ? sqrt (diff) / scale : sqrt (diff);
-}
-
-static double
-s_rel_err_ff (const float *a, const float *b, size_t count)
-{
-    double *wide = s_doubles (count);
-    s_widen (b, wide, count);
-    double err = s_rel_err (a, wide, count);
-    free (wide);
-    return err;
 }
 
 static void
@@ -526,9 +517,9 @@ s_check_conv (const s_conv_case_t *cc, uint64_t seed)
         char what [96];
         snprintf (what, sizeof what, "%s, col_valid %d against dx, col_valid 1:",
                   want_dx ? "dx" : "dx NULL", col_valid);
-        double e_dk = s_rel_err_ff (dk2, dk, k_count);
-        double e_db = s_rel_err_ff (db2, db, b_count);
-        double e_dx = want_dx ? s_rel_err_ff (dx2, dx, x_count) : 0;
+        double e_dk = harness_rel_error (dk2, dk, k_count);
+        double e_db = harness_rel_error (db2, db, b_count);
+        double e_dx = want_dx ? harness_rel_error (dx2, dx, x_count) : 0;
         if (!(e_dk < S_SAME_TOL) || !(e_db < S_SAME_TOL) || !(e_dx < S_SAME_TOL))
             fail_msg ("%s: %s dkernel %.3g, dbias %.3g, dx %.3g", name, what, e_dk, e_db, e_dx);
         err_same = fmax (err_same, fmax (e_dk, fmax (e_db, e_dx)));
@@ -665,7 +656,8 @@ s_check_dense (int n, int in, int out, bool relu, uint64_t seed)
     s_fill_nan (dk2, k_count);
     s_fill_nan (db2, b_count);
     ps_cpu_dense_backward (&l, n, x, y, k, dy2, NULL, dk2, db2);
-    double err_same = fmax (s_rel_err_ff (dk2, dk, k_count), s_rel_err_ff (db2, db, b_count));
+    double err_same = fmax (harness_rel_error (dk2, dk, k_count),
+                            harness_rel_error (db2, db, b_count));
     s_check (name, "dx NULL against dx wanted", err_same, S_SAME_TOL);
 
     printf ("  %-52s fwd %.1e dx %.1e dk %.1e db %.1e variants %.1e\n", name,

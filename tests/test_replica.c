@@ -28,6 +28,7 @@
 #include <zlib.h>
 
 #include "harness.h"
+#include "harness_case.h"
 #include "harness_rand.h"
 #include "ps_bytes.h"
 #include "ps_mix.h"
@@ -181,42 +182,12 @@ s_apply_ok (ps_replica_t *replica, const float *grad, const uint64_t *steps, siz
         fail_msg ("apply returned %d: %s", rc, err.msg);
 }
 
-//  A whole file into memory; *len receives its size.
-static uint8_t *
-s_slurp (const char *path, size_t *len)
-{
-    FILE *file = fopen (path, "rb");
-    if (!file)
-        fail_msg ("cannot open %s", path);
-    assert_int_equal (fseek (file, 0, SEEK_END), 0);
-    long size = ftell (file);
-    assert_true (size >= 0);
-    rewind (file);
-    uint8_t *data = malloc ((size_t) size + 1);
-    assert_non_null (data);
-    assert_int_equal (fread (data, 1, (size_t) size, file), (size_t) size);
-    fclose (file);
-    *len = (size_t) size;
-    return data;
-}
-
-//  Replace a file with len bytes of data.
-static void
-s_spit (const char *path, const uint8_t *data, size_t len)
-{
-    FILE *file = fopen (path, "wb");
-    if (!file)
-        fail_msg ("cannot create %s", path);
-    assert_int_equal (fwrite (data, 1, len, file), len);
-    assert_int_equal (fclose (file), 0);
-}
-
 static void
 s_assert_same_file (const char *a, const char *b)
 {
     size_t alen, blen;
-    uint8_t *adata = s_slurp (a, &alen);
-    uint8_t *bdata = s_slurp (b, &blen);
+    uint8_t *adata = harness_slurp (a, &alen);
+    uint8_t *bdata = harness_slurp (b, &blen);
     if (alen != blen)
         fail_msg ("%s has %zu bytes, %s %zu", a, alen, b, blen);
     assert_memory_equal (adata, bdata, alen);
@@ -915,9 +886,9 @@ test_load_errors (void **state)
     s_save_ok (source, dir);
     s_var_file (model, 0, dir, path, sizeof path);
     size_t len;
-    uint8_t *data = s_slurp (path, &len);
+    uint8_t *data = harness_slurp (path, &len);
     data [len - 20] ^= 1;
-    s_spit (path, data, len);
+    harness_spit (path, data, len);
     free (data);
     s_expect_load_error (replica, dir, PS_ECORRUPT, path);
 
@@ -944,8 +915,8 @@ test_load_errors (void **state)
     char other [1024];
     s_var_file (model, 3, dir, path, sizeof path);
     s_var_file (model, 1, dir, other, sizeof other);
-    data = s_slurp (other, &len);
-    s_spit (path, data, len);
+    data = harness_slurp (other, &len);
+    harness_spit (path, data, len);
     free (data);
     s_expect_load_error (replica, dir, PS_ECORRUPT, path);
 
