@@ -23,11 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static void
-s_sleep_ms (int ms)
+void
+harness_sleep_ms (int ms)
 {
-    struct timespec pause = { ms / 1000, (long) (ms % 1000) * 1000000 };
-    nanosleep (&pause, NULL);
+    struct timespec pause = { ms / 1000, (long) (ms % 1000) * 1000000L };
+    while (nanosleep (&pause, &pause) != 0 && errno == EINTR)
+        ;
 }
 
 static void
@@ -265,7 +266,7 @@ harness_server_start_nofile (harness_server_t *server, int index, const char *co
         }
         if (!harness_server_alive (server))
             break;
-        s_sleep_ms (10);
+        harness_sleep_ms (10);
     }
     fprintf (stderr, "harness: ps-server did not start\n");
     s_print_log (server->log);
@@ -310,7 +311,7 @@ harness_server_stop (harness_server_t *server, int sig)
             unlink (server->endpoint_file);
             return WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status);
         }
-        s_sleep_ms (5);
+        harness_sleep_ms (5);
     }
     kill (server->pid, SIGKILL);
     waitpid (server->pid, NULL, 0);
@@ -387,7 +388,7 @@ harness_cpu_beside_spinner (pid_t pid, long spin_ticks, long *used, long *spun,
     double quiet_since = ps_clock_ms ();
     long ticks = harness_cpu_ticks (pid);
     while (ticks >= 0 && ps_clock_ms () < quiet_since + 1000 && ps_clock_ms () < settle_end) {
-        s_sleep_ms (50);
+        harness_sleep_ms (50);
         long now = harness_cpu_ticks (pid);
         if (now != ticks)
             quiet_since = ps_clock_ms ();
@@ -408,7 +409,7 @@ harness_cpu_beside_spinner (pid_t pid, long spin_ticks, long *used, long *spun,
     double start = ps_clock_ms ();
     *spun = 0;
     while (*spun >= 0 && *spun < spin_ticks && ps_clock_ms () < start + 60000) {
-        s_sleep_ms (20);
+        harness_sleep_ms (20);
         *spun = harness_cpu_ticks (spinner);
     }
     long after = harness_cpu_ticks (pid);
@@ -481,7 +482,7 @@ s_wait (pid_t pid, int timeout_ms)
             return -2;
         if (ps_clock_ms () >= deadline)
             return -1;
-        s_sleep_ms (5);
+        harness_sleep_ms (5);
     }
 }
 
@@ -546,7 +547,7 @@ harness_wait_gone (const pid_t *pids, size_t n, int timeout_ms)
             running += !harness_pid_gone (pids [i]);
         if (running == 0 || ps_clock_ms () >= deadline)
             return running;
-        s_sleep_ms (10);
+        harness_sleep_ms (10);
     }
 }
 
@@ -662,7 +663,7 @@ harness_jsonl_wait (const char *path, harness_match_fn *match, void *arg, pid_t 
         json_decref (rows);
         if (ended || ps_clock_ms () >= deadline)
             return NULL;
-        s_sleep_ms (10);
+        harness_sleep_ms (10);
     }
 }
 

@@ -155,6 +155,9 @@ int harness_wait_gone (const pid_t *pids, size_t n, int timeout_ms);
 //  A TCP port on 127.0.0.1 that is free now, or -1.
 int harness_free_port (void);
 
+//  Sleep ms milliseconds, all of them, signals or not.
+void harness_sleep_ms (int ms);
+
 //  Print a file to stderr under a header line, for failed tests.
 void harness_print_log (const char *path);
 

@@ -22,6 +22,8 @@
 #include <jansson.h>
 
 #include "harness.h"
+#include "harness_case.h"
+#include "harness_case.h"
 #include "ps_checkpoint.h"
 #include "ps_partition.h"
 #include "ps_snapshot.h"
@@ -29,29 +31,19 @@
 #define NFILES 3
 
 typedef struct {
-    char dir [64];
+    char dir [HARNESS_DIR_SIZE];
     char root [128];            //  a checkpoint root that does not exist yet
 } fixture_t;
 
 static int
 s_setup (void **state)
 {
-    fixture_t *fx = calloc (1, sizeof (fixture_t));
-    if (!fx)
-        return -1;
-    harness_tmpdir (fx->dir, sizeof fx->dir);
-    snprintf (fx->root, sizeof fx->root, "%s/run/ckpts", fx->dir);
-    *state = fx;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    fixture_t *fx = *state;
-    harness_rmtree (fx->dir);
-    free (fx);
-    return 0;
+    int rc = harness_dir_setup (state, sizeof (fixture_t));
+    if (rc == 0) {
+        fixture_t *fx = *state;
+        snprintf (fx->root, sizeof fx->root, "%s/run/ckpts", fx->dir);
+    }
+    return rc;
 }
 
 //  ---------------------------------------------------------------------
@@ -62,21 +54,6 @@ s_exists (const char *path)
 {
     struct stat st;
     return lstat (path, &st) == 0;
-}
-
-//  Number of entries in the directory besides . and ..
-static int
-s_dir_entries (const char *path)
-{
-    DIR *dir = opendir (path);
-    assert_non_null (dir);
-    int count = 0;
-    struct dirent *entry;
-    while ((entry = readdir (dir)))
-        if (strcmp (entry->d_name, ".") && strcmp (entry->d_name, ".."))
-            count++;
-    closedir (dir);
-    return count;
 }
 
 static void
@@ -274,7 +251,7 @@ test_commit_layout (void **state)
         fail_msg ("begin: %s", err.msg);
     s_ckpt_path (expect, sizeof expect, fx->root, 42, ".tmp");
     assert_string_equal (tmpdir, expect);
-    assert_int_equal (s_dir_entries (tmpdir), 0);
+    assert_int_equal (harness_dir_entries (tmpdir), 0);
 
     ps_snap_file_t files [NFILES];
     s_snapshot (tmpdir, 42, files);
@@ -298,9 +275,9 @@ test_commit_layout (void **state)
 
     s_ckpt_path (expect, sizeof expect, fx->root, 42, "");
     assert_string_equal (dir, expect);
-    assert_int_equal (s_dir_entries (fx->root), 1);
+    assert_int_equal (harness_dir_entries (fx->root), 1);
     assert_false (s_exists (tmpdir));
-    assert_int_equal (s_dir_entries (dir), NFILES + 1);
+    assert_int_equal (harness_dir_entries (dir), NFILES + 1);
     s_path (path, sizeof path, dir, "MANIFEST.json.tmp");
     assert_false (s_exists (path));
 
@@ -396,13 +373,13 @@ test_prune (void **state)
     s_ckpt_path (path, sizeof path, fx->root, 3, "");
     s_write_text (path, "x");
     int unrelated = 7;
-    assert_int_equal (s_dir_entries (fx->root), unrelated);
+    assert_int_equal (harness_dir_entries (fx->root), unrelated);
 
     uint64_t steps [] = { 10, 20, 30, 40, 50 };
     for (int i = 0; i < 5; i++) {
         s_commit (fx->root, steps [i], 3, 0.01, NULL, NULL, 0);
         int expect = i + 1 < 3 ? i + 1 : 3;
-        assert_int_equal (s_dir_entries (fx->root), unrelated + expect);
+        assert_int_equal (harness_dir_entries (fx->root), unrelated + expect);
     }
     for (int i = 0; i < 5; i++) {
         s_ckpt_path (path, sizeof path, fx->root, steps [i], "");
@@ -424,7 +401,7 @@ test_prune (void **state)
     }
     //  keep = 1 leaves only the new one.
     s_commit (fx->root, 60, 1, 0.01, NULL, NULL, 0);
-    assert_int_equal (s_dir_entries (fx->root), unrelated + 1);
+    assert_int_equal (harness_dir_entries (fx->root), unrelated + 1);
     char dir [256];
     json_t *manifest = NULL;
     assert_int_equal (ps_checkpoint_latest (fx->root, dir, sizeof dir, &manifest, NULL), PS_OK);
@@ -458,8 +435,8 @@ test_recommit_same_step (void **state)
         fail_msg ("commit: %s", err.msg);
     json_decref (manifest);
     assert_string_equal (again, dir);
-    assert_int_equal (s_dir_entries (fx->root), 1);
-    assert_int_equal (s_dir_entries (dir), NFILES);
+    assert_int_equal (harness_dir_entries (fx->root), 1);
+    assert_int_equal (harness_dir_entries (dir), NFILES);
 
     json_t *verified = NULL;
     if (ps_checkpoint_verify (dir, &verified, &err))
@@ -755,8 +732,8 @@ test_commit_refusals (void **state)
 
     //  None of that left a trace.
     assert_false (s_exists (final));
-    assert_int_equal (s_dir_entries (tmpdir), NFILES);
-    assert_int_equal (s_dir_entries (fx->root), 1);
+    assert_int_equal (harness_dir_entries (tmpdir), NFILES);
+    assert_int_equal (harness_dir_entries (fx->root), 1);
 
     if (ps_checkpoint_commit (fx->root, 11, tmpdir, manifest, files, NFILES, 3, other,
                               sizeof other, &err))
@@ -890,20 +867,20 @@ test_crash_leftovers (void **state)
     assert_int_equal (symlink (outside, link), 0);
     s_path (link, sizeof link, tmpdir, "dirlink");
     assert_int_equal (symlink (fx->dir, link), 0);
-    assert_int_equal (s_dir_entries (tmpdir), NFILES + 4);
+    assert_int_equal (harness_dir_entries (tmpdir), NFILES + 4);
 
     char again [256];
     ps_error_t err = { 0 };
     if (ps_checkpoint_begin (fx->root, 6, again, sizeof again, &err))
         fail_msg ("begin: %s", err.msg);
     assert_string_equal (again, tmpdir);
-    assert_int_equal (s_dir_entries (tmpdir), 0);
+    assert_int_equal (harness_dir_entries (tmpdir), 0);
     assert_true (s_exists (outside));
     assert_true (s_exists (good));
     //  begin of another step leaves that one alone.
     s_snapshot (tmpdir, 6, files);
     assert_int_equal (ps_checkpoint_begin (fx->root, 8, again, sizeof again, NULL), PS_OK);
-    assert_int_equal (s_dir_entries (tmpdir), NFILES);
+    assert_int_equal (harness_dir_entries (tmpdir), NFILES);
     //  And it still commits.
     json_t *manifest = s_caller_manifest (6, 0.01);
     assert_int_equal (ps_checkpoint_commit (fx->root, 6, tmpdir, manifest, files, NFILES, 3, dir,
@@ -974,15 +951,15 @@ int
 main (void)
 {
     const struct CMUnitTest tests [] = {
-        cmocka_unit_test_setup_teardown (test_commit_layout, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_prune, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_recommit_same_step, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_verify_failures, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_commit_refusals, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_latest, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_crash_leftovers, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_begin_errors, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_check_root, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_commit_layout, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_prune, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_recommit_same_step, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_verify_failures, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_commit_refusals, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_latest, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_crash_leftovers, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_begin_errors, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_check_root, s_setup, harness_dir_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

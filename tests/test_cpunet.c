@@ -36,6 +36,8 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "harness_case.h"
+#include "harness_rand.h"
 #include "ps_backend.h"
 #include "ps_dataset.h"
 #include "ps_model.h"
@@ -104,24 +106,6 @@ s_teardown (void **state)
 //  ---------------------------------------------------------------------
 //  Random numbers and buffers
 
-//  The test's own random source: splitmix64, so every run sees the same
-//  inputs.
-static uint64_t
-s_next (uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C (0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C (0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C (0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
-//  A double uniform in [0, 1).
-static double
-s_unit (uint64_t *state)
-{
-    return (double) (s_next (state) >> 11) * 0x1.0p-53;
-}
-
 static void *
 s_alloc (size_t bytes)
 {
@@ -134,22 +118,6 @@ static float *
 s_floats (size_t count)
 {
     return s_alloc (count * sizeof (float));
-}
-
-//  ||a - b|| / max (||a||, ||b||); 0 when both are zero. NaN anywhere
-//  gives NaN, which no `err < tol` check lets through.
-static double
-s_rel_err (const float *a, const float *b, size_t count)
-{
-    double diff = 0, norm_a = 0, norm_b = 0;
-    for (size_t i = 0; i < count; i++) {
-        double d = (double) a [i] - b [i];
-        diff += d * d;
-        norm_a += (double) a [i] * a [i];
-        norm_b += (double) b [i] * b [i];
-    }
-    double scale = sqrt (fmax (norm_a, norm_b));
-    return scale > 0 ? sqrt (diff) / scale : sqrt (diff);
 }
 
 //  ---------------------------------------------------------------------
@@ -247,7 +215,7 @@ s_params (const ps_model_t *model, uint64_t seed)
         const ps_variable_t *v = ps_model_variable (model, i);
         if (v->shape.rank == 1)
             for (size_t j = 0; j < v->count; j++)
-                params [v->offset + j] = (float) (0.2 * s_unit (&state) - 0.1);
+                params [v->offset + j] = (float) (0.2 * harness_unit (&state) - 0.1);
     }
     return params;
 }
@@ -284,9 +252,9 @@ s_data (const ps_model_t *model, int n, uint64_t seed, float **x, uint8_t **labe
     *labels = s_alloc ((size_t) n);
     uint64_t state = seed;
     for (size_t i = 0; i < (size_t) n * in; i++)
-        (*x) [i] = (float) s_unit (&state);
+        (*x) [i] = (float) harness_unit (&state);
     for (int i = 0; i < n; i++)
-        (*labels) [i] = (uint8_t) (s_next (&state) % (uint64_t) ps_model_classes (model));
+        (*labels) [i] = (uint8_t) (harness_splitmix (&state) % (uint64_t) ps_model_classes (model));
 }
 
 //  ---------------------------------------------------------------------
@@ -345,8 +313,8 @@ s_check_threads (const char *spec, int max_batch)
             //  a wrong gradient cannot hide in the norm of a large one.
             for (int v = 0; v < ps_model_variable_count (model); v++) {
                 const ps_variable_t *var = ps_model_variable (model, v);
-                double e = s_rel_err (grads + var->offset, ref_grads [k] + var->offset,
-                                      var->count);
+                double e = harness_rel_error (grads + var->offset, ref_grads [k] + var->offset,
+                                              var->count);
                 if (!(e < S_THREAD_TOL))
                     fail_msg ("%s n=%d threads %d: %s gradient differs from 1 thread's "
                               "by %.3g (relative)", ps_model_name (model), n, threads,
@@ -365,7 +333,7 @@ s_check_threads (const char *spec, int max_batch)
                 worst_loss = fmax (worst_loss, e);
                 assert_int_equal (pairs [p][0]->correct, pairs [p][1]->correct);
             }
-            double e = s_rel_err (logits, ref_logits [k], (size_t) n * classes);
+            double e = harness_rel_error (logits, ref_logits [k], (size_t) n * classes);
             if (!(e < S_THREAD_TOL))
                 fail_msg ("%s n=%d threads %d: logits differ by %.3g", ps_model_name (model),
                           n, threads, e);
@@ -554,7 +522,7 @@ test_gradient_check (void **state)
         }
         double r_norm = 0, g_norm = 0;
         for (size_t i = 0; i < count; i++) {
-            d [i] = i >= begin && i < end ? 2 * s_unit (&rng) - 1 : 0;
+            d [i] = i >= begin && i < end ? 2 * harness_unit (&rng) - 1 : 0;
             r_norm += d [i] * d [i];
             if (i >= begin && i < end)
                 g_norm += (double) grads [i] * grads [i];
@@ -632,9 +600,9 @@ test_dropout_seed (void **state)
     assert_true (sa.loss_sum == sb.loss_sum);
     //  Another seed drops other units: the gradient and the loss change,
     //  also for the layers before the Dropout.
-    double e = s_rel_err (a, c, count);
+    double e = harness_rel_error (a, c, count);
     const ps_variable_t *first = ps_model_variable (model, 0);
-    double e_first = s_rel_err (a + first->offset, c + first->offset, first->count);
+    double e_first = harness_rel_error (a + first->offset, c + first->offset, first->count);
     printf ("  seed 5 vs 6: gradients differ by %.2g (conv2d/kernel %.2g), losses %.6f %.6f;"
             " forward without dropout %.6f\n", e, e_first, sa.loss_sum / n,
             sc.loss_sum / n, fwd.loss_sum / n);

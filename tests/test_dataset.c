@@ -25,6 +25,7 @@
 #include <zlib.h>
 
 #include "harness.h"
+#include "harness_case.h"
 #include "ps_dataset.h"
 #include "ps_idx.h"
 #include "ps_mix.h"
@@ -70,27 +71,13 @@ s_group_teardown (void **state)
 }
 
 typedef struct {
-    char dir [64];
+    char dir [HARNESS_DIR_SIZE];
 } fixture_t;
 
 static int
 s_setup (void **state)
 {
-    fixture_t *fx = calloc (1, sizeof (fixture_t));
-    if (!fx)
-        return -1;
-    harness_tmpdir (fx->dir, sizeof fx->dir);
-    *state = fx;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    fixture_t *fx = *state;
-    harness_rmtree (fx->dir);
-    free (fx);
-    return 0;
+    return harness_dir_setup (state, sizeof (fixture_t));
 }
 
 //  The permutation as ps_dataset.c documents it, written out again here
@@ -719,11 +706,11 @@ main (int argc, char **argv)
         return cmocka_run_group_tests_name ("real data", real, s_group_setup, s_group_teardown);
     }
     const struct CMUnitTest tests [] = {
-        cmocka_unit_test_setup_teardown (test_small_files, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_missing_file, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_inconsistent_files, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_probe_missing, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_probe_files, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_small_files, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_missing_file, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_inconsistent_files, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_probe_missing, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_probe_files, s_setup, harness_dir_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness_case.h"
+#include "harness_rand.h"
 #include "ps_backend.h"
 #include "ps_model.h"
 #include "ps_optimizer.h"
@@ -113,36 +115,11 @@ static const s_spec_t s_specs [] = {
 //  --------------------------------------------------------------------------
 //  Helpers
 
-//  The test's own random source: splitmix64, so every run sees the same
-//  parameters, inputs and labels.
-static uint64_t
-s_next (uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C (0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C (0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C (0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
 static float
 s_uniform (uint64_t *state, double low, double high)
 {
-    double u = (double) (s_next (state) >> 11) * 0x1.0p-53;
+    double u = harness_unit (state);
     return (float) (low + (high - low) * u);
-}
-
-static double
-s_rel_error (const float *a, const float *b, size_t n)
-{
-    double diff = 0, norm_a = 0, norm_b = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double) a [i] - (double) b [i];
-        diff += d * d;
-        norm_a += (double) a [i] * a [i];
-        norm_b += (double) b [i] * b [i];
-    }
-    double scale = sqrt (norm_a > norm_b ? norm_a : norm_b);
-    return scale > 0 ? sqrt (diff) / scale : sqrt (diff);
 }
 
 //  The number of examples whose top two CPU logits are so close that the
@@ -253,7 +230,7 @@ s_pair_batch (s_pair_t *pair, int n, double low, double high)
     for (size_t i = 0; i < (size_t) n * pair->input_size; i++)
         pair->x [i] = s_uniform (&pair->rng, low, high);
     for (int e = 0; e < n; e++)
-        pair->labels [e] = (uint8_t) (s_next (&pair->rng) % (uint64_t) pair->classes);
+        pair->labels [e] = (uint8_t) (harness_splitmix (&pair->rng) % (uint64_t) pair->classes);
 }
 
 static void
@@ -287,7 +264,7 @@ s_check_forward (s_pair_t *pair, int n)
                                           pair->logits_cpu, &cpu, &err), 0);
     if (ps_backend_forward (pair->gpu, pair->x, pair->labels, n, pair->logits_gpu, &gpu, &err))
         fail_msg ("%s: GPU forward: %s", pair->name, err.msg);
-    double error = s_rel_error (pair->logits_cpu, pair->logits_gpu, logits);
+    double error = harness_rel_error (pair->logits_cpu, pair->logits_gpu, logits);
     printf ("    %s, forward, n %d: logits rel error %.2e\n", pair->name, n, error);
     assert_true (error < S_TOL);
     s_check_stats (pair, "forward", n, &cpu, &gpu, pair->logits_cpu);
@@ -313,13 +290,13 @@ s_check_train (s_pair_t *pair, int n, uint64_t seed)
     if (ps_backend_train_step (pair->gpu, pair->x, pair->labels, n, seed, pair->grads_gpu,
                                &gpu, &err))
         fail_msg ("%s: GPU train step: %s", pair->name, err.msg);
-    double error = s_rel_error (pair->grads_cpu, pair->grads_gpu, pair->param_count);
+    double error = harness_rel_error (pair->grads_cpu, pair->grads_gpu, pair->param_count);
     printf ("    %s, train, n %d: gradient rel error %.2e\n", pair->name, n, error);
     bool ok = error < S_TOL;
     for (int v = 0; v < ps_model_variable_count (pair->model); v++) {
         const ps_variable_t *var = ps_model_variable (pair->model, v);
-        double var_error = s_rel_error (pair->grads_cpu + var->offset,
-                                        pair->grads_gpu + var->offset, var->count);
+        double var_error = harness_rel_error (pair->grads_cpu + var->offset,
+                                              pair->grads_gpu + var->offset, var->count);
         if (var_error >= S_TOL_VARIABLE) {
             printf ("    %s: variable %s: gradient rel error %.2e\n", pair->name,
                     var->name, var_error);
@@ -390,7 +367,7 @@ test_dropout_seed (void **state)
     assert_memory_equal (first, pair.grads_gpu, bytes);
     assert_int_equal (ps_backend_train_step (pair.gpu, pair.x, pair.labels, spec->max_batch,
                                              43, pair.grads_gpu, &stats, &err), 0);
-    assert_true (s_rel_error (first, pair.grads_gpu, pair.param_count) > 1e-3);
+    assert_true (harness_rel_error (first, pair.grads_gpu, pair.param_count) > 1e-3);
     free (first);
     s_pair_destroy (&pair);
     ps_model_destroy (&model);
@@ -473,7 +450,7 @@ test_adam_steps (void **state)
             ps_opt_apply (&cfg, params_gpu + var->offset, pair.grads_gpu + var->offset,
                           gpu_slots, var->count, t);
         }
-        double error = s_rel_error (params_cpu, params_gpu, count);
+        double error = harness_rel_error (params_cpu, params_gpu, count);
         printf ("    cnn adam, step %d: loss %.6f / %.6f, parameters rel error %.2e\n",
                 (int) t, cpu.loss_sum / 64, gpu.loss_sum / 64, error);
         assert_true (error < S_TOL);

@@ -22,10 +22,12 @@
 #include <zlib.h>
 
 #include "harness.h"
+#include "harness_case.h"
+#include "harness_case.h"
 #include "ps_idx.h"
 
 typedef struct {
-    char dir [64];
+    char dir [HARNESS_DIR_SIZE];
     char path [256];            //  dir/file.idx
     char gz_path [256];         //  dir/file.idx.gz
 } fixture_t;
@@ -33,23 +35,13 @@ typedef struct {
 static int
 s_setup (void **state)
 {
-    fixture_t *fx = calloc (1, sizeof (fixture_t));
-    if (!fx)
-        return -1;
-    harness_tmpdir (fx->dir, sizeof fx->dir);
-    snprintf (fx->path, sizeof fx->path, "%s/file.idx", fx->dir);
-    snprintf (fx->gz_path, sizeof fx->gz_path, "%s/file.idx.gz", fx->dir);
-    *state = fx;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    fixture_t *fx = *state;
-    harness_rmtree (fx->dir);
-    free (fx);
-    return 0;
+    int rc = harness_dir_setup (state, sizeof (fixture_t));
+    if (rc == 0) {
+        fixture_t *fx = *state;
+        snprintf (fx->path, sizeof fx->path, "%s/file.idx", fx->dir);
+        snprintf (fx->gz_path, sizeof fx->gz_path, "%s/file.idx.gz", fx->dir);
+    }
+    return rc;
 }
 
 //  The path of the real data file `name`.
@@ -78,23 +70,6 @@ s_store_gz (const char *path, const uint8_t *data, size_t size)
     if (size)
         assert_int_equal (gzwrite (file, data, (unsigned) size), (int) size);
     assert_int_equal (gzclose (file), Z_OK);
-}
-
-static uint8_t *
-s_load (const char *path, size_t *size)
-{
-    FILE *file = fopen (path, "rb");
-    assert_non_null (file);
-    assert_int_equal (fseek (file, 0, SEEK_END), 0);
-    long end = ftell (file);
-    assert_true (end > 0);
-    rewind (file);
-    uint8_t *data = malloc ((size_t) end);
-    assert_non_null (data);
-    assert_int_equal (fread (data, 1, (size_t) end, file), (size_t) end);
-    assert_int_equal (fclose (file), 0);
-    *size = (size_t) end;
-    return data;
 }
 
 //  An IDX file of unsigned bytes: header for dims, then `data_len` bytes
@@ -301,7 +276,7 @@ test_damaged_gzip (void **state)
     char real [512];
     s_data_path ("t10k-labels-idx1-ubyte.gz", real, sizeof real);
     size_t size;
-    uint8_t *data = s_load (real, &size);
+    uint8_t *data = harness_slurp (real, &size);
     assert_true (size > 1000);
 
     s_store (fx->gz_path, data, size / 2);
@@ -354,16 +329,16 @@ main (int argc, char **argv)
     if (harness_group (argc, argv, "real")) {
         harness_need_data ();
         const struct CMUnitTest real [] = {
-            cmocka_unit_test_setup_teardown (test_damaged_gzip, s_setup, s_teardown),
+            cmocka_unit_test_setup_teardown (test_damaged_gzip, s_setup, harness_dir_teardown),
             cmocka_unit_test (test_real_labels),
         };
         return cmocka_run_group_tests_name ("real data", real, NULL, NULL);
     }
     const struct CMUnitTest tests [] = {
-        cmocka_unit_test_setup_teardown (test_read_raw_and_gz, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_missing_and_empty, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_bad_header, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_data_length, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_read_raw_and_gz, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_missing_and_empty, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_bad_header, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_data_length, s_setup, harness_dir_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -28,31 +28,18 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "harness_case.h"
 #include "ps_job.h"
 
 typedef struct {
-    char dir [64];
+    char dir [HARNESS_DIR_SIZE];
     char path [128];            //  the last file written
 } fixture_t;
 
 static int
 s_setup (void **state)
 {
-    fixture_t *fx = calloc (1, sizeof (fixture_t));
-    if (!fx)
-        return -1;
-    harness_tmpdir (fx->dir, sizeof fx->dir);
-    *state = fx;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    fixture_t *fx = *state;
-    harness_rmtree (fx->dir);
-    free (fx);
-    return 0;
+    return harness_dir_setup (state, sizeof (fixture_t));
 }
 
 //  Write text to dir/name; fx->path receives the path.
@@ -1157,23 +1144,23 @@ int
 main (void)
 {
     const struct CMUnitTest tests [] = {
-        cmocka_unit_test_setup_teardown (test_defaults, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_defaults, s_setup, harness_dir_teardown),
         cmocka_unit_test (test_schema),
-        cmocka_unit_test_setup_teardown (test_full_file, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_overlay, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_bad_json, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_too_large, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_unknown_key, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_wrong_type, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_out_of_range, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_bad_enum, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_piecewise, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_between_keys, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_missing_file, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_not_regular, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_full_file, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_overlay, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_bad_json, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_too_large, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_unknown_key, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_wrong_type, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_out_of_range, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_bad_enum, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_piecewise, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_between_keys, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_missing_file, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_not_regular, s_setup, harness_dir_teardown),
         cmocka_unit_test (test_load_json_source),
         cmocka_unit_test (test_validate),
-        cmocka_unit_test_setup_teardown (test_round_trip, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_round_trip, s_setup, harness_dir_teardown),
         cmocka_unit_test (test_example),
         cmocka_unit_test (test_lr_constant),
         cmocka_unit_test (test_lr_piecewise),

@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness_case.h"
+#include "harness_rand.h"
 #include "ps_cpu_ops.h"
 #include "ps_dropout.h"
 #include "ps_model.h"
@@ -43,29 +45,11 @@
 //  ---------------------------------------------------------------------
 //  Random numbers, buffers and error measures
 
-//  The test's own random source: splitmix64 with a fixed seed, so every run
-//  sees the same inputs.
-static uint64_t
-s_next (uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C (0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C (0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C (0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
-//  A double uniform in [0, 1).
-static double
-s_unit (uint64_t *state)
-{
-    return (double) (s_next (state) >> 11) * 0x1.0p-53;
-}
-
 static void
 s_fill_uniform (float *v, size_t count, uint64_t *state, double scale)
 {
     for (size_t i = 0; i < count; i++)
-        v [i] = (float) ((2 * s_unit (state) - 1) * scale);
+        v [i] = (float) ((2 * harness_unit (state) - 1) * scale);
 }
 
 //  Sentinel contents for output and scratch buffers: a kernel that reads a
@@ -123,16 +107,6 @@ s_rel_err (const float *a, const double *b, size_t count)
     }
     double scale = sqrt (fmax (norm_a, norm_b));
     return scale > 0 ? sqrt (diff) / scale : sqrt (diff);
-}
-
-static double
-s_rel_err_ff (const float *a, const float *b, size_t count)
-{
-    double *wide = s_doubles (count);
-    s_widen (b, wide, count);
-    double err = s_rel_err (a, wide, count);
-    free (wide);
-    return err;
 }
 
 static void
@@ -543,9 +517,9 @@ s_check_conv (const s_conv_case_t *cc, uint64_t seed)
         char what [96];
         snprintf (what, sizeof what, "%s, col_valid %d against dx, col_valid 1:",
                   want_dx ? "dx" : "dx NULL", col_valid);
-        double e_dk = s_rel_err_ff (dk2, dk, k_count);
-        double e_db = s_rel_err_ff (db2, db, b_count);
-        double e_dx = want_dx ? s_rel_err_ff (dx2, dx, x_count) : 0;
+        double e_dk = harness_rel_error (dk2, dk, k_count);
+        double e_db = harness_rel_error (db2, db, b_count);
+        double e_dx = want_dx ? harness_rel_error (dx2, dx, x_count) : 0;
         if (!(e_dk < S_SAME_TOL) || !(e_db < S_SAME_TOL) || !(e_dx < S_SAME_TOL))
             fail_msg ("%s: %s dkernel %.3g, dbias %.3g, dx %.3g", name, what, e_dk, e_db, e_dx);
         err_same = fmax (err_same, fmax (e_dk, fmax (e_db, e_dx)));
@@ -682,7 +656,8 @@ s_check_dense (int n, int in, int out, bool relu, uint64_t seed)
     s_fill_nan (dk2, k_count);
     s_fill_nan (db2, b_count);
     ps_cpu_dense_backward (&l, n, x, y, k, dy2, NULL, dk2, db2);
-    double err_same = fmax (s_rel_err_ff (dk2, dk, k_count), s_rel_err_ff (db2, db, b_count));
+    double err_same = fmax (harness_rel_error (dk2, dk, k_count),
+                            harness_rel_error (db2, db, b_count));
     s_check (name, "dx NULL against dx wanted", err_same, S_SAME_TOL);
 
     printf ("  %-52s fwd %.1e dx %.1e dk %.1e db %.1e variants %.1e\n", name,
@@ -754,7 +729,7 @@ s_check_maxpool (const s_pool_case_t *pc, uint64_t seed)
     for (size_t i = 0; i < x_count; i++)
         x [i] = -1.0f - (float) i / 32.0f;
     for (size_t i = x_count - 1; i > 0; i--) {
-        size_t j = (size_t) (s_next (&state) % (i + 1));
+        size_t j = (size_t) (harness_splitmix (&state) % (i + 1));
         float t = x [i];
         x [i] = x [j];
         x [j] = t;
@@ -1013,7 +988,8 @@ s_check_xent (const char *name, int n, int classes, const float *offsets, uint64
         for (int j = 1; j < classes; j++)
             if (wide [(size_t) e * classes + j] > wide [(size_t) e * classes + best])
                 best = j;
-        int wrong = (best + 1 + (int) (s_next (&state) % (uint64_t) (classes - 1))) % classes;
+        int wrong = (best + 1 + (int) (harness_splitmix (&state) % (uint64_t) (classes - 1)))
+                  % classes;
         labels [e] = (uint8_t) (e % 2 == 0 ? best : wrong);
     }
     int want_correct;

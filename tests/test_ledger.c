@@ -12,22 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness_rand.h"
 #include "ps_bytes.h"
 #include "ps_ledger.h"
-
-//  A small deterministic generator, so that failures reproduce.
-static uint64_t
-s_rand (uint64_t *state)
-{
-    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return *state >> 33;
-}
 
 static void
 s_shuffle (uint64_t *steps, size_t n, uint64_t seed)
 {
     for (size_t i = n; i > 1; i--) {
-        size_t j = (size_t) (s_rand (&seed) % i);
+        size_t j = (size_t) (harness_lcg (&seed) % i);
         uint64_t tmp = steps [i - 1];
         steps [i - 1] = steps [j];
         steps [j] = tmp;
@@ -68,7 +61,8 @@ test_new_and_duplicate (void **state)
     ps_ledger_t *ledger = ps_ledger_new ();
     assert_non_null (ledger);
     assert_int_equal (ps_ledger_count (ledger), 0);
-    assert_int_equal (ps_ledger_base (ledger), 0);
+    //  The watermark counts from step 1; step 0 is recorded apart.
+    assert_int_equal (ps_ledger_base (ledger), 1);
     assert_false (ps_ledger_contains (ledger, 0));
 
     assert_int_equal (ps_ledger_mark (ledger, 0, NULL), PS_OK);
@@ -179,7 +173,7 @@ test_reserve (void **state)
     assert_int_equal (ps_ledger_reserve (ledger, 100000, &err), PS_OK);
     assert_false (ps_ledger_contains (ledger, 100000));
     assert_int_equal (ps_ledger_count (ledger), 0);
-    assert_int_equal (ps_ledger_reserve (ledger, PS_LEDGER_MAX_SPAN, &err), PS_EINVAL);
+    assert_int_equal (ps_ledger_reserve (ledger, 1 + PS_LEDGER_MAX_SPAN, &err), PS_EINVAL);
     assert_int_equal (ps_ledger_reserve (ledger, UINT64_MAX, &err), PS_EINVAL);
     //  The watermark moving up in between does not undo a reservation.
     for (uint64_t step = 0; step < 5000; step++)
@@ -247,7 +241,7 @@ test_against_model (void **state)
     //  Shuffle in blocks of varying size, so the window grows and shrinks.
     uint64_t seed = 7;
     for (size_t i = 0; i < total; ) {
-        size_t block = 1 + (size_t) (s_rand (&seed) % 5000);
+        size_t block = 1 + (size_t) (harness_lcg (&seed) % 5000);
         if (block > total - i)
             block = total - i;
         s_shuffle (steps + i, block, seed);
@@ -256,12 +250,13 @@ test_against_model (void **state)
     ps_ledger_t *ledger = ps_ledger_new ();
     assert_non_null (ledger);
     uint64_t count = 0;
-    uint64_t base = 0;
+    //  The watermark counts from step 1 (step 0 is recorded apart).
+    uint64_t base = 1;
     for (size_t i = 0; i < total; i++) {
         uint64_t step = steps [i];
         //  Now and then repeat an earlier step.
-        if (i > 0 && s_rand (&seed) % 10 == 0) {
-            uint64_t old = steps [s_rand (&seed) % i];
+        if (i > 0 && harness_lcg (&seed) % 10 == 0) {
+            uint64_t old = steps [harness_lcg (&seed) % i];
             assert_int_equal (ps_ledger_mark (ledger, old, NULL), PS_DUPLICATE);
         }
         assert_int_equal (ps_ledger_mark (ledger, step, NULL), PS_OK);
@@ -281,6 +276,148 @@ test_against_model (void **state)
     ps_ledger_destroy (&ledger);
     free (steps);
     free (model);
+}
+
+//  A cluster numbers its steps from 1 and never uses 0. A long run of them
+//  must keep the watermark moving, so the ledger stays a few words
+//  whatever the run's length: 2^28 steps in order, far past the span a
+//  window may cover. Late and repeated steps are still refused exactly
+//  once, below the watermark and above it.
+static void
+test_long_run_from_one (void **state)
+{
+    (void) state;
+    const uint64_t total = UINT64_C (1) << 28;
+    ps_ledger_t *ledger = ps_ledger_new ();
+    assert_non_null (ledger);
+    ps_error_t err = { 0 };
+    for (uint64_t step = 1; step <= total; step++) {
+        int rc = ps_ledger_mark (ledger, step, &err);
+        if (rc != PS_OK)
+            fail_msg ("step %llu: %d (%s)", (unsigned long long) step, rc, err.msg);
+    }
+    assert_int_equal (ps_ledger_base (ledger), total + 1);
+    assert_int_equal (ps_ledger_count (ledger), total);
+    assert_int_equal (ps_ledger_encoded_size (ledger), 20);
+    assert_false (ps_ledger_contains (ledger, 0));
+    assert_true (ps_ledger_contains (ledger, 1));
+    assert_true (ps_ledger_contains (ledger, total));
+    assert_false (ps_ledger_contains (ledger, total + 1));
+    s_assert_round_trip (ledger);
+
+    //  Duplicates below the watermark, then steps above it out of order.
+    assert_int_equal (ps_ledger_mark (ledger, 1, NULL), PS_DUPLICATE);
+    assert_int_equal (ps_ledger_mark (ledger, total / 2, NULL), PS_DUPLICATE);
+    assert_int_equal (ps_ledger_mark (ledger, total, NULL), PS_DUPLICATE);
+    assert_int_equal (ps_ledger_mark (ledger, total + 3, NULL), PS_OK);
+    assert_int_equal (ps_ledger_mark (ledger, total + 3, NULL), PS_DUPLICATE);
+    assert_int_equal (ps_ledger_base (ledger), total + 1);
+    s_assert_round_trip (ledger);
+    assert_int_equal (ps_ledger_mark (ledger, total + 1, NULL), PS_OK);
+    assert_int_equal (ps_ledger_mark (ledger, total + 2, NULL), PS_OK);
+    assert_int_equal (ps_ledger_base (ledger), total + 4);
+    assert_int_equal (ps_ledger_mark (ledger, total + 2, NULL), PS_DUPLICATE);
+    assert_int_equal (ps_ledger_count (ledger), total + 3);
+    assert_int_equal (ps_ledger_encoded_size (ledger), 20);
+    s_assert_round_trip (ledger);
+
+    //  Step 0, which some clients use, is recorded once, late as it is.
+    assert_int_equal (ps_ledger_reserve (ledger, 0, NULL), PS_OK);
+    assert_int_equal (ps_ledger_mark (ledger, 0, NULL), PS_OK);
+    assert_int_equal (ps_ledger_mark (ledger, 0, NULL), PS_DUPLICATE);
+    assert_true (ps_ledger_contains (ledger, 0));
+    assert_int_equal (ps_ledger_count (ledger), total + 4);
+    assert_int_equal (ps_ledger_base (ledger), total + 4);
+    s_assert_round_trip (ledger);
+    ps_ledger_destroy (&ledger);
+}
+
+//  Ledgers written before the watermark could move past a missing step 0
+//  hold steps from 1 in their bitmap above a watermark of 0. They still
+//  load, with the watermark moved past the steps from 1 they hold, and
+//  are written back in the compact form.
+static void
+test_old_encoding_loads (void **state)
+{
+    (void) state;
+    //  Steps 1..100 and 130: watermark 0, count 101, three words.
+    uint8_t old [20 + 24];
+    ps_put_u64 (old, 0);
+    ps_put_u64 (old + 8, 101);
+    ps_put_u32 (old + 16, 3);
+    ps_put_u64 (old + 20, ~UINT64_C (1));
+    ps_put_u64 (old + 28, (UINT64_C (1) << 37) - 1);
+    ps_put_u64 (old + 36, UINT64_C (1) << 2);
+    ps_error_t err = { 0 };
+    ps_ledger_t *ledger = ps_ledger_decode (old, sizeof old, &err);
+    if (!ledger)
+        fail_msg ("decode failed: %s", err.msg);
+    assert_int_equal (ps_ledger_base (ledger), 101);
+    assert_int_equal (ps_ledger_count (ledger), 101);
+    assert_false (ps_ledger_contains (ledger, 0));
+    assert_true (ps_ledger_contains (ledger, 100));
+    assert_false (ps_ledger_contains (ledger, 101));
+    assert_true (ps_ledger_contains (ledger, 130));
+    assert_int_equal (ps_ledger_mark (ledger, 50, NULL), PS_DUPLICATE);
+    assert_int_equal (ps_ledger_mark (ledger, 130, NULL), PS_DUPLICATE);
+    //  The compact form: watermark 101, count 101 = 100 below it plus one.
+    assert_int_equal (ps_ledger_encoded_size (ledger), 28);
+    uint8_t now [28];
+    ps_ledger_encode (ledger, now);
+    assert_int_equal (ps_get_u64 (now), 101);
+    assert_int_equal (ps_get_u64 (now + 8), 101);
+    assert_int_equal (ps_get_u32 (now + 16), 1);
+    assert_int_equal (ps_get_u64 (now + 20), UINT64_C (1) << 29);
+    s_assert_round_trip (ledger);
+    ps_ledger_destroy (&ledger);
+}
+
+//  The encoded count tells whether step 0 is recorded: from a watermark
+//  of 2, one fewer than the steps below it plus the bitmap's means step 0
+//  is missing. Intersecting keeps step 0 only when both ledgers hold it.
+static void
+test_count_tells_step_0 (void **state)
+{
+    (void) state;
+    ps_ledger_t *with = ps_ledger_new ();
+    ps_ledger_t *without = ps_ledger_new ();
+    assert_non_null (with);
+    assert_non_null (without);
+    for (uint64_t s = 0; s < 10; s++) {
+        assert_int_equal (ps_ledger_mark (with, s, NULL), PS_OK);
+        if (s > 0)
+            assert_int_equal (ps_ledger_mark (without, s, NULL), PS_OK);
+    }
+    assert_int_equal (ps_ledger_mark (with, 12, NULL), PS_OK);
+    assert_int_equal (ps_ledger_mark (without, 12, NULL), PS_OK);
+    assert_int_equal (ps_ledger_base (with), 10);
+    assert_int_equal (ps_ledger_base (without), 10);
+    assert_false (ps_ledger_equal (with, without));
+    s_assert_round_trip (with);
+    s_assert_round_trip (without);
+
+    uint8_t buf [28];
+    assert_int_equal (ps_ledger_encoded_size (without), sizeof buf);
+    ps_ledger_encode (with, buf);
+    assert_int_equal (ps_get_u64 (buf + 8), 11);
+    ps_put_u64 (buf + 8, 10);
+    ps_ledger_t *copy = ps_ledger_decode (buf, sizeof buf, NULL);
+    assert_non_null (copy);
+    assert_true (ps_ledger_equal (copy, without));
+    assert_false (ps_ledger_contains (copy, 0));
+    ps_ledger_destroy (&copy);
+
+    ps_ledger_t *both = ps_ledger_intersect (with, without, NULL);
+    assert_non_null (both);
+    assert_true (ps_ledger_equal (both, without));
+    assert_int_equal (ps_ledger_count (both), 10);
+    ps_ledger_destroy (&both);
+    both = ps_ledger_intersect (with, with, NULL);
+    assert_non_null (both);
+    assert_true (ps_ledger_equal (both, with));
+    ps_ledger_destroy (&both);
+    ps_ledger_destroy (&with);
+    ps_ledger_destroy (&without);
 }
 
 static void
@@ -314,7 +451,7 @@ test_round_trip (void **state)
         for (uint64_t s = 0; s < 1000 + shift; s++)
             assert_int_equal (ps_ledger_mark (ledger, s, NULL), PS_OK);
         for (int i = 0; i < 300; i++) {
-            int rc = ps_ledger_mark (ledger, 1001 + shift + s_rand (&seed) % 700, NULL);
+            int rc = ps_ledger_mark (ledger, 1001 + shift + harness_lcg (&seed) % 700, NULL);
             assert_true (rc == PS_OK || rc == PS_DUPLICATE);
         }
         assert_int_equal (ps_ledger_base (ledger), 1000 + shift);
@@ -393,7 +530,8 @@ test_decode_refuses (void **state)
     memcpy (bad, buf, size);
     ps_put_u64 (bad + 8, ps_ledger_count (ledger) + 1);
     s_assert_refused (bad, size);
-    ps_put_u64 (bad + 8, ps_ledger_count (ledger) - 1);
+    //  One fewer is a ledger without step 0 (see test_count_tells_step_0).
+    ps_put_u64 (bad + 8, ps_ledger_count (ledger) - 2);
     s_assert_refused (bad, size);
     ps_put_u64 (bad + 8, 0);
     s_assert_refused (bad, size);
@@ -443,7 +581,7 @@ s_random_ledger (uint64_t base, uint64_t span, uint8_t *model, uint64_t *seed)
     ps_ledger_t *ledger = ps_ledger_new ();
     assert_non_null (ledger);
     for (uint64_t s = 0; s < base + span; s++) {
-        model [s] = s < base || (s > base && s_rand (seed) % 2 == 0);
+        model [s] = s < base || (s > base && harness_lcg (seed) % 2 == 0);
         if (model [s])
             assert_int_equal (ps_ledger_mark (ledger, s, NULL), PS_OK);
     }
@@ -585,6 +723,9 @@ main (void)
         cmocka_unit_test (test_reserve),
         cmocka_unit_test (test_reserve_unused),
         cmocka_unit_test (test_against_model),
+        cmocka_unit_test (test_long_run_from_one),
+        cmocka_unit_test (test_old_encoding_loads),
+        cmocka_unit_test (test_count_tells_step_0),
         cmocka_unit_test (test_round_trip),
         cmocka_unit_test (test_decode_refuses),
         cmocka_unit_test (test_intersect),

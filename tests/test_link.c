@@ -21,14 +21,11 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <arpa/inet.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +33,7 @@
 #include <zmq.h>
 
 #include "harness.h"
+#include "harness_case.h"
 #include "ps_clock.h"
 #include "ps_link.h"
 #include "ps_msg.h"
@@ -70,13 +68,6 @@ typedef struct {
     char peer [256];            //  routing id of the last message
 } s_coord_t;
 
-static void
-s_sleep_ms (int ms)
-{
-    struct timespec ts = { ms / 1000, (long) (ms % 1000) * 1000000L };
-    nanosleep (&ts, NULL);
-}
-
 //  Fail unless count messages in elapsed ms were sent every interval_ms on
 //  average. The link never catches up on an interval it missed, so a link
 //  thread that went unscheduled sends fewer: the lower bound allows for
@@ -91,20 +82,6 @@ s_assert_rate (int count, double elapsed, int interval_ms, const char *what)
     if (count < expected / 4 || count > expected * 2 + 2)
         fail_msg ("%d %s in %.0f ms, expected about %.0f at a %d ms interval", count, what,
                   elapsed, expected, interval_ms);
-}
-
-//  A loopback endpoint with a port that nobody listens on now.
-static void
-s_free_endpoint (char *buf, size_t len)
-{
-    int fd = socket (AF_INET, SOCK_STREAM, 0);
-    assert_true (fd >= 0);
-    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
-    socklen_t size = sizeof addr;
-    assert_int_equal (bind (fd, (struct sockaddr *) &addr, sizeof addr), 0);
-    assert_int_equal (getsockname (fd, (struct sockaddr *) &addr, &size), 0);
-    close (fd);
-    snprintf (buf, len, "tcp://127.0.0.1:%u", ntohs (addr.sin_port));
 }
 
 //  Bind a coordinator with task's key (chief:0's, or an impostor's; NULL:
@@ -126,7 +103,7 @@ s_coord_open_as (s_coord_t *coord, const char *bind, const char *task)
     for (int attempt = 0; attempt < 100 && rc != 0; attempt++) {
         rc = zmq_bind (coord->router, bind);
         if (rc != 0)
-            s_sleep_ms (10);
+            harness_sleep_ms (10);
     }
     if (rc != 0)
         fail_msg ("cannot bind %s: %s", bind, zmq_strerror (errno));
@@ -371,7 +348,7 @@ s_wait_flag (ps_link_t *link, bool (*flag) (ps_link_t *), const char *name, bool
         if (ps_clock_ms () > deadline)
             fail_msg ("%s did not become %s within %d ms", name, expected ? "true" : "false",
                       timeout_ms);
-        s_sleep_ms (2);
+        harness_sleep_ms (2);
     }
 }
 
@@ -675,7 +652,7 @@ test_finished_outlives_silence (void **state)
     //  the registered one (which makes the link register again instead).
     for (int i = 0; i < 3; i++) {
         s_send_heartbeat (&coord, peer, S_COORDINATOR);
-        s_sleep_ms (20);
+        harness_sleep_ms (20);
     }
     assert_false (ps_link_finished (link));
     s_send_heartbeat_done (&coord, peer, S_COORDINATOR + 1, true);
@@ -744,7 +721,7 @@ test_recv_timeout (void **state)
 {
     (void) state;
     char endpoint [64];
-    s_free_endpoint (endpoint, sizeof endpoint);
+    harness_free_endpoint (endpoint, sizeof endpoint);
     ps_link_t *link = s_link_new (endpoint, "worker", 0, NULL, true, 0, 0);
     ps_msg_t *msg = ps_msg_new ();
     ps_error_t err;
@@ -878,9 +855,9 @@ test_late_coordinator (void **state)
 {
     (void) state;
     char endpoint [64];
-    s_free_endpoint (endpoint, sizeof endpoint);
+    harness_free_endpoint (endpoint, sizeof endpoint);
     ps_link_t *link = s_link_new (endpoint, "worker", 4, NULL, true, 50, S_QUIET_MS);
-    s_sleep_ms (300);
+    harness_sleep_ms (300);
     s_coord_t coord;
     s_coord_open (&coord, endpoint);
     ps_msg_t *msg = ps_msg_new ();
@@ -996,7 +973,7 @@ test_stopped_process (void **state)
 {
     (void) state;
     char endpoint [64];
-    s_free_endpoint (endpoint, sizeof endpoint);
+    harness_free_endpoint (endpoint, sizeof endpoint);
     //  The child links from a ZeroMQ context of its own, made after the
     //  fork, with an identity made before it: a connecting socket needs no
     //  authenticator, and one started in the child would run in a copy of

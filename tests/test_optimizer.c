@@ -16,28 +16,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness_rand.h"
 #include "ps_optimizer.h"
 
 //  An odd size, so that the vector loops also run their scalar remainders.
 #define S_N      1037
 #define S_STEPS  120
 
-//  The test's own random source: splitmix64 with a fixed seed, so every run
-//  sees the same parameters and gradients.
-static uint64_t
-s_next (uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C (0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C (0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C (0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
 //  A float uniform in [-scale, scale).
 static float
 s_uniform (uint64_t *state, double scale)
 {
-    double u = (double) (s_next (state) >> 11) * 0x1.0p-53;
+    double u = harness_unit (state);
     return (float) ((2 * u - 1) * scale);
 }
 

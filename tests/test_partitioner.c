@@ -13,15 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness_rand.h"
 #include "ps_partitioner.h"
-
-//  A small deterministic generator, so that failures reproduce.
-static uint64_t
-s_rand (uint64_t *state)
-{
-    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return *state >> 33;
-}
 
 static ps_shape_t
 s_shape (int rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
@@ -420,33 +413,34 @@ test_placement_against_reference (void **state)
     int many_parts = 0;
     int split_vars = 0;
     for (int round = 0; round < 400; round++) {
-        int nvars = 1 + (int) (s_rand (&seed) % MAXVARS);
-        int nservers = 1 + (int) (s_rand (&seed) % 6);
+        int nvars = 1 + (int) (harness_lcg (&seed) % MAXVARS);
+        int nservers = 1 + (int) (harness_lcg (&seed) % 6);
         ps_shape_t shapes [MAXVARS];
         for (int i = 0; i < nvars; i++) {
-            int rank = 1 + (int) (s_rand (&seed) % 3);
+            int rank = 1 + (int) (harness_lcg (&seed) % 3);
             int64_t dims [3];
             for (int d = 0; d < 3; d++)
-                dims [d] = 1 + (int64_t) (s_rand (&seed) % (d == 0 ? MAXROWS : 40));
+                dims [d] = 1 + (int64_t) (harness_lcg (&seed) % (d == 0 ? MAXROWS : 40));
             //  Repeat a shape now and then, to exercise the ties.
-            if (i > 0 && s_rand (&seed) % 4 == 0)
-                shapes [i] = shapes [s_rand (&seed) % (uint64_t) i];
+            if (i > 0 && harness_lcg (&seed) % 4 == 0)
+                shapes [i] = shapes [harness_lcg (&seed) % (uint64_t) i];
             else
                 assert_int_equal (ps_shape_set (&shapes [i], dims, rank, NULL), PS_OK);
         }
         ps_partitioner_t p;
-        int kind = (int) (s_rand (&seed) % 3);
+        int kind = (int) (harness_lcg (&seed) % 3);
         kinds_seen [kind]++;
         switch (kind) {
             case 0:
-                p = s_fixed (1 + (int) (s_rand (&seed) % 8));
+                p = s_fixed (1 + (int) (harness_lcg (&seed) % 8));
                 break;
             case 1:
-                p = s_min_size (1 + (int64_t) (s_rand (&seed) % 20000),
-                                1 + (int) (s_rand (&seed) % 8));
+                p = s_min_size (1 + (int64_t) (harness_lcg (&seed) % 20000),
+                                1 + (int) (harness_lcg (&seed) % 8));
                 break;
             default:
-                p = s_max_size (1 + (int64_t) (s_rand (&seed) % 20000), (int) (s_rand (&seed) % 5));
+                p = s_max_size (1 + (int64_t) (harness_lcg (&seed) % 20000),
+                                (int) (harness_lcg (&seed) % 5));
                 break;
         }
 

@@ -13,7 +13,6 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,9 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "harness_case.h"
+#include "harness_case.h"
+#include "harness_rand.h"
 #include "ps_partition.h"
 #include "ps_reshard.h"
 #include "ps_snapshot.h"
@@ -29,7 +31,7 @@
 #define MAX_PARTS  8
 
 typedef struct {
-    char src [64];
+    char src [HARNESS_DIR_SIZE];
     char dst [96];
     char dst2 [96];
 } fixture_t;
@@ -37,39 +39,22 @@ typedef struct {
 static int
 s_setup (void **state)
 {
-    fixture_t *fx = calloc (1, sizeof (fixture_t));
-    if (!fx)
-        return -1;
-    harness_tmpdir (fx->src, sizeof fx->src);
-    //  The targets go into directories that do not exist yet: reshard
-    //  creates them.
-    snprintf (fx->dst, sizeof fx->dst, "%s/out", fx->src);
-    snprintf (fx->dst2, sizeof fx->dst2, "%s/back", fx->src);
-    *state = fx;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    fixture_t *fx = *state;
-    harness_rmtree (fx->src);
-    free (fx);
-    return 0;
-}
-
-static uint64_t
-s_rand (uint64_t *state)
-{
-    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return *state >> 33;
+    int rc = harness_dir_setup (state, sizeof (fixture_t));
+    if (rc == 0) {
+        //  The targets go into directories that do not exist yet: reshard
+        //  creates them.
+        fixture_t *fx = *state;
+        snprintf (fx->dst, sizeof fx->dst, "%s/out", fx->src);
+        snprintf (fx->dst2, sizeof fx->dst2, "%s/back", fx->src);
+    }
+    return rc;
 }
 
 static void
 s_fill (float *out, size_t n, uint64_t *seed)
 {
     for (size_t i = 0; i < n; i++)
-        out [i] = (float) (s_rand (seed) % 2000001) / 1e7f - 0.1f;
+        out [i] = (float) (harness_lcg (seed) % 2000001) / 1e7f - 0.1f;
 }
 
 //  A source variable: its name, shape and partitions.
@@ -286,44 +271,7 @@ s_assert_files (const char *dst, const ps_reshard_var_t *vars, int nvars,
 static int
 s_entries (const char *path)
 {
-    DIR *dir = opendir (path);
-    if (!dir)
-        return 0;
-    int count = 0;
-    struct dirent *entry;
-    while ((entry = readdir (dir)))
-        if (strcmp (entry->d_name, ".") && strcmp (entry->d_name, ".."))
-            count++;
-    closedir (dir);
-    return count;
-}
-
-static uint8_t *
-s_slurp (const char *path, size_t *len)
-{
-    FILE *file = fopen (path, "rb");
-    if (!file)
-        fail_msg ("cannot open %s", path);
-    assert_int_equal (fseek (file, 0, SEEK_END), 0);
-    long size = ftell (file);
-    assert_true (size >= 0);
-    rewind (file);
-    uint8_t *data = malloc ((size_t) size + 1);
-    assert_non_null (data);
-    assert_int_equal (fread (data, 1, (size_t) size, file), (size_t) size);
-    fclose (file);
-    *len = (size_t) size;
-    return data;
-}
-
-static void
-s_spit (const char *path, const uint8_t *data, size_t len)
-{
-    FILE *file = fopen (path, "wb");
-    if (!file)
-        fail_msg ("cannot create %s", path);
-    assert_int_equal (fwrite (data, 1, len, file), len);
-    assert_int_equal (fclose (file), 0);
+    return access (path, F_OK) == 0 ? harness_dir_entries (path) : 0;
 }
 
 //  ---------------------------------------------------------------------
@@ -437,8 +385,8 @@ test_round_trip (void **state)
         s_path (fx->src, "dense_1/kernel", k, a, sizeof a);
         s_path (fx->dst2, "dense_1/kernel", k, b, sizeof b);
         size_t alen, blen;
-        uint8_t *adata = s_slurp (a, &alen);
-        uint8_t *bdata = s_slurp (b, &blen);
+        uint8_t *adata = harness_slurp (a, &alen);
+        uint8_t *bdata = harness_slurp (b, &blen);
         assert_int_equal (alen, blen);
         assert_memory_equal (adata, bdata, alen);
         free (adata);
@@ -568,16 +516,16 @@ test_errors (void **state)
 
     //  Rows no file covers: a piece deleted.
     size_t len;
-    uint8_t *saved = s_slurp (kernel1_path, &len);
+    uint8_t *saved = harness_slurp (kernel1_path, &len);
     assert_int_equal (unlink (kernel1_path), 0);
     s_expect_error (fx, vars, 2, PS_ENOTFOUND, "rows [4,10)", "dense/kernel", NULL);
 
     //  A corrupt piece: one flipped byte.
     saved [len / 2] ^= 0x40;
-    s_spit (kernel1_path, saved, len);
+    harness_spit (kernel1_path, saved, len);
     s_expect_error (fx, vars, 2, PS_ECORRUPT, kernel1_path, "checksum", NULL);
     saved [len / 2] ^= 0x40;
-    s_spit (kernel1_path, saved, len);
+    harness_spit (kernel1_path, saved, len);
     free (saved);
 
     //  Overlapping pieces: rows [2, 6) in a third file.
@@ -655,12 +603,13 @@ int
 main (void)
 {
     const struct CMUnitTest tests [] = {
-        cmocka_unit_test_setup_teardown (test_two_to_one, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_one_to_three_uneven, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_three_to_two_unaligned, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_round_trip, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_ledger_intersection, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_errors, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_two_to_one, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_one_to_three_uneven, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_three_to_two_unaligned, s_setup,
+                                         harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_round_trip, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_ledger_intersection, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_errors, s_setup, harness_dir_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

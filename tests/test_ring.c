@@ -64,6 +64,8 @@
 #include <zmq.h>
 
 #include "harness.h"
+#include "harness_case.h"
+#include "harness_rand.h"
 #include "ps_clock.h"
 #include "ps_heap.h"
 #include "ps_log.h"
@@ -146,13 +148,12 @@ typedef struct {
     bool integers;              //  small integers: every sum is exact
 } s_case_t;
 
+//  Output number 0 of a splitmix64 generator whose state is x: a hash of
+//  x.
 static uint64_t
 s_mix (uint64_t x)
 {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
+    return harness_splitmix (&x);
 }
 
 //  Member rank's input of a case: uniform in [-1, 1) times a power of two
@@ -179,23 +180,6 @@ s_fill_bytes (unsigned char *data, size_t bytes, uint64_t seed, int root)
     uint64_t base = s_mix (seed * 7919u + (uint64_t) root);
     for (size_t i = 0; i < bytes; i++)
         data [i] = (unsigned char) s_mix (base + i);
-}
-
-static void
-s_sleep_ms (int ms)
-{
-    struct timespec ts = { ms / 1000, (long) (ms % 1000) * 1000000L };
-    while (nanosleep (&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-//  A loopback endpoint with a port that nobody listens on now.
-static void
-s_free_endpoint (char *buf, size_t len)
-{
-    int port = harness_free_port ();
-    assert_true (port > 0);
-    snprintf (buf, len, "tcp://127.0.0.1:%d", port);
 }
 
 //  ---------------------------------------------------------------------
@@ -1186,7 +1170,7 @@ test_killed_member (void **state)
     char line [S_LINE_MAX];
     for (int i = 0; i < 3; i++)
         s_cluster_expect (&cluster, i, "running", line, sizeof line);
-    s_sleep_ms (100);
+    harness_sleep_ms (100);
     assert_int_equal (kill (cluster.pid [2], SIGKILL), 0);
     assert_int_equal (s_cluster_reap (&cluster, 2), 128 + SIGKILL);
     for (int i = 0; i < 2; i++)
@@ -1235,7 +1219,7 @@ static void *
 s_poke (void *arg)
 {
     s_poke_t *poke = arg;
-    s_sleep_ms (poke->delay_ms);
+    harness_sleep_ms (poke->delay_ms);
     poke->poked_at = ps_clock_ms ();
     if (poke->fd >= 0 && write (poke->fd, "x", 1) != 1)
         fprintf (stderr, "test_ring: poking the watch pipe: %s\n", strerror (errno));
@@ -1302,7 +1286,7 @@ test_watch (void **state)
 {
     (void) state;
     char absent [64];
-    s_free_endpoint (absent, sizeof absent);
+    harness_free_endpoint (absent, sizeof absent);
 
     //  A file descriptor.
     ps_ring_t *ring = s_lone_ring (1, absent, 20000);
@@ -1383,7 +1367,7 @@ test_malformed_in_process (void **state)
 {
     (void) state;
     char absent [64];
-    s_free_endpoint (absent, sizeof absent);
+    harness_free_endpoint (absent, sizeof absent);
     ps_ring_t *ring = s_lone_ring (7, absent, S_TIMEOUT_MS);
     const char *endpoint = ps_ring_endpoint (ring);
     //  One connection, so that the member reads the messages in order,

@@ -12,15 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness_rand.h"
 #include "ps_schedule.h"
-
-//  A small deterministic generator, so that failures reproduce.
-static uint64_t
-s_rand (uint64_t *state)
-{
-    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return *state >> 33;
-}
 
 static uint64_t
 s_next (ps_schedule_t *schedule, int worker)
@@ -544,7 +537,7 @@ s_model_complete (s_model_t *m, uint64_t step)
 static uint64_t
 s_model_pick (const s_model_t *m, int state, uint64_t *seed)
 {
-    uint64_t start = 1 + s_rand (seed) % m->total;
+    uint64_t start = 1 + harness_lcg (seed) % m->total;
     for (uint64_t i = 0; i < m->total; i++) {
         uint64_t step = 1 + (start - 1 + i) % m->total;
         if (m->state [step] == state)
@@ -623,8 +616,8 @@ s_run_model (uint64_t batches, uint64_t total, int nworkers, int worker_stride, 
     int worker_failures = 0;
 
     for (int op = 0; op < ops; op++) {
-        uint64_t roll = s_rand (&seed) % 100;
-        int worker = worker_ids [s_rand (&seed) % (uint64_t) nworkers];
+        uint64_t roll = harness_lcg (&seed) % 100;
+        int worker = worker_ids [harness_lcg (&seed) % (uint64_t) nworkers];
         if (roll < 40) {
             //  A worker asks for a step.
             uint64_t expected = s_model_expected_next (&m);
@@ -663,7 +656,7 @@ s_run_model (uint64_t batches, uint64_t total, int nworkers, int worker_stride, 
         if (roll < 82) {
             //  Any step at all completes, or is reported again; now and then
             //  a step that does not exist.
-            uint64_t step = s_rand (&seed) % (total + 2);
+            uint64_t step = harness_lcg (&seed) % (total + 2);
             int rc = ps_schedule_complete (schedule, step);
             if (step == 0 || step > total)
                 assert_int_equal (rc, PS_EINVAL);
@@ -683,7 +676,7 @@ s_run_model (uint64_t batches, uint64_t total, int nworkers, int worker_stride, 
             //  A worker reports one step failed; sometimes the wrong worker.
             uint64_t step = s_model_pick (&m, S_FLIGHT, &seed);
             if (step) {
-                if (s_rand (&seed) % 4 == 0 && m.owner [step] != worker)
+                if (harness_lcg (&seed) % 4 == 0 && m.owner [step] != worker)
                     assert_int_equal (ps_schedule_release (schedule, worker, step), PS_EINVAL);
                 else {
                     assert_int_equal (ps_schedule_release (schedule, m.owner [step], step), PS_OK);
@@ -788,8 +781,8 @@ test_large (void **state)
     uint64_t completed = 0;
     uint64_t late = 0;
     while (!ps_schedule_finished (schedule)) {
-        int w = (int) (s_rand (&seed) % (uint64_t) nworkers);
-        uint64_t *slot = &held [2 * w + s_rand (&seed) % 2];
+        int w = (int) (harness_lcg (&seed) % (uint64_t) nworkers);
+        uint64_t *slot = &held [2 * w + harness_lcg (&seed) % 2];
         if (*slot == 0) {
             int rc = ps_schedule_next (schedule, w, slot);
             assert_true (rc == PS_OK || rc == PS_ENOTFOUND);
@@ -797,12 +790,12 @@ test_large (void **state)
                 *slot = 0;
             continue;
         }
-        if (s_rand (&seed) % 500 == 0) {
+        if (harness_lcg (&seed) % 500 == 0) {
             //  The worker fails with both its steps; one of them may still
             //  be reported done afterwards.
             size_t count = ps_schedule_release_worker (schedule, w);
             assert_int_equal (count, (held [2 * w] != 0) + (held [2 * w + 1] != 0));
-            if (s_rand (&seed) % 2 == 0) {
+            if (harness_lcg (&seed) % 2 == 0) {
                 assert_int_equal (ps_schedule_complete (schedule, *slot), PS_OK);
                 completed++;
                 late++;
@@ -829,7 +822,7 @@ test_large (void **state)
     for (uint64_t i = 0; i < HELD; i++)
         assert_int_equal ((steps [i] = s_next (schedule, 7)), i + 1);
     for (size_t i = HELD; i > 1; i--) {
-        size_t j = (size_t) (s_rand (&seed) % i);
+        size_t j = (size_t) (harness_lcg (&seed) % i);
         uint64_t tmp = steps [i - 1];
         steps [i - 1] = steps [j];
         steps [j] = tmp;

@@ -27,6 +27,7 @@
 #include <zmq.h>
 
 #include "harness.h"
+#include "harness_case.h"
 #include "ps_client.h"
 #include "ps_msg.h"
 
@@ -42,13 +43,6 @@ static harness_clients_t s_clients;     //  chief:0 and worker:0
 static void *s_ctx;                     //  the raw sockets'
 static uint64_t s_step;                 //  the next step to push
 static float s_values [S_N];            //  what auth/w holds now
-
-static void
-s_ok (int rc, ps_error_t *err)
-{
-    if (rc != 0)
-        fail_msg ("%s: %s", ps_error_name (rc), err->msg);
-}
 
 //  Declare auth/w on client.
 static void
@@ -129,7 +123,7 @@ s_expect_values (void)
     float values [S_N];
     float *outs [] = { values };
     ps_error_t err;
-    s_ok (ps_client_pull (s_clients.data, outs, &err), &err);
+    harness_ok (ps_client_pull (s_clients.data, outs, &err), &err);
     assert_memory_equal (values, s_values, sizeof values);
 }
 
@@ -143,7 +137,7 @@ s_good_push (void)
     const float *grads [] = { grad };
     ps_push_info_t info;
     ps_error_t err;
-    s_ok (ps_client_push (s_clients.data, s_step++, 0, grads, &info, &err), &err);
+    harness_ok (ps_client_push (s_clients.data, s_step++, 0, grads, &info, &err), &err);
     assert_int_equal (info.applied, 1);
     for (int i = 0; i < S_N; i++)
         s_values [i] -= 1;
@@ -171,20 +165,20 @@ s_three_requests (void *dealer)
     ps_writer_t writer;
     ps_error_t err;
     ps_writer_init (&writer, "ping", id++, 0);
-    s_ok (ps_writer_send (&writer, dealer, NULL, 0, NULL, 0, &err), &err);
+    harness_ok (ps_writer_send (&writer, dealer, NULL, 0, NULL, 0, &err), &err);
     ps_writer_reset (&writer, "pull", id++, 1);
     ps_pack_key (&writer.pk, "parts");
     msgpack_pack_array (&writer.pk, 1);
     ps_pack_partref (&writer.pk, "auth/w", 0, 0);
-    s_ok (ps_writer_send (&writer, dealer, NULL, 0, NULL, 0, &err), &err);
+    harness_ok (ps_writer_send (&writer, dealer, NULL, 0, NULL, 0, &err), &err);
     ps_writer_reset (&writer, "shutdown", id++, 0);
-    s_ok (ps_writer_send (&writer, dealer, NULL, 0, NULL, 0, &err), &err);
+    harness_ok (ps_writer_send (&writer, dealer, NULL, 0, NULL, 0, &err), &err);
     ps_writer_fini (&writer);
     int replies = 0;
     ps_msg_t *reply = ps_msg_new ();
     zmq_pollitem_t item = { dealer, 0, ZMQ_POLLIN, 0 };
     while (replies < 3 && zmq_poll (&item, 1, S_SILENCE_MS) == 1) {
-        s_ok (ps_msg_recv (reply, dealer, false, &err), &err);
+        harness_ok (ps_msg_recv (reply, dealer, false, &err), &err);
         replies++;
     }
     ps_msg_destroy (&reply);
@@ -242,7 +236,7 @@ test_strangers_unanswered (void **state)
     assert_true (harness_server_alive (&s_server));
     s_expect_values ();
     ps_error_t err;
-    s_ok (ps_client_ping (s_clients.data, 0, &err), &err);
+    harness_ok (ps_client_ping (s_clients.data, 0, &err), &err);
 
     //  The raw requests themselves are right: a server of its own answers
     //  all three to chief:0 (a pull is forbidden to chief:0, which is an
@@ -250,7 +244,7 @@ test_strangers_unanswered (void **state)
     harness_server_t own;
     assert_int_equal (harness_server_start (&own, 1, NULL), 0);
     void *chief = s_dealer ();
-    s_ok (ps_curve_client (harness_curve ("chief:0"), chief, "ps:1", &err), &err);
+    harness_ok (ps_curve_client (harness_curve ("chief:0"), chief, "ps:1", &err), &err);
     assert_int_equal (zmq_connect (chief, own.endpoint), 0);
     assert_int_equal (s_three_requests (chief), 3);
     assert_int_equal (zmq_close (chief), 0);
@@ -271,7 +265,7 @@ test_worker_refused_control (void **state)
     //  A good snapshot to restore from, taken by the coordinator.
     ps_snap_file_t *files;
     size_t nfiles;
-    s_ok (ps_client_snapshot (s_clients.control, "ckpt-good", &files, &nfiles, &err), &err);
+    harness_ok (ps_client_snapshot (s_clients.control, "ckpt-good", &files, &nfiles, &err), &err);
     free (files);
     s_good_push ();
 
@@ -341,7 +335,7 @@ test_data_roles (void **state)
         ps_client_destroy (&client);
     }
     ps_client_t *evaluator = s_client ("evaluator:0");
-    s_ok (ps_client_pull (evaluator, outs, &err), &err);
+    harness_ok (ps_client_pull (evaluator, outs, &err), &err);
     assert_memory_equal (values, s_values, sizeof values);
     ps_client_destroy (&evaluator);
     //  The step the refused pushes carried is still free.
@@ -409,21 +403,21 @@ test_insecure_serves_plain (void **state)
     const char *endpoints [] = { server.endpoint };
     harness_clients_t clients;
     ps_error_t err;
-    s_ok (harness_clients_open (&clients, endpoints, 1, S_TIMEOUT_MS, true, &err), &err);
+    harness_ok (harness_clients_open (&clients, endpoints, 1, S_TIMEOUT_MS, true, &err), &err);
     s_declare (clients.control);
     s_declare (clients.data);
-    s_ok (ps_client_create (clients.control, &err), &err);
+    harness_ok (ps_client_create (clients.control, &err), &err);
     float grad [S_N], values [S_N];
     for (int i = 0; i < S_N; i++)
         grad [i] = 2;
     const float *grads [] = { grad };
     float *outs [] = { values };
     ps_push_info_t info;
-    s_ok (ps_client_push_pull (clients.data, 0, 0, grads, outs, &info, &err), &err);
+    harness_ok (ps_client_push_pull (clients.data, 0, 0, grads, outs, &info, &err), &err);
     assert_int_equal (info.applied, 1);
     for (int i = 0; i < S_N; i++)
         assert_true (values [i] < 1.0f);
-    s_ok (ps_client_shutdown (clients.control, 0, &err), &err);
+    harness_ok (ps_client_shutdown (clients.control, 0, &err), &err);
     harness_clients_close (&clients);
     assert_int_equal (harness_server_stop (&server, 0), 0);
 }
@@ -435,7 +429,7 @@ test_chief_shutdown (void **state)
     (void) state;
     assert_true (harness_server_alive (&s_server));
     ps_error_t err;
-    s_ok (ps_client_shutdown (s_clients.control, 0, &err), &err);
+    harness_ok (ps_client_shutdown (s_clients.control, 0, &err), &err);
     assert_int_equal (harness_server_stop (&s_server, 0), 0);
 }
 

@@ -22,6 +22,7 @@
 #include <zmq.h>
 
 #include "harness.h"
+#include "harness_case.h"
 #include "ps_client.h"
 #include "ps_msg.h"
 
@@ -69,13 +70,6 @@ s_clients (harness_clients_t *clients, int nservers)
         fail_msg ("clients: %s", err.msg);
 }
 
-static void
-s_ok (int rc, ps_error_t *err)
-{
-    if (rc != 0)
-        fail_msg ("%s: %s", ps_error_name (rc), err->msg);
-}
-
 //  Initial values do not depend on how a variable is partitioned: a kernel
 //  split in three over two servers pulls back exactly the local fill.
 static void
@@ -94,14 +88,14 @@ test_create_matches_local_fill (void **state)
                                             (int64_t []) { 0, 2, 3, 5 }, (int []) { 0, 1, 0 },
                                             &err);
     assert_int_equal (var, 0);
-    s_ok (ps_client_create (clients.control, &err), &err);
+    harness_ok (ps_client_create (clients.control, &err), &err);
     //  Creating again is a no-op.
-    s_ok (ps_client_create (clients.control, &err), &err);
+    harness_ok (ps_client_create (clients.control, &err), &err);
     size_t n = ps_client_variable_size (clients.data, var);
     float *pulled = calloc (n, sizeof (float));
     float *expect = calloc (n, sizeof (float));
-    s_ok (ps_client_pull (clients.data, &pulled, &err), &err);
-    s_ok (ps_init_fill (&init, &shape, 0, 5, expect, &err), &err);
+    harness_ok (ps_client_pull (clients.data, &pulled, &err), &err);
+    harness_ok (ps_init_fill (&init, &shape, 0, 5, expect, &err), &err);
     assert_memory_equal (pulled, expect, n * sizeof (float));
     harness_clients_close (&clients);
     free (pulled);
@@ -130,11 +124,11 @@ test_push_duplicate_push_pull (void **state)
     assert_int_equal (harness_clients_add_variable (&clients, "sgd/b", &bshape, &init, 1,
                                                     (int64_t []) { 0, 4 }, (int []) { 1 }, &err),
                       1);
-    s_ok (ps_client_create (clients.control, &err), &err);
+    harness_ok (ps_client_create (clients.control, &err), &err);
     ps_opt_config_t opt;
     ps_opt_config_default (&opt, PS_OPT_SGD);
     opt.lr = 1;
-    s_ok (ps_client_set_optimizer (clients.control, &opt, &err), &err);
+    harness_ok (ps_client_set_optimizer (clients.control, &opt, &err), &err);
 
     float w [24], b [4], gw [24], gb [4];
     for (int i = 0; i < 24; i++)
@@ -144,14 +138,14 @@ test_push_duplicate_push_pull (void **state)
     const float *grads [] = { gw, gb };
     float *values [] = { w, b };
     ps_push_info_t info;
-    s_ok (ps_client_push (client, 0, 0, grads, &info, &err), &err);
+    harness_ok (ps_client_push (client, 0, 0, grads, &info, &err), &err);
     assert_int_equal (info.applied, 3);
     assert_int_equal (info.duplicates, 0);
     //  The same step again: every partition says duplicate, nothing changes.
-    s_ok (ps_client_push (client, 0, 1, grads, &info, &err), &err);
+    harness_ok (ps_client_push (client, 0, 1, grads, &info, &err), &err);
     assert_int_equal (info.applied, 0);
     assert_int_equal (info.duplicates, 3);
-    s_ok (ps_client_push_pull (client, 1, 0, grads, values, &info, &err), &err);
+    harness_ok (ps_client_push_pull (client, 1, 0, grads, values, &info, &err), &err);
     assert_int_equal (info.applied, 3);
     for (int i = 0; i < 24; i++)
         assert_true (w [i] == 10.0f - 2.0f * (float) (i % 5));
@@ -161,7 +155,7 @@ test_push_duplicate_push_pull (void **state)
     //  Server 1 holds sgd/w part 1 and sgd/b: two updates and one duplicate each.
     ps_part_stats_t *stats;
     size_t count;
-    s_ok (ps_client_stats (clients.control, 1, &stats, &count, &err), &err);
+    harness_ok (ps_client_stats (clients.control, 1, &stats, &count, &err), &err);
     int seen = 0;
     for (size_t i = 0; i < count; i++)
         if (strncmp (stats [i].var, "sgd/", 4) == 0) {
@@ -175,8 +169,8 @@ test_push_duplicate_push_pull (void **state)
 
     //  A learning-rate change keeps the kind: lr 0.5 halves the next step.
     opt.lr = 0.5;
-    s_ok (ps_client_set_optimizer (clients.control, &opt, &err), &err);
-    s_ok (ps_client_push_pull (client, 2, 0, grads, values, &info, &err), &err);
+    harness_ok (ps_client_set_optimizer (clients.control, &opt, &err), &err);
+    harness_ok (ps_client_push_pull (client, 2, 0, grads, values, &info, &err), &err);
     for (int i = 0; i < 4; i++)
         assert_true (b [i] == 10.0f - 2.5f * (float) (i + 1));
     harness_clients_close (&clients);
@@ -203,11 +197,11 @@ test_push_pull_large (void **state)
     assert_int_equal (harness_clients_add_variable (&clients, "large/w", &shape, &init, 4,
                                                     (int64_t []) { 0, 300, 1024, 1500, 2048 },
                                                     (int []) { 1, 0, 1, 0 }, &err), 0);
-    s_ok (ps_client_create (clients.control, &err), &err);
+    harness_ok (ps_client_create (clients.control, &err), &err);
     ps_opt_config_t opt;
     ps_opt_config_default (&opt, PS_OPT_SGD);
     opt.lr = 1;
-    s_ok (ps_client_set_optimizer (clients.control, &opt, &err), &err);
+    harness_ok (ps_client_set_optimizer (clients.control, &opt, &err), &err);
     size_t n = ps_client_variable_size (client, 0);
     float *grad = malloc (n * sizeof (float));
     float *values = malloc (n * sizeof (float));
@@ -217,7 +211,7 @@ test_push_pull_large (void **state)
     const float *grads [] = { grad };
     float *outs [] = { values }, *pulls [] = { pulled };
     for (uint64_t step = 0; step < 3; step++) {
-        s_ok (ps_client_push_pull (client, step, 0, grads, outs, NULL, &err), &err);
+        harness_ok (ps_client_push_pull (client, step, 0, grads, outs, NULL, &err), &err);
         for (size_t i = 0; i < n; i++)
             if (values [i] != 1.0f - (float) (step + 1) * (float) (i % 3))
                 fail_msg ("step %llu: value %zu is %g", (unsigned long long) step, i, values [i]);
@@ -225,7 +219,7 @@ test_push_pull_large (void **state)
         for (size_t i = 0; i < n; i++)
             assert_true (grad [i] == (float) (i % 3));
     }
-    s_ok (ps_client_pull (client, pulls, &err), &err);
+    harness_ok (ps_client_pull (client, pulls, &err), &err);
     assert_memory_equal (values, pulled, n * sizeof (float));
     free (grad);
     free (values);
@@ -251,17 +245,17 @@ test_push_refused_whole (void **state)
     ps_client_add_variable (first, "whole/v1", &shape, &init, 1, (int64_t []) { 0, 3 }, (int []) { 0 }, &err);
     harness_clients_add_variable (&both, "whole/v1", &shape, &init, 1, (int64_t []) { 0, 3 }, (int []) { 0 }, &err);
     harness_clients_add_variable (&both, "whole/v2", &shape, &init, 1, (int64_t []) { 0, 3 }, (int []) { 0 }, &err);
-    s_ok (ps_client_create (both.control, &err), &err);
+    harness_ok (ps_client_create (both.control, &err), &err);
     float grad [3] = { 1, 1, 1 };
     const float *grads [] = { grad, grad };
     for (uint64_t step = 0; step <= 10; step++)
-        s_ok (ps_client_push (first, step, 0, grads, NULL, &err), &err);
+        harness_ok (ps_client_push (first, step, 0, grads, NULL, &err), &err);
     uint64_t far = (UINT64_C (1) << 24) + 5;
     assert_int_equal (ps_client_push (both.data, far, 0, grads, NULL, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "whole/v2"));
     ps_part_stats_t *stats;
     size_t count;
-    s_ok (ps_client_stats (both.control, 0, &stats, &count, &err), &err);
+    harness_ok (ps_client_stats (both.control, 0, &stats, &count, &err), &err);
     for (size_t i = 0; i < count; i++) {
         if (strcmp (stats [i].var, "whole/v1") == 0)
             assert_int_equal (stats [i].updates, 11);
@@ -287,7 +281,7 @@ test_push_fenced (void **state)
     const char *endpoints [] = { server.endpoint };
     ps_error_t err;
     harness_clients_t clients;
-    s_ok (harness_clients_open (&clients, endpoints, 1, 5000, false, &err), &err);
+    harness_ok (harness_clients_open (&clients, endpoints, 1, 5000, false, &err), &err);
     ps_client_t *client = clients.data;
     ps_shape_t shape;
     ps_shape_set (&shape, (int64_t []) { 4 }, 1, NULL);
@@ -295,15 +289,15 @@ test_push_fenced (void **state)
     ps_init_default (&init, PS_INIT_ZEROS);
     harness_clients_add_variable (&clients, "fence/v", &shape, &init, 2, (int64_t []) { 0, 2, 4 },
                                   (int []) { 0, 0 }, &err);
-    s_ok (ps_client_create (clients.control, &err), &err);
+    harness_ok (ps_client_create (clients.control, &err), &err);
     float grad [4] = { 1, 1, 1, 1 }, values [4];
     const float *grads [] = { grad };
     float *outs [] = { values };
     //  Before any fence, untagged pushes are applied.
-    s_ok (ps_client_push (client, 1, 0, grads, NULL, &err), &err);
+    harness_ok (ps_client_push (client, 1, 0, grads, NULL, &err), &err);
     assert_int_equal (ps_client_fence (clients.control, 0, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "generation 0"));
-    s_ok (ps_client_fence (clients.control, 7, &err), &err);
+    harness_ok (ps_client_fence (clients.control, 7, &err), &err);
     ps_client_set_generation (client, 6);
     assert_int_equal (ps_client_push (client, 2, 0, grads, NULL, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "stale generation 6"));
@@ -313,14 +307,14 @@ test_push_fenced (void **state)
     assert_non_null (strstr (err.msg, "no generation"));
     assert_non_null (strstr (err.msg, "fenced at generation 7"));
     assert_int_equal (ps_client_push_pull (client, 5, 0, grads, outs, NULL, &err), PS_EINVAL);
-    s_ok (ps_client_pull (client, outs, &err), &err);
+    harness_ok (ps_client_pull (client, outs, &err), &err);
     for (int i = 0; i < 4; i++)
         assert_true (values [i] == -0.01f);
     ps_client_set_generation (client, 7);
-    s_ok (ps_client_push (client, 6, 0, grads, NULL, &err), &err);
+    harness_ok (ps_client_push (client, 6, 0, grads, NULL, &err), &err);
     ps_part_stats_t *stats;
     size_t count;
-    s_ok (ps_client_stats (clients.control, 0, &stats, &count, &err), &err);
+    harness_ok (ps_client_stats (clients.control, 0, &stats, &count, &err), &err);
     assert_int_equal (count, 2);
     for (size_t i = 0; i < count; i++)
         assert_int_equal (stats [i].updates, 2);
@@ -347,10 +341,10 @@ s_nonfinite_round (harness_clients_t *clients, size_t n, size_t at, float bad, u
         grad [i] = (float) (i % 7) - 3.0f;
     const float *grads [] = { grad };
     float *outs [] = { before };
-    s_ok (ps_client_pull (client, outs, &err), &err);
+    harness_ok (ps_client_pull (client, outs, &err), &err);
     ps_part_stats_t *stats;
     size_t count;
-    s_ok (ps_client_stats (clients->control, 0, &stats, &count, &err), &err);
+    harness_ok (ps_client_stats (clients->control, 0, &stats, &count, &err), &err);
     assert_int_equal (count, 2);
     uint64_t updates = stats [0].updates, nonfinite [2] = { stats [0].nonfinite, stats [1].nonfinite };
     free (stats);
@@ -365,9 +359,9 @@ s_nonfinite_round (harness_clients_t *clients, size_t n, size_t at, float bad, u
     outs [0] = after;
     assert_int_equal (ps_client_push_pull (client, *step, 0, grads, outs, NULL, &err), PS_ENONFINITE);
     assert_non_null (strstr (err.msg, expect));
-    s_ok (ps_client_pull (client, outs, &err), &err);
+    harness_ok (ps_client_pull (client, outs, &err), &err);
     assert_memory_equal (before, after, n * sizeof (float));
-    s_ok (ps_client_stats (clients->control, 0, &stats, &count, &err), &err);
+    harness_ok (ps_client_stats (clients->control, 0, &stats, &count, &err), &err);
     for (size_t i = 0; i < count; i++) {
         assert_int_equal (stats [i].updates, updates);
         assert_int_equal (stats [i].nonfinite, nonfinite [i] + (i == bad_part ? 2 : 0));
@@ -377,10 +371,10 @@ s_nonfinite_round (harness_clients_t *clients, size_t n, size_t at, float bad, u
     //  The step the refused gradient carried is applied when it comes good.
     grad [at] = 1.0f;
     ps_push_info_t info;
-    s_ok (ps_client_push (client, *step, 0, grads, &info, &err), &err);
+    harness_ok (ps_client_push (client, *step, 0, grads, &info, &err), &err);
     assert_int_equal (info.applied, 2);
     (*step)++;
-    s_ok (ps_client_pull (client, outs, &err), &err);
+    harness_ok (ps_client_pull (client, outs, &err), &err);
     for (size_t i = 0; i < n; i++)
         if (!isfinite (after [i]))
             fail_msg ("element %zu is %g after a finite push", i, after [i]);
@@ -406,7 +400,7 @@ test_nonfinite_refused (void **state)
     uint64_t step = 0;
     for (size_t z = 0; z < 2; z++) {
         harness_clients_t clients;
-        s_ok (harness_clients_open (&clients, endpoints, 1, 5000, false, &err), &err);
+        harness_ok (harness_clients_open (&clients, endpoints, 1, 5000, false, &err), &err);
         ps_shape_t shape;
         ps_shape_set (&shape, (int64_t []) { sizes [z], 64 }, 2, NULL);
         ps_init_t init;
@@ -415,7 +409,7 @@ test_nonfinite_refused (void **state)
         harness_clients_add_variable (&clients, "nan/w", &shape, &init, 2,
                                       (int64_t []) { 0, sizes [z] / 2, sizes [z] }, (int []) { 0, 0 },
                                       &err);
-        s_ok (ps_client_create (clients.control, &err), &err);
+        harness_ok (ps_client_create (clients.control, &err), &err);
         size_t n = ps_client_variable_size (clients.data, 0);
         for (int kind = PS_OPT_SGD; kind <= PS_OPT_ADAM; kind++)
             for (int clip = 0; clip < 3; clip++) {
@@ -423,7 +417,7 @@ test_nonfinite_refused (void **state)
                 ps_opt_config_default (&opt, (ps_opt_kind_t) kind);
                 opt.clip_value = clip == 1 ? 1.0 : 0;
                 opt.clip_norm = clip == 2 ? 1.0 : 0;
-                s_ok (ps_client_set_optimizer (clients.control, &opt, &err), &err);
+                harness_ok (ps_client_set_optimizer (clients.control, &opt, &err), &err);
                 float bad = bads [(size_t) (kind + clip) % 3];
                 //  In the first partition, then at the very end of the second.
                 s_nonfinite_round (&clients, n, (size_t) (kind + clip) * 5, bad, &step);
@@ -452,7 +446,7 @@ test_huge_create_refused (void **state)
                             (int64_t []) { 0, INT64_C (1) << 20 }, (int []) { 0 }, &err);
     assert_int_equal (ps_client_create (client, &err), PS_ETOOBIG);
     assert_non_null (strstr (err.msg, "huge/w"));
-    s_ok (ps_client_ping (client, 0, &err), &err);
+    harness_ok (ps_client_ping (client, 0, &err), &err);
     ps_client_destroy (&client);
 }
 
@@ -491,7 +485,7 @@ test_hostile_error_reply (void **state)
     ps_error_t err;
     void *router = zmq_socket (ps_curve_context (), ZMQ_ROUTER);
     assert_non_null (router);
-    s_ok (ps_curve_server (harness_curve ("ps:0"), router, &err), &err);
+    harness_ok (ps_curve_server (harness_curve ("ps:0"), router, &err), &err);
     assert_int_equal (zmq_bind (router, "tcp://127.0.0.1:*"), 0);
     char endpoint [256];
     size_t len = sizeof endpoint;
@@ -530,7 +524,7 @@ test_layout_errors (void **state)
     harness_clients_t good;
     s_clients (&good, 1);
     harness_clients_add_variable (&good, "layout/w", &right, &init, 1, (int64_t []) { 0, 4 }, (int []) { 0 }, &err);
-    s_ok (ps_client_create (good.control, &err), &err);
+    harness_ok (ps_client_create (good.control, &err), &err);
 
     harness_clients_t bad;
     s_clients (&bad, 1);
@@ -557,7 +551,7 @@ test_layout_errors (void **state)
     assert_int_equal (ps_client_set_optimizer (good.control, &opt, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "beta1"));
     //  The server still serves the good client.
-    s_ok (ps_client_pull (good.data, outs, &err), &err);
+    harness_ok (ps_client_pull (good.data, outs, &err), &err);
     harness_clients_close (&good);
     harness_clients_close (&bad);
     ps_client_destroy (&missing);
@@ -589,7 +583,7 @@ test_idle_uses_no_cpu (void **state)
     (void) state;
     ps_client_t *client = s_client (2, "worker:0");
     ps_error_t err;
-    s_ok (ps_client_ping (client, 0, &err), &err);
+    harness_ok (ps_client_ping (client, 0, &err), &err);
     ps_client_destroy (&client);
     long used, spin;
     double wall_ms;
@@ -611,7 +605,7 @@ test_clean_exit (void **state)
     assert_int_equal (harness_server_stop (&s_servers [0], SIGTERM), 0);
     ps_client_t *client = s_client (2, "chief:0");
     ps_error_t err;
-    s_ok (ps_client_shutdown (client, 1, &err), &err);
+    harness_ok (ps_client_shutdown (client, 1, &err), &err);
     ps_client_destroy (&client);
     assert_int_equal (harness_server_stop (&s_servers [1], 0), 0);
 }

@@ -37,6 +37,7 @@
 #include <zmq.h>
 
 #include "harness.h"
+#include "harness_case.h"
 #include "ps_client.h"
 #include "ps_clock.h"
 #include "ps_msg.h"
@@ -91,13 +92,6 @@ s_cleanup (void **state)
     return 0;
 }
 
-static void
-s_ok (int rc, ps_error_t *err)
-{
-    if (rc != 0)
-        fail_msg ("%s: %s", ps_error_name (rc), err->msg);
-}
-
 //  The control and data clients of the server (task ps:0), holding bp/w,
 //  created on the server.
 static void
@@ -105,7 +99,7 @@ s_clients (harness_clients_t *clients, harness_server_t *server)
 {
     const char *endpoints [] = { server->endpoint };
     ps_error_t err;
-    s_ok (harness_clients_open (clients, endpoints, 1, S_TIMEOUT_MS, false, &err), &err);
+    harness_ok (harness_clients_open (clients, endpoints, 1, S_TIMEOUT_MS, false, &err), &err);
     ps_shape_t shape;
     ps_shape_set (&shape, (int64_t []) { S_ROWS, S_COLS }, 2, NULL);
     ps_init_t init;
@@ -114,7 +108,7 @@ s_clients (harness_clients_t *clients, harness_server_t *server)
     if (harness_clients_add_variable (clients, "bp/w", &shape, &init, 1,
                                       (int64_t []) { 0, S_ROWS }, (int []) { 0 }, &err) < 0)
         fail_msg ("bp/w: %s", err.msg);
-    s_ok (ps_client_create (clients->control, &err), &err);
+    harness_ok (ps_client_create (clients->control, &err), &err);
 }
 
 //  A DEALER of task's connected to the server (task ps:0).
@@ -126,7 +120,7 @@ s_dealer (harness_server_t *server, const char *task)
     int linger = 0;
     assert_int_equal (zmq_setsockopt (dealer, ZMQ_LINGER, &linger, sizeof linger), 0);
     ps_error_t err;
-    s_ok (ps_curve_client (harness_curve (task), dealer, "ps:0", &err), &err);
+    harness_ok (ps_curve_client (harness_curve (task), dealer, "ps:0", &err), &err);
     assert_int_equal (zmq_connect (dealer, server->endpoint), 0);
     return dealer;
 }
@@ -146,7 +140,7 @@ s_bad_peer (harness_server_t *server, int b)
     char task [16];
     snprintf (task, sizeof task, "worker:%d", b + 1);
     ps_error_t err;
-    s_ok (ps_curve_client (harness_curve (task), dealer, "ps:0", &err), &err);
+    harness_ok (ps_curve_client (harness_curve (task), dealer, "ps:0", &err), &err);
     assert_int_equal (zmq_connect (dealer, server->endpoint), 0);
     return dealer;
 }
@@ -177,13 +171,13 @@ s_server_stat (harness_server_t *server, const char *key)
     ps_writer_t writer;
     ps_writer_init (&writer, "stats", s_next_id++, 0);
     ps_error_t err;
-    s_ok (ps_writer_send (&writer, dealer, NULL, 0, NULL, 0, &err), &err);
+    harness_ok (ps_writer_send (&writer, dealer, NULL, 0, NULL, 0, &err), &err);
     ps_writer_fini (&writer);
     zmq_pollitem_t item = { dealer, 0, ZMQ_POLLIN, 0 };
     assert_int_equal (zmq_poll (&item, 1, S_TIMEOUT_MS), 1);
     ps_msg_t *reply = ps_msg_new ();
-    s_ok (ps_msg_recv (reply, dealer, false, &err), &err);
-    s_ok (ps_msg_decode (reply, &err), &err);
+    harness_ok (ps_msg_recv (reply, dealer, false, &err), &err);
+    harness_ok (ps_msg_decode (reply, &err), &err);
     assert_string_equal (ps_msg_type (reply), "stats_ok");
     const msgpack_object *field = ps_obj_get (ps_msg_header (reply), key);
     assert_non_null (field);
@@ -203,8 +197,8 @@ s_drain (void *dealer, int *answered, int *refused)
     ps_error_t err;
     zmq_pollitem_t item = { dealer, 0, ZMQ_POLLIN, 0 };
     while (zmq_poll (&item, 1, 1000) == 1) {
-        s_ok (ps_msg_recv (reply, dealer, false, &err), &err);
-        s_ok (ps_msg_decode (reply, &err), &err);
+        harness_ok (ps_msg_recv (reply, dealer, false, &err), &err);
+        harness_ok (ps_msg_decode (reply, &err), &err);
         if (strcmp (ps_msg_type (reply), "pull_ok") == 0)
             (*answered)++;
         else {
@@ -260,7 +254,7 @@ s_good_pulls (ps_client_t *client, int nbad, int ms, double *median, double *slo
             s_bad_pulls (s_bad [b], 5);
         double t0 = ps_clock_ms ();
         ps_error_t err;
-        s_ok (ps_client_pull (client, outs, &err), &err);
+        harness_ok (ps_client_pull (client, outs, &err), &err);
         if (pulls == room) {
             room *= 2;
             took = realloc (took, room * sizeof *took);
@@ -337,7 +331,7 @@ s_misbehave (const char *const *args, int nbad, long max_growth_mib)
     ps_error_t err;
     float *values = malloc ((size_t) S_ROWS * S_COLS * sizeof (float));
     float *outs [] = { values };
-    s_ok (ps_client_pull (client, outs, &err), &err);
+    harness_ok (ps_client_pull (client, outs, &err), &err);
     free (values);
     harness_clients_close (&clients);
     assert_int_equal (harness_server_stop (server, SIGTERM), 0);
@@ -418,11 +412,11 @@ test_fd_limit (void **state)
                   "loop beside it used %ld", used, spin);
     //  The client connected before is served.
     ps_error_t err;
-    s_ok (ps_client_ping (client, 0, &err), &err);
+    harness_ok (ps_client_ping (client, 0, &err), &err);
     float *values = malloc ((size_t) S_ROWS * S_COLS * sizeof (float));
     assert_non_null (values);
     float *outs [] = { values };
-    s_ok (ps_client_pull (client, outs, &err), &err);
+    harness_ok (ps_client_pull (client, outs, &err), &err);
     assert_int_equal (s_count_lines (server->log, "near the file-descriptor limit"), 1);
     //  Once the extra connections close, a new client is served.
     for (int i = 0; i < S_CONNECTIONS; i++) {
@@ -431,7 +425,7 @@ test_fd_limit (void **state)
     }
     harness_clients_t fresh;
     s_clients (&fresh, server);
-    s_ok (ps_client_pull (fresh.data, outs, &err), &err);
+    harness_ok (ps_client_pull (fresh.data, outs, &err), &err);
     assert_true (values [0] == 3.0f);
     free (values);
     harness_clients_close (&fresh);

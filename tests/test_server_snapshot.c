@@ -33,15 +33,9 @@
 #include <zlib.h>
 
 #include "harness.h"
+#include "harness_case.h"
 #include "ps_bytes.h"
 #include "ps_client.h"
-
-static void
-s_ok (int rc, ps_error_t *err)
-{
-    if (rc != 0)
-        fail_msg ("%s: %s", ps_error_name (rc), err->msg);
-}
 
 //  The control and data clients of the n servers, holding snap/kernel and
 //  snap/bias.
@@ -52,7 +46,7 @@ s_clients (harness_clients_t *clients, harness_server_t *servers, int n)
     for (int i = 0; i < n; i++)
         endpoints [i] = servers [i].endpoint;
     ps_error_t err;
-    s_ok (harness_clients_open (clients, endpoints, n, 5000, false, &err), &err);
+    harness_ok (harness_clients_open (clients, endpoints, n, 5000, false, &err), &err);
     ps_shape_t kernel, bias;
     ps_shape_set (&kernel, (int64_t []) { 37, 11 }, 2, NULL);
     ps_shape_set (&bias, (int64_t []) { 11 }, 1, NULL);
@@ -75,20 +69,6 @@ s_grads (uint64_t step, float *kernel, float *bias)
         bias [i] = (float) cos ((double) (step * 17 + (uint64_t) i));
 }
 
-static char *
-s_read_file (const char *path, size_t *len)
-{
-    FILE *file = fopen (path, "rb");
-    assert_non_null (file);
-    fseek (file, 0, SEEK_END);
-    *len = (size_t) ftell (file);
-    fseek (file, 0, SEEK_SET);
-    char *data = malloc (*len + 1);
-    assert_int_equal (fread (data, 1, *len, file), *len);
-    fclose (file);
-    return data;
-}
-
 static void
 test_kill_restore_identical (void **state)
 {
@@ -102,11 +82,11 @@ test_kill_restore_identical (void **state)
     harness_clients_t clients;
     s_clients (&clients, servers, 2);
     ps_error_t err;
-    s_ok (ps_client_create (clients.control, &err), &err);
+    harness_ok (ps_client_create (clients.control, &err), &err);
     ps_opt_config_t opt;
     ps_opt_config_default (&opt, PS_OPT_ADAM);
     opt.lr = 0.01;
-    s_ok (ps_client_set_optimizer (clients.control, &opt, &err), &err);
+    harness_ok (ps_client_set_optimizer (clients.control, &opt, &err), &err);
     float gk [37 * 11], gb [11], k1 [37 * 11], b1 [11], k2 [37 * 11], b2 [11];
     const float *grads [] = { gk, gb };
     float *first [] = { k1, b1 }, *second [] = { k2, b2 };
@@ -115,7 +95,7 @@ test_kill_restore_identical (void **state)
         if (step == 4)
             continue;
         s_grads (step, gk, gb);
-        s_ok (ps_client_push (clients.data, step, 0, grads, NULL, &err), &err);
+        harness_ok (ps_client_push (clients.data, step, 0, grads, NULL, &err), &err);
     }
     //  Requests name directories relative to the root.
     const char *name1 = "ckpt-1", *name2 = "nested/ckpt-2";
@@ -127,16 +107,16 @@ test_kill_restore_identical (void **state)
     assert_int_equal (mkdir (nested, 0755), 0);
     ps_snap_file_t *files;
     size_t nfiles;
-    s_ok (ps_client_snapshot (clients.control, name1, &files, &nfiles, &err), &err);
+    harness_ok (ps_client_snapshot (clients.control, name1, &files, &nfiles, &err), &err);
     assert_int_equal (nfiles, 3);
     for (size_t i = 0; i < nfiles; i++) {
         assert_int_equal (files [i].version, 9);
         assert_true (files [i].bytes > 0);
     }
-    s_ok (ps_client_pull (clients.data, first, &err), &err);
+    harness_ok (ps_client_pull (clients.data, first, &err), &err);
     //  Continue on the original servers to know where training should go.
     s_grads (10, gk, gb);
-    s_ok (ps_client_push_pull (clients.data, 10, 0, grads, first, NULL, &err), &err);
+    harness_ok (ps_client_push_pull (clients.data, 10, 0, grads, first, NULL, &err), &err);
     harness_clients_close (&clients);
 
     //  Crash both servers; start new processes and restore.
@@ -145,10 +125,10 @@ test_kill_restore_identical (void **state)
         assert_int_equal (harness_server_start (&servers [i], i, args), 0);
     }
     s_clients (&clients, servers, 2);
-    s_ok (ps_client_restore (clients.control, name1, &err), &err);
+    harness_ok (ps_client_restore (clients.control, name1, &err), &err);
     ps_part_stats_t *stats;
     size_t count;
-    s_ok (ps_client_stats (clients.control, 0, &stats, &count, &err), &err);
+    harness_ok (ps_client_stats (clients.control, 0, &stats, &count, &err), &err);
     assert_int_equal (count, 1);
     assert_int_equal (stats [0].updates, 9);
     free (stats);
@@ -156,14 +136,14 @@ test_kill_restore_identical (void **state)
     //  step count, counters and ledger all came back.
     ps_snap_file_t *again;
     size_t nagain;
-    s_ok (ps_client_snapshot (clients.control, name2, &again, &nagain, &err), &err);
+    harness_ok (ps_client_snapshot (clients.control, name2, &again, &nagain, &err), &err);
     assert_int_equal (nagain, nfiles);
     for (size_t i = 0; i < nfiles; i++) {
         char path1 [1024], path2 [1024];
         snprintf (path1, sizeof path1, "%s/%s", dir1, files [i].file);
         snprintf (path2, sizeof path2, "%s/%s", dir2, again [i].file);
         size_t len1, len2;
-        char *data1 = s_read_file (path1, &len1), *data2 = s_read_file (path2, &len2);
+        uint8_t *data1 = harness_slurp (path1, &len1), *data2 = harness_slurp (path2, &len2);
         assert_int_equal (len1, len2);
         assert_memory_equal (data1, data2, len1);
         assert_int_equal (files [i].crc, again [i].crc);
@@ -174,16 +154,16 @@ test_kill_restore_identical (void **state)
     //  Replayed steps are duplicates; the hole (step 4) is not.
     s_grads (3, gk, gb);
     ps_push_info_t info;
-    s_ok (ps_client_push (clients.data, 3, 0, grads, &info, &err), &err);
+    harness_ok (ps_client_push (clients.data, 3, 0, grads, &info, &err), &err);
     assert_int_equal (info.duplicates, 3);
     //  Step 10 gives exactly what it gave on the original servers.
     s_grads (10, gk, gb);
-    s_ok (ps_client_push_pull (clients.data, 10, 0, grads, second, &info, &err), &err);
+    harness_ok (ps_client_push_pull (clients.data, 10, 0, grads, second, &info, &err), &err);
     assert_int_equal (info.applied, 3);
     assert_memory_equal (k1, k2, sizeof k1);
     assert_memory_equal (b1, b2, sizeof b1);
     s_grads (4, gk, gb);
-    s_ok (ps_client_push (clients.data, 4, 0, grads, &info, &err), &err);
+    harness_ok (ps_client_push (clients.data, 4, 0, grads, &info, &err), &err);
     assert_int_equal (info.applied, 3);
 
     //  A corrupted snapshot is refused by file name, and the server keeps
@@ -206,7 +186,7 @@ test_kill_restore_identical (void **state)
     s_clients (&other, servers, 2);
     assert_int_equal (ps_client_restore (other.control, name2, &err), PS_ECORRUPT);
     harness_clients_close (&other);
-    s_ok (ps_client_stats (clients.control, 0, &stats, &count, &err), &err);
+    harness_ok (ps_client_stats (clients.control, 0, &stats, &count, &err), &err);
     assert_int_equal (stats [0].updates, 11);
     free (stats);
     //  A file copied over another partition's name is refused by name.
@@ -226,10 +206,10 @@ test_kill_restore_identical (void **state)
     //  update: refused by name, with the field, and nothing changes.
     ps_snap_file_t *third;
     size_t nthird;
-    s_ok (ps_client_snapshot (clients.control, "ckpt-3", &third, &nthird, &err), &err);
+    harness_ok (ps_client_snapshot (clients.control, "ckpt-3", &third, &nthird, &err), &err);
     snprintf (path, sizeof path, "%s/ckpt-3/%s", root, third [0].file);
     size_t len;
-    char *good = s_read_file (path, &len);
+    uint8_t *good = harness_slurp (path, &len);
     static const struct { size_t offset; double value; const char *field; } bad [] = {
         { 240, NAN, "lr" }, { 296, -1, "clip_value" },
     };
@@ -241,10 +221,7 @@ test_kill_restore_identical (void **state)
         memcpy (&bits, &bad [b].value, sizeof bits);
         ps_put_u64 (data + bad [b].offset, bits);
         ps_put_u32 (data + len - 4, (uint32_t) crc32 (crc32 (0, Z_NULL, 0), data, (uInt) (len - 4)));
-        FILE *out = fopen (path, "wb");
-        assert_non_null (out);
-        assert_int_equal (fwrite (data, 1, len, out), len);
-        assert_int_equal (fclose (out), 0);
+        harness_spit (path, data, len);
         free (data);
         assert_int_equal (ps_client_restore (clients.control, "ckpt-3", &err), PS_ECORRUPT);
         assert_non_null (strstr (err.msg, third [0].file));
@@ -252,7 +229,7 @@ test_kill_restore_identical (void **state)
     }
     free (third);
     free (good);
-    s_ok (ps_client_stats (clients.control, 0, &stats, &count, &err), &err);
+    harness_ok (ps_client_stats (clients.control, 0, &stats, &count, &err), &err);
     assert_int_equal (stats [0].updates, 11);
     free (stats);
 
@@ -306,7 +283,7 @@ test_paths_confined (void **state)
     harness_clients_t clients;
     s_clients (&clients, servers, 1);
     ps_error_t err;
-    s_ok (ps_client_create (clients.control, &err), &err);
+    harness_ok (ps_client_create (clients.control, &err), &err);
 
     char absolute [160], escape [160];
     snprintf (absolute, sizeof absolute, "%s/abs", outside);
@@ -343,9 +320,9 @@ test_paths_confined (void **state)
     assert_int_equal (symlink (inner, alias), 0);
     ps_snap_file_t *files;
     size_t nfiles;
-    s_ok (ps_client_snapshot (clients.control, "alias", &files, &nfiles, &err), &err);
+    harness_ok (ps_client_snapshot (clients.control, "alias", &files, &nfiles, &err), &err);
     assert_int_equal (nfiles, 3);
-    s_ok (ps_client_restore (clients.control, "inner", &err), &err);
+    harness_ok (ps_client_restore (clients.control, "inner", &err), &err);
     //  A snapshot file in a good directory that is a symlink leading out
     //  is refused too (the file it leads to is a valid snapshot).
     char moved [1024], file_link [1024];
@@ -362,7 +339,7 @@ test_paths_confined (void **state)
     //  Without a root, both requests are refused and say how to fix it.
     assert_int_equal (harness_server_start (&server, 0, NULL), 0);
     s_clients (&clients, servers, 1);
-    s_ok (ps_client_create (clients.control, &err), &err);
+    harness_ok (ps_client_create (clients.control, &err), &err);
     s_refused (clients.control, "ckpt-1", "--checkpoint-root");
     harness_clients_close (&clients);
     assert_int_equal (harness_server_stop (&server, SIGTERM), 0);

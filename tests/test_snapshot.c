@@ -9,7 +9,6 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +18,9 @@
 #include <zlib.h>
 
 #include "harness.h"
+#include "harness_case.h"
+#include "harness_case.h"
+#include "harness_rand.h"
 #include "ps_bytes.h"
 #include "ps_snapshot.h"
 
@@ -38,36 +40,19 @@
 #define HEADER_SIZE    352
 
 typedef struct {
-    char dir [64];
+    char dir [HARNESS_DIR_SIZE];
     char path [256];
 } fixture_t;
 
 static int
 s_setup (void **state)
 {
-    fixture_t *fx = calloc (1, sizeof (fixture_t));
-    if (!fx)
-        return -1;
-    harness_tmpdir (fx->dir, sizeof fx->dir);
-    snprintf (fx->path, sizeof fx->path, "%s/dense_1%%2Fkernel.part3.snap", fx->dir);
-    *state = fx;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    fixture_t *fx = *state;
-    harness_rmtree (fx->dir);
-    free (fx);
-    return 0;
-}
-
-static uint64_t
-s_rand (uint64_t *state)
-{
-    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return *state >> 33;
+    int rc = harness_dir_setup (state, sizeof (fixture_t));
+    if (rc == 0) {
+        fixture_t *fx = *state;
+        snprintf (fx->path, sizeof fx->path, "%s/dense_1%%2Fkernel.part3.snap", fx->dir);
+    }
+    return rc;
 }
 
 //  A partition of rows [2, 7) of a [10, 3, 4] variable with random values
@@ -100,12 +85,12 @@ s_make (ps_snapshot_t *snap, ps_opt_kind_t kind, uint64_t seed)
     snap->values = malloc (n * sizeof (float));
     assert_non_null (snap->values);
     for (size_t i = 0; i < n; i++)
-        snap->values [i] = (float) s_rand (&seed) / 1e6f - 1000.0f;
+        snap->values [i] = (float) harness_lcg (&seed) / 1e6f - 1000.0f;
     for (int k = 0; k < ps_opt_slot_count (kind); k++) {
         snap->slots [k] = malloc (n * sizeof (float));
         assert_non_null (snap->slots [k]);
         for (size_t i = 0; i < n; i++)
-            snap->slots [k][i] = (float) s_rand (&seed) / 1e9f;
+            snap->slots [k][i] = (float) harness_lcg (&seed) / 1e9f;
     }
     snap->ledger = ps_ledger_new ();
     assert_non_null (snap->ledger);
@@ -158,21 +143,6 @@ s_assert_same (const ps_snapshot_t *a, const ps_snapshot_t *b)
     assert_true (ps_ledger_equal (a->ledger, b->ledger));
 }
 
-//  Number of entries in the directory besides . and ..
-static int
-s_dir_entries (const char *path)
-{
-    DIR *dir = opendir (path);
-    assert_non_null (dir);
-    int count = 0;
-    struct dirent *entry;
-    while ((entry = readdir (dir)))
-        if (strcmp (entry->d_name, ".") && strcmp (entry->d_name, ".."))
-            count++;
-    closedir (dir);
-    return count;
-}
-
 static void
 test_round_trip (void **state)
 {
@@ -185,7 +155,7 @@ test_round_trip (void **state)
         if (ps_snapshot_write (fx->path, &snap, &err))
             fail_msg ("write failed: %s", err.msg);
         //  Only the final file remains: the temporary one was renamed.
-        assert_int_equal (s_dir_entries (fx->dir), 1);
+        assert_int_equal (harness_dir_entries (fx->dir), 1);
 
         ps_snapshot_t back;
         if (ps_snapshot_read (fx->path, &back, &err))
@@ -227,7 +197,7 @@ test_overwrite_and_edges (void **state)
     snap.ledger = ps_ledger_new ();
     assert_non_null (snap.ledger);
     assert_int_equal (ps_snapshot_write (fx->path, &snap, NULL), PS_OK);
-    assert_int_equal (s_dir_entries (fx->dir), 1);
+    assert_int_equal (harness_dir_entries (fx->dir), 1);
 
     ps_snapshot_t back;
     assert_int_equal (ps_snapshot_read (fx->path, &back, NULL), PS_OK);
@@ -521,8 +491,8 @@ test_missing_and_unwritable (void **state)
     assert_int_equal (ps_snapshot_write (path, &snap, &err), PS_EIO);
     assert_non_null (strstr (err.msg, path));
     assert_non_null (strstr (err.msg, "rename"));
-    assert_int_equal (s_dir_entries (fx->dir), 1);
-    assert_int_equal (s_dir_entries (path), 1);
+    assert_int_equal (harness_dir_entries (fx->dir), 1);
+    assert_int_equal (harness_dir_entries (path), 1);
     assert_int_equal (unlink (inner), 0);
     assert_int_equal (rmdir (path), 0);
 
@@ -531,7 +501,7 @@ test_missing_and_unwritable (void **state)
     assert_int_equal (ps_snapshot_write (fx->path, &snap, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, fx->path));
     assert_non_null (strstr (err.msg, "row range"));
-    assert_int_equal (s_dir_entries (fx->dir), 0);
+    assert_int_equal (harness_dir_entries (fx->dir), 0);
     s_unmake (&snap);
 }
 
@@ -573,13 +543,14 @@ int
 main (void)
 {
     const struct CMUnitTest tests [] = {
-        cmocka_unit_test_setup_teardown (test_round_trip, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_overwrite_and_edges, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_truncated, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_flipped_byte, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_inconsistent_fields, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_bad_optimizer_values, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_missing_and_unwritable, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_round_trip, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_overwrite_and_edges, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_truncated, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_flipped_byte, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_inconsistent_fields, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_bad_optimizer_values, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_missing_and_unwritable, s_setup,
+                                         harness_dir_teardown),
         cmocka_unit_test (test_filename),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -43,13 +43,6 @@ typedef struct {
     int npids;
 } s_test_t;
 
-static void
-s_sleep_ms (int ms)
-{
-    struct timespec pause = { ms / 1000, (long) (ms % 1000) * 1000000 };
-    nanosleep (&pause, NULL);
-}
-
 //  The state letter of /proc/PID/stat, and the process group in *pgrp;
 //  0 when the process does not exist.
 static char
@@ -113,7 +106,7 @@ s_wait_gone (pid_t pid, int timeout_ms)
     for (int waited = 0; waited < timeout_ms; waited += 5) {
         if (s_gone (pid))
             return true;
-        s_sleep_ms (5);
+        harness_sleep_ms (5);
     }
     return s_gone (pid);
 }
@@ -126,7 +119,7 @@ s_wait_group_gone (pid_t pgid, int timeout_ms)
     for (int waited = 0; waited < timeout_ms; waited += 5) {
         if (s_group_gone (pgid))
             return true;
-        s_sleep_ms (5);
+        harness_sleep_ms (5);
     }
     return s_group_gone (pgid);
 }
@@ -167,7 +160,7 @@ s_wait_file (const char *path, int timeout_ms)
     for (int waited = 0; waited < timeout_ms; waited += 5) {
         if (access (path, F_OK) == 0)
             return true;
-        s_sleep_ms (5);
+        harness_sleep_ms (5);
     }
     return false;
 }
@@ -197,7 +190,7 @@ s_next_event (s_test_t *test, ps_child_event_t *event, int timeout_ms)
                 s_track (test, ps_supervisor_pid (test->sup, i));
         if (n == 1)
             return true;
-        s_sleep_ms (2);
+        harness_sleep_ms (2);
     }
     return false;
 }
@@ -214,7 +207,7 @@ s_wait_state (s_test_t *test, int child, ps_child_state_t state, int timeout_ms)
         ps_child_event_t event;
         if (ps_supervisor_poll (test->sup, &event, 1))
             fail_msg ("unexpected event for child %d: status %d", event.child, event.status);
-        s_sleep_ms (2);
+        harness_sleep_ms (2);
     }
     if (ps_supervisor_pid (test->sup, child) > 0)
         s_track (test, ps_supervisor_pid (test->sup, child));

@@ -15,6 +15,13 @@
 //  ps_ledger_equal and ps_ledger_encode work on the words directly: the last
 //  live word is never zero (words are only created to hold a new bit and are
 //  only dropped from the front), and word 0 holds the set bits below base.
+//
+//  Step 0 is kept apart, in `zero`, and its bit in the window is set from
+//  the start whether step 0 comes or not. A cluster numbers its steps from
+//  1, so a watermark that waited for step 0 would never move, and the
+//  window would grow one bit per step until the span limit stopped the
+//  run. Some clients do number from 0, and the flag records their step 0
+//  exactly once like any other.
 
 #include "ps_bytes.h"
 #include "ps_ledger.h"
@@ -27,18 +34,40 @@
 #define S_HEADER_SIZE  20
 
 struct _ps_ledger_t {
-    uint64_t base;          //  every step below base is recorded
-    uint64_t count;         //  distinct steps recorded
+    uint64_t base;          //  every step in [1, base) is recorded; base >= 1
+    uint64_t count;         //  distinct steps recorded, step 0 included
+    bool zero;              //  step 0 is recorded
     uint64_t *words;        //  storage; the live window is words [head, head + nwords)
     size_t head;
     size_t nwords;
     size_t capacity;        //  words allocated
 };
 
+//  A ledger with no window and a watermark of 0, for the constructors to
+//  fill in.
+static ps_ledger_t *
+s_alloc (void)
+{
+    return calloc (1, sizeof (ps_ledger_t));
+}
+
+static int s_extend (ps_ledger_t *self, size_t need, ps_error_t *err);
+
 ps_ledger_t *
 ps_ledger_new (void)
 {
-    return calloc (1, sizeof (ps_ledger_t));
+    ps_ledger_t *self = s_alloc ();
+    if (!self)
+        return NULL;
+    //  Step 0's bit is set from the start (see the top of this file), so
+    //  the watermark waits for step 1.
+    self->base = 1;
+    if (s_extend (self, 1, NULL)) {
+        ps_ledger_destroy (&self);
+        return NULL;
+    }
+    self->words [0] = 1;
+    return self;
 }
 
 void
@@ -158,6 +187,13 @@ int
 ps_ledger_mark (ps_ledger_t *self, uint64_t step, ps_error_t *err)
 {
     assert (self);
+    if (step == 0) {
+        if (self->zero)
+            return PS_DUPLICATE;
+        self->zero = true;
+        self->count++;
+        return PS_OK;
+    }
     if (step < self->base)
         return PS_DUPLICATE;
     int rc = s_check_step (self, step, err);
@@ -182,6 +218,8 @@ bool
 ps_ledger_contains (const ps_ledger_t *self, uint64_t step)
 {
     assert (self);
+    if (step == 0)
+        return self->zero;
     if (step < self->base)
         return true;
     uint64_t offset = step - s_origin (self);
@@ -204,8 +242,18 @@ ps_ledger_base (const ps_ledger_t *self)
     return self->base;
 }
 
+//  The watermark the encoding states. It is the ledger's own, except when
+//  neither step 0 nor step 1 is recorded: the encoding then states 0, as
+//  every writer did before step 0 was kept apart, so that an empty
+//  ledger, or one without step 1, is written byte for byte as before.
+static uint64_t
+s_encoded_base (const ps_ledger_t *self)
+{
+    return self->zero || self->base > 1 ? self->base : 0;
+}
+
 //  Number of words the encoding needs: enough to reach the highest recorded
-//  step above the watermark, counted from the watermark.
+//  step above the watermark, counted from the encoded watermark.
 static size_t
 s_encoded_words (const ps_ledger_t *self)
 {
@@ -216,7 +264,7 @@ s_encoded_words (const ps_ledger_t *self)
                  + (uint64_t) (63 - __builtin_clzll (last));
     if (top < self->base)
         return 0;
-    return (size_t) ((top - self->base) / 64 + 1);
+    return (size_t) ((top - s_encoded_base (self)) / 64 + 1);
 }
 
 size_t
@@ -235,17 +283,23 @@ ps_ledger_encode (const ps_ledger_t *self, uint8_t *buf)
     assert (self);
     assert (buf);
     size_t nwords = s_encoded_words (self);
-    ps_put_u64 (buf, self->base);
+    uint64_t base = s_encoded_base (self);
+    ps_put_u64 (buf, base);
     ps_put_u64 (buf + 8, self->count);
     ps_put_u32 (buf + 16, (uint32_t) nwords);
-    //  An empty ledger has no array at all, and arithmetic on a null
+    //  An empty window has no array at all, and arithmetic on a null
     //  pointer is undefined even when it adds nothing.
     const uint64_t *live = nwords ? self->words + self->head : NULL;
-    unsigned shift = (unsigned) (self->base - s_origin (self));
+    unsigned shift = (unsigned) (base - s_origin (self));
     for (size_t j = 0; j < nwords; j++) {
         uint64_t word = live [j] >> shift;
         if (shift && j + 1 < self->nwords)
             word |= live [j + 1] << (64 - shift);
+        //  With an encoded watermark of 0, bit 0 is step 0, which is not
+        //  recorded: its bit in the window was only set to let the
+        //  watermark pass it.
+        if (j == 0 && base == 0)
+            word &= ~UINT64_C (1);
         ps_put_u64 (buf + S_HEADER_SIZE + 8 * j, word);
     }
 }
@@ -296,37 +350,55 @@ ps_ledger_decode (const uint8_t *buf, size_t len, ps_error_t *err)
     uint64_t population = 0;
     for (size_t j = 0; j < nwords; j++)
         population += (uint64_t) __builtin_popcountll (ps_get_u64 (bits + 8 * j));
-    if (count < base || count - base != population) {
+    //  The count tells whether step 0 is recorded: every step below a
+    //  watermark of 1 or more and the bitmap's, or, from a watermark of 2,
+    //  one fewer below it when step 0 is missing (see schemas/snapshot.md).
+    bool zero;
+    if (count >= base && count - base == population)
+        zero = base > 0;
+    else
+    if (base >= 2 && count >= base - 1 && count - (base - 1) == population)
+        zero = false;
+    else {
         ps_error_set (err, PS_ECORRUPT,
-                      "ledger: count is %llu, expected %llu below the watermark plus %llu in the bitmap",
-                      (unsigned long long) count, (unsigned long long) base,
-                      (unsigned long long) population);
+                      "ledger: count is %llu, expected %llu in the bitmap plus %llu below the "
+                      "watermark %llu (or one fewer there without step 0)",
+                      (unsigned long long) count, (unsigned long long) population,
+                      (unsigned long long) base, (unsigned long long) base);
         return NULL;
     }
 
-    ps_ledger_t *self = ps_ledger_new ();
+    ps_ledger_t *self = s_alloc ();
     if (!self) {
         ps_error_set (err, PS_ETOOBIG, "ledger: cannot allocate a ledger");
         return NULL;
     }
     self->base = base;
     self->count = count;
+    self->zero = zero;
     unsigned shift = (unsigned) (base - s_origin (self));
     //  Live words reach from the origin to the highest set bit, which is
     //  either the top recorded step or, with nothing above the watermark,
-    //  the filled-in step just below it.
-    size_t need = nwords > 0 ? (size_t) ((shift + top) / 64 + 1) : (shift > 0 ? 1 : 0);
+    //  the filled-in step just below it, or step 0's bit.
+    size_t need = nwords > 0 ? (size_t) ((shift + top) / 64 + 1) : (shift > 0 || base == 0 ? 1 : 0);
     if (s_extend (self, need, err)) {
         ps_ledger_destroy (&self);
         return NULL;
     }
     if (need > 0)
-        self->words [0] = (UINT64_C (1) << shift) - 1;
+        self->words [0] |= (UINT64_C (1) << shift) - 1;
     for (size_t j = 0; j < nwords; j++) {
         uint64_t word = ps_get_u64 (bits + 8 * j);
         self->words [j] |= word << shift;
         if (shift && j + 1 < need)
             self->words [j + 1] |= word >> (64 - shift);
+    }
+    if (base == 0) {
+        //  Step 0's bit, and the watermark moved past the steps from 1 the
+        //  bitmap holds: writers before step 0 was kept apart left it at 0
+        //  for good.
+        self->words [0] |= 1;
+        s_advance (self);
     }
     return self;
 }
@@ -340,6 +412,7 @@ ps_ledger_equal (const ps_ledger_t *a, const ps_ledger_t *b)
     //  contents mean equal watermarks and equal live words.
     return a->base == b->base
         && a->count == b->count
+        && a->zero == b->zero
         && a->nwords == b->nwords
         && (a->nwords == 0
             || memcmp (a->words + a->head, b->words + b->head,
@@ -371,19 +444,22 @@ ps_ledger_intersect (const ps_ledger_t *a, const ps_ledger_t *b, ps_error_t *err
     //  both being aligned to multiples of 64 steps.
     const ps_ledger_t *low = a->base <= b->base ? a : b;
     const ps_ledger_t *other = low == a ? b : a;
-    ps_ledger_t *self = ps_ledger_new ();
+    ps_ledger_t *self = s_alloc ();
     if (!self) {
         ps_error_set (err, PS_ETOOBIG, "ledger: cannot allocate a ledger");
         return NULL;
     }
     self->base = low->base;
+    self->zero = a->zero && b->zero;
     if (s_extend (self, low->nwords, err)) {
         ps_ledger_destroy (&self);
         return NULL;
     }
     uint64_t origin = s_origin (low);
     //  The steps below the origin, then those of the words, which include
-    //  the steps [origin, base) kept set in word 0.
+    //  the steps [origin, base) kept set in word 0. Step 0 is among them
+    //  in both ledgers whether it was recorded or not, and is taken off
+    //  again when it was not.
     uint64_t count = origin;
     for (size_t i = 0; i < low->nwords; i++) {
         uint64_t word = low->words [low->head + i] & s_word_at (other, origin + 64 * (uint64_t) i);
@@ -394,6 +470,6 @@ ps_ledger_intersect (const ps_ledger_t *a, const ps_ledger_t *b, ps_error_t *err
     //  the canonical form ps_ledger_equal and ps_ledger_encode rely on.
     while (self->nwords > 0 && self->words [self->nwords - 1] == 0)
         self->nwords--;
-    self->count = count;
+    self->count = self->zero ? count : count - 1;
     return self;
 }

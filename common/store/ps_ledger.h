@@ -2,12 +2,13 @@
 //  that a push repeated for the same step (a re-run of a failed worker's
 //  step, or a late push from a worker that was presumed dead) is ignored.
 //
-//  Step ids are dense: the coordinator numbers steps 0, 1, 2, ... and every
+//  Step ids are dense: the coordinator numbers steps 1, 2, 3, ... and every
 //  one is eventually applied. The ledger therefore stores a watermark `base`
-//  below which every step is known to be applied, plus a bitmap for the
-//  window of steps above it. Memory is proportional to the spread between
-//  the oldest missing step and the newest applied one, not to the number of
-//  steps seen.
+//  below which every step from 1 is known to be applied, plus a bitmap for
+//  the window of steps above it. Memory is proportional to the spread
+//  between the oldest missing step and the newest applied one, not to the
+//  number of steps seen. Step 0, which no cluster uses but clients may, is
+//  recorded apart, so that its absence never holds the watermark back.
 
 #ifndef PS_LEDGER_H_INCLUDED
 #define PS_LEDGER_H_INCLUDED
@@ -50,7 +51,9 @@ bool ps_ledger_contains (const ps_ledger_t *self, uint64_t step);
 //  Number of distinct steps recorded.
 uint64_t ps_ledger_count (const ps_ledger_t *self);
 
-//  Every step below the watermark has been recorded.
+//  The watermark, at least 1: every step from 1 below it has been
+//  recorded, and it has not. Step 0 is outside it (ps_ledger_contains
+//  tells).
 uint64_t ps_ledger_base (const ps_ledger_t *self);
 
 //  Serialize into a self-describing little-endian byte string (format in
@@ -58,9 +61,11 @@ uint64_t ps_ledger_base (const ps_ledger_t *self);
 size_t ps_ledger_encoded_size (const ps_ledger_t *self);
 void ps_ledger_encode (const ps_ledger_t *self, uint8_t *buf);
 
-//  Parse what ps_ledger_encode wrote. Returns NULL with PS_ECORRUPT when the
-//  bytes are inconsistent (wrong length, bits set past the end, counts that
-//  do not match the bitmap).
+//  Parse what ps_ledger_encode wrote, or what it wrote before step 0 was
+//  recorded apart (a watermark of 0 over steps from 1, which is moved up
+//  here). Returns NULL with PS_ECORRUPT when the bytes are inconsistent
+//  (wrong length, bits set past the end, counts that do not match the
+//  bitmap).
 ps_ledger_t *ps_ledger_decode (const uint8_t *buf, size_t len, ps_error_t *err);
 
 //  True when both ledgers hold the same steps.
