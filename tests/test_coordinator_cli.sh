@@ -245,7 +245,7 @@ expect "flat model trains" 0 "training done" -- \
   --log-dir "$work/flat-logs"
 printf '{"input_shape": [28, 28, 1], "layers": [{"type": "Flatten"},\n' >"$work/typo.json"
 printf ' {"type": "Dense", "unit": 10}]}\n' >>"$work/typo.json"
-expect "model spec with an unknown field" 2 "$work/typo.json|layer 1|'unit'" -- \
+expect "model spec with an unknown field" 2 "$work/typo.json: at /layers/1/unit: unknown key \"unit\"" -- \
   env TF_CONFIG="$good" "$coordinator" --model "$work/typo.json"
 expect "--model nosuch" 2 "\"nosuch\"|cnn, cnn2, mlp" -- \
   env TF_CONFIG="$good" "$coordinator" --model nosuch

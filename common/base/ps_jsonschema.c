@@ -478,7 +478,7 @@ s_describe_type (const json_t *schema, const char *type, char *buf, size_t size)
         long long l = least ? (long long) json_integer_value (least) : 0;
         s_append (buf, size, "an array");
         if (most && l == json_integer_value (most))
-            s_append (buf, size, " of %lld items", l);
+            s_append (buf, size, " of %lld item%s", l, l == 1 ? "" : "s");
         else
         if (l > 0 && most)
             s_append (buf, size, " of %lld to %lld items", l, (long long) json_integer_value (most));
@@ -747,12 +747,6 @@ s_validate_value (s_walk_t *walk, const json_t *schema, const json_t *value, ps_
 static int
 s_validate_object (s_walk_t *walk, const json_t *schema, const json_t *value, ps_error_t *err)
 {
-    const json_t *required = json_object_get (schema, "required");
-    size_t i;
-    const json_t *name;
-    json_array_foreach (required, i, name)
-        if (!json_object_get (value, json_string_value (name)))
-            return s_fail (walk, err, "missing required key \"%s\"", json_string_value (name));
     const json_t *properties = json_object_get (schema, "properties");
     const json_t *additional = json_object_get (schema, "additionalProperties");
     const char *key;
@@ -780,6 +774,14 @@ s_validate_object (s_walk_t *walk, const json_t *schema, const json_t *value, ps
         if (rc)
             return rc;
     }
+    //  After the keys present, so that a misspelt key is reported as
+    //  unknown rather than as the required key it was meant to be.
+    const json_t *required = json_object_get (schema, "required");
+    size_t i;
+    const json_t *name;
+    json_array_foreach (required, i, name)
+        if (!json_object_get (value, json_string_value (name)))
+            return s_fail (walk, err, "missing required key \"%s\"", json_string_value (name));
     return 0;
 }
 
@@ -911,6 +913,30 @@ s_concrete (const ps_jsonschema_t *self, const json_t *schema, const char *keywo
     return schema;
 }
 
+//  The schema of property key: the object's own, or one that a member of
+//  its allOf, that member's then or else, or a $ref adds (as a layer's
+//  type picks its fields).
+static const json_t *
+s_find_property (const ps_jsonschema_t *self, const json_t *schema, const char *key, int depth)
+{
+    if (!json_is_object (schema) || depth > S_DEPTH_MAX)
+        return NULL;
+    const json_t *found = json_object_get (json_object_get (schema, "properties"), key);
+    const json_t *ref = json_object_get (schema, "$ref");
+    if (!found && ref)
+        found = s_find_property (self, s_resolve (self, json_string_value (ref)), key, depth + 1);
+    const json_t *all = json_object_get (schema, "allOf");
+    for (size_t i = 0; !found && i < json_array_size (all); i++) {
+        const json_t *member = json_array_get (all, i);
+        found = s_find_property (self, member, key, depth + 1);
+        if (!found)
+            found = s_find_property (self, json_object_get (member, "then"), key, depth + 1);
+        if (!found)
+            found = s_find_property (self, json_object_get (member, "else"), key, depth + 1);
+    }
+    return found;
+}
+
 int
 ps_jsonschema_describe (const ps_jsonschema_t *self, const char *pointer, char *buf,
                         size_t size, ps_error_t *err)
@@ -941,7 +967,7 @@ ps_jsonschema_describe (const ps_jsonschema_t *self, const char *pointer, char *
         const json_t *properties = json_object_get (object, "properties");
         const json_t *next = NULL;
         if (properties) {
-            next = json_object_get (properties, token);
+            next = s_find_property (self, object, token, 0);
             if (!next && json_is_false (json_object_get (object, "additionalProperties"))) {
                 char list [320] = "";
                 const char *known;
