@@ -487,7 +487,7 @@ s_describe_type (const json_t *schema, const char *type, char *buf, size_t size)
             s_append (buf, size, " of at most %lld items", (long long) json_integer_value (most));
         else
         if (l > 0)
-            s_append (buf, size, " of at least %lld items", l);
+            s_append (buf, size, " of at least %lld item%s", l, l == 1 ? "" : "s");
     }
     else
     if (strcmp (type, "boolean") == 0)
@@ -845,6 +845,27 @@ s_validate_choice (s_walk_t *walk, const json_t *list, bool one, const json_t *v
     return s_fail (walk, err, "expected %s, got %s", expected, got);
 }
 
+//  A failure under "then" holds only because "if" did: when "if" names
+//  constant properties (a kind, a type), say so after the message
+//  ("... (as kind is \"fixed\")").
+static void
+s_why (const json_t *condition, ps_error_t *err)
+{
+    char why [128] = "";
+    const char *key;
+    const json_t *property;
+    json_object_foreach (json_object_get (condition, "properties"), key, property) {
+        const json_t *constant = json_object_get (property, "const");
+        char quoted [S_QUOTE_MAX];
+        if (!constant)
+            continue;
+        ps_jsonschema_quote (constant, quoted, sizeof quoted);
+        s_append (why, sizeof why, "%s%s is %s", why [0] ? " and " : "", key, quoted);
+    }
+    if (err && why [0])
+        s_append (err->msg, sizeof err->msg, " (as %s)", why);
+}
+
 static int
 s_validate (s_walk_t *walk, const json_t *schema, const json_t *value, ps_error_t *err)
 {
@@ -879,6 +900,8 @@ s_validate (s_walk_t *walk, const json_t *schema, const json_t *value, ps_error_
         const json_t *branch = json_object_get (schema, holds ? "then" : "else");
         if (branch)
             rc = s_validate (walk, branch, value, err);
+        if (rc && holds)
+            s_why (v, err);
     }
     walk->depth--;
     return rc;
