@@ -124,14 +124,8 @@ static const struct {
 //  A job file holds a few hundred bytes; a larger one is not a job file.
 #define S_FILE_MAX  ((size_t) 1 << 20)
 
-static const char *const s_lr_kind_names [] = { "constant", "piecewise", "cosine" };
 static const char *const s_mode_names [] = { "async", "mirrored" };
 
-static const char *
-s_lr_kind_name (ps_lr_kind_t kind)
-{
-    return (unsigned) kind < 3 ? s_lr_kind_names [kind] : "unknown";
-}
 
 //  ---------------------------------------------------------------------
 //  The table
@@ -164,7 +158,7 @@ s_name_of (const ps_job_t *job, int index)
             name = ps_opt_kind_name (*(const ps_opt_kind_t *) p);
             break;
         case S_LR_KIND:
-            name = s_lr_kind_name (*(const ps_lr_kind_t *) p);
+            name = ps_lr_kind_name (*(const ps_lr_kind_t *) p);
             break;
         case S_PART_KIND:
             name = ps_partitioner_kind_name (*(const ps_partitioner_kind_t *) p);
@@ -792,18 +786,6 @@ ps_job_to_json (const ps_job_t *job)
 }
 
 int
-ps_lr_kind_parse (const char *name, ps_lr_kind_t *kind, ps_error_t *err)
-{
-    for (int i = 0; i < 3; i++)
-        if (strcmp (name, s_lr_kind_names [i]) == 0) {
-            *kind = (ps_lr_kind_t) i;
-            return 0;
-        }
-    return ps_error_set (err, PS_EINVAL, "unknown learning-rate schedule \"%s\", expected "
-                         "constant, piecewise or cosine", name);
-}
-
-int
 ps_mode_parse (const char *name, ps_mode_t *mode, ps_error_t *err)
 {
     for (int i = 0; i < 2; i++)
@@ -818,40 +800,4 @@ const char *
 ps_mode_name (ps_mode_t mode)
 {
     return (unsigned) mode < 2 ? s_mode_names [mode] : "unknown";
-}
-
-double
-ps_lr_at (const ps_lr_schedule_t *schedule, double base_lr, uint64_t step,
-          uint64_t steps_per_epoch, uint64_t total_steps)
-{
-    assert (schedule);
-    //  Step ids start at 1; a 0 is taken for the first step.
-    uint64_t s = step > 0 ? step : 1;
-    uint64_t w = schedule->warmup_steps;
-    int n = schedule->nboundaries;
-    n = n < 0 ? 0 : n > PS_JOB_MAX_BOUNDARIES ? PS_JOB_MAX_BOUNDARIES : n;
-    if (w > 0 && s <= w) {
-        double first = schedule->kind == PS_LR_PIECEWISE ? schedule->values [0] : base_lr;
-        return first * (double) s / (double) w;
-    }
-    if (schedule->kind == PS_LR_PIECEWISE) {
-        //  Boundaries are in epochs, so a fractional one falls between
-        //  epochs; Keras compares the 0-based step, s - 1.
-        double position = (double) (s - 1);
-        for (int i = 0; i < n; i++)
-            if (position < schedule->boundaries [i] * (double) steps_per_epoch)
-                return schedule->values [i];
-        return schedule->values [n];
-    }
-    if (schedule->kind == PS_LR_COSINE) {
-        uint64_t d = schedule->decay_steps > 0 ? schedule->decay_steps : total_steps;
-        //  The decay spans the steps after the warm-up, at least one so
-        //  that a run no longer than its warm-up does not divide by 0.
-        double span = d > w ? (double) (d - w) : 0.0;
-        span = fmax (1.0, span);
-        double p = fmin ((double) (s - 1 - w), span) / span;
-        double alpha = schedule->alpha;
-        return base_lr * ((1.0 - alpha) * 0.5 * (1.0 + cos (M_PI * p)) + alpha);
-    }
-    return base_lr;
 }
