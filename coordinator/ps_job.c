@@ -509,10 +509,11 @@ s_overlay_object (s_overlay_t *self, const json_t *obj, const char *prefix, ps_e
 {
     //  The kind comes first: a new optimizer kind resets the keys given
     //  beside it.
-    const json_t *kind = json_object_get (obj, "kind");
     char path [S_PATH_MAX];
     s_join (path, prefix, "kind");
-    int rc = kind ? s_store (self, s_key_index (path), kind, err) : 0;
+    int kind_index = s_key_index (path);
+    const json_t *kind = kind_index >= 0 ? json_object_get (obj, "kind") : NULL;
+    int rc = kind ? s_store (self, kind_index, kind, err) : 0;
     const char *key;
     const json_t *value;
     json_object_foreach ((json_t *) obj, key, value) {

@@ -594,6 +594,36 @@ test_wrong_type (void **state)
     s_assert_fails (fx, "[1, 2]", PS_EINVAL, "at the top level: expected an object, got [1,2]", NULL);
 }
 
+//  What JSON Schema counts differs from what a C field holds in two ways,
+//  both settled here: a number with no fraction is an integer (3.0 is 3),
+//  and a string's length is in characters, while a path must also fit its
+//  1024-byte field.
+static void
+test_schema_counts (void **state)
+{
+    fixture_t *fx = *state;
+    ps_job_t job;
+    ps_job_default (&job, 2);
+    s_load (&job, s_write (fx, "real.json", "{\"epochs\": 7.0, \"seed\": 1e3}"));
+    assert_int_equal (job.epochs, 7);
+    assert_int_equal (job.seed, 1000);
+    //  600 two-byte characters (UTF-8 for e acute): within the schema's
+    //  1023 characters, but 1200 bytes.
+    char text [1400] = "{\"model\": \"";
+    for (int i = 0; i < 600; i++)
+        strcat (text, "\xc3\xa9");
+    strcat (text, "\"}");
+    s_assert_fails (fx, text, PS_EINVAL,
+                    "at /model: expected a string of at most 1023 bytes, got 1200 bytes", NULL);
+    //  511 of them fit.
+    snprintf (text, sizeof text, "{\"data_dir\": \"");
+    for (int i = 0; i < 511; i++)
+        strcat (text, "\xc3\xa9");
+    strcat (text, "\"}");
+    s_load (&job, s_write (fx, "wide.json", text));
+    assert_int_equal (strlen (job.data_dir), 1022);
+}
+
 static void
 test_out_of_range (void **state)
 {
@@ -1183,6 +1213,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_too_large, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_unknown_key, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_wrong_type, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_schema_counts, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_out_of_range, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_bad_enum, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_piecewise, s_setup, s_teardown),
