@@ -37,6 +37,7 @@
 #include "ps_file.h"
 #include "ps_json.h"
 #include "ps_jsonschema.h"
+#include "ps_jsonvalue.h"
 
 extern const char ps_job_schema_json [];
 
@@ -445,13 +446,13 @@ s_store (s_overlay_t *self, int index, const json_t *value, ps_error_t *err)
     int rc = 0;
     switch (s_keys [index].store) {
         case S_INT:
-            *(int *) p = (int) ps_jsonschema_integer (value);
+            *(int *) p = (int) ps_jsonvalue_integer (value);
             break;
         case S_INT64:
-            *(int64_t *) p = (int64_t) ps_jsonschema_integer (value);
+            *(int64_t *) p = (int64_t) ps_jsonvalue_integer (value);
             break;
         case S_UINT64:
-            *(uint64_t *) p = (uint64_t) ps_jsonschema_integer (value);
+            *(uint64_t *) p = (uint64_t) ps_jsonvalue_integer (value);
             break;
         case S_DOUBLE:
             *(double *) p = json_number_value (value);

@@ -18,7 +18,9 @@
 //  (RFC 6901), with what the schema expected there and what it got:
 //    at /optimizer/lr: expected a number > 0, got "fast"
 //  Callers put the file's name in front. Lengths count characters (code
-//  points), as the standard says, not bytes.
+//  points), as the standard says, not bytes, and 1.0 is an integer: the
+//  values as JSON Schema sees them are ps_jsonvalue.h's, and the words of
+//  the messages come from ps_schemadoc.h, which reads schemas.
 
 #ifndef PS_JSONSCHEMA_H_INCLUDED
 #define PS_JSONSCHEMA_H_INCLUDED
@@ -60,17 +62,5 @@ int ps_jsonschema_describe (const ps_jsonschema_t *self, const char *pointer, ch
 
 //  The schema itself, borrowed.
 const json_t *ps_jsonschema_root (const ps_jsonschema_t *self);
-
-//  Whether value is an integer as JSON Schema counts them: a JSON integer
-//  or a real with no fractional part (1.0).
-bool ps_jsonschema_is_integer (const json_t *value);
-
-//  The value of a number the validator accepted as an integer within the
-//  64-bit range.
-json_int_t ps_jsonschema_integer (const json_t *value);
-
-//  A value as text for a message: JSON, cut short with "..." when longer
-//  than size allows; reals with the fewest digits that read back exactly.
-void ps_jsonschema_quote (const json_t *value, char *buf, size_t size);
 
 #endif

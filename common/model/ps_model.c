@@ -18,6 +18,7 @@
 #include "ps_file.h"
 #include "ps_json.h"
 #include "ps_jsonschema.h"
+#include "ps_jsonvalue.h"
 #include "ps_mix.h"
 
 extern const char ps_model_schema_json [];
@@ -68,10 +69,10 @@ static void
 s_size2 (const json_t *value, int out [2])
 {
     if (!json_is_array (value))
-        out [0] = out [1] = (int) ps_jsonschema_integer (value);
+        out [0] = out [1] = (int) ps_jsonvalue_integer (value);
     else {
-        out [0] = (int) ps_jsonschema_integer (json_array_get (value, 0));
-        out [1] = (int) ps_jsonschema_integer (json_array_get (value, 1));
+        out [0] = (int) ps_jsonvalue_integer (json_array_get (value, 0));
+        out [1] = (int) ps_jsonvalue_integer (json_array_get (value, 1));
     }
 }
 
@@ -195,7 +196,7 @@ s_resolve_layer (ps_model_t *self, int index, const json_t *obj, const json_t *f
                                  k [0], k [1], *h, *w);
         l->out_c = *c;
         if (kind == PS_LAYER_CONV2D) {
-            l->out_c = (int) ps_jsonschema_integer (json_object_get (obj, "filters"));
+            l->out_c = (int) ps_jsonvalue_integer (json_object_get (obj, "filters"));
             int64_t kdims [4] = { k [0], k [1], *c, l->out_c };
             if ((rc = s_add_weights (self, l, kdims, 4, bias, err)))
                 return rc;
@@ -208,7 +209,7 @@ s_resolve_layer (ps_model_t *self, int index, const json_t *obj, const json_t *f
                                  "input is [%d, %d, %d]; add a Flatten layer before it",
                                  where, *h, *w, *c);
         l->out_h = l->out_w = 1;
-        l->out_c = (int) ps_jsonschema_integer (json_object_get (obj, "units"));
+        l->out_c = (int) ps_jsonvalue_integer (json_object_get (obj, "units"));
         int64_t kdims [2] = { *c, l->out_c };
         if ((rc = s_add_weights (self, l, kdims, 2, bias, err)))
             return rc;
@@ -275,9 +276,9 @@ s_build (ps_model_t *self, const json_t *spec, const json_t *layer_defs, const c
 
     const json_t *input = json_object_get (spec, "input_shape");
     bool flat = json_array_size (input) == 1;
-    int h = flat ? 1 : (int) ps_jsonschema_integer (json_array_get (input, 0));
-    int w = flat ? 1 : (int) ps_jsonschema_integer (json_array_get (input, 1));
-    int c = (int) ps_jsonschema_integer (json_array_get (input, flat ? 0 : 2));
+    int h = flat ? 1 : (int) ps_jsonvalue_integer (json_array_get (input, 0));
+    int w = flat ? 1 : (int) ps_jsonvalue_integer (json_array_get (input, 1));
+    int c = (int) ps_jsonvalue_integer (json_array_get (input, flat ? 0 : 2));
     self->in_h = h, self->in_w = w, self->in_c = c;
     char where [PS_ERROR_MSG_MAX / 2];
     snprintf (where, sizeof where, "%s: input_shape", origin);
