@@ -1,20 +1,10 @@
 //  The job: what a training run does (schemas/job.md, checked against
-//  schemas/job.json). The coordinator reads it from --job FILE, applies its
+//  the JSON Schema schemas/job.schema.json). The coordinator reads it from --job FILE, applies its
 //  command-line flags on top, validates the result and hands workers the
 //  parts they need in their plan; a checkpoint records it so that a resumed
 //  run trains the same job.
 //
-//  The learning-rate schedules are Keras's, by global step s (1-based, the
-//  step id) with E steps per epoch and T steps in the run:
-//    constant    lr
-//    piecewise   PiecewiseConstantDecay with boundaries in epochs:
-//                values[i] for the first i with s - 1 < boundaries[i] * E,
-//                values[n] past the last boundary (n + 1 values)
-//    cosine      CosineDecay with floor alpha over D = decay_steps (0: T):
-//                lr * ((1 - alpha) * 0.5 * (1 + cos (pi * p)) + alpha),
-//                p = min (s - 1 - W, D') / D', D' = max (1, D - W)
-//  where W = warmup_steps (0: none): for s <= W every kind gives its
-//  first rate (lr, or values[0]) times s / W, a linear warm-up.
+//  The learning-rate schedule is a concept of its own: ps_lr_schedule.h.
 
 #ifndef PS_JOB_H_INCLUDED
 #define PS_JOB_H_INCLUDED
@@ -27,23 +17,11 @@
 #include <jansson.h>
 
 #include "ps_error.h"
+#include "ps_lr_schedule.h"
 #include "ps_optimizer.h"
 #include "ps_partitioner.h"
 
-#define PS_JOB_MAX_BOUNDARIES 16
 #define PS_JOB_PATH_MAX 1024
-
-typedef enum { PS_LR_CONSTANT, PS_LR_PIECEWISE, PS_LR_COSINE } ps_lr_kind_t;
-
-typedef struct {
-    ps_lr_kind_t kind;
-    int nboundaries;                            //  piecewise
-    double boundaries [PS_JOB_MAX_BOUNDARIES];  //  epochs, increasing, > 0
-    double values [PS_JOB_MAX_BOUNDARIES + 1];  //  learning rates, > 0
-    double alpha;                               //  cosine floor, [0, 1]
-    uint64_t decay_steps;                       //  cosine; 0 = the whole run
-    uint64_t warmup_steps;                      //  any kind; 0 = none
-} ps_lr_schedule_t;
 
 typedef enum { PS_MODE_ASYNC, PS_MODE_MIRRORED } ps_mode_t;
 
@@ -88,9 +66,10 @@ typedef struct {
 void ps_job_default (ps_job_t *job, int nservers);
 
 //  Overlay the keys of a job file (or of a JSON object from a checkpoint
-//  manifest; source names it in messages) onto *job. Every key is
-//  checked: unknown keys, wrong types and out-of-range values are errors
-//  naming source, the key path ("optimizer.lr") and what was expected.
+//  manifest; source names it in messages) onto *job. The object is first
+//  validated against the schema: unknown keys, wrong types and
+//  out-of-range values are errors naming source, the key's JSON pointer
+//  ("at /optimizer/lr") and what was expected.
 //  An optimizer kind other than the current one first resets every
 //  optimizer field to that kind's defaults. The result is then checked as
 //  ps_job_validate checks it, except for the rules between keys that
@@ -104,7 +83,7 @@ int ps_job_load_file (ps_job_t *job, const char *path, ps_error_t *err);
 int ps_job_load_json (ps_job_t *job, const json_t *obj, const char *source, ps_error_t *err);
 
 //  Check the combination (ranges, piecewise lengths, a checkpoint interval
-//  without a directory, ...). Errors name the key.
+//  without a directory, ...). Errors name the key by its JSON pointer.
 int ps_job_validate (const ps_job_t *job, ps_error_t *err);
 
 //  The whole job as a JSON object that ps_job_load_json reads back to an
@@ -113,15 +92,8 @@ int ps_job_validate (const ps_job_t *job, ps_error_t *err);
 //  string that is not UTF-8), all of which ps_job_validate refuses.
 json_t *ps_job_to_json (const ps_job_t *job);
 
-//  Parse "constant", "piecewise" or "cosine"; "async" or "mirrored".
-int ps_lr_kind_parse (const char *name, ps_lr_kind_t *kind, ps_error_t *err);
+//  Parse "async" or "mirrored".
 int ps_mode_parse (const char *name, ps_mode_t *mode, ps_error_t *err);
 const char *ps_mode_name (ps_mode_t mode);
-
-//  The learning rate for step (1-based) of a run of total_steps steps of
-//  steps_per_epoch each, base_lr being the optimizer's lr (constant and
-//  cosine scale it; piecewise uses its own values).
-double ps_lr_at (const ps_lr_schedule_t *schedule, double base_lr, uint64_t step,
-                 uint64_t steps_per_epoch, uint64_t total_steps);
 
 #endif

@@ -83,18 +83,18 @@ expect "--epochs 99999999999" 2 "--epochs \"99999999999\": expected a whole numb
   env TF_CONFIG="$good" "$coordinator" --epochs 99999999999 --register-timeout-ms 300
 expect "--ps \" 2\"" 2 "--ps \" 2\"|whole number in 1..256" -- \
   "$coordinator" --local --ps " 2" --epochs 0
-expect "--epochs 0" 2 "\"epochs\"|1 .. 2147483647|got 0" -- \
+expect "--epochs 0" 2 "at /epochs|1 .. 2147483647|got 0" -- \
   env TF_CONFIG="$good" "$coordinator" --epochs 0
 expect "--batch 1.5" 2 "--batch \"1.5\"|whole number" -- \
   env TF_CONFIG="$good" "$coordinator" --batch 1.5
-expect "--batch 0" 2 "\"batch_size\"|got 0" -- env TF_CONFIG="$good" "$coordinator" --batch 0
+expect "--batch 0" 2 "at /batch_size|got 0" -- env TF_CONFIG="$good" "$coordinator" --batch 0
 expect "--limit 12x" 2 "--limit \"12x\"" -- env TF_CONFIG="$good" "$coordinator" --limit 12x
 expect "--lr abc" 2 "--lr \"abc\"|number" -- env TF_CONFIG="$good" "$coordinator" --lr abc
-expect "--lr 0" 2 "\"optimizer.lr\"|> 0|got 0" -- env TF_CONFIG="$good" "$coordinator" --lr 0
-expect "--keep 0" 2 "\"checkpoint.keep\"|got 0" -- env TF_CONFIG="$good" "$coordinator" --keep 0
-expect "--heartbeat-ms 0" 2 "\"heartbeat.interval_ms\"|got 0" -- \
+expect "--lr 0" 2 "at /optimizer/lr|> 0|got 0" -- env TF_CONFIG="$good" "$coordinator" --lr 0
+expect "--keep 0" 2 "at /checkpoint/keep|got 0" -- env TF_CONFIG="$good" "$coordinator" --keep 0
+expect "--heartbeat-ms 0" 2 "at /heartbeat/interval_ms|got 0" -- \
   env TF_CONFIG="$good" "$coordinator" --heartbeat-ms 0
-expect "heartbeat timeout below the interval" 2 "\"heartbeat.timeout_ms\"|interval_ms" -- \
+expect "heartbeat timeout below the interval" 2 "at /heartbeat/timeout_ms|interval_ms" -- \
   env TF_CONFIG="$good" "$coordinator" --heartbeat-ms 1000 --heartbeat-timeout-ms 500
 expect "--register-timeout-ms abc" 2 "--register-timeout-ms \"abc\"" -- \
   env TF_CONFIG="$good" "$coordinator" --register-timeout-ms abc
@@ -116,7 +116,7 @@ expect "--local with --cluster" 2 "--local and --cluster FILE" -- \
   "$coordinator" --local --cluster "$work/spec.json" --epochs 0
 # --local picks a free port for every task; a large cluster must still get
 # distinct ones (then it fails on --epochs 0, before starting anything).
-expect "--local: 513 distinct ports" 2 "\"epochs\"|got 0" -- \
+expect "--local: 513 distinct ports" 2 "at /epochs|got 0" -- \
   "$coordinator" --local --ps 256 --workers 256 --epochs 0
 # Mirrored mode waits for its workers (the servers listed are not used);
 # none comes here, so it gives up after the registration timeout, naming
@@ -130,7 +130,7 @@ expect "--local --mode mirrored --evaluator" 2 "--evaluator|the workers evaluate
 expect "--mode sync" 2 "--mode|sync" -- env TF_CONFIG="$good" "$coordinator" --mode sync
 expect "--data /nonexistent" 2 "/nonexistent/train-images-idx3-ubyte" -- \
   env TF_CONFIG="$good" "$coordinator" --data /nonexistent
-expect "checkpoint interval without a directory" 2 "\"checkpoint.every_steps\"|checkpoint.dir" -- \
+expect "checkpoint interval without a directory" 2 "at /checkpoint/every_steps|checkpoint.dir" -- \
   env TF_CONFIG="$good" "$coordinator" --checkpoint-steps 10
 
 # --- the cluster spec: TF_CONFIG ------------------------------------------------
@@ -191,26 +191,26 @@ printf '{"epochs": 2,\n "batch_size": 64,,}\n' >"$work/job-json.json"
 expect "job: bad JSON" 2 "$work/job-json.json|bad JSON|line 2, column" -- \
   env TF_CONFIG="$good" "$coordinator" --job "$work/job-json.json"
 printf '{"epochs": 2, "frobnicate": 1}\n' >"$work/job-key.json"
-expect "job: unknown key" 2 "$work/job-key.json|\"frobnicate\"|expected one of" -- \
+expect "job: unknown key" 2 "$work/job-key.json: at /frobnicate: unknown key \"frobnicate\"|expected one of" -- \
   env TF_CONFIG="$good" "$coordinator" --job "$work/job-key.json"
 printf '{"optimizer": {"frob": 1}}\n' >"$work/job-nested.json"
-expect "job: unknown nested key" 2 "$work/job-nested.json|\"optimizer.frob\"" -- \
+expect "job: unknown nested key" 2 "$work/job-nested.json: at /optimizer/frob: unknown key \"frob\"" -- \
   env TF_CONFIG="$good" "$coordinator" --job "$work/job-nested.json"
 printf '{"epochs": "two"}\n' >"$work/job-type.json"
-expect "job: wrong type" 2 "$work/job-type.json|\"epochs\"|integer|\"two\"" -- \
+expect "job: wrong type" 2 "$work/job-type.json: at /epochs|integer|\"two\"" -- \
   env TF_CONFIG="$good" "$coordinator" --job "$work/job-type.json"
 printf '{"optimizer": {"lr": -1}}\n' >"$work/job-lr.json"
-expect "job: lr out of range" 2 "$work/job-lr.json|\"optimizer.lr\"|> 0|-1" -- \
+expect "job: lr out of range" 2 "$work/job-lr.json: at /optimizer/lr|> 0|-1" -- \
   env TF_CONFIG="$good" "$coordinator" --job "$work/job-lr.json"
 printf '{"optimizer": {"kind": "rmsprop"}}\n' >"$work/job-enum.json"
-expect "job: bad enum" 2 "$work/job-enum.json|\"optimizer.kind\"|\"adam\"|\"rmsprop\"" -- \
+expect "job: bad enum" 2 "$work/job-enum.json: at /optimizer/kind|\"adam\"|\"rmsprop\"" -- \
   env TF_CONFIG="$good" "$coordinator" --job "$work/job-enum.json"
 printf '{"mode": "mirrored"}\n' >"$work/job-mirrored.json"
 expect "job: mode mirrored, no worker" 1 "0 of 1 workers registered" -- \
   env TF_CONFIG="$good" "$coordinator" --job "$work/job-mirrored.json" --register-timeout-ms 300
 printf '{"epochs": 2,\n "steps": 9223372036854775808}\n' >"$work/job-big.json"
 expect "job: an integer beyond 64 bits" 2 \
-  "$work/job-big.json: key \"steps\": expected an integer in 0 .. 9223372036854775807, got 9223372036854775808" -- \
+  "$work/job-big.json: at /steps: expected an integer in 0 .. 9223372036854775807, got 9223372036854775808" -- \
   env TF_CONFIG="$good" "$coordinator" --job "$work/job-big.json"
 expect "job: missing file" 2 "$work/none-job.json" -- \
   env TF_CONFIG="$good" "$coordinator" --job "$work/none-job.json"
@@ -245,7 +245,7 @@ expect "flat model trains" 0 "training done" -- \
   --log-dir "$work/flat-logs"
 printf '{"input_shape": [28, 28, 1], "layers": [{"type": "Flatten"},\n' >"$work/typo.json"
 printf ' {"type": "Dense", "unit": 10}]}\n' >>"$work/typo.json"
-expect "model spec with an unknown field" 2 "$work/typo.json|layer 1|'unit'" -- \
+expect "model spec with an unknown field" 2 "$work/typo.json: at /layers/1/unit: unknown key \"unit\"" -- \
   env TF_CONFIG="$good" "$coordinator" --model "$work/typo.json"
 expect "--model nosuch" 2 "\"nosuch\"|cnn, cnn2, mlp" -- \
   env TF_CONFIG="$good" "$coordinator" --model nosuch

@@ -1,5 +1,5 @@
 //  Unit tests for jobs (coordinator/ps_job.c): the defaults, and the
-//  defaults and keys of schemas/job.json against them; a job file naming
+//  defaults and keys of schemas/job.schema.json against them; a job file naming
 //  every key; a second file changing only what it names, an optimizer kind
 //  that resets the other optimizer keys; every kind of error (bad JSON,
 //  unknown keys, wrong types, values out of range, bad enum values, the
@@ -273,35 +273,34 @@ test_defaults (void **state)
     s_assert_jobs_equal (&loaded, &job);
 }
 
-//  Compare the schema's keys under fields with obj (ps_job_to_json of the
+//  Compare the schema's properties with obj (ps_job_to_json of the
 //  defaults): the same keys, and each default the schema gives is the
-//  default job's value.
+//  default job's value. Only a computed default (the partitioner's
+//  max_shards: the number of servers) is left out of the schema.
 static void
-s_compare_schema (const json_t *fields, const json_t *obj, const char *prefix)
+s_compare_schema (const json_t *properties, const json_t *obj, const char *prefix)
 {
     const char *key;
     const json_t *field;
-    assert_int_equal (json_object_size (fields), json_object_size (obj));
-    json_object_foreach ((json_t *) fields, key, field) {
+    assert_int_equal (json_object_size (properties), json_object_size (obj));
+    json_object_foreach ((json_t *) properties, key, field) {
         char path [96];
-        snprintf (path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", key);
+        snprintf (path, sizeof path, "%s/%s", prefix, key);
         const json_t *value = json_object_get (obj, key);
         if (!value)
             fail_msg ("schema key %s is not in ps_job_to_json's output", path);
+        if (!json_object_get (field, "description"))
+            fail_msg ("schema key %s has no description", path);
         const char *type = json_string_value (json_object_get (field, "type"));
-        if (strcmp (type, "object") == 0) {
-            s_compare_schema (json_object_get (field, "fields"), value, path);
+        if (type && strcmp (type, "object") == 0) {
+            s_compare_schema (json_object_get (field, "properties"), value, path);
             continue;
         }
-        if (!json_object_get (field, "doc"))
-            fail_msg ("schema key %s has no doc", path);
         const json_t *dflt = json_object_get (field, "default");
+        if (!dflt && strcmp (path, "/partitioner/max_shards") == 0)
+            continue;
         if (!dflt)
             fail_msg ("schema key %s has no default", path);
-        if (json_is_object (dflt))
-            dflt = json_object_get (dflt, "adam");
-        if (json_is_null (dflt))
-            continue;
         bool same = json_is_number (dflt) ? json_is_number (value)
                                             && json_number_value (dflt) == json_number_value (value)
                                           : json_equal ((json_t *) dflt, (json_t *) value);
@@ -313,21 +312,40 @@ s_compare_schema (const json_t *fields, const json_t *obj, const char *prefix)
     }
 }
 
+//  The default of optimizer key `key` for kind: the one under the kind's
+//  condition in the optimizer's allOf, else the key's own.
+static const json_t *
+s_kind_default (const json_t *optimizer, const char *kind, const char *key)
+{
+    size_t i;
+    const json_t *member;
+    json_array_foreach (json_object_get (optimizer, "allOf"), i, member) {
+        const json_t *condition = json_object_get (json_object_get (json_object_get (
+            json_object_get (member, "if"), "properties"), "kind"), "const");
+        const json_t *dflt = json_object_get (json_object_get (json_object_get (json_object_get (
+            member, "then"), "properties"), key), "default");
+        if (dflt && strcmp (json_string_value (condition), kind) == 0)
+            return dflt;
+    }
+    return json_object_get (json_object_get (json_object_get (optimizer, "properties"), key),
+                            "default");
+}
+
 static void
 test_schema (void **state)
 {
     (void) state;
     char path [512];
-    json_t *schema = s_source_json ("schemas/job.json", path, sizeof path);
+    json_t *schema = s_source_json ("schemas/job.schema.json", path, sizeof path);
     ps_job_t job;
     ps_job_default (&job, 2);
     json_t *obj = ps_job_to_json (&job);
     assert_non_null (obj);
-    const json_t *fields = json_object_get (schema, "job");
-    s_compare_schema (fields, obj, "");
+    const json_t *properties = json_object_get (schema, "properties");
+    s_compare_schema (properties, obj, "");
 
     //  The optimizer's defaults, kind by kind, are ps_opt_config_default's.
-    const json_t *opt_fields = json_object_get (json_object_get (fields, "optimizer"), "fields");
+    const json_t *optimizer = json_object_get (properties, "optimizer");
     for (int kind = PS_OPT_SGD; kind <= PS_OPT_ADAM; kind++) {
         ps_job_t other = job;
         ps_opt_config_default (&other.optimizer, (ps_opt_kind_t) kind);
@@ -336,17 +354,16 @@ test_schema (void **state)
         const json_t *opt = json_object_get (other_obj, "optimizer");
         const char *key;
         const json_t *field;
-        json_object_foreach ((json_t *) opt_fields, key, field) {
-            const json_t *dflt = json_object_get (field, "default");
-            if (json_is_object (dflt))
-                dflt = json_object_get (dflt, ps_opt_kind_name ((ps_opt_kind_t) kind));
+        json_object_foreach (json_object_get (optimizer, "properties"), key, field) {
+            const char *name = ps_opt_kind_name ((ps_opt_kind_t) kind);
+            const json_t *dflt = s_kind_default (optimizer, name, key);
             if (strcmp (key, "kind") == 0)
                 continue;
             if (!json_equal ((json_t *) dflt, json_object_get (opt, key))
             &&  !(json_is_number (dflt)
                   && json_number_value (dflt) == json_number_value (json_object_get (opt, key))))
-                fail_msg ("optimizer.%s of %s: the schema's default differs from "
-                          "ps_opt_config_default", key, ps_opt_kind_name ((ps_opt_kind_t) kind));
+                fail_msg ("/optimizer/%s of %s: the schema's default differs from "
+                          "ps_opt_config_default", key, name);
         }
         json_decref (other_obj);
     }
@@ -478,58 +495,58 @@ test_too_large (void **state)
 {
     fixture_t *fx = *state;
     s_assert_fails (fx, "{\"seed\": 18446744073709551615}", PS_EINVAL,
-                    "key \"seed\": expected an integer in 0 .. 9223372036854775807, "
+                    "at /seed: expected an integer in 0 .. 9223372036854775807, "
                     "got 18446744073709551615", NULL);
     s_assert_fails (fx, "{\"epochs\": 3,\n \"steps\": 9223372036854775808}", PS_EINVAL,
-                    "key \"steps\": expected an integer in 0 .. 9223372036854775807, "
+                    "at /steps: expected an integer in 0 .. 9223372036854775807, "
                     "got 9223372036854775808", NULL);
     s_assert_fails (fx, "{\"epochs\": 99999999999999999999}", PS_EINVAL,
-                    "key \"epochs\": expected an integer in 1 .. 2147483647, "
+                    "at /epochs: expected an integer in 1 .. 2147483647, "
                     "got 99999999999999999999", NULL);
     s_assert_fails (fx, "{\"checkpoint\": {\"dir\": \"/tmp/x\", \"keep\": -9223372036854775809}}",
-                    PS_EINVAL, "key \"checkpoint.keep\": expected an integer in 1 .. 1000000, "
+                    PS_EINVAL, "at /checkpoint/keep: expected an integer in 1 .. 1000000, "
                     "got -9223372036854775809", NULL);
     s_assert_fails (fx, "{\"optimizer\": {\"kind\": \"adam\", \"lr\": 1e999}}", PS_EINVAL,
-                    "key \"optimizer.lr\": expected a number > 0, got 1e999", NULL);
+                    "at /optimizer/lr: expected a number > 0, got 1e999", NULL);
     s_assert_fails (fx, "{\"lr_schedule\": {\"kind\": \"piecewise\", \"boundaries\": "
                         "[1, 99999999999999999999], \"values\": [0.1, 0.01, 0.001]}}", PS_EINVAL,
-                    "key \"lr_schedule.boundaries[1]\": expected a number > 0, "
+                    "at /lr_schedule/boundaries/1: expected a number > 0, "
                     "got 99999999999999999999", NULL);
     //  Strings with quotes, brackets and commas before it do not confuse
     //  the search for its key.
     s_assert_fails (fx, "{\"model\": \"a\\\"{[,:b\", \"data_dir\": \"]}\",\n"
-                        " \"seed\": 18446744073709551616}", PS_EINVAL, "key \"seed\"",
+                        " \"seed\": 18446744073709551616}", PS_EINVAL, "at /seed",
                     "got 18446744073709551616", NULL);
     //  A key the schema does not have is unknown, whatever its value.
     s_assert_fails (fx, "{\"frob\": 99999999999999999999}", PS_EINVAL,
-                    "unknown key \"frob\" (expected one of model, ", NULL);
+                    "at /frob: unknown key \"frob\" (expected one of model, ", NULL);
     s_assert_fails (fx, "{\"optimizer\": {\"frob\": 1e999}}", PS_EINVAL,
-                    "unknown key \"optimizer.frob\"", NULL);
+                    "at /optimizer/frob: unknown key \"frob\"", NULL);
     s_assert_fails (fx, "99999999999999999999", PS_EINVAL,
-                    "expected a JSON object (the job), got 99999999999999999999", NULL);
+                    "at the top level: expected an object (the job), got 99999999999999999999", NULL);
     //  A key whose value has the wrong shape around the number: an array
     //  or an object where the schema has neither (found by fuzz_job: the
     //  search followed the schema off its end).
     s_assert_fails (fx, "{\"model\": [99999999999999999999]}", PS_EINVAL,
-                    "key \"model\"", NULL);
+                    "at /model", NULL);
     s_assert_fails (fx, "{\"epochs\": {\"x\": 99999999999999999999}}", PS_EINVAL,
-                    "key \"epochs\"", NULL);
+                    "at /epochs", NULL);
     s_assert_fails (fx, "{\"optimizer\": {\"lr\": [1e999]}}", PS_EINVAL,
-                    "key \"optimizer.lr\"", NULL);
-    s_assert_fails (fx, "{\"optimizer\": 1e999}", PS_EINVAL, "key \"optimizer\"", NULL);
+                    "at /optimizer/lr", NULL);
+    s_assert_fails (fx, "{\"optimizer\": 1e999}", PS_EINVAL, "at /optimizer", NULL);
 }
 
 static void
 test_unknown_key (void **state)
 {
     fixture_t *fx = *state;
-    s_assert_fails (fx, "{\"epoch\": 3}", PS_EINVAL, "unknown key \"epoch\"", "epochs", NULL);
+    s_assert_fails (fx, "{\"epoch\": 3}", PS_EINVAL, "at /epoch: unknown key \"epoch\"", "epochs", NULL);
     s_assert_fails (fx, "{\"optimizer\": {\"lr\": 0.1, \"lrate\": 0.1}}", PS_EINVAL,
-                    "unknown key \"optimizer.lrate\"", "kind, lr, momentum", NULL);
+                    "at /optimizer/lrate: unknown key \"lrate\"", "kind, lr, momentum", NULL);
     s_assert_fails (fx, "{\"checkpoint\": {\"directory\": \"/tmp\"}}", PS_EINVAL,
-                    "unknown key \"checkpoint.directory\"", NULL);
+                    "at /checkpoint/directory: unknown key \"directory\"", NULL);
     s_assert_fails (fx, "{\"heartbeat\": {\"kind\": \"fast\"}}", PS_EINVAL,
-                    "unknown key \"heartbeat.kind\"", NULL);
+                    "at /heartbeat/kind: unknown key \"kind\"", NULL);
 }
 
 static void
@@ -544,24 +561,54 @@ test_wrong_type (void **state)
     assert_int_equal (ps_job_load_file (&job, path, &err), PS_EINVAL);
     char expect [256];
     snprintf (expect, sizeof expect,
-              "%s: key \"optimizer.lr\": expected a number > 0, got \"fast\"", path);
+              "%s: at /optimizer/lr: expected a number > 0, got \"fast\"", path);
     assert_string_equal (err.msg, expect);
 
     s_assert_fails (fx, "{\"batch_size\": 64.5}", PS_EINVAL,
-                    "key \"batch_size\": expected an integer in 1 .. 65536, got 64.5", NULL);
-    s_assert_fails (fx, "{\"epochs\": \"3\"}", PS_EINVAL, "key \"epochs\"", "got \"3\"", NULL);
+                    "at /batch_size: expected an integer in 1 .. 65536, got 64.5", NULL);
+    s_assert_fails (fx, "{\"epochs\": \"3\"}", PS_EINVAL, "at /epochs", "got \"3\"", NULL);
     s_assert_fails (fx, "{\"optimizer\": 3}", PS_EINVAL,
-                    "key \"optimizer\": expected an object, got 3", NULL);
+                    "at /optimizer: expected an object, got 3", NULL);
     s_assert_fails (fx, "{\"optimizer\": {\"nesterov\": 1}}", PS_EINVAL,
-                    "key \"optimizer.nesterov\": expected true or false, got 1", NULL);
-    s_assert_fails (fx, "{\"model\": null}", PS_EINVAL, "key \"model\"", "got null", NULL);
-    s_assert_fails (fx, "{\"model\": \"\"}", PS_EINVAL, "key \"model\"", "non-empty string", NULL);
+                    "at /optimizer/nesterov: expected true or false, got 1", NULL);
+    s_assert_fails (fx, "{\"model\": null}", PS_EINVAL, "at /model", "got null", NULL);
+    s_assert_fails (fx, "{\"model\": \"\"}", PS_EINVAL, "at /model", "non-empty string", NULL);
     s_assert_fails (fx, "{\"data_dir\": \"a\\u0000b\"}", PS_EINVAL, "bad JSON", "u0000", NULL);
     s_assert_fails (fx, "{\"lr_schedule\": {\"boundaries\": 5}}", PS_EINVAL,
-                    "key \"lr_schedule.boundaries\"", "an array of at most 16 numbers > 0", NULL);
+                    "at /lr_schedule/boundaries", "an array of at most 16 items", NULL);
     s_assert_fails (fx, "{\"lr_schedule\": {\"values\": [0.1, \"x\"]}}", PS_EINVAL,
-                    "key \"lr_schedule.values[1]\": expected a number > 0, got \"x\"", NULL);
-    s_assert_fails (fx, "[1, 2]", PS_EINVAL, "expected a JSON object", NULL);
+                    "at /lr_schedule/values/1: expected a number > 0, got \"x\"", NULL);
+    s_assert_fails (fx, "[1, 2]", PS_EINVAL, "at the top level: expected an object, got [1,2]", NULL);
+}
+
+//  What JSON Schema counts differs from what a C field holds in two ways,
+//  both settled here: a number with no fraction is an integer (3.0 is 3),
+//  and a string's length is in characters, while a path must also fit its
+//  1024-byte field.
+static void
+test_schema_counts (void **state)
+{
+    fixture_t *fx = *state;
+    ps_job_t job;
+    ps_job_default (&job, 2);
+    s_load (&job, s_write (fx, "real.json", "{\"epochs\": 7.0, \"seed\": 1e3}"));
+    assert_int_equal (job.epochs, 7);
+    assert_int_equal (job.seed, 1000);
+    //  600 two-byte characters (UTF-8 for e acute): within the schema's
+    //  1023 characters, but 1200 bytes.
+    char text [1400] = "{\"model\": \"";
+    for (int i = 0; i < 600; i++)
+        strcat (text, "\xc3\xa9");
+    strcat (text, "\"}");
+    s_assert_fails (fx, text, PS_EINVAL,
+                    "at /model: expected a string of at most 1023 bytes, got 1200 bytes", NULL);
+    //  511 of them fit.
+    snprintf (text, sizeof text, "{\"data_dir\": \"");
+    for (int i = 0; i < 511; i++)
+        strcat (text, "\xc3\xa9");
+    strcat (text, "\"}");
+    s_load (&job, s_write (fx, "wide.json", text));
+    assert_int_equal (strlen (job.data_dir), 1022);
 }
 
 static void
@@ -569,42 +616,42 @@ test_out_of_range (void **state)
 {
     fixture_t *fx = *state;
     s_assert_fails (fx, "{\"batch_size\": 0}", PS_EINVAL,
-                    "key \"batch_size\": expected an integer in 1 .. 65536, got 0", NULL);
-    s_assert_fails (fx, "{\"batch_size\": 65537}", PS_EINVAL, "key \"batch_size\"", NULL);
+                    "at /batch_size: expected an integer in 1 .. 65536, got 0", NULL);
+    s_assert_fails (fx, "{\"batch_size\": 65537}", PS_EINVAL, "at /batch_size", NULL);
     s_assert_fails (fx, "{\"optimizer\": {\"lr\": 0}}", PS_EINVAL,
-                    "key \"optimizer.lr\": expected a number > 0, got 0", NULL);
+                    "at /optimizer/lr: expected a number > 0, got 0", NULL);
     s_assert_fails (fx, "{\"optimizer\": {\"momentum\": 1}}", PS_EINVAL,
-                    "key \"optimizer.momentum\": expected a number in [0, 1), got 1", NULL);
+                    "at /optimizer/momentum: expected a number in [0, 1), got 1", NULL);
     s_assert_fails (fx, "{\"optimizer\": {\"clip_norm\": -0.5}}", PS_EINVAL,
-                    "key \"optimizer.clip_norm\": expected a number >= 0, got -0.5", NULL);
+                    "at /optimizer/clip_norm: expected a number >= 0, got -0.5", NULL);
     s_assert_fails (fx, "{\"lr_schedule\": {\"alpha\": 1.5}}", PS_EINVAL,
-                    "key \"lr_schedule.alpha\": expected a number in [0, 1], got 1.5", NULL);
+                    "at /lr_schedule/alpha: expected a number in [0, 1], got 1.5", NULL);
     s_assert_fails (fx, "{\"seed\": -1}", PS_EINVAL,
-                    "key \"seed\": expected an integer >= 0, got -1", NULL);
+                    "at /seed: expected an integer in 0 .. 9223372036854775807, got -1", NULL);
     s_assert_fails (fx, "{\"log_seconds\": 0}", PS_EINVAL,
-                    "key \"log_seconds\": expected a number in (0, 86400], got 0", NULL);
+                    "at /log_seconds: expected a number in (0, 86400], got 0", NULL);
     s_assert_fails (fx, "{\"heartbeat\": {\"interval_ms\": 0}}", PS_EINVAL,
-                    "key \"heartbeat.interval_ms\"", NULL);
+                    "at /heartbeat/interval_ms", NULL);
     s_assert_fails (fx, "{\"checkpoint\": {\"dir\": \"/tmp/x\", \"keep\": 0}}", PS_EINVAL,
-                    "key \"checkpoint.keep\": expected an integer in 1 .. 1000000, got 0", NULL);
+                    "at /checkpoint/keep: expected an integer in 1 .. 1000000, got 0", NULL);
     s_assert_fails (fx, "{\"lr_schedule\": {\"kind\": \"piecewise\", \"boundaries\": [1, 2], "
                         "\"values\": [0.1, 0, 0.01]}}", PS_EINVAL,
-                    "key \"lr_schedule.values[1]\": expected a number > 0, got 0", NULL);
+                    "at /lr_schedule/values/1: expected a number > 0, got 0", NULL);
     //  Bounds that depend on the kind: a fixed partitioner needs shards,
     //  whether its count is given as 0 or left unset.
     s_assert_fails (fx, "{\"partitioner\": {\"kind\": \"fixed\", \"num_shards\": 0}}", PS_EINVAL,
-                    "key \"partitioner.num_shards\": expected an integer in 1 .. 2147483647 "
-                    "for kind \"fixed\", got 0", NULL);
+                    "at /partitioner/num_shards: expected an integer >= 1, got 0 "
+                    "(as kind is \"fixed\")", NULL);
     s_assert_fails (fx, "{\"partitioner\": {\"kind\": \"fixed\"}}", PS_EINVAL,
-                    "key \"partitioner.num_shards\"", "for kind \"fixed\"", NULL);
+                    "at /partitioner/num_shards", "(as kind is \"fixed\")", NULL);
     s_assert_fails (fx, "{\"partitioner\": {\"kind\": \"max_size\", \"max_shards\": 0}}",
-                    PS_EINVAL, "key \"partitioner.max_shard_bytes\"", NULL);
+                    PS_EINVAL, "at /partitioner/max_shard_bytes", NULL);
     s_assert_fails (fx, "{\"partitioner\": {\"num_shards\": -1}}", PS_EINVAL,
-                    "key \"partitioner.num_shards\": expected an integer in 0 .. 2147483647, "
+                    "at /partitioner/num_shards: expected an integer in 0 .. 2147483647, "
                     "got -1", NULL);
     //  A key the kind does not read is still checked against its own range.
     s_assert_fails (fx, "{\"optimizer\": {\"kind\": \"sgd\", \"beta1\": 2}}", PS_EINVAL,
-                    "key \"optimizer.beta1\"", NULL);
+                    "at /optimizer/beta1", NULL);
 
     //  A min_size partitioner ignores num_shards, and a max_size one takes
     //  0 shards to mean no cap.
@@ -620,17 +667,17 @@ test_bad_enum (void **state)
 {
     fixture_t *fx = *state;
     s_assert_fails (fx, "{\"mode\": \"sync\"}", PS_EINVAL,
-                    "key \"mode\": expected one of \"async\", \"mirrored\", got \"sync\"", NULL);
+                    "at /mode: expected one of \"async\", \"mirrored\", got \"sync\"", NULL);
     s_assert_fails (fx, "{\"optimizer\": {\"kind\": \"rmsprop\"}}", PS_EINVAL,
-                    "key \"optimizer.kind\"", "\"sgd\", \"momentum\", \"adagrad\", \"adam\"",
+                    "at /optimizer/kind", "\"sgd\", \"momentum\", \"adagrad\", \"adam\"",
                     "got \"rmsprop\"", NULL);
     s_assert_fails (fx, "{\"lr_schedule\": {\"kind\": \"linear\"}}", PS_EINVAL,
-                    "key \"lr_schedule.kind\"", "\"cosine\"", NULL);
+                    "at /lr_schedule/kind", "\"cosine\"", NULL);
     s_assert_fails (fx, "{\"partitioner\": {\"kind\": \"even\"}}", PS_EINVAL,
-                    "key \"partitioner.kind\"", "\"min_size\"", NULL);
+                    "at /partitioner/kind", "\"min_size\"", NULL);
     s_assert_fails (fx, "{\"device\": \"tpu\"}", PS_EINVAL,
-                    "key \"device\": expected one of \"cpu\", \"gpu\", \"auto\", got \"tpu\"", NULL);
-    s_assert_fails (fx, "{\"device\": 1}", PS_EINVAL, "key \"device\"", NULL);
+                    "at /device: expected one of \"cpu\", \"gpu\", \"auto\", got \"tpu\"", NULL);
+    s_assert_fails (fx, "{\"device\": 1}", PS_EINVAL, "at /device", NULL);
 }
 
 static void
@@ -640,30 +687,30 @@ test_piecewise (void **state)
     //  Two boundaries take three values.
     s_assert_fails (fx, "{\"lr_schedule\": {\"kind\": \"piecewise\", \"boundaries\": [2, 5], "
                         "\"values\": [0.1, 0.01]}}", PS_EINVAL,
-                    "key \"lr_schedule.values\": expected 3 values", "got 2", NULL);
+                    "at /lr_schedule/values: expected 3 values", "got 2", NULL);
     s_assert_fails (fx, "{\"lr_schedule\": {\"kind\": \"piecewise\", \"boundaries\": [2, 5], "
                         "\"values\": [0.1, 0.01, 0.001, 0.0001]}}", PS_EINVAL,
-                    "key \"lr_schedule.values\": expected 3 values", "got 4", NULL);
+                    "at /lr_schedule/values: expected 3 values", "got 4", NULL);
     //  Boundaries alone, over a job that has no values.
     s_assert_fails (fx, "{\"lr_schedule\": {\"boundaries\": [2, 5]}}", PS_EINVAL,
-                    "key \"lr_schedule.values\": expected 3 values", "got 0", NULL);
+                    "at /lr_schedule/values: expected 3 values", "got 0", NULL);
     s_assert_fails (fx, "{\"lr_schedule\": {\"values\": [0.1]}}", PS_EINVAL,
-                    "key \"lr_schedule.values\": expected no values", NULL);
+                    "at /lr_schedule/values: expected no values", NULL);
     //  A piecewise schedule needs a boundary.
     s_assert_fails (fx, "{\"lr_schedule\": {\"kind\": \"piecewise\"}}", PS_EINVAL,
-                    "key \"lr_schedule.boundaries\"", "1 to 16", "for kind \"piecewise\"",
-                    "got []", NULL);
+                    "at /lr_schedule/boundaries: expected an array of at least 1 item, got [] "
+                    "(as kind is \"piecewise\")", NULL);
     //  Boundaries increase strictly.
     s_assert_fails (fx, "{\"lr_schedule\": {\"kind\": \"piecewise\", \"boundaries\": [2, 2], "
                         "\"values\": [0.1, 0.01, 0.001]}}", PS_EINVAL,
-                    "key \"lr_schedule.boundaries[1]\": expected a number > 2", "got 2", NULL);
+                    "at /lr_schedule/boundaries/1: expected a number > 2", "got 2", NULL);
     s_assert_fails (fx, "{\"lr_schedule\": {\"kind\": \"piecewise\", \"boundaries\": [1, 5, 3], "
                         "\"values\": [0.4, 0.3, 0.2, 0.1]}}", PS_EINVAL,
-                    "key \"lr_schedule.boundaries[2]\": expected a number > 5", NULL);
+                    "at /lr_schedule/boundaries/2: expected a number > 5", NULL);
     s_assert_fails (fx, "{\"lr_schedule\": {\"boundaries\": [0], \"values\": [1, 2]}}", PS_EINVAL,
-                    "key \"lr_schedule.boundaries[0]\": expected a number > 0, got 0", NULL);
+                    "at /lr_schedule/boundaries/0: expected a number > 0, got 0", NULL);
     s_assert_fails (fx, "{\"lr_schedule\": {\"boundaries\": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,"
-                        "16,17]}}", PS_EINVAL, "key \"lr_schedule.boundaries\"", "got [1,2,3",
+                        "16,17]}}", PS_EINVAL, "at /lr_schedule/boundaries", "got [1,2,3",
                     NULL);
     //  Sixteen are allowed.
     ps_job_t job;
@@ -690,7 +737,7 @@ test_between_keys (void **state)
     ps_error_t err = { 0 };
     assert_int_equal (ps_job_validate (&job, &err), PS_EINVAL);
     assert_int_equal (err.code, PS_EINVAL);
-    assert_string_equal (err.msg, "key \"checkpoint.every_steps\": expected 0 while "
+    assert_string_equal (err.msg, "at /checkpoint/every_steps: expected 0 while "
                                   "checkpoint.dir is empty (no checkpoints), got 100");
     //  What --checkpoint-dir does.
     snprintf (job.checkpoint_dir, sizeof job.checkpoint_dir, "/tmp/ckpt");
@@ -699,7 +746,7 @@ test_between_keys (void **state)
     ps_job_default (&job, 2);
     s_load (&job, s_write (fx, "seconds.json", "{\"checkpoint\": {\"every_seconds\": 60}}"));
     assert_int_equal (ps_job_validate (&job, &err), PS_EINVAL);
-    assert_non_null (strstr (err.msg, "key \"checkpoint.every_seconds\""));
+    assert_non_null (strstr (err.msg, "at /checkpoint/every_seconds"));
     assert_non_null (strstr (err.msg, "checkpoint.dir"));
 
     //  A later file that empties the directory of an earlier one.
@@ -709,14 +756,14 @@ test_between_keys (void **state)
     assert_int_equal (ps_job_validate (&job, &err), 0);
     s_load (&job, s_write (fx, "nodir.json", "{\"checkpoint\": {\"dir\": \"\"}}"));
     assert_int_equal (ps_job_validate (&job, &err), PS_EINVAL);
-    assert_non_null (strstr (err.msg, "key \"checkpoint.every_steps\""));
+    assert_non_null (strstr (err.msg, "at /checkpoint/every_steps"));
 
     //  A heartbeat interval longer than the default timeout, and the
     //  timeout that --heartbeat-timeout-ms would give.
     ps_job_default (&job, 2);
     s_load (&job, s_write (fx, "heartbeat.json", "{\"heartbeat\": {\"interval_ms\": 5000}}"));
     assert_int_equal (ps_job_validate (&job, &err), PS_EINVAL);
-    assert_string_equal (err.msg, "key \"heartbeat.timeout_ms\": expected more than "
+    assert_string_equal (err.msg, "at /heartbeat/timeout_ms: expected more than "
                                   "heartbeat.interval_ms (5000), got 3000");
     job.heartbeat_timeout_ms = 20000;
     assert_int_equal (ps_job_validate (&job, &err), 0);
@@ -778,18 +825,19 @@ test_load_json_source (void **state)
     ps_error_t err = { 0 };
     assert_int_equal (ps_job_load_json (&job, obj, "checkpoint MANIFEST.json job", &err),
                       PS_EINVAL);
-    assert_string_equal (err.msg, "checkpoint MANIFEST.json job: key \"optimizer.lr\": "
+    assert_string_equal (err.msg, "checkpoint MANIFEST.json job: at /optimizer/lr: "
                                   "expected a number > 0, got -1");
     assert_memory_equal (&job, &before, sizeof job);
     json_decref (obj);
     assert_int_equal (ps_job_load_json (&job, NULL, "manifest", &err), PS_EINVAL);
-    assert_non_null (strstr (err.msg, "manifest: expected a JSON object"));
+    assert_non_null (strstr (err.msg, "manifest: at the top level: expected an object (the job), "
+                                  "got nothing"));
     //  A NUL inside a string, which JSON_ALLOW_NUL lets through, would cut
     //  the path short.
     obj = json_pack ("{s:s%}", "data_dir", "/data\0/x", (size_t) 8);
     assert_non_null (obj);
     assert_int_equal (ps_job_load_json (&job, obj, "manifest", &err), PS_EINVAL);
-    assert_non_null (strstr (err.msg, "manifest: key \"data_dir\""));
+    assert_non_null (strstr (err.msg, "manifest: at /data_dir"));
     assert_memory_equal (&job, &before, sizeof job);
     json_decref (obj);
 }
@@ -807,7 +855,7 @@ s_assert_invalid (const ps_job_t *job, const char *key)
         fail_msg ("a job with a bad %s validated", key);
     assert_int_equal (rc, PS_EINVAL);
     char quoted [96];
-    snprintf (quoted, sizeof quoted, "key \"%s", key);
+    snprintf (quoted, sizeof quoted, "at %s", key);
     if (!strstr (err.msg, quoted))
         fail_msg ("message \"%s\" does not name %s", err.msg, key);
 }
@@ -820,69 +868,69 @@ test_validate (void **state)
     ps_job_default (&good, 4);
     ps_job_t job = good;
     job.optimizer.lr = 0;
-    s_assert_invalid (&job, "optimizer.lr");
+    s_assert_invalid (&job, "/optimizer/lr");
     job = good;
     job.optimizer.lr = NAN;
-    s_assert_invalid (&job, "optimizer.lr");
+    s_assert_invalid (&job, "/optimizer/lr");
     job = good;
     job.log_seconds = INFINITY;
-    s_assert_invalid (&job, "log_seconds");
+    s_assert_invalid (&job, "/log_seconds");
     job = good;
     job.seed = UINT64_MAX;
-    s_assert_invalid (&job, "seed");
+    s_assert_invalid (&job, "/seed");
     job = good;
     job.batch_size = 0;
-    s_assert_invalid (&job, "batch_size");
+    s_assert_invalid (&job, "/batch_size");
     job = good;
     job.epochs = 0;
-    s_assert_invalid (&job, "epochs");
+    s_assert_invalid (&job, "/epochs");
     job = good;
     job.worker_threads = 0;
-    s_assert_invalid (&job, "worker_threads");
+    s_assert_invalid (&job, "/worker_threads");
     job = good;
     snprintf (job.device, sizeof job.device, "tpu");
-    s_assert_invalid (&job, "device");
+    s_assert_invalid (&job, "/device");
     job = good;
     job.model [0] = 0;
-    s_assert_invalid (&job, "model");
+    s_assert_invalid (&job, "/model");
     job = good;
     memset (job.data_dir, 'x', sizeof job.data_dir);
-    s_assert_invalid (&job, "data_dir");
+    s_assert_invalid (&job, "/data_dir");
     job = good;
     job.mode = (ps_mode_t) 7;
-    s_assert_invalid (&job, "mode");
+    s_assert_invalid (&job, "/mode");
     job = good;
     job.optimizer.kind = (ps_opt_kind_t) 9;
-    s_assert_invalid (&job, "optimizer.kind");
+    s_assert_invalid (&job, "/optimizer/kind");
     job = good;
     job.lr_schedule.nboundaries = PS_JOB_MAX_BOUNDARIES + 1;
-    s_assert_invalid (&job, "lr_schedule.boundaries");
+    s_assert_invalid (&job, "/lr_schedule/boundaries");
     job = good;
     job.lr_schedule.kind = PS_LR_PIECEWISE;
-    s_assert_invalid (&job, "lr_schedule.boundaries");
+    s_assert_invalid (&job, "/lr_schedule/boundaries");
     job.lr_schedule.nboundaries = 2;
     job.lr_schedule.boundaries [0] = 3;
     job.lr_schedule.boundaries [1] = 1;
     job.lr_schedule.values [0] = 0.1;
     job.lr_schedule.values [1] = 0.01;
     job.lr_schedule.values [2] = 0.001;
-    s_assert_invalid (&job, "lr_schedule.boundaries[1]");
+    s_assert_invalid (&job, "/lr_schedule/boundaries/1");
     job.lr_schedule.boundaries [1] = 4;
     job.lr_schedule.values [2] = 0;
-    s_assert_invalid (&job, "lr_schedule.values[2]");
+    s_assert_invalid (&job, "/lr_schedule/values/2");
     job.lr_schedule.values [2] = 0.001;
     assert_int_equal (ps_job_validate (&job, NULL), 0);
     job = good;
     job.checkpoint_seconds = 10;
-    s_assert_invalid (&job, "checkpoint.every_seconds");
+    s_assert_invalid (&job, "/checkpoint/every_seconds");
     snprintf (job.checkpoint_dir, sizeof job.checkpoint_dir, "/tmp/ckpt");
     assert_int_equal (ps_job_validate (&job, NULL), 0);
     job = good;
     job.heartbeat_timeout_ms = job.heartbeat_ms;
-    s_assert_invalid (&job, "heartbeat.timeout_ms");
+    s_assert_invalid (&job, "/heartbeat/timeout_ms");
     job = good;
     job.partitioner.max_shards = 0;
-    s_assert_invalid (&job, "partitioner.max_shards");
+    s_assert_invalid (&job, "/partitioner/max_shards");
     //  Keys the kind does not read may hold anything in their own range.
     job = good;
     job.optimizer.kind = PS_OPT_SGD;
@@ -1152,6 +1200,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_too_large, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_unknown_key, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_wrong_type, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_schema_counts, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_out_of_range, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_bad_enum, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_piecewise, s_setup, harness_dir_teardown),

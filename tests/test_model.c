@@ -394,7 +394,12 @@ test_duplicate_names (void **state)
     s_expect_error (
         "{\"input_shape\": [4], \"layers\": ["
         " {\"type\": \"Dense\", \"units\": 3, \"name\": \"a/b\"}]}",
-        PS_EINVAL, "layer 0", "bad name \"a/b\"", NULL);
+        PS_EINVAL, "at /layers/0/name", "matching ^[^/]+$", "got \"a/b\"", NULL);
+    //  A control character: a variable name must be printable.
+    s_expect_error (
+        "{\"input_shape\": [4], \"layers\": ["
+        " {\"type\": \"Dense\", \"units\": 3, \"name\": \"a\\tb\"}]}",
+        PS_EINVAL, "layer 0", "bad name", NULL);
 }
 
 //  ---------------------------------------------------------------------
@@ -569,7 +574,7 @@ test_error_malformed_json (void **state)
                     "spec.json", "line 2, column", NULL);
     s_expect_error ("", PS_EINVAL, "spec.json", "line", NULL);
     //  Valid JSON that is not an object.
-    s_expect_error ("[1, 2]", PS_EINVAL, "spec.json", "JSON object", NULL);
+    s_expect_error ("[1, 2]", PS_EINVAL, "spec.json: at the top level: expected an object, got [1,2]", NULL);
 }
 
 static void
@@ -590,13 +595,13 @@ test_error_layer_type (void **state)
     (void) state;
     s_expect_error ("{\"input_shape\": [8, 8, 1], \"layers\": ["
                     " {\"type\": \"Conv3D\", \"filters\": 2, \"kernel_size\": 3}]}",
-                    PS_EINVAL, "layer 0", "unknown layer type \"Conv3D\"", "Conv2D", NULL);
+                    PS_EINVAL, "at /layers/0/type: expected one of \"Conv2D\"", "got \"Conv3D\"", NULL);
     s_expect_error ("{\"input_shape\": [4], \"layers\": [{\"units\": 2}]}",
-                    PS_EINVAL, "layer 0", "missing 'type'", NULL);
+                    PS_EINVAL, "at /layers/0: missing required key \"type\"", NULL);
     s_expect_error ("{\"input_shape\": [4], \"layers\": [3]}",
-                    PS_EINVAL, "layer 0", "JSON object", NULL);
+                    PS_EINVAL, "at /layers/0: expected an object, got 3", NULL);
     s_expect_error ("{\"input_shape\": [4], \"layers\": [{\"type\": 5, \"units\": 2}]}",
-                    PS_EINVAL, "layer 0", "'type'", NULL);
+                    PS_EINVAL, "at /layers/0/type: expected one of", "got 5", NULL);
 }
 
 static void
@@ -608,30 +613,30 @@ test_error_fields (void **state)
     s_expect_error ("{\"input_shape\": [8, 8, 1], \"layers\": ["
                     " {\"type\": \"Conv2D\", \"filter\": 2, \"kernel_size\": 3},"
                     " {\"type\": \"Flatten\"}, {\"type\": \"Dense\", \"units\": 2}]}",
-                    PS_EINVAL, "layer 0 (Conv2D \"conv2d\")", "unknown field 'filter'",
+                    PS_EINVAL, "at /layers/0/filter: unknown key \"filter\"",
                     "filters", NULL);
     //  A model-level typo.
     s_expect_error ("{\"input_shape\": [4], \"layer\": []}",
-                    PS_EINVAL, "unknown field 'layer'", NULL);
+                    PS_EINVAL, "at /layer: unknown key \"layer\"", NULL);
     s_expect_error ("{\"input_shape\": [4], \"layers\": ["
                     " {\"type\": \"Dense\", \"units\": 4},"
                     " {\"type\": \"Dense\", \"activation\": \"relu\"}]}",
-                    PS_EINVAL, "layer 1 (Dense \"dense_1\")",
-                    "missing required field 'units'", NULL);
+                    PS_EINVAL, "at /layers/1: missing required key \"units\"", NULL);
     s_expect_error ("{\"layers\": [{\"type\": \"Dense\", \"units\": 4}]}",
-                    PS_EINVAL, "missing required field 'input_shape'", NULL);
+                    PS_EINVAL, "at the top level: missing required key \"input_shape\"", NULL);
     s_expect_error ("{\"input_shape\": [4]}",
-                    PS_EINVAL, "missing required field 'layers'", NULL);
+                    PS_EINVAL, "at the top level: missing required key \"layers\"", NULL);
     s_expect_error ("{\"input_shape\": [4], \"layers\": [{\"type\": \"Dense\", \"units\": \"64\"}]}",
-                    PS_EINVAL, "layer 0 (Dense \"dense\")", "'units' must be an integer", NULL);
+                    PS_EINVAL, "at /layers/0/units: expected an integer in 1 .. 1048576, got \"64\"", NULL);
     s_expect_error ("{\"input_shape\": [4], \"layers\": [{\"type\": \"Dense\", \"units\": 2.5}]}",
-                    PS_EINVAL, "layer 0 (Dense \"dense\")", "'units' must be an integer", NULL);
+                    PS_EINVAL, "at /layers/0/units: expected an integer", "got 2.5", NULL);
     s_expect_error ("{\"input_shape\": [4], \"layers\": ["
                     " {\"type\": \"Dense\", \"units\": 2, \"use_bias\": 1}]}",
-                    PS_EINVAL, "layer 0 (Dense \"dense\")", "'use_bias'", NULL);
+                    PS_EINVAL, "at /layers/0/use_bias: expected true or false, got 1", NULL);
     s_expect_error ("{\"input_shape\": [8, 8, 1], \"layers\": ["
                     " {\"type\": \"Conv2D\", \"filters\": 2, \"kernel_size\": [3]}]}",
-                    PS_EINVAL, "layer 0 (Conv2D \"conv2d\")", "'kernel_size'", NULL);
+                    PS_EINVAL, "at /layers/0/kernel_size: expected an integer in 1 .. 64 or an array of 2 items",
+                    "got [3]", NULL);
 }
 
 //  A name that is not a string is a type error like any other, refused
@@ -643,7 +648,7 @@ test_error_name_type (void **state)
     (void) state;
     s_expect_error ("{\"input_shape\": [4], \"layers\": ["
                     " {\"type\": \"Dense\", \"units\": 2, \"name\": 7}]}",
-                    PS_EINVAL, "layer 0", "'name'", NULL);
+                    PS_EINVAL, "at /layers/0/name: expected a non-empty string", "got 7", NULL);
 }
 
 static void
@@ -652,24 +657,24 @@ test_error_ranges (void **state)
     (void) state;
     s_expect_error ("{\"input_shape\": [8, 8, 1], \"layers\": ["
                     " {\"type\": \"Conv2D\", \"filters\": 0, \"kernel_size\": 3}]}",
-                    PS_EINVAL, "layer 0 (Conv2D \"conv2d\")", "'filters' is 0",
-                    "minimum 1", NULL);
+                    PS_EINVAL, "spec.json: at /layers/0/filters: expected an integer in 1 .. 65536, got 0",
+                    NULL);
     s_expect_error ("{\"input_shape\": [8, 8, 1], \"layers\": ["
                     " {\"type\": \"Conv2D\", \"filters\": 2, \"kernel_size\": 3, \"strides\": 0}]}",
-                    PS_EINVAL, "layer 0 (Conv2D \"conv2d\")", "'strides' is 0", NULL);
+                    PS_EINVAL, "at /layers/0/strides: expected an integer in 1 .. 64", "got 0", NULL);
     //  The second int of a size2 is checked too.
     s_expect_error ("{\"input_shape\": [8, 8, 1], \"layers\": ["
                     " {\"type\": \"MaxPool2D\", \"strides\": [1, 0]}]}",
-                    PS_EINVAL, "layer 0 (MaxPool2D \"max_pooling2d\")", "'strides' is 0", NULL);
+                    PS_EINVAL, "at /layers/0/strides/1: expected an integer in 1 .. 64, got 0", NULL);
     //  Dropout rate is in [0, 1): 1.0 would drop everything.
     s_expect_error ("{\"input_shape\": [4], \"layers\": ["
                     " {\"type\": \"Dropout\", \"rate\": 1.0}, {\"type\": \"Dense\", \"units\": 2}]}",
-                    PS_EINVAL, "layer 0 (Dropout \"dropout\")", "'rate' is 1", "below 1", NULL);
+                    PS_EINVAL, "at /layers/0/rate: expected a number in [0, 1), got 1", NULL);
     s_expect_error ("{\"input_shape\": [4], \"layers\": ["
                     " {\"type\": \"Dropout\", \"rate\": -0.1}, {\"type\": \"Dense\", \"units\": 2}]}",
-                    PS_EINVAL, "layer 0 (Dropout \"dropout\")", "'rate'", NULL);
+                    PS_EINVAL, "at /layers/0/rate: expected a number in [0, 1), got -0.1", NULL);
     s_expect_error ("{\"input_shape\": [0], \"layers\": [{\"type\": \"Dense\", \"units\": 2}]}",
-                    PS_EINVAL, "'input_shape' is 0", NULL);
+                    PS_EINVAL, "at /input_shape/0: expected an integer in 1 .. 65536, got 0", NULL);
 }
 
 //  A number too large to read (beyond 64-bit integers or doubles), which
@@ -681,16 +686,16 @@ test_error_too_large (void **state)
     s_expect_error ("{\"input_shape\": [4], \"layers\": ["
                     " {\"type\": \"Dense\", \"units\": 4},"
                     " {\"type\": \"Dense\", \"units\": 99999999999999999999}]}",
-                    PS_EINVAL, "spec.json: layer 1: 'units' is 99999999999999999999, above "
-                    "the maximum 1048576", NULL);
+                    PS_EINVAL, "spec.json: at /layers/1/units: expected an integer in 1 .. 1048576, "
+                    "got 99999999999999999999", NULL);
     s_expect_error ("{\"input_shape\": [8, -9223372036854775809, 1], \"layers\": []}",
-                    PS_EINVAL, "spec.json: 'input_shape' is -9223372036854775809, below the "
-                    "minimum 1", NULL);
+                    PS_EINVAL, "spec.json: at /input_shape/1: expected an integer in 1 .. 65536, "
+                    "got -9223372036854775809", NULL);
     s_expect_error ("{\"input_shape\": [4], \"layers\": ["
                     " {\"type\": \"Dropout\", \"rate\": 1e999}]}",
-                    PS_EINVAL, "spec.json: layer 0: 'rate' is 1e999, must be below 1", NULL);
+                    PS_EINVAL, "spec.json: at /layers/0/rate: expected a number in [0, 1), got 1e999", NULL);
     s_expect_error ("{\"input_shape\": [4], \"name\": 1e999, \"layers\": []}",
-                    PS_EINVAL, "spec.json: 'name' is 1e999, too large to read", NULL);
+                    PS_EINVAL, "spec.json: at /name: expected a string, got 1e999", NULL);
 }
 
 static void
@@ -700,13 +705,13 @@ test_error_enums (void **state)
     s_expect_error ("{\"input_shape\": [8, 8, 1], \"layers\": ["
                     " {\"type\": \"Conv2D\", \"filters\": 2, \"kernel_size\": 3,"
                     "  \"padding\": \"full\"}]}",
-                    PS_EINVAL, "layer 0 (Conv2D \"conv2d\")", "'padding' must be one of",
-                    "\"valid\"", "\"same\"", NULL);
+                    PS_EINVAL, "at /layers/0/padding: expected one of \"valid\", \"same\", got \"full\"",
+                    NULL);
     s_expect_error ("{\"input_shape\": [4], \"layers\": ["
                     " {\"type\": \"Dense\", \"units\": 4},"
                     " {\"type\": \"Dense\", \"units\": 2, \"activation\": \"tanh\"}]}",
-                    PS_EINVAL, "layer 1 (Dense \"dense_1\")", "'activation' must be one of",
-                    "\"relu\"", NULL);
+                    PS_EINVAL, "at /layers/1/activation: expected one of \"linear\", \"relu\", got \"tanh\"",
+                    NULL);
 }
 
 static void
@@ -756,11 +761,12 @@ test_error_model_level (void **state)
     s_expect_error ("{\"input_shape\": [1], \"layers\": [{\"type\": \"ReLU\"}]}",
                     PS_ESHAPE, "2 to 256 classes", NULL);
     s_expect_error ("{\"input_shape\": [28, 28], \"layers\": [{\"type\": \"Flatten\"}]}",
-                    PS_EINVAL, "spec.json", "'input_shape'", "[height, width, channels]", NULL);
+                    PS_EINVAL, "spec.json: at /input_shape: expected an array of 1 item or an array of 3 items",
+                    NULL);
     s_expect_error ("{\"input_shape\": [28, 28, 1, 1], \"layers\": [{\"type\": \"Flatten\"}]}",
-                    PS_EINVAL, "'input_shape'", NULL);
+                    PS_EINVAL, "at /input_shape:", NULL);
     s_expect_error ("{\"input_shape\": [28, 28, 1], \"layers\": []}",
-                    PS_EINVAL, "spec.json", "'layers' must be a non-empty array", NULL);
+                    PS_EINVAL, "spec.json: at /layers: expected an array of 1 to 1024 items, got []", NULL);
 }
 
 static void

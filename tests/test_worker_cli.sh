@@ -133,10 +133,10 @@ expect "--optimizer rmsprop" nonzero "optimizer|rmsprop" -- \
   "$worker" --standalone --optimizer rmsprop --data "$data"
 expect "--model nosuch" nonzero "nosuch" -- "$worker" --standalone --model nosuch --data "$data"
 expect "--summary --model nosuch" nonzero "nosuch" -- "$worker" --summary --model nosuch
-# A spec file with an error: the message names the file, layer and field.
+# A spec file with an error: the message names the file and the field by its JSON pointer.
 printf '{"input_shape": [28, 28, 1], "layers": [{"type": "Flatten"},\n {"type": "Dense", "unit": 10}]}\n' \
   >"$work/bad.json"
-expect "--model bad spec file" nonzero "bad.json|layer 1|'unit'" -- \
+expect "--model bad spec file" nonzero "bad.json: at /layers/1/unit: unknown key \"unit\"" -- \
   "$worker" --standalone --model "$work/bad.json" --data "$data"
 
 # --- data files -------------------------------------------------------------

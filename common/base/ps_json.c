@@ -83,6 +83,26 @@ ps_json_overflow (const char *text, size_t len, const json_error_t *jerr,
     }
     if (depth > S_DEPTH)
         s_append (overflow->path, sizeof overflow->path, "%.*s", "...", 3, 0);
+    //  The same place as a JSON pointer (RFC 6901), '~' and '/' escaped.
+    overflow->pointer [0] = 0;
+    for (size_t i = 0; i < depth && i < S_DEPTH; i++) {
+        if (!frames [i].object)
+            s_append (overflow->pointer, sizeof overflow->pointer, "/%zu", NULL, 0,
+                      frames [i].index);
+        else
+        if (frames [i].key) {
+            s_append (overflow->pointer, sizeof overflow->pointer, "/", "", 0, 0);
+            for (size_t k = 0; k < frames [i].key_len; k++) {
+                char c = frames [i].key [k];
+                const char *escaped = c == '~' ? "~0" : c == '/' ? "~1" : NULL;
+                if (escaped)
+                    s_append (overflow->pointer, sizeof overflow->pointer, "%.*s", escaped, 2, 0);
+                else
+                    s_append (overflow->pointer, sizeof overflow->pointer, "%.*s",
+                              frames [i].key + k, 1, 0);
+            }
+        }
+    }
     size_t start = end;
     while (start > 0 && text [start - 1] && strchr ("0123456789+-.eE", text [start - 1]))
         start--;

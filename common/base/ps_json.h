@@ -22,6 +22,9 @@ typedef struct {
     //  ("optimizer.lr", "cluster.worker[1]", "layers[2].units"); empty for
     //  a number that is the whole document. Cut short ("...") if longer.
     char path [160];
+    //  The same place as a JSON pointer ("/optimizer/lr", "/layers/2/units";
+    //  empty for the whole document), cut short ("...") if longer.
+    char pointer [160];
     //  The number as written ("18446744073709551616", "1e999"), cut short
     //  ("...") if longer.
     char literal [48];

@@ -1,10 +1,11 @@
-//  Models: load a JSON spec, check it against schemas/model.json, resolve
-//  the layers' geometry and lay out the variables. See ps_model.h.
+//  Models: load a JSON spec, check it against schemas/model.schema.json,
+//  resolve the layers' geometry and lay out the variables. See ps_model.h.
 //
-//  The schema is compiled in (ps_model_schema_json) and drives the checks:
-//  which fields a layer type takes, their types, ranges and defaults. The
-//  code below reads values only after the checks passed, through the same
-//  field descriptions, so a default lives in one place.
+//  The schema, a standard JSON Schema compiled in (ps_model_schema_json),
+//  decides which fields a layer type takes, their types and ranges
+//  (common/base/ps_jsonschema.h checks them). The code below reads a spec
+//  only after the schema accepted it, and takes a field's default from the
+//  schema's "default", so a default lives in one place.
 
 #include "ps_model.h"
 
@@ -16,6 +17,8 @@
 
 #include "ps_file.h"
 #include "ps_json.h"
+#include "ps_jsonschema.h"
+#include "ps_jsonvalue.h"
 #include "ps_mix.h"
 
 extern const char ps_model_schema_json [];
@@ -59,156 +62,18 @@ struct ps_model_t {
 };
 
 //  ---------------------------------------------------------------------
-//  Checking a JSON object against a field table of the schema
+//  Reading a spec that the schema accepted
 
 //  Read an int or a pair [h, w] into out [2].
 static void
 s_size2 (const json_t *value, int out [2])
 {
-    if (json_is_integer (value))
-        out [0] = out [1] = (int) json_integer_value (value);
+    if (!json_is_array (value))
+        out [0] = out [1] = (int) ps_jsonvalue_integer (value);
     else {
-        out [0] = (int) json_integer_value (json_array_get (value, 0));
-        out [1] = (int) json_integer_value (json_array_get (value, 1));
+        out [0] = (int) ps_jsonvalue_integer (json_array_get (value, 0));
+        out [1] = (int) ps_jsonvalue_integer (json_array_get (value, 1));
     }
-}
-
-//  Check one number against the field's min, max and below bounds.
-static int
-s_check_range (double v, const json_t *field, const char *where, const char *key,
-               ps_error_t *err)
-{
-    const json_t *min = json_object_get (field, "min");
-    const json_t *max = json_object_get (field, "max");
-    const json_t *below = json_object_get (field, "below");
-    if (min && v < json_number_value (min))
-        return ps_error_set (err, PS_EINVAL, "%s: '%s' is %.15g, below the minimum %.15g",
-                             where, key, v, json_number_value (min));
-    if (max && v > json_number_value (max))
-        return ps_error_set (err, PS_EINVAL, "%s: '%s' is %.15g, above the maximum %.15g",
-                             where, key, v, json_number_value (max));
-    if (below && v >= json_number_value (below))
-        return ps_error_set (err, PS_EINVAL, "%s: '%s' is %.15g, must be below %.15g",
-                             where, key, v, json_number_value (below));
-    return 0;
-}
-
-//  Check that value has the type the field describes and lies in range.
-static int
-s_check_value (const json_t *value, const json_t *field, const char *where,
-               const char *key, ps_error_t *err)
-{
-    const char *type = json_string_value (json_object_get (field, "type"));
-    if (strcmp (type, "int") == 0) {
-        if (!json_is_integer (value))
-            return ps_error_set (err, PS_EINVAL, "%s: '%s' must be an integer", where, key);
-        return s_check_range ((double) json_integer_value (value), field, where, key, err);
-    }
-    if (strcmp (type, "number") == 0) {
-        if (!json_is_number (value))
-            return ps_error_set (err, PS_EINVAL, "%s: '%s' must be a number", where, key);
-        return s_check_range (json_number_value (value), field, where, key, err);
-    }
-    if (strcmp (type, "str") == 0) {
-        if (!json_is_string (value))
-            return ps_error_set (err, PS_EINVAL, "%s: '%s' must be a string", where, key);
-        return 0;
-    }
-    if (strcmp (type, "bool") == 0) {
-        if (!json_is_boolean (value))
-            return ps_error_set (err, PS_EINVAL, "%s: '%s' must be true or false", where, key);
-        return 0;
-    }
-    if (strcmp (type, "enum") == 0) {
-        const json_t *values = json_object_get (field, "values");
-        size_t i;
-        const json_t *v;
-        if (json_is_string (value))
-            json_array_foreach (values, i, v)
-                if (strcmp (json_string_value (v), json_string_value (value)) == 0)
-                    return 0;
-        char list [256] = "";
-        json_array_foreach (values, i, v) {
-            size_t used = strlen (list);
-            snprintf (list + used, sizeof list - used, "%s\"%s\"", i ? ", " : "",
-                      json_string_value (v));
-        }
-        return ps_error_set (err, PS_EINVAL, "%s: '%s' must be one of %s", where, key, list);
-    }
-    if (strcmp (type, "size2") == 0) {
-        if (json_is_array (value) && json_array_size (value) == 2
-        &&  json_is_integer (json_array_get (value, 0))
-        &&  json_is_integer (json_array_get (value, 1))) {
-            int rc = s_check_range ((double) json_integer_value (json_array_get (value, 0)),
-                                    field, where, key, err);
-            if (rc == 0)
-                rc = s_check_range ((double) json_integer_value (json_array_get (value, 1)),
-                                    field, where, key, err);
-            return rc;
-        }
-        if (!json_is_integer (value))
-            return ps_error_set (err, PS_EINVAL, "%s: '%s' must be an integer or [h, w]",
-                                 where, key);
-        return s_check_range ((double) json_integer_value (value), field, where, key, err);
-    }
-    if (strcmp (type, "dims") == 0) {
-        size_t n = json_array_size (value);
-        if (!json_is_array (value) || (n != 1 && n != 3))
-            return ps_error_set (err, PS_EINVAL,
-                                 "%s: '%s' must be [height, width, channels] or [features]",
-                                 where, key);
-        for (size_t i = 0; i < n; i++) {
-            const json_t *d = json_array_get (value, i);
-            if (!json_is_integer (d))
-                return ps_error_set (err, PS_EINVAL, "%s: '%s' must hold integers", where, key);
-            int rc = s_check_range ((double) json_integer_value (d), field, where, key, err);
-            if (rc)
-                return rc;
-        }
-        return 0;
-    }
-    if (strcmp (type, "layers") == 0) {
-        if (!json_is_array (value) || json_array_size (value) == 0)
-            return ps_error_set (err, PS_EINVAL, "%s: '%s' must be a non-empty array",
-                                 where, key);
-        return 0;
-    }
-    return ps_error_set (err, PS_EINVAL, "%s: the schema gives '%s' an unknown type '%s'",
-                         where, key, type);
-}
-
-//  Check every key of obj against fields (skipping `skip`, the layer's
-//  "type"), then that every required field is present.
-static int
-s_check_object (const json_t *obj, const json_t *fields, const char *skip,
-                const char *where, ps_error_t *err)
-{
-    const char *key;
-    const json_t *value;
-    json_object_foreach ((json_t *) obj, key, value) {
-        if (skip && strcmp (key, skip) == 0)
-            continue;
-        const json_t *field = json_object_get (fields, key);
-        if (!field) {
-            char list [256] = "";
-            const char *k;
-            const json_t *f;
-            json_object_foreach ((json_t *) fields, k, f) {
-                size_t used = strlen (list);
-                snprintf (list + used, sizeof list - used, "%s%s", used ? ", " : "", k);
-            }
-            return ps_error_set (err, PS_EINVAL, "%s: unknown field '%s' (expected %s)",
-                                 where, key, list);
-        }
-        int rc = s_check_value (value, field, where, key, err);
-        if (rc)
-            return rc;
-    }
-    const json_t *field;
-    json_object_foreach ((json_t *) fields, key, field)
-        if (json_is_true (json_object_get (field, "required")) && !json_object_get (obj, key))
-            return ps_error_set (err, PS_EINVAL, "%s: missing required field '%s'", where, key);
-    return 0;
 }
 
 //  The value of a field: the spec's own, or the schema's default (NULL
@@ -331,7 +196,7 @@ s_resolve_layer (ps_model_t *self, int index, const json_t *obj, const json_t *f
                                  k [0], k [1], *h, *w);
         l->out_c = *c;
         if (kind == PS_LAYER_CONV2D) {
-            l->out_c = (int) json_integer_value (json_object_get (obj, "filters"));
+            l->out_c = (int) ps_jsonvalue_integer (json_object_get (obj, "filters"));
             int64_t kdims [4] = { k [0], k [1], *c, l->out_c };
             if ((rc = s_add_weights (self, l, kdims, 4, bias, err)))
                 return rc;
@@ -344,7 +209,7 @@ s_resolve_layer (ps_model_t *self, int index, const json_t *obj, const json_t *f
                                  "input is [%d, %d, %d]; add a Flatten layer before it",
                                  where, *h, *w, *c);
         l->out_h = l->out_w = 1;
-        l->out_c = (int) json_integer_value (json_object_get (obj, "units"));
+        l->out_c = (int) ps_jsonvalue_integer (json_object_get (obj, "units"));
         int64_t kdims [2] = { *c, l->out_c };
         if ((rc = s_add_weights (self, l, kdims, 2, bias, err)))
             return rc;
@@ -368,22 +233,21 @@ s_resolve_layer (ps_model_t *self, int index, const json_t *obj, const json_t *f
 }
 
 //  Give layer `index` its name: the spec's, or Keras's automatic one
-//  (stem, stem_1, stem_2, ... counted per type), and check it is unique.
+//  (stem, stem_1, stem_2, ... counted per type, whatever the position),
+//  and check it is unique. The schema bounds a name in characters and
+//  keeps '/' out; the bytes (room for "/kernel" within PS_NAME_MAX) and
+//  the printable characters a variable name needs are checked here.
 static int
 s_name_layer (ps_model_t *self, int index, const json_t *obj, int type, int *counters,
               const char *where, ps_error_t *err)
 {
     ps_layer_t *l = &self->layers [index];
     const json_t *name = json_object_get (obj, "name");
-    if (name && !json_is_string (name))
-        return ps_error_set (err, PS_EINVAL, "%s: 'name' must be a string", where);
     if (name) {
         const char *s = json_string_value (name);
-        //  Room for "/kernel" keeps every variable name within PS_NAME_MAX.
-        if (strlen (s) == 0 || strlen (s) > PS_NAME_MAX - 16 || strchr (s, '/')
-        ||  ps_name_check (s, strlen (s), NULL))
-            return ps_error_set (err, PS_EINVAL, "%s: bad name \"%s\" (1 to %d printable "
-                                 "characters, no '/')", where, s, PS_NAME_MAX - 16);
+        if (strlen (s) > PS_NAME_MAX - 16 || ps_name_check (s, strlen (s), NULL))
+            return ps_error_set (err, PS_EINVAL, "%s: bad name \"%s\" (1 to %d bytes of "
+                                 "printable characters, no '/')", where, s, PS_NAME_MAX - 16);
         snprintf (l->name, sizeof l->name, "%s", s);
     }
     else
@@ -399,35 +263,31 @@ s_name_layer (ps_model_t *self, int index, const json_t *obj, int type, int *cou
     return 0;
 }
 
+//  Build the model from a spec that the schema accepted; what the schema
+//  cannot say (shapes that chain, unique names, the logits) is checked
+//  here. layer_defs is the schema's $defs, which holds each layer type's
+//  fields and their defaults.
 static int
-s_build (ps_model_t *self, const json_t *spec, const json_t *schema, const char *origin,
+s_build (ps_model_t *self, const json_t *spec, const json_t *layer_defs, const char *origin,
          ps_error_t *err)
 {
-    const json_t *model_fields = json_object_get (schema, "model");
-    const json_t *layer_schemas = json_object_get (schema, "layers");
-    if (!json_is_object (spec))
-        return ps_error_set (err, PS_EINVAL, "%s: a model spec is a JSON object", origin);
-    int rc = s_check_object (spec, model_fields, NULL, origin, err);
-    if (rc)
-        return rc;
     const json_t *name = json_object_get (spec, "name");
     snprintf (self->name, sizeof self->name, "%s", name ? json_string_value (name) : origin);
 
     const json_t *input = json_object_get (spec, "input_shape");
     bool flat = json_array_size (input) == 1;
-    int h = flat ? 1 : (int) json_integer_value (json_array_get (input, 0));
-    int w = flat ? 1 : (int) json_integer_value (json_array_get (input, 1));
-    int c = (int) json_integer_value (json_array_get (input, flat ? 0 : 2));
+    int h = flat ? 1 : (int) ps_jsonvalue_integer (json_array_get (input, 0));
+    int w = flat ? 1 : (int) ps_jsonvalue_integer (json_array_get (input, 1));
+    int c = (int) ps_jsonvalue_integer (json_array_get (input, flat ? 0 : 2));
     self->in_h = h, self->in_w = w, self->in_c = c;
     char where [PS_ERROR_MSG_MAX / 2];
     snprintf (where, sizeof where, "%s: input_shape", origin);
-    if ((rc = s_check_size (self, h, w, c, where, err)))
+    int rc = s_check_size (self, h, w, c, where, err);
+    if (rc)
         return rc;
 
     const json_t *layers = json_object_get (spec, "layers");
     size_t count = json_array_size (layers);
-    if (count > 1024)
-        return ps_error_set (err, PS_EINVAL, "%s: %zu layers are more than 1024", origin, count);
     self->layers = calloc (count, sizeof (ps_layer_t));
     self->variables = calloc (2 * count, sizeof (ps_variable_t));
     if (!self->layers || !self->variables)
@@ -435,27 +295,17 @@ s_build (ps_model_t *self, const json_t *spec, const json_t *schema, const char 
     int counters [S_TYPE_COUNT] = { 0 };
     for (size_t i = 0; i < count; i++) {
         const json_t *obj = json_array_get (layers, i);
-        snprintf (where, sizeof where, "%s: layer %zu", origin, i);
-        if (!json_is_object (obj))
-            return ps_error_set (err, PS_EINVAL, "%s: a layer is a JSON object", where);
         const char *type = json_string_value (json_object_get (obj, "type"));
-        if (!type)
-            return ps_error_set (err, PS_EINVAL, "%s: %s 'type' (a string such as "
-                                 "\"Conv2D\")", where,
-                                 json_object_get (obj, "type") ? "a non-string" : "missing");
         int t = 0;
-        while (t < S_TYPE_COUNT && strcmp (s_layer_types [t].type, type) != 0)
+        while (strcmp (s_layer_types [t].type, type) != 0)
             t++;
-        if (t == S_TYPE_COUNT)
-            return ps_error_set (err, PS_EINVAL, "%s: unknown layer type \"%s\" (known: "
-                                 "Conv2D, Dense, MaxPool2D, ReLU, Flatten, Dropout)", where, type);
-        const json_t *fields = json_object_get (layer_schemas, type);
+        const json_t *fields = json_object_get (json_object_get (layer_defs, type), "properties");
+        snprintf (where, sizeof where, "%s: layer %zu", origin, i);
         if ((rc = s_name_layer (self, (int) i, obj, t, counters, where, err)))
             return rc;
         snprintf (where, sizeof where, "%s: layer %zu (%s \"%s\")", origin, i, type,
                   self->layers [i].name);
-        if ((rc = s_check_object (obj, fields, "type", where, err))
-        ||  (rc = s_resolve_layer (self, (int) i, obj, fields, s_layer_types [t].kind,
+        if ((rc = s_resolve_layer (self, (int) i, obj, fields, s_layer_types [t].kind,
                                    &h, &w, &c, &flat, where, err)))
             return rc;
         self->layer_count++;
@@ -473,91 +323,61 @@ s_build (ps_model_t *self, const json_t *spec, const json_t *schema, const char 
     return 0;
 }
 
+//  The built-in schema; NULL and err set when it is broken.
+static ps_jsonschema_t *
+s_schema (ps_error_t *err)
+{
+    return ps_jsonschema_parse (ps_model_schema_json, "schemas/model.schema.json (built in)",
+                                err);
+}
+
 //  Build a model from a parsed spec; takes the reference to spec.
 static ps_model_t *
 s_from_json (json_t *spec, const char *origin, ps_error_t *err)
 {
     ps_model_t *self = calloc (1, sizeof *self);
-    json_error_t jerr;
-    if (!self) {
-        json_decref (spec);
-        ps_error_set (err, PS_ETOOBIG, "%s: out of memory", origin);
-        return NULL;
-    }
-    json_t *schema = json_loads (ps_model_schema_json, JSON_REJECT_DUPLICATES, &jerr);
-    if (!schema)
-        ps_error_set (err, PS_EINVAL, "schemas/model.json (built in): %s", jerr.text);
-    if (!schema || s_build (self, spec, schema, origin, err))
-        ps_model_destroy (&self);
-    else {
+    ps_jsonschema_t *schema = self ? s_schema (err) : NULL;
+    int rc = self ? 0 : ps_error_set (err, PS_ETOOBIG, "%s: out of memory", origin);
+    if (rc == 0 && !schema)
+        rc = PS_EINVAL;
+    if (rc == 0 && (rc = ps_jsonschema_validate (schema, spec, err)))
+        ps_error_prefix (err, rc, "%s", origin);
+    if (rc == 0)
+        rc = s_build (self, spec, json_object_get (ps_jsonschema_root (schema), "$defs"),
+                      origin, err);
+    if (rc == 0) {
         self->spec = json_dumps (spec, JSON_COMPACT);
         if (!self->spec)
             abort ();           //  json_dumps fails only when out of memory
     }
+    if (rc)
+        ps_model_destroy (&self);
+    ps_jsonschema_destroy (&schema);
     json_decref (spec);
-    json_decref (schema);
     return self;
 }
 
-//  A number too large to read (ps_json.h) at big->path, "KEY[...]" or
-//  "layers[i].KEY[...]", worded as s_check_range words a number out of
-//  range, with the key's bound from the schema (a key of that name in any
-//  layer type: the types agree on the bounds of the keys they share).
-static int
+//  A number too large to read (ps_json.h), reported by its JSON pointer
+//  with what the schema expects there, as a value out of range would be.
+static void
 s_too_large (const ps_json_overflow_t *big, const char *origin, ps_error_t *err)
 {
-    json_error_t jerr;
-    json_t *schema = json_loads (ps_model_schema_json, JSON_REJECT_DUPLICATES, &jerr);
+    const char *pointer = big->pointer;
+    ps_jsonschema_t *schema = s_schema (err);
     if (!schema)
-        return ps_error_set (err, PS_EINVAL, "schemas/model.json (built in): %s", jerr.text);
-    char where [PS_ERROR_MSG_MAX / 2];
-    snprintf (where, sizeof where, "%s", origin);
-    const char *key = big->path;
-    const json_t *field = NULL;
-    unsigned layer;
-    int skip = 0;
-    if (sscanf (big->path, "layers[%u].%n", &layer, &skip) == 1 && skip > 0) {
-        snprintf (where, sizeof where, "%s: layer %u", origin, layer);
-        key = big->path + skip;
-    }
-    //  The key itself, without what follows it (an index, a deeper key).
-    char name [sizeof big->path];
-    size_t n = strcspn (key, ".[");
-    memcpy (name, key, n);
-    name [n] = 0;
-    if (key == big->path)
-        field = json_object_get (json_object_get (schema, "model"), name);
-    else {
-        const char *type;
-        const json_t *fields;
-        json_object_foreach (json_object_get (schema, "layers"), type, fields)
-            if (!field)
-                field = json_object_get (fields, name);
-    }
-    const json_t *min = json_object_get (field, "min");
-    const json_t *max = json_object_get (field, "max");
-    const json_t *below = json_object_get (field, "below");
-    int rc;
-    if (!*name)
-        rc = ps_error_set (err, PS_EINVAL, "%s: a model spec is a JSON object, not %s", origin,
-                           big->literal);
+        return;
+    char expected [256];
+    int rc = ps_jsonschema_describe (schema, pointer, expected, sizeof expected, err);
+    if (rc == PS_EINVAL)
+        ps_error_prefix (err, rc, "%s", origin);
     else
-    if (big->literal [0] == '-' && min)
-        rc = ps_error_set (err, PS_EINVAL, "%s: '%s' is %s, below the minimum %.15g", where, name,
-                           big->literal, json_number_value (min));
+    if (rc == 0)
+        ps_error_set (err, PS_EINVAL, "%s: at %s: expected %s, got %s", origin,
+                      *pointer ? pointer : "the top level", expected, big->literal);
     else
-    if (big->literal [0] != '-' && max)
-        rc = ps_error_set (err, PS_EINVAL, "%s: '%s' is %s, above the maximum %.15g", where, name,
-                           big->literal, json_number_value (max));
-    else
-    if (big->literal [0] != '-' && below)
-        rc = ps_error_set (err, PS_EINVAL, "%s: '%s' is %s, must be below %.15g", where, name,
-                           big->literal, json_number_value (below));
-    else
-        rc = ps_error_set (err, PS_EINVAL, "%s: '%s' is %s, too large to read", where, name,
-                           big->literal);
-    json_decref (schema);
-    return rc;
+        ps_error_set (err, PS_EINVAL, "%s: at %s: %s is too large to read", origin,
+                      *pointer ? pointer : "the top level", big->literal);
+    ps_jsonschema_destroy (&schema);
 }
 
 //  Parse the len bytes of a spec's text; origin names it in messages.

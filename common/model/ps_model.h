@@ -1,5 +1,5 @@
 //  Models: a network described by a small JSON spec in the spirit of Keras
-//  Sequential (schemas/model.md), checked against schemas/model.json when
+//  Sequential (schemas/model.md), checked against schemas/model.schema.json when
 //  it is loaded, and resolved into layers with their geometry and the named
 //  variables they own.
 //

@@ -30,7 +30,7 @@
 
 //  The coordinator's heartbeat interval and timeout are taken from
 //  register_ok within these bounds, so a bad value cannot make the thread
-//  spin or stop watching. They are the job's bounds (schemas/job.json).
+//  spin or stop watching. They are the job's bounds (schemas/job.schema.json).
 #define S_MIN_MS                10
 #define S_MAX_INTERVAL_MS       60000
 #define S_MAX_TIMEOUT_MS        600000

@@ -1,6 +1,6 @@
 //  Fuzz target: the model spec parser (common/model/ps_model). The input is the
 //  JSON text of a spec, up to its first NUL byte, checked against
-//  schemas/model.json and resolved into layers and variables as ps-worker
+//  schemas/model.schema.json and resolved into layers and variables as ps-worker
 //  and the coordinator load one. A spec that resolves is then asked what
 //  its users ask: layers, variables, sizes, the batch check, the summary,
 //  and (when it is small enough to be worth it) its initial parameters.
