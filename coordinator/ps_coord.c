@@ -28,6 +28,7 @@
 #include <jansson.h>
 #include <zmq.h>
 
+#include "ps_admit.h"
 #include "ps_ckpt_ctl.h"
 #include "ps_client.h"
 #include "ps_clock.h"
@@ -60,6 +61,7 @@ typedef struct {
     uint64_t next_id;
 
     ps_roster_t *roster;
+    ps_admit_t *admit;
     ps_report_t *report;
     ps_evalq_t *evalq;
     ps_ckpt_ctl_t *ckpt;
@@ -74,7 +76,6 @@ typedef struct {
     ps_mode_host_t host;        //  what the mode may use; holds the run's state
 
     int worker_failures;
-    uint64_t refused_registrations;  //  new incarnations of a live task
     double no_worker_ms;        //  since when no worker has been alive, or 0
     double next_heartbeat_ms;
     double wait_log_ms;
@@ -296,84 +297,21 @@ s_check_peers (s_coord_t *self, double now)
 //  ---------------------------------------------------------------------
 //  Messages
 
+//  A registration: taken (the task's process, told the heartbeat and, for
+//  a worker or evaluator, the plan), or refused by admission.
 static void
 s_on_register (s_coord_t *self, const char *id, size_t id_len)
 {
-    const msgpack_object *h = ps_msg_header (self->msg);
-    char role_name [32] = "";
-    ps_role_t role = PS_ROLES;
-    if (ps_obj_str (ps_obj_get (h, "role"), role_name, sizeof role_name) != 0
-    ||  ps_role_parse (role_name, &role) != 0)
-        role = PS_ROLES;
-    uint64_t index = ps_obj_get (h, "index")->via.u64;
-    uint64_t incarnation = ps_obj_get (h, "incarnation")->via.u64;
-    uint64_t pid = ps_obj_get (h, "pid")->via.u64;
-    zmq_msg_t *envelope;
-    size_t nenvelope = ps_msg_envelope (self->msg, &envelope);
-    char message [256];
-    if (role == PS_ROLES || index >= (uint64_t) ps_roster_count (self->roster, role)) {
-        if (role == PS_ROLES)
-            snprintf (message, sizeof message, "unknown role: expected ps, worker or evaluator");
-        else {
-            int count = ps_roster_count (self->roster, role);
-            snprintf (message, sizeof message, "unknown task %s:%" PRIu64 ": the cluster has "
-                      "%d %s task%s", role_name, index, count, role_name, count == 1 ? "" : "s");
-        }
-        ps_warn ("refused a registration: %s", message);
-        ps_msg_send_error (self->router, envelope, nenvelope, ps_msg_id (self->msg), PS_EINVAL,
-                           message, NULL);
+    ps_role_t role;
+    int index;
+    ps_join_t join;
+    ps_peer_t *peer = ps_admit_register (self->admit, self->msg, self->router, id, id_len,
+                                         ps_clock_ms (), &role, &index, &join);
+    if (!peer)
         return;
-    }
-    if (id_len > PS_ROSTER_ID_MAX) {
-        ps_msg_send_error (self->router, envelope, nenvelope, ps_msg_id (self->msg), PS_EINVAL,
-                           "routing id too long", NULL);
-        return;
-    }
-    ps_peer_t *peer = ps_roster_peer (self->roster, role, (int) index);
-    double now = ps_clock_ms ();
-    ps_join_t join = ps_roster_register (self->roster, role, (int) index, incarnation, id,
-                                         id_len, pid, now);
-    //  A new incarnation of a task whose process is alive (it heartbeats,
-    //  and no death was seen) is refused: taking it would declare a
-    //  working process failed on the word of any process that claims its
-    //  task. Until the old one's death is known or its silence passes the
-    //  heartbeat timeout the new one's link keeps registering, and the
-    //  code "busy" tells it that waiting is right.
-    if (join == PS_JOIN_REFUSED) {
-        self->refused_registrations++;
-        snprintf (message, sizeof message, "%s:%" PRIu64 " is held by a live process (pid %"
-                  PRIu64 ", heard from %.0f ms ago); a new incarnation is taken once that "
-                  "one's death is known or it has been silent for %d ms", role_name, index,
-                  peer->pid, now - peer->last_seen, self->job->heartbeat_timeout_ms);
-        if (!peer->refused_register_logged) {
-            ps_report_tty_clear (self->report);
-            ps_warn ("refused a registration (pid %" PRIu64 "): %s", pid, message);
-            ps_report_event (self->report, "refused",
-                             json_pack ("{s:s, s:s, s:I, s:I}", "what", "registration", "role",
-                                        role_name, "task", (json_int_t) index, "pid",
-                                        (json_int_t) pid));
-            peer->refused_register_logged = true;
-        }
-        ps_msg_send_error (self->router, envelope, nenvelope, ps_msg_id (self->msg), PS_EBUSY,
-                           message, NULL);
-        return;
-    }
-    bool fresh = join == PS_JOIN_FIRST || join == PS_JOIN_RESTARTED;
     if (self->ops->joined)
-        self->ops->joined (self->mode, role, (int) index, fresh);
-    if (join != PS_JOIN_AGAIN) {
-        ps_report_tty_clear (self->report);
-        ps_info ("%s:%" PRIu64 " registered (pid %" PRIu64 ")%s", role_name, index, pid,
-                 join == PS_JOIN_RESTARTED ? ", a new incarnation"
-                 : join == PS_JOIN_BACK ? ", back after a silence" : "");
-        char endpoint [256] = "";
-        ps_obj_str (ps_obj_get (h, "endpoint"), endpoint, sizeof endpoint);
-        ps_report_event (self->report, "registered",
-                         json_pack ("{s:s, s:I, s:I, s:b, s:s}", "role", role_name,
-                                    "task", (json_int_t) index, "pid", (json_int_t) pid,
-                                    "restarted", join == PS_JOIN_RESTARTED,
-                                    "endpoint", endpoint));
-    }
+        self->ops->joined (self->mode, role, index,
+                           join == PS_JOIN_FIRST || join == PS_JOIN_RESTARTED);
     bool plan = role != PS_ROLE_PS;
     ps_writer_reset (&self->writer, "register_ok", ps_msg_id (self->msg), plan ? 4 : 3);
     msgpack_packer *pk = &self->writer.pk;
@@ -401,39 +339,6 @@ s_on_work_request (s_coord_t *self, ps_peer_t *peer, ps_role_t role, int index)
     self->ops->request (self->mode, peer, role, index, id, ps_msg_header (self->msg));
 }
 
-//  In a secured cluster, whether the message in hand comes from the
-//  process whose key is task role:index's, the task it claims (by its
-//  register, or by the routing id of that task's registration). If not,
-//  it is answered "forbidden", logged once per key.
-static bool
-s_authorized (s_coord_t *self, const char *role, uint64_t index)
-{
-    if (!self->cfg->curve)
-        return true;
-    char claimed [48];
-    snprintf (claimed, sizeof claimed, "%s:%" PRIu64, role, index);
-    const char *peer = ps_msg_property (self->msg, PS_CURVE_PEER_TASK);
-    if (peer && strcmp (peer, claimed) == 0)
-        return true;
-    const char *key = ps_msg_property (self->msg, PS_CURVE_PEER_KEY);
-    char message [160];
-    snprintf (message, sizeof message, "%s as %s: this key is %s's", ps_msg_type (self->msg),
-              claimed, peer ? peer : "no task");
-    if (ps_curve_first_refusal (self->cfg->curve, key ? key : "")) {
-        ps_report_tty_clear (self->report);
-        ps_warn ("refused %s (key %s; its later refusals are not logged)", message,
-                 key ? key : "none");
-        ps_report_event (self->report, "refused",
-                         json_pack ("{s:s, s:s, s:s}", "what", "key", "claimed", claimed,
-                                    "key_task", peer ? peer : ""));
-    }
-    zmq_msg_t *envelope;
-    size_t nenvelope = ps_msg_envelope (self->msg, &envelope);
-    ps_msg_send_error (self->router, envelope, nenvelope, ps_msg_id (self->msg), PS_EPERM,
-                       message, NULL);
-    return false;
-}
-
 static void
 s_handle_message (s_coord_t *self)
 {
@@ -459,14 +364,16 @@ s_handle_message (s_coord_t *self)
         const msgpack_object *h = ps_msg_header (self->msg);
         char role_name [16] = "?";
         ps_obj_str (ps_obj_get (h, "role"), role_name, sizeof role_name);
-        if (s_authorized (self, role_name, ps_obj_get (h, "index")->via.u64))
+        if (ps_admit_authorized (self->admit, self->msg, self->router, role_name,
+                                 ps_obj_get (h, "index")->via.u64))
             s_on_register (self, id, id_len);
         return;
     }
     ps_role_t role;
     int index;
     ps_peer_t *peer = ps_roster_find (self->roster, id, id_len, &role, &index);
-    if (peer && !s_authorized (self, ps_role_name (role), (uint64_t) index))
+    if (peer && !ps_admit_authorized (self->admit, self->msg, self->router, ps_role_name (role),
+                                      (uint64_t) index))
         return;
     if (!peer) {
         //  A process this coordinator does not know (it restarted, or the
@@ -573,7 +480,7 @@ s_host_finish (void *loop, double now)
     json_object_set_new (record, "refused_reports",
                          json_integer ((json_int_t) self->host.refused_reports));
     json_object_set_new (record, "refused_registrations",
-                         json_integer ((json_int_t) self->refused_registrations));
+                         json_integer ((json_int_t) ps_admit_refused (self->admit)));
     json_object_set_new (record, "nonfinite_failures",
                          json_integer ((json_int_t) self->host.nonfinite_failures));
     json_object_set_new (record, "diverged",
@@ -771,6 +678,8 @@ s_open (s_coord_t *self)
         return s_fail (self, err.code, "%s", err.msg), -1;
     self->roster = ps_roster_new (cfg->nservers, cfg->nworkers, cfg->nevaluators);
     self->evalq = ps_evalq_new (self->report);
+    self->admit = ps_admit_new (self->roster, self->report, cfg->curve,
+                                self->job->heartbeat_timeout_ms);
     self->ops = ps_mode_lookup (self->job->mode);
     if (getrandom (&self->incarnation, sizeof self->incarnation, 0) != sizeof self->incarnation)
         return s_fail (self, PS_EIO, "getrandom: %s", strerror (errno)), -1;
@@ -816,6 +725,7 @@ s_close (s_coord_t *self)
     json_decref (self->layout);
     json_decref (self->job_json);
     ps_evalq_destroy (&self->evalq);
+    ps_admit_destroy (&self->admit);
     ps_roster_destroy (&self->roster);
     if (self->msg) {
         ps_msg_destroy (&self->msg);

@@ -6,7 +6,8 @@
 //  a stop signal, the launcher's events, and timers. The loop (ps_coord.c)
 //  reads messages and hands each to the module that owns its concept:
 //    - the roster (ps_roster.h): registration, heartbeats, failure
-//      detection, a task's return;
+//      detection, a task's return; admission (ps_admit.h): which key may
+//      speak as which task, and the refusals;
 //    - the consistency mode (ps_mode.h, one file pair per mode): how steps
 //      are handed out and completed, what a failure does, how a checkpoint
 //      is drained and written, how a failed server is recovered;
