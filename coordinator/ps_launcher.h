@@ -56,7 +56,9 @@ typedef struct {
     //  Stop it for good (it exits cleanly, and is not restarted).
     int (*stop) (void *self, ps_role_t role, int index, ps_error_t *err);
     //  Tasks that ended since the last call, up to max (non-blocking);
-    //  returns how many. Later ones wait for the next call.
+    //  returns how many. Later ones wait for the next call. Call it often
+    //  (the loop does, every turn): a launcher may do its own work here,
+    //  as the local one restarts the tasks due.
     size_t (*poll) (void *self, ps_task_event_t *events, size_t max);
     //  Stop every task, free the state, set *self_p to NULL.
     void (*destroy) (void **self_p);
