@@ -15,17 +15,13 @@
 
 #include "ps_supervisor.h"
 
-//  The most tasks of one role.
-#define S_MAX_TASKS 256
-
 typedef struct {
     ps_supervisor_t *supervisor;
     char log_dir [PATH_MAX / 2];
     char server [PATH_MAX], worker [PATH_MAX];
     //  Each supervised child's task, by the supervisor's child index.
     int nchildren;
-    ps_role_t role [PS_ROLES * S_MAX_TASKS];
-    int index [PS_ROLES * S_MAX_TASKS];
+    struct { ps_role_t role; int index; } *tasks;
 } s_local_t;
 
 //  The path of a sibling program: $ENV, next to this executable, or in the
@@ -58,7 +54,7 @@ static int
 s_child (const s_local_t *self, ps_role_t role, int index)
 {
     for (int c = 0; c < self->nchildren; c++)
-        if (self->role [c] == role && self->index [c] == index)
+        if (self->tasks [c].role == role && self->tasks [c].index == index)
             return c;
     return -1;
 }
@@ -69,10 +65,8 @@ s_start (void *self_, ps_role_t role, int index, const ps_launch_spec_t *spec, p
     s_local_t *self = self_;
     char name [64], log [PATH_MAX];
     snprintf (name, sizeof name, "%s:%d", ps_role_name (role), index);
-    if (self->nchildren >= PS_ROLES * S_MAX_TASKS || s_child (self, role, index) >= 0)
-        return ps_error_set (err, PS_EINVAL, "starting %s: %s", name,
-                             s_child (self, role, index) >= 0 ? "it runs already"
-                                                              : "too many tasks");
+    if (s_child (self, role, index) >= 0)
+        return ps_error_set (err, PS_EINVAL, "starting %s: it runs already", name);
     snprintf (log, sizeof log, "%s/%s%d.log", self->log_dir, ps_role_name (role), index);
     size_t nargs = 0;
     while (spec->args [nargs])
@@ -87,8 +81,12 @@ s_start (void *self_, ps_role_t role, int index, const ps_launch_spec_t *spec, p
     free (argv);
     if (child < 0)
         return ps_error_set (err, child, "starting %s: %s", name, why.msg);
-    self->role [child] = role;
-    self->index [child] = index;
+    //  The supervisor numbers its children 0, 1, ... in the order added.
+    self->tasks = realloc (self->tasks, ((size_t) child + 1) * sizeof *self->tasks);
+    if (!self->tasks)
+        abort ();
+    self->tasks [child].role = role;
+    self->tasks [child].index = index;
     self->nchildren = child + 1;
     return 0;
 }
@@ -129,8 +127,8 @@ s_poll (void *self_, ps_task_event_t *events, size_t max)
     size_t n = ps_supervisor_poll (self->supervisor, seen, max < 16 ? max : 16);
     for (size_t e = 0; e < n; e++) {
         ps_task_event_t *event = &events [e];
-        event->role = self->role [seen [e].child];
-        event->index = self->index [seen [e].child];
+        event->role = self->tasks [seen [e].child].role;
+        event->index = self->tasks [seen [e].child].index;
         //  Exit status 0 is a child that was told to stop (SIGTERM, or a
         //  shutdown request): the supervisor does not restart it.
         event->clean = seen [e].status == 0 && !seen [e].signaled;
@@ -152,6 +150,7 @@ s_destroy (void **self_p)
     if (!self)
         return;
     ps_supervisor_destroy (&self->supervisor);
+    free (self->tasks);
     free (self);
     *self_p = NULL;
 }

@@ -34,14 +34,21 @@
 //      `joined` / `rejoined` put it back at the current minimum; a
 //      checkpoint drains exactly as async's (`advance`), and `report`
 //      adds the measured staleness distribution to the done record.
-//    - sync (aggregation on the servers): `advance` hands out round r as
-//      one step per live worker (all of the round's steps carry the same
-//      round number the servers aggregate by), and round r + 1 only once
-//      `request` has seen every step of round r completed; `task_failed`
-//      re-hands a failed worker's step of the round to another worker
-//      (the ledgers keep it exactly once); a checkpoint is taken between
-//      rounds, so `advance` drains a round before it; `report` adds the
-//      rounds and the mean round time.
+//    - sync (aggregation on the servers): a round is one step per live
+//      worker, all carrying the round's number, by which the servers sum
+//      the round's gradients and apply them once. `request` hands a worker
+//      a step of the open round it has not had (else "wait") and takes
+//      the round's completions; `advance` opens round r + 1 only when
+//      every step of round r is done (and calls host->finish after the
+//      last); `task_failed` returns the failed worker's step to the round,
+//      for `request` to hand to another worker (the servers' ledgers keep
+//      it exactly once); `advance` drains and checkpoints only between
+//      rounds (ps_ckpt_ctl_pause, then begin/commit as async does); and
+//      `report` adds the rounds and their mean time to the done record.
+//  Both keep the variables on the servers as async does: what async does
+//  with the servers (setup, restore after a server failure, the snapshot,
+//  the non-finite retries, the evaluation reports) should then move from
+//  ps_mode_async.c into a file pair the three share, not be copied.
 
 #ifndef PS_MODE_H_INCLUDED
 #define PS_MODE_H_INCLUDED
