@@ -22,6 +22,7 @@
 #include "ps_job.h"
 #include "ps_launcher_local.h"
 #include "ps_log.h"
+#include "ps_mode.h"
 #include "ps_model.h"
 #include "ps_parse.h"
 #include "ps_signal.h"
@@ -504,7 +505,7 @@ main (int argc, char *argv [])
     ps_log_init ("coordinator", PS_LOG_INFO);
     if (argc > 1 && strcmp (argv [1], "keygen") == 0)
         return s_keygen (argc - 1, argv + 1);
-    //  local_ps -1: 2 servers, none in mirrored mode.
+    //  local_ps -1: the mode's default for a local cluster.
     s_options_t opt = { .local_ps = -1, .local_workers = 2, .restart = true };
     s_flag_t *flags = calloc ((size_t) argc + 1, sizeof (s_flag_t));
     if (!flags)
@@ -605,18 +606,16 @@ main (int argc, char *argv [])
         if (s_load_job (&config.job, opt.local_ps < 0 ? 2 : opt.local_ps, &opt, flags, nflags,
                         log_dir, sizeof log_dir))
             goto done;
-        bool mirrored = config.job.mode == PS_MODE_MIRRORED;
-        if (mirrored && opt.local_ps > 0) {
-            fprintf (stderr, "coordinator: --ps: mirrored mode uses no servers (every worker "
-                     "holds the variables)\n");
+        const ps_mode_ops_t *mode = ps_mode_lookup (config.job.mode);
+        if (mode->no_servers && opt.local_ps > 0) {
+            fprintf (stderr, "coordinator: --ps: %s\n", mode->no_servers);
             goto done;
         }
-        if (mirrored && opt.local_evaluator) {
-            fprintf (stderr, "coordinator: --evaluator: in mirrored mode the workers evaluate, "
-                     "each a shard of the test set\n");
+        if (mode->no_evaluator && opt.local_evaluator) {
+            fprintf (stderr, "coordinator: --evaluator: %s\n", mode->no_evaluator);
             goto done;
         }
-        nps = opt.local_ps < 0 ? (mirrored ? 0 : 2) : opt.local_ps;
+        nps = opt.local_ps < 0 ? mode->local_servers : opt.local_ps;
         nworkers = opt.local_workers;
         nevaluators = opt.local_evaluator ? 1 : 0;
         int counts [PS_ROLES] = { nps, nworkers, nevaluators };
@@ -660,16 +659,16 @@ main (int argc, char *argv [])
     nworkers = ps_tfconfig_count (tf, "worker");
     nevaluators = ps_tfconfig_count (tf, "evaluator");
     //  The job's default partitioner is made for at least one server; a
-    //  cluster without any is refused below unless the job is mirrored.
+    //  cluster without any is refused below unless the job's mode needs none.
     if (!opt.local && s_load_job (&config.job, nps > 0 ? nps : 1, &opt, flags, nflags, log_dir,
                                   sizeof log_dir))
         goto done;
-    bool mirrored = config.job.mode == PS_MODE_MIRRORED;
-    if ((nps < 1 && !mirrored) || nworkers < 1 || nps > S_MAX_TASKS || nworkers > S_MAX_TASKS
+    int min_servers = ps_mode_lookup (config.job.mode)->min_servers;
+    if (nps < min_servers || nworkers < 1 || nps > S_MAX_TASKS || nworkers > S_MAX_TASKS
     ||  nevaluators > 1) {
         fprintf (stderr, "coordinator: %s: the cluster has %d ps, %d worker and %d evaluator "
-                 "tasks; expected %s..%d ps, 1..%d workers and at most 1 evaluator\n", source,
-                 nps, nworkers, nevaluators, mirrored ? "0" : "1", S_MAX_TASKS, S_MAX_TASKS);
+                 "tasks; expected %d..%d ps, 1..%d workers and at most 1 evaluator\n", source,
+                 nps, nworkers, nevaluators, min_servers, S_MAX_TASKS, S_MAX_TASKS);
         goto done;
     }
     servers = calloc ((size_t) nps + 1, sizeof (char *));

@@ -136,6 +136,14 @@ typedef struct {
     //  timeout with those there.
     ps_role_t holders;
     bool start_partial;
+    //  What the mode asks of the cluster: at least min_servers ps tasks,
+    //  local_servers in a local cluster by default; when no_servers or
+    //  no_evaluator is set, the mode uses none, and it says why to a
+    //  command line that asks for them.
+    int min_servers;
+    int local_servers;
+    const char *no_servers;
+    const char *no_evaluator;
     //  Create the mode's state for host; it may set host->generation.
     //  NULL with err set on failure.
     void *(*new) (ps_mode_host_t *host, ps_error_t *err);
