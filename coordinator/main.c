@@ -7,12 +7,10 @@
 #include <float.h>
 #include <getopt.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,11 +20,12 @@
 #include "ps_dataset.h"
 #include "ps_file.h"
 #include "ps_job.h"
+#include "ps_launcher_local.h"
 #include "ps_log.h"
+#include "ps_mode.h"
 #include "ps_model.h"
 #include "ps_parse.h"
 #include "ps_signal.h"
-#include "ps_supervisor.h"
 #include "ps_tfconfig.h"
 
 #define S_MAX_TASKS 256
@@ -107,50 +106,6 @@ s_copy (const char *flag, const char *text, char *buf, size_t len)
     }
     strcpy (buf, text);
     return 0;
-}
-
-//  A free TCP port on 127.0.0.1, for a local cluster's addresses. The
-//  probe socket stays open (in *fd) until every port has been chosen, so
-//  no two tasks get the same port; the ports are released before the
-//  children bind them, and on loopback nothing else takes one in between
-//  in practice (a clash fails loudly at bind).
-static int
-s_free_port (int *fd)
-{
-    *fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (*fd < 0)
-        return -1;
-    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
-    socklen_t len = sizeof addr;
-    if (bind (*fd, (struct sockaddr *) &addr, sizeof addr) == 0
-    &&  getsockname (*fd, (struct sockaddr *) &addr, &len) == 0)
-        return ntohs (addr.sin_port);
-    return -1;
-}
-
-//  The path of a sibling program: $ENV, next to this executable, or in the
-//  build tree's directory for its role.
-static int
-s_find_program (const char *env, const char *name, const char *subdir, char *buf, size_t len)
-{
-    const char *given = getenv (env);
-    if (given && *given) {
-        snprintf (buf, len, "%s", given);
-        return access (buf, X_OK) == 0 ? 0 : -1;
-    }
-    char self [PATH_MAX / 2];
-    ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
-    if (n < 0)
-        return -1;
-    self [n] = 0;
-    char *slash = strrchr (self, '/');
-    if (slash)
-        *slash = 0;
-    snprintf (buf, len, "%s/%s", self, name);
-    if (access (buf, X_OK) == 0)
-        return 0;
-    snprintf (buf, len, "%s/../%s/%s", self, subdir, name);
-    return access (buf, X_OK) == 0 ? 0 : -1;
 }
 
 typedef struct {
@@ -485,63 +440,6 @@ s_keygen (int argc, char *argv [])
     return 0;
 }
 
-//  Start the children of a local cluster, each with its TF_CONFIG and
-//  keys_dir (NULL: --insecure). The servers' checkpoint root is the
-//  coordinator's checkpoint directory, which snapshot and restore requests
-//  name directories relative to.
-static int
-s_start_local (ps_supervisor_t *supervisor, const char *tf_cluster, int nps, int nworkers,
-               int nevaluators, const char *log_dir, const char *checkpoint_dir,
-               const char *keys_dir, const char **roles, int *indices)
-{
-    char server [PATH_MAX], worker [PATH_MAX];
-    if (s_find_program ("PS_SERVER", "ps-server", "ps", server, sizeof server)
-    ||  s_find_program ("PS_WORKER", "ps-worker", "worker", worker, sizeof worker)) {
-        fprintf (stderr, "coordinator: cannot find ps-server and ps-worker next to this program "
-                 "(or set PS_SERVER and PS_WORKER)\n");
-        return -1;
-    }
-    struct { const char *role; int count; const char *program; } kinds [] = {
-        { "ps", nps, server }, { "worker", nworkers, worker }, { "evaluator", nevaluators, worker },
-    };
-    int child = 0;
-    for (size_t k = 0; k < 3; k++)
-        for (int i = 0; i < kinds [k].count; i++) {
-            size_t len = strlen (tf_cluster) + 128;
-            char *tf = malloc (len), name [64], log [PATH_MAX];
-            if (!tf)
-                abort ();
-            snprintf (tf, len, "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": \"%s\", "
-                      "\"index\": %d}}", tf_cluster, kinds [k].role, i);
-            snprintf (name, sizeof name, "%s:%d", kinds [k].role, i);
-            snprintf (log, sizeof log, "%s/%s%d.log", log_dir, kinds [k].role, i);
-            //  Each server applies updates on its serving thread: the
-            //  machine's cores are the workers'.
-            const char *key_args [2] = { "--insecure", NULL };
-            if (keys_dir) {
-                key_args [0] = "--keys";
-                key_args [1] = keys_dir;
-            }
-            const char *server_argv [] = { kinds [k].program, "--threads", "0",
-                                           "--checkpoint-root", checkpoint_dir, key_args [0],
-                                           key_args [1], NULL };
-            const char *worker_argv [] = { kinds [k].program, key_args [0], key_args [1], NULL };
-            const char *env [] = { tf, NULL };
-            ps_error_t err;
-            int rc = ps_supervisor_add (supervisor, name, k == 0 ? server_argv : worker_argv,
-                                        env, log, &err);
-            free (tf);
-            if (rc < 0) {
-                fprintf (stderr, "coordinator: starting %s: %s\n", name, err.msg);
-                return -1;
-            }
-            roles [child] = kinds [k].role;
-            indices [child] = i;
-            child++;
-        }
-    return 0;
-}
-
 //  The job: defaults (for nps servers), the file, then the flags; for a
 //  local cluster also its log directory (made here) and default
 //  checkpoints. Returns 0, or -1 after saying what is wrong.
@@ -607,7 +505,7 @@ main (int argc, char *argv [])
     ps_log_init ("coordinator", PS_LOG_INFO);
     if (argc > 1 && strcmp (argv [1], "keygen") == 0)
         return s_keygen (argc - 1, argv + 1);
-    //  local_ps -1: 2 servers, none in mirrored mode.
+    //  local_ps -1: the mode's default for a local cluster.
     s_options_t opt = { .local_ps = -1, .local_workers = 2, .restart = true };
     s_flag_t *flags = calloc ((size_t) argc + 1, sizeof (s_flag_t));
     if (!flags)
@@ -686,12 +584,10 @@ main (int argc, char *argv [])
     }
     int exit_code = 2;
     ps_tfconfig_t *tf = NULL;
-    ps_supervisor_t *supervisor = NULL;
+    ps_launcher_t *launcher = NULL;
     ps_model_t *model = NULL;
     char *tf_cluster = NULL;
     char **servers = NULL, **workers = NULL;
-    const char *roles [3 * S_MAX_TASKS];
-    int indices [3 * S_MAX_TASKS];
     char log_dir [PS_JOB_PATH_MAX - 32] = "";
     char bind [300];
     int nps, nworkers, nevaluators;
@@ -710,48 +606,21 @@ main (int argc, char *argv [])
         if (s_load_job (&config.job, opt.local_ps < 0 ? 2 : opt.local_ps, &opt, flags, nflags,
                         log_dir, sizeof log_dir))
             goto done;
-        bool mirrored = config.job.mode == PS_MODE_MIRRORED;
-        if (mirrored && opt.local_ps > 0) {
-            fprintf (stderr, "coordinator: --ps: mirrored mode uses no servers (every worker "
-                     "holds the variables)\n");
+        const ps_mode_ops_t *mode = ps_mode_lookup (config.job.mode);
+        if (mode->no_servers && opt.local_ps > 0) {
+            fprintf (stderr, "coordinator: --ps: %s\n", mode->no_servers);
             goto done;
         }
-        if (mirrored && opt.local_evaluator) {
-            fprintf (stderr, "coordinator: --evaluator: in mirrored mode the workers evaluate, "
-                     "each a shard of the test set\n");
+        if (mode->no_evaluator && opt.local_evaluator) {
+            fprintf (stderr, "coordinator: --evaluator: %s\n", mode->no_evaluator);
             goto done;
         }
-        nps = opt.local_ps < 0 ? (mirrored ? 0 : 2) : opt.local_ps;
+        nps = opt.local_ps < 0 ? mode->local_servers : opt.local_ps;
         nworkers = opt.local_workers;
         nevaluators = opt.local_evaluator ? 1 : 0;
-        size_t len = 64 + 32 * (size_t) (nps + nworkers + nevaluators + 1);
-        tf_cluster = malloc (len);
-        if (!tf_cluster)
-            abort ();
-        int probes [3 * S_MAX_TASKS + 1];
-        int nprobes = 0;
-        int port = s_free_port (&probes [nprobes++]);
-        size_t at = (size_t) snprintf (tf_cluster, len, "{\"chief\": [\"127.0.0.1:%d\"]", port);
-        const char *names [3] = { "ps", "worker", "evaluator" };
-        int counts [3] = { nps, nworkers, nevaluators };
-        for (int k = 0; k < 3 && port > 0; k++) {
-            if (!counts [k])
-                continue;
-            at += (size_t) snprintf (tf_cluster + at, len - at, ", \"%s\": [", names [k]);
-            for (int i = 0; i < counts [k] && port > 0; i++) {
-                port = s_free_port (&probes [nprobes++]);
-                at += (size_t) snprintf (tf_cluster + at, len - at, "%s\"127.0.0.1:%d\"",
-                                         i ? ", " : "", port);
-            }
-            at += (size_t) snprintf (tf_cluster + at, len - at, "]");
-        }
-        for (int p = 0; p < nprobes; p++)
-            if (probes [p] >= 0)
-                close (probes [p]);
-        snprintf (tf_cluster + at, len - at, "}");
-        if (port <= 0) {
-            fprintf (stderr, "coordinator: cannot find free ports on 127.0.0.1: %s\n",
-                     strerror (errno));
+        int counts [PS_ROLES] = { nps, nworkers, nevaluators };
+        if (ps_launcher_local_spec (counts, &tf_cluster, &err)) {
+            fprintf (stderr, "coordinator: %s\n", err.msg);
             goto done;
         }
         size_t tlen = strlen (tf_cluster) + 64;
@@ -790,16 +659,16 @@ main (int argc, char *argv [])
     nworkers = ps_tfconfig_count (tf, "worker");
     nevaluators = ps_tfconfig_count (tf, "evaluator");
     //  The job's default partitioner is made for at least one server; a
-    //  cluster without any is refused below unless the job is mirrored.
+    //  cluster without any is refused below unless the job's mode needs none.
     if (!opt.local && s_load_job (&config.job, nps > 0 ? nps : 1, &opt, flags, nflags, log_dir,
                                   sizeof log_dir))
         goto done;
-    bool mirrored = config.job.mode == PS_MODE_MIRRORED;
-    if ((nps < 1 && !mirrored) || nworkers < 1 || nps > S_MAX_TASKS || nworkers > S_MAX_TASKS
+    int min_servers = ps_mode_lookup (config.job.mode)->min_servers;
+    if (nps < min_servers || nworkers < 1 || nps > S_MAX_TASKS || nworkers > S_MAX_TASKS
     ||  nevaluators > 1) {
         fprintf (stderr, "coordinator: %s: the cluster has %d ps, %d worker and %d evaluator "
-                 "tasks; expected %s..%d ps, 1..%d workers and at most 1 evaluator\n", source,
-                 nps, nworkers, nevaluators, mirrored ? "0" : "1", S_MAX_TASKS, S_MAX_TASKS);
+                 "tasks; expected %d..%d ps, 1..%d workers and at most 1 evaluator\n", source,
+                 nps, nworkers, nevaluators, min_servers, S_MAX_TASKS, S_MAX_TASKS);
         goto done;
     }
     servers = calloc ((size_t) nps + 1, sizeof (char *));
@@ -865,11 +734,12 @@ main (int argc, char *argv [])
         goto done;
     }
     if (opt.local) {
-        supervisor = ps_supervisor_new (opt.restart);
-        if (!supervisor)
-            abort ();
-        if (s_start_local (supervisor, tf_cluster, nps, nworkers, nevaluators, log_dir,
-                           config.job.checkpoint_dir, opt.keys_dir, roles, indices)) {
+        int counts [PS_ROLES] = { nps, nworkers, nevaluators };
+        launcher = ps_launcher_local_new (opt.restart, log_dir, &err);
+        if (!launcher
+        ||  ps_launcher_start_cluster (launcher, tf_cluster, counts, config.job.checkpoint_dir,
+                                       opt.keys_dir, &err)) {
+            fprintf (stderr, "coordinator: %s\n", err.msg);
             exit_code = 1;
             goto done;
         }
@@ -886,9 +756,7 @@ main (int argc, char *argv [])
     config.resume = opt.resume;
     config.progress_tty = isatty (STDERR_FILENO);
     config.stop_fd = stop_fd;
-    config.supervisor = supervisor;
-    config.child_role = roles;
-    config.child_index = indices;
+    config.launcher = launcher;
     if (ps_coord_run (&config, &err) == 0)
         exit_code = 0;
     else {
@@ -896,7 +764,7 @@ main (int argc, char *argv [])
         exit_code = 1;
     }
 done:
-    ps_supervisor_destroy (&supervisor);
+    ps_launcher_destroy (&launcher);
     ps_curve_destroy (&config.curve);
     if (*local_keys && ps_file_remove_tree (local_keys, &err))
         ps_warn ("removing the local cluster's keys: %s", err.msg);

@@ -1,0 +1,149 @@
+//  The coordinator's evaluation queue (see ps_evalq.h).
+
+#include "ps_evalq.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "ps_log.h"
+
+struct _ps_evalq_t {
+    ps_report_t *report;
+    bool pending;
+    uint64_t epoch, step;
+    bool busy;
+    ps_eval_t out;
+    bool have;
+    uint64_t last_step;
+    double test_loss, test_accuracy;
+};
+
+ps_evalq_t *
+ps_evalq_new (ps_report_t *report)
+{
+    ps_evalq_t *self = calloc (1, sizeof *self);
+    if (!self)
+        abort ();
+    self->report = report;
+    return self;
+}
+
+void
+ps_evalq_destroy (ps_evalq_t **self_p)
+{
+    free (*self_p);
+    *self_p = NULL;
+}
+
+void
+ps_evalq_ask (ps_evalq_t *self, uint64_t epoch, uint64_t step)
+{
+    self->pending = true;
+    self->epoch = epoch;
+    self->step = step;
+}
+
+bool
+ps_evalq_pending (const ps_evalq_t *self, uint64_t *epoch, uint64_t *step)
+{
+    if (self->pending && epoch)
+        *epoch = self->epoch;
+    if (self->pending && step)
+        *step = self->step;
+    return self->pending;
+}
+
+const ps_eval_t *
+ps_evalq_busy (const ps_evalq_t *self)
+{
+    return self->busy ? &self->out : NULL;
+}
+
+const ps_eval_t *
+ps_evalq_take (ps_evalq_t *self, ps_role_t role, int index, uint64_t generation, double now)
+{
+    if (!self->pending)
+        return NULL;
+    self->pending = false;
+    self->busy = true;
+    self->out = (ps_eval_t) { .role = role, .index = index, .epoch = self->epoch,
+                              .step = self->step, .generation = generation, .sent_ms = now };
+    return &self->out;
+}
+
+void
+ps_evalq_requeue (ps_evalq_t *self)
+{
+    if (!self->busy)
+        return;
+    self->busy = false;
+    //  A newer evaluation asked for meanwhile supersedes the lost one.
+    if (!self->pending)
+        ps_evalq_ask (self, self->out.epoch, self->out.step);
+}
+
+void
+ps_evalq_lost (ps_evalq_t *self, ps_role_t role, int index)
+{
+    if (self->busy && self->out.role == role && self->out.index == index)
+        ps_evalq_requeue (self);
+}
+
+void
+ps_evalq_result (ps_evalq_t *self, double loss, uint64_t correct, uint64_t count,
+                 const char *who, int task, double now)
+{
+    self->busy = false;
+    if (count == 0)
+        return;
+    self->test_loss = loss / count;
+    self->test_accuracy = (double) correct / count;
+    self->have = true;
+    self->last_step = self->out.step;
+    const ps_eval_t *e = &self->out;
+    ps_report_tty_clear (self->report);
+    ps_info ("evaluation after epoch %" PRIu64 " (step %" PRIu64 "): test loss %.4f, test "
+             "accuracy %.4f (%s:%d, %.0f ms)", e->epoch, e->step, self->test_loss,
+             self->test_accuracy, who, task, now - e->sent_ms);
+    ps_report_event (self->report, "eval",
+                     json_pack ("{s:I, s:I, s:f, s:f, s:I, s:f, s:f, s:s, s:i}",
+                                "epoch", (json_int_t) e->epoch, "step", (json_int_t) e->step,
+                                "test_loss", isfinite (self->test_loss) ? self->test_loss : -1.0,
+                                "test_accuracy", self->test_accuracy,
+                                "count", (json_int_t) count,
+                                "params_at_s",
+                                (e->sent_ms - ps_report_start_ms (self->report)) / 1e3,
+                                "eval_ms", now - e->sent_ms, "role", who, "task", task));
+}
+
+void
+ps_evalq_rewind (ps_evalq_t *self, uint64_t after)
+{
+    if (self->pending && self->step > after)
+        self->pending = false;
+    if (self->busy && self->out.step > after)
+        self->busy = false;
+    if (self->have && self->last_step > after)
+        self->have = false;
+}
+
+bool
+ps_evalq_final (ps_evalq_t *self, uint64_t epoch, uint64_t done)
+{
+    if (self->have && self->last_step == done)
+        return true;
+    if (!self->busy && (!self->pending || self->step != done))
+        ps_evalq_ask (self, epoch, done);
+    return false;
+}
+
+bool
+ps_evalq_latest (const ps_evalq_t *self, double *test_loss, double *test_accuracy)
+{
+    if (self->have) {
+        *test_loss = self->test_loss;
+        *test_accuracy = self->test_accuracy;
+    }
+    return self->have;
+}

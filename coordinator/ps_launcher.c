@@ -1,0 +1,107 @@
+//  Launchers (see ps_launcher.h).
+
+#include "ps_launcher.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct _ps_launcher_t {
+    const ps_launcher_ops_t *ops;
+    void *self;
+};
+
+ps_launcher_t *
+ps_launcher_new (const ps_launcher_ops_t *ops, void *state)
+{
+    assert (ops && ops->start && ops->poll && ops->destroy);
+    ps_launcher_t *self = calloc (1, sizeof *self);
+    if (!self)
+        abort ();
+    self->ops = ops;
+    self->self = state;
+    return self;
+}
+
+void
+ps_launcher_destroy (ps_launcher_t **self_p)
+{
+    ps_launcher_t *self = *self_p;
+    if (!self)
+        return;
+    self->ops->destroy (&self->self);
+    free (self);
+    *self_p = NULL;
+}
+
+int
+ps_launcher_start (ps_launcher_t *self, ps_role_t role, int index, const ps_launch_spec_t *spec,
+                   ps_error_t *err)
+{
+    return self->ops->start (self->self, role, index, spec, err);
+}
+
+int
+ps_launcher_restart (ps_launcher_t *self, ps_role_t role, int index, ps_error_t *err)
+{
+    if (!self->ops->restart)
+        return ps_error_set (err, PS_EINVAL, "the %s launcher cannot restart %s:%d",
+                             self->ops->name, ps_role_name (role), index);
+    return self->ops->restart (self->self, role, index, err);
+}
+
+int
+ps_launcher_stop (ps_launcher_t *self, ps_role_t role, int index, ps_error_t *err)
+{
+    if (!self->ops->stop)
+        return ps_error_set (err, PS_EINVAL, "the %s launcher cannot stop %s:%d",
+                             self->ops->name, ps_role_name (role), index);
+    return self->ops->stop (self->self, role, index, err);
+}
+
+size_t
+ps_launcher_poll (ps_launcher_t *self, ps_task_event_t *events, size_t max)
+{
+    return self->ops->poll (self->self, events, max);
+}
+
+const char *
+ps_launcher_name (const ps_launcher_t *self)
+{
+    return self->ops->name;
+}
+
+int
+ps_launcher_start_cluster (ps_launcher_t *self, const char *tf_cluster,
+                           const int counts [PS_ROLES], const char *checkpoint_dir,
+                           const char *keys_dir, ps_error_t *err)
+{
+    for (int r = 0; r < PS_ROLES; r++)
+        for (int i = 0; i < counts [r]; i++) {
+            const char *role = ps_role_name ((ps_role_t) r);
+            size_t len = strlen (tf_cluster) + 128;
+            char *tf = malloc (len);
+            if (!tf)
+                abort ();
+            snprintf (tf, len, "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": \"%s\", "
+                      "\"index\": %d}}", tf_cluster, role, i);
+            const char *key_args [2] = { "--insecure", NULL };
+            if (keys_dir) {
+                key_args [0] = "--keys";
+                key_args [1] = keys_dir;
+            }
+            //  Each server applies updates on its serving thread: the
+            //  machine's cores are the workers'.
+            const char *server_args [] = { "--threads", "0", "--checkpoint-root",
+                                           checkpoint_dir, key_args [0], key_args [1], NULL };
+            const char *worker_args [] = { key_args [0], key_args [1], NULL };
+            const char *env [] = { tf, NULL };
+            ps_launch_spec_t spec = { r == PS_ROLE_PS ? server_args : worker_args, env };
+            int rc = ps_launcher_start (self, (ps_role_t) r, i, &spec, err);
+            free (tf);
+            if (rc)
+                return rc;
+        }
+    return 0;
+}

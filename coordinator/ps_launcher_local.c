@@ -1,0 +1,246 @@
+//  The local launcher (see ps_launcher_local.h).
+
+#include "ps_launcher_local.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ps_supervisor.h"
+
+typedef struct {
+    ps_supervisor_t *supervisor;
+    char log_dir [PATH_MAX / 2];
+    char server [PATH_MAX], worker [PATH_MAX];
+    //  Each supervised child's task, by the supervisor's child index.
+    int nchildren;
+    struct { ps_role_t role; int index; } *tasks;
+} s_local_t;
+
+//  The path of a sibling program: $ENV, next to this executable, or in the
+//  build tree's directory for its role.
+static int
+s_find_program (const char *env, const char *name, const char *subdir, char *buf, size_t len)
+{
+    const char *given = getenv (env);
+    if (given && *given) {
+        snprintf (buf, len, "%s", given);
+        return access (buf, X_OK) == 0 ? 0 : -1;
+    }
+    char self [PATH_MAX / 2];
+    ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
+    if (n < 0)
+        return -1;
+    self [n] = 0;
+    char *slash = strrchr (self, '/');
+    if (slash)
+        *slash = 0;
+    snprintf (buf, len, "%s/%s", self, name);
+    if (access (buf, X_OK) == 0)
+        return 0;
+    snprintf (buf, len, "%s/../%s/%s", self, subdir, name);
+    return access (buf, X_OK) == 0 ? 0 : -1;
+}
+
+//  The supervisor's child of task role:index, or -1.
+static int
+s_child (const s_local_t *self, ps_role_t role, int index)
+{
+    for (int c = 0; c < self->nchildren; c++)
+        if (self->tasks [c].role == role && self->tasks [c].index == index)
+            return c;
+    return -1;
+}
+
+static int
+s_start (void *self_, ps_role_t role, int index, const ps_launch_spec_t *spec, ps_error_t *err)
+{
+    s_local_t *self = self_;
+    char name [64], log [PATH_MAX];
+    snprintf (name, sizeof name, "%s:%d", ps_role_name (role), index);
+    if (s_child (self, role, index) >= 0)
+        return ps_error_set (err, PS_EINVAL, "starting %s: it runs already", name);
+    snprintf (log, sizeof log, "%s/%s%d.log", self->log_dir, ps_role_name (role), index);
+    size_t nargs = 0;
+    while (spec->args [nargs])
+        nargs++;
+    const char **argv = calloc (nargs + 2, sizeof (char *));
+    if (!argv)
+        abort ();
+    argv [0] = role == PS_ROLE_PS ? self->server : self->worker;
+    memcpy (argv + 1, spec->args, nargs * sizeof (char *));
+    ps_error_t why;
+    int child = ps_supervisor_add (self->supervisor, name, argv, spec->env, log, &why);
+    free (argv);
+    if (child < 0)
+        return ps_error_set (err, child, "starting %s: %s", name, why.msg);
+    //  The supervisor numbers its children 0, 1, ... in the order added.
+    self->tasks = realloc (self->tasks, ((size_t) child + 1) * sizeof *self->tasks);
+    if (!self->tasks)
+        abort ();
+    self->tasks [child].role = role;
+    self->tasks [child].index = index;
+    self->nchildren = child + 1;
+    return 0;
+}
+
+//  Send sig to task role:index's process: SIGKILL makes the supervisor
+//  restart it, SIGTERM makes it exit cleanly, which is not restarted.
+static int
+s_signal (s_local_t *self, ps_role_t role, int index, int sig, ps_error_t *err)
+{
+    int child = s_child (self, role, index);
+    pid_t pid = child >= 0 ? ps_supervisor_pid (self->supervisor, child) : 0;
+    if (pid <= 0)
+        return ps_error_set (err, PS_ENOTFOUND, "%s:%d is not running", ps_role_name (role),
+                             index);
+    if (kill (pid, sig) != 0)
+        return ps_error_set (err, PS_EIO, "signalling %s:%d (pid %d): %s", ps_role_name (role),
+                             index, (int) pid, strerror (errno));
+    return 0;
+}
+
+static int
+s_restart (void *self, ps_role_t role, int index, ps_error_t *err)
+{
+    return s_signal (self, role, index, SIGKILL, err);
+}
+
+static int
+s_stop (void *self, ps_role_t role, int index, ps_error_t *err)
+{
+    return s_signal (self, role, index, SIGTERM, err);
+}
+
+static size_t
+s_poll (void *self_, ps_task_event_t *events, size_t max)
+{
+    s_local_t *self = self_;
+    ps_child_event_t seen [16];
+    size_t n = ps_supervisor_poll (self->supervisor, seen, max < 16 ? max : 16);
+    for (size_t e = 0; e < n; e++) {
+        ps_task_event_t *event = &events [e];
+        event->role = self->tasks [seen [e].child].role;
+        event->index = self->tasks [seen [e].child].index;
+        //  Exit status 0 is a child that was told to stop (SIGTERM, or a
+        //  shutdown request): the supervisor does not restart it.
+        event->clean = seen [e].status == 0 && !seen [e].signaled;
+        event->gave_up = seen [e].state == PS_CHILD_GAVE_UP;
+        if (seen [e].signaled)
+            snprintf (event->reason, sizeof event->reason, "process %d killed by signal %d",
+                      (int) seen [e].pid, seen [e].status - 128);
+        else
+            snprintf (event->reason, sizeof event->reason, "process %d exited with status %d",
+                      (int) seen [e].pid, seen [e].status);
+    }
+    return n;
+}
+
+static void
+s_destroy (void **self_p)
+{
+    s_local_t *self = *self_p;
+    if (!self)
+        return;
+    ps_supervisor_destroy (&self->supervisor);
+    free (self->tasks);
+    free (self);
+    *self_p = NULL;
+}
+
+static const ps_launcher_ops_t s_ops = {
+    .name = "local",
+    .start = s_start,
+    .restart = s_restart,
+    .stop = s_stop,
+    .poll = s_poll,
+    .destroy = s_destroy,
+};
+
+ps_launcher_t *
+ps_launcher_local_new (bool restart, const char *log_dir, ps_error_t *err)
+{
+    s_local_t *self = calloc (1, sizeof *self);
+    if (!self)
+        abort ();
+    if (s_find_program ("PS_SERVER", "ps-server", "ps", self->server, sizeof self->server)
+    ||  s_find_program ("PS_WORKER", "ps-worker", "worker", self->worker, sizeof self->worker)) {
+        free (self);
+        ps_error_set (err, PS_ENOTFOUND, "cannot find ps-server and ps-worker next to this "
+                      "program (or set PS_SERVER and PS_WORKER)");
+        return NULL;
+    }
+    snprintf (self->log_dir, sizeof self->log_dir, "%s", log_dir);
+    self->supervisor = ps_supervisor_new (restart);
+    if (!self->supervisor)
+        abort ();
+    return ps_launcher_new (&s_ops, self);
+}
+
+//  A free TCP port on 127.0.0.1, for a local cluster's addresses. The
+//  probe socket stays open (in *fd) until every port has been chosen, so
+//  no two tasks get the same port; the ports are released before the
+//  children bind them, and on loopback nothing else takes one in between
+//  in practice (a clash fails loudly at bind).
+static int
+s_free_port (int *fd)
+{
+    *fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (*fd < 0)
+        return -1;
+    struct sockaddr_in addr = { .sin_family = AF_INET,
+                                .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
+    socklen_t len = sizeof addr;
+    if (bind (*fd, (struct sockaddr *) &addr, sizeof addr) == 0
+    &&  getsockname (*fd, (struct sockaddr *) &addr, &len) == 0)
+        return ntohs (addr.sin_port);
+    return -1;
+}
+
+int
+ps_launcher_local_spec (const int counts [PS_ROLES], char **spec, ps_error_t *err)
+{
+    int tasks = 1;
+    for (int r = 0; r < PS_ROLES; r++)
+        tasks += counts [r];
+    size_t len = 64 + 32 * (size_t) tasks;
+    char *text = malloc (len);
+    int *probes = malloc ((size_t) tasks * sizeof (int));
+    if (!text || !probes)
+        abort ();
+    int nprobes = 0;
+    int port = s_free_port (&probes [nprobes++]);
+    size_t at = (size_t) snprintf (text, len, "{\"chief\": [\"127.0.0.1:%d\"]", port);
+    for (int r = 0; r < PS_ROLES && port > 0; r++) {
+        if (!counts [r])
+            continue;
+        at += (size_t) snprintf (text + at, len - at, ", \"%s\": [",
+                                 ps_role_name ((ps_role_t) r));
+        for (int i = 0; i < counts [r] && port > 0; i++) {
+            port = s_free_port (&probes [nprobes++]);
+            at += (size_t) snprintf (text + at, len - at, "%s\"127.0.0.1:%d\"", i ? ", " : "",
+                                     port);
+        }
+        at += (size_t) snprintf (text + at, len - at, "]");
+    }
+    int error = errno;
+    for (int p = 0; p < nprobes; p++)
+        if (probes [p] >= 0)
+            close (probes [p]);
+    free (probes);
+    snprintf (text + at, len - at, "}");
+    if (port <= 0) {
+        free (text);
+        return ps_error_set (err, PS_EIO, "cannot find free ports on 127.0.0.1: %s",
+                             strerror (error));
+    }
+    *spec = text;
+    return 0;
+}

@@ -1,0 +1,81 @@
+//  The run's outcome as the servers saw it (see ps_outcome.h).
+
+#include "ps_outcome.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+json_t *
+ps_outcome_servers (ps_client_t *client, int nservers, uint64_t done, json_t *mismatches)
+{
+    json_t *servers = json_array ();
+    for (int s = 0; s < nservers && client; s++) {
+        ps_part_stats_t *stats = NULL;
+        size_t count = 0;
+        ps_error_t err;
+        json_t *server = json_object ();
+        json_object_set_new (server, "task", json_integer (s));
+        if (ps_client_stats (client, s, &stats, &count, &err) == 0) {
+            uint64_t updates = 0, duplicates = 0;
+            json_t *parts = json_array ();
+            for (size_t p = 0; p < count; p++) {
+                updates += stats [p].updates;
+                duplicates += stats [p].duplicates;
+                json_array_append_new (parts,
+                    json_pack ("{s:s, s:i, s:I, s:I, s:I}", "var", stats [p].var,
+                               "part", (int) stats [p].part,
+                               "updates", (json_int_t) stats [p].updates,
+                               "recorded", (json_int_t) stats [p].recorded,
+                               "duplicates", (json_int_t) stats [p].duplicates));
+                if (stats [p].recorded != done)
+                    json_array_append_new (mismatches,
+                        json_pack ("{s:s, s:i, s:s, s:i, s:I, s:I}", "role", "ps", "task", s,
+                                   "var", stats [p].var, "part", (int) stats [p].part,
+                                   "recorded", (json_int_t) stats [p].recorded,
+                                   "expected", (json_int_t) done));
+            }
+            json_object_set_new (server, "updates", json_integer ((json_int_t) updates));
+            json_object_set_new (server, "duplicates", json_integer ((json_int_t) duplicates));
+            json_object_set_new (server, "partitions", parts);
+        }
+        else {
+            json_object_set_new (server, "error", json_string (err.msg));
+            json_array_append_new (mismatches,
+                json_pack ("{s:s, s:i, s:s}", "role", "ps", "task", s, "error", err.msg));
+        }
+        free (stats);
+        json_array_append_new (servers, server);
+    }
+    return servers;
+}
+
+void
+ps_outcome_describe (const json_t *mismatches, char *list, size_t size)
+{
+    size_t len = 0, i;
+    json_t *m;
+    *list = 0;
+    json_array_foreach (mismatches, i, m) {
+        const char *role = json_string_value (json_object_get (m, "role"));
+        int task = (int) json_integer_value (json_object_get (m, "task"));
+        const char *var = json_string_value (json_object_get (m, "var"));
+        const char *error = json_string_value (json_object_get (m, "error"));
+        char item [192];
+        if (error)
+            snprintf (item, sizeof item, "%s:%d could not be asked (%s)", role, task, error);
+        else
+        if (var)
+            snprintf (item, sizeof item, "%s:%d %s part %d recorded %" JSON_INTEGER_FORMAT,
+                      role, task, var, (int) json_integer_value (json_object_get (m, "part")),
+                      json_integer_value (json_object_get (m, "recorded")));
+        else
+            snprintf (item, sizeof item, "%s:%d's replica recorded %" JSON_INTEGER_FORMAT,
+                      role, task, json_integer_value (json_object_get (m, "recorded")));
+        int n = snprintf (list + len, size - len, "%s%s", i ? "; " : "", item);
+        if (n < 0 || (size_t) n >= size - len) {
+            snprintf (list + len, size - len, "; ...");
+            break;
+        }
+        len += (size_t) n;
+    }
+}

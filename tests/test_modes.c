@@ -1,0 +1,429 @@
+//  Unit tests for the consistency modes' step bookkeeping
+//  (coordinator/ps_mode_async.c, ps_mode_mirrored.c), without processes:
+//  each mode runs against a host whose services record what it sends,
+//  completes and fails, and is fed work_requests built as a worker would.
+//  Async: hand-out, completion only by the holder, requeue on failure, a
+//  gradient refused as not finite retried then failing the run, the
+//  evaluation going to a worker, and the end. Mirrored: requests held
+//  until every live worker asks, the ring formed, a global step handed
+//  out and committed, and a step cut short by a failure counted when a
+//  survivor completed it.
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ps_mode.h"
+#include "ps_msg.h"
+#include "ps_schema.h"
+
+#define S_NWORKERS 2
+
+//  What the modes did, as the host's services saw it.
+typedef struct {
+    msgpack_sbuffer buffer;
+    msgpack_packer pk;
+    char kind [16];             //  of the message started last
+    uint64_t step;
+    int sent [S_NWORKERS];      //  messages sent to each worker
+    char last [S_NWORKERS][16]; //  the kind of the last one
+    uint64_t last_step [S_NWORKERS];
+    int completed;              //  steps completed, and those with stats
+    int counted;
+    int failures;
+    int fail_code;
+    int finished;
+} s_log_t;
+
+typedef struct {
+    ps_job_t job;
+    ps_coord_config_t cfg;
+    ps_plan_t plan;
+    json_t *layout, *job_json;
+    ps_roster_t *roster;
+    ps_schedule_t *schedule;
+    ps_report_t *report;
+    ps_evalq_t *evalq;
+    ps_ckpt_ctl_t *ckpt;
+    ps_mode_host_t host;
+    const ps_mode_ops_t *ops;
+    void *mode;
+    s_log_t log;
+} s_fixture_t;
+
+static msgpack_packer *
+s_work (void *loop, uint64_t id, const char *kind, uint64_t step, uint64_t epoch,
+        uint64_t batch, uint64_t wait_ms, size_t extra)
+{
+    (void) id, (void) epoch, (void) batch, (void) wait_ms, (void) extra;
+    s_log_t *log = &((s_fixture_t *) loop)->log;
+    msgpack_sbuffer_clear (&log->buffer);
+    snprintf (log->kind, sizeof log->kind, "%s", kind);
+    log->step = step;
+    return &log->pk;
+}
+
+static msgpack_packer *
+s_message (void *loop, const char *type, size_t nfields)
+{
+    return s_work (loop, 0, type, 0, 0, 0, 0, nfields);
+}
+
+static void
+s_send (void *loop, const ps_peer_t *peer)
+{
+    s_fixture_t *fx = loop;
+    for (int w = 0; w < S_NWORKERS; w++)
+        if (ps_roster_peer (fx->roster, PS_ROLE_WORKER, w) == peer) {
+            fx->log.sent [w]++;
+            snprintf (fx->log.last [w], sizeof fx->log.last [w], "%s", fx->log.kind);
+            fx->log.last_step [w] = fx->log.step;
+        }
+}
+
+static void
+s_fail (void *loop, int code, const char *message)
+{
+    s_fixture_t *fx = loop;
+    (void) message;
+    fx->log.failures++;
+    fx->log.fail_code = code;
+    fx->host.failed = true;
+}
+
+static void
+s_completed (void *loop, uint64_t step, ps_peer_t *peer, const ps_step_report_t *stats)
+{
+    (void) step;
+    s_fixture_t *fx = loop;
+    fx->log.completed++;
+    fx->log.counted += peer && stats;
+}
+
+static void
+s_finish (void *loop, double now)
+{
+    (void) now;
+    ((s_fixture_t *) loop)->log.finished++;
+}
+
+static s_fixture_t *
+s_fixture (ps_mode_t mode)
+{
+    static s_fixture_t fx;
+    static const char *workers [S_NWORKERS] = { "tcp://127.0.0.1:1", "tcp://127.0.0.1:2" };
+    memset (&fx, 0, sizeof fx);
+    ps_job_default (&fx.job, 1);
+    fx.job.mode = mode;
+    fx.cfg.job = fx.job;
+    fx.cfg.nworkers = S_NWORKERS;
+    fx.cfg.workers = workers;
+    fx.cfg.train_count = 1000;
+    ps_error_t err;
+    fx.roster = ps_roster_new (0, S_NWORKERS, 0);
+    fx.schedule = ps_schedule_new (10, 20, &err);
+    fx.report = ps_report_new (NULL, false, 1e9, false, 0, &err);
+    fx.evalq = ps_evalq_new (fx.report);
+    fx.layout = json_array ();
+    fx.job_json = ps_job_to_json (&fx.job);
+    fx.ckpt = ps_ckpt_ctl_new (&fx.job, &fx.plan, fx.layout, fx.job_json, 0, fx.schedule,
+                               fx.report);
+    msgpack_sbuffer_init (&fx.log.buffer);
+    msgpack_packer_init (&fx.log.pk, &fx.log.buffer, msgpack_sbuffer_write);
+    fx.host = (ps_mode_host_t) {
+        .loop = &fx, .cfg = &fx.cfg, .job = &fx.cfg.job, .roster = fx.roster,
+        .schedule = fx.schedule, .report = fx.report, .evalq = fx.evalq, .ckpt = fx.ckpt,
+        .plan = &fx.plan, .state = PS_RUN_STARTING, .steps_per_epoch = 10, .total = 20,
+        .generation = 100, .lr = fx.job.optimizer.lr,
+        .work = s_work, .message = s_message, .send = s_send, .fail = s_fail,
+        .completed = s_completed, .finish = s_finish,
+    };
+    fx.ops = ps_mode_lookup (mode);
+    assert_non_null (fx.ops);
+    fx.mode = fx.ops->new (&fx.host, &err);
+    assert_non_null (fx.mode);
+    for (int w = 0; w < S_NWORKERS; w++) {
+        char id [8];
+        snprintf (id, sizeof id, "w%d", w);
+        assert_int_equal (ps_roster_register (fx.roster, PS_ROLE_WORKER, w, 1, id, 2, 10 + w, 0),
+                          PS_JOIN_FIRST);
+        if (fx.ops->joined)
+            fx.ops->joined (fx.mode, PS_ROLE_WORKER, w, true);
+    }
+    return &fx;
+}
+
+static void
+s_close (s_fixture_t *fx)
+{
+    fx->ops->destroy (&fx->mode);
+    ps_ckpt_ctl_destroy (&fx->ckpt);
+    ps_evalq_destroy (&fx->evalq);
+    ps_report_destroy (&fx->report);
+    ps_schedule_destroy (&fx->schedule);
+    ps_roster_destroy (&fx->roster);
+    json_decref (fx->layout);
+    json_decref (fx->job_json);
+    msgpack_sbuffer_destroy (&fx->log.buffer);
+}
+
+//  A worker's report, as it packs it.
+typedef struct {
+    const char *kind, *status;
+    uint64_t step, generation;
+    uint64_t order, update;     //  mirrored mode's
+    const char *error;
+} s_report_t;
+
+//  Worker w asks (want) with its reports.
+static void
+s_request (s_fixture_t *fx, int w, bool want, const s_report_t *reports, int n)
+{
+    msgpack_sbuffer buffer;
+    msgpack_sbuffer_init (&buffer);
+    msgpack_packer pk;
+    msgpack_packer_init (&pk, &buffer, msgpack_sbuffer_write);
+    msgpack_pack_map (&pk, 2);
+    ps_pack_uint (&pk, "want", want);
+    ps_pack_key (&pk, "reports");
+    msgpack_pack_array (&pk, (size_t) n);
+    for (int i = 0; i < n; i++) {
+        const s_report_t *r = &reports [i];
+        msgpack_pack_map (&pk, 13 + (r->error != NULL) + (r->order != 0));
+        ps_pack_key (&pk, "kind");
+        ps_pack_str (&pk, r->kind);
+        ps_pack_key (&pk, "status");
+        ps_pack_str (&pk, r->status);
+        ps_pack_uint (&pk, "step", r->step);
+        ps_pack_uint (&pk, "generation", r->generation);
+        ps_pack_uint (&pk, "count", 50);
+        ps_pack_uint (&pk, "correct", 25);
+        ps_pack_double (&pk, "loss", 60.0);
+        ps_pack_double (&pk, "compute_ms", 2.0);
+        ps_pack_double (&pk, "comm_ms", 1.0);
+        ps_pack_uint (&pk, "duplicates", 0);
+        ps_pack_uint (&pk, "applied", r->update);
+        ps_pack_uint (&pk, "update", r->update);
+        ps_pack_uint (&pk, "checksum", 77);
+        if (r->order)
+            ps_pack_uint (&pk, "order", r->order);
+        if (r->error) {
+            ps_pack_key (&pk, "error");
+            ps_pack_str (&pk, r->error);
+        }
+    }
+    msgpack_unpacked unpacked;
+    msgpack_unpacked_init (&unpacked);
+    assert_int_equal (msgpack_unpack_next (&unpacked, buffer.data, buffer.size, NULL),
+                      MSGPACK_UNPACK_SUCCESS);
+    fx->ops->request (fx->mode, ps_roster_peer (fx->roster, PS_ROLE_WORKER, w), PS_ROLE_WORKER,
+                      w, 1, &unpacked.data);
+    msgpack_unpacked_destroy (&unpacked);
+    msgpack_sbuffer_destroy (&buffer);
+}
+
+static void
+s_ask (s_fixture_t *fx, int w)
+{
+    s_request (fx, w, true, NULL, 0);
+}
+
+static void
+test_async_steps (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture (PS_MODE_ASYNC);
+    //  Nothing is handed out before the run starts.
+    s_ask (fx, 0);
+    assert_string_equal (fx->log.last [0], "wait");
+    fx->host.state = PS_RUN_RUNNING;
+    s_ask (fx, 0);
+    assert_string_equal (fx->log.last [0], "train");
+    assert_int_equal (fx->log.last_step [0], 1);
+    s_ask (fx, 1);
+    assert_int_equal (fx->log.last_step [1], 2);
+    //  Worker 0 completes its step and gets the next.
+    s_report_t done1 = { "train", "done", 1, 100, 0, 0, NULL };
+    s_request (fx, 0, true, &done1, 1);
+    assert_int_equal (fx->log.completed, 1);
+    assert_int_equal (fx->log.counted, 1);
+    assert_int_equal (fx->log.last_step [0], 3);
+    //  Worker 1 fails: its step goes back to the queue, and to worker 0.
+    assert_true (ps_roster_fail (fx->roster, PS_ROLE_WORKER, 1));
+    assert_int_equal (fx->ops->task_failed (fx->mode, PS_ROLE_WORKER, 1), 1);
+    s_report_t done3 = { "train", "done", 3, 100, 0, 0, NULL };
+    s_request (fx, 0, true, &done3, 1);
+    assert_int_equal (fx->log.last_step [0], 2);
+    //  Worker 1's late completion of step 2 is not its to make.
+    s_report_t late = { "train", "done", 2, 100, 0, 0, NULL };
+    s_request (fx, 1, false, &late, 1);
+    assert_int_equal (fx->log.completed, 2);
+    assert_int_equal (fx->host.refused_reports, 1);
+    //  A report of an older generation says nothing.
+    s_report_t old = { "train", "done", 2, 99, 0, 0, NULL };
+    s_request (fx, 0, false, &old, 1);
+    assert_int_equal (fx->log.completed, 2);
+    assert_int_equal (ps_schedule_in_flight (fx->schedule), 1);
+    s_close (fx);
+}
+
+static void
+test_async_nonfinite (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture (PS_MODE_ASYNC);
+    fx->host.state = PS_RUN_RUNNING;
+    s_ask (fx, 0);
+    uint64_t step = fx->log.last_step [0];
+    s_report_t refused = { "train", "failed", step, 100, 0, 0, "nonfinite gradient" };
+    //  Retried nonfinite_retries times, each time the same step again.
+    for (int i = 0; i < fx->job.nonfinite_retries; i++) {
+        s_request (fx, 0, true, &refused, 1);
+        assert_int_equal (fx->log.last_step [0], step);
+        assert_int_equal (fx->log.failures, 0);
+    }
+    s_request (fx, 0, true, &refused, 1);
+    assert_int_equal (fx->log.failures, 1);
+    assert_int_equal (fx->log.fail_code, PS_ENONFINITE);
+    assert_int_equal (fx->host.nonfinite_failures, (uint64_t) fx->job.nonfinite_retries + 1);
+    s_close (fx);
+}
+
+static void
+test_async_eval_and_end (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture (PS_MODE_ASYNC);
+    fx->host.state = PS_RUN_RUNNING;
+    ps_evalq_ask (fx->evalq, 1, 0);
+    s_ask (fx, 1);
+    assert_string_equal (fx->log.last [1], "eval");
+    //  A failed evaluation waits again, for the next to ask.
+    s_report_t failed = { "eval", "failed", 0, 100, 0, 0, NULL };
+    s_request (fx, 1, true, &failed, 1);
+    assert_string_equal (fx->log.last [1], "eval");
+    s_report_t done = { "eval", "done", 0, 100, 0, 0, NULL };
+    s_request (fx, 1, false, &done, 1);
+    double loss, accuracy;
+    assert_true (ps_evalq_latest (fx->evalq, &loss, &accuracy));
+    assert_true (accuracy == 0.5);
+    //  Every step done: advance hands over to the loop's finish.
+    for (uint64_t s = 1; s <= 20; s++) {
+        uint64_t step;
+        assert_int_equal (ps_schedule_next (fx->schedule, 0, &step), 0);
+        assert_int_equal (ps_schedule_complete (fx->schedule, step), 0);
+    }
+    fx->ops->advance (fx->mode, 0);
+    assert_int_equal (fx->log.finished, 1);
+    //  Once stopping, a request is answered "stop".
+    fx->host.state = PS_RUN_STOPPING;
+    s_ask (fx, 0);
+    assert_string_equal (fx->log.last [0], "stop");
+    assert_true (ps_roster_peer (fx->roster, PS_ROLE_WORKER, 0)->stopped);
+    s_close (fx);
+}
+
+//  Both workers report the phase in hand (order, update) and ask again.
+static void
+s_ring_reports (s_fixture_t *fx, const char *kind, uint64_t order, uint64_t update)
+{
+    for (int w = 0; w < S_NWORKERS; w++) {
+        s_report_t r = { kind, "done", fx->log.last_step [w], fx->host.generation, order,
+                         update, NULL };
+        s_request (fx, w, true, &r, 1);
+    }
+}
+
+static void
+test_mirrored_ring (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture (PS_MODE_MIRRORED);
+    assert_int_equal (fx->ops->holders, PS_ROLE_WORKER);
+    assert_int_equal (fx->ops->setup (fx->mode), 0);
+    fx->host.state = PS_RUN_RUNNING;
+    //  A request is held until every live worker has asked.
+    s_ask (fx, 0);
+    fx->ops->advance (fx->mode, 0);
+    assert_int_equal (fx->log.sent [0], 0);
+    s_ask (fx, 1);
+    uint64_t generation = fx->host.generation;
+    fx->ops->advance (fx->mode, 0);
+    assert_string_equal (fx->log.last [0], "ring");
+    assert_string_equal (fx->log.last [1], "ring");
+    assert_true (fx->host.generation == generation + 1);
+    //  Both joined (order 1): the first global step hands each a batch.
+    s_ring_reports (fx, "ring", 1, 0);
+    fx->ops->advance (fx->mode, 0);
+    assert_string_equal (fx->log.last [0], "train");
+    assert_int_equal (fx->log.last_step [0], 1);
+    assert_int_equal (fx->log.last_step [1], 2);
+    //  Both applied update 1 (order 2): both batches are done, with stats.
+    s_ring_reports (fx, "train", 2, 1);
+    fx->ops->advance (fx->mode, 0);
+    assert_int_equal (fx->log.completed, 2);
+    assert_int_equal (fx->log.counted, 2);
+    assert_int_equal (ps_schedule_done_count (fx->schedule), 2);
+    assert_int_equal (fx->log.last_step [0], 3);
+    //  Worker 1 dies in the next step after worker 0 applied it: the step
+    //  counts, since a survivor completed it, and the ring is formed anew.
+    s_report_t r0 = { "train", "done", 3, fx->host.generation, 3, 2, NULL };
+    s_request (fx, 0, true, &r0, 1);
+    assert_true (ps_roster_fail (fx->roster, PS_ROLE_WORKER, 1));
+    fx->ops->task_failed (fx->mode, PS_ROLE_WORKER, 1);
+    fx->ops->advance (fx->mode, 0);
+    assert_int_equal (ps_schedule_done_count (fx->schedule), 4);
+    assert_string_equal (fx->log.last [0], "ring");
+    assert_int_equal (fx->log.failures, 0);
+    //  The done record's part: what each replica recorded.
+    json_t *record = json_object (), *mismatches = json_array ();
+    fx->ops->report (fx->mode, record, mismatches, 4);
+    assert_int_equal (json_integer_value (json_object_get (record, "updates")), 2);
+    json_decref (record);
+    json_decref (mismatches);
+    s_close (fx);
+}
+
+static void
+test_mirrored_step_lost (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture (PS_MODE_MIRRORED);
+    assert_int_equal (fx->ops->setup (fx->mode), 0);
+    fx->host.state = PS_RUN_RUNNING;
+    s_ask (fx, 0);
+    s_ask (fx, 1);
+    fx->ops->advance (fx->mode, 0);
+    s_ring_reports (fx, "ring", 1, 0);
+    fx->ops->advance (fx->mode, 0);
+    assert_string_equal (fx->log.last [1], "train");
+    //  Worker 1 dies before anyone applied the step: its batches go back
+    //  to the queue, to be trained by the next ring.
+    assert_true (ps_roster_fail (fx->roster, PS_ROLE_WORKER, 1));
+    fx->ops->task_failed (fx->mode, PS_ROLE_WORKER, 1);
+    s_report_t r0 = { "train", "failed", 1, fx->host.generation, 2, 0, NULL };
+    s_request (fx, 0, true, &r0, 1);
+    fx->ops->advance (fx->mode, 0);
+    assert_int_equal (ps_schedule_done_count (fx->schedule), 0);
+    assert_int_equal (ps_schedule_in_flight (fx->schedule), 0);
+    assert_string_equal (fx->log.last [0], "ring");
+    s_close (fx);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_async_steps),
+        cmocka_unit_test (test_async_nonfinite),
+        cmocka_unit_test (test_async_eval_and_end),
+        cmocka_unit_test (test_mirrored_ring),
+        cmocka_unit_test (test_mirrored_step_lost),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
