@@ -2,11 +2,13 @@
 
 #include "ps_listener.h"
 #include "ps_log.h"
+#include "ps_parse.h"
 
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <zmq.h>
 
 //  Descriptors kept free for everything but connections: snapshot and
@@ -35,6 +38,14 @@ struct _ps_listener_t {
     void *events;               //  PAIR: the monitor's events
     char endpoint [256];
     char monitor [64];          //  the monitor's inproc endpoint
+    DIR *fds;                   //  /proc/self/fd, open for good (see s_count_others)
+    //  The local address of every connection accepted through the
+    //  endpoint: a tcp port (on whichever of the host's addresses), or an
+    //  ipc path (an abstract name with its NUL first).
+    sa_family_t family;         //  AF_INET (tcp, IPv4 or IPv6) or AF_UNIX (ipc)
+    in_port_t port;             //  tcp, host byte order
+    char path [sizeof ((struct sockaddr_un *) 0)->sun_path];
+    size_t path_len;            //  ipc
     long limit;                 //  RLIMIT_NOFILE, soft
     size_t high;                //  most connections kept
     s_conn_t *conns;            //  accepted and not yet disconnected, oldest first
@@ -70,30 +81,105 @@ s_raise_limit (void)
     return limit.rlim_cur > (rlim_t) INT32_MAX ? INT32_MAX : (long) limit.rlim_cur;
 }
 
-//  Descriptors this process has open, or -1.
-static long
-s_open_fds (void)
+//  Learn from the endpoint bound the local address of its connections.
+static int
+s_learn_address (ps_listener_t *self, ps_error_t *err)
 {
-    DIR *dir = opendir ("/proc/self/fd");
-    if (!dir)
-        return -1;
+    const char *tcp = "tcp://", *ipc = "ipc://";
+    if (strncmp (self->endpoint, tcp, strlen (tcp)) == 0) {
+        //  ZeroMQ writes the port last: "tcp://[::1]:5555".
+        const char *colon = strrchr (self->endpoint, ':');
+        uint64_t port;
+        if (ps_parse_uint ("port", colon + 1, 1, 65535, &port, err) != 0)
+            return ps_error_prefix (err, PS_EINVAL, "bound %s", self->endpoint);
+        self->family = AF_INET;
+        self->port = (in_port_t) port;
+        return PS_OK;
+    }
+    const char *path = self->endpoint + strlen (ipc);
+    if (strncmp (self->endpoint, ipc, strlen (ipc)) == 0 && strlen (path) < sizeof self->path) {
+        self->family = AF_UNIX;
+        self->path_len = strlen (path);
+        memcpy (self->path, path, self->path_len);
+        if (self->path [0] == '@')
+            self->path [0] = 0;
+        return PS_OK;
+    }
+    return ps_error_set (err, PS_EINVAL, "bound %s: expected tcp://HOST:PORT or ipc://PATH "
+                         "to count its connections", self->endpoint);
+}
+
+//  Whether descriptor fd is open and not a connection accepted through the
+//  endpoint: not a socket, a listening one, or one with another local
+//  address. A descriptor closed meanwhile is neither.
+static bool
+s_is_other (ps_listener_t *self, int fd)
+{
+    union {
+        struct sockaddr any;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+        struct sockaddr_un un;
+    } addr;
+    socklen_t len = sizeof addr;
+    int listening = 0;
+    socklen_t size = sizeof listening;
+    //  Not a socket, or closed meanwhile: ZeroMQ's I/O thread closes
+    //  connections while they are counted, between any two calls.
+    if (getsockname (fd, &addr.any, &len) != 0
+    ||  getsockopt (fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) != 0)
+        return errno != EBADF;
+    if (listening)
+        return true;
+    if (self->family == AF_INET && addr.any.sa_family == AF_INET)
+        return ntohs (addr.in.sin_port) != self->port;
+    if (self->family == AF_INET && addr.any.sa_family == AF_INET6)
+        return ntohs (addr.in6.sin6_port) != self->port;
+    if (self->family == AF_UNIX && addr.any.sa_family == AF_UNIX) {
+        //  A path's length counts its terminating NUL; an abstract name,
+        //  which starts with one, is as long as it was bound.
+        size_t name_len = len - offsetof (struct sockaddr_un, sun_path);
+        if (name_len > 0 && addr.un.sun_path [0])
+            name_len = strnlen (addr.un.sun_path, name_len);
+        return name_len != self->path_len || memcmp (addr.un.sun_path, self->path, name_len);
+    }
+    return true;
+}
+
+//  The descriptors open that are not connections accepted through the
+//  endpoint, or -1. Each descriptor is asked what it is, so that the count
+//  holds however far the monitor's events lag behind ZeroMQ's I/O thread,
+//  which accepts and closes connections all the while: counting all of
+//  them less the connections reported so far would take those accepted
+//  but not yet reported for something else. The directory stays open
+//  because counting is needed most when descriptors have run out.
+static long
+s_count_others (ps_listener_t *self)
+{
+    rewinddir (self->fds);
     long count = 0;
-    struct dirent *entry;
-    while ((entry = readdir (dir)))
-        count += entry->d_name [0] != '.';
-    closedir (dir);
-    return count - 1;           //  the directory's own descriptor
+    while (true) {
+        errno = 0;
+        struct dirent *entry = readdir (self->fds);
+        if (!entry)
+            return errno ? -1 : count;
+        if (entry->d_name [0] != '.')
+            count += s_is_other (self, atoi (entry->d_name));
+    }
 }
 
 //  Set the high-water mark from the descriptors open now that are not
-//  connections.
-static void
+//  connections. Returns 0, or -1 (the mark unchanged) when they cannot be
+//  counted.
+static int
 s_measure (ps_listener_t *self)
 {
-    long open = s_open_fds ();
-    long others = open >= (long) self->nconns ? open - (long) self->nconns : 0;
+    long others = s_count_others (self);
+    if (others < 0)
+        return -1;
     long room = self->limit - others - S_FD_RESERVE;
     self->high = room > 0 ? (size_t) room : 1;
+    return 0;
 }
 
 ps_listener_t *
@@ -105,6 +191,12 @@ ps_listener_new (void *ctx, void *socket, const char *endpoint, ps_error_t *err)
         abort ();
     self->socket = socket;
     self->limit = s_raise_limit ();
+    if (!(self->fds = opendir ("/proc/self/fd"))) {
+        ps_error_set (err, PS_EIO, "cannot open /proc/self/fd to count the descriptors "
+                      "open: %s", strerror (errno));
+        ps_listener_destroy (&self);
+        return NULL;
+    }
     //  The monitor's endpoint lives in the socket's context, which may
     //  outlive this listener (ps_curve_context): a name made from the
     //  object's address could be an earlier, destroyed listener's, still
@@ -141,7 +233,16 @@ ps_listener_new (void *ctx, void *socket, const char *endpoint, ps_error_t *err)
         ps_listener_destroy (&self);
         return NULL;
     }
-    s_measure (self);
+    if (s_learn_address (self, err) != 0) {
+        ps_listener_destroy (&self);
+        return NULL;
+    }
+    if (s_measure (self) != 0) {
+        ps_error_set (err, PS_EIO, "cannot count the descriptors open in /proc/self/fd: %s",
+                      strerror (errno));
+        ps_listener_destroy (&self);
+        return NULL;
+    }
     if (self->high < S_FEW_CONNECTIONS)
         ps_warn ("only %zu connections fit under the file-descriptor limit of %ld",
                  self->high, self->limit);
@@ -162,6 +263,8 @@ ps_listener_destroy (ps_listener_t **self_p)
         ps_warn ("stopping the connection monitor: %s", zmq_strerror (errno));
     if (self->events)
         zmq_close (self->events);
+    if (self->fds)
+        closedir (self->fds);
     free (self->conns);
     free (self);
     *self_p = NULL;
@@ -257,11 +360,15 @@ ps_listener_handle (ps_listener_t *self, ps_error_t *err)
     if (got < 0)
         return ps_error_set (err, PS_EIO, "reading the connection monitor of %s: %s",
                              self->endpoint, zmq_strerror (errno));
-    //  Descriptors ran out all the same (something else holds more than
-    //  the reserve): count again what is not a connection.
+    //  Descriptors ran out. A burst of connections does that (ZeroMQ
+    //  accepts as many as there are descriptors free before their events
+    //  are read here), but so does something else holding more than it
+    //  did: count again what is not a connection.
     if (exhausted) {
         size_t before = self->high;
-        s_measure (self);
+        if (s_measure (self) != 0)
+            ps_warn ("cannot count the descriptors open in /proc/self/fd: %s", strerror (errno));
+        else
         if (self->high < before)
             ps_warn ("descriptors ran out with %zu connections open: keeping at most %zu "
                      "from now on", self->nconns, self->high);

@@ -15,6 +15,14 @@
 //  the endpoint instead would end every connection made through it: in
 //  libzmq a listener owns the sessions it accepted.
 //
+//  The mark is the limit less the reserve less the descriptors that are not
+//  connections, counted at start and again whenever accept fails for want
+//  of descriptors. A burst of connections makes it fail even so (ZeroMQ
+//  accepts into every free descriptor before its events are read), and
+//  the monitor's events lag behind: so each descriptor is asked whether it
+//  is a connection of the endpoint (its local address), rather than taking
+//  the connections reported so far for all there are.
+//
 //  The monitor's inproc endpoint is named after this object, so that any
 //  number of servers can share one ZeroMQ context. The listener does not
 //  own the socket it watches.

@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -377,6 +378,22 @@ harness_cpu_ticks (pid_t pid)
                          &utime, &stime) != 2)
         return -1;
     return (long) (utime + stime);
+}
+
+long
+harness_open_fds (pid_t pid)
+{
+    char path [64];
+    snprintf (path, sizeof path, "/proc/%d/fd", (int) pid);
+    DIR *dir = opendir (path);
+    if (!dir)
+        return -1;
+    long count = 0;
+    struct dirent *entry;
+    while ((entry = readdir (dir)))
+        count += entry->d_name [0] != '.';
+    closedir (dir);
+    return count;
 }
 
 int

@@ -102,6 +102,9 @@ void harness_clients_close (harness_clients_t *clients);
 //  /proc/PID/stat, or -1.
 long harness_cpu_ticks (pid_t pid);
 
+//  The file descriptors process pid has open, from /proc/PID/fd, or -1.
+long harness_open_fds (pid_t pid);
+
 //  The CPU time process pid uses while a busy loop beside it (a child
 //  process) gets spin_ticks of CPU: the yardstick for a process that should
 //  sleep, under whatever load the machine carries. A process that spins
