@@ -192,16 +192,22 @@ s_server_stat (harness_server_t *server, const char *key)
 }
 
 //  Read what a bad peer was sent, until a second passes without a reply:
-//  how many pulls were answered and how many refused with too_big.
+//  how many pulls were answered and how many refused with too_big, until
+//  none has come for a second. Not every pull is answered (the server's
+//  socket drops what a peer that never reads has no room for), so the
+//  count is not known in advance; but until the first refusal the wait
+//  for the next reply is the full timeout, so a loaded machine that is
+//  slow to get through the pulls is not taken for a server that never
+//  refuses.
 static void
-s_drain (void *dealer, int *answered, int *refused)
+s_drain (int b, int *answered, int *refused)
 {
     *answered = *refused = 0;
     ps_msg_t *reply = ps_msg_new ();
     ps_error_t err;
-    zmq_pollitem_t item = { dealer, 0, ZMQ_POLLIN, 0 };
-    while (zmq_poll (&item, 1, 1000) == 1) {
-        harness_ok (ps_msg_recv (reply, dealer, false, &err), &err);
+    zmq_pollitem_t item = { s_bad [b], 0, ZMQ_POLLIN, 0 };
+    while (zmq_poll (&item, 1, *refused ? 1000 : S_TIMEOUT_MS) == 1) {
+        harness_ok (ps_msg_recv (reply, s_bad [b], false, &err), &err);
         harness_ok (ps_msg_decode (reply, &err), &err);
         if (strcmp (ps_msg_type (reply), "pull_ok") == 0)
             (*answered)++;
@@ -288,12 +294,11 @@ s_misbehave (const char *const *args, int nbad, long max_growth_mib)
     harness_clients_t clients;
     s_clients (&clients, server);
     ps_client_t *client = clients.data;
-    //  The good client is served with normal latency: its median pull
-    //  (which a process that went unscheduled once or twice does not move)
-    //  within ten times its median alone, measured first on the same
-    //  machine under the same load, and 50 ms; a pull that waited behind
-    //  the bad peers' replies would take hundreds of times longer. The
-    //  slowest is within half the client's timeout.
+    //  The good client is served throughout: a pull queued behind the
+    //  replies the bad peers never read would wait for ever, so every pull
+    //  succeeds and the slowest takes under half the client's timeout. The
+    //  medians, alone and beside the bad peers, are printed, not compared:
+    //  on a loaded machine the load, not the server, sets their ratio.
     double alone, median, slowest;
     s_good_pulls (client, 0, 1000, &alone, &slowest);
     long before = harness_status_kib (server->pid, "VmRSS");
@@ -302,7 +307,7 @@ s_misbehave (const char *const *args, int nbad, long max_growth_mib)
         s_bad_pulls (s_bad [b], 100);
     }
     s_good_pulls (client, nbad, 2000, &median, &slowest);
-    if (median > 10 * alone + 50 || slowest > S_TIMEOUT_MS / 2)
+    if (slowest > S_TIMEOUT_MS / 2)
         fail_msg ("the good client's pulls took %.1f ms (median; %.1f ms alone) and %.1f ms "
                   "(slowest) beside peers that do not read", median, alone, slowest);
     long grown = harness_status_kib (server->pid, "VmRSS") - before;
@@ -315,7 +320,7 @@ s_misbehave (const char *const *args, int nbad, long max_growth_mib)
 #endif
     //  What the first bad peer was sent: some answers, then refusals.
     int answered, refused;
-    s_drain (s_bad [0], &answered, &refused);
+    s_drain (0, &answered, &refused);
     print_message ("    bad peer 0: %d pulls answered, %d refused\n", answered, refused);
     assert_true (refused > 0);
     assert_true (s_server_stat (server, "refused") > 0);
