@@ -8,7 +8,6 @@
 
 #include "ps_clock.h"
 #include "ps_log.h"
-#include "ps_msg.h"
 
 //  Reports carried by one request, and held at most while the coordinator
 //  is away (each step adds one, and no step runs without a coordinator, so
@@ -30,7 +29,8 @@ static const char *s_kind_names [PS_WORK_KINDS] = {
 };
 
 struct _ps_reports_t {
-    ps_link_t *link;
+    ps_reports_send_fn *send;
+    void *arg;
     ps_writer_t writer;
     uint64_t last_id;           //  of the last request sent
     uint64_t outstanding;       //  id of the request awaiting its answer, or 0
@@ -61,12 +61,13 @@ ps_work_kind_find (const char *name)
 }
 
 ps_reports_t *
-ps_reports_new (ps_link_t *link)
+ps_reports_new (ps_reports_send_fn *send, void *arg)
 {
     ps_reports_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
-    self->link = link;
+    self->send = send;
+    self->arg = arg;
     self->last_id = S_FIRST_ID - 1;
     self->window_start = ps_clock_ms ();
     ps_writer_init (&self->writer, "work_request", 0, 0);
@@ -161,7 +162,7 @@ ps_reports_send (ps_reports_t *self, bool want, ps_error_t *err)
     for (size_t i = 0; i < n; i++)
         s_pack_report (pk, &self->pending [i]);
     ps_pack_uint (pk, "want", want ? 1 : 0);
-    int rc = ps_link_send (self->link, &self->writer, err);
+    int rc = self->send (self->arg, &self->writer, err);
     if (rc)
         return rc;
     memcpy (self->sent, self->pending, n * sizeof (ps_report_t));

@@ -4,6 +4,10 @@
 //  link (common/wire/ps_link.h) sends the heartbeats; this module sends
 //  everything else the worker tells the coordinator.
 //
+//  The module sends through a function the owner gives it (the trainer's
+//  sends on its link to the coordinator), so that it can be tested
+//  without one.
+//
 //  A report is "pending" until a request carries it and "sent" until that
 //  request is answered; a request that is never answered (the link lost
 //  the coordinator, or registered again, in which case the link may have
@@ -24,7 +28,7 @@
 #include <stdint.h>
 
 #include "ps_error.h"
-#include "ps_link.h"
+#include "ps_msg.h"
 
 //  The kinds of work, as the protocol names them (a "work" message's kind,
 //  and a report's for those that are reported). Ring and save come only in
@@ -59,8 +63,13 @@ typedef struct {
 
 typedef struct _ps_reports_t ps_reports_t;
 
-//  Reports sent over link (the caller's; it must outlive the reports).
-ps_reports_t *ps_reports_new (ps_link_t *link);
+//  Send the message in writer to the coordinator. Returns 0, or a code
+//  with err set when it cannot be sent.
+typedef int (ps_reports_send_fn) (void *arg, ps_writer_t *writer, ps_error_t *err);
+
+//  Reports sent with send (arg), which must work until the reports are
+//  destroyed.
+ps_reports_t *ps_reports_new (ps_reports_send_fn *send, void *arg);
 
 void ps_reports_destroy (ps_reports_t **self_p);
 
@@ -75,8 +84,8 @@ void ps_reports_work (ps_reports_t *self, const ps_report_t *report);
 
 //  Send a work_request carrying up to a request's worth of pending
 //  reports, which become the sent ones, and make it the outstanding
-//  request (want: whether the worker wants more work). Returns 0 or PS_EIO
-//  (the link has failed).
+//  request (want: whether the worker wants more work). Returns 0, or the
+//  send function's code, the reports staying pending.
 int ps_reports_send (ps_reports_t *self, bool want, ps_error_t *err);
 
 //  The outstanding request was answered: its reports were delivered.

@@ -667,6 +667,13 @@ s_run (s_trainer_t *self, ps_error_t *err)
     return 0;
 }
 
+//  How the reports go to the coordinator: over the link.
+static int
+s_send_to_link (void *arg, ps_writer_t *writer, ps_error_t *err)
+{
+    return ps_link_send (arg, writer, err);
+}
+
 int
 ps_trainer_run (const ps_trainer_config_t *config, ps_error_t *err)
 {
@@ -692,7 +699,7 @@ ps_trainer_run (const ps_trainer_config_t *config, ps_error_t *err)
     if (!(self->link = ps_link_new (&link_config, err)))
         rc = err->code;
     else {
-        self->reports = ps_reports_new (self->link);
+        self->reports = ps_reports_new (s_send_to_link, self->link);
         self->host = (ps_wmode_host_t) {
             .poll = s_poll, .arg = self, .socket = ps_link_pollable (self->link),
         };
