@@ -6,7 +6,7 @@
 //  model, the data and a compute backend: ps_stepplan.h) and the plan's
 //  consistency mode (ps_wmode.h: a client of the servers, or a member of
 //  a ring). Then it asks the coordinator for work and does it:
-//    train   the mode's step (ps_wmode_async.c, ps_wmode_mirrored.c);
+//    train   the mode's step (ps_wmode.h lists the modes);
 //    eval    the mode's evaluation, reporting loss and accuracy;
 //    ring, save  work of the mode's own kinds;
 //    wait    ask again after the time given;

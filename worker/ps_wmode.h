@@ -20,7 +20,7 @@
 //  How the next two modes fit these operations without touching the loop:
 //    ssp       bounded staleness. The coordinator holds a worker back (it
 //              answers "wait") until every worker has finished step
-//              k - S - 1, so on the worker ssp is async: the same new,
+//              k - S - 1, so on the worker ssp is async: the same create,
 //              settle, stale and eval. Its train is async's plus one
 //              report field, the staleness it saw (the servers' version
 //              at the push, from ps_push_info_t, minus the version it
