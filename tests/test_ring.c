@@ -579,7 +579,7 @@ s_check_case (const char *tag, int k, const s_case_t *c, const int *members, int
 //  ---------------------------------------------------------------------
 //  Raw ZeroMQ: a PUSH that sends hand-made messages to a member
 
-//  The wire header, as ps_ring.c documents it.
+//  The wire header, as ps_ring_transport.h documents it.
 typedef struct {
     uint32_t magic;
     uint16_t version, kind;

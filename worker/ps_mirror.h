@@ -5,9 +5,10 @@
 //  every member's gradient over the ring and applying the sum to the
 //  replica.
 //
-//  It knows nothing of the coordinator: the trainer (ps_trainer.c) reads
-//  the coordinator's orders and calls these, and an order to abort reaches
-//  a collective in progress through the ring's watch.
+//  It knows nothing of the coordinator: the worker's mirrored mode
+//  (ps_wmode_mirrored.c) reads the coordinator's orders and calls these,
+//  and an order to abort reaches a collective in progress through the
+//  ring's watch.
 
 #ifndef PS_MIRROR_H_INCLUDED
 #define PS_MIRROR_H_INCLUDED

@@ -23,7 +23,8 @@
 //  thread); a collective returns only after ZeroMQ has let go of every
 //  buffer it was handed, so the caller may change the vector at once.
 //  A loopback TCP connection to the successor is switched from BBR to
-//  CUBIC (or Reno), whose lack of pacing suits loopback (see ps_ring.c).
+//  CUBIC (or Reno), whose lack of pacing suits loopback (see
+//  ps_ring_transport.c, which holds the sockets; ps_ring.c is the algorithm).
 //
 //  Every message carries the ring id and the number of the collective in
 //  that ring, so that chunks left over from an aborted collective or from

@@ -1,36 +1,26 @@
 //  Cluster training: the loop a ps-worker (or evaluator) runs under a
-//  coordinator, in asynchronous parameter-server mode.
+//  coordinator, whatever the consistency mode.
 //
-//  The trainer registers through a link (common/wire/ps_link.h), receives the
-//  job plan (common/wire/ps_plan.h), builds the model, loads the data set and a
-//  compute backend, and connects a client to the servers. Then it asks the
-//  coordinator for work and does it:
-//    train   pull the parameters (only when it has none of this
-//            generation: after each step the fresh values come back from
-//            the push itself), compute the gradient of batch (epoch,
-//            batch), push it tagged with the step id and read back the
-//            values in the same round trip (push-pull), report;
-//    eval    pull, evaluate on the test set, report loss and accuracy;
+//  The trainer opens a session with the coordinator (ps_wsession.h: the
+//  link that registers and sends heartbeats, the reports, the messages),
+//  and from the plan each registration brings (common/wire/ps_plan.h) it
+//  builds the step plan (the model, the data and a compute backend:
+//  ps_stepplan.h) and the plan's consistency mode (ps_wmode.h: a client
+//  of the servers, or a member of a ring). Then it asks for work and does
+//  it:
+//    train   the mode's step (ps_wmode.h lists the modes);
+//    eval    the mode's evaluation, reporting loss and accuracy;
+//    ring, save  work of the mode's own kinds;
 //    wait    ask again after the time given;
 //    stop    return 0.
-//  To keep the worker busy, the request for the next work (carrying the
-//  report of the previous step) goes out before the push, so the
-//  coordinator's answer is already there when the push returns.
+//  Each piece of work is reported (ps_reports.h); the reports go with the
+//  next request for work, and are delivered at least once. A new plan
+//  rebuilds only what it changes.
 //
-//  A failed pull or push (a server died) is reported as failed and the
-//  parameters are pulled afresh for the next step. When the coordinator
-//  falls silent the trainer waits for the link to register again and goes
-//  on with the plan it then receives, rebuilding what the new plan changes;
-//  but a coordinator whose heartbeats said the run was over exited, and
-//  the trainer returns 0 then, as it does on a "stop" that answers an
-//  earlier request: a worker that missed its answer "stop" (hung, or the
-//  answer was lost) does not wait for ever for a coordinator that is gone.
-//
-//  Reports are delivered at least once: those carried by a request that
-//  was never answered (the coordinator was lost, or the link registered
-//  again) go again with the next request, so the coordinator may see a
-//  report twice. Work handed out in answer to a request given up on, or
-//  when a stop signal came, is given back as a failed report.
+//  When the coordinator falls silent the session waits for it to come
+//  back, and the trainer goes on with the plan it then brings; a
+//  coordinator that said the run was over and has gone, or a "stop",
+//  ends the run (ps_wsession.h says how).
 
 #ifndef PS_TRAINER_H_INCLUDED
 #define PS_TRAINER_H_INCLUDED
@@ -48,8 +38,8 @@ typedef struct {
     int threads;                //  0: the plan's
     const char *device;         //  NULL: the plan's ("cpu", "gpu", "auto")
     int stop_fd;                //  a signalfd for SIGTERM/SIGINT, or -1
-    const char *ring_bind;      //  mirrored mode: this worker's ring endpoint to bind
-                                //  (its own cluster address), or NULL
+    const char *ring_bind;      //  this worker's own cluster address, for a mode that
+                                //  binds an endpoint there (a ring), or NULL
     ps_curve_t *curve;          //  this process's identity for every socket it opens
                                 //  (NULL: an unsecured cluster); the caller's
 } ps_trainer_config_t;

@@ -19,7 +19,7 @@
 //  least 32 MiB; the median block gives the time per message. The raw
 //  sockets get what the ring's get: two ZeroMQ I/O threads, and a
 //  loopback TCP connection switched from BBR to CUBIC (or Reno), as
-//  ps_ring.c explains; --io-threads and --system-cc undo that.
+//  ps_ring_transport.c explains; --io-threads and --system-cc undo that.
 //
 //  main tunes the heap with ps_heap_tune first, as ps-worker does, and
 //  the children inherit the tuning through fork, so the allocator behaves
@@ -482,8 +482,8 @@ s_raw_receiver (s_raw_run_t *run, s_child_t *child)
 }
 
 //  Switch the raw sender's connection from BBR as the ring does with its
-//  own (see ps_ring.c): wait for the monitor's connection event, which
-//  carries the descriptor. Returns 0 or -1.
+//  own (see ps_ring_transport.c): wait for the monitor's connection event,
+//  which carries the descriptor. Returns 0 or -1.
 static int
 s_raw_tune (void *ctx, void *push, const char *endpoint)
 {

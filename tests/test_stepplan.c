@@ -1,0 +1,503 @@
+//  Unit tests for the worker's step plan (worker/ps_stepplan.c) and the
+//  step bookkeeping of a consistency mode over it (worker/ps_wmode.h),
+//  without processes: what a new plan changes (nothing, the layout or the
+//  compute), the check of a plan's variables against the model (names,
+//  shapes and order, each refusal naming the variable), and, on the real
+//  data set (group "real"), building a step plan: an evaluator loads no
+//  training data, a plan whose steps per epoch disagree with the data is
+//  refused naming both counts, batches are the seed's, and a new layout
+//  with another variable order is refused while the plan in use stays.
+//  Then the mirrored mode on a ring of one member (a real socket on
+//  loopback): joining, a step at the expected update and one at a stale
+//  update, an evaluation with the replica's checksum, a save, an abort
+//  outside a collective, and an evaluator's mode that reports everything
+//  failed; each checked in the reports that would go to the coordinator.
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ps_model.h"
+#include "ps_msg.h"
+#include "ps_schema.h"
+#include "ps_stepplan.h"
+#include "ps_wmode.h"
+
+static char *
+s_strdup (const char *s)
+{
+    char *copy = strdup (s);
+    assert_non_null (copy);
+    return copy;
+}
+
+//  A plan for built-in model `name` on two servers (each variable whole on
+//  server v % 2), with the given data limits, as ps_plan_unpack would make.
+static void
+s_plan (ps_plan_t *plan, const char *name, uint64_t train_limit, uint64_t test_limit)
+{
+    ps_error_t err = { 0 };
+    ps_model_t *model = ps_model_load (name, &err);
+    if (!model)
+        fail_msg ("model %s: %s", name, err.msg);
+    memset (plan, 0, sizeof *plan);
+    plan->model = s_strdup (ps_model_spec (model));
+    plan->batch_size = 32;
+    plan->eval_batch = 100;
+    plan->seed = 7;
+    plan->data_dir = s_strdup (harness_data_dir ());
+    plan->train_limit = train_limit;
+    plan->test_limit = test_limit;
+    plan->threads = 1;
+    snprintf (plan->device, sizeof plan->device, "cpu");
+    plan->nservers = 2;
+    plan->servers = calloc (2, sizeof (char *));
+    assert_non_null (plan->servers);
+    plan->servers [0] = s_strdup ("tcp://127.0.0.1:7001");
+    plan->servers [1] = s_strdup ("tcp://127.0.0.1:7002");
+    plan->nvars = ps_model_variable_count (model);
+    plan->vars = calloc ((size_t) plan->nvars, sizeof (ps_plan_var_t));
+    assert_non_null (plan->vars);
+    for (int v = 0; v < plan->nvars; v++) {
+        const ps_variable_t *var = ps_model_variable (model, v);
+        ps_plan_var_t *pv = &plan->vars [v];
+        snprintf (pv->var, sizeof pv->var, "%s", var->name);
+        pv->shape = var->shape;
+        pv->nparts = 1;
+        pv->splits = calloc (2, sizeof (int64_t));
+        pv->servers = calloc (1, sizeof (int));
+        assert_non_null (pv->splits);
+        assert_non_null (pv->servers);
+        pv->splits [1] = var->shape.dims [0];
+        pv->servers [0] = v % 2;
+    }
+    plan->client_timeout_ms = 5000;
+    plan->eval_batch = 100;
+    ps_model_destroy (&model);
+}
+
+//  Swap variables a and b of plan (their names, shapes and placement).
+static void
+s_swap_vars (ps_plan_t *plan, int a, int b)
+{
+    ps_plan_var_t var = plan->vars [a];
+    plan->vars [a] = plan->vars [b];
+    plan->vars [b] = var;
+}
+
+static void
+test_compare (void **state)
+{
+    (void) state;
+    ps_plan_t a, b;
+    s_plan (&a, "mlp", 0, 0);
+    s_plan (&b, "mlp", 0, 0);
+    assert_int_equal (ps_stepplan_compare (&a, &b), PS_STEPPLAN_SAME);
+    //  What the backend, the data or the batch buffers depend on.
+    b.batch_size = 64;
+    assert_int_equal (ps_stepplan_compare (&a, &b), PS_STEPPLAN_COMPUTE);
+    b.batch_size = a.batch_size;
+    b.test_limit = 100;
+    assert_int_equal (ps_stepplan_compare (&a, &b), PS_STEPPLAN_COMPUTE);
+    b.test_limit = a.test_limit;
+    snprintf (b.device, sizeof b.device, "auto");
+    assert_int_equal (ps_stepplan_compare (&a, &b), PS_STEPPLAN_COMPUTE);
+    snprintf (b.device, sizeof b.device, "cpu");
+    //  Where the variables live.
+    free (b.servers [1]);
+    b.servers [1] = s_strdup ("tcp://127.0.0.1:7003");
+    assert_int_equal (ps_stepplan_compare (&a, &b), PS_STEPPLAN_LAYOUT);
+    free (b.servers [1]);
+    b.servers [1] = s_strdup (a.servers [1]);
+    b.vars [0].servers [0] = 1;
+    assert_int_equal (ps_stepplan_compare (&a, &b), PS_STEPPLAN_LAYOUT);
+    b.vars [0].servers [0] = a.vars [0].servers [0];
+    b.client_timeout_ms = 6000;
+    assert_int_equal (ps_stepplan_compare (&a, &b), PS_STEPPLAN_LAYOUT);
+    b.client_timeout_ms = a.client_timeout_ms;
+    //  A change of model is a change of compute, whatever the layout.
+    ps_plan_t c;
+    s_plan (&c, "cnn", 0, 0);
+    assert_int_equal (ps_stepplan_compare (&a, &c), PS_STEPPLAN_COMPUTE);
+    //  Steps, the seed and the mode are not the step plan's to compare.
+    b.total_steps = 99;
+    b.steps_per_epoch = 3;
+    assert_int_equal (ps_stepplan_compare (&a, &b), PS_STEPPLAN_SAME);
+    ps_plan_release (&a);
+    ps_plan_release (&b);
+    ps_plan_release (&c);
+}
+
+static void
+test_check_variables (void **state)
+{
+    (void) state;
+    ps_error_t err = { 0 };
+    ps_model_t *model = ps_model_load ("mlp", &err);
+    assert_non_null (model);
+    ps_plan_t plan;
+    s_plan (&plan, "mlp", 0, 0);
+    assert_int_equal (ps_stepplan_check_variables (&plan, model, &err), 0);
+    //  The same variables in another order: the buffers would point at
+    //  the wrong offsets.
+    s_swap_vars (&plan, 0, 1);
+    assert_int_equal (ps_stepplan_check_variables (&plan, model, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "expected the model's order"));
+    assert_non_null (strstr (err.msg, plan.vars [0].var));
+    s_swap_vars (&plan, 0, 1);
+    //  Another shape.
+    plan.vars [0].shape.dims [0]++;
+    assert_int_not_equal (ps_stepplan_check_variables (&plan, model, &err), 0);
+    assert_non_null (strstr (err.msg, plan.vars [0].var));
+    assert_non_null (strstr (err.msg, "mlp"));
+    plan.vars [0].shape.dims [0]--;
+    //  One missing.
+    plan.nvars--;
+    assert_int_not_equal (ps_stepplan_check_variables (&plan, model, &err), 0);
+    assert_non_null (strstr (err.msg, "not those of model"));
+    plan.nvars++;
+    ps_plan_release (&plan);
+    ps_model_destroy (&model);
+}
+
+//  On the real data: 320 training examples make 10 batches of 32.
+static void
+test_build (void **state)
+{
+    (void) state;
+    ps_error_t err = { 0 };
+    ps_plan_t plan;
+    s_plan (&plan, "mlp", 320, 200);
+    plan.steps_per_epoch = 10;
+    ps_stepplan_t *worker = ps_stepplan_new (&plan, true, NULL, 0, &err);
+    if (!worker)
+        fail_msg ("step plan refused: %s", err.msg);
+    assert_null (plan.model);       //  taken over
+    assert_true (ps_stepplan_trains (worker));
+    assert_int_equal (ps_dataset_count (ps_stepplan_test (worker)), 200);
+    //  A batch is the seed's: the same step twice gives the same gradient.
+    size_t count = ps_model_param_count (ps_stepplan_model (worker));
+    float *params = calloc (count, sizeof (float));
+    float *g1 = calloc (count, sizeof (float)), *g2 = calloc (count, sizeof (float));
+    assert_true (params && g1 && g2);
+    for (size_t i = 0; i < count; i++)
+        params [i] = 0.01f * (float) (i % 7);
+    assert_int_equal (ps_backend_set_params (ps_stepplan_backend (worker), params, &err), 0);
+    ps_batch_stats_t stats;
+    int n = ps_stepplan_batch (worker, 4, 0, 3, &err);
+    assert_int_equal (n, 32);
+    assert_int_equal (ps_stepplan_compute (worker, 4, n, g1, &stats, &err), 0);
+    assert_int_equal (stats.count, 32);
+    assert_int_equal (ps_stepplan_batch (worker, 4, 0, 3, &err), 32);
+    assert_int_equal (ps_stepplan_compute (worker, 4, n, g2, &stats, &err), 0);
+    assert_memory_equal (g1, g2, count * sizeof (float));
+    //  Another batch gives another gradient.
+    assert_int_equal (ps_stepplan_batch (worker, 5, 0, 4, &err), 32);
+    assert_int_equal (ps_stepplan_compute (worker, 5, n, g2, &stats, &err), 0);
+    assert_memory_not_equal (g1, g2, count * sizeof (float));
+    //  A batch past the epoch's end is refused, naming the step.
+    assert_true (ps_stepplan_batch (worker, 11, 0, 10, &err) < 0);
+    assert_non_null (strstr (err.msg, "train step 11"));
+    assert_int_equal (ps_stepplan_evaluate (worker, 0, 200, &stats, &err), 0);
+    assert_int_equal (stats.count, 200);
+
+    //  A new layout whose variables are in another order is refused, and
+    //  the plan in use stays.
+    ps_plan_t next;
+    s_plan (&next, "mlp", 320, 200);
+    next.steps_per_epoch = 10;
+    s_swap_vars (&next, 0, 1);
+    assert_int_equal (ps_stepplan_replace (worker, &next, &err), PS_EINVAL);
+    assert_null (next.model);
+    assert_string_equal (ps_stepplan_plan (worker)->vars [0].var,
+                         ps_model_variable (ps_stepplan_model (worker), 0)->name);
+    //  One on other servers is taken.
+    s_plan (&next, "mlp", 320, 200);
+    next.steps_per_epoch = 10;
+    free (next.servers [0]);
+    next.servers [0] = s_strdup ("tcp://127.0.0.1:7009");
+    assert_int_equal (ps_stepplan_replace (worker, &next, &err), 0);
+    assert_string_equal (ps_stepplan_plan (worker)->servers [0], "tcp://127.0.0.1:7009");
+    free (params);
+    free (g1);
+    free (g2);
+    ps_stepplan_destroy (&worker);
+    assert_null (worker);
+}
+
+static void
+test_build_refused (void **state)
+{
+    (void) state;
+    ps_error_t err = { 0 };
+    //  The coordinator counted other batches than this data makes.
+    ps_plan_t plan;
+    s_plan (&plan, "mlp", 320, 200);
+    plan.steps_per_epoch = 11;
+    assert_null (ps_stepplan_new (&plan, true, NULL, 0, &err));
+    assert_int_equal (err.code, PS_EINVAL);
+    assert_non_null (strstr (err.msg, "11 steps per epoch"));
+    assert_non_null (strstr (err.msg, "make 10 batches of 32"));
+    assert_null (plan.model);
+    //  An evaluator loads only the test split, so it cannot count batches.
+    s_plan (&plan, "mlp", 320, 200);
+    plan.steps_per_epoch = 11;
+    ps_stepplan_t *evaluator = ps_stepplan_new (&plan, false, NULL, 0, &err);
+    if (!evaluator)
+        fail_msg ("evaluator's step plan refused: %s", err.msg);
+    assert_false (ps_stepplan_trains (evaluator));
+    ps_stepplan_destroy (&evaluator);
+    //  A device the build lacks.
+    s_plan (&plan, "mlp", 320, 200);
+    assert_null (ps_stepplan_new (&plan, true, "tpu", 0, &err));
+    assert_non_null (strstr (err.msg, "tpu"));
+}
+
+//  ---------------------------------------------------------------------
+//  The mirrored mode's bookkeeping
+
+//  The reports the mode made, caught where they would be sent.
+typedef struct {
+    ps_msg_t *msg;
+} s_catch_t;
+
+static int
+s_catch (void *arg, ps_writer_t *writer, ps_error_t *err)
+{
+    s_catch_t *caught = arg;
+    const void *frames [1] = { writer->sbuf.data };
+    size_t sizes [1] = { writer->sbuf.size };
+    assert_int_equal (ps_msg_set (caught->msg, frames, sizes, 1), 0);
+    if (ps_msg_decode (caught->msg, err))
+        fail_msg ("the work_request does not decode: %s", err->msg);
+    return 0;
+}
+
+//  Send what is pending and return the one report it must be.
+static const msgpack_object *
+s_one_report (ps_reports_t *reports, s_catch_t *caught)
+{
+    ps_error_t err = { 0 };
+    assert_int_equal (ps_reports_send (reports, true, &err), 0);
+    ps_reports_answered (reports);
+    const msgpack_object *list = ps_obj_get (ps_msg_header (caught->msg), "reports");
+    assert_non_null (list);
+    assert_int_equal (list->via.array.size, 1);
+    return &list->via.array.ptr [0];
+}
+
+static void
+s_assert_status (const msgpack_object *report, const char *kind, const char *status)
+{
+    assert_true (ps_obj_str_eq (ps_obj_get (report, "kind"), kind));
+    if (!ps_obj_str_eq (ps_obj_get (report, "status"), status))
+        fail_msg ("a %s report is not %s", kind, status);
+}
+
+//  A work message's header, packed by the caller after the common fields.
+typedef struct {
+    msgpack_sbuffer sbuf;
+    msgpack_packer pk;
+    msgpack_unpacked unpacked;
+} s_header_t;
+
+static msgpack_packer *
+s_header_start (s_header_t *h, size_t extra)
+{
+    msgpack_sbuffer_init (&h->sbuf);
+    msgpack_packer_init (&h->pk, &h->sbuf, msgpack_sbuffer_write);
+    msgpack_pack_map (&h->pk, (uint32_t) extra);
+    return &h->pk;
+}
+
+static const msgpack_object *
+s_header_end (s_header_t *h)
+{
+    msgpack_unpacked_init (&h->unpacked);
+    size_t offset = 0;
+    assert_int_equal (msgpack_unpack_next (&h->unpacked, h->sbuf.data, h->sbuf.size, &offset),
+                      MSGPACK_UNPACK_SUCCESS);
+    return &h->unpacked.data;
+}
+
+static void
+s_header_free (s_header_t *h)
+{
+    msgpack_unpacked_destroy (&h->unpacked);
+    msgpack_sbuffer_destroy (&h->sbuf);
+}
+
+static bool
+s_never (void *arg)
+{
+    (void) arg;
+    return false;
+}
+
+static void
+test_mirrored_mode (void **state)
+{
+    (void) state;
+    ps_error_t err = { 0 };
+    ps_plan_t plan;
+    s_plan (&plan, "mlp", 320, 200);
+    plan.steps_per_epoch = 10;
+    plan.mirrored = true;
+    ps_opt_config_default (&plan.optimizer, PS_OPT_SGD);
+    ps_stepplan_t *stepplan = ps_stepplan_new (&plan, true, NULL, 0, &err);
+    if (!stepplan)
+        fail_msg ("step plan refused: %s", err.msg);
+    const ps_wmode_ops_t *ops = ps_wmode_find (ps_stepplan_plan (stepplan));
+    assert_ptr_equal (ops, &ps_wmode_mirrored);
+    s_catch_t caught = { .msg = ps_msg_new () };
+    ps_reports_t *reports = ps_reports_new (s_catch, &caught);
+    ps_wmode_host_t host = { .poll = s_never };
+    ps_wmode_env_t env = { .stepplan = stepplan, .reports = reports, .host = &host,
+                           .bind = "tcp://127.0.0.1:*" };
+    ps_wmode_t *mode = ops->create (&env, &err);
+    if (!mode)
+        fail_msg ("mirrored mode refused: %s", err.msg);
+
+    //  Join ring 5 alone; the report carries the replica's update count.
+    s_header_t h;
+    msgpack_packer *pk = s_header_start (&h, 1);
+    ps_pack_key (pk, "ring");
+    msgpack_pack_map (pk, 5);
+    ps_pack_key (pk, "members");
+    msgpack_pack_array (pk, 1);
+    ps_pack_str (pk, "tcp://127.0.0.1:1");
+    ps_pack_key (pk, "tasks");
+    msgpack_pack_array (pk, 1);
+    msgpack_pack_uint64 (pk, 0);
+    ps_pack_key (pk, "root");
+    msgpack_pack_int64 (pk, -1);
+    ps_pack_uint (pk, "rank", 0);
+    ps_pack_key (pk, "load");
+    ps_pack_str (pk, "");
+    ps_work_t work = { .kind = PS_WORK_RING, .generation = 5, .order = 1,
+                       .header = s_header_end (&h) };
+    snprintf (work.name, sizeof work.name, "ring");
+    assert_int_equal (ops->order (mode, &work, &err), 0);
+    const msgpack_object *report = s_one_report (reports, &caught);
+    s_assert_status (report, "ring", "done");
+    assert_int_equal (ps_obj_get (report, "update")->via.u64, 0);
+    assert_int_equal (ps_obj_get (report, "order")->via.u64, 1);
+    s_header_free (&h);
+
+    //  The step at update 1 runs; the same again is at a stale update and
+    //  is declined, which the coordinator answers by forming the ring anew.
+    for (int round = 0; round < 2; round++) {
+        pk = s_header_start (&h, 4);
+        ps_pack_key (pk, "steps");
+        msgpack_pack_array (pk, 1);
+        msgpack_pack_uint64 (pk, 3);
+        ps_pack_double (pk, "lr", 0.01);
+        ps_pack_uint (pk, "examples", 32);
+        ps_pack_uint (pk, "update", 1);
+        work = (ps_work_t) { .kind = PS_WORK_TRAIN, .step = 3, .epoch = 0, .batch = 2,
+                             .generation = 5, .order = 2, .header = s_header_end (&h) };
+        snprintf (work.name, sizeof work.name, "train");
+        assert_int_equal (ops->train (mode, &work, &err), 0);
+        report = s_one_report (reports, &caught);
+        s_assert_status (report, "train", round == 0 ? "done" : "failed");
+        assert_int_equal (ps_obj_get (report, "update")->via.u64, 1);
+        assert_int_equal (ps_obj_get (report, "count")->via.u64, round == 0 ? 32 : 0);
+        s_header_free (&h);
+    }
+
+    //  An evaluation of shard 0 of 2 carries the replica's checksum; one
+    //  with no valid shard is reported failed.
+    pk = s_header_start (&h, 2);
+    ps_pack_uint (pk, "shard", 0);
+    ps_pack_uint (pk, "shards", 2);
+    work = (ps_work_t) { .kind = PS_WORK_EVAL, .step = 3, .generation = 5, .order = 3,
+                         .header = s_header_end (&h) };
+    snprintf (work.name, sizeof work.name, "eval");
+    assert_int_equal (ops->eval (mode, &work, &err), 0);
+    report = s_one_report (reports, &caught);
+    s_assert_status (report, "eval", "done");
+    assert_int_equal (ps_obj_get (report, "count")->via.u64, 100);
+    assert_non_null (ps_obj_get (report, "checksum"));
+    s_header_free (&h);
+    pk = s_header_start (&h, 0);
+    work.header = s_header_end (&h);
+    assert_int_equal (ops->eval (mode, &work, &err), 0);
+    s_assert_status (s_one_report (reports, &caught), "eval", "failed");
+    s_header_free (&h);
+
+    //  A save writes the replica's files.
+    char dir [64];
+    harness_tmpdir (dir, sizeof dir);
+    pk = s_header_start (&h, 1);
+    ps_pack_key (pk, "dir");
+    ps_pack_str (pk, dir);
+    work = (ps_work_t) { .kind = PS_WORK_SAVE, .step = 3, .generation = 5, .order = 4,
+                         .header = s_header_end (&h) };
+    snprintf (work.name, sizeof work.name, "save");
+    assert_int_equal (ops->order (mode, &work, &err), 0);
+    s_assert_status (s_one_report (reports, &caught), "save", "done");
+    s_header_free (&h);
+    harness_rmtree (dir);
+
+    //  Work given back carries the replica's count; an abort outside a
+    //  collective changes nothing: the next step still runs.
+    ps_report_t back = { .kind = PS_WORK_TRAIN, .step = 4 };
+    ops->give_back (mode, &work, &back);
+    assert_true (back.has_update);
+    assert_int_equal (back.update, 1);
+    ops->abort (mode, 99);
+    pk = s_header_start (&h, 4);
+    ps_pack_key (pk, "steps");
+    msgpack_pack_array (pk, 1);
+    msgpack_pack_uint64 (pk, 4);
+    ps_pack_double (pk, "lr", 0.01);
+    ps_pack_uint (pk, "examples", 32);
+    ps_pack_uint (pk, "update", 2);
+    work = (ps_work_t) { .kind = PS_WORK_TRAIN, .step = 4, .epoch = 0, .batch = 3,
+                         .generation = 5, .order = 5, .header = s_header_end (&h) };
+    snprintf (work.name, sizeof work.name, "train");
+    assert_int_equal (ops->train (mode, &work, &err), 0);
+    s_assert_status (s_one_report (reports, &caught), "train", "done");
+    s_header_free (&h);
+    ops->destroy (&mode);
+    assert_null (mode);
+
+    //  An evaluator holds no replica: it reports what it is given failed.
+    env.evaluator = true;
+    mode = ops->create (&env, &err);
+    assert_non_null (mode);
+    assert_int_equal (ops->train (mode, &work, &err), 0);
+    report = s_one_report (reports, &caught);
+    s_assert_status (report, "train", "failed");
+    assert_null (ps_obj_get (report, "update"));
+    ops->destroy (&mode);
+    ps_reports_destroy (&reports);
+    ps_msg_destroy (&caught.msg);
+    ps_stepplan_destroy (&stepplan);
+}
+
+int
+main (int argc, char **argv)
+{
+    if (harness_group (argc, argv, "real")) {
+        harness_need_data ();
+        const struct CMUnitTest real [] = {
+            cmocka_unit_test (test_build),
+            cmocka_unit_test (test_build_refused),
+            cmocka_unit_test (test_mirrored_mode),
+        };
+        return cmocka_run_group_tests_name ("real data", real, NULL, NULL);
+    }
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_compare),
+        cmocka_unit_test (test_check_variables),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
