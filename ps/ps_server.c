@@ -10,7 +10,7 @@
 #include "ps_msg.h"
 #include "ps_partition.h"
 #include "ps_peers.h"
-#include "ps_schema.h"
+#include "ps_proto_conv.h"
 #include "ps_snapshot.h"
 
 #include <assert.h>
@@ -54,6 +54,9 @@ typedef struct {
     zmq_msg_t *out;             //  reply frames when pulling
     uint64_t *versions;
     bool *duplicate;
+    ps_proto_applied_t *applied;    //  the reply's entries, one per task
+    ps_proto_pulled_t *pulled;
+    uint64_t *dims;             //  the pulled shapes, PS_MAX_RANK per task
     size_t *nonfinite;          //  per task: index + 1 of the gradient's first
                                 //  NaN or infinity, 0 when it has none
     atomic_size_t scanning;     //  gradients the pool has still to scan
@@ -61,6 +64,14 @@ typedef struct {
     atomic_int failed;          //  task index + 1 of the first failure
     ps_error_t err;             //  that failure
 } s_job_t;
+
+//  The fields of a push or a push-pull, which carry the same ones.
+typedef struct {
+    uint64_t step;
+    bool has_generation;
+    uint64_t generation;
+    const ps_proto_tensor_array_t *tensors;
+} s_push_t;
 
 //  A task scans a gradient for NaN and infinities, or applies (or pulls)
 //  one partition. A push's gradients are all scanned before any is
@@ -96,6 +107,7 @@ struct _ps_server_t {
     size_t nspare, spare_cap;
     ps_writer_t writer;         //  reply headers; main thread only
     uint64_t requests, errors;
+    bool shutdown;              //  a shutdown request was answered
     //  The bytes held for each peer: gradients being applied and replies
     //  ZeroMQ has not sent yet, and the back-pressure they decide.
     ps_peers_t *peers;
@@ -486,6 +498,17 @@ s_reply (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer, ps_writer_t *writer,
                  (unsigned long long) ps_msg_id (msg), err.msg);
 }
 
+//  Encode reply into the server's writer. Its buffer fails to grow only
+//  when memory has run out, which the server treats as fatal everywhere.
+static void
+s_encode (ps_server_t *self, const ps_proto_t *reply)
+{
+    if (ps_writer_encode (&self->writer, reply)) {
+        ps_error ("cannot encode a %s reply: out of memory", ps_proto_info [reply->type].name);
+        abort ();
+    }
+}
+
 //  Send an error reply, unlogged: see s_reply_error.
 static void
 s_reply_refusal (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer, int code,
@@ -551,16 +574,12 @@ s_job_destroy (ps_server_t *self, s_job_t **job_p)
     free (job->out);
     free (job->versions);
     free (job->duplicate);
+    free (job->applied);
+    free (job->pulled);
+    free (job->dims);
     free (job->nonfinite);
     free (job);
     *job_p = NULL;
-}
-
-//  Pack the map naming a partition, with extra entries to follow.
-static void
-s_pack_partref (msgpack_packer *pk, ps_partition_t *part, size_t extra)
-{
-    ps_pack_partref (pk, ps_partition_var (part), ps_partition_part (part), extra);
 }
 
 //  When a push's gradients hold NaN or an infinity, count that on every
@@ -602,34 +621,34 @@ s_job_finish (ps_server_t *self, s_job_t *job)
         s_job_destroy (self, &job);
         return;
     }
-    const char *type = ps_msg_type (job->msg);
-    ps_writer_reset (&self->writer, ps_schema_reply_type (type), ps_msg_id (job->msg),
-                     job->push && job->pull ? 2 : 1);
-    msgpack_packer *pk = &self->writer.pk;
-    if (job->push) {
-        ps_pack_key (pk, "applied");
-        msgpack_pack_array (pk, job->ntasks);
-        for (size_t i = 0; i < job->ntasks; i++) {
-            s_pack_partref (pk, job->parts [i], 2);
-            ps_pack_key (pk, "version");
-            msgpack_pack_uint64 (pk, job->versions [i]);
-            ps_pack_key (pk, "duplicate");
-            job->duplicate [i] ? msgpack_pack_true (pk) : msgpack_pack_false (pk);
-        }
+    const ps_proto_t *req = ps_msg_proto (job->msg);
+    ps_proto_t reply = { .type = ps_proto_info [req->type].reply, .id = req->id };
+    for (size_t i = 0; i < job->ntasks; i++) {
+        const char *var = ps_partition_var (job->parts [i]);
+        uint32_t part = ps_partition_part (job->parts [i]);
+        job->applied [i] = (ps_proto_applied_t) { var, part, job->versions [i],
+                                                  job->duplicate [i] };
+        ps_proto_pulled_t *pulled = &job->pulled [i];
+        *pulled = (ps_proto_pulled_t) { .var = var, .part = part, .version = job->versions [i],
+                                        .bytes = job->pull ? zmq_msg_size (&job->out [i]) : 0 };
+        ps_proto_shape_set (&pulled->shape, job->dims + i * PS_MAX_RANK,
+                            ps_partition_local_shape (job->parts [i]));
     }
-    if (job->pull) {
-        ps_pack_key (pk, "tensors");
-        msgpack_pack_array (pk, job->ntasks);
-        for (size_t i = 0; i < job->ntasks; i++) {
-            s_pack_partref (pk, job->parts [i], 3);
-            ps_pack_key (pk, "shape");
-            ps_pack_shape (pk, ps_partition_local_shape (job->parts [i]));
-            ps_pack_key (pk, "bytes");
-            msgpack_pack_uint64 (pk, zmq_msg_size (&job->out [i]));
-            ps_pack_key (pk, "version");
-            msgpack_pack_uint64 (pk, job->versions [i]);
-        }
+    ps_proto_applied_array_t applied = { job->ntasks, job->applied };
+    ps_proto_pulled_array_t pulled = { job->ntasks, job->pulled };
+    switch (reply.type) {
+        case PS_PROTO_PUSH_OK:
+            reply.push_ok.applied = applied;
+            break;
+        case PS_PROTO_PULL_OK:
+            reply.pull_ok.tensors = pulled;
+            break;
+        default:
+            assert (reply.type == PS_PROTO_PUSH_PULL_OK);
+            reply.push_pull_ok.applied = applied;
+            reply.push_pull_ok.tensors = pulled;
     }
+    s_encode (self, &reply);
     s_reply (self, job->msg, job->peer, &self->writer, job->pull ? job->out : NULL,
              job->pull ? job->ntasks : 0);
     s_job_destroy (self, &job);
@@ -638,16 +657,16 @@ s_job_finish (ps_server_t *self, s_job_t *job)
 //  Look up the partitions a request names and check the gradients' shapes,
 //  so that a request is refused whole before anything is applied.
 static int
-s_job_resolve (ps_server_t *self, s_job_t *job, const msgpack_object *list, ps_error_t *err)
+s_job_resolve (ps_server_t *self, s_job_t *job, const s_push_t *push, ps_error_t *err)
 {
-    const char *type = ps_msg_type (job->msg);
+    const ps_proto_t *req = ps_msg_proto (job->msg);
+    const char *type = ps_proto_info [req->type].name;
     for (size_t i = 0; i < job->ntasks; i++) {
-        const msgpack_object *ref = &list->via.array.ptr [i];
-        char var [PS_NAME_MAX];
-        if (ps_obj_str (ps_obj_get (ref, "var"), var, sizeof var))
-            return ps_error_set (err, PS_EPROTO, "%s: entry %zu: variable name is too long or holds a NUL",
-                                 type, i);
-        uint64_t part = ps_obj_get (ref, "part")->via.u64;
+        const char *var = push ? push->tensors->items [i].var : req->pull.parts.items [i].var;
+        uint64_t part = push ? push->tensors->items [i].part : req->pull.parts.items [i].part;
+        if (strlen (var) >= PS_NAME_MAX)
+            return ps_error_set (err, PS_EPROTO, "%s: entry %zu: variable name is longer than %d bytes",
+                                 type, i, PS_NAME_MAX - 1);
         char key [PS_NAME_MAX + 24];
         s_key (key, sizeof key, var, (uint32_t) part);
         ps_partition_t *partition = part <= UINT32_MAX ? zhashx_lookup (self->table, key) : NULL;
@@ -661,7 +680,7 @@ s_job_resolve (ps_server_t *self, s_job_t *job, const msgpack_object *list, ps_e
         job->parts [i] = ps_partition_link (partition);
         if (job->push) {
             ps_shape_t shape;
-            int rc = ps_obj_shape (ps_obj_get (ref, "shape"), &shape, err);
+            int rc = ps_proto_shape_get (&push->tensors->items [i].shape, &shape, err);
             if (rc)
                 return ps_error_prefix (err, rc, "%s: tensors[%zu]", type, i);
             const ps_shape_t *local = ps_partition_local_shape (partition);
@@ -680,6 +699,24 @@ s_job_resolve (ps_server_t *self, s_job_t *job, const msgpack_object *list, ps_e
         }
     }
     return PS_OK;
+}
+
+//  Read the fields of a push or push-pull into *push; false for a pull.
+static bool
+s_push_of (const ps_proto_t *req, s_push_t *push)
+{
+    switch (req->type) {
+        case PS_PROTO_PUSH:
+            *push = (s_push_t) { req->push.step, req->push.has_generation,
+                                 req->push.generation, &req->push.tensors };
+            return true;
+        case PS_PROTO_PUSH_PULL:
+            *push = (s_push_t) { req->push_pull.step, req->push_pull.has_generation,
+                                 req->push_pull.generation, &req->push_pull.tensors };
+            return true;
+        default:
+            return false;
+    }
 }
 
 //  The reply frame for task i of a pulling job: the request's own gradient
@@ -711,28 +748,33 @@ s_job_reply_frame (s_job_t *job, size_t i, ps_error_t *err)
     return PS_OK;
 }
 
+//  Serve a push, pull or push-pull: the job owns msg from here on.
 static void
 s_handle_data (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
 {
-    const char *type = ps_msg_type (msg);
-    const msgpack_object *header = ps_msg_header (msg);
+    const ps_proto_t *req = ps_msg_proto (msg);
+    const char *type = ps_proto_info [req->type].name;
+    s_push_t push;
     s_job_t *job = calloc (1, sizeof *job);
     if (!job)
         abort ();
     job->msg = msg;
-    job->pull = strcmp (type, "push") != 0;
-    job->push = strcmp (type, "pull") != 0;
-    const msgpack_object *list = ps_obj_get (header, job->push ? "tensors" : "parts");
-    job->ntasks = list->via.array.size;
+    job->push = s_push_of (req, &push);
+    job->pull = req->type != PS_PROTO_PUSH;
+    job->ntasks = job->push ? push.tensors->count : req->pull.parts.count;
     job->parts = calloc (job->ntasks + 1, sizeof (ps_partition_t *));
     job->out = calloc (job->ntasks + 1, sizeof (zmq_msg_t));
     job->versions = calloc (job->ntasks + 1, sizeof (uint64_t));
     job->duplicate = calloc (job->ntasks + 1, sizeof (bool));
     job->nonfinite = calloc (job->ntasks + 1, sizeof (size_t));
-    if (!job->parts || !job->out || !job->versions || !job->duplicate || !job->nonfinite)
+    job->applied = calloc (job->ntasks + 1, sizeof (ps_proto_applied_t));
+    job->pulled = calloc (job->ntasks + 1, sizeof (ps_proto_pulled_t));
+    job->dims = calloc ((job->ntasks + 1) * PS_MAX_RANK, sizeof (uint64_t));
+    if (!job->parts || !job->out || !job->versions || !job->duplicate || !job->nonfinite
+    ||  !job->applied || !job->pulled || !job->dims)
         abort ();
     if (job->push)
-        job->step = ps_obj_get (header, "step")->via.u64;
+        job->step = push.step;
     size_t bytes = ps_msg_tensor_bytes (msg);
     job->peer = ps_peer_link (peer);
     job->held = bytes;
@@ -743,13 +785,12 @@ s_handle_data (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
     //  Once fenced, a push must say which generation of the parameters
     //  it was computed against: one that says nothing may come from before
     //  the restore as well as after it.
-    const msgpack_object *generation = job->push ? ps_obj_get (header, "generation") : NULL;
-    if (job->push && self->fence && (!generation || generation->via.u64 != self->fence)) {
+    if (job->push && self->fence && (!push.has_generation || push.generation != self->fence)) {
         char text [200];
-        if (generation)
+        if (push.has_generation)
             snprintf (text, sizeof text, "stale generation %" PRIu64 ": the server was fenced at "
                       "generation %" PRIu64 " (restored since this gradient was computed)",
-                      generation->via.u64, self->fence);
+                      push.generation, self->fence);
         else
             snprintf (text, sizeof text, "%s carries no generation: the server was fenced at "
                       "generation %" PRIu64 " and takes only gradients tagged with it", type,
@@ -758,7 +799,7 @@ s_handle_data (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
         s_job_destroy (self, &job);
         return;
     }
-    int rc = s_job_resolve (self, job, list, &err);
+    int rc = s_job_resolve (self, job, job->push ? &push : NULL, &err);
     size_t made = 0;
     while (pull && rc == PS_OK && made < job->ntasks) {
         rc = s_job_reply_frame (job, made, &err);
@@ -795,36 +836,10 @@ s_handle_data (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
 //  Control requests, served on the main thread
 
 static int
-s_parse_init (const msgpack_object *obj, ps_init_t *init, ps_error_t *err)
+s_handle_create (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply, ps_error_t *err)
 {
-    char kind [32];
-    ps_init_kind_t parsed;
-    if (ps_obj_str (ps_obj_get (obj, "kind"), kind, sizeof kind))
-        return ps_error_set (err, PS_EINVAL, "init.kind is too long");
-    if (ps_init_kind_parse (kind, &parsed, err))
-        return err->code;
-    ps_init_default (init, parsed);
-    const msgpack_object *field;
-    if ((field = ps_obj_get (obj, "seed")))
-        init->seed = field->via.u64;
-    if ((field = ps_obj_get (obj, "value")))
-        init->value = ps_obj_double (field);
-    if ((field = ps_obj_get (obj, "low")))
-        init->low = ps_obj_double (field);
-    if ((field = ps_obj_get (obj, "high")))
-        init->high = ps_obj_double (field);
-    if ((field = ps_obj_get (obj, "mean")))
-        init->mean = ps_obj_double (field);
-    if ((field = ps_obj_get (obj, "stddev")))
-        init->stddev = ps_obj_double (field);
-    return ps_init_validate (init, err);
-}
-
-static int
-s_handle_create (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error_t *err)
-{
-    const msgpack_object *list = ps_obj_get (ps_msg_header (msg), "partitions");
-    size_t count = list->via.array.size;
+    const ps_proto_partition_array_t *list = &req->create.partitions;
+    size_t count = list->count;
     ps_partition_t **made = calloc (count + 1, sizeof *made);
     if (!made)
         abort ();
@@ -833,31 +848,31 @@ s_handle_create (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error
     //  Build every new partition first; the table changes only when all
     //  of them are valid, so a bad request leaves the server as it was.
     for (size_t i = 0; i < count && rc == PS_OK; i++) {
-        const msgpack_object *spec = &list->via.array.ptr [i];
-        char var [PS_NAME_MAX];
+        const ps_proto_partition_t *spec = &list->items [i];
+        const char *var = spec->var;
         ps_shape_t shape;
         ps_init_t init;
-        const msgpack_object *rows = ps_obj_get (spec, "rows");
-        uint64_t part = ps_obj_get (spec, "part")->via.u64;
-        if (ps_obj_str (ps_obj_get (spec, "var"), var, sizeof var))
-            rc = ps_error_set (err, PS_EINVAL, "variable name is too long or holds a NUL");
+        const ps_proto_uint_array_t *rows = &spec->rows;
+        uint64_t part = spec->part;
+        if (strlen (var) >= PS_NAME_MAX)
+            rc = ps_error_set (err, PS_EINVAL, "variable name is longer than %d bytes",
+                               PS_NAME_MAX - 1);
         else
         if (part > UINT32_MAX)
             rc = ps_error_set (err, PS_EINVAL, "%s: part %llu is above 2^32-1",
                                var, (unsigned long long) part);
         else
-        if ((rc = ps_obj_shape (ps_obj_get (spec, "shape"), &shape, err)) != PS_OK
-        ||  (rc = s_parse_init (ps_obj_get (spec, "init"), &init, err)) != PS_OK)
+        if ((rc = ps_proto_shape_get (&spec->shape, &shape, err)) != PS_OK
+        ||  (rc = ps_proto_init_get (&spec->init, &init, err)) != PS_OK)
             rc = ps_error_prefix (err, rc, "%s/%llu", var, (unsigned long long) part);
         else
-        if (rows->via.array.size != 2
-        ||  rows->via.array.ptr [0].via.u64 > INT64_MAX || rows->via.array.ptr [1].via.u64 > INT64_MAX)
+        if (rows->count != 2 || rows->items [0] > INT64_MAX || rows->items [1] > INT64_MAX)
             rc = ps_error_set (err, PS_EINVAL, "%s/%llu: rows must be [begin, end]",
                                var, (unsigned long long) part);
         if (rc)
             break;
-        int64_t begin = (int64_t) rows->via.array.ptr [0].via.u64;
-        int64_t end = (int64_t) rows->via.array.ptr [1].via.u64;
+        int64_t begin = (int64_t) rows->items [0];
+        int64_t end = (int64_t) rows->items [1];
         char key [PS_NAME_MAX + 24];
         s_key (key, sizeof key, var, (uint32_t) part);
         ps_partition_t *old = zhashx_lookup (self->table, key);
@@ -906,18 +921,18 @@ s_handle_create (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error
         return rc;
     ps_info ("created %zu partitions (%zu existed), %zu held", created, existing,
              zhashx_size (self->table));
-    ps_pack_key (&writer->pk, "created");
-    msgpack_pack_uint64 (&writer->pk, created);
-    ps_pack_key (&writer->pk, "existing");
-    msgpack_pack_uint64 (&writer->pk, existing);
+    reply->create_ok.created = created;
+    reply->create_ok.existing = existing;
+    s_encode (self, reply);
     return PS_OK;
 }
 
 static int
-s_handle_set_optimizer (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error_t *err)
+s_handle_set_optimizer (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply,
+                        ps_error_t *err)
 {
     ps_opt_config_t opt;
-    int rc = ps_obj_optimizer (ps_obj_get (ps_msg_header (msg), "optimizer"), &opt, err);
+    int rc = ps_proto_optimizer_get (&req->set_optimizer.optimizer, &opt, err);
     if (rc)
         return rc;
     //  A partition that cannot get new slots keeps its old optimizer; the
@@ -931,8 +946,8 @@ s_handle_set_optimizer (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, p
     self->opt = opt;
     ps_info ("optimizer %s lr %g on %zu partitions", ps_opt_kind_name (opt.kind), opt.lr,
              zhashx_size (self->table));
-    ps_pack_key (&writer->pk, "partitions");
-    msgpack_pack_uint64 (&writer->pk, zhashx_size (self->table));
+    reply->set_optimizer_ok.partitions = zhashx_size (self->table);
+    s_encode (self, reply);
     return PS_OK;
 }
 
@@ -964,111 +979,98 @@ s_sorted_partitions (ps_server_t *self, size_t *count)
 }
 
 static int
-s_handle_stats (ps_server_t *self, ps_writer_t *writer)
+s_handle_stats (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply, ps_error_t *err)
 {
+    (void) req;
+    (void) err;
     size_t count;
     ps_partition_t **list = s_sorted_partitions (self, &count);
-    msgpack_packer *pk = &writer->pk;
-    ps_pack_key (pk, "partitions");
-    msgpack_pack_array (pk, count);
+    ps_proto_part_stats_t *entries = calloc (count + 1, sizeof *entries);
+    uint64_t *dims = calloc ((count + 1) * (PS_MAX_RANK + 2), sizeof *dims);
+    if (!entries || !dims)
+        abort ();
     for (size_t i = 0; i < count; i++) {
         ps_partition_stats_t stats;
         ps_partition_stats (list [i], &stats);
-        s_pack_partref (pk, list [i], 8);
-        ps_pack_key (pk, "shape");
-        ps_pack_shape (pk, ps_partition_shape (list [i]));
-        ps_pack_key (pk, "rows");
-        msgpack_pack_array (pk, 2);
-        msgpack_pack_uint64 (pk, (uint64_t) ps_partition_row_begin (list [i]));
-        msgpack_pack_uint64 (pk, (uint64_t) ps_partition_row_end (list [i]));
-        ps_pack_key (pk, "updates");
-        msgpack_pack_uint64 (pk, stats.updates);
-        ps_pack_key (pk, "duplicates");
-        msgpack_pack_uint64 (pk, stats.duplicates);
-        ps_pack_key (pk, "recorded");
-        msgpack_pack_uint64 (pk, stats.recorded);
-        ps_pack_key (pk, "bytes_in");
-        msgpack_pack_uint64 (pk, stats.bytes_in);
-        ps_pack_key (pk, "bytes_out");
-        msgpack_pack_uint64 (pk, stats.bytes_out);
-        ps_pack_key (pk, "nonfinite");
-        msgpack_pack_uint64 (pk, stats.nonfinite);
+        ps_proto_part_stats_t *entry = &entries [i];
+        uint64_t *rows = dims + i * (PS_MAX_RANK + 2);
+        rows [0] = (uint64_t) ps_partition_row_begin (list [i]);
+        rows [1] = (uint64_t) ps_partition_row_end (list [i]);
+        *entry = (ps_proto_part_stats_t) {
+            .var = ps_partition_var (list [i]), .part = ps_partition_part (list [i]),
+            .rows = { 2, rows }, .updates = stats.updates, .duplicates = stats.duplicates,
+            .recorded = stats.recorded, .bytes_in = stats.bytes_in,
+            .bytes_out = stats.bytes_out, .nonfinite = stats.nonfinite };
+        ps_proto_shape_set (&entry->shape, rows + 2, ps_partition_shape (list [i]));
     }
-    ps_pack_key (pk, "requests");
-    msgpack_pack_uint64 (pk, self->requests);
-    ps_pack_key (pk, "errors");
-    msgpack_pack_uint64 (pk, self->errors);
     ps_peers_stats_t peers;
     ps_peers_stats (self->peers, &peers);
-    ps_pack_key (pk, "pending");
-    msgpack_pack_uint64 (pk, peers.pending);
-    ps_pack_key (pk, "refused");
-    msgpack_pack_uint64 (pk, peers.refused);
-    ps_pack_key (pk, "dropped");
-    msgpack_pack_uint64 (pk, peers.dropped);
+    reply->stats_ok = (ps_proto_stats_ok_t) {
+        .partitions = { count, entries }, .requests = self->requests, .errors = self->errors,
+        .pending = peers.pending, .refused = peers.refused, .dropped = peers.dropped };
+    s_encode (self, reply);
+    free (dims);
+    free (entries);
     free (list);
     return PS_OK;
 }
 
-static void
-s_pack_file (msgpack_packer *pk, ps_partition_t *part, const char *file, uint64_t bytes,
-             uint32_t crc, uint64_t version)
+//  A snapshot file as a reply entry; file must outlive the encoding.
+static ps_proto_snap_file_t
+s_snap_file (ps_partition_t *part, const char *file, uint64_t bytes, uint32_t crc,
+             uint64_t version)
 {
-    s_pack_partref (pk, part, 4);
-    ps_pack_key (pk, "file");
-    ps_pack_str (pk, file);
-    ps_pack_key (pk, "bytes");
-    msgpack_pack_uint64 (pk, bytes);
-    ps_pack_key (pk, "crc32");
-    msgpack_pack_uint32 (pk, crc);
-    ps_pack_key (pk, "version");
-    msgpack_pack_uint64 (pk, version);
+    return (ps_proto_snap_file_t) { ps_partition_var (part), ps_partition_part (part), file,
+                                    bytes, crc, version };
 }
 
 //  The directory inside the checkpoint root that a snapshot or restore
 //  request names (relative to the root), into dir; with create, made when
 //  missing. Refuses every request when the server has no root.
 static int
-s_request_dir (ps_server_t *self, ps_msg_t *msg, bool create, char *dir, size_t len,
-               ps_error_t *err)
+s_request_dir (ps_server_t *self, const char *type, const char *name, bool create, char *dir,
+               size_t len, ps_error_t *err)
 {
-    const char *type = ps_msg_type (msg);
     if (!self->root)
         return ps_error_set (err, PS_EINVAL, "%s: this server has no checkpoint root; start it "
                              "with --checkpoint-root DIR", type);
-    char name [PS_CKPT_NAME_MAX + 1];
-    if (ps_obj_str (ps_obj_get (ps_msg_header (msg), "dir"), name, sizeof name))
-        return ps_error_set (err, PS_EINVAL, "%s: dir is longer than %d bytes or holds a NUL",
+    if (strlen (name) > PS_CKPT_NAME_MAX)
+        return ps_error_set (err, PS_EINVAL, "%s: dir is longer than %d bytes",
                              type, PS_CKPT_NAME_MAX);
     int rc = ps_ckpt_root_resolve (self->root, name, create, dir, len, err);
     return rc ? ps_error_prefix (err, rc, "%s", type) : PS_OK;
 }
 
 static int
-s_handle_snapshot (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error_t *err)
+s_handle_snapshot (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply,
+                   ps_error_t *err)
 {
     char dir [PATH_MAX];
-    int rc = s_request_dir (self, msg, true, dir, sizeof dir, err);
+    int rc = s_request_dir (self, "snapshot", req->snapshot.dir, true, dir, sizeof dir, err);
     if (rc)
         return rc;
     size_t count;
     ps_partition_t **list = s_sorted_partitions (self, &count);
-    msgpack_packer *pk = &writer->pk;
-    //  The reply is packed as files are written; on an error it is dropped
-    //  and an error reply goes out instead.
-    ps_pack_key (pk, "files");
-    msgpack_pack_array (pk, count);
+    typedef char s_name_t [PS_NAME_MAX * 3 + 32];
+    s_name_t *names = calloc (count + 1, sizeof *names);
+    ps_proto_snap_file_t *files = calloc (count + 1, sizeof *files);
+    if (!names || !files)
+        abort ();
     for (size_t i = 0; i < count && rc == PS_OK; i++) {
-        char file [PS_NAME_MAX * 3 + 32];
         uint64_t bytes, version;
         uint32_t crc;
-        rc = ps_partition_save (list [i], dir, file, sizeof file, &bytes, &crc, &version, err);
-        if (rc == PS_OK)
-            s_pack_file (pk, list [i], file, bytes, crc, version);
+        rc = ps_partition_save (list [i], dir, names [i], sizeof names [i], &bytes, &crc,
+                                &version, err);
+        files [i] = s_snap_file (list [i], names [i], bytes, crc, version);
     }
-    free (list);
-    if (rc == PS_OK)
+    if (rc == PS_OK) {
+        reply->snapshot_ok.files = (ps_proto_snap_file_array_t) { count, files };
+        s_encode (self, reply);
         ps_info ("snapshot of %zu partitions written to %s", count, dir);
+    }
+    free (files);
+    free (names);
+    free (list);
     return rc;
 }
 
@@ -1082,20 +1084,20 @@ s_is_snapshot_file (const char *name)
 //  The files a restore reads: the named partitions' files, or every
 //  snapshot file in dir.
 static zlistx_t *
-s_restore_files (const char *dir, const msgpack_object *parts, ps_error_t *err)
+s_restore_files (const char *dir, const ps_proto_partref_array_t *parts, ps_error_t *err)
 {
     zlistx_t *files = zlistx_new ();
     zlistx_set_destructor (files, (zlistx_destructor_fn *) zstr_free);
     zlistx_set_duplicator (files, (zlistx_duplicator_fn *) strdup);
     zlistx_set_comparator (files, (zlistx_comparator_fn *) strcmp);
     if (parts) {
-        for (uint32_t i = 0; i < parts->via.array.size; i++) {
-            const msgpack_object *ref = &parts->via.array.ptr [i];
-            char var [PS_NAME_MAX], file [PS_NAME_MAX * 3 + 32];
-            uint64_t part = ps_obj_get (ref, "part")->via.u64;
-            if (ps_obj_str (ps_obj_get (ref, "var"), var, sizeof var) || part > UINT32_MAX
+        for (size_t i = 0; i < parts->count; i++) {
+            const char *var = parts->items [i].var;
+            uint64_t part = parts->items [i].part;
+            char file [PS_NAME_MAX * 3 + 32];
+            if (strlen (var) >= PS_NAME_MAX || part > UINT32_MAX
             ||  ps_snapshot_filename (var, (uint32_t) part, file, sizeof file)) {
-                ps_error_set (err, PS_EINVAL, "restore: parts[%u] is not a valid partition", i);
+                ps_error_set (err, PS_EINVAL, "restore: parts[%zu] is not a valid partition", i);
                 zlistx_destroy (&files);
                 return NULL;
             }
@@ -1126,19 +1128,20 @@ s_restore_files (const char *dir, const msgpack_object *parts, ps_error_t *err)
 }
 
 static int
-s_handle_restore (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error_t *err)
+s_handle_restore (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply, ps_error_t *err)
 {
-    const msgpack_object *header = ps_msg_header (msg);
     char dir [PATH_MAX];
-    int rc = s_request_dir (self, msg, false, dir, sizeof dir, err);
+    int rc = s_request_dir (self, "restore", req->restore.dir, false, dir, sizeof dir, err);
     if (rc)
         return rc;
-    zlistx_t *files = s_restore_files (dir, ps_obj_get (header, "parts"), err);
+    zlistx_t *files = s_restore_files (dir, req->restore.has_parts ? &req->restore.parts : NULL,
+                                       err);
     if (!files)
         return err->code;
     size_t count = zlistx_size (files);
     ps_partition_t **loaded = calloc (count + 1, sizeof *loaded);
-    if (!loaded)
+    ps_proto_snap_file_t *entries = calloc (count + 1, sizeof *entries);
+    if (!loaded || !entries)
         abort ();
     //  Verify and load everything before replacing anything. A file that
     //  is a symbolic link leading out of the root is not read.
@@ -1166,9 +1169,6 @@ s_handle_restore (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_erro
             rc = ps_error_set (err, PS_ECORRUPT, "restore: file %s holds partition %s/%u (file %s)",
                                path, ps_partition_var (got), ps_partition_part (got), expect);
     }
-    msgpack_packer *pk = &writer->pk;
-    ps_pack_key (pk, "files");
-    msgpack_pack_array (pk, count);
     i = 0;
     for (const char *file = zlistx_first (files); file; file = zlistx_next (files), i++) {
         if (rc != PS_OK) {
@@ -1187,128 +1187,130 @@ s_handle_restore (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_erro
             ps_warn ("restore: cannot re-read the size of %s", path);
         char key [PS_NAME_MAX + 24];
         s_key (key, sizeof key, ps_partition_var (loaded [i]), ps_partition_part (loaded [i]));
-        s_pack_file (pk, loaded [i], file, bytes, crc, stats.updates);
+        entries [i] = s_snap_file (loaded [i], file, bytes, crc, stats.updates);
         zhashx_update (self->table, key, loaded [i]);
     }
+    if (rc == PS_OK) {
+        reply->restore_ok.files = (ps_proto_snap_file_array_t) { count, entries };
+        s_encode (self, reply);
+        ps_info ("restored %zu partitions from %s", count, dir);
+    }
+    free (entries);
     free (loaded);
     zlistx_destroy (&files);
-    if (rc == PS_OK)
-        ps_info ("restored %zu partitions from %s", count, dir);
     return rc;
 }
 
 static int
-s_handle_fence (ps_server_t *self, ps_msg_t *msg, ps_error_t *err)
+s_handle_fence (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply, ps_error_t *err)
 {
     //  Generation 0 is what an untagged push would have to match, and a
     //  client cannot tag a push with it.
-    uint64_t generation = ps_obj_get (ps_msg_header (msg), "generation")->via.u64;
+    uint64_t generation = req->fence.generation;
     if (generation == 0)
         return ps_error_set (err, PS_EINVAL, "fence: generation 0 is reserved for untagged "
                              "pushes, expected a generation >= 1");
     self->fence = generation;
     ps_debug ("fenced at generation %" PRIu64, self->fence);
+    s_encode (self, reply);
+    return PS_OK;
+}
+
+static int
+s_handle_ping (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply, ps_error_t *err)
+{
+    (void) req;
+    (void) err;
+    reply->ping_ok = (ps_proto_ping_ok_t) { self->name, zhashx_size (self->table) };
+    s_encode (self, reply);
+    return PS_OK;
+}
+
+static int
+s_handle_shutdown (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply,
+                   ps_error_t *err)
+{
+    (void) req;
+    (void) err;
+    ps_info ("shutdown requested");
+    self->shutdown = true;
+    s_encode (self, reply);
     return PS_OK;
 }
 
 //  ---------------------------------------------------------------------
 //  Dispatch
 
-//  Serve a control request; returns true when the server should stop.
-static bool
+//  A control request's handler: it fills and encodes reply (type and id
+//  already set) into the server's writer, or returns an error code with
+//  err saying why, having changed nothing.
+typedef int (s_control_fn) (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply,
+                            ps_error_t *err);
+
+//  The requests ps-server serves, by type: data requests (push, pull,
+//  push-pull) become jobs, which may run on the pool; control requests are
+//  answered on the main thread. A type without a row is not a request of
+//  ps-server. Who may send each is protocol.json's 'senders' column.
+static const struct {
+    bool data;
+    s_control_fn *control;
+} s_serves [PS_PROTO_NTYPES] = {
+    [PS_PROTO_PUSH] = { true, NULL },
+    [PS_PROTO_PULL] = { true, NULL },
+    [PS_PROTO_PUSH_PULL] = { true, NULL },
+    [PS_PROTO_PING] = { false, s_handle_ping },
+    [PS_PROTO_CREATE] = { false, s_handle_create },
+    [PS_PROTO_SET_OPTIMIZER] = { false, s_handle_set_optimizer },
+    [PS_PROTO_STATS] = { false, s_handle_stats },
+    [PS_PROTO_SNAPSHOT] = { false, s_handle_snapshot },
+    [PS_PROTO_RESTORE] = { false, s_handle_restore },
+    [PS_PROTO_FENCE] = { false, s_handle_fence },
+    [PS_PROTO_SHUTDOWN] = { false, s_handle_shutdown },
+};
+
+//  Serve a control request.
+static void
 s_handle_control (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
 {
-    const char *type = ps_msg_type (msg);
-    const char *reply = ps_schema_reply_type (type);
-    static const struct { const char *type; size_t nfields; } shapes [] = {
-        { "ping", 2 }, { "create", 2 }, { "set_optimizer", 1 }, { "stats", 6 },
-        { "snapshot", 1 }, { "restore", 1 }, { "shutdown", 0 }, { "fence", 0 },
-    };
-    size_t nfields = 0;
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes [0]; i++)
-        if (strcmp (shapes [i].type, type) == 0)
-            nfields = shapes [i].nfields;
-    ps_writer_t *writer = &self->writer;
-    ps_writer_reset (writer, reply, ps_msg_id (msg), nfields);
+    const ps_proto_t *req = ps_msg_proto (msg);
+    ps_proto_t reply = { .type = ps_proto_info [req->type].reply, .id = req->id };
     ps_error_t err;
-    int rc = PS_OK;
-    bool stop = false;
-    if (strcmp (type, "ping") == 0) {
-        ps_pack_key (&writer->pk, "server");
-        ps_pack_str (&writer->pk, self->name);
-        ps_pack_key (&writer->pk, "partitions");
-        msgpack_pack_uint64 (&writer->pk, zhashx_size (self->table));
-    }
-    else
-    if (strcmp (type, "create") == 0)
-        rc = s_handle_create (self, msg, writer, &err);
-    else
-    if (strcmp (type, "set_optimizer") == 0)
-        rc = s_handle_set_optimizer (self, msg, writer, &err);
-    else
-    if (strcmp (type, "stats") == 0)
-        rc = s_handle_stats (self, writer);
-    else
-    if (strcmp (type, "snapshot") == 0)
-        rc = s_handle_snapshot (self, msg, writer, &err);
-    else
-    if (strcmp (type, "restore") == 0)
-        rc = s_handle_restore (self, msg, writer, &err);
-    else
-    if (strcmp (type, "fence") == 0)
-        rc = s_handle_fence (self, msg, &err);
-    else
-    if (strcmp (type, "shutdown") == 0) {
-        ps_info ("shutdown requested");
-        stop = true;
-    }
-    else
-        rc = ps_error_set (&err, PS_EPROTO, "'%s' is not a request", type);
+    int rc = s_serves [req->type].control (self, req, &reply, &err);
     if (rc)
         s_reply_error (self, msg, peer, rc, err.msg);
     else
-        s_reply (self, msg, peer, writer, NULL, 0);
-    return stop;
+        s_reply (self, msg, peer, &self->writer, NULL, 0);
 }
 
-//  Whether the sender of a secured request may make it (see ps_server.h);
-//  if not, answers "forbidden" and logs it once per key.
+//  Whether the sender of a secured request may make it (see ps_server.h and
+//  the 'senders' column of schemas/protocol.json); if not, answers
+//  "forbidden" and logs it once per key.
 static bool
 s_authorized (ps_server_t *self, ps_msg_t *msg, ps_peer_t *client)
 {
-    const char *type = ps_msg_type (msg);
+    const ps_proto_info_t *info = &ps_proto_info [ps_msg_proto (msg)->type];
     const char *task = ps_msg_property (msg, ps_curve_data_peer (self->curve));
-    const char *need;
-    bool ok;
-    if (strcmp (type, "push") == 0 || strcmp (type, "push_pull") == 0) {
-        need = "a worker";
-        ok = ps_curve_task_is (task, "worker");
-    }
-    else
-    if (strcmp (type, "pull") == 0) {
-        need = "a worker or an evaluator";
-        ok = ps_curve_task_is (task, "worker") || ps_curve_task_is (task, "evaluator");
-    }
-    else
-    if (strcmp (type, "ping") == 0 || strcmp (type, "stats") == 0) {
-        need = "a member of the cluster";
-        ok = task != NULL;
-    }
-    else {
-        need = "the coordinator";
-        ok = ps_curve_task_is (task, "chief");
-    }
-    if (ok)
+    if (ps_proto_may_send (ps_msg_proto (msg)->type, task))
         return true;
     char text [192];
-    snprintf (text, sizeof text, "%s: only %s may ask this of %s, not %s", type, need,
-              self->name, task ? task : "an unnamed peer");
+    snprintf (text, sizeof text, "%s: only %s may ask this of %s, not %s", info->name,
+              info->senders_text, self->name, task ? task : "an unnamed peer");
     const char *key = ps_msg_property (msg, PS_CURVE_PEER_KEY);
     if (ps_curve_first_refusal (self->curve, key ? key : ""))
         ps_warn ("refused %s (key %s; its later refusals are not logged)", text,
                  key ? key : "none");
     s_reply_error (self, msg, client, PS_EPERM, text);
     return false;
+}
+
+//  Whether type answers a request (error answers any).
+static bool
+s_is_reply (ps_proto_type_t type)
+{
+    for (int request = 1; request < PS_PROTO_NTYPES; request++)
+        if (ps_proto_info [request].reply == type)
+            return true;
+    return type == PS_PROTO_ERROR;
 }
 
 //  Receive and serve one request; returns true when the server should stop.
@@ -1346,6 +1348,7 @@ s_handle_request (ps_server_t *self)
     if (rc == PS_OK)
         ps_debug ("request %llu: %s, %zu tensor bytes", (unsigned long long) ps_msg_id (msg),
                   ps_msg_type (msg), ps_msg_tensor_bytes (msg));
+    ps_proto_type_t type = rc == PS_OK ? ps_msg_proto (msg)->type : PS_PROTO_NONE;
     //  Back-pressure refusals are logged once per episode, not each.
     if (verdict == PS_PEER_REFUSE)
         s_reply_refusal (self, msg, peer, PS_ETOOBIG, reason);
@@ -1353,30 +1356,25 @@ s_handle_request (ps_server_t *self)
     if (rc)
         s_reply_error (self, msg, peer, rc, err.msg);
     else
+    if (!s_serves [type].data && !s_serves [type].control) {
+        char text [128];
+        snprintf (text, sizeof text, "header: '%s' is %s", ps_proto_info [type].name,
+                  s_is_reply (type) ? "a reply type, not a request"
+                                    : "not a request ps-server serves");
+        s_reply_error (self, msg, peer, PS_EPROTO, text);
+    }
+    else
     if (self->curve && !s_authorized (self, msg, peer))
         ;                       //  answered "forbidden"
-    else {
-        const char *type = ps_msg_type (msg);
-        if (!ps_schema_reply_type (type))
-        {
-            char text [128];
-            snprintf (text, sizeof text, "header: '%s' is a reply type, not a request", type);
-            s_reply_error (self, msg, peer, PS_EPROTO, text);
-        }
-        else
-        if (strcmp (type, "push") == 0 || strcmp (type, "pull") == 0
-        ||  strcmp (type, "push_pull") == 0) {
-            s_handle_data (self, msg, peer);
-            return false;       //  the job owns msg now
-        }
-        else {
-            bool stop = s_handle_control (self, msg, peer);
-            s_msg_give (self, msg);
-            return stop;
-        }
+    else
+    if (s_serves [type].data) {
+        s_handle_data (self, msg, peer);
+        return false;           //  the job owns msg now
     }
+    else
+        s_handle_control (self, msg, peer);
     s_msg_give (self, msg);
-    return false;
+    return self->shutdown;
 }
 
 //  Answer the jobs the pool has finished.

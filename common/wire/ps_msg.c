@@ -576,14 +576,22 @@ ps_msg_send_frames (void *socket, zmq_msg_t *envelope, size_t nenvelope, zmq_msg
     return rc;
 }
 
+int
+ps_writer_encode (ps_writer_t *self, const ps_proto_t *msg)
+{
+    msgpack_sbuffer_clear (&self->sbuf);
+    return ps_proto_encode (msg, &self->pk);
+}
+
 void
 ps_writer_error (ps_writer_t *self, uint64_t id, int code, const char *message)
 {
-    ps_writer_reset (self, "error", id, 2);
-    ps_pack_key (&self->pk, "code");
-    ps_pack_str (&self->pk, ps_error_name (code));
-    ps_pack_key (&self->pk, "message");
-    ps_pack_str (&self->pk, message);
+    ps_proto_t reply = { .type = PS_PROTO_ERROR, .id = id,
+                         .error = { ps_error_name (code), message } };
+    //  An error reply is a few hundred bytes: the buffer cannot fail to grow
+    //  but where memory has run out, and then nothing would work.
+    if (ps_writer_encode (self, &reply))
+        abort ();
 }
 
 int
