@@ -2,7 +2,7 @@
 
 #include "ps_server.h"
 #include "ps_clock.h"
-#include "ps_ckpt_root.h"
+#include "ps_control.h"
 #include "ps_floats.h"
 #include "ps_heap.h"
 #include "ps_listener.h"
@@ -11,7 +11,7 @@
 #include "ps_partition.h"
 #include "ps_peers.h"
 #include "ps_proto_conv.h"
-#include "ps_snapshot.h"
+#include "ps_table.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -37,9 +37,6 @@
 
 //  How long the last replies may take to leave when the server closes.
 #define S_LINGER_MS  1000
-
-//  Key separator in the partition table; it cannot occur in a name.
-#define S_KEY_SEP  '\n'
 
 //  One push, pull or push-pull request in progress.
 typedef struct {
@@ -89,10 +86,9 @@ struct _ps_server_t {
     char done_endpoint [64];    //  its inproc name, unique to this server
     ps_listener_t *listener;    //  the bound endpoint and its connections
     char name [64];
-    ps_opt_config_t opt;
     ps_curve_t *curve;          //  the caller's; NULL: unsecured
-    ps_ckpt_root_t *root;       //  where snapshots go, or NULL: none are taken
-    zhashx_t *table;            //  "var\npart" -> ps_partition_t *
+    ps_table_t *table;          //  the partitions held
+    ps_control_t *control;      //  the coordinator's requests, and the fence
     //  The pool.
     pthread_t *threads;
     int nthreads;
@@ -102,7 +98,6 @@ struct _ps_server_t {
     size_t queue_head, queue_len, queue_cap;
     bool stopping;
     size_t jobs_in_pool;        //  main thread only
-    uint64_t fence;             //  generation pushes must carry once fenced, or 0 (main thread only)
     ps_msg_t **spare_msgs;      //  received-message objects for reuse
     size_t nspare, spare_cap;
     ps_writer_t writer;         //  reply headers; main thread only
@@ -165,18 +160,6 @@ s_frame_new (ps_peer_t *peer, size_t size, zmq_msg_t *frame)
     if (zmq_msg_init_data (frame, block + 64, size, s_reply_freed, ps_peer_link (peer)) != 0)
         abort ();
     return block + 64;
-}
-
-static void
-s_partition_free (void **item)
-{
-    ps_partition_destroy ((ps_partition_t **) item);
-}
-
-static void
-s_key (char *buf, size_t len, const char *var, uint32_t part)
-{
-    snprintf (buf, len, "%s%c%u", var, S_KEY_SEP, part);
 }
 
 //  ---------------------------------------------------------------------
@@ -334,8 +317,6 @@ s_pool_submit (ps_server_t *self, s_job_t *job)
 ps_server_t *
 ps_server_new (const ps_server_config_t *config, ps_error_t *err)
 {
-    if (ps_opt_config_validate (&config->opt, err))
-        return NULL;
     if (config->max_pending == 0) {
         ps_error_set (err, PS_EINVAL, "max_pending is 0, expected a number of bytes");
         return NULL;
@@ -344,22 +325,22 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
         ps_error_set (err, PS_EINVAL, "threads is %d, expected 0..256", config->threads);
         return NULL;
     }
+    ps_table_t *table = ps_table_new ();
+    ps_control_t *control = ps_control_new (table, &config->opt, config->checkpoint_root, err);
+    if (!control) {
+        ps_table_destroy (&table);
+        return NULL;
+    }
     ps_server_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
-    if (config->checkpoint_root
-    &&  !(self->root = ps_ckpt_root_new (config->checkpoint_root, err))) {
-        free (self);
-        return NULL;
-    }
+    self->table = table;
+    self->control = control;
     snprintf (self->name, sizeof self->name, "%s", config->name ? config->name : "ps");
-    self->opt = config->opt;
     self->curve = config->curve;
     self->peers = ps_peers_new (config->max_pending, config->max_peer_pending
                                                      ? config->max_peer_pending
                                                      : config->max_pending);
-    self->table = zhashx_new ();
-    zhashx_set_destructor (self->table, s_partition_free);
     ps_writer_init (&self->writer, "ping", 0, 0);
     self->queue_cap = 64;
     self->queue = malloc (self->queue_cap * sizeof (s_task_t));
@@ -454,8 +435,8 @@ ps_server_destroy (ps_server_t **self_p)
     //  Every reply frame is freed now (waited for above): no peer is
     //  referenced but by the table.
     ps_peers_destroy (&self->peers);
-    zhashx_destroy (&self->table);
-    ps_ckpt_root_destroy (&self->root);
+    ps_control_destroy (&self->control);
+    ps_table_destroy (&self->table);
     for (size_t i = 0; i < self->nspare; i++)
         ps_msg_destroy (&self->spare_msgs [i]);
     free (self->spare_msgs);
@@ -496,17 +477,6 @@ s_reply (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer, ps_writer_t *writer,
     if (ps_msg_send_frames (self->router, envelope, nenvelope, &header, frames, nframes, &err))
         ps_warn ("cannot send reply to request %llu: %s",
                  (unsigned long long) ps_msg_id (msg), err.msg);
-}
-
-//  Encode reply into the server's writer. Its buffer fails to grow only
-//  when memory has run out, which the server treats as fatal everywhere.
-static void
-s_encode (ps_server_t *self, const ps_proto_t *reply)
-{
-    if (ps_writer_encode (&self->writer, reply)) {
-        ps_error ("cannot encode a %s reply: out of memory", ps_proto_info [reply->type].name);
-        abort ();
-    }
 }
 
 //  Send an error reply, unlogged: see s_reply_error.
@@ -648,7 +618,7 @@ s_job_finish (ps_server_t *self, s_job_t *job)
             reply.push_pull_ok.applied = applied;
             reply.push_pull_ok.tensors = pulled;
     }
-    s_encode (self, &reply);
+    ps_writer_encode (&self->writer, &reply);
     s_reply (self, job->msg, job->peer, &self->writer, job->pull ? job->out : NULL,
              job->pull ? job->ntasks : 0);
     s_job_destroy (self, &job);
@@ -667,9 +637,8 @@ s_job_resolve (ps_server_t *self, s_job_t *job, const s_push_t *push, ps_error_t
         if (strlen (var) >= PS_NAME_MAX)
             return ps_error_set (err, PS_EPROTO, "%s: entry %zu: variable name is longer than %d bytes",
                                  type, i, PS_NAME_MAX - 1);
-        char key [PS_NAME_MAX + 24];
-        s_key (key, sizeof key, var, (uint32_t) part);
-        ps_partition_t *partition = part <= UINT32_MAX ? zhashx_lookup (self->table, key) : NULL;
+        ps_partition_t *partition = part <= UINT32_MAX
+                                  ? ps_table_lookup (self->table, var, (uint32_t) part) : NULL;
         if (!partition)
             return ps_error_set (err, PS_ENOTFOUND, "%s: entry %zu: no partition %s/%llu on this server",
                                  type, i, var, (unsigned long long) part);
@@ -785,16 +754,17 @@ s_handle_data (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
     //  Once fenced, a push must say which generation of the parameters
     //  it was computed against: one that says nothing may come from before
     //  the restore as well as after it.
-    if (job->push && self->fence && (!push.has_generation || push.generation != self->fence)) {
+    uint64_t fence = ps_control_fence_generation (self->control);
+    if (job->push && fence && (!push.has_generation || push.generation != fence)) {
         char text [200];
         if (push.has_generation)
             snprintf (text, sizeof text, "stale generation %" PRIu64 ": the server was fenced at "
                       "generation %" PRIu64 " (restored since this gradient was computed)",
-                      push.generation, self->fence);
+                      push.generation, fence);
         else
             snprintf (text, sizeof text, "%s carries no generation: the server was fenced at "
                       "generation %" PRIu64 " and takes only gradients tagged with it", type,
-                      self->fence);
+                      fence);
         s_reply_error (self, msg, peer, PS_EINVAL, text);
         s_job_destroy (self, &job);
         return;
@@ -833,150 +803,7 @@ s_handle_data (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
 }
 
 //  ---------------------------------------------------------------------
-//  Control requests, served on the main thread
-
-static int
-s_handle_create (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply, ps_error_t *err)
-{
-    const ps_proto_partition_array_t *list = &req->create.partitions;
-    size_t count = list->count;
-    ps_partition_t **made = calloc (count + 1, sizeof *made);
-    if (!made)
-        abort ();
-    size_t existing = 0;
-    int rc = PS_OK;
-    //  Build every new partition first; the table changes only when all
-    //  of them are valid, so a bad request leaves the server as it was.
-    for (size_t i = 0; i < count && rc == PS_OK; i++) {
-        const ps_proto_partition_t *spec = &list->items [i];
-        const char *var = spec->var;
-        ps_shape_t shape;
-        ps_init_t init;
-        const ps_proto_uint_array_t *rows = &spec->rows;
-        uint64_t part = spec->part;
-        if (strlen (var) >= PS_NAME_MAX)
-            rc = ps_error_set (err, PS_EINVAL, "variable name is longer than %d bytes",
-                               PS_NAME_MAX - 1);
-        else
-        if (part > UINT32_MAX)
-            rc = ps_error_set (err, PS_EINVAL, "%s: part %llu is above 2^32-1",
-                               var, (unsigned long long) part);
-        else
-        if ((rc = ps_proto_shape_get (&spec->shape, &shape, err)) != PS_OK
-        ||  (rc = ps_proto_init_get (&spec->init, &init, err)) != PS_OK)
-            rc = ps_error_prefix (err, rc, "%s/%llu", var, (unsigned long long) part);
-        else
-        if (rows->count != 2 || rows->items [0] > INT64_MAX || rows->items [1] > INT64_MAX)
-            rc = ps_error_set (err, PS_EINVAL, "%s/%llu: rows must be [begin, end]",
-                               var, (unsigned long long) part);
-        if (rc)
-            break;
-        int64_t begin = (int64_t) rows->items [0];
-        int64_t end = (int64_t) rows->items [1];
-        char key [PS_NAME_MAX + 24];
-        s_key (key, sizeof key, var, (uint32_t) part);
-        ps_partition_t *old = zhashx_lookup (self->table, key);
-        for (size_t j = 0; j < i && rc == PS_OK; j++)
-            if (made [j] && strcmp (ps_partition_var (made [j]), var) == 0
-            &&  ps_partition_part (made [j]) == part)
-                rc = ps_error_set (err, PS_EINVAL, "%s/%llu appears twice in the request",
-                                   var, (unsigned long long) part);
-        if (rc)
-            break;
-        if (old) {
-            char have [128], want [128];
-            if (!ps_shape_equal (ps_partition_shape (old), &shape)
-            ||  ps_partition_row_begin (old) != begin || ps_partition_row_end (old) != end)
-                rc = ps_error_set (err, PS_EEXIST,
-                                   "%s/%llu exists with shape %s rows [%lld,%lld), asked for %s rows [%lld,%lld)",
-                                   var, (unsigned long long) part,
-                                   ps_shape_str (ps_partition_shape (old), have, sizeof have),
-                                   (long long) ps_partition_row_begin (old),
-                                   (long long) ps_partition_row_end (old),
-                                   ps_shape_str (&shape, want, sizeof want),
-                                   (long long) begin, (long long) end);
-            existing++;
-            continue;
-        }
-        made [i] = ps_partition_new (var, (uint32_t) part, &shape, begin, end, &init,
-                                     &self->opt, err);
-        if (!made [i])
-            rc = ps_error_prefix (err, err->code, "%s/%llu", var, (unsigned long long) part);
-    }
-    size_t created = 0;
-    for (size_t i = 0; i < count; i++) {
-        if (!made [i])
-            continue;
-        if (rc == PS_OK) {
-            char key [PS_NAME_MAX + 24];
-            s_key (key, sizeof key, ps_partition_var (made [i]), ps_partition_part (made [i]));
-            zhashx_update (self->table, key, made [i]);
-            created++;
-        }
-        else
-            ps_partition_destroy (&made [i]);
-    }
-    free (made);
-    if (rc)
-        return rc;
-    ps_info ("created %zu partitions (%zu existed), %zu held", created, existing,
-             zhashx_size (self->table));
-    reply->create_ok.created = created;
-    reply->create_ok.existing = existing;
-    s_encode (self, reply);
-    return PS_OK;
-}
-
-static int
-s_handle_set_optimizer (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply,
-                        ps_error_t *err)
-{
-    ps_opt_config_t opt;
-    int rc = ps_proto_optimizer_get (&req->set_optimizer.optimizer, &opt, err);
-    if (rc)
-        return rc;
-    //  A partition that cannot get new slots keeps its old optimizer; the
-    //  error says which, and the request can be repeated once memory is
-    //  freed (repeating it on partitions already switched keeps their slots).
-    for (ps_partition_t *part = zhashx_first (self->table); part; part = zhashx_next (self->table)) {
-        rc = ps_partition_set_optimizer (part, &opt, err);
-        if (rc)
-            return rc;
-    }
-    self->opt = opt;
-    ps_info ("optimizer %s lr %g on %zu partitions", ps_opt_kind_name (opt.kind), opt.lr,
-             zhashx_size (self->table));
-    reply->set_optimizer_ok.partitions = zhashx_size (self->table);
-    s_encode (self, reply);
-    return PS_OK;
-}
-
-static int
-s_partition_cmp (const void *a, const void *b)
-{
-    ps_partition_t *x = *(ps_partition_t *const *) a;
-    ps_partition_t *y = *(ps_partition_t *const *) b;
-    int rc = strcmp (ps_partition_var (x), ps_partition_var (y));
-    if (rc == 0)
-        rc = ps_partition_part (x) < ps_partition_part (y) ? -1
-           : ps_partition_part (x) > ps_partition_part (y);
-    return rc;
-}
-
-//  The partitions in name order, so listings are stable.
-static ps_partition_t **
-s_sorted_partitions (ps_server_t *self, size_t *count)
-{
-    *count = zhashx_size (self->table);
-    ps_partition_t **list = calloc (*count + 1, sizeof *list);
-    if (!list)
-        abort ();
-    size_t i = 0;
-    for (ps_partition_t *part = zhashx_first (self->table); part; part = zhashx_next (self->table))
-        list [i++] = part;
-    qsort (list, *count, sizeof *list, s_partition_cmp);
-    return list;
-}
+//  The server's own requests (the coordinator's are in ps_control.c)
 
 static int
 s_handle_stats (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply, ps_error_t *err)
@@ -984,7 +811,7 @@ s_handle_stats (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply, ps_
     (void) req;
     (void) err;
     size_t count;
-    ps_partition_t **list = s_sorted_partitions (self, &count);
+    ps_partition_t **list = ps_table_sorted (self->table, &count);
     ps_proto_part_stats_t *entries = calloc (count + 1, sizeof *entries);
     uint64_t *dims = calloc ((count + 1) * (PS_MAX_RANK + 2), sizeof *dims);
     if (!entries || !dims)
@@ -1008,211 +835,10 @@ s_handle_stats (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply, ps_
     reply->stats_ok = (ps_proto_stats_ok_t) {
         .partitions = { count, entries }, .requests = self->requests, .errors = self->errors,
         .pending = peers.pending, .refused = peers.refused, .dropped = peers.dropped };
-    s_encode (self, reply);
+    ps_writer_encode (&self->writer, reply);
     free (dims);
     free (entries);
     free (list);
-    return PS_OK;
-}
-
-//  A snapshot file as a reply entry; file must outlive the encoding.
-static ps_proto_snap_file_t
-s_snap_file (ps_partition_t *part, const char *file, uint64_t bytes, uint32_t crc,
-             uint64_t version)
-{
-    return (ps_proto_snap_file_t) { ps_partition_var (part), ps_partition_part (part), file,
-                                    bytes, crc, version };
-}
-
-//  The directory inside the checkpoint root that a snapshot or restore
-//  request names (relative to the root), into dir; with create, made when
-//  missing. Refuses every request when the server has no root.
-static int
-s_request_dir (ps_server_t *self, const char *type, const char *name, bool create, char *dir,
-               size_t len, ps_error_t *err)
-{
-    if (!self->root)
-        return ps_error_set (err, PS_EINVAL, "%s: this server has no checkpoint root; start it "
-                             "with --checkpoint-root DIR", type);
-    if (strlen (name) > PS_CKPT_NAME_MAX)
-        return ps_error_set (err, PS_EINVAL, "%s: dir is longer than %d bytes",
-                             type, PS_CKPT_NAME_MAX);
-    int rc = ps_ckpt_root_resolve (self->root, name, create, dir, len, err);
-    return rc ? ps_error_prefix (err, rc, "%s", type) : PS_OK;
-}
-
-static int
-s_handle_snapshot (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply,
-                   ps_error_t *err)
-{
-    char dir [PATH_MAX];
-    int rc = s_request_dir (self, "snapshot", req->snapshot.dir, true, dir, sizeof dir, err);
-    if (rc)
-        return rc;
-    size_t count;
-    ps_partition_t **list = s_sorted_partitions (self, &count);
-    typedef char s_name_t [PS_NAME_MAX * 3 + 32];
-    s_name_t *names = calloc (count + 1, sizeof *names);
-    ps_proto_snap_file_t *files = calloc (count + 1, sizeof *files);
-    if (!names || !files)
-        abort ();
-    for (size_t i = 0; i < count && rc == PS_OK; i++) {
-        uint64_t bytes, version;
-        uint32_t crc;
-        rc = ps_partition_save (list [i], dir, names [i], sizeof names [i], &bytes, &crc,
-                                &version, err);
-        files [i] = s_snap_file (list [i], names [i], bytes, crc, version);
-    }
-    if (rc == PS_OK) {
-        reply->snapshot_ok.files = (ps_proto_snap_file_array_t) { count, files };
-        s_encode (self, reply);
-        ps_info ("snapshot of %zu partitions written to %s", count, dir);
-    }
-    free (files);
-    free (names);
-    free (list);
-    return rc;
-}
-
-static bool
-s_is_snapshot_file (const char *name)
-{
-    size_t len = strlen (name);
-    return len > 5 && strcmp (name + len - 5, ".snap") == 0 && name [0] != '.';
-}
-
-//  The files a restore reads: the named partitions' files, or every
-//  snapshot file in dir.
-static zlistx_t *
-s_restore_files (const char *dir, const ps_proto_partref_array_t *parts, ps_error_t *err)
-{
-    zlistx_t *files = zlistx_new ();
-    zlistx_set_destructor (files, (zlistx_destructor_fn *) zstr_free);
-    zlistx_set_duplicator (files, (zlistx_duplicator_fn *) strdup);
-    zlistx_set_comparator (files, (zlistx_comparator_fn *) strcmp);
-    if (parts) {
-        for (size_t i = 0; i < parts->count; i++) {
-            const char *var = parts->items [i].var;
-            uint64_t part = parts->items [i].part;
-            char file [PS_NAME_MAX * 3 + 32];
-            if (strlen (var) >= PS_NAME_MAX || part > UINT32_MAX
-            ||  ps_snapshot_filename (var, (uint32_t) part, file, sizeof file)) {
-                ps_error_set (err, PS_EINVAL, "restore: parts[%zu] is not a valid partition", i);
-                zlistx_destroy (&files);
-                return NULL;
-            }
-            if (zlistx_find (files, file)) {
-                ps_error_set (err, PS_EINVAL, "restore: partition %s/%llu is listed twice",
-                              var, (unsigned long long) part);
-                zlistx_destroy (&files);
-                return NULL;
-            }
-            zlistx_add_end (files, file);
-        }
-        return files;
-    }
-    DIR *handle = opendir (dir);
-    if (!handle) {
-        ps_error_set (err, errno == ENOENT ? PS_ENOTFOUND : PS_EIO,
-                      "restore: cannot open directory %s: %s", dir, strerror (errno));
-        zlistx_destroy (&files);
-        return NULL;
-    }
-    struct dirent *entry;
-    while ((entry = readdir (handle)))
-        if (s_is_snapshot_file (entry->d_name))
-            zlistx_add_end (files, entry->d_name);
-    closedir (handle);
-    zlistx_sort (files);
-    return files;
-}
-
-static int
-s_handle_restore (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply, ps_error_t *err)
-{
-    char dir [PATH_MAX];
-    int rc = s_request_dir (self, "restore", req->restore.dir, false, dir, sizeof dir, err);
-    if (rc)
-        return rc;
-    zlistx_t *files = s_restore_files (dir, req->restore.has_parts ? &req->restore.parts : NULL,
-                                       err);
-    if (!files)
-        return err->code;
-    size_t count = zlistx_size (files);
-    ps_partition_t **loaded = calloc (count + 1, sizeof *loaded);
-    ps_proto_snap_file_t *entries = calloc (count + 1, sizeof *entries);
-    if (!loaded || !entries)
-        abort ();
-    //  Verify and load everything before replacing anything. A file that
-    //  is a symbolic link leading out of the root is not read.
-    size_t i = 0;
-    for (const char *file = zlistx_first (files); file && rc == PS_OK; file = zlistx_next (files)) {
-        char path [PATH_MAX + PS_NAME_MAX * 3 + 32];
-        snprintf (path, sizeof path, "%s/%s", dir, file);
-        rc = ps_ckpt_root_check (self->root, path, err);
-        if (rc) {
-            ps_error_prefix (err, rc, "restore");
-            break;
-        }
-        loaded [i] = ps_partition_load (path, err);
-        if (!loaded [i++]) {
-            rc = err->code;
-            break;
-        }
-        //  A file holds the partition its name says, or it was renamed or
-        //  copied over another: restoring it would put a partition in the
-        //  wrong place.
-        char expect [PS_NAME_MAX * 3 + 32];
-        ps_partition_t *got = loaded [i - 1];
-        if (ps_snapshot_filename (ps_partition_var (got), ps_partition_part (got), expect, sizeof expect)
-        ||  strcmp (expect, file) != 0)
-            rc = ps_error_set (err, PS_ECORRUPT, "restore: file %s holds partition %s/%u (file %s)",
-                               path, ps_partition_var (got), ps_partition_part (got), expect);
-    }
-    i = 0;
-    for (const char *file = zlistx_first (files); file; file = zlistx_next (files), i++) {
-        if (rc != PS_OK) {
-            ps_partition_destroy (&loaded [i]);
-            continue;
-        }
-        char path [PATH_MAX + PS_NAME_MAX * 3 + 32];
-        snprintf (path, sizeof path, "%s/%s", dir, file);
-        ps_partition_stats_t stats;
-        ps_partition_stats (loaded [i], &stats);
-        uint64_t bytes = 0;
-        uint32_t crc = 0;
-        //  The load verified the file; its size and trailer are only
-        //  reported, so failing to stat it again is not worth failing for.
-        if (ps_snapshot_summary (path, &bytes, &crc, NULL))
-            ps_warn ("restore: cannot re-read the size of %s", path);
-        char key [PS_NAME_MAX + 24];
-        s_key (key, sizeof key, ps_partition_var (loaded [i]), ps_partition_part (loaded [i]));
-        entries [i] = s_snap_file (loaded [i], file, bytes, crc, stats.updates);
-        zhashx_update (self->table, key, loaded [i]);
-    }
-    if (rc == PS_OK) {
-        reply->restore_ok.files = (ps_proto_snap_file_array_t) { count, entries };
-        s_encode (self, reply);
-        ps_info ("restored %zu partitions from %s", count, dir);
-    }
-    free (entries);
-    free (loaded);
-    zlistx_destroy (&files);
-    return rc;
-}
-
-static int
-s_handle_fence (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply, ps_error_t *err)
-{
-    //  Generation 0 is what an untagged push would have to match, and a
-    //  client cannot tag a push with it.
-    uint64_t generation = req->fence.generation;
-    if (generation == 0)
-        return ps_error_set (err, PS_EINVAL, "fence: generation 0 is reserved for untagged "
-                             "pushes, expected a generation >= 1");
-    self->fence = generation;
-    ps_debug ("fenced at generation %" PRIu64, self->fence);
-    s_encode (self, reply);
     return PS_OK;
 }
 
@@ -1221,8 +847,8 @@ s_handle_ping (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply, ps_e
 {
     (void) req;
     (void) err;
-    reply->ping_ok = (ps_proto_ping_ok_t) { self->name, zhashx_size (self->table) };
-    s_encode (self, reply);
+    reply->ping_ok = (ps_proto_ping_ok_t) { self->name, ps_table_size (self->table) };
+    ps_writer_encode (&self->writer, reply);
     return PS_OK;
 }
 
@@ -1234,48 +860,52 @@ s_handle_shutdown (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply,
     (void) err;
     ps_info ("shutdown requested");
     self->shutdown = true;
-    s_encode (self, reply);
+    ps_writer_encode (&self->writer, reply);
     return PS_OK;
 }
 
 //  ---------------------------------------------------------------------
 //  Dispatch
 
-//  A control request's handler: it fills and encodes reply (type and id
-//  already set) into the server's writer, or returns an error code with
-//  err saying why, having changed nothing.
-typedef int (s_control_fn) (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply,
-                            ps_error_t *err);
+//  A handler of the server's own requests: it fills and encodes reply
+//  (type and id already set) into the server's writer, or returns an error
+//  code with err saying why, having changed nothing.
+typedef int (s_server_fn) (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply,
+                           ps_error_t *err);
 
 //  The requests ps-server serves, by type: data requests (push, pull,
-//  push-pull) become jobs, which may run on the pool; control requests are
-//  answered on the main thread. A type without a row is not a request of
-//  ps-server. Who may send each is protocol.json's 'senders' column.
+//  push-pull) become jobs, which may run on the pool; the others are
+//  answered on the main thread, by the server itself or by its control
+//  module. A type without a row is not a request of ps-server. Who may send
+//  each is protocol.json's 'senders' column.
 static const struct {
     bool data;
-    s_control_fn *control;
+    s_server_fn *server;
+    ps_control_fn *control;
 } s_serves [PS_PROTO_NTYPES] = {
-    [PS_PROTO_PUSH] = { true, NULL },
-    [PS_PROTO_PULL] = { true, NULL },
-    [PS_PROTO_PUSH_PULL] = { true, NULL },
-    [PS_PROTO_PING] = { false, s_handle_ping },
-    [PS_PROTO_CREATE] = { false, s_handle_create },
-    [PS_PROTO_SET_OPTIMIZER] = { false, s_handle_set_optimizer },
-    [PS_PROTO_STATS] = { false, s_handle_stats },
-    [PS_PROTO_SNAPSHOT] = { false, s_handle_snapshot },
-    [PS_PROTO_RESTORE] = { false, s_handle_restore },
-    [PS_PROTO_FENCE] = { false, s_handle_fence },
-    [PS_PROTO_SHUTDOWN] = { false, s_handle_shutdown },
+    [PS_PROTO_PUSH] = { .data = true },
+    [PS_PROTO_PULL] = { .data = true },
+    [PS_PROTO_PUSH_PULL] = { .data = true },
+    [PS_PROTO_PING] = { .server = s_handle_ping },
+    [PS_PROTO_STATS] = { .server = s_handle_stats },
+    [PS_PROTO_SHUTDOWN] = { .server = s_handle_shutdown },
+    [PS_PROTO_CREATE] = { .control = ps_control_create },
+    [PS_PROTO_SET_OPTIMIZER] = { .control = ps_control_set_optimizer },
+    [PS_PROTO_SNAPSHOT] = { .control = ps_control_snapshot },
+    [PS_PROTO_RESTORE] = { .control = ps_control_restore },
+    [PS_PROTO_FENCE] = { .control = ps_control_fence },
 };
 
-//  Serve a control request.
+//  Serve a request answered on the main thread.
 static void
 s_handle_control (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
 {
     const ps_proto_t *req = ps_msg_proto (msg);
     ps_proto_t reply = { .type = ps_proto_info [req->type].reply, .id = req->id };
     ps_error_t err;
-    int rc = s_serves [req->type].control (self, req, &reply, &err);
+    int rc = s_serves [req->type].server
+           ? s_serves [req->type].server (self, req, &reply, &err)
+           : s_serves [req->type].control (self->control, req, &reply, &self->writer, &err);
     if (rc)
         s_reply_error (self, msg, peer, rc, err.msg);
     else
@@ -1356,7 +986,7 @@ s_handle_request (ps_server_t *self)
     if (rc)
         s_reply_error (self, msg, peer, rc, err.msg);
     else
-    if (!s_serves [type].data && !s_serves [type].control) {
+    if (!s_serves [type].data && !s_serves [type].server && !s_serves [type].control) {
         char text [128];
         snprintf (text, sizeof text, "header: '%s' is %s", ps_proto_info [type].name,
                   s_is_reply (type) ? "a reply type, not a request"

@@ -576,11 +576,14 @@ ps_msg_send_frames (void *socket, zmq_msg_t *envelope, size_t nenvelope, zmq_msg
     return rc;
 }
 
-int
+void
 ps_writer_encode (ps_writer_t *self, const ps_proto_t *msg)
 {
     msgpack_sbuffer_clear (&self->sbuf);
-    return ps_proto_encode (msg, &self->pk);
+    //  The packer fails only when its buffer cannot grow: out of memory,
+    //  which ps-cluster treats as fatal everywhere.
+    if (ps_proto_encode (msg, &self->pk))
+        abort ();
 }
 
 void
@@ -588,10 +591,7 @@ ps_writer_error (ps_writer_t *self, uint64_t id, int code, const char *message)
 {
     ps_proto_t reply = { .type = PS_PROTO_ERROR, .id = id,
                          .error = { ps_error_name (code), message } };
-    //  An error reply is a few hundred bytes: the buffer cannot fail to grow
-    //  but where memory has run out, and then nothing would work.
-    if (ps_writer_encode (self, &reply))
-        abort ();
+    ps_writer_encode (self, &reply);
 }
 
 int

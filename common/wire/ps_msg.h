@@ -168,8 +168,8 @@ int ps_msg_send_frames (void *socket, zmq_msg_t *envelope, size_t nenvelope,
                         ps_error_t *err);
 
 //  Replace the writer's header with msg, encoded by the generated codec.
-//  Returns 0, or PS_EIO when the buffer cannot grow.
-int ps_writer_encode (ps_writer_t *self, const ps_proto_t *msg);
+//  Aborts when its buffer cannot grow (out of memory).
+void ps_writer_encode (ps_writer_t *self, const ps_proto_t *msg);
 
 //  Restart the writer's header as an error reply to request id.
 void ps_writer_error (ps_writer_t *self, uint64_t id, int code, const char *message);
