@@ -10,21 +10,18 @@
 #include "ps_msg.h"
 #include "ps_partition.h"
 #include "ps_peers.h"
+#include "ps_pool.h"
 #include "ps_proto_conv.h"
 #include "ps_table.h"
 
 #include <assert.h>
 #include <inttypes.h>
 #include <czmq.h>
-#include <dirent.h>
 #include <errno.h>
-#include <limits.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 //  Requests moving fewer tensor bytes than this are served inline on the
@@ -40,11 +37,11 @@
 
 //  One push, pull or push-pull request in progress.
 typedef struct {
+    ps_pool_job_t base;         //  its tasks, one per partition (ps_pool.h)
     ps_msg_t *msg;              //  the request; gradients are read in place
     bool push;                  //  has gradients to apply
     bool pull;                  //  answers with values
     uint64_t step;
-    size_t ntasks;
     ps_peer_t *peer;            //  who sent it, charged with what it holds
     size_t held;                //  request bytes charged to the peer
     ps_partition_t **parts;     //  one reference per task
@@ -56,8 +53,6 @@ typedef struct {
     uint64_t *dims;             //  the pulled shapes, PS_MAX_RANK per task
     size_t *nonfinite;          //  per task: index + 1 of the gradient's first
                                 //  NaN or infinity, 0 when it has none
-    atomic_size_t scanning;     //  gradients the pool has still to scan
-    atomic_size_t pending;
     atomic_int failed;          //  task index + 1 of the first failure
     ps_error_t err;             //  that failure
 } s_job_t;
@@ -70,34 +65,14 @@ typedef struct {
     const ps_proto_tensor_array_t *tensors;
 } s_push_t;
 
-//  A task scans a gradient for NaN and infinities, or applies (or pulls)
-//  one partition. A push's gradients are all scanned before any is
-//  applied, so a request holding one bad value changes nothing.
-typedef struct {
-    s_job_t *job;
-    size_t index;
-    bool scan;
-} s_task_t;
-
 struct _ps_server_t {
-    void *ctx;                  //  the pool's inproc sockets
     void *router;               //  in ps_curve_context (), where zauth serves
-    void *done;                 //  PULL: pool threads post finished jobs here
-    char done_endpoint [64];    //  its inproc name, unique to this server
     ps_listener_t *listener;    //  the bound endpoint and its connections
     char name [64];
     ps_curve_t *curve;          //  the caller's; NULL: unsecured
     ps_table_t *table;          //  the partitions held
     ps_control_t *control;      //  the coordinator's requests, and the fence
-    //  The pool.
-    pthread_t *threads;
-    int nthreads;
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    s_task_t *queue;            //  ring of pending tasks
-    size_t queue_head, queue_len, queue_cap;
-    bool stopping;
-    size_t jobs_in_pool;        //  main thread only
+    ps_pool_t *pool;            //  applies large requests' partitions in parallel
     ps_msg_t **spare_msgs;      //  received-message objects for reuse
     size_t nspare, spare_cap;
     ps_writer_t writer;         //  reply headers; main thread only
@@ -163,7 +138,7 @@ s_frame_new (ps_peer_t *peer, size_t size, zmq_msg_t *frame)
 }
 
 //  ---------------------------------------------------------------------
-//  The pool
+//  The tasks of a job
 
 static void
 s_job_run_task (s_job_t *job, size_t i)
@@ -196,120 +171,34 @@ s_job_scan_task (s_job_t *job, size_t i)
 static bool
 s_job_has_nonfinite (s_job_t *job)
 {
-    for (size_t i = 0; i < job->ntasks; i++)
+    for (size_t i = 0; i < job->base.ntasks; i++)
         if (job->nonfinite [i])
             return true;
     return false;
 }
 
-static void s_pool_enqueue (ps_server_t *self, s_job_t *job, bool scan, size_t skip);
-
-//  Post a job whose tasks are all done to the main thread, which answers it.
+//  A task scans a gradient for NaN and infinities, or applies (or pulls)
+//  one partition. A push's gradients are all scanned before any is
+//  applied, so a request holding one bad value changes nothing.
 static void
-s_pool_post (void *notify, s_job_t *job)
+s_job_scan_op (ps_pool_job_t *base, size_t i)
 {
-    if (zmq_send (notify, &job, sizeof job, 0) != sizeof job) {
-        ps_error ("pool thread cannot post a finished request: %s", zmq_strerror (errno));
-        abort ();
-    }
+    s_job_scan_task ((s_job_t *) base, i);
 }
 
-//  Run one task on a pool thread. The thread that scans a push's last
-//  gradient decides: with a bad value the job goes back to the main thread
-//  to be refused; else it queues every other partition's update and
-//  applies its own.
+static bool
+s_job_scanned_op (ps_pool_job_t *base)
+{
+    return !s_job_has_nonfinite ((s_job_t *) base);
+}
+
 static void
-s_pool_run (ps_server_t *self, s_task_t task, void *notify)
+s_job_run_op (ps_pool_job_t *base, size_t i)
 {
-    s_job_t *job = task.job;
-    if (task.scan) {
-        s_job_scan_task (job, task.index);
-        if (atomic_fetch_sub (&job->scanning, 1) != 1)
-            return;
-        if (s_job_has_nonfinite (job)) {
-            s_pool_post (notify, job);
-            return;
-        }
-        s_pool_enqueue (self, job, false, task.index);
-    }
-    s_job_run_task (job, task.index);
-    if (atomic_fetch_sub (&job->pending, 1) == 1)
-        s_pool_post (notify, job);
+    s_job_run_task ((s_job_t *) base, i);
 }
 
-static void *
-s_pool_thread (void *arg)
-{
-    ps_server_t *self = arg;
-    void *notify = zmq_socket (self->ctx, ZMQ_PUSH);
-    if (!notify || zmq_connect (notify, self->done_endpoint) != 0) {
-        ps_error ("pool thread cannot connect its notify socket: %s", zmq_strerror (errno));
-        abort ();
-    }
-    pthread_mutex_lock (&self->lock);
-    while (true) {
-        while (self->queue_len == 0 && !self->stopping)
-            pthread_cond_wait (&self->wake, &self->lock);
-        if (self->queue_len == 0)
-            break;
-        s_task_t task = self->queue [self->queue_head];
-        self->queue_head = (self->queue_head + 1) % self->queue_cap;
-        self->queue_len--;
-        pthread_mutex_unlock (&self->lock);
-        s_pool_run (self, task, notify);
-        pthread_mutex_lock (&self->lock);
-    }
-    pthread_mutex_unlock (&self->lock);
-    zmq_close (notify);
-    return NULL;
-}
-
-//  Queue a task per partition of job, scans or updates, except task skip
-//  (pass job->ntasks to skip none). Called by the main thread and by pool
-//  threads.
-static void
-s_pool_enqueue (ps_server_t *self, s_job_t *job, bool scan, size_t skip)
-{
-    size_t count = job->ntasks - (skip < job->ntasks);
-    if (count == 0)
-        return;
-    pthread_mutex_lock (&self->lock);
-    if (self->queue_len + job->ntasks > self->queue_cap) {
-        size_t cap = self->queue_cap * 2;
-        while (cap < self->queue_len + job->ntasks)
-            cap *= 2;
-        s_task_t *queue = malloc (cap * sizeof *queue);
-        if (!queue)
-            abort ();
-        for (size_t i = 0; i < self->queue_len; i++)
-            queue [i] = self->queue [(self->queue_head + i) % self->queue_cap];
-        free (self->queue);
-        self->queue = queue;
-        self->queue_head = 0;
-        self->queue_cap = cap;
-    }
-    for (size_t i = 0; i < job->ntasks; i++) {
-        if (i == skip)
-            continue;
-        size_t slot = (self->queue_head + self->queue_len++) % self->queue_cap;
-        self->queue [slot] = (s_task_t) { job, i, scan };
-    }
-    //  One task needs one thread: waking them all would only have the
-    //  others find the queue empty again.
-    if (count == 1)
-        pthread_cond_signal (&self->wake);
-    else
-        pthread_cond_broadcast (&self->wake);
-    pthread_mutex_unlock (&self->lock);
-}
-
-//  Hand a job to the pool: a push's gradients are scanned first.
-static void
-s_pool_submit (ps_server_t *self, s_job_t *job)
-{
-    self->jobs_in_pool++;
-    s_pool_enqueue (self, job, job->push, job->ntasks);
-}
+static const ps_pool_ops_t s_job_ops = { s_job_scan_op, s_job_scanned_op, s_job_run_op };
 
 //  ---------------------------------------------------------------------
 //  Construction
@@ -342,32 +231,18 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
                                                      ? config->max_peer_pending
                                                      : config->max_pending);
     ps_writer_init (&self->writer, "ping", 0, 0);
-    self->queue_cap = 64;
-    self->queue = malloc (self->queue_cap * sizeof (s_task_t));
-    if (!self->queue || pthread_mutex_init (&self->lock, NULL) != 0
-    ||  pthread_cond_init (&self->wake, NULL) != 0)
-        abort ();
-    snprintf (self->done_endpoint, sizeof self->done_endpoint, "inproc://ps-server-done-%p",
-              (void *) self);
-    self->ctx = zmq_ctx_new ();
-    if (!self->ctx) {
-        ps_error_set (err, PS_EIO, "zmq_ctx_new: %s", zmq_strerror (errno));
-        goto fail;
-    }
     self->router = zmq_socket (ps_curve_context (), ZMQ_ROUTER);
-    self->done = zmq_socket (self->ctx, ZMQ_PULL);
     int linger = S_LINGER_MS;   //  flush the last replies, but never hang
     int hwm = 0;                //  replies are never dropped; memory is bounded per peer
     //  IPv6 only for an IPv6 literal: with it on, IPv4 endpoints would be
     //  reported in their mapped form.
     int ipv6 = strchr (config->bind, '[') != NULL;
-    if (!self->router || !self->done
+    if (!self->router
     ||  zmq_setsockopt (self->router, ZMQ_IPV6, &ipv6, sizeof ipv6) != 0
     ||  zmq_setsockopt (self->router, ZMQ_LINGER, &linger, sizeof linger) != 0
     ||  zmq_setsockopt (self->router, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0
     ||  zmq_setsockopt (self->router, ZMQ_MAXMSGSIZE, &config->max_message,
-                        sizeof config->max_message) != 0
-    ||  zmq_bind (self->done, self->done_endpoint) != 0) {
+                        sizeof config->max_message) != 0) {
         ps_error_set (err, PS_EIO, "creating sockets: %s", zmq_strerror (errno));
         goto fail;
     }
@@ -377,17 +252,9 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     self->listener = ps_listener_new (ps_curve_context (), self->router, config->bind, err);
     if (!self->listener)
         goto fail;
-    self->threads = calloc ((size_t) config->threads + 1, sizeof (pthread_t));
-    if (!self->threads)
-        abort ();
-    for (int i = 0; i < config->threads; i++) {
-        int rc = pthread_create (&self->threads [i], NULL, s_pool_thread, self);
-        if (rc != 0) {
-            ps_error_set (err, PS_EIO, "pthread_create: %s", strerror (rc));
-            goto fail;
-        }
-        self->nthreads++;
-    }
+    self->pool = ps_pool_new (config->threads, err);
+    if (!self->pool)
+        goto fail;
     return self;
 fail:
     ps_server_destroy (&self);
@@ -401,13 +268,7 @@ ps_server_destroy (ps_server_t **self_p)
     ps_server_t *self = *self_p;
     if (!self)
         return;
-    pthread_mutex_lock (&self->lock);
-    self->stopping = true;
-    pthread_cond_broadcast (&self->wake);
-    pthread_mutex_unlock (&self->lock);
-    for (int i = 0; i < self->nthreads; i++)
-        pthread_join (self->threads [i], NULL);
-    free (self->threads);
+    ps_pool_destroy (&self->pool);
     ps_listener_destroy (&self->listener);
     if (self->router) {
         zmq_close (self->router);
@@ -428,10 +289,6 @@ ps_server_destroy (ps_server_t **self_p)
             return;
         }
     }
-    if (self->done)
-        zmq_close (self->done);
-    if (self->ctx)
-        zmq_ctx_term (self->ctx);
     //  Every reply frame is freed now (waited for above): no peer is
     //  referenced but by the table.
     ps_peers_destroy (&self->peers);
@@ -441,9 +298,6 @@ ps_server_destroy (ps_server_t **self_p)
         ps_msg_destroy (&self->spare_msgs [i]);
     free (self->spare_msgs);
     ps_writer_fini (&self->writer);
-    free (self->queue);
-    pthread_mutex_destroy (&self->lock);
-    pthread_cond_destroy (&self->wake);
     free (self);
     *self_p = NULL;
 }
@@ -532,7 +386,7 @@ static void
 s_job_destroy (ps_server_t *self, s_job_t **job_p)
 {
     s_job_t *job = *job_p;
-    for (size_t i = 0; i < job->ntasks; i++) {
+    for (size_t i = 0; i < job->base.ntasks; i++) {
         ps_partition_destroy (&job->parts [i]);
         if (job->pull)
             zmq_msg_close (&job->out [i]);
@@ -557,8 +411,8 @@ s_job_destroy (ps_server_t *self, s_job_t **job_p)
 static int
 s_job_check_nonfinite (s_job_t *job, ps_error_t *err)
 {
-    size_t first = job->ntasks, count = 0;
-    for (size_t i = 0; i < job->ntasks; i++)
+    size_t first = job->base.ntasks, count = 0;
+    for (size_t i = 0; i < job->base.ntasks; i++)
         if (job->nonfinite [i]) {
             ps_partition_count_nonfinite (job->parts [i]);
             first = count++ ? first : i;
@@ -572,7 +426,7 @@ s_job_check_nonfinite (s_job_t *job, ps_error_t *err)
                          "value (%g) at element %zu (%zu of the request's %zu gradients do); "
                          "nothing was applied", ps_msg_type (job->msg), first,
                          ps_partition_var (part), ps_partition_part (part),
-                         ps_msg_tensor (job->msg, first) [at], at, count, job->ntasks);
+                         ps_msg_tensor (job->msg, first) [at], at, count, job->base.ntasks);
 }
 
 //  Answer a finished job and free it.
@@ -593,7 +447,7 @@ s_job_finish (ps_server_t *self, s_job_t *job)
     }
     const ps_proto_t *req = ps_msg_proto (job->msg);
     ps_proto_t reply = { .type = ps_proto_info [req->type].reply, .id = req->id };
-    for (size_t i = 0; i < job->ntasks; i++) {
+    for (size_t i = 0; i < job->base.ntasks; i++) {
         const char *var = ps_partition_var (job->parts [i]);
         uint32_t part = ps_partition_part (job->parts [i]);
         job->applied [i] = (ps_proto_applied_t) { var, part, job->versions [i],
@@ -604,8 +458,8 @@ s_job_finish (ps_server_t *self, s_job_t *job)
         ps_proto_shape_set (&pulled->shape, job->dims + i * PS_MAX_RANK,
                             ps_partition_local_shape (job->parts [i]));
     }
-    ps_proto_applied_array_t applied = { job->ntasks, job->applied };
-    ps_proto_pulled_array_t pulled = { job->ntasks, job->pulled };
+    ps_proto_applied_array_t applied = { job->base.ntasks, job->applied };
+    ps_proto_pulled_array_t pulled = { job->base.ntasks, job->pulled };
     switch (reply.type) {
         case PS_PROTO_PUSH_OK:
             reply.push_ok.applied = applied;
@@ -620,7 +474,7 @@ s_job_finish (ps_server_t *self, s_job_t *job)
     }
     ps_writer_encode (&self->writer, &reply);
     s_reply (self, job->msg, job->peer, &self->writer, job->pull ? job->out : NULL,
-             job->pull ? job->ntasks : 0);
+             job->pull ? job->base.ntasks : 0);
     s_job_destroy (self, &job);
 }
 
@@ -631,7 +485,7 @@ s_job_resolve (ps_server_t *self, s_job_t *job, const s_push_t *push, ps_error_t
 {
     const ps_proto_t *req = ps_msg_proto (job->msg);
     const char *type = ps_proto_info [req->type].name;
-    for (size_t i = 0; i < job->ntasks; i++) {
+    for (size_t i = 0; i < job->base.ntasks; i++) {
         const char *var = push ? push->tensors->items [i].var : req->pull.parts.items [i].var;
         uint64_t part = push ? push->tensors->items [i].part : req->pull.parts.items [i].part;
         if (strlen (var) >= PS_NAME_MAX)
@@ -727,18 +581,19 @@ s_handle_data (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
     s_job_t *job = calloc (1, sizeof *job);
     if (!job)
         abort ();
+    job->base.ops = &s_job_ops;
     job->msg = msg;
     job->push = s_push_of (req, &push);
     job->pull = req->type != PS_PROTO_PUSH;
-    job->ntasks = job->push ? push.tensors->count : req->pull.parts.count;
-    job->parts = calloc (job->ntasks + 1, sizeof (ps_partition_t *));
-    job->out = calloc (job->ntasks + 1, sizeof (zmq_msg_t));
-    job->versions = calloc (job->ntasks + 1, sizeof (uint64_t));
-    job->duplicate = calloc (job->ntasks + 1, sizeof (bool));
-    job->nonfinite = calloc (job->ntasks + 1, sizeof (size_t));
-    job->applied = calloc (job->ntasks + 1, sizeof (ps_proto_applied_t));
-    job->pulled = calloc (job->ntasks + 1, sizeof (ps_proto_pulled_t));
-    job->dims = calloc ((job->ntasks + 1) * PS_MAX_RANK, sizeof (uint64_t));
+    job->base.ntasks = job->push ? push.tensors->count : req->pull.parts.count;
+    job->parts = calloc (job->base.ntasks + 1, sizeof (ps_partition_t *));
+    job->out = calloc (job->base.ntasks + 1, sizeof (zmq_msg_t));
+    job->versions = calloc (job->base.ntasks + 1, sizeof (uint64_t));
+    job->duplicate = calloc (job->base.ntasks + 1, sizeof (bool));
+    job->nonfinite = calloc (job->base.ntasks + 1, sizeof (size_t));
+    job->applied = calloc (job->base.ntasks + 1, sizeof (ps_proto_applied_t));
+    job->pulled = calloc (job->base.ntasks + 1, sizeof (ps_proto_pulled_t));
+    job->dims = calloc ((job->base.ntasks + 1) * PS_MAX_RANK, sizeof (uint64_t));
     if (!job->parts || !job->out || !job->versions || !job->duplicate || !job->nonfinite
     ||  !job->applied || !job->pulled || !job->dims)
         abort ();
@@ -771,7 +626,7 @@ s_handle_data (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
     }
     int rc = s_job_resolve (self, job, job->push ? &push : NULL, &err);
     size_t made = 0;
-    while (pull && rc == PS_OK && made < job->ntasks) {
+    while (pull && rc == PS_OK && made < job->base.ntasks) {
         rc = s_job_reply_frame (job, made, &err);
         if (rc == PS_OK)
             bytes += ps_partition_count (job->parts [made++]) * sizeof (float);
@@ -784,22 +639,20 @@ s_handle_data (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
         return;
     }
     job->pull = pull;
-    atomic_init (&job->scanning, job->ntasks);
-    atomic_init (&job->pending, job->ntasks);
     atomic_init (&job->failed, 0);
-    if (self->nthreads == 0 || bytes < S_INLINE_BYTES || job->ntasks == 0) {
+    if (ps_pool_size (self->pool) == 0 || bytes < S_INLINE_BYTES || job->base.ntasks == 0) {
         bool refused = false;
         if (job->push) {
-            for (size_t i = 0; i < job->ntasks; i++)
+            for (size_t i = 0; i < job->base.ntasks; i++)
                 s_job_scan_task (job, i);
             refused = s_job_has_nonfinite (job);
         }
-        for (size_t i = 0; i < job->ntasks && !refused; i++)
+        for (size_t i = 0; i < job->base.ntasks && !refused; i++)
             s_job_run_task (job, i);
         s_job_finish (self, job);
     }
     else
-        s_pool_submit (self, job);
+        ps_pool_submit (self->pool, &job->base, job->push);
 }
 
 //  ---------------------------------------------------------------------
@@ -1012,13 +865,11 @@ static int
 s_collect_done (ps_server_t *self)
 {
     while (true) {
-        s_job_t *job;
-        int size = zmq_recv (self->done, &job, sizeof job, ZMQ_DONTWAIT);
-        if (size < 0)
-            return errno == EAGAIN ? PS_OK : PS_EIO;
-        assert (size == sizeof job);
-        self->jobs_in_pool--;
-        s_job_finish (self, job);
+        ps_pool_job_t *job;
+        int rc = ps_pool_collect (self->pool, &job);
+        if (rc <= 0)
+            return rc;
+        s_job_finish (self, (s_job_t *) job);
     }
 }
 
@@ -1028,7 +879,7 @@ ps_server_run (ps_server_t *self, int stop_fd)
     assert (self);
     zmq_pollitem_t items [] = {
         { self->router, 0, ZMQ_POLLIN, 0 },
-        { self->done, 0, ZMQ_POLLIN, 0 },
+        { ps_pool_done_socket (self->pool), 0, ZMQ_POLLIN, 0 },
         { ps_listener_events (self->listener), 0, ZMQ_POLLIN, 0 },
         { NULL, stop_fd, ZMQ_POLLIN, 0 },
     };
@@ -1049,7 +900,7 @@ ps_server_run (ps_server_t *self, int stop_fd)
             rc = PS_EIO;
             break;
         }
-        if (ready == 0 && self->jobs_in_pool == 0) {
+        if (ready == 0 && ps_pool_busy (self->pool) == 0) {
             ps_heap_release ();
             ps_peers_sweep (self->peers);
             busy = false;
@@ -1074,8 +925,8 @@ ps_server_run (ps_server_t *self, int stop_fd)
         }
     }
     //  Finish and answer the updates in progress before returning.
-    while (self->jobs_in_pool > 0) {
-        zmq_pollitem_t done = { self->done, 0, ZMQ_POLLIN, 0 };
+    while (ps_pool_busy (self->pool) > 0) {
+        zmq_pollitem_t done = { ps_pool_done_socket (self->pool), 0, ZMQ_POLLIN, 0 };
         if (zmq_poll (&done, 1, -1) < 0 && errno != EINTR)
             break;
         if (s_collect_done (self))
