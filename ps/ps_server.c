@@ -3,22 +3,19 @@
 #include "ps_server.h"
 #include "ps_clock.h"
 #include "ps_control.h"
-#include "ps_floats.h"
 #include "ps_heap.h"
+#include "ps_job.h"
 #include "ps_listener.h"
 #include "ps_log.h"
 #include "ps_msg.h"
-#include "ps_partition.h"
 #include "ps_peers.h"
 #include "ps_pool.h"
 #include "ps_proto_conv.h"
 #include "ps_table.h"
 
 #include <assert.h>
-#include <inttypes.h>
 #include <czmq.h>
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,36 +31,6 @@
 
 //  How long the last replies may take to leave when the server closes.
 #define S_LINGER_MS  1000
-
-//  One push, pull or push-pull request in progress.
-typedef struct {
-    ps_pool_job_t base;         //  its tasks, one per partition (ps_pool.h)
-    ps_msg_t *msg;              //  the request; gradients are read in place
-    bool push;                  //  has gradients to apply
-    bool pull;                  //  answers with values
-    uint64_t step;
-    ps_peer_t *peer;            //  who sent it, charged with what it holds
-    size_t held;                //  request bytes charged to the peer
-    ps_partition_t **parts;     //  one reference per task
-    zmq_msg_t *out;             //  reply frames when pulling
-    uint64_t *versions;
-    bool *duplicate;
-    ps_proto_applied_t *applied;    //  the reply's entries, one per task
-    ps_proto_pulled_t *pulled;
-    uint64_t *dims;             //  the pulled shapes, PS_MAX_RANK per task
-    size_t *nonfinite;          //  per task: index + 1 of the gradient's first
-                                //  NaN or infinity, 0 when it has none
-    atomic_int failed;          //  task index + 1 of the first failure
-    ps_error_t err;             //  that failure
-} s_job_t;
-
-//  The fields of a push or a push-pull, which carry the same ones.
-typedef struct {
-    uint64_t step;
-    bool has_generation;
-    uint64_t generation;
-    const ps_proto_tensor_array_t *tensors;
-} s_push_t;
 
 struct _ps_server_t {
     void *router;               //  in ps_curve_context (), where zauth serves
@@ -82,123 +49,6 @@ struct _ps_server_t {
     //  ZeroMQ has not sent yet, and the back-pressure they decide.
     ps_peers_t *peers;
 };
-
-//  A reply frame made from a request's own gradient frame: the request
-//  frame is kept alive here until ZeroMQ has sent the reply.
-typedef struct {
-    zmq_msg_t frame;
-    ps_peer_t *peer;
-    size_t size;
-} s_lent_t;
-
-//  ZeroMQ's free callback for reply frames lent from a request: give back
-//  the bytes charged and release the request's frame.
-static void
-s_reply_sent (void *data, void *hint)
-{
-    (void) data;
-    s_lent_t *lent = hint;
-    ps_peer_discharge (lent->peer, lent->size);
-    ps_peer_unlink (&lent->peer);
-    if (zmq_msg_close (&lent->frame) != 0)
-        abort ();
-    free (lent);
-}
-
-//  ZeroMQ's free callback for reply frames the server allocated (see
-//  s_frame_new): give back what was charged to the peer.
-static void
-s_reply_freed (void *data, void *hint)
-{
-    char *block = (char *) data - 64;
-    size_t charged;
-    memcpy (&charged, block, sizeof charged);
-    ps_peer_t *peer = hint;
-    ps_peer_discharge (peer, charged);
-    ps_peer_unlink (&peer);
-    free (block);
-}
-
-//  A reply frame of size bytes for peer, charged to it until ZeroMQ frees
-//  it. The amount charged sits in a 64-byte prefix, which keeps the data
-//  as aligned as malloc's block. Returns the frame's data, or NULL when
-//  the memory cannot be had.
-static void *
-s_frame_new (ps_peer_t *peer, size_t size, zmq_msg_t *frame)
-{
-    char *block = size <= SIZE_MAX - 64 ? malloc (size + 64) : NULL;
-    if (!block)
-        return NULL;
-    size_t charged = size + PS_PEER_FRAME_COST;
-    memcpy (block, &charged, sizeof charged);
-    ps_peer_charge (peer, charged);
-    if (zmq_msg_init_data (frame, block + 64, size, s_reply_freed, ps_peer_link (peer)) != 0)
-        abort ();
-    return block + 64;
-}
-
-//  ---------------------------------------------------------------------
-//  The tasks of a job
-
-static void
-s_job_run_task (s_job_t *job, size_t i)
-{
-    ps_error_t err;
-    float *out = job->pull ? zmq_msg_data (&job->out [i]) : NULL;
-    if (job->push) {
-        int rc = ps_partition_push (job->parts [i], job->step, ps_msg_tensor (job->msg, i),
-                                    out, &job->versions [i], &err);
-        if (rc < 0) {
-            int expected = 0;
-            if (atomic_compare_exchange_strong (&job->failed, &expected, (int) i + 1))
-                job->err = err;
-        }
-        job->duplicate [i] = rc == PS_DUPLICATE;
-    }
-    else
-        ps_partition_pull (job->parts [i], out, &job->versions [i]);
-}
-
-//  Scan task i's gradient for NaN and infinities.
-static void
-s_job_scan_task (s_job_t *job, size_t i)
-{
-    size_t count = ps_partition_count (job->parts [i]);
-    size_t at = ps_floats_find_nonfinite (ps_msg_tensor (job->msg, i), count);
-    job->nonfinite [i] = at < count ? at + 1 : 0;
-}
-
-static bool
-s_job_has_nonfinite (s_job_t *job)
-{
-    for (size_t i = 0; i < job->base.ntasks; i++)
-        if (job->nonfinite [i])
-            return true;
-    return false;
-}
-
-//  A task scans a gradient for NaN and infinities, or applies (or pulls)
-//  one partition. A push's gradients are all scanned before any is
-//  applied, so a request holding one bad value changes nothing.
-static void
-s_job_scan_op (ps_pool_job_t *base, size_t i)
-{
-    s_job_scan_task ((s_job_t *) base, i);
-}
-
-static bool
-s_job_scanned_op (ps_pool_job_t *base)
-{
-    return !s_job_has_nonfinite ((s_job_t *) base);
-}
-
-static void
-s_job_run_op (ps_pool_job_t *base, size_t i)
-{
-    s_job_run_task ((s_job_t *) base, i);
-}
-
-static const ps_pool_ops_t s_job_ops = { s_job_scan_op, s_job_scanned_op, s_job_run_op };
 
 //  ---------------------------------------------------------------------
 //  Construction
@@ -322,7 +172,7 @@ s_reply (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer, ps_writer_t *writer,
     zmq_msg_t *envelope;
     size_t nenvelope = ps_msg_envelope (msg, &envelope);
     zmq_msg_t header;
-    void *data = s_frame_new (peer, writer->sbuf.size, &header);
+    void *data = ps_peer_frame_new (peer, writer->sbuf.size, &header);
     if (!data)
         abort ();
     memcpy (data, writer->sbuf.data, writer->sbuf.size);
@@ -382,277 +232,42 @@ s_msg_give (ps_server_t *self, ps_msg_t *msg)
     self->spare_msgs [self->nspare++] = msg;
 }
 
+//  Answer a job whose tasks are done, and destroy it.
 static void
-s_job_destroy (ps_server_t *self, s_job_t **job_p)
-{
-    s_job_t *job = *job_p;
-    for (size_t i = 0; i < job->base.ntasks; i++) {
-        ps_partition_destroy (&job->parts [i]);
-        if (job->pull)
-            zmq_msg_close (&job->out [i]);
-    }
-    ps_peer_discharge (job->peer, job->held);
-    ps_peer_unlink (&job->peer);
-    s_msg_give (self, job->msg);
-    free (job->parts);
-    free (job->out);
-    free (job->versions);
-    free (job->duplicate);
-    free (job->applied);
-    free (job->pulled);
-    free (job->dims);
-    free (job->nonfinite);
-    free (job);
-    *job_p = NULL;
-}
-
-//  When a push's gradients hold NaN or an infinity, count that on every
-//  partition concerned and describe the first in err.
-static int
-s_job_check_nonfinite (s_job_t *job, ps_error_t *err)
-{
-    size_t first = job->base.ntasks, count = 0;
-    for (size_t i = 0; i < job->base.ntasks; i++)
-        if (job->nonfinite [i]) {
-            ps_partition_count_nonfinite (job->parts [i]);
-            first = count++ ? first : i;
-        }
-    if (count == 0)
-        return PS_OK;
-    ps_partition_t *part = job->parts [first];
-    size_t at = job->nonfinite [first] - 1;
-    return ps_error_set (err, PS_ENONFINITE,
-                         "%s: tensors[%zu]: the gradient of partition %s/%u holds a non-finite "
-                         "value (%g) at element %zu (%zu of the request's %zu gradients do); "
-                         "nothing was applied", ps_msg_type (job->msg), first,
-                         ps_partition_var (part), ps_partition_part (part),
-                         ps_msg_tensor (job->msg, first) [at], at, count, job->base.ntasks);
-}
-
-//  Answer a finished job and free it.
-static void
-s_job_finish (ps_server_t *self, s_job_t *job)
+s_job_finish (ps_server_t *self, ps_job_t *job)
 {
     ps_error_t err;
-    if (job->push && s_job_check_nonfinite (job, &err)) {
-        s_reply_error (self, job->msg, job->peer, err.code, err.msg);
-        s_job_destroy (self, &job);
-        return;
-    }
-    int failed = atomic_load (&job->failed);
-    if (failed) {
-        s_reply_error (self, job->msg, job->peer, job->err.code, job->err.msg);
-        s_job_destroy (self, &job);
-        return;
-    }
-    const ps_proto_t *req = ps_msg_proto (job->msg);
-    ps_proto_t reply = { .type = ps_proto_info [req->type].reply, .id = req->id };
-    for (size_t i = 0; i < job->base.ntasks; i++) {
-        const char *var = ps_partition_var (job->parts [i]);
-        uint32_t part = ps_partition_part (job->parts [i]);
-        job->applied [i] = (ps_proto_applied_t) { var, part, job->versions [i],
-                                                  job->duplicate [i] };
-        ps_proto_pulled_t *pulled = &job->pulled [i];
-        *pulled = (ps_proto_pulled_t) { .var = var, .part = part, .version = job->versions [i],
-                                        .bytes = job->pull ? zmq_msg_size (&job->out [i]) : 0 };
-        ps_proto_shape_set (&pulled->shape, job->dims + i * PS_MAX_RANK,
-                            ps_partition_local_shape (job->parts [i]));
-    }
-    ps_proto_applied_array_t applied = { job->base.ntasks, job->applied };
-    ps_proto_pulled_array_t pulled = { job->base.ntasks, job->pulled };
-    switch (reply.type) {
-        case PS_PROTO_PUSH_OK:
-            reply.push_ok.applied = applied;
-            break;
-        case PS_PROTO_PULL_OK:
-            reply.pull_ok.tensors = pulled;
-            break;
-        default:
-            assert (reply.type == PS_PROTO_PUSH_PULL_OK);
-            reply.push_pull_ok.applied = applied;
-            reply.push_pull_ok.tensors = pulled;
-    }
-    ps_writer_encode (&self->writer, &reply);
-    s_reply (self, job->msg, job->peer, &self->writer, job->pull ? job->out : NULL,
-             job->pull ? job->base.ntasks : 0);
-    s_job_destroy (self, &job);
+    zmq_msg_t *frames;
+    size_t nframes;
+    int rc = ps_job_reply (job, &self->writer, &frames, &nframes, &err);
+    if (rc)
+        s_reply_error (self, ps_job_msg (job), ps_job_peer (job), rc, err.msg);
+    else
+        s_reply (self, ps_job_msg (job), ps_job_peer (job), &self->writer, frames, nframes);
+    s_msg_give (self, ps_job_destroy (&job));
 }
 
-//  Look up the partitions a request names and check the gradients' shapes,
-//  so that a request is refused whole before anything is applied.
-static int
-s_job_resolve (ps_server_t *self, s_job_t *job, const s_push_t *push, ps_error_t *err)
-{
-    const ps_proto_t *req = ps_msg_proto (job->msg);
-    const char *type = ps_proto_info [req->type].name;
-    for (size_t i = 0; i < job->base.ntasks; i++) {
-        const char *var = push ? push->tensors->items [i].var : req->pull.parts.items [i].var;
-        uint64_t part = push ? push->tensors->items [i].part : req->pull.parts.items [i].part;
-        if (strlen (var) >= PS_NAME_MAX)
-            return ps_error_set (err, PS_EPROTO, "%s: entry %zu: variable name is longer than %d bytes",
-                                 type, i, PS_NAME_MAX - 1);
-        ps_partition_t *partition = part <= UINT32_MAX
-                                  ? ps_table_lookup (self->table, var, (uint32_t) part) : NULL;
-        if (!partition)
-            return ps_error_set (err, PS_ENOTFOUND, "%s: entry %zu: no partition %s/%llu on this server",
-                                 type, i, var, (unsigned long long) part);
-        for (size_t j = 0; j < i; j++)
-            if (job->parts [j] == partition)
-                return ps_error_set (err, PS_EPROTO, "%s: partition %s/%llu appears twice",
-                                     type, var, (unsigned long long) part);
-        job->parts [i] = ps_partition_link (partition);
-        if (job->push) {
-            ps_shape_t shape;
-            int rc = ps_proto_shape_get (&push->tensors->items [i].shape, &shape, err);
-            if (rc)
-                return ps_error_prefix (err, rc, "%s: tensors[%zu]", type, i);
-            const ps_shape_t *local = ps_partition_local_shape (partition);
-            char have [128], want [128];
-            if (!ps_shape_equal (&shape, local))
-                return ps_error_set (err, PS_ESHAPE,
-                                     "%s: tensors[%zu]: gradient shape %s does not match partition %s/%llu of shape %s",
-                                     type, i, ps_shape_str (&shape, have, sizeof have), var,
-                                     (unsigned long long) part, ps_shape_str (local, want, sizeof want));
-            //  Partitions have watermarks of their own; checking the step
-            //  on every one now means none applies it if another refuses.
-            rc = ps_partition_reserve_step (partition, job->step, err);
-            if (rc)
-                return ps_error_prefix (err, rc, "%s: step %llu", type,
-                                        (unsigned long long) job->step);
-        }
-    }
-    return PS_OK;
-}
-
-//  Read the fields of a push or push-pull into *push; false for a pull.
-static bool
-s_push_of (const ps_proto_t *req, s_push_t *push)
-{
-    switch (req->type) {
-        case PS_PROTO_PUSH:
-            *push = (s_push_t) { req->push.step, req->push.has_generation,
-                                 req->push.generation, &req->push.tensors };
-            return true;
-        case PS_PROTO_PUSH_PULL:
-            *push = (s_push_t) { req->push_pull.step, req->push_pull.has_generation,
-                                 req->push_pull.generation, &req->push_pull.tensors };
-            return true;
-        default:
-            return false;
-    }
-}
-
-//  The reply frame for task i of a pulling job: the request's own gradient
-//  frame for a push-pull (the partition copies its fresh values over the
-//  gradient once applied), else a new buffer. Either way the bytes stay
-//  charged to the peer until ZeroMQ has sent the frame.
-static int
-s_job_reply_frame (s_job_t *job, size_t i, ps_error_t *err)
-{
-    size_t size = ps_partition_count (job->parts [i]) * sizeof (float);
-    s_lent_t *lent = NULL;
-    if (job->push) {
-        lent = calloc (1, sizeof *lent);
-        if (!lent)
-            abort ();
-        if (ps_msg_take_tensor (job->msg, i, &lent->frame) == PS_OK) {
-            lent->peer = ps_peer_link (job->peer);
-            lent->size = size;
-            job->held -= size;  //  counted now until the reply is sent
-            if (zmq_msg_init_data (&job->out [i], zmq_msg_data (&lent->frame), size,
-                                   s_reply_sent, lent) != 0)
-                abort ();
-            return PS_OK;
-        }
-        free (lent);
-    }
-    if (!s_frame_new (job->peer, size, &job->out [i]))
-        return ps_error_set (err, PS_ETOOBIG, "cannot allocate a reply of %zu bytes", size);
-    return PS_OK;
-}
-
-//  Serve a push, pull or push-pull: the job owns msg from here on.
+//  Serve a push, pull or push-pull: the job owns msg from here on. Small
+//  ones run inline, where a hand-off to the pool would cost more than it
+//  saves.
 static void
 s_handle_data (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
 {
-    const ps_proto_t *req = ps_msg_proto (msg);
-    const char *type = ps_proto_info [req->type].name;
-    s_push_t push;
-    s_job_t *job = calloc (1, sizeof *job);
-    if (!job)
-        abort ();
-    job->base.ops = &s_job_ops;
-    job->msg = msg;
-    job->push = s_push_of (req, &push);
-    job->pull = req->type != PS_PROTO_PUSH;
-    job->base.ntasks = job->push ? push.tensors->count : req->pull.parts.count;
-    job->parts = calloc (job->base.ntasks + 1, sizeof (ps_partition_t *));
-    job->out = calloc (job->base.ntasks + 1, sizeof (zmq_msg_t));
-    job->versions = calloc (job->base.ntasks + 1, sizeof (uint64_t));
-    job->duplicate = calloc (job->base.ntasks + 1, sizeof (bool));
-    job->nonfinite = calloc (job->base.ntasks + 1, sizeof (size_t));
-    job->applied = calloc (job->base.ntasks + 1, sizeof (ps_proto_applied_t));
-    job->pulled = calloc (job->base.ntasks + 1, sizeof (ps_proto_pulled_t));
-    job->dims = calloc ((job->base.ntasks + 1) * PS_MAX_RANK, sizeof (uint64_t));
-    if (!job->parts || !job->out || !job->versions || !job->duplicate || !job->nonfinite
-    ||  !job->applied || !job->pulled || !job->dims)
-        abort ();
-    if (job->push)
-        job->step = push.step;
-    size_t bytes = ps_msg_tensor_bytes (msg);
-    job->peer = ps_peer_link (peer);
-    job->held = bytes;
-    ps_peer_charge (peer, job->held);
+    ps_job_t *job = ps_job_new (msg, peer);
     ps_error_t err;
-    bool pull = job->pull;
-    job->pull = false;          //  until the reply frames exist
-    //  Once fenced, a push must say which generation of the parameters
-    //  it was computed against: one that says nothing may come from before
-    //  the restore as well as after it.
-    uint64_t fence = ps_control_fence_generation (self->control);
-    if (job->push && fence && (!push.has_generation || push.generation != fence)) {
-        char text [200];
-        if (push.has_generation)
-            snprintf (text, sizeof text, "stale generation %" PRIu64 ": the server was fenced at "
-                      "generation %" PRIu64 " (restored since this gradient was computed)",
-                      push.generation, fence);
-        else
-            snprintf (text, sizeof text, "%s carries no generation: the server was fenced at "
-                      "generation %" PRIu64 " and takes only gradients tagged with it", type,
-                      fence);
-        s_reply_error (self, msg, peer, PS_EINVAL, text);
-        s_job_destroy (self, &job);
-        return;
-    }
-    int rc = s_job_resolve (self, job, job->push ? &push : NULL, &err);
-    size_t made = 0;
-    while (pull && rc == PS_OK && made < job->base.ntasks) {
-        rc = s_job_reply_frame (job, made, &err);
-        if (rc == PS_OK)
-            bytes += ps_partition_count (job->parts [made++]) * sizeof (float);
-    }
+    int rc = ps_job_prepare (job, self->table, ps_control_fence_generation (self->control), &err);
     if (rc) {
-        for (size_t i = 0; i < made; i++)
-            zmq_msg_close (&job->out [i]);
         s_reply_error (self, msg, peer, rc, err.msg);
-        s_job_destroy (self, &job);
-        return;
+        s_msg_give (self, ps_job_destroy (&job));
     }
-    job->pull = pull;
-    atomic_init (&job->failed, 0);
-    if (ps_pool_size (self->pool) == 0 || bytes < S_INLINE_BYTES || job->base.ntasks == 0) {
-        bool refused = false;
-        if (job->push) {
-            for (size_t i = 0; i < job->base.ntasks; i++)
-                s_job_scan_task (job, i);
-            refused = s_job_has_nonfinite (job);
-        }
-        for (size_t i = 0; i < job->base.ntasks && !refused; i++)
-            s_job_run_task (job, i);
+    else
+    if (ps_pool_size (self->pool) == 0 || ps_job_bytes (job) < S_INLINE_BYTES
+    ||  ps_job_tasks (job) == 0) {
+        ps_job_run (job);
         s_job_finish (self, job);
     }
     else
-        ps_pool_submit (self->pool, &job->base, job->push);
+        ps_pool_submit (self->pool, ps_job_pool_job (job), ps_job_scans (job));
 }
 
 //  ---------------------------------------------------------------------
@@ -869,7 +484,7 @@ s_collect_done (ps_server_t *self)
         int rc = ps_pool_collect (self->pool, &job);
         if (rc <= 0)
             return rc;
-        s_job_finish (self, (s_job_t *) job);
+        s_job_finish (self, ps_job_from_pool (job));
     }
 }
 
