@@ -308,6 +308,14 @@ def emit_header(gen):
     w("//  cannot grow.")
     w("int ps_proto_encode (const ps_proto_t *msg, msgpack_packer *pk);")
     w("")
+    w("//  The codec of each map type on its own, for a value held outside a")
+    w("//  message: decode checks obj as ps_proto_decode checks a field of that")
+    w("//  type (errors name the type, then the field), encode packs it.")
+    for name in gen.maps:
+        w("int ps_proto_%s_decode (const msgpack_object *obj, msgpack_zone *zone," % name)
+        w("%sps_proto_%s_t *out, ps_error_t *err);" % (" " * (22 + len(name)), name))
+        w("int ps_proto_%s_encode (msgpack_packer *pk, const ps_proto_%s_t *in);" % (name, name))
+    w("")
     w("#endif")
     return "\n".join(h) + "\n"
 
@@ -547,6 +555,22 @@ def emit_source(gen):
     w("}")
     w("")
     w(TAIL)
+    for name in gen.maps:
+        w("int")
+        w("ps_proto_%s_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_%s_t *out,"
+          % (name, name))
+        w("%sps_error_t *err)" % (" " * (18 + len(name))))
+        w("{")
+        w("    s_ctx_t ctx = { zone, err, %s };" % c_string(name))
+        w("    return s_decode_%s (obj, out, &ctx);" % name)
+        w("}")
+        w("")
+        w("int")
+        w("ps_proto_%s_encode (msgpack_packer *pk, const ps_proto_%s_t *in)" % (name, name))
+        w("{")
+        w("    return s_encode_%s (pk, in) ? PS_EIO : PS_OK;" % name)
+        w("}")
+        w("")
     w("int")
     w("ps_proto_encode (const ps_proto_t *msg, msgpack_packer *pk)")
     w("{")

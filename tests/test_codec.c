@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ps_msg.h"
+#include "ps_plan.h"
 #include "ps_proto.h"
 
 static const char *s_vectors_path;
@@ -206,6 +207,65 @@ test_dispatch_table (void **state)
     assert_string_equal (ps_proto_info [PS_PROTO_PULL].senders_text, "a worker or an evaluator");
 }
 
+//  A job plan described for register_ok, encoded, decoded and read back is
+//  the plan it was; a plan the worker cannot use is refused naming why.
+static void
+test_plan_round_trip (void **state)
+{
+    (void) state;
+    int64_t splits [] = { 0, 3, 5 };
+    int servers [] = { 1, 0 };
+    char *endpoints [] = { "tcp://127.0.0.1:5000", "tcp://127.0.0.1:5001" };
+    ps_plan_var_t var = { "dense/kernel", { 0 }, 2, splits, servers };
+    ps_shape_set (&var.shape, (int64_t []) { 5, 4 }, 2, NULL);
+    ps_plan_t plan = { .model = "{}", .batch_size = 32, .seed = 7, .data_dir = "/data",
+                       .train_limit = 100, .test_limit = 10, .threads = 2, .device = "cpu",
+                       .nservers = 2, .servers = endpoints, .nvars = 1, .vars = &var,
+                       .client_timeout_ms = 5000, .steps_per_epoch = 3, .total_steps = 9,
+                       .eval_batch = 64, .overlap = true };
+    ps_opt_config_default (&plan.optimizer, PS_OPT_ADAM);
+    ps_proto_t msg = { .type = PS_PROTO_REGISTER_OK, .id = 3,
+                       .register_ok = { 11, 100, 1000, true } };
+    ps_plan_to_proto (&plan, &msg.register_ok.plan);
+    msgpack_sbuffer sbuf;
+    msgpack_sbuffer_init (&sbuf);
+    msgpack_packer pk;
+    msgpack_packer_init (&pk, &sbuf, msgpack_sbuffer_write);
+    assert_int_equal (ps_proto_encode (&msg, &pk), 0);
+    ps_plan_proto_release (&msg.register_ok.plan);
+    const void *frames [] = { sbuf.data };
+    size_t sizes [] = { sbuf.size };
+    ps_msg_t *in = ps_msg_new ();
+    assert_int_equal (ps_msg_set (in, frames, sizes, 1), 0);
+    ps_error_t err;
+    assert_int_equal (ps_msg_decode (in, &err), 0);
+    const ps_proto_register_ok_t *reply = &ps_msg_proto (in)->register_ok;
+    assert_true (reply->has_plan);
+    ps_plan_t back;
+    assert_int_equal (ps_plan_read (&back, &reply->plan, &err), 0);
+    assert_string_equal (back.model, "{}");
+    assert_string_equal (back.servers [1], "tcp://127.0.0.1:5001");
+    assert_int_equal (back.nvars, 1);
+    assert_string_equal (back.vars [0].var, "dense/kernel");
+    assert_int_equal (back.vars [0].shape.dims [1], 4);
+    assert_int_equal (back.vars [0].splits [1], 3);
+    assert_int_equal (back.vars [0].servers [0], 1);
+    assert_true (back.overlap);
+    assert_false (back.mirrored);
+    assert_int_equal (back.optimizer.kind, PS_OPT_ADAM);
+    ps_plan_release (&back);
+
+    //  A partition placed on a server the plan does not list.
+    servers [0] = 2;
+    ps_proto_plan_t bad;
+    ps_plan_to_proto (&plan, &bad);
+    assert_int_equal (ps_plan_read (&back, &bad, &err), PS_EPROTO);
+    assert_non_null (strstr (err.msg, "partition 0 is on server 2 of 2"));
+    ps_plan_proto_release (&bad);
+    ps_msg_destroy (&in);
+    msgpack_sbuffer_destroy (&sbuf);
+}
+
 int
 main (int argc, char *argv [])
 {
@@ -215,6 +275,7 @@ main (int argc, char *argv [])
         cmocka_unit_test (test_typed_fields),
         cmocka_unit_test (test_nul_in_string),
         cmocka_unit_test (test_dispatch_table),
+        cmocka_unit_test (test_plan_round_trip),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -2852,6 +2852,188 @@ ps_proto_decode (const msgpack_object *header, const size_t *frame_sizes, size_t
 }
 
 int
+ps_proto_partref_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_partref_t *out,
+                         ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "partref" };
+    return s_decode_partref (obj, out, &ctx);
+}
+
+int
+ps_proto_partref_encode (msgpack_packer *pk, const ps_proto_partref_t *in)
+{
+    return s_encode_partref (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
+ps_proto_tensor_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_tensor_t *out,
+                        ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "tensor" };
+    return s_decode_tensor (obj, out, &ctx);
+}
+
+int
+ps_proto_tensor_encode (msgpack_packer *pk, const ps_proto_tensor_t *in)
+{
+    return s_encode_tensor (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
+ps_proto_init_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_init_t *out,
+                      ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "init" };
+    return s_decode_init (obj, out, &ctx);
+}
+
+int
+ps_proto_init_encode (msgpack_packer *pk, const ps_proto_init_t *in)
+{
+    return s_encode_init (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
+ps_proto_partition_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_partition_t *out,
+                           ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "partition" };
+    return s_decode_partition (obj, out, &ctx);
+}
+
+int
+ps_proto_partition_encode (msgpack_packer *pk, const ps_proto_partition_t *in)
+{
+    return s_encode_partition (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
+ps_proto_optimizer_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_optimizer_t *out,
+                           ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "optimizer" };
+    return s_decode_optimizer (obj, out, &ctx);
+}
+
+int
+ps_proto_optimizer_encode (msgpack_packer *pk, const ps_proto_optimizer_t *in)
+{
+    return s_encode_optimizer (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
+ps_proto_pulled_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_pulled_t *out,
+                        ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "pulled" };
+    return s_decode_pulled (obj, out, &ctx);
+}
+
+int
+ps_proto_pulled_encode (msgpack_packer *pk, const ps_proto_pulled_t *in)
+{
+    return s_encode_pulled (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
+ps_proto_applied_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_applied_t *out,
+                         ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "applied" };
+    return s_decode_applied (obj, out, &ctx);
+}
+
+int
+ps_proto_applied_encode (msgpack_packer *pk, const ps_proto_applied_t *in)
+{
+    return s_encode_applied (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
+ps_proto_part_stats_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_part_stats_t *out,
+                            ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "part_stats" };
+    return s_decode_part_stats (obj, out, &ctx);
+}
+
+int
+ps_proto_part_stats_encode (msgpack_packer *pk, const ps_proto_part_stats_t *in)
+{
+    return s_encode_part_stats (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
+ps_proto_placed_var_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_placed_var_t *out,
+                            ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "placed_var" };
+    return s_decode_placed_var (obj, out, &ctx);
+}
+
+int
+ps_proto_placed_var_encode (msgpack_packer *pk, const ps_proto_placed_var_t *in)
+{
+    return s_encode_placed_var (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
+ps_proto_plan_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_plan_t *out,
+                      ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "plan" };
+    return s_decode_plan (obj, out, &ctx);
+}
+
+int
+ps_proto_plan_encode (msgpack_packer *pk, const ps_proto_plan_t *in)
+{
+    return s_encode_plan (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
+ps_proto_report_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_report_t *out,
+                        ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "report" };
+    return s_decode_report (obj, out, &ctx);
+}
+
+int
+ps_proto_report_encode (msgpack_packer *pk, const ps_proto_report_t *in)
+{
+    return s_encode_report (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
+ps_proto_ring_spec_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_ring_spec_t *out,
+                           ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "ring_spec" };
+    return s_decode_ring_spec (obj, out, &ctx);
+}
+
+int
+ps_proto_ring_spec_encode (msgpack_packer *pk, const ps_proto_ring_spec_t *in)
+{
+    return s_encode_ring_spec (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
+ps_proto_snap_file_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_snap_file_t *out,
+                           ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "snap_file" };
+    return s_decode_snap_file (obj, out, &ctx);
+}
+
+int
+ps_proto_snap_file_encode (msgpack_packer *pk, const ps_proto_snap_file_t *in)
+{
+    return s_encode_snap_file (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
 ps_proto_encode (const ps_proto_t *msg, msgpack_packer *pk)
 {
     int rc = PS_OK;

@@ -527,4 +527,47 @@ int ps_proto_decode (const msgpack_object *header, const size_t *frame_sizes,
 //  cannot grow.
 int ps_proto_encode (const ps_proto_t *msg, msgpack_packer *pk);
 
+//  The codec of each map type on its own, for a value held outside a
+//  message: decode checks obj as ps_proto_decode checks a field of that
+//  type (errors name the type, then the field), encode packs it.
+int ps_proto_partref_decode (const msgpack_object *obj, msgpack_zone *zone,
+                             ps_proto_partref_t *out, ps_error_t *err);
+int ps_proto_partref_encode (msgpack_packer *pk, const ps_proto_partref_t *in);
+int ps_proto_tensor_decode (const msgpack_object *obj, msgpack_zone *zone,
+                            ps_proto_tensor_t *out, ps_error_t *err);
+int ps_proto_tensor_encode (msgpack_packer *pk, const ps_proto_tensor_t *in);
+int ps_proto_init_decode (const msgpack_object *obj, msgpack_zone *zone,
+                          ps_proto_init_t *out, ps_error_t *err);
+int ps_proto_init_encode (msgpack_packer *pk, const ps_proto_init_t *in);
+int ps_proto_partition_decode (const msgpack_object *obj, msgpack_zone *zone,
+                               ps_proto_partition_t *out, ps_error_t *err);
+int ps_proto_partition_encode (msgpack_packer *pk, const ps_proto_partition_t *in);
+int ps_proto_optimizer_decode (const msgpack_object *obj, msgpack_zone *zone,
+                               ps_proto_optimizer_t *out, ps_error_t *err);
+int ps_proto_optimizer_encode (msgpack_packer *pk, const ps_proto_optimizer_t *in);
+int ps_proto_pulled_decode (const msgpack_object *obj, msgpack_zone *zone,
+                            ps_proto_pulled_t *out, ps_error_t *err);
+int ps_proto_pulled_encode (msgpack_packer *pk, const ps_proto_pulled_t *in);
+int ps_proto_applied_decode (const msgpack_object *obj, msgpack_zone *zone,
+                             ps_proto_applied_t *out, ps_error_t *err);
+int ps_proto_applied_encode (msgpack_packer *pk, const ps_proto_applied_t *in);
+int ps_proto_part_stats_decode (const msgpack_object *obj, msgpack_zone *zone,
+                                ps_proto_part_stats_t *out, ps_error_t *err);
+int ps_proto_part_stats_encode (msgpack_packer *pk, const ps_proto_part_stats_t *in);
+int ps_proto_placed_var_decode (const msgpack_object *obj, msgpack_zone *zone,
+                                ps_proto_placed_var_t *out, ps_error_t *err);
+int ps_proto_placed_var_encode (msgpack_packer *pk, const ps_proto_placed_var_t *in);
+int ps_proto_plan_decode (const msgpack_object *obj, msgpack_zone *zone,
+                          ps_proto_plan_t *out, ps_error_t *err);
+int ps_proto_plan_encode (msgpack_packer *pk, const ps_proto_plan_t *in);
+int ps_proto_report_decode (const msgpack_object *obj, msgpack_zone *zone,
+                            ps_proto_report_t *out, ps_error_t *err);
+int ps_proto_report_encode (msgpack_packer *pk, const ps_proto_report_t *in);
+int ps_proto_ring_spec_decode (const msgpack_object *obj, msgpack_zone *zone,
+                               ps_proto_ring_spec_t *out, ps_error_t *err);
+int ps_proto_ring_spec_encode (msgpack_packer *pk, const ps_proto_ring_spec_t *in);
+int ps_proto_snap_file_decode (const msgpack_object *obj, msgpack_zone *zone,
+                               ps_proto_snap_file_t *out, ps_error_t *err);
+int ps_proto_snap_file_encode (msgpack_packer *pk, const ps_proto_snap_file_t *in);
+
 #endif
