@@ -237,3 +237,33 @@ ps_peer_discharge (ps_peer_t *peer, size_t bytes)
     atomic_fetch_sub (&peer->pending, bytes);
     atomic_fetch_sub (peer->total, bytes);
 }
+
+//  ZeroMQ's free callback for frames of ps_peer_frame_new: give back what
+//  was charged to the peer.
+static void
+s_frame_freed (void *data, void *hint)
+{
+    char *block = (char *) data - 64;
+    size_t charged;
+    memcpy (&charged, block, sizeof charged);
+    ps_peer_t *peer = hint;
+    ps_peer_discharge (peer, charged);
+    ps_peer_unlink (&peer);
+    free (block);
+}
+
+//  The amount charged sits in a 64-byte prefix, which keeps the data as
+//  aligned as malloc's block.
+void *
+ps_peer_frame_new (ps_peer_t *peer, size_t size, zmq_msg_t *frame)
+{
+    char *block = size <= SIZE_MAX - 64 ? malloc (size + 64) : NULL;
+    if (!block)
+        return NULL;
+    size_t charged = size + PS_PEER_FRAME_COST;
+    memcpy (block, &charged, sizeof charged);
+    ps_peer_charge (peer, charged);
+    if (zmq_msg_init_data (frame, block + 64, size, s_frame_freed, ps_peer_link (peer)) != 0)
+        abort ();
+    return block + 64;
+}

@@ -30,6 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <zmq.h>
+
 typedef struct _ps_peers_t ps_peers_t;
 typedef struct _ps_peer_t ps_peer_t;
 
@@ -95,5 +97,11 @@ void ps_peer_unlink (ps_peer_t **peer_p);
 //  Count bytes held for peer, or no longer held.
 void ps_peer_charge (ps_peer_t *peer, size_t bytes);
 void ps_peer_discharge (ps_peer_t *peer, size_t bytes);
+
+//  Make *frame a reply frame of size bytes for peer, charged to it (with
+//  PS_PEER_FRAME_COST) until ZeroMQ frees the frame, sent or dropped.
+//  Returns the frame's data, aligned as malloc's, or NULL when the memory
+//  cannot be had (*frame is then untouched).
+void *ps_peer_frame_new (ps_peer_t *peer, size_t size, zmq_msg_t *frame);
 
 #endif

@@ -2,29 +2,23 @@
 
 #include "ps_server.h"
 #include "ps_clock.h"
-#include "ps_ckpt_root.h"
-#include "ps_floats.h"
+#include "ps_control.h"
 #include "ps_heap.h"
+#include "ps_job.h"
 #include "ps_listener.h"
 #include "ps_log.h"
 #include "ps_msg.h"
-#include "ps_partition.h"
 #include "ps_peers.h"
-#include "ps_schema.h"
-#include "ps_snapshot.h"
+#include "ps_pool.h"
+#include "ps_proto_conv.h"
+#include "ps_table.h"
 
 #include <assert.h>
-#include <inttypes.h>
 #include <czmq.h>
-#include <dirent.h>
 #include <errno.h>
-#include <limits.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 //  Requests moving fewer tensor bytes than this are served inline on the
@@ -38,283 +32,23 @@
 //  How long the last replies may take to leave when the server closes.
 #define S_LINGER_MS  1000
 
-//  Key separator in the partition table; it cannot occur in a name.
-#define S_KEY_SEP  '\n'
-
-//  One push, pull or push-pull request in progress.
-typedef struct {
-    ps_msg_t *msg;              //  the request; gradients are read in place
-    bool push;                  //  has gradients to apply
-    bool pull;                  //  answers with values
-    uint64_t step;
-    size_t ntasks;
-    ps_peer_t *peer;            //  who sent it, charged with what it holds
-    size_t held;                //  request bytes charged to the peer
-    ps_partition_t **parts;     //  one reference per task
-    zmq_msg_t *out;             //  reply frames when pulling
-    uint64_t *versions;
-    bool *duplicate;
-    size_t *nonfinite;          //  per task: index + 1 of the gradient's first
-                                //  NaN or infinity, 0 when it has none
-    atomic_size_t scanning;     //  gradients the pool has still to scan
-    atomic_size_t pending;
-    atomic_int failed;          //  task index + 1 of the first failure
-    ps_error_t err;             //  that failure
-} s_job_t;
-
-//  A task scans a gradient for NaN and infinities, or applies (or pulls)
-//  one partition. A push's gradients are all scanned before any is
-//  applied, so a request holding one bad value changes nothing.
-typedef struct {
-    s_job_t *job;
-    size_t index;
-    bool scan;
-} s_task_t;
-
 struct _ps_server_t {
-    void *ctx;                  //  the pool's inproc sockets
     void *router;               //  in ps_curve_context (), where zauth serves
-    void *done;                 //  PULL: pool threads post finished jobs here
-    char done_endpoint [64];    //  its inproc name, unique to this server
     ps_listener_t *listener;    //  the bound endpoint and its connections
     char name [64];
-    ps_opt_config_t opt;
     ps_curve_t *curve;          //  the caller's; NULL: unsecured
-    ps_ckpt_root_t *root;       //  where snapshots go, or NULL: none are taken
-    zhashx_t *table;            //  "var\npart" -> ps_partition_t *
-    //  The pool.
-    pthread_t *threads;
-    int nthreads;
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    s_task_t *queue;            //  ring of pending tasks
-    size_t queue_head, queue_len, queue_cap;
-    bool stopping;
-    size_t jobs_in_pool;        //  main thread only
-    uint64_t fence;             //  generation pushes must carry once fenced, or 0 (main thread only)
+    ps_table_t *table;          //  the partitions held
+    ps_control_t *control;      //  the coordinator's requests, and the fence
+    ps_pool_t *pool;            //  applies large requests' partitions in parallel
     ps_msg_t **spare_msgs;      //  received-message objects for reuse
     size_t nspare, spare_cap;
     ps_writer_t writer;         //  reply headers; main thread only
     uint64_t requests, errors;
+    bool shutdown;              //  a shutdown request was answered
     //  The bytes held for each peer: gradients being applied and replies
     //  ZeroMQ has not sent yet, and the back-pressure they decide.
     ps_peers_t *peers;
 };
-
-//  A reply frame made from a request's own gradient frame: the request
-//  frame is kept alive here until ZeroMQ has sent the reply.
-typedef struct {
-    zmq_msg_t frame;
-    ps_peer_t *peer;
-    size_t size;
-} s_lent_t;
-
-//  ZeroMQ's free callback for reply frames lent from a request: give back
-//  the bytes charged and release the request's frame.
-static void
-s_reply_sent (void *data, void *hint)
-{
-    (void) data;
-    s_lent_t *lent = hint;
-    ps_peer_discharge (lent->peer, lent->size);
-    ps_peer_unlink (&lent->peer);
-    if (zmq_msg_close (&lent->frame) != 0)
-        abort ();
-    free (lent);
-}
-
-//  ZeroMQ's free callback for reply frames the server allocated (see
-//  s_frame_new): give back what was charged to the peer.
-static void
-s_reply_freed (void *data, void *hint)
-{
-    char *block = (char *) data - 64;
-    size_t charged;
-    memcpy (&charged, block, sizeof charged);
-    ps_peer_t *peer = hint;
-    ps_peer_discharge (peer, charged);
-    ps_peer_unlink (&peer);
-    free (block);
-}
-
-//  A reply frame of size bytes for peer, charged to it until ZeroMQ frees
-//  it. The amount charged sits in a 64-byte prefix, which keeps the data
-//  as aligned as malloc's block. Returns the frame's data, or NULL when
-//  the memory cannot be had.
-static void *
-s_frame_new (ps_peer_t *peer, size_t size, zmq_msg_t *frame)
-{
-    char *block = size <= SIZE_MAX - 64 ? malloc (size + 64) : NULL;
-    if (!block)
-        return NULL;
-    size_t charged = size + PS_PEER_FRAME_COST;
-    memcpy (block, &charged, sizeof charged);
-    ps_peer_charge (peer, charged);
-    if (zmq_msg_init_data (frame, block + 64, size, s_reply_freed, ps_peer_link (peer)) != 0)
-        abort ();
-    return block + 64;
-}
-
-static void
-s_partition_free (void **item)
-{
-    ps_partition_destroy ((ps_partition_t **) item);
-}
-
-static void
-s_key (char *buf, size_t len, const char *var, uint32_t part)
-{
-    snprintf (buf, len, "%s%c%u", var, S_KEY_SEP, part);
-}
-
-//  ---------------------------------------------------------------------
-//  The pool
-
-static void
-s_job_run_task (s_job_t *job, size_t i)
-{
-    ps_error_t err;
-    float *out = job->pull ? zmq_msg_data (&job->out [i]) : NULL;
-    if (job->push) {
-        int rc = ps_partition_push (job->parts [i], job->step, ps_msg_tensor (job->msg, i),
-                                    out, &job->versions [i], &err);
-        if (rc < 0) {
-            int expected = 0;
-            if (atomic_compare_exchange_strong (&job->failed, &expected, (int) i + 1))
-                job->err = err;
-        }
-        job->duplicate [i] = rc == PS_DUPLICATE;
-    }
-    else
-        ps_partition_pull (job->parts [i], out, &job->versions [i]);
-}
-
-//  Scan task i's gradient for NaN and infinities.
-static void
-s_job_scan_task (s_job_t *job, size_t i)
-{
-    size_t count = ps_partition_count (job->parts [i]);
-    size_t at = ps_floats_find_nonfinite (ps_msg_tensor (job->msg, i), count);
-    job->nonfinite [i] = at < count ? at + 1 : 0;
-}
-
-static bool
-s_job_has_nonfinite (s_job_t *job)
-{
-    for (size_t i = 0; i < job->ntasks; i++)
-        if (job->nonfinite [i])
-            return true;
-    return false;
-}
-
-static void s_pool_enqueue (ps_server_t *self, s_job_t *job, bool scan, size_t skip);
-
-//  Post a job whose tasks are all done to the main thread, which answers it.
-static void
-s_pool_post (void *notify, s_job_t *job)
-{
-    if (zmq_send (notify, &job, sizeof job, 0) != sizeof job) {
-        ps_error ("pool thread cannot post a finished request: %s", zmq_strerror (errno));
-        abort ();
-    }
-}
-
-//  Run one task on a pool thread. The thread that scans a push's last
-//  gradient decides: with a bad value the job goes back to the main thread
-//  to be refused; else it queues every other partition's update and
-//  applies its own.
-static void
-s_pool_run (ps_server_t *self, s_task_t task, void *notify)
-{
-    s_job_t *job = task.job;
-    if (task.scan) {
-        s_job_scan_task (job, task.index);
-        if (atomic_fetch_sub (&job->scanning, 1) != 1)
-            return;
-        if (s_job_has_nonfinite (job)) {
-            s_pool_post (notify, job);
-            return;
-        }
-        s_pool_enqueue (self, job, false, task.index);
-    }
-    s_job_run_task (job, task.index);
-    if (atomic_fetch_sub (&job->pending, 1) == 1)
-        s_pool_post (notify, job);
-}
-
-static void *
-s_pool_thread (void *arg)
-{
-    ps_server_t *self = arg;
-    void *notify = zmq_socket (self->ctx, ZMQ_PUSH);
-    if (!notify || zmq_connect (notify, self->done_endpoint) != 0) {
-        ps_error ("pool thread cannot connect its notify socket: %s", zmq_strerror (errno));
-        abort ();
-    }
-    pthread_mutex_lock (&self->lock);
-    while (true) {
-        while (self->queue_len == 0 && !self->stopping)
-            pthread_cond_wait (&self->wake, &self->lock);
-        if (self->queue_len == 0)
-            break;
-        s_task_t task = self->queue [self->queue_head];
-        self->queue_head = (self->queue_head + 1) % self->queue_cap;
-        self->queue_len--;
-        pthread_mutex_unlock (&self->lock);
-        s_pool_run (self, task, notify);
-        pthread_mutex_lock (&self->lock);
-    }
-    pthread_mutex_unlock (&self->lock);
-    zmq_close (notify);
-    return NULL;
-}
-
-//  Queue a task per partition of job, scans or updates, except task skip
-//  (pass job->ntasks to skip none). Called by the main thread and by pool
-//  threads.
-static void
-s_pool_enqueue (ps_server_t *self, s_job_t *job, bool scan, size_t skip)
-{
-    size_t count = job->ntasks - (skip < job->ntasks);
-    if (count == 0)
-        return;
-    pthread_mutex_lock (&self->lock);
-    if (self->queue_len + job->ntasks > self->queue_cap) {
-        size_t cap = self->queue_cap * 2;
-        while (cap < self->queue_len + job->ntasks)
-            cap *= 2;
-        s_task_t *queue = malloc (cap * sizeof *queue);
-        if (!queue)
-            abort ();
-        for (size_t i = 0; i < self->queue_len; i++)
-            queue [i] = self->queue [(self->queue_head + i) % self->queue_cap];
-        free (self->queue);
-        self->queue = queue;
-        self->queue_head = 0;
-        self->queue_cap = cap;
-    }
-    for (size_t i = 0; i < job->ntasks; i++) {
-        if (i == skip)
-            continue;
-        size_t slot = (self->queue_head + self->queue_len++) % self->queue_cap;
-        self->queue [slot] = (s_task_t) { job, i, scan };
-    }
-    //  One task needs one thread: waking them all would only have the
-    //  others find the queue empty again.
-    if (count == 1)
-        pthread_cond_signal (&self->wake);
-    else
-        pthread_cond_broadcast (&self->wake);
-    pthread_mutex_unlock (&self->lock);
-}
-
-//  Hand a job to the pool: a push's gradients are scanned first.
-static void
-s_pool_submit (ps_server_t *self, s_job_t *job)
-{
-    self->jobs_in_pool++;
-    s_pool_enqueue (self, job, job->push, job->ntasks);
-}
 
 //  ---------------------------------------------------------------------
 //  Construction
@@ -322,8 +56,6 @@ s_pool_submit (ps_server_t *self, s_job_t *job)
 ps_server_t *
 ps_server_new (const ps_server_config_t *config, ps_error_t *err)
 {
-    if (ps_opt_config_validate (&config->opt, err))
-        return NULL;
     if (config->max_pending == 0) {
         ps_error_set (err, PS_EINVAL, "max_pending is 0, expected a number of bytes");
         return NULL;
@@ -332,49 +64,35 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
         ps_error_set (err, PS_EINVAL, "threads is %d, expected 0..256", config->threads);
         return NULL;
     }
+    ps_table_t *table = ps_table_new ();
+    ps_control_t *control = ps_control_new (table, &config->opt, config->checkpoint_root, err);
+    if (!control) {
+        ps_table_destroy (&table);
+        return NULL;
+    }
     ps_server_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
-    if (config->checkpoint_root
-    &&  !(self->root = ps_ckpt_root_new (config->checkpoint_root, err))) {
-        free (self);
-        return NULL;
-    }
+    self->table = table;
+    self->control = control;
     snprintf (self->name, sizeof self->name, "%s", config->name ? config->name : "ps");
-    self->opt = config->opt;
     self->curve = config->curve;
     self->peers = ps_peers_new (config->max_pending, config->max_peer_pending
                                                      ? config->max_peer_pending
                                                      : config->max_pending);
-    self->table = zhashx_new ();
-    zhashx_set_destructor (self->table, s_partition_free);
     ps_writer_init (&self->writer, "ping", 0, 0);
-    self->queue_cap = 64;
-    self->queue = malloc (self->queue_cap * sizeof (s_task_t));
-    if (!self->queue || pthread_mutex_init (&self->lock, NULL) != 0
-    ||  pthread_cond_init (&self->wake, NULL) != 0)
-        abort ();
-    snprintf (self->done_endpoint, sizeof self->done_endpoint, "inproc://ps-server-done-%p",
-              (void *) self);
-    self->ctx = zmq_ctx_new ();
-    if (!self->ctx) {
-        ps_error_set (err, PS_EIO, "zmq_ctx_new: %s", zmq_strerror (errno));
-        goto fail;
-    }
     self->router = zmq_socket (ps_curve_context (), ZMQ_ROUTER);
-    self->done = zmq_socket (self->ctx, ZMQ_PULL);
     int linger = S_LINGER_MS;   //  flush the last replies, but never hang
     int hwm = 0;                //  replies are never dropped; memory is bounded per peer
     //  IPv6 only for an IPv6 literal: with it on, IPv4 endpoints would be
     //  reported in their mapped form.
     int ipv6 = strchr (config->bind, '[') != NULL;
-    if (!self->router || !self->done
+    if (!self->router
     ||  zmq_setsockopt (self->router, ZMQ_IPV6, &ipv6, sizeof ipv6) != 0
     ||  zmq_setsockopt (self->router, ZMQ_LINGER, &linger, sizeof linger) != 0
     ||  zmq_setsockopt (self->router, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0
     ||  zmq_setsockopt (self->router, ZMQ_MAXMSGSIZE, &config->max_message,
-                        sizeof config->max_message) != 0
-    ||  zmq_bind (self->done, self->done_endpoint) != 0) {
+                        sizeof config->max_message) != 0) {
         ps_error_set (err, PS_EIO, "creating sockets: %s", zmq_strerror (errno));
         goto fail;
     }
@@ -384,17 +102,9 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     self->listener = ps_listener_new (ps_curve_context (), self->router, config->bind, err);
     if (!self->listener)
         goto fail;
-    self->threads = calloc ((size_t) config->threads + 1, sizeof (pthread_t));
-    if (!self->threads)
-        abort ();
-    for (int i = 0; i < config->threads; i++) {
-        int rc = pthread_create (&self->threads [i], NULL, s_pool_thread, self);
-        if (rc != 0) {
-            ps_error_set (err, PS_EIO, "pthread_create: %s", strerror (rc));
-            goto fail;
-        }
-        self->nthreads++;
-    }
+    self->pool = ps_pool_new (config->threads, err);
+    if (!self->pool)
+        goto fail;
     return self;
 fail:
     ps_server_destroy (&self);
@@ -408,13 +118,7 @@ ps_server_destroy (ps_server_t **self_p)
     ps_server_t *self = *self_p;
     if (!self)
         return;
-    pthread_mutex_lock (&self->lock);
-    self->stopping = true;
-    pthread_cond_broadcast (&self->wake);
-    pthread_mutex_unlock (&self->lock);
-    for (int i = 0; i < self->nthreads; i++)
-        pthread_join (self->threads [i], NULL);
-    free (self->threads);
+    ps_pool_destroy (&self->pool);
     ps_listener_destroy (&self->listener);
     if (self->router) {
         zmq_close (self->router);
@@ -435,22 +139,15 @@ ps_server_destroy (ps_server_t **self_p)
             return;
         }
     }
-    if (self->done)
-        zmq_close (self->done);
-    if (self->ctx)
-        zmq_ctx_term (self->ctx);
     //  Every reply frame is freed now (waited for above): no peer is
     //  referenced but by the table.
     ps_peers_destroy (&self->peers);
-    zhashx_destroy (&self->table);
-    ps_ckpt_root_destroy (&self->root);
+    ps_control_destroy (&self->control);
+    ps_table_destroy (&self->table);
     for (size_t i = 0; i < self->nspare; i++)
         ps_msg_destroy (&self->spare_msgs [i]);
     free (self->spare_msgs);
     ps_writer_fini (&self->writer);
-    free (self->queue);
-    pthread_mutex_destroy (&self->lock);
-    pthread_cond_destroy (&self->wake);
     free (self);
     *self_p = NULL;
 }
@@ -475,7 +172,7 @@ s_reply (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer, ps_writer_t *writer,
     zmq_msg_t *envelope;
     size_t nenvelope = ps_msg_envelope (msg, &envelope);
     zmq_msg_t header;
-    void *data = s_frame_new (peer, writer->sbuf.size, &header);
+    void *data = ps_peer_frame_new (peer, writer->sbuf.size, &header);
     if (!data)
         abort ();
     memcpy (data, writer->sbuf.data, writer->sbuf.size);
@@ -535,780 +232,183 @@ s_msg_give (ps_server_t *self, ps_msg_t *msg)
     self->spare_msgs [self->nspare++] = msg;
 }
 
+//  Answer a job whose tasks are done, and destroy it.
 static void
-s_job_destroy (ps_server_t *self, s_job_t **job_p)
-{
-    s_job_t *job = *job_p;
-    for (size_t i = 0; i < job->ntasks; i++) {
-        ps_partition_destroy (&job->parts [i]);
-        if (job->pull)
-            zmq_msg_close (&job->out [i]);
-    }
-    ps_peer_discharge (job->peer, job->held);
-    ps_peer_unlink (&job->peer);
-    s_msg_give (self, job->msg);
-    free (job->parts);
-    free (job->out);
-    free (job->versions);
-    free (job->duplicate);
-    free (job->nonfinite);
-    free (job);
-    *job_p = NULL;
-}
-
-//  Pack the map naming a partition, with extra entries to follow.
-static void
-s_pack_partref (msgpack_packer *pk, ps_partition_t *part, size_t extra)
-{
-    ps_pack_partref (pk, ps_partition_var (part), ps_partition_part (part), extra);
-}
-
-//  When a push's gradients hold NaN or an infinity, count that on every
-//  partition concerned and describe the first in err.
-static int
-s_job_check_nonfinite (s_job_t *job, ps_error_t *err)
-{
-    size_t first = job->ntasks, count = 0;
-    for (size_t i = 0; i < job->ntasks; i++)
-        if (job->nonfinite [i]) {
-            ps_partition_count_nonfinite (job->parts [i]);
-            first = count++ ? first : i;
-        }
-    if (count == 0)
-        return PS_OK;
-    ps_partition_t *part = job->parts [first];
-    size_t at = job->nonfinite [first] - 1;
-    return ps_error_set (err, PS_ENONFINITE,
-                         "%s: tensors[%zu]: the gradient of partition %s/%u holds a non-finite "
-                         "value (%g) at element %zu (%zu of the request's %zu gradients do); "
-                         "nothing was applied", ps_msg_type (job->msg), first,
-                         ps_partition_var (part), ps_partition_part (part),
-                         ps_msg_tensor (job->msg, first) [at], at, count, job->ntasks);
-}
-
-//  Answer a finished job and free it.
-static void
-s_job_finish (ps_server_t *self, s_job_t *job)
+s_job_finish (ps_server_t *self, ps_job_t *job)
 {
     ps_error_t err;
-    if (job->push && s_job_check_nonfinite (job, &err)) {
-        s_reply_error (self, job->msg, job->peer, err.code, err.msg);
-        s_job_destroy (self, &job);
-        return;
-    }
-    int failed = atomic_load (&job->failed);
-    if (failed) {
-        s_reply_error (self, job->msg, job->peer, job->err.code, job->err.msg);
-        s_job_destroy (self, &job);
-        return;
-    }
-    const char *type = ps_msg_type (job->msg);
-    ps_writer_reset (&self->writer, ps_schema_reply_type (type), ps_msg_id (job->msg),
-                     job->push && job->pull ? 2 : 1);
-    msgpack_packer *pk = &self->writer.pk;
-    if (job->push) {
-        ps_pack_key (pk, "applied");
-        msgpack_pack_array (pk, job->ntasks);
-        for (size_t i = 0; i < job->ntasks; i++) {
-            s_pack_partref (pk, job->parts [i], 2);
-            ps_pack_key (pk, "version");
-            msgpack_pack_uint64 (pk, job->versions [i]);
-            ps_pack_key (pk, "duplicate");
-            job->duplicate [i] ? msgpack_pack_true (pk) : msgpack_pack_false (pk);
-        }
-    }
-    if (job->pull) {
-        ps_pack_key (pk, "tensors");
-        msgpack_pack_array (pk, job->ntasks);
-        for (size_t i = 0; i < job->ntasks; i++) {
-            s_pack_partref (pk, job->parts [i], 3);
-            ps_pack_key (pk, "shape");
-            ps_pack_shape (pk, ps_partition_local_shape (job->parts [i]));
-            ps_pack_key (pk, "bytes");
-            msgpack_pack_uint64 (pk, zmq_msg_size (&job->out [i]));
-            ps_pack_key (pk, "version");
-            msgpack_pack_uint64 (pk, job->versions [i]);
-        }
-    }
-    s_reply (self, job->msg, job->peer, &self->writer, job->pull ? job->out : NULL,
-             job->pull ? job->ntasks : 0);
-    s_job_destroy (self, &job);
+    zmq_msg_t *frames;
+    size_t nframes;
+    int rc = ps_job_reply (job, &self->writer, &frames, &nframes, &err);
+    if (rc)
+        s_reply_error (self, ps_job_msg (job), ps_job_peer (job), rc, err.msg);
+    else
+        s_reply (self, ps_job_msg (job), ps_job_peer (job), &self->writer, frames, nframes);
+    s_msg_give (self, ps_job_destroy (&job));
 }
 
-//  Look up the partitions a request names and check the gradients' shapes,
-//  so that a request is refused whole before anything is applied.
-static int
-s_job_resolve (ps_server_t *self, s_job_t *job, const msgpack_object *list, ps_error_t *err)
-{
-    const char *type = ps_msg_type (job->msg);
-    for (size_t i = 0; i < job->ntasks; i++) {
-        const msgpack_object *ref = &list->via.array.ptr [i];
-        char var [PS_NAME_MAX];
-        if (ps_obj_str (ps_obj_get (ref, "var"), var, sizeof var))
-            return ps_error_set (err, PS_EPROTO, "%s: entry %zu: variable name is too long or holds a NUL",
-                                 type, i);
-        uint64_t part = ps_obj_get (ref, "part")->via.u64;
-        char key [PS_NAME_MAX + 24];
-        s_key (key, sizeof key, var, (uint32_t) part);
-        ps_partition_t *partition = part <= UINT32_MAX ? zhashx_lookup (self->table, key) : NULL;
-        if (!partition)
-            return ps_error_set (err, PS_ENOTFOUND, "%s: entry %zu: no partition %s/%llu on this server",
-                                 type, i, var, (unsigned long long) part);
-        for (size_t j = 0; j < i; j++)
-            if (job->parts [j] == partition)
-                return ps_error_set (err, PS_EPROTO, "%s: partition %s/%llu appears twice",
-                                     type, var, (unsigned long long) part);
-        job->parts [i] = ps_partition_link (partition);
-        if (job->push) {
-            ps_shape_t shape;
-            int rc = ps_obj_shape (ps_obj_get (ref, "shape"), &shape, err);
-            if (rc)
-                return ps_error_prefix (err, rc, "%s: tensors[%zu]", type, i);
-            const ps_shape_t *local = ps_partition_local_shape (partition);
-            char have [128], want [128];
-            if (!ps_shape_equal (&shape, local))
-                return ps_error_set (err, PS_ESHAPE,
-                                     "%s: tensors[%zu]: gradient shape %s does not match partition %s/%llu of shape %s",
-                                     type, i, ps_shape_str (&shape, have, sizeof have), var,
-                                     (unsigned long long) part, ps_shape_str (local, want, sizeof want));
-            //  Partitions have watermarks of their own; checking the step
-            //  on every one now means none applies it if another refuses.
-            rc = ps_partition_reserve_step (partition, job->step, err);
-            if (rc)
-                return ps_error_prefix (err, rc, "%s: step %llu", type,
-                                        (unsigned long long) job->step);
-        }
-    }
-    return PS_OK;
-}
-
-//  The reply frame for task i of a pulling job: the request's own gradient
-//  frame for a push-pull (the partition copies its fresh values over the
-//  gradient once applied), else a new buffer. Either way the bytes stay
-//  charged to the peer until ZeroMQ has sent the frame.
-static int
-s_job_reply_frame (s_job_t *job, size_t i, ps_error_t *err)
-{
-    size_t size = ps_partition_count (job->parts [i]) * sizeof (float);
-    s_lent_t *lent = NULL;
-    if (job->push) {
-        lent = calloc (1, sizeof *lent);
-        if (!lent)
-            abort ();
-        if (ps_msg_take_tensor (job->msg, i, &lent->frame) == PS_OK) {
-            lent->peer = ps_peer_link (job->peer);
-            lent->size = size;
-            job->held -= size;  //  counted now until the reply is sent
-            if (zmq_msg_init_data (&job->out [i], zmq_msg_data (&lent->frame), size,
-                                   s_reply_sent, lent) != 0)
-                abort ();
-            return PS_OK;
-        }
-        free (lent);
-    }
-    if (!s_frame_new (job->peer, size, &job->out [i]))
-        return ps_error_set (err, PS_ETOOBIG, "cannot allocate a reply of %zu bytes", size);
-    return PS_OK;
-}
-
+//  Serve a push, pull or push-pull: the job owns msg from here on. Small
+//  ones run inline, where a hand-off to the pool would cost more than it
+//  saves.
 static void
 s_handle_data (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
 {
-    const char *type = ps_msg_type (msg);
-    const msgpack_object *header = ps_msg_header (msg);
-    s_job_t *job = calloc (1, sizeof *job);
-    if (!job)
-        abort ();
-    job->msg = msg;
-    job->pull = strcmp (type, "push") != 0;
-    job->push = strcmp (type, "pull") != 0;
-    const msgpack_object *list = ps_obj_get (header, job->push ? "tensors" : "parts");
-    job->ntasks = list->via.array.size;
-    job->parts = calloc (job->ntasks + 1, sizeof (ps_partition_t *));
-    job->out = calloc (job->ntasks + 1, sizeof (zmq_msg_t));
-    job->versions = calloc (job->ntasks + 1, sizeof (uint64_t));
-    job->duplicate = calloc (job->ntasks + 1, sizeof (bool));
-    job->nonfinite = calloc (job->ntasks + 1, sizeof (size_t));
-    if (!job->parts || !job->out || !job->versions || !job->duplicate || !job->nonfinite)
-        abort ();
-    if (job->push)
-        job->step = ps_obj_get (header, "step")->via.u64;
-    size_t bytes = ps_msg_tensor_bytes (msg);
-    job->peer = ps_peer_link (peer);
-    job->held = bytes;
-    ps_peer_charge (peer, job->held);
+    ps_job_t *job = ps_job_new (msg, peer);
     ps_error_t err;
-    bool pull = job->pull;
-    job->pull = false;          //  until the reply frames exist
-    //  Once fenced, a push must say which generation of the parameters
-    //  it was computed against: one that says nothing may come from before
-    //  the restore as well as after it.
-    const msgpack_object *generation = job->push ? ps_obj_get (header, "generation") : NULL;
-    if (job->push && self->fence && (!generation || generation->via.u64 != self->fence)) {
-        char text [200];
-        if (generation)
-            snprintf (text, sizeof text, "stale generation %" PRIu64 ": the server was fenced at "
-                      "generation %" PRIu64 " (restored since this gradient was computed)",
-                      generation->via.u64, self->fence);
-        else
-            snprintf (text, sizeof text, "%s carries no generation: the server was fenced at "
-                      "generation %" PRIu64 " and takes only gradients tagged with it", type,
-                      self->fence);
-        s_reply_error (self, msg, peer, PS_EINVAL, text);
-        s_job_destroy (self, &job);
-        return;
-    }
-    int rc = s_job_resolve (self, job, list, &err);
-    size_t made = 0;
-    while (pull && rc == PS_OK && made < job->ntasks) {
-        rc = s_job_reply_frame (job, made, &err);
-        if (rc == PS_OK)
-            bytes += ps_partition_count (job->parts [made++]) * sizeof (float);
-    }
+    int rc = ps_job_prepare (job, self->table, ps_control_fence_generation (self->control), &err);
     if (rc) {
-        for (size_t i = 0; i < made; i++)
-            zmq_msg_close (&job->out [i]);
         s_reply_error (self, msg, peer, rc, err.msg);
-        s_job_destroy (self, &job);
-        return;
+        s_msg_give (self, ps_job_destroy (&job));
     }
-    job->pull = pull;
-    atomic_init (&job->scanning, job->ntasks);
-    atomic_init (&job->pending, job->ntasks);
-    atomic_init (&job->failed, 0);
-    if (self->nthreads == 0 || bytes < S_INLINE_BYTES || job->ntasks == 0) {
-        bool refused = false;
-        if (job->push) {
-            for (size_t i = 0; i < job->ntasks; i++)
-                s_job_scan_task (job, i);
-            refused = s_job_has_nonfinite (job);
-        }
-        for (size_t i = 0; i < job->ntasks && !refused; i++)
-            s_job_run_task (job, i);
+    else
+    if (ps_pool_size (self->pool) == 0 || ps_job_bytes (job) < S_INLINE_BYTES
+    ||  ps_job_tasks (job) == 0) {
+        ps_job_run (job);
         s_job_finish (self, job);
     }
     else
-        s_pool_submit (self, job);
+        ps_pool_submit (self->pool, ps_job_pool_job (job), ps_job_scans (job));
 }
 
 //  ---------------------------------------------------------------------
-//  Control requests, served on the main thread
+//  The server's own requests (the coordinator's are in ps_control.c)
 
 static int
-s_parse_init (const msgpack_object *obj, ps_init_t *init, ps_error_t *err)
+s_handle_stats (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply, ps_error_t *err)
 {
-    char kind [32];
-    ps_init_kind_t parsed;
-    if (ps_obj_str (ps_obj_get (obj, "kind"), kind, sizeof kind))
-        return ps_error_set (err, PS_EINVAL, "init.kind is too long");
-    if (ps_init_kind_parse (kind, &parsed, err))
-        return err->code;
-    ps_init_default (init, parsed);
-    const msgpack_object *field;
-    if ((field = ps_obj_get (obj, "seed")))
-        init->seed = field->via.u64;
-    if ((field = ps_obj_get (obj, "value")))
-        init->value = ps_obj_double (field);
-    if ((field = ps_obj_get (obj, "low")))
-        init->low = ps_obj_double (field);
-    if ((field = ps_obj_get (obj, "high")))
-        init->high = ps_obj_double (field);
-    if ((field = ps_obj_get (obj, "mean")))
-        init->mean = ps_obj_double (field);
-    if ((field = ps_obj_get (obj, "stddev")))
-        init->stddev = ps_obj_double (field);
-    return ps_init_validate (init, err);
-}
-
-static int
-s_handle_create (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error_t *err)
-{
-    const msgpack_object *list = ps_obj_get (ps_msg_header (msg), "partitions");
-    size_t count = list->via.array.size;
-    ps_partition_t **made = calloc (count + 1, sizeof *made);
-    if (!made)
-        abort ();
-    size_t existing = 0;
-    int rc = PS_OK;
-    //  Build every new partition first; the table changes only when all
-    //  of them are valid, so a bad request leaves the server as it was.
-    for (size_t i = 0; i < count && rc == PS_OK; i++) {
-        const msgpack_object *spec = &list->via.array.ptr [i];
-        char var [PS_NAME_MAX];
-        ps_shape_t shape;
-        ps_init_t init;
-        const msgpack_object *rows = ps_obj_get (spec, "rows");
-        uint64_t part = ps_obj_get (spec, "part")->via.u64;
-        if (ps_obj_str (ps_obj_get (spec, "var"), var, sizeof var))
-            rc = ps_error_set (err, PS_EINVAL, "variable name is too long or holds a NUL");
-        else
-        if (part > UINT32_MAX)
-            rc = ps_error_set (err, PS_EINVAL, "%s: part %llu is above 2^32-1",
-                               var, (unsigned long long) part);
-        else
-        if ((rc = ps_obj_shape (ps_obj_get (spec, "shape"), &shape, err)) != PS_OK
-        ||  (rc = s_parse_init (ps_obj_get (spec, "init"), &init, err)) != PS_OK)
-            rc = ps_error_prefix (err, rc, "%s/%llu", var, (unsigned long long) part);
-        else
-        if (rows->via.array.size != 2
-        ||  rows->via.array.ptr [0].via.u64 > INT64_MAX || rows->via.array.ptr [1].via.u64 > INT64_MAX)
-            rc = ps_error_set (err, PS_EINVAL, "%s/%llu: rows must be [begin, end]",
-                               var, (unsigned long long) part);
-        if (rc)
-            break;
-        int64_t begin = (int64_t) rows->via.array.ptr [0].via.u64;
-        int64_t end = (int64_t) rows->via.array.ptr [1].via.u64;
-        char key [PS_NAME_MAX + 24];
-        s_key (key, sizeof key, var, (uint32_t) part);
-        ps_partition_t *old = zhashx_lookup (self->table, key);
-        for (size_t j = 0; j < i && rc == PS_OK; j++)
-            if (made [j] && strcmp (ps_partition_var (made [j]), var) == 0
-            &&  ps_partition_part (made [j]) == part)
-                rc = ps_error_set (err, PS_EINVAL, "%s/%llu appears twice in the request",
-                                   var, (unsigned long long) part);
-        if (rc)
-            break;
-        if (old) {
-            char have [128], want [128];
-            if (!ps_shape_equal (ps_partition_shape (old), &shape)
-            ||  ps_partition_row_begin (old) != begin || ps_partition_row_end (old) != end)
-                rc = ps_error_set (err, PS_EEXIST,
-                                   "%s/%llu exists with shape %s rows [%lld,%lld), asked for %s rows [%lld,%lld)",
-                                   var, (unsigned long long) part,
-                                   ps_shape_str (ps_partition_shape (old), have, sizeof have),
-                                   (long long) ps_partition_row_begin (old),
-                                   (long long) ps_partition_row_end (old),
-                                   ps_shape_str (&shape, want, sizeof want),
-                                   (long long) begin, (long long) end);
-            existing++;
-            continue;
-        }
-        made [i] = ps_partition_new (var, (uint32_t) part, &shape, begin, end, &init,
-                                     &self->opt, err);
-        if (!made [i])
-            rc = ps_error_prefix (err, err->code, "%s/%llu", var, (unsigned long long) part);
-    }
-    size_t created = 0;
-    for (size_t i = 0; i < count; i++) {
-        if (!made [i])
-            continue;
-        if (rc == PS_OK) {
-            char key [PS_NAME_MAX + 24];
-            s_key (key, sizeof key, ps_partition_var (made [i]), ps_partition_part (made [i]));
-            zhashx_update (self->table, key, made [i]);
-            created++;
-        }
-        else
-            ps_partition_destroy (&made [i]);
-    }
-    free (made);
-    if (rc)
-        return rc;
-    ps_info ("created %zu partitions (%zu existed), %zu held", created, existing,
-             zhashx_size (self->table));
-    ps_pack_key (&writer->pk, "created");
-    msgpack_pack_uint64 (&writer->pk, created);
-    ps_pack_key (&writer->pk, "existing");
-    msgpack_pack_uint64 (&writer->pk, existing);
-    return PS_OK;
-}
-
-static int
-s_handle_set_optimizer (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error_t *err)
-{
-    ps_opt_config_t opt;
-    int rc = ps_obj_optimizer (ps_obj_get (ps_msg_header (msg), "optimizer"), &opt, err);
-    if (rc)
-        return rc;
-    //  A partition that cannot get new slots keeps its old optimizer; the
-    //  error says which, and the request can be repeated once memory is
-    //  freed (repeating it on partitions already switched keeps their slots).
-    for (ps_partition_t *part = zhashx_first (self->table); part; part = zhashx_next (self->table)) {
-        rc = ps_partition_set_optimizer (part, &opt, err);
-        if (rc)
-            return rc;
-    }
-    self->opt = opt;
-    ps_info ("optimizer %s lr %g on %zu partitions", ps_opt_kind_name (opt.kind), opt.lr,
-             zhashx_size (self->table));
-    ps_pack_key (&writer->pk, "partitions");
-    msgpack_pack_uint64 (&writer->pk, zhashx_size (self->table));
-    return PS_OK;
-}
-
-static int
-s_partition_cmp (const void *a, const void *b)
-{
-    ps_partition_t *x = *(ps_partition_t *const *) a;
-    ps_partition_t *y = *(ps_partition_t *const *) b;
-    int rc = strcmp (ps_partition_var (x), ps_partition_var (y));
-    if (rc == 0)
-        rc = ps_partition_part (x) < ps_partition_part (y) ? -1
-           : ps_partition_part (x) > ps_partition_part (y);
-    return rc;
-}
-
-//  The partitions in name order, so listings are stable.
-static ps_partition_t **
-s_sorted_partitions (ps_server_t *self, size_t *count)
-{
-    *count = zhashx_size (self->table);
-    ps_partition_t **list = calloc (*count + 1, sizeof *list);
-    if (!list)
-        abort ();
-    size_t i = 0;
-    for (ps_partition_t *part = zhashx_first (self->table); part; part = zhashx_next (self->table))
-        list [i++] = part;
-    qsort (list, *count, sizeof *list, s_partition_cmp);
-    return list;
-}
-
-static int
-s_handle_stats (ps_server_t *self, ps_writer_t *writer)
-{
+    (void) req;
+    (void) err;
     size_t count;
-    ps_partition_t **list = s_sorted_partitions (self, &count);
-    msgpack_packer *pk = &writer->pk;
-    ps_pack_key (pk, "partitions");
-    msgpack_pack_array (pk, count);
+    ps_partition_t **list = ps_table_sorted (self->table, &count);
+    ps_proto_part_stats_t *entries = calloc (count + 1, sizeof *entries);
+    uint64_t *dims = calloc ((count + 1) * (PS_MAX_RANK + 2), sizeof *dims);
+    if (!entries || !dims)
+        abort ();
     for (size_t i = 0; i < count; i++) {
         ps_partition_stats_t stats;
         ps_partition_stats (list [i], &stats);
-        s_pack_partref (pk, list [i], 8);
-        ps_pack_key (pk, "shape");
-        ps_pack_shape (pk, ps_partition_shape (list [i]));
-        ps_pack_key (pk, "rows");
-        msgpack_pack_array (pk, 2);
-        msgpack_pack_uint64 (pk, (uint64_t) ps_partition_row_begin (list [i]));
-        msgpack_pack_uint64 (pk, (uint64_t) ps_partition_row_end (list [i]));
-        ps_pack_key (pk, "updates");
-        msgpack_pack_uint64 (pk, stats.updates);
-        ps_pack_key (pk, "duplicates");
-        msgpack_pack_uint64 (pk, stats.duplicates);
-        ps_pack_key (pk, "recorded");
-        msgpack_pack_uint64 (pk, stats.recorded);
-        ps_pack_key (pk, "bytes_in");
-        msgpack_pack_uint64 (pk, stats.bytes_in);
-        ps_pack_key (pk, "bytes_out");
-        msgpack_pack_uint64 (pk, stats.bytes_out);
-        ps_pack_key (pk, "nonfinite");
-        msgpack_pack_uint64 (pk, stats.nonfinite);
+        ps_proto_part_stats_t *entry = &entries [i];
+        uint64_t *rows = dims + i * (PS_MAX_RANK + 2);
+        rows [0] = (uint64_t) ps_partition_row_begin (list [i]);
+        rows [1] = (uint64_t) ps_partition_row_end (list [i]);
+        *entry = (ps_proto_part_stats_t) {
+            .var = ps_partition_var (list [i]), .part = ps_partition_part (list [i]),
+            .rows = { 2, rows }, .updates = stats.updates, .duplicates = stats.duplicates,
+            .recorded = stats.recorded, .bytes_in = stats.bytes_in,
+            .bytes_out = stats.bytes_out, .nonfinite = stats.nonfinite };
+        ps_proto_shape_set (&entry->shape, rows + 2, ps_partition_shape (list [i]));
     }
-    ps_pack_key (pk, "requests");
-    msgpack_pack_uint64 (pk, self->requests);
-    ps_pack_key (pk, "errors");
-    msgpack_pack_uint64 (pk, self->errors);
     ps_peers_stats_t peers;
     ps_peers_stats (self->peers, &peers);
-    ps_pack_key (pk, "pending");
-    msgpack_pack_uint64 (pk, peers.pending);
-    ps_pack_key (pk, "refused");
-    msgpack_pack_uint64 (pk, peers.refused);
-    ps_pack_key (pk, "dropped");
-    msgpack_pack_uint64 (pk, peers.dropped);
+    reply->stats_ok = (ps_proto_stats_ok_t) {
+        .partitions = { count, entries }, .requests = self->requests, .errors = self->errors,
+        .pending = peers.pending, .refused = peers.refused, .dropped = peers.dropped };
+    ps_writer_encode (&self->writer, reply);
+    free (dims);
+    free (entries);
     free (list);
     return PS_OK;
 }
 
-static void
-s_pack_file (msgpack_packer *pk, ps_partition_t *part, const char *file, uint64_t bytes,
-             uint32_t crc, uint64_t version)
-{
-    s_pack_partref (pk, part, 4);
-    ps_pack_key (pk, "file");
-    ps_pack_str (pk, file);
-    ps_pack_key (pk, "bytes");
-    msgpack_pack_uint64 (pk, bytes);
-    ps_pack_key (pk, "crc32");
-    msgpack_pack_uint32 (pk, crc);
-    ps_pack_key (pk, "version");
-    msgpack_pack_uint64 (pk, version);
-}
-
-//  The directory inside the checkpoint root that a snapshot or restore
-//  request names (relative to the root), into dir; with create, made when
-//  missing. Refuses every request when the server has no root.
 static int
-s_request_dir (ps_server_t *self, ps_msg_t *msg, bool create, char *dir, size_t len,
-               ps_error_t *err)
+s_handle_ping (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply, ps_error_t *err)
 {
-    const char *type = ps_msg_type (msg);
-    if (!self->root)
-        return ps_error_set (err, PS_EINVAL, "%s: this server has no checkpoint root; start it "
-                             "with --checkpoint-root DIR", type);
-    char name [PS_CKPT_NAME_MAX + 1];
-    if (ps_obj_str (ps_obj_get (ps_msg_header (msg), "dir"), name, sizeof name))
-        return ps_error_set (err, PS_EINVAL, "%s: dir is longer than %d bytes or holds a NUL",
-                             type, PS_CKPT_NAME_MAX);
-    int rc = ps_ckpt_root_resolve (self->root, name, create, dir, len, err);
-    return rc ? ps_error_prefix (err, rc, "%s", type) : PS_OK;
+    (void) req;
+    (void) err;
+    reply->ping_ok = (ps_proto_ping_ok_t) { self->name, ps_table_size (self->table) };
+    ps_writer_encode (&self->writer, reply);
+    return PS_OK;
 }
 
 static int
-s_handle_snapshot (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error_t *err)
+s_handle_shutdown (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply,
+                   ps_error_t *err)
 {
-    char dir [PATH_MAX];
-    int rc = s_request_dir (self, msg, true, dir, sizeof dir, err);
-    if (rc)
-        return rc;
-    size_t count;
-    ps_partition_t **list = s_sorted_partitions (self, &count);
-    msgpack_packer *pk = &writer->pk;
-    //  The reply is packed as files are written; on an error it is dropped
-    //  and an error reply goes out instead.
-    ps_pack_key (pk, "files");
-    msgpack_pack_array (pk, count);
-    for (size_t i = 0; i < count && rc == PS_OK; i++) {
-        char file [PS_NAME_MAX * 3 + 32];
-        uint64_t bytes, version;
-        uint32_t crc;
-        rc = ps_partition_save (list [i], dir, file, sizeof file, &bytes, &crc, &version, err);
-        if (rc == PS_OK)
-            s_pack_file (pk, list [i], file, bytes, crc, version);
-    }
-    free (list);
-    if (rc == PS_OK)
-        ps_info ("snapshot of %zu partitions written to %s", count, dir);
-    return rc;
-}
-
-static bool
-s_is_snapshot_file (const char *name)
-{
-    size_t len = strlen (name);
-    return len > 5 && strcmp (name + len - 5, ".snap") == 0 && name [0] != '.';
-}
-
-//  The files a restore reads: the named partitions' files, or every
-//  snapshot file in dir.
-static zlistx_t *
-s_restore_files (const char *dir, const msgpack_object *parts, ps_error_t *err)
-{
-    zlistx_t *files = zlistx_new ();
-    zlistx_set_destructor (files, (zlistx_destructor_fn *) zstr_free);
-    zlistx_set_duplicator (files, (zlistx_duplicator_fn *) strdup);
-    zlistx_set_comparator (files, (zlistx_comparator_fn *) strcmp);
-    if (parts) {
-        for (uint32_t i = 0; i < parts->via.array.size; i++) {
-            const msgpack_object *ref = &parts->via.array.ptr [i];
-            char var [PS_NAME_MAX], file [PS_NAME_MAX * 3 + 32];
-            uint64_t part = ps_obj_get (ref, "part")->via.u64;
-            if (ps_obj_str (ps_obj_get (ref, "var"), var, sizeof var) || part > UINT32_MAX
-            ||  ps_snapshot_filename (var, (uint32_t) part, file, sizeof file)) {
-                ps_error_set (err, PS_EINVAL, "restore: parts[%u] is not a valid partition", i);
-                zlistx_destroy (&files);
-                return NULL;
-            }
-            if (zlistx_find (files, file)) {
-                ps_error_set (err, PS_EINVAL, "restore: partition %s/%llu is listed twice",
-                              var, (unsigned long long) part);
-                zlistx_destroy (&files);
-                return NULL;
-            }
-            zlistx_add_end (files, file);
-        }
-        return files;
-    }
-    DIR *handle = opendir (dir);
-    if (!handle) {
-        ps_error_set (err, errno == ENOENT ? PS_ENOTFOUND : PS_EIO,
-                      "restore: cannot open directory %s: %s", dir, strerror (errno));
-        zlistx_destroy (&files);
-        return NULL;
-    }
-    struct dirent *entry;
-    while ((entry = readdir (handle)))
-        if (s_is_snapshot_file (entry->d_name))
-            zlistx_add_end (files, entry->d_name);
-    closedir (handle);
-    zlistx_sort (files);
-    return files;
-}
-
-static int
-s_handle_restore (ps_server_t *self, ps_msg_t *msg, ps_writer_t *writer, ps_error_t *err)
-{
-    const msgpack_object *header = ps_msg_header (msg);
-    char dir [PATH_MAX];
-    int rc = s_request_dir (self, msg, false, dir, sizeof dir, err);
-    if (rc)
-        return rc;
-    zlistx_t *files = s_restore_files (dir, ps_obj_get (header, "parts"), err);
-    if (!files)
-        return err->code;
-    size_t count = zlistx_size (files);
-    ps_partition_t **loaded = calloc (count + 1, sizeof *loaded);
-    if (!loaded)
-        abort ();
-    //  Verify and load everything before replacing anything. A file that
-    //  is a symbolic link leading out of the root is not read.
-    size_t i = 0;
-    for (const char *file = zlistx_first (files); file && rc == PS_OK; file = zlistx_next (files)) {
-        char path [PATH_MAX + PS_NAME_MAX * 3 + 32];
-        snprintf (path, sizeof path, "%s/%s", dir, file);
-        rc = ps_ckpt_root_check (self->root, path, err);
-        if (rc) {
-            ps_error_prefix (err, rc, "restore");
-            break;
-        }
-        loaded [i] = ps_partition_load (path, err);
-        if (!loaded [i++]) {
-            rc = err->code;
-            break;
-        }
-        //  A file holds the partition its name says, or it was renamed or
-        //  copied over another: restoring it would put a partition in the
-        //  wrong place.
-        char expect [PS_NAME_MAX * 3 + 32];
-        ps_partition_t *got = loaded [i - 1];
-        if (ps_snapshot_filename (ps_partition_var (got), ps_partition_part (got), expect, sizeof expect)
-        ||  strcmp (expect, file) != 0)
-            rc = ps_error_set (err, PS_ECORRUPT, "restore: file %s holds partition %s/%u (file %s)",
-                               path, ps_partition_var (got), ps_partition_part (got), expect);
-    }
-    msgpack_packer *pk = &writer->pk;
-    ps_pack_key (pk, "files");
-    msgpack_pack_array (pk, count);
-    i = 0;
-    for (const char *file = zlistx_first (files); file; file = zlistx_next (files), i++) {
-        if (rc != PS_OK) {
-            ps_partition_destroy (&loaded [i]);
-            continue;
-        }
-        char path [PATH_MAX + PS_NAME_MAX * 3 + 32];
-        snprintf (path, sizeof path, "%s/%s", dir, file);
-        ps_partition_stats_t stats;
-        ps_partition_stats (loaded [i], &stats);
-        uint64_t bytes = 0;
-        uint32_t crc = 0;
-        //  The load verified the file; its size and trailer are only
-        //  reported, so failing to stat it again is not worth failing for.
-        if (ps_snapshot_summary (path, &bytes, &crc, NULL))
-            ps_warn ("restore: cannot re-read the size of %s", path);
-        char key [PS_NAME_MAX + 24];
-        s_key (key, sizeof key, ps_partition_var (loaded [i]), ps_partition_part (loaded [i]));
-        s_pack_file (pk, loaded [i], file, bytes, crc, stats.updates);
-        zhashx_update (self->table, key, loaded [i]);
-    }
-    free (loaded);
-    zlistx_destroy (&files);
-    if (rc == PS_OK)
-        ps_info ("restored %zu partitions from %s", count, dir);
-    return rc;
-}
-
-static int
-s_handle_fence (ps_server_t *self, ps_msg_t *msg, ps_error_t *err)
-{
-    //  Generation 0 is what an untagged push would have to match, and a
-    //  client cannot tag a push with it.
-    uint64_t generation = ps_obj_get (ps_msg_header (msg), "generation")->via.u64;
-    if (generation == 0)
-        return ps_error_set (err, PS_EINVAL, "fence: generation 0 is reserved for untagged "
-                             "pushes, expected a generation >= 1");
-    self->fence = generation;
-    ps_debug ("fenced at generation %" PRIu64, self->fence);
+    (void) req;
+    (void) err;
+    ps_info ("shutdown requested");
+    self->shutdown = true;
+    ps_writer_encode (&self->writer, reply);
     return PS_OK;
 }
 
 //  ---------------------------------------------------------------------
 //  Dispatch
 
-//  Serve a control request; returns true when the server should stop.
-static bool
+//  A handler of the server's own requests: it fills and encodes reply
+//  (type and id already set) into the server's writer, or returns an error
+//  code with err saying why, having changed nothing.
+typedef int (s_server_fn) (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply,
+                           ps_error_t *err);
+
+//  The requests ps-server serves, by type: data requests (push, pull,
+//  push-pull) become jobs, which may run on the pool; the others are
+//  answered on the main thread, by the server itself or by its control
+//  module. A type without a row is not a request of ps-server. Who may send
+//  each is protocol.json's 'senders' column.
+static const struct {
+    bool data;
+    s_server_fn *server;
+    ps_control_fn *control;
+} s_serves [PS_PROTO_NTYPES] = {
+    [PS_PROTO_PUSH] = { .data = true },
+    [PS_PROTO_PULL] = { .data = true },
+    [PS_PROTO_PUSH_PULL] = { .data = true },
+    [PS_PROTO_PING] = { .server = s_handle_ping },
+    [PS_PROTO_STATS] = { .server = s_handle_stats },
+    [PS_PROTO_SHUTDOWN] = { .server = s_handle_shutdown },
+    [PS_PROTO_CREATE] = { .control = ps_control_create },
+    [PS_PROTO_SET_OPTIMIZER] = { .control = ps_control_set_optimizer },
+    [PS_PROTO_SNAPSHOT] = { .control = ps_control_snapshot },
+    [PS_PROTO_RESTORE] = { .control = ps_control_restore },
+    [PS_PROTO_FENCE] = { .control = ps_control_fence },
+};
+
+//  Serve a request answered on the main thread.
+static void
 s_handle_control (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
 {
-    const char *type = ps_msg_type (msg);
-    const char *reply = ps_schema_reply_type (type);
-    static const struct { const char *type; size_t nfields; } shapes [] = {
-        { "ping", 2 }, { "create", 2 }, { "set_optimizer", 1 }, { "stats", 6 },
-        { "snapshot", 1 }, { "restore", 1 }, { "shutdown", 0 }, { "fence", 0 },
-    };
-    size_t nfields = 0;
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes [0]; i++)
-        if (strcmp (shapes [i].type, type) == 0)
-            nfields = shapes [i].nfields;
-    ps_writer_t *writer = &self->writer;
-    ps_writer_reset (writer, reply, ps_msg_id (msg), nfields);
+    const ps_proto_t *req = ps_msg_proto (msg);
+    ps_proto_t reply = { .type = ps_proto_info [req->type].reply, .id = req->id };
     ps_error_t err;
-    int rc = PS_OK;
-    bool stop = false;
-    if (strcmp (type, "ping") == 0) {
-        ps_pack_key (&writer->pk, "server");
-        ps_pack_str (&writer->pk, self->name);
-        ps_pack_key (&writer->pk, "partitions");
-        msgpack_pack_uint64 (&writer->pk, zhashx_size (self->table));
-    }
-    else
-    if (strcmp (type, "create") == 0)
-        rc = s_handle_create (self, msg, writer, &err);
-    else
-    if (strcmp (type, "set_optimizer") == 0)
-        rc = s_handle_set_optimizer (self, msg, writer, &err);
-    else
-    if (strcmp (type, "stats") == 0)
-        rc = s_handle_stats (self, writer);
-    else
-    if (strcmp (type, "snapshot") == 0)
-        rc = s_handle_snapshot (self, msg, writer, &err);
-    else
-    if (strcmp (type, "restore") == 0)
-        rc = s_handle_restore (self, msg, writer, &err);
-    else
-    if (strcmp (type, "fence") == 0)
-        rc = s_handle_fence (self, msg, &err);
-    else
-    if (strcmp (type, "shutdown") == 0) {
-        ps_info ("shutdown requested");
-        stop = true;
-    }
-    else
-        rc = ps_error_set (&err, PS_EPROTO, "'%s' is not a request", type);
+    int rc = s_serves [req->type].server
+           ? s_serves [req->type].server (self, req, &reply, &err)
+           : s_serves [req->type].control (self->control, req, &reply, &self->writer, &err);
     if (rc)
         s_reply_error (self, msg, peer, rc, err.msg);
     else
-        s_reply (self, msg, peer, writer, NULL, 0);
-    return stop;
+        s_reply (self, msg, peer, &self->writer, NULL, 0);
 }
 
-//  Whether the sender of a secured request may make it (see ps_server.h);
-//  if not, answers "forbidden" and logs it once per key.
+//  Whether the sender of a secured request may make it (see ps_server.h and
+//  the 'senders' column of schemas/protocol.json); if not, answers
+//  "forbidden" and logs it once per key.
 static bool
 s_authorized (ps_server_t *self, ps_msg_t *msg, ps_peer_t *client)
 {
-    const char *type = ps_msg_type (msg);
+    const ps_proto_info_t *info = &ps_proto_info [ps_msg_proto (msg)->type];
     const char *task = ps_msg_property (msg, ps_curve_data_peer (self->curve));
-    const char *need;
-    bool ok;
-    if (strcmp (type, "push") == 0 || strcmp (type, "push_pull") == 0) {
-        need = "a worker";
-        ok = ps_curve_task_is (task, "worker");
-    }
-    else
-    if (strcmp (type, "pull") == 0) {
-        need = "a worker or an evaluator";
-        ok = ps_curve_task_is (task, "worker") || ps_curve_task_is (task, "evaluator");
-    }
-    else
-    if (strcmp (type, "ping") == 0 || strcmp (type, "stats") == 0) {
-        need = "a member of the cluster";
-        ok = task != NULL;
-    }
-    else {
-        need = "the coordinator";
-        ok = ps_curve_task_is (task, "chief");
-    }
-    if (ok)
+    if (ps_proto_may_send (ps_msg_proto (msg)->type, task))
         return true;
     char text [192];
-    snprintf (text, sizeof text, "%s: only %s may ask this of %s, not %s", type, need,
-              self->name, task ? task : "an unnamed peer");
+    snprintf (text, sizeof text, "%s: only %s may ask this of %s, not %s", info->name,
+              info->senders_text, self->name, task ? task : "an unnamed peer");
     const char *key = ps_msg_property (msg, PS_CURVE_PEER_KEY);
     if (ps_curve_first_refusal (self->curve, key ? key : ""))
         ps_warn ("refused %s (key %s; its later refusals are not logged)", text,
                  key ? key : "none");
     s_reply_error (self, msg, client, PS_EPERM, text);
     return false;
+}
+
+//  Whether type answers a request (error answers any).
+static bool
+s_is_reply (ps_proto_type_t type)
+{
+    for (int request = 1; request < PS_PROTO_NTYPES; request++)
+        if (ps_proto_info [request].reply == type)
+            return true;
+    return type == PS_PROTO_ERROR;
 }
 
 //  Receive and serve one request; returns true when the server should stop.
@@ -1346,6 +446,7 @@ s_handle_request (ps_server_t *self)
     if (rc == PS_OK)
         ps_debug ("request %llu: %s, %zu tensor bytes", (unsigned long long) ps_msg_id (msg),
                   ps_msg_type (msg), ps_msg_tensor_bytes (msg));
+    ps_proto_type_t type = rc == PS_OK ? ps_msg_proto (msg)->type : PS_PROTO_NONE;
     //  Back-pressure refusals are logged once per episode, not each.
     if (verdict == PS_PEER_REFUSE)
         s_reply_refusal (self, msg, peer, PS_ETOOBIG, reason);
@@ -1353,30 +454,25 @@ s_handle_request (ps_server_t *self)
     if (rc)
         s_reply_error (self, msg, peer, rc, err.msg);
     else
+    if (!s_serves [type].data && !s_serves [type].server && !s_serves [type].control) {
+        char text [128];
+        snprintf (text, sizeof text, "header: '%s' is %s", ps_proto_info [type].name,
+                  s_is_reply (type) ? "a reply type, not a request"
+                                    : "not a request ps-server serves");
+        s_reply_error (self, msg, peer, PS_EPROTO, text);
+    }
+    else
     if (self->curve && !s_authorized (self, msg, peer))
         ;                       //  answered "forbidden"
-    else {
-        const char *type = ps_msg_type (msg);
-        if (!ps_schema_reply_type (type))
-        {
-            char text [128];
-            snprintf (text, sizeof text, "header: '%s' is a reply type, not a request", type);
-            s_reply_error (self, msg, peer, PS_EPROTO, text);
-        }
-        else
-        if (strcmp (type, "push") == 0 || strcmp (type, "pull") == 0
-        ||  strcmp (type, "push_pull") == 0) {
-            s_handle_data (self, msg, peer);
-            return false;       //  the job owns msg now
-        }
-        else {
-            bool stop = s_handle_control (self, msg, peer);
-            s_msg_give (self, msg);
-            return stop;
-        }
+    else
+    if (s_serves [type].data) {
+        s_handle_data (self, msg, peer);
+        return false;           //  the job owns msg now
     }
+    else
+        s_handle_control (self, msg, peer);
     s_msg_give (self, msg);
-    return false;
+    return self->shutdown;
 }
 
 //  Answer the jobs the pool has finished.
@@ -1384,13 +480,11 @@ static int
 s_collect_done (ps_server_t *self)
 {
     while (true) {
-        s_job_t *job;
-        int size = zmq_recv (self->done, &job, sizeof job, ZMQ_DONTWAIT);
-        if (size < 0)
-            return errno == EAGAIN ? PS_OK : PS_EIO;
-        assert (size == sizeof job);
-        self->jobs_in_pool--;
-        s_job_finish (self, job);
+        ps_pool_job_t *job;
+        int rc = ps_pool_collect (self->pool, &job);
+        if (rc <= 0)
+            return rc;
+        s_job_finish (self, ps_job_from_pool (job));
     }
 }
 
@@ -1400,7 +494,7 @@ ps_server_run (ps_server_t *self, int stop_fd)
     assert (self);
     zmq_pollitem_t items [] = {
         { self->router, 0, ZMQ_POLLIN, 0 },
-        { self->done, 0, ZMQ_POLLIN, 0 },
+        { ps_pool_done_socket (self->pool), 0, ZMQ_POLLIN, 0 },
         { ps_listener_events (self->listener), 0, ZMQ_POLLIN, 0 },
         { NULL, stop_fd, ZMQ_POLLIN, 0 },
     };
@@ -1421,7 +515,7 @@ ps_server_run (ps_server_t *self, int stop_fd)
             rc = PS_EIO;
             break;
         }
-        if (ready == 0 && self->jobs_in_pool == 0) {
+        if (ready == 0 && ps_pool_busy (self->pool) == 0) {
             ps_heap_release ();
             ps_peers_sweep (self->peers);
             busy = false;
@@ -1446,8 +540,8 @@ ps_server_run (ps_server_t *self, int stop_fd)
         }
     }
     //  Finish and answer the updates in progress before returning.
-    while (self->jobs_in_pool > 0) {
-        zmq_pollitem_t done = { self->done, 0, ZMQ_POLLIN, 0 };
+    while (ps_pool_busy (self->pool) > 0) {
+        zmq_pollitem_t done = { ps_pool_done_socket (self->pool), 0, ZMQ_POLLIN, 0 };
         if (zmq_poll (&done, 1, -1) < 0 && errno != EINTR)
             break;
         if (s_collect_done (self))

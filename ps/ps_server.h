@@ -17,6 +17,13 @@
 //  the networking. Gradient frames are applied in place from the received
 //  messages.
 //
+//  The modules: ps_job (one data request), ps_pool (the threads),
+//  ps_control (the coordinator's requests and the fence), ps_table (the
+//  partitions), ps_peers (back-pressure), ps_listener (connections) and
+//  ps_ckpt_root (where snapshots may go). This file is the loop: it
+//  receives, decodes with the generated codec (ps_proto.h), dispatches by
+//  a table indexed by message type, and replies.
+//
 //  The main thread reads its socket whatever it holds: what it holds for
 //  each peer is charged to that peer, and a peer that does not read its
 //  replies is turned away alone (ps_peers.h). Its connections are kept
@@ -25,7 +32,8 @@
 //
 //  Security. With an identity (ps_curve_t) the ROUTER is a CURVE server:
 //  only peers whose keys the cluster trusts get through at all, and each
-//  request is then checked against its sender's role. Control requests
+//  request is then checked against its sender's role, as the 'senders'
+//  column of schemas/protocol.json says (ps_proto_may_send). Control requests
 //  (create, set_optimizer, snapshot, restore, fence, shutdown) come only
 //  from the coordinator (chief:0); pushes only from workers; pulls from
 //  workers and evaluators; ping and stats from any member. Anything else

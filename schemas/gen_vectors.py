@@ -25,12 +25,17 @@ def hdr(type_, id_=7, version=1, **fields):
     return h
 
 
-def vec(name, header, frames=(), expect='ok', contains=None, raw=None):
+def vec(name, header, frames=(), expect='ok', contains=None, raw=None, canonical=None):
+    """canonical: the header as our encoders write the same message, when
+    that differs from header's bytes (a float field sent as an integer is
+    written back as a float64); the codec test re-encodes to these bytes."""
     data = raw if raw is not None else msgpack.packb(header)
     v = {'name': name, 'frames': [data.hex()] + [f.hex() for f in frames], 'expect': expect}
     if expect == 'ok':
         v['type'] = header['type']
         v['decoded'] = header
+    if canonical is not None:
+        v['canonical'] = msgpack.packb(canonical).hex()
     if contains:
         v['contains'] = contains
     return v
@@ -58,14 +63,17 @@ vectors = [
         {'var': 'conv2d/bias', 'part': 0, 'shape': [32], 'rows': [0, 32],
          'init': {'kind': 'constant', 'value': 0.5}}])),
     vec('set_optimizer adam with an integer lr', hdr('set_optimizer', optimizer={
-        'kind': 'adam', 'lr': 1, 'beta1': 0.9, 'epsilon': 1e-7, 'clip_norm': 5.0})),
+        'kind': 'adam', 'lr': 1, 'beta1': 0.9, 'epsilon': 1e-7, 'clip_norm': 5.0}),
+        canonical=hdr('set_optimizer', optimizer={
+            'kind': 'adam', 'lr': 1.0, 'beta1': 0.9, 'epsilon': 1e-7, 'clip_norm': 5.0})),
     vec('set_optimizer momentum nesterov', hdr('set_optimizer', optimizer={
         'kind': 'momentum', 'lr': 0.01, 'momentum': 0.9, 'nesterov': True})),
     vec('stats', hdr('stats')),
-    vec('stats_ok', hdr('stats_ok', requests=10, errors=1, pending=4096, refused=2, dropped=0,
-                        partitions=[
+    # Fields in protocol.json's order, the order every encoder of ours writes.
+    vec('stats_ok', hdr('stats_ok', partitions=[
         {'var': 'w', 'part': 0, 'shape': [4, 2], 'rows': [0, 4], 'updates': 3,
-         'duplicates': 1, 'recorded': 3, 'bytes_in': 128, 'bytes_out': 96, 'nonfinite': 2}])),
+         'duplicates': 1, 'recorded': 3, 'bytes_in': 128, 'bytes_out': 96, 'nonfinite': 2}],
+        requests=10, errors=1, pending=4096, refused=2, dropped=0)),
     vec('snapshot', hdr('snapshot', dir='ckpt-1')),
     vec('snapshot_ok', hdr('snapshot_ok', files=[
         {'var': 'w', 'part': 0, 'file': 'w.part0.snap', 'bytes': 200, 'crc32': 4294967295,

@@ -15,6 +15,9 @@ import re
 import sys
 
 LAYERS = ["base", "model", "wire", "store"]
+# The wire codec is generated from schemas/protocol.json (schemas/gen_codec.py)
+# into the build directory, and belongs to the wire layer.
+GENERATED = {"ps_proto.h": "wire"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -26,6 +29,9 @@ def main():
         for name in os.listdir(os.path.join(common, layer)):
             if name.endswith(".h"):
                 owner[name] = rank
+    # Headers generated at build time, by the layer they belong to.
+    for name, layer in GENERATED.items():
+        owner[name] = LAYERS.index(layer)
     loose = [n for n in os.listdir(common) if n.endswith((".c", ".h"))]
     upper = set()
     for program in ("ps", "worker", "coordinator"):

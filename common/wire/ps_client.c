@@ -3,7 +3,7 @@
 #include "ps_client.h"
 #include "ps_clock.h"
 #include "ps_msg.h"
-#include "ps_schema.h"
+#include "ps_proto_conv.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -75,6 +75,10 @@ struct _ps_client_t {
     uint64_t generation;        //  carried by pushes when not 0
     atomic_long outstanding;    //  zero-copy frames ZeroMQ still holds
     ps_writer_t writer;         //  header of the request being built
+    void *entries;              //  its arrays of entries, kept across calls
+    size_t entries_size;
+    uint64_t *dims;             //  and the shapes and rows those entries hold
+    size_t dims_count;
     zmq_msg_t *frames;          //  its tensor frames
     size_t frames_cap;
     s_request_t *requests;      //  the current call's requests
@@ -185,6 +189,8 @@ ps_client_destroy (ps_client_t **self_p)
     ps_msg_destroy (&self->incoming);
     free (self->items);
     free (self->index);
+    free (self->entries);
+    free (self->dims);
     ps_writer_fini (&self->writer);
     if (self->ctx)
         zmq_ctx_term (self->ctx);
@@ -298,11 +304,36 @@ s_start (ps_client_t *self)
         self->servers [i].unanswered = 0;
 }
 
-//  Start a request to a server for partitions [first, first + count) of its
-//  list, and return the packer of its header.
-static msgpack_packer *
-s_begin (ps_client_t *self, int server, size_t first, size_t count, const char *type,
-         size_t nfields)
+//  Room for count entries of size bytes each, and for ndims dimensions, in
+//  the request being built; both are reused from request to request.
+static void *
+s_items (ps_client_t *self, size_t count, size_t size, size_t ndims, uint64_t **dims)
+{
+    if (count * size > self->entries_size) {
+        free (self->entries);
+        self->entries_size = count * size;
+        self->entries = malloc (self->entries_size);
+        if (!self->entries)
+            abort ();
+    }
+    if (ndims > self->dims_count) {
+        free (self->dims);
+        self->dims_count = ndims;
+        self->dims = malloc (ndims * sizeof (uint64_t));
+        if (!self->dims)
+            abort ();
+    }
+    if (dims)
+        *dims = self->dims;
+    return self->entries;
+}
+
+//  Start a request of type to a server for partitions [first, first +
+//  count) of its list: *msg gets the type and the request's id, and the
+//  caller fills its fields.
+static void
+s_begin (ps_client_t *self, int server, size_t first, size_t count, ps_proto_type_t type,
+         ps_proto_t *msg)
 {
     if (self->nrequests == self->requests_cap) {
         size_t cap = self->requests_cap ? 2 * self->requests_cap : 8;
@@ -319,15 +350,15 @@ s_begin (ps_client_t *self, int server, size_t first, size_t count, const char *
     request->count = count;
     request->id = self->next_id++;
     request->answered = false;
-    ps_writer_reset (&self->writer, type, request->id, nfields);
-    return &self->writer.pk;
+    *msg = (ps_proto_t) { .type = type, .id = request->id };
 }
 
-//  Send the request begun last, with nframes of self->frames.
+//  Send the request begun last, msg, with nframes of self->frames.
 static int
-s_send (ps_client_t *self, size_t nframes, ps_error_t *err)
+s_send (ps_client_t *self, const ps_proto_t *msg, size_t nframes, ps_error_t *err)
 {
     s_request_t *request = &self->requests [self->nrequests - 1];
+    ps_writer_encode (&self->writer, msg);
     s_server_t *server = &self->servers [request->server];
     int rc = server->socket ? PS_OK : s_connect (self, server, err);
     if (rc == PS_OK)
@@ -358,21 +389,18 @@ s_match (ps_client_t *self, int server, uint64_t id)
 //  Check one received reply: an error reply or a reply of the wrong type
 //  becomes an error naming the server.
 static int
-s_check_reply (ps_msg_t *reply, const char *reply_type, ps_error_t *err)
+s_check_reply (ps_msg_t *reply, ps_proto_type_t reply_type, ps_error_t *err)
 {
-    if (strcmp (ps_msg_type (reply), "error") == 0) {
-        const msgpack_object *header = ps_msg_header (reply);
-        char code [32] = "unknown", message [PS_ERROR_MSG_MAX] = "(unreadable message)";
-        if (ps_obj_str (ps_obj_get (header, "code"), code, sizeof code))
-            snprintf (code, sizeof code, "unknown");
-        if (ps_obj_str (ps_obj_get (header, "message"), message, sizeof message))
-            snprintf (message, sizeof message, "(unreadable message)");
+    const ps_proto_t *msg = ps_msg_proto (reply);
+    if (msg->type == PS_PROTO_ERROR) {
         //  An error reply is an error, whatever code it names.
-        int result = ps_error_from_name (code);
-        return ps_error_set (err, result < 0 ? result : PS_EREMOTE, "%s (%s)", message, code);
+        int result = ps_error_from_name (msg->error.code);
+        return ps_error_set (err, result < 0 ? result : PS_EREMOTE, "%s (%s)",
+                             msg->error.message, msg->error.code);
     }
-    if (strcmp (ps_msg_type (reply), reply_type) != 0)
-        return ps_error_set (err, PS_EPROTO, "expected %s, got %s", reply_type, ps_msg_type (reply));
+    if (msg->type != reply_type)
+        return ps_error_set (err, PS_EPROTO, "expected %s, got %s",
+                             ps_proto_info [reply_type].name, ps_proto_info [msg->type].name);
     return PS_OK;
 }
 
@@ -381,7 +409,7 @@ s_check_reply (ps_msg_t *reply, const char *reply_type, ps_error_t *err)
 //  never be taken for answers to a later call. Returns the first error;
 //  every reply has been read or abandoned when it returns.
 static int
-s_collect (ps_client_t *self, const char *reply_type, ps_error_t *err)
+s_collect (ps_client_t *self, ps_proto_type_t reply_type, ps_error_t *err)
 {
     int64_t deadline = (int64_t) ps_clock_ms () + self->timeout_ms;
     int rc = PS_OK;
@@ -454,13 +482,6 @@ s_collect (ps_client_t *self, const char *reply_type, ps_error_t *err)
     return rc;
 }
 
-//  Pack the map naming a partition, with extra entries to follow.
-static void
-s_pack_partref (msgpack_packer *pk, ps_client_t *self, const s_part_t *part, size_t extra)
-{
-    ps_pack_partref (pk, self->vars [part->var].name, part->part, extra);
-}
-
 //  The part behind position i of a request.
 static const s_part_t *
 s_request_part (ps_client_t *self, const s_request_t *request, size_t i)
@@ -481,38 +502,32 @@ ps_client_create (ps_client_t *self, ps_error_t *err)
         s_server_t *server = &self->servers [s];
         if (server->nparts == 0)
             continue;
-        msgpack_packer *pk = s_begin (self, s, 0, server->nparts, "create", 1);
-        ps_pack_key (pk, "partitions");
-        msgpack_pack_array (pk, server->nparts);
+        ps_proto_t msg;
+        s_begin (self, s, 0, server->nparts, PS_PROTO_CREATE, &msg);
+        uint64_t *dims;
+        ps_proto_partition_t *specs = s_items (self, server->nparts, sizeof *specs,
+                                               server->nparts * (PS_MAX_RANK + 2), &dims);
         for (size_t i = 0; i < server->nparts; i++) {
             const s_part_t *part = &self->parts [server->parts [i]];
             const s_var_t *var = &self->vars [part->var];
-            s_pack_partref (pk, self, part, 3);
-            ps_pack_key (pk, "shape");
-            ps_pack_shape (pk, &var->shape);
-            ps_pack_key (pk, "rows");
-            msgpack_pack_array (pk, 2);
-            msgpack_pack_uint64 (pk, (uint64_t) part->row_begin);
-            msgpack_pack_uint64 (pk, (uint64_t) part->row_end);
-            ps_pack_key (pk, "init");
-            msgpack_pack_map (pk, 7);
-            ps_pack_key (pk, "kind");
-            ps_pack_str (pk, ps_init_kind_name (var->init.kind));
-            ps_pack_uint (pk, "seed", var->init.seed);
-            ps_pack_key (pk, "value");
-            msgpack_pack_double (pk, var->init.value);
-            ps_pack_key (pk, "low");
-            msgpack_pack_double (pk, var->init.low);
-            ps_pack_key (pk, "high");
-            msgpack_pack_double (pk, var->init.high);
-            ps_pack_key (pk, "mean");
-            msgpack_pack_double (pk, var->init.mean);
-            ps_pack_key (pk, "stddev");
-            msgpack_pack_double (pk, var->init.stddev);
+            uint64_t *rows = dims + i * (PS_MAX_RANK + 2);
+            rows [0] = (uint64_t) part->row_begin;
+            rows [1] = (uint64_t) part->row_end;
+            specs [i] = (ps_proto_partition_t) {
+                .var = var->name, .part = part->part, .rows = { 2, rows },
+                .init = { .kind = ps_init_kind_name (var->init.kind),
+                          .has_seed = true, .seed = var->init.seed,
+                          .has_value = true, .value = var->init.value,
+                          .has_low = true, .low = var->init.low,
+                          .has_high = true, .high = var->init.high,
+                          .has_mean = true, .mean = var->init.mean,
+                          .has_stddev = true, .stddev = var->init.stddev } };
+            ps_proto_shape_set (&specs [i].shape, rows + 2, &var->shape);
         }
-        rc = s_send (self, 0, err);
+        msg.create.partitions = (ps_proto_partition_array_t) { server->nparts, specs };
+        rc = s_send (self, &msg, 0, err);
     }
-    int collected = s_collect (self, "create_ok", err);
+    int collected = s_collect (self, PS_PROTO_CREATE_OK, err);
     return rc ? rc : collected;
 }
 
@@ -525,12 +540,12 @@ ps_client_set_optimizer (ps_client_t *self, const ps_opt_config_t *opt, ps_error
         return rc;
     s_start (self);
     for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
-        msgpack_packer *pk = s_begin (self, s, 0, 0, "set_optimizer", 1);
-        ps_pack_key (pk, "optimizer");
-        ps_pack_optimizer (pk, opt);
-        rc = s_send (self, 0, err);
+        ps_proto_t msg;
+        s_begin (self, s, 0, 0, PS_PROTO_SET_OPTIMIZER, &msg);
+        ps_proto_optimizer_set (&msg.set_optimizer.optimizer, opt);
+        rc = s_send (self, &msg, 0, err);
     }
-    int collected = s_collect (self, "set_optimizer_ok", err);
+    int collected = s_collect (self, PS_PROTO_SET_OPTIMIZER_OK, err);
     return rc ? rc : collected;
 }
 
@@ -540,16 +555,18 @@ static int
 s_scatter_values (ps_client_t *self, s_request_t *request, float *const *values, ps_error_t *err)
 {
     const char *endpoint = self->servers [request->server].endpoint;
-    const msgpack_object *tensors = ps_obj_get (ps_msg_header (request->reply), "tensors");
-    if (tensors->via.array.size != request->count)
-        return ps_error_set (err, PS_EPROTO, "server %s returned %u tensors for %zu partitions",
-                             endpoint, tensors->via.array.size, request->count);
+    const ps_proto_t *reply = ps_msg_proto (request->reply);
+    const ps_proto_pulled_array_t *tensors = reply->type == PS_PROTO_PULL_OK
+                                           ? &reply->pull_ok.tensors
+                                           : &reply->push_pull_ok.tensors;
+    if (tensors->count != request->count)
+        return ps_error_set (err, PS_EPROTO, "server %s returned %zu tensors for %zu partitions",
+                             endpoint, tensors->count, request->count);
     for (size_t i = 0; i < request->count; i++) {
         const s_part_t *part = s_request_part (self, request, i);
-        const msgpack_object *desc = &tensors->via.array.ptr [i];
-        if (!ps_obj_str_eq (ps_obj_get (desc, "var"), self->vars [part->var].name)
-        ||  ps_obj_get (desc, "part")->via.u64 != part->part
-        ||  ps_obj_get (desc, "bytes")->via.u64 != part->count * sizeof (float))
+        const ps_proto_pulled_t *desc = &tensors->items [i];
+        if (strcmp (desc->var, self->vars [part->var].name) != 0 || desc->part != part->part
+        ||  desc->bytes != part->count * sizeof (float))
             return ps_error_set (err, PS_EPROTO,
                                  "server %s: tensor %zu is not partition %s/%u of %zu floats",
                                  endpoint, i, self->vars [part->var].name, part->part, part->count);
@@ -562,9 +579,12 @@ s_scatter_values (ps_client_t *self, s_request_t *request, float *const *values,
 static void
 s_count_applied (s_request_t *request, ps_push_info_t *info)
 {
-    const msgpack_object *applied = ps_obj_get (ps_msg_header (request->reply), "applied");
-    for (uint32_t i = 0; i < applied->via.array.size; i++) {
-        if (ps_obj_get (&applied->via.array.ptr [i], "duplicate")->via.boolean)
+    const ps_proto_t *reply = ps_msg_proto (request->reply);
+    const ps_proto_applied_array_t *applied = reply->type == PS_PROTO_PUSH_OK
+                                            ? &reply->push_ok.applied
+                                            : &reply->push_pull_ok.applied;
+    for (size_t i = 0; i < applied->count; i++) {
+        if (applied->items [i].duplicate)
             info->duplicates++;
         else
             info->applied++;
@@ -574,31 +594,30 @@ s_count_applied (s_request_t *request, ps_push_info_t *info)
 //  Send one pull, push or push-pull request for partitions [first, first +
 //  count) of server s.
 static int
-s_send_data (ps_client_t *self, int s, size_t first, size_t count, const char *type,
+s_send_data (ps_client_t *self, int s, size_t first, size_t count, ps_proto_type_t type,
              uint64_t step, uint32_t worker, const float *const *grads, ps_error_t *err)
 {
-    bool push = grads != NULL;
-    bool fenced = push && self->generation;
-    msgpack_packer *pk = s_begin (self, s, first, count, type, push ? (fenced ? 4 : 3) : 1);
-    if (push) {
-        ps_pack_uint (pk, "step", step);
-        ps_pack_key (pk, "worker");
-        msgpack_pack_uint32 (pk, worker);
-    }
-    if (fenced) {
-        ps_pack_uint (pk, "generation", self->generation);
-    }
-    ps_pack_key (pk, push ? "tensors" : "parts");
-    msgpack_pack_array (pk, count);
+    ps_proto_t msg;
+    s_begin (self, s, first, count, type, &msg);
     const s_request_t *request = &self->requests [self->nrequests - 1];
+    if (!grads) {
+        ps_proto_partref_t *refs = s_items (self, count, sizeof *refs, 0, NULL);
+        for (size_t i = 0; i < count; i++) {
+            const s_part_t *part = s_request_part (self, request, i);
+            refs [i] = (ps_proto_partref_t) { self->vars [part->var].name, part->part };
+        }
+        msg.pull.parts = (ps_proto_partref_array_t) { count, refs };
+        return s_send (self, &msg, 0, err);
+    }
+    uint64_t *dims;
+    ps_proto_tensor_t *tensors = s_items (self, count, sizeof *tensors, count * PS_MAX_RANK,
+                                          &dims);
     for (size_t i = 0; i < count; i++) {
         const s_part_t *part = s_request_part (self, request, i);
-        s_pack_partref (pk, self, part, push ? 2 : 0);
-        if (!push)
-            continue;
-        ps_pack_key (pk, "shape");
-        ps_pack_shape (pk, &part->local);
-        ps_pack_uint (pk, "bytes", part->count * sizeof (float));
+        tensors [i] = (ps_proto_tensor_t) { .var = self->vars [part->var].name,
+                                            .part = part->part,
+                                            .bytes = part->count * sizeof (float) };
+        ps_proto_shape_set (&tensors [i].shape, dims + i * PS_MAX_RANK, &part->local);
         //  Zero-copy: ZeroMQ reads the caller's buffer while sending.
         atomic_fetch_add (&self->outstanding, 1);
         if (zmq_msg_init_data (&self->frames [i], (void *) (grads [part->var] + part->offset),
@@ -606,12 +625,22 @@ s_send_data (ps_client_t *self, int s, size_t first, size_t count, const char *t
                                &self->outstanding) != 0)
             abort ();
     }
-    return s_send (self, push ? count : 0, err);
+    //  A push and a push-pull carry the same fields.
+    ps_proto_push_t push = { .step = step, .worker = worker,
+                             .has_generation = self->generation != 0,
+                             .generation = self->generation,
+                             .tensors = { count, tensors } };
+    if (type == PS_PROTO_PUSH)
+        msg.push = push;
+    else
+        msg.push_pull = (ps_proto_push_pull_t) { push.step, push.worker, push.has_generation,
+                                                 push.generation, push.tensors };
+    return s_send (self, &msg, count, err);
 }
 
 //  The shared body of pull, push and push-pull.
 static int
-s_data (ps_client_t *self, const char *type, uint64_t step, uint32_t worker,
+s_data (ps_client_t *self, ps_proto_type_t type, uint64_t step, uint32_t worker,
         const float *const *grads, float *const *values, ps_push_info_t *info, ps_error_t *err)
 {
     s_start (self);
@@ -632,7 +661,7 @@ s_data (ps_client_t *self, const char *type, uint64_t step, uint32_t worker,
             first += count;
         }
     }
-    int collected = s_collect (self, ps_schema_reply_type (type), err);
+    int collected = s_collect (self, ps_proto_info [type].reply, err);
     if (rc == PS_OK)
         rc = collected;
     if (info)
@@ -651,7 +680,7 @@ int
 ps_client_pull (ps_client_t *self, float *const *values, ps_error_t *err)
 {
     assert (self);
-    return s_data (self, "pull", 0, 0, NULL, values, NULL, err);
+    return s_data (self, PS_PROTO_PULL, 0, 0, NULL, values, NULL, err);
 }
 
 int
@@ -659,7 +688,7 @@ ps_client_push (ps_client_t *self, uint64_t step, uint32_t worker,
                 const float *const *grads, ps_push_info_t *info, ps_error_t *err)
 {
     assert (self && grads);
-    return s_data (self, "push", step, worker, grads, NULL, info, err);
+    return s_data (self, PS_PROTO_PUSH, step, worker, grads, NULL, info, err);
 }
 
 int
@@ -668,19 +697,20 @@ ps_client_push_pull (ps_client_t *self, uint64_t step, uint32_t worker,
                      ps_push_info_t *info, ps_error_t *err)
 {
     assert (self && grads && values);
-    return s_data (self, "push_pull", step, worker, grads, values, info, err);
+    return s_data (self, PS_PROTO_PUSH_PULL, step, worker, grads, values, info, err);
 }
 
 //  Send a request without fields to one server and wait for its reply.
 static int
-s_simple (ps_client_t *self, int server, const char *type, ps_error_t *err)
+s_simple (ps_client_t *self, int server, ps_proto_type_t type, ps_error_t *err)
 {
     if (server < 0 || server >= self->nservers)
         return ps_error_set (err, PS_EINVAL, "no server %d", server);
     s_start (self);
-    s_begin (self, server, 0, 0, type, 0);
-    int rc = s_send (self, 0, err);
-    int collected = s_collect (self, ps_schema_reply_type (type), err);
+    ps_proto_t msg;
+    s_begin (self, server, 0, 0, type, &msg);
+    int rc = s_send (self, &msg, 0, err);
+    int collected = s_collect (self, ps_proto_info [type].reply, err);
     return rc ? rc : collected;
 }
 
@@ -688,7 +718,7 @@ int
 ps_client_ping (ps_client_t *self, int server, ps_error_t *err)
 {
     assert (self);
-    return s_simple (self, server, "ping", err);
+    return s_simple (self, server, PS_PROTO_PING, err);
 }
 
 void
@@ -705,11 +735,12 @@ ps_client_fence (ps_client_t *self, uint64_t generation, ps_error_t *err)
     s_start (self);
     int rc = PS_OK;
     for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
-        msgpack_packer *pk = s_begin (self, s, 0, 0, "fence", 1);
-        ps_pack_uint (pk, "generation", generation);
-        rc = s_send (self, 0, err);
+        ps_proto_t msg;
+        s_begin (self, s, 0, 0, PS_PROTO_FENCE, &msg);
+        msg.fence.generation = generation;
+        rc = s_send (self, &msg, 0, err);
     }
-    int collected = s_collect (self, "fence_ok", err);
+    int collected = s_collect (self, PS_PROTO_FENCE_OK, err);
     return rc ? rc : collected;
 }
 
@@ -717,7 +748,7 @@ int
 ps_client_shutdown (ps_client_t *self, int server, ps_error_t *err)
 {
     assert (self);
-    return s_simple (self, server, "shutdown", err);
+    return s_simple (self, server, PS_PROTO_SHUTDOWN, err);
 }
 
 int
@@ -725,30 +756,30 @@ ps_client_stats (ps_client_t *self, int server, ps_part_stats_t **stats, size_t 
                  ps_error_t *err)
 {
     assert (self);
-    int rc = s_simple (self, server, "stats", err);
+    int rc = s_simple (self, server, PS_PROTO_STATS, err);
     if (rc)
         return rc;
-    const msgpack_object *list = ps_obj_get (ps_msg_header (self->requests [0].reply), "partitions");
-    *count = list->via.array.size;
+    const ps_proto_part_stats_array_t *list
+        = &ps_msg_proto (self->requests [0].reply)->stats_ok.partitions;
+    *count = list->count;
     *stats = calloc (*count + 1, sizeof (ps_part_stats_t));
     if (!*stats)
         abort ();
     for (size_t i = 0; i < *count; i++) {
-        const msgpack_object *entry = &list->via.array.ptr [i];
+        const ps_proto_part_stats_t *entry = &list->items [i];
         ps_part_stats_t *out = &(*stats) [i];
-        ps_obj_str (ps_obj_get (entry, "var"), out->var, sizeof out->var);
-        out->part = (uint32_t) ps_obj_get (entry, "part")->via.u64;
-        const msgpack_object *rows = ps_obj_get (entry, "rows");
-        if (rows->via.array.size == 2) {
-            out->row_begin = (int64_t) rows->via.array.ptr [0].via.u64;
-            out->row_end = (int64_t) rows->via.array.ptr [1].via.u64;
+        snprintf (out->var, sizeof out->var, "%s", entry->var);
+        out->part = (uint32_t) entry->part;
+        if (entry->rows.count == 2) {
+            out->row_begin = (int64_t) entry->rows.items [0];
+            out->row_end = (int64_t) entry->rows.items [1];
         }
-        out->updates = ps_obj_get (entry, "updates")->via.u64;
-        out->duplicates = ps_obj_get (entry, "duplicates")->via.u64;
-        out->recorded = ps_obj_get (entry, "recorded")->via.u64;
-        out->bytes_in = ps_obj_get (entry, "bytes_in")->via.u64;
-        out->bytes_out = ps_obj_get (entry, "bytes_out")->via.u64;
-        out->nonfinite = ps_obj_get (entry, "nonfinite")->via.u64;
+        out->updates = entry->updates;
+        out->duplicates = entry->duplicates;
+        out->recorded = entry->recorded;
+        out->bytes_in = entry->bytes_in;
+        out->bytes_out = entry->bytes_out;
+        out->nonfinite = entry->nonfinite;
     }
     return PS_OK;
 }
@@ -761,35 +792,36 @@ ps_client_snapshot (ps_client_t *self, const char *dir, ps_snap_file_t **files, 
     s_start (self);
     int rc = PS_OK;
     for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
-        msgpack_packer *pk = s_begin (self, s, 0, 0, "snapshot", 1);
-        ps_pack_key (pk, "dir");
-        ps_pack_str (pk, dir);
-        rc = s_send (self, 0, err);
+        ps_proto_t msg;
+        s_begin (self, s, 0, 0, PS_PROTO_SNAPSHOT, &msg);
+        msg.snapshot.dir = dir;
+        rc = s_send (self, &msg, 0, err);
     }
-    int collected = s_collect (self, "snapshot_ok", err);
+    int collected = s_collect (self, PS_PROTO_SNAPSHOT_OK, err);
     if (rc == PS_OK)
         rc = collected;
     if (rc)
         return rc;
     size_t total = 0;
     for (size_t r = 0; r < self->nrequests; r++)
-        total += ps_obj_get (ps_msg_header (self->requests [r].reply), "files")->via.array.size;
+        total += ps_msg_proto (self->requests [r].reply)->snapshot_ok.files.count;
     *files = calloc (total + 1, sizeof (ps_snap_file_t));
     if (!*files)
         abort ();
     *count = 0;
     for (size_t r = 0; r < self->nrequests; r++) {
-        const msgpack_object *list = ps_obj_get (ps_msg_header (self->requests [r].reply), "files");
-        for (uint32_t i = 0; i < list->via.array.size; i++) {
-            const msgpack_object *entry = &list->via.array.ptr [i];
+        const ps_proto_snap_file_array_t *list
+            = &ps_msg_proto (self->requests [r].reply)->snapshot_ok.files;
+        for (size_t i = 0; i < list->count; i++) {
+            const ps_proto_snap_file_t *entry = &list->items [i];
             ps_snap_file_t *out = &(*files) [(*count)++];
             out->server = self->requests [r].server;
-            ps_obj_str (ps_obj_get (entry, "var"), out->var, sizeof out->var);
-            ps_obj_str (ps_obj_get (entry, "file"), out->file, sizeof out->file);
-            out->part = (uint32_t) ps_obj_get (entry, "part")->via.u64;
-            out->bytes = ps_obj_get (entry, "bytes")->via.u64;
-            out->crc = (uint32_t) ps_obj_get (entry, "crc32")->via.u64;
-            out->version = ps_obj_get (entry, "version")->via.u64;
+            snprintf (out->var, sizeof out->var, "%s", entry->var);
+            snprintf (out->file, sizeof out->file, "%s", entry->file);
+            out->part = (uint32_t) entry->part;
+            out->bytes = entry->bytes;
+            out->crc = (uint32_t) entry->crc32;
+            out->version = entry->version;
         }
     }
     return PS_OK;
@@ -805,15 +837,17 @@ ps_client_restore (ps_client_t *self, const char *dir, ps_error_t *err)
         s_server_t *server = &self->servers [s];
         if (server->nparts == 0)
             continue;
-        msgpack_packer *pk = s_begin (self, s, 0, server->nparts, "restore", 2);
-        ps_pack_key (pk, "dir");
-        ps_pack_str (pk, dir);
-        ps_pack_key (pk, "parts");
-        msgpack_pack_array (pk, server->nparts);
-        for (size_t i = 0; i < server->nparts; i++)
-            s_pack_partref (pk, self, &self->parts [server->parts [i]], 0);
-        rc = s_send (self, 0, err);
+        ps_proto_t msg;
+        s_begin (self, s, 0, server->nparts, PS_PROTO_RESTORE, &msg);
+        ps_proto_partref_t *refs = s_items (self, server->nparts, sizeof *refs, 0, NULL);
+        for (size_t i = 0; i < server->nparts; i++) {
+            const s_part_t *part = &self->parts [server->parts [i]];
+            refs [i] = (ps_proto_partref_t) { self->vars [part->var].name, part->part };
+        }
+        msg.restore = (ps_proto_restore_t) { .dir = dir, .has_parts = true,
+                                             .parts = { server->nparts, refs } };
+        rc = s_send (self, &msg, 0, err);
     }
-    int collected = s_collect (self, "restore_ok", err);
+    int collected = s_collect (self, PS_PROTO_RESTORE_OK, err);
     return rc ? rc : collected;
 }

@@ -10,7 +10,6 @@
 #include "ps_link.h"
 #include "ps_clock.h"
 #include "ps_log.h"
-#include "ps_schema.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -151,15 +150,10 @@ s_send_now (ps_link_t *self, void *socket)
 static void
 s_send_register (ps_link_t *self, double now)
 {
-    ps_writer_reset (&self->writer, "register", self->next_id++, 5);
-    msgpack_packer *pk = &self->writer.pk;
-    ps_pack_key (pk, "role");
-    ps_pack_str (pk, self->role);
-    ps_pack_uint (pk, "index", (uint64_t) self->index);
-    ps_pack_uint (pk, "incarnation", self->incarnation);
-    ps_pack_key (pk, "endpoint");
-    ps_pack_str (pk, self->endpoint);
-    ps_pack_uint (pk, "pid", (uint64_t) getpid ());
+    ps_proto_t msg = { .type = PS_PROTO_REGISTER, .id = self->next_id++,
+                       .register_ = { self->role, (uint64_t) self->index, self->incarnation,
+                                      self->endpoint, (uint64_t) getpid () } };
+    ps_writer_encode (&self->writer, &msg);
     //  A register is queued while there is no connection and leaves as
     //  soon as it is up. Once S_DEALER_HWM are queued a send fails; the
     //  thread then polls for room, which comes with the connection, and
@@ -171,8 +165,9 @@ s_send_register (ps_link_t *self, double now)
 static void
 s_send_heartbeat (ps_link_t *self, double now)
 {
-    ps_writer_reset (&self->writer, "heartbeat", self->next_id++, 1);
-    ps_pack_uint (&self->writer.pk, "incarnation", self->incarnation);
+    ps_proto_t msg = { .type = PS_PROTO_HEARTBEAT, .id = self->next_id++,
+                       .heartbeat = { .incarnation = self->incarnation } };
+    ps_writer_encode (&self->writer, &msg);
     s_send_now (self, self->dealer);
     self->next_heartbeat = now + self->heartbeat_ms;
 }
@@ -187,27 +182,25 @@ s_reregister (ps_link_t *self, double now)
 }
 
 //  Hand the message just received to the owner, when it wants messages.
-//  The header is packed again from its decoded form: the coordinator's
+//  The header is encoded again from its decoded form: the coordinator's
 //  messages carry no tensor frames, and ps_msg_t does not expose its own.
 static void
 s_deliver (ps_link_t *self)
 {
     if (!self->deliver)
         return;
-    msgpack_sbuffer_clear (&self->writer.sbuf);
-    msgpack_pack_object (&self->writer.pk, *ps_msg_header (self->incoming));
+    ps_writer_encode (&self->writer, ps_msg_proto (self->incoming));
     if (!s_send_now (self, self->pipe))
         ps_debug ("link to %s: the owner's queue is full, %s dropped",
                   self->coordinator, ps_msg_type (self->incoming));
 }
 
 static void
-s_on_register_ok (ps_link_t *self, const msgpack_object *header, double now)
+s_on_register_ok (ps_link_t *self, const ps_proto_register_ok_t *reply, double now)
 {
-    self->heartbeat_ms = s_clamp_ms (ps_obj_get (header, "heartbeat_ms")->via.u64,
-                                     S_MAX_INTERVAL_MS);
-    self->timeout_ms = s_clamp_ms (ps_obj_get (header, "timeout_ms")->via.u64, S_MAX_TIMEOUT_MS);
-    self->coordinator_incarnation = ps_obj_get (header, "coordinator")->via.u64;
+    self->heartbeat_ms = s_clamp_ms (reply->heartbeat_ms, S_MAX_INTERVAL_MS);
+    self->timeout_ms = s_clamp_ms (reply->timeout_ms, S_MAX_TIMEOUT_MS);
+    self->coordinator_incarnation = reply->coordinator;
     self->next_heartbeat = now + self->heartbeat_ms;
     self->register_blocked = false;
     //  A coordinator that registers this process runs a job, even one that
@@ -215,6 +208,37 @@ s_on_register_ok (ps_link_t *self, const msgpack_object *header, double now)
     atomic_store (&self->finished, false);
     atomic_store (&self->registered, true);
     s_deliver (self);
+}
+
+//  An error reply from the coordinator: some are the link's business, the
+//  others the owner's.
+static void
+s_on_error (ps_link_t *self, const ps_proto_error_t *error, bool registered, double now)
+{
+    int code = ps_error_from_name (error->code);
+    if (code == PS_ENOTFOUND) {
+        //  The coordinator does not know this process: it restarted or
+        //  declared the process failed. That is the link's business, not
+        //  the owner's; while unregistered it answers a stale message and
+        //  the registering is under way anyway.
+        if (registered) {
+            ps_info ("link to %s: the coordinator does not know this process, "
+                     "registering again", self->coordinator);
+            s_reregister (self, now);
+        }
+    }
+    else
+    if (code == PS_EBUSY && !registered) {
+        //  Another incarnation of this task is alive to the coordinator:
+        //  this one is taken once that one's death is known or its silence
+        //  has lasted the timeout. Registering on is right; say so once.
+        if (!self->busy_logged) {
+            ps_warn ("link to %s: waiting to register: %s", self->coordinator, error->message);
+            self->busy_logged = true;
+        }
+    }
+    else
+        s_deliver (self);
 }
 
 //  Read one message from the coordinator and act on it. Returns 0, or
@@ -237,59 +261,33 @@ s_from_coordinator (ps_link_t *self, double now)
         return PS_OK;
     }
     bool registered = atomic_load (&self->registered);
-    const char *type = ps_msg_type (self->incoming);
-    const msgpack_object *header = ps_msg_header (self->incoming);
-    if (strcmp (type, "register_ok") == 0)
-        s_on_register_ok (self, header, now);
-    else
-    if (strcmp (type, "heartbeat") == 0) {
-        //  A new incarnation means the coordinator restarted and knows
-        //  nothing of this process.
-        uint64_t incarnation = ps_obj_get (header, "incarnation")->via.u64;
-        if (registered && incarnation != self->coordinator_incarnation) {
-            ps_info ("link to %s: coordinator incarnation %" PRIx64 " replaced %" PRIx64
-                     ", registering again", self->coordinator, incarnation,
-                     self->coordinator_incarnation);
-            s_reregister (self, now);
-        }
-        else
-        if (registered) {
+    const ps_proto_t *msg = ps_msg_proto (self->incoming);
+    switch (msg->type) {
+        case PS_PROTO_REGISTER_OK:
+            s_on_register_ok (self, &msg->register_ok, now);
+            break;
+        case PS_PROTO_HEARTBEAT:
+            //  A new incarnation means the coordinator restarted and knows
+            //  nothing of this process.
+            if (registered && msg->heartbeat.incarnation != self->coordinator_incarnation) {
+                ps_info ("link to %s: coordinator incarnation %" PRIx64 " replaced %" PRIx64
+                         ", registering again", self->coordinator, msg->heartbeat.incarnation,
+                         self->coordinator_incarnation);
+                s_reregister (self, now);
+            }
+            else
             //  Kept past the coordinator's silence: it is how the owner
             //  tells a coordinator that finished and exited from one that
             //  crashed and will be restarted.
-            const msgpack_object *done = ps_obj_get (header, "done");
-            if (done && done->via.boolean)
+            if (registered && msg->heartbeat.has_done && msg->heartbeat.done)
                 atomic_store (&self->finished, true);
-        }
+            break;
+        case PS_PROTO_ERROR:
+            s_on_error (self, &msg->error, registered, now);
+            break;
+        default:
+            s_deliver (self);
     }
-    else
-    if (strcmp (type, "error") == 0
-    &&  ps_obj_str_eq (ps_obj_get (header, "code"), ps_error_name (PS_ENOTFOUND))) {
-        //  The coordinator does not know this process: it restarted or
-        //  declared the process failed. That is the link's business, not
-        //  the owner's; while unregistered it answers a stale message and
-        //  the registering is under way anyway.
-        if (registered) {
-            ps_info ("link to %s: the coordinator does not know this process, "
-                     "registering again", self->coordinator);
-            s_reregister (self, now);
-        }
-    }
-    else
-    if (strcmp (type, "error") == 0 && !registered
-    &&  ps_obj_str_eq (ps_obj_get (header, "code"), ps_error_name (PS_EBUSY))) {
-        //  Another incarnation of this task is alive to the coordinator:
-        //  this one is taken once that one's death is known or its silence
-        //  has lasted the timeout. Registering on is right; say so once.
-        if (!self->busy_logged) {
-            char text [PS_ERROR_MSG_MAX] = "";
-            ps_obj_str (ps_obj_get (header, "message"), text, sizeof text);
-            ps_warn ("link to %s: waiting to register: %s", self->coordinator, text);
-            self->busy_logged = true;
-        }
-    }
-    else
-        s_deliver (self);
     return PS_OK;
 }
 

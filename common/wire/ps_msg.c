@@ -18,8 +18,7 @@ struct _ps_msg_t {
     const float **tensors;      //  aligned view of each tensor frame
     msgpack_unpacked unpacked;
     bool decoded;
-    const char *type;
-    uint64_t id;
+    ps_proto_t proto;           //  the decoded header, typed
     char *scratch;              //  aligned copies of misaligned frames
     size_t scratch_size;
 };
@@ -44,8 +43,8 @@ s_clear (ps_msg_t *self)
     self->nenvelope = 0;
     self->nframes = 0;
     self->decoded = false;
-    self->type = NULL;
-    self->id = 0;
+    self->proto.type = PS_PROTO_NONE;
+    self->proto.id = 0;
 }
 
 void
@@ -269,14 +268,10 @@ ps_msg_decode (ps_msg_t *self, ps_error_t *err)
     if (offset != size)
         return ps_error_set (err, PS_EPROTO, "header frame has %zu bytes after the msgpack value",
                              size - offset);
-    const msgpack_object *header = &self->unpacked.data;
-    //  Pick up the id before validating, so an error reply can carry it.
-    if (header->type == MSGPACK_OBJECT_MAP) {
-        const msgpack_object *id = ps_obj_get (header, "id");
-        if (id && id->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-            self->id = id->via.u64;
-    }
-    rc = ps_schema_validate (header, self->sizes + 1, self->nframes - 1, &self->type, err);
+    //  The decoded strings and arrays live in the unpacker's zone, with the
+    //  msgpack objects they came from, until the next message.
+    rc = ps_proto_decode (&self->unpacked.data, self->sizes + 1, self->nframes - 1,
+                          self->unpacked.zone, &self->proto, err);
     if (rc)
         return rc;
     s_align_tensors (self);
@@ -288,14 +283,21 @@ const char *
 ps_msg_type (ps_msg_t *self)
 {
     assert (self && self->decoded);
-    return self->type;
+    return ps_proto_info [self->proto.type].name;
+}
+
+const ps_proto_t *
+ps_msg_proto (ps_msg_t *self)
+{
+    assert (self && self->decoded);
+    return &self->proto;
 }
 
 uint64_t
 ps_msg_id (ps_msg_t *self)
 {
     assert (self);
-    return self->id;
+    return self->proto.id;
 }
 
 const msgpack_object *
@@ -575,13 +577,21 @@ ps_msg_send_frames (void *socket, zmq_msg_t *envelope, size_t nenvelope, zmq_msg
 }
 
 void
+ps_writer_encode (ps_writer_t *self, const ps_proto_t *msg)
+{
+    msgpack_sbuffer_clear (&self->sbuf);
+    //  The packer fails only when its buffer cannot grow: out of memory,
+    //  which ps-cluster treats as fatal everywhere.
+    if (ps_proto_encode (msg, &self->pk))
+        abort ();
+}
+
+void
 ps_writer_error (ps_writer_t *self, uint64_t id, int code, const char *message)
 {
-    ps_writer_reset (self, "error", id, 2);
-    ps_pack_key (&self->pk, "code");
-    ps_pack_str (&self->pk, ps_error_name (code));
-    ps_pack_key (&self->pk, "message");
-    ps_pack_str (&self->pk, message);
+    ps_proto_t reply = { .type = PS_PROTO_ERROR, .id = id,
+                         .error = { ps_error_name (code), message } };
+    ps_writer_encode (self, &reply);
 }
 
 int

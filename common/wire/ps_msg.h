@@ -24,6 +24,7 @@
 
 #include "ps_error.h"
 #include "ps_optimizer.h"
+#include "ps_proto.h"
 #include "ps_schema.h"
 #include "ps_shape.h"
 
@@ -52,14 +53,21 @@ int ps_msg_recv (ps_msg_t *self, void *socket, bool routed, ps_error_t *err);
 int ps_msg_set (ps_msg_t *self, const void *const *frames, const size_t *sizes,
                 size_t nframes);
 
-//  Parse the header and validate it and the frames against the schema.
-//  Returns 0, or PS_EVERSION / PS_EPROTO / PS_ESHAPE with a message naming
-//  the problem. The request id is available even when validation fails,
-//  if the header got as far as holding one.
+//  Parse the header and decode it with the generated codec (ps_proto.h),
+//  which checks it and the frames against the protocol. Returns 0, or
+//  PS_EVERSION / PS_EPROTO / PS_ESHAPE with a message naming the problem.
+//  The request id is available even when decoding fails, if the header got
+//  as far as holding one.
 int ps_msg_decode (ps_msg_t *self, ps_error_t *err);
 
-//  After a successful decode: the type (static string), id, header map,
-//  number of tensor frames, and frame i's data as aligned floats.
+//  After a successful decode: the typed message, valid until the message
+//  is received into, set or cleared again. Handlers read its fields
+//  (proto->push.step); the tensor frames stay where ps_msg_tensor reads them.
+const ps_proto_t *ps_msg_proto (ps_msg_t *self);
+
+//  After a successful decode: the type's name (static string), id, header
+//  map (for code not yet converted to ps_msg_proto), number of tensor
+//  frames, and frame i's data as aligned floats.
 const char *ps_msg_type (ps_msg_t *self);
 uint64_t ps_msg_id (ps_msg_t *self);
 const msgpack_object *ps_msg_header (ps_msg_t *self);
@@ -158,6 +166,10 @@ int ps_writer_send (ps_writer_t *self, void *socket, zmq_msg_t *envelope,
 int ps_msg_send_frames (void *socket, zmq_msg_t *envelope, size_t nenvelope,
                         zmq_msg_t *header, zmq_msg_t *frames, size_t nframes,
                         ps_error_t *err);
+
+//  Replace the writer's header with msg, encoded by the generated codec.
+//  Aborts when its buffer cannot grow (out of memory).
+void ps_writer_encode (ps_writer_t *self, const ps_proto_t *msg);
 
 //  Restart the writer's header as an error reply to request id.
 void ps_writer_error (ps_writer_t *self, uint64_t id, int code, const char *message);

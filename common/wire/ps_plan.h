@@ -18,6 +18,7 @@
 #include "ps_client.h"
 #include "ps_error.h"
 #include "ps_optimizer.h"
+#include "ps_proto.h"
 #include "ps_shape.h"
 
 typedef struct {
@@ -52,12 +53,20 @@ typedef struct {
     ps_opt_config_t optimizer;  //  the job's optimizer (the replicas apply it)
 } ps_plan_t;
 
-//  Pack plan as the protocol's "plan" map.
-void ps_plan_pack (const ps_plan_t *plan, msgpack_packer *pk);
+//  Describe plan as the protocol's "plan" struct, for a register_ok. *out
+//  points into plan's strings and into arrays allocated here, which
+//  ps_plan_proto_release frees once the message is encoded.
+void ps_plan_to_proto (const ps_plan_t *plan, ps_proto_plan_t *out);
+void ps_plan_proto_release (ps_proto_plan_t *out);
 
-//  Read a validated "plan" map into *plan (which owns copies; release it).
-//  Returns 0, or PS_EPROTO / PS_ESHAPE (changing nothing) when values are
-//  out of range or the placement is inconsistent.
+//  Read a decoded "plan" (register_ok's plan) into *plan, which owns
+//  copies (release it). Returns 0, or PS_EPROTO / PS_ESHAPE (changing
+//  nothing) when values are out of range or the placement is inconsistent.
+int ps_plan_read (ps_plan_t *plan, const ps_proto_plan_t *in, ps_error_t *err);
+
+//  The same from and to msgpack: pack plan as a "plan" map; decode a "plan"
+//  map (checking it as the codec does) and read it.
+void ps_plan_pack (const ps_plan_t *plan, msgpack_packer *pk);
 int ps_plan_unpack (ps_plan_t *plan, const msgpack_object *obj, ps_error_t *err);
 
 //  Free what *plan owns and zero it. Also for plans built by hand with

@@ -1,0 +1,929 @@
+#!/usr/bin/env python3
+"""Generate the wire protocol's C codec from schemas/protocol.json.
+
+The protocol file is the single definition of every message. This script,
+which meson runs at build time, turns it into ps_proto.h and ps_proto.c, in
+the way CZMQ's zproto turns a protocol model into zgossip_msg.c: per message
+type a C struct with typed fields, an encoder and a decoder, then an enum of
+message types and a table that says, per type, its name, its reply, whether
+tensor frames follow the header and which roles may send it (the
+authorization column, 'senders' in protocol.json).
+
+The decoder checks every field's presence and type, refuses unknown and
+repeated keys, strings holding a NUL byte, and tensor frames that disagree
+with their descriptions, and names the message and the field in its error
+("push: tensors[1].shape[0]: expected uint, got str"). Strings and arrays of
+a decoded message live in the msgpack zone of the header they came from, so
+decoding allocates nothing of its own; tensor frames are never copied.
+
+The output is deterministic (fields in the order protocol.json lists them),
+so tests/golden/ holds a copy that a test compares with every build's.
+
+Usage: gen_codec.py PROTOCOL_JSON OUTPUT_H OUTPUT_C
+Python 3 standard library only.
+"""
+
+import json
+import sys
+
+PRIMS = {
+    # name: (C type, msgpack check, kind name in errors)
+    "uint": "uint64_t",
+    "int": "int64_t",
+    "float": "double",
+    "str": "const char *",
+    "bool": "bool",
+}
+
+
+C_KEYWORDS = set("""auto break case char const continue default do double else enum
+extern float for goto if inline int long register restrict return short signed sizeof
+static struct switch typedef union unsigned void volatile while bool true false""".split())
+
+
+def cname(name):
+    """A protocol name as a C identifier: a C keyword gets a trailing '_'
+    (the message 'register' is the union member 'register_')."""
+    return name + "_" if name in C_KEYWORDS else name
+
+
+class Gen:
+    def __init__(self, proto):
+        self.proto = proto
+        self.types = proto["types"]
+        self.roles = proto["roles"]
+        self.arrays = {}        # elem key -> (c type name, elem type expr)
+        self.maps = []          # named map types in dependency order
+        self.done = set()
+        for name in self.types:
+            self.visit(name)
+        for spec in proto["messages"].values():
+            for field in spec["fields"].values():
+                self.visit_expr(self.unwrap(field)[0])
+        for msg in proto["messages"]:
+            if msg in self.types:
+                sys.exit("gen_codec: message '%s' has the name of a type" % msg)
+
+    # A field is a type expression, or {type: expr, optional: true}.
+    @staticmethod
+    def unwrap(field):
+        if isinstance(field, dict) and "type" in field:
+            return field["type"], bool(field.get("optional"))
+        return field, False
+
+    def visit(self, name):
+        if name in self.done:
+            return
+        self.done.add(name)
+        spec = self.types[name]
+        if isinstance(spec, dict) and "map" in spec:
+            for field in spec["map"].values():
+                self.visit_expr(self.unwrap(field)[0])
+            self.maps.append(name)
+        else:
+            self.visit_expr(spec)
+
+    def visit_expr(self, expr):
+        if isinstance(expr, str):
+            if expr in PRIMS:
+                return
+            if expr not in self.types:
+                sys.exit("gen_codec: unknown type '%s'" % expr)
+            self.visit(expr)
+            return
+        if isinstance(expr, dict) and "array" in expr:
+            self.visit_expr(expr["array"])
+            self.arrays.setdefault(self.key(expr), expr["array"])
+            return
+        sys.exit("gen_codec: bad type expression %r" % (expr,))
+
+    # A name for a type expression, used in C identifiers.
+    def key(self, expr):
+        if isinstance(expr, str):
+            spec = self.types.get(expr)
+            if isinstance(spec, dict) and "array" in spec:
+                return self.key(spec["array"]) + "_array"
+            return expr
+        return self.key(expr["array"]) + "_array"
+
+    def ctype(self, expr):
+        if isinstance(expr, str):
+            if expr in PRIMS:
+                return PRIMS[expr]
+            return "ps_proto_%s_t" % self.key(expr)
+        return "ps_proto_%s_t" % self.key(expr)
+
+    # The kind a type expression resolves to: a primitive, 'array' or 'map'.
+    def kind(self, expr):
+        if isinstance(expr, str):
+            if expr in PRIMS:
+                return expr
+            spec = self.types[expr]
+            if isinstance(spec, dict) and "map" in spec:
+                return "map"
+            return self.kind(spec)
+        return "array"
+
+    # The name of the decode or encode function of a non-primitive type.
+    def fn(self, expr):
+        return self.key(expr)
+
+    def order_arrays(self):
+        return sorted(self.arrays.items())
+
+
+def c_fields(gen, fields, indent="    "):
+    out = []
+    for name, field in fields.items():
+        expr, optional = gen.unwrap(field)
+        if optional:
+            out.append("%sbool has_%s;" % (indent, name))
+        ctype = gen.ctype(expr)
+        sep = "" if ctype.endswith("*") else " "
+        out.append("%s%s%s%s;" % (indent, ctype, sep, cname(name)))
+    return out
+
+
+def role_text(gen, senders):
+    if senders == "any":
+        return "a member of the cluster"
+    return " or ".join(gen.roles[r]["as_sender"] for r in senders)
+
+
+def role_mask(gen, senders):
+    if senders == "any":
+        return "PS_PROTO_ANY_ROLE"
+    return " | ".join("PS_PROTO_ROLE_%s" % r.upper() for r in senders)
+
+
+def emit_header(gen):
+    proto = gen.proto
+    msgs = proto["messages"]
+    h = []
+    w = h.append
+    w("//  The wire protocol's codec, generated by schemas/gen_codec.py from")
+    w("//  schemas/protocol.json: do not edit; change protocol.json instead.")
+    w("//")
+    w("//  Each message type has a struct of typed fields (ps_proto_<type>_t), and")
+    w("//  ps_proto_t holds one decoded or to-be-encoded message of any type: its")
+    w("//  header fields and, in an anonymous union, the body of its type, so a")
+    w("//  handler reads msg->push.step. An optional field comes with a flag")
+    w("//  has_<field>. A decoded message's strings and arrays live in the msgpack")
+    w("//  zone given to ps_proto_decode, and its tensor frames stay in the frames")
+    w("//  they came in (ps_msg_tensor reads them in place). ps_proto_info is the")
+    w("//  dispatch table: per type its name, its reply type, whether tensor")
+    w("//  frames follow, and which roles may send it.")
+    w("")
+    w("#ifndef PS_PROTO_H_INCLUDED")
+    w("#define PS_PROTO_H_INCLUDED")
+    w("")
+    w("#include <stdbool.h>")
+    w("#include <stddef.h>")
+    w("#include <stdint.h>")
+    w("")
+    w("#include <msgpack.h>")
+    w("")
+    w('#include "ps_error.h"')
+    w("")
+    w("//  The protocol version this codec speaks.")
+    w("#define PS_PROTO_VERSION %d" % proto["version"])
+    w("")
+    w("//  Message types. PS_PROTO_NONE is no type (a header that did not decode).")
+    w("typedef enum {")
+    w("    PS_PROTO_NONE = 0,")
+    for name in msgs:
+        w("    PS_PROTO_%s," % name.upper())
+    w("    PS_PROTO_NTYPES")
+    w("} ps_proto_type_t;")
+    w("")
+    w("//  The roles of a cluster's tasks, as bits of a sender mask.")
+    for i, (role, spec) in enumerate(gen.roles.items()):
+        w("#define PS_PROTO_ROLE_%s (1u << %d)   //  %s" % (role.upper(), i, spec["doc"]))
+    w("#define PS_PROTO_ANY_ROLE ((1u << %d) - 1)" % len(gen.roles))
+    w("")
+    w("//  Types the messages share.")
+    # Arrays of primitives need nothing; arrays of maps need the map first.
+    emitted = set()
+
+    def emit_array(key, elem):
+        if key in emitted:
+            return
+        emitted.add(key)
+        ctype = gen.ctype(elem)
+        sep = "" if ctype.endswith("*") else " "
+        w("typedef struct {")
+        w("    size_t count;")
+        w("    %s%s*items;" % (ctype, sep))
+        w("} ps_proto_%s_t;" % key)
+        w("")
+
+    def needs(expr):
+        # Arrays a type's definition refers to.
+        out = []
+        if isinstance(expr, dict):
+            out.append((gen.key(expr), expr["array"]))
+        elif expr not in PRIMS:
+            spec = gen.types[expr]
+            if isinstance(spec, dict) and "array" in spec:
+                out.append((gen.key(spec["array"]) + "_array", spec["array"]))
+        return out
+
+    for key, elem in gen.order_arrays():
+        if gen.kind(elem) not in ("map", "array"):
+            emit_array(key, elem)
+    for name in gen.maps:
+        fields = gen.types[name]["map"]
+        for field in fields.values():
+            for key, elem in needs(gen.unwrap(field)[0]):
+                emit_array(key, elem)
+        w("typedef struct {")
+        h.extend(c_fields(gen, fields))
+        w("} ps_proto_%s_t;" % name)
+        w("")
+        # An array of this map, if any, right after it.
+        for key, elem in gen.order_arrays():
+            if elem == name:
+                emit_array(key, elem)
+    for key, elem in gen.order_arrays():
+        emit_array(key, elem)
+    w("//  The bodies of the messages that have fields.")
+    for name, spec in msgs.items():
+        if not spec["fields"]:
+            continue
+        w("//  %s" % name)
+        w("typedef struct {")
+        h.extend(c_fields(gen, spec["fields"]))
+        w("} ps_proto_%s_t;" % name)
+        w("")
+    w("//  One message: the header fields, then the body of its type.")
+    w("typedef struct {")
+    w("    ps_proto_type_t type;")
+    w("    uint64_t version;")
+    w("    uint64_t id;")
+    w("    union {")
+    for name, spec in msgs.items():
+        if spec["fields"]:
+            w("        ps_proto_%s_t %s;" % (name, cname(name)))
+    w("    };")
+    w("} ps_proto_t;")
+    w("")
+    w("//  One row of the dispatch table.")
+    w("typedef struct {")
+    w("    const char *name;           //  the type's name on the wire")
+    w("    ps_proto_type_t reply;      //  its reply type; PS_PROTO_NONE when it has none")
+    w("    bool tensors;               //  tensor frames follow the header")
+    w("    unsigned senders;           //  PS_PROTO_ROLE_* bits of the roles that may send it")
+    w("    const char *senders_text;   //  the same in words, for error messages")
+    w("} ps_proto_info_t;")
+    w("")
+    w("//  The dispatch table, indexed by type (row PS_PROTO_NONE is empty).")
+    w("extern const ps_proto_info_t ps_proto_info [PS_PROTO_NTYPES];")
+    w("")
+    w("//  The type named name (len bytes, not NUL-terminated), or PS_PROTO_NONE.")
+    w("ps_proto_type_t ps_proto_lookup (const char *name, size_t len);")
+    w("")
+    w("//  The role bit of a task name such as \"worker:3\" (role, colon, index),")
+    w("//  or 0 when task is NULL or names no role.")
+    w("unsigned ps_proto_role (const char *task);")
+    w("")
+    w("//  Whether task (as ps_proto_role reads it) may send a message of type.")
+    w("bool ps_proto_may_send (ps_proto_type_t type, const char *task);")
+    w("")
+    w("//  Decode header, a msgpack object, and check it and the sizes of the")
+    w("//  nframes tensor frames that came after it against the protocol. On")
+    w("//  success fills *msg, allocating its strings and arrays in zone, and")
+    w("//  returns 0. Otherwise returns PS_EVERSION for another protocol version,")
+    w("//  PS_EPROTO for a header that is not a map, an unknown type, a missing,")
+    w("//  unknown, repeated or wrongly typed field, a string holding a NUL byte or")
+    w("//  a wrong frame count, or PS_ESHAPE when a tensor's shape, byte count and")
+    w("//  frame disagree, with err naming the message and the field; msg->id is")
+    w("//  then the request's id if the header held a valid one, else 0.")
+    w("int ps_proto_decode (const msgpack_object *header, const size_t *frame_sizes,")
+    w("                     size_t nframes, msgpack_zone *zone, ps_proto_t *msg,")
+    w("                     ps_error_t *err);")
+    w("")
+    w("//  Pack msg's header (version PS_PROTO_VERSION, its type and id, then the")
+    w("//  fields of its type in protocol.json's order, optional ones when their")
+    w("//  flag is set) with pk. Returns 0, or PS_EIO when the packer's buffer")
+    w("//  cannot grow.")
+    w("int ps_proto_encode (const ps_proto_t *msg, msgpack_packer *pk);")
+    w("")
+    w("//  The codec of each map type on its own, for a value held outside a")
+    w("//  message: decode checks obj as ps_proto_decode checks a field of that")
+    w("//  type (errors name the type, then the field), encode packs it.")
+    for name in gen.maps:
+        w("int ps_proto_%s_decode (const msgpack_object *obj, msgpack_zone *zone," % name)
+        w("%sps_proto_%s_t *out, ps_error_t *err);" % (" " * (22 + len(name)), name))
+        w("int ps_proto_%s_encode (msgpack_packer *pk, const ps_proto_%s_t *in);" % (name, name))
+    w("")
+    w("#endif")
+    return "\n".join(h) + "\n"
+
+
+def c_string(s):
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def emit_field_decode(gen, c, expr, target, indent):
+    kind = gen.kind(expr)
+    if kind in PRIMS:
+        c.append("%src = s_decode_%s (val, &%s, ctx);" % (indent, kind, target))
+    else:
+        c.append("%src = s_decode_%s (val, &%s, ctx);" % (indent, gen.fn(expr), target))
+
+
+def emit_value_encode(gen, c, expr, source, indent):
+    kind = gen.kind(expr)
+    if kind in PRIMS:
+        c.append("%src |= s_encode_%s (pk, %s);" % (indent, kind, source))
+    else:
+        c.append("%src |= s_encode_%s (pk, &%s);" % (indent, gen.fn(expr), source))
+
+
+def emit_map_body(gen, c, fields, target, header=False):
+    """The loop over a map's entries, shared by named maps and messages.
+    target (field name) is the C lvalue that field decodes into."""
+    names = list(fields)
+    required = [i for i, n in enumerate(names) if not gen.unwrap(fields[n])[1]]
+    mask = "UINT64_C (0x%x)" % sum(1 << i for i in required)
+    c.append("    static const char *const names [] = { %s };"
+             % ", ".join(c_string(n) for n in names))
+    c.append("    uint64_t seen = 0;")
+    c.append("    size_t used = strlen (ctx->path);")
+    c.append("    for (uint32_t i = 0; i < obj->via.map.size; i++) {")
+    c.append("        const msgpack_object *val = &obj->via.map.ptr [i].val;")
+    c.append("        int field = s_field (obj, i, names, %d, &seen, ctx);" % len(names))
+    c.append("        if (field < 0)")
+    c.append("            return field;")
+    c.append("        s_path_field (ctx, used, names [field]);")
+    c.append("        int rc = PS_OK;")
+    c.append("        switch (field) {")
+    for i, name in enumerate(names):
+        expr, optional = gen.unwrap(fields[name])
+        c.append("            case %d:" % i)
+        if header and name in ("version", "type"):
+            c.append("                break;      //  read before the body")
+            continue
+        if optional:
+            c.append("                %s = true;" % target("has_" + name))
+        emit_field_decode(gen, c, expr, target(name), "                ")
+        c.append("                break;")
+    c.append("        }")
+    c.append("        if (rc)")
+    c.append("            return rc;")
+    c.append("        ctx->path [used] = 0;")
+    c.append("    }")
+    c.append("    return s_missing (seen, %s, names, ctx);" % mask)
+
+
+def emit_map_encode(gen, c, fields, src):
+    names = list(fields)
+    opt = [n for n in names if gen.unwrap(fields[n])[1]]
+    count = "%d" % (len(names) - len(opt))
+    for n in opt:
+        count += " + %s->has_%s" % (src, n)
+    return names, count
+
+
+def emit_source(gen):
+    proto = gen.proto
+    msgs = proto["messages"]
+    header_fields = proto["header"]
+    c = []
+    w = c.append
+    w("//  The wire protocol's codec, generated by schemas/gen_codec.py from")
+    w("//  schemas/protocol.json: do not edit; see ps_proto.h.")
+    w("")
+    w('#include "ps_proto.h"')
+    w('#include "ps_shape.h"')
+    w("")
+    w("#include <stdio.h>")
+    w("#include <stdlib.h>")
+    w("#include <string.h>")
+    w("")
+    w(RUNTIME)
+    # Forward declarations of every decoder and encoder, since maps and
+    # arrays refer to each other in either order.
+    for name in gen.maps:
+        w("static int s_decode_%s (const msgpack_object *obj, ps_proto_%s_t *out, s_ctx_t *ctx);"
+          % (name, name))
+        w("static int s_encode_%s (msgpack_packer *pk, const ps_proto_%s_t *in);" % (name, name))
+    for key, elem in gen.order_arrays():
+        w("static int s_decode_%s (const msgpack_object *obj, ps_proto_%s_t *out, s_ctx_t *ctx);"
+          % (key, key))
+        w("static int s_encode_%s (msgpack_packer *pk, const ps_proto_%s_t *in);" % (key, key))
+    w("")
+    for key, elem in gen.order_arrays():
+        ctype = gen.ctype(elem)
+        w("static int")
+        w("s_decode_%s (const msgpack_object *obj, ps_proto_%s_t *out, s_ctx_t *ctx)" % (key, key))
+        w("{")
+        w("    if (obj->type != MSGPACK_OBJECT_ARRAY)")
+        w('        return s_expected (ctx, "array", obj);')
+        w("    out->count = obj->via.array.size;")
+        w("    out->items = NULL;")
+        w("    if (out->count == 0)")
+        w("        return PS_OK;")
+        w("    out->items = s_alloc (ctx, out->count * sizeof *out->items);")
+        w("    size_t used = strlen (ctx->path);")
+        w("    for (uint32_t i = 0; i < obj->via.array.size; i++) {")
+        w("        const msgpack_object *val = &obj->via.array.ptr [i];")
+        w("        int rc;")
+        w('        snprintf (ctx->path + used, sizeof ctx->path - used, "[%u]", i);')
+        emit_field_decode(gen, c, elem, "out->items [i]", "        ")
+        w("        if (rc)")
+        w("            return rc;")
+        w("    }")
+        w("    ctx->path [used] = 0;")
+        w("    return PS_OK;")
+        w("}")
+        w("")
+        w("static int")
+        w("s_encode_%s (msgpack_packer *pk, const ps_proto_%s_t *in)" % (key, key))
+        w("{")
+        w("    int rc = msgpack_pack_array (pk, in->count);")
+        w("    for (size_t i = 0; i < in->count; i++)")
+        emit_value_encode(gen, c, elem, "in->items [i]", "        ")
+        w("    return rc;")
+        w("}")
+        w("")
+        del ctype
+    for name in gen.maps:
+        fields = gen.types[name]["map"]
+        w("static int")
+        w("s_decode_%s (const msgpack_object *obj, ps_proto_%s_t *out, s_ctx_t *ctx)"
+          % (name, name))
+        w("{")
+        w("    if (obj->type != MSGPACK_OBJECT_MAP)")
+        w('        return s_expected (ctx, "map", obj);')
+        w("    memset (out, 0, sizeof *out);")
+        emit_map_body(gen, c, fields, lambda f: "out->" + cname(f))
+        w("}")
+        w("")
+        names, count = emit_map_encode(gen, c, fields, "in")
+        w("static int")
+        w("s_encode_%s (msgpack_packer *pk, const ps_proto_%s_t *in)" % (name, name))
+        w("{")
+        w("    int rc = msgpack_pack_map (pk, %s);" % count)
+        for n in names:
+            expr, optional = gen.unwrap(fields[n])
+            ind = "    "
+            if optional:
+                w("    if (in->has_%s) {" % n)  # has_ names are never keywords
+                ind = "        "
+            w('%src |= s_encode_key (pk, "%s");' % (ind, n))
+            emit_value_encode(gen, c, expr, "in->%s" % cname(n), ind)
+            if optional:
+                w("    }")
+        w("    return rc;")
+        w("}")
+        w("")
+    # Messages: the body decoders read the header map with the header
+    # fields first in their field table.
+    for name, spec in msgs.items():
+        fields = dict(header_fields)
+        fields.update(spec["fields"])
+        w("static int")
+        w("s_decode_msg_%s (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)" % name)
+        w("{")
+        emit_map_body(gen, c, fields,
+                      lambda f: "msg->" + f if f in header_fields
+                      else "msg->%s.%s" % (cname(name), cname(f)),
+                      header=True)
+        w("}")
+        w("")
+    # Frames checks for messages that carry tensors.
+    w("//  Tensor frames must match their descriptions one to one.")
+    w("static int")
+    w("s_check_frames (const ps_proto_t *msg, const size_t *frame_sizes, size_t nframes,")
+    w("                ps_error_t *err)")
+    w("{")
+    w("    const char *name = ps_proto_info [msg->type].name;")
+    w("    switch (msg->type) {")
+    for name, spec in msgs.items():
+        if spec["frames"] != "tensors":
+            continue
+        w("        case PS_PROTO_%s:" % name.upper())
+        w("            if (msg->%s.tensors.count != nframes)" % name)
+        w("                return s_frame_count (name, msg->%s.tensors.count, nframes, err);"
+          % name)
+        w("            for (size_t i = 0; i < nframes; i++) {")
+        w("                int rc = s_check_frame (name, i, &msg->%s.tensors.items [i].shape," % name)
+        w("                                        msg->%s.tensors.items [i].bytes, frame_sizes [i], err);" % name)
+        w("                if (rc)")
+        w("                    return rc;")
+        w("            }")
+        w("            return PS_OK;")
+    w("        default:")
+    w("            if (nframes)")
+    w("                return ps_error_set (err, PS_EPROTO,")
+    w('                                     "%s: expected no frames after the header, got %zu",')
+    w("                                     name, nframes);")
+    w("            return PS_OK;")
+    w("    }")
+    w("}")
+    w("")
+    w("const ps_proto_info_t ps_proto_info [PS_PROTO_NTYPES] = {")
+    w("    [PS_PROTO_NONE] = { NULL, PS_PROTO_NONE, false, 0, NULL },")
+    for name, spec in msgs.items():
+        reply = "PS_PROTO_%s" % spec["reply"].upper() if "reply" in spec else "PS_PROTO_NONE"
+        if "senders" not in spec:
+            sys.exit("gen_codec: message '%s' has no 'senders'" % name)
+        w("    [PS_PROTO_%s] = { %s, %s, %s, %s, %s }," % (
+            name.upper(), c_string(name), reply,
+            "true" if spec["frames"] == "tensors" else "false",
+            role_mask(gen, spec["senders"]), c_string(role_text(gen, spec["senders"]))))
+    w("};")
+    w("")
+    w("static int (*const s_decoders [PS_PROTO_NTYPES]) (const msgpack_object *, ps_proto_t *, s_ctx_t *) = {")
+    for name in msgs:
+        w("    [PS_PROTO_%s] = s_decode_msg_%s," % (name.upper(), name))
+    w("};")
+    w("")
+    w("static const char *const s_roles [] = { %s };"
+      % ", ".join(c_string(r) for r in gen.roles))
+    w("")
+    w("unsigned")
+    w("ps_proto_role (const char *task)")
+    w("{")
+    w("    for (size_t i = 0; task && i < sizeof s_roles / sizeof s_roles [0]; i++) {")
+    w("        size_t len = strlen (s_roles [i]);")
+    w("        if (strncmp (task, s_roles [i], len) == 0 && task [len] == ':')")
+    w("            return 1u << i;")
+    w("    }")
+    w("    return 0;")
+    w("}")
+    w("")
+    w(TAIL)
+    for name in gen.maps:
+        w("int")
+        w("ps_proto_%s_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_%s_t *out,"
+          % (name, name))
+        w("%sps_error_t *err)" % (" " * (18 + len(name))))
+        w("{")
+        w("    s_ctx_t ctx = { zone, err, %s };" % c_string(name))
+        w("    return s_decode_%s (obj, out, &ctx);" % name)
+        w("}")
+        w("")
+        w("int")
+        w("ps_proto_%s_encode (msgpack_packer *pk, const ps_proto_%s_t *in)" % (name, name))
+        w("{")
+        w("    return s_encode_%s (pk, in) ? PS_EIO : PS_OK;" % name)
+        w("}")
+        w("")
+    w("int")
+    w("ps_proto_encode (const ps_proto_t *msg, msgpack_packer *pk)")
+    w("{")
+    w("    int rc = PS_OK;")
+    w("    switch (msg->type) {")
+    for name, spec in msgs.items():
+        fields = spec["fields"]
+        member = cname(name)
+        names, count = emit_map_encode(gen, c, fields, "(&msg->%s)" % member)
+        w("        case PS_PROTO_%s:" % name.upper())
+        w("            rc |= s_encode_header (pk, msg, 3 + %s);" % count)
+        for n in names:
+            expr, optional = gen.unwrap(fields[n])
+            ind = "            "
+            if optional:
+                w("            if (msg->%s.has_%s) {" % (member, n))
+                ind = "                "
+            w('%src |= s_encode_key (pk, "%s");' % (ind, n))
+            emit_value_encode(gen, c, expr, "msg->%s.%s" % (member, cname(n)), ind)
+            if optional:
+                w("            }")
+        w("            break;")
+    w("        default:")
+    w("            return PS_EINVAL;")
+    w("    }")
+    w("    return rc ? PS_EIO : PS_OK;")
+    w("}")
+    return "\n".join(c) + "\n"
+
+
+RUNTIME = r"""//  Decoding state: where errors go, where allocations come from, and the
+//  path of the field being read ("push: tensors[1].shape").
+typedef struct {
+    msgpack_zone *zone;
+    ps_error_t *err;
+    char path [256];
+} s_ctx_t;
+
+static const char *
+s_object_name (const msgpack_object *obj)
+{
+    switch (obj->type) {
+        case MSGPACK_OBJECT_NIL:              return "nil";
+        case MSGPACK_OBJECT_BOOLEAN:          return "bool";
+        case MSGPACK_OBJECT_POSITIVE_INTEGER: return "uint";
+        case MSGPACK_OBJECT_NEGATIVE_INTEGER: return "negative int";
+        case MSGPACK_OBJECT_FLOAT32:
+        case MSGPACK_OBJECT_FLOAT64:          return "float";
+        case MSGPACK_OBJECT_STR:              return "str";
+        case MSGPACK_OBJECT_BIN:              return "bin";
+        case MSGPACK_OBJECT_ARRAY:            return "array";
+        case MSGPACK_OBJECT_MAP:              return "map";
+        default:                              return "ext";
+    }
+}
+
+static int
+s_expected (s_ctx_t *ctx, const char *kind, const msgpack_object *obj)
+{
+    return ps_error_set (ctx->err, PS_EPROTO, "%s: expected %s, got %s",
+                         ctx->path, kind, s_object_name (obj));
+}
+
+//  The zone grows by chunks; only a failing malloc makes it fail, and the
+//  rest of the program treats that as fatal too.
+static void *
+s_alloc (s_ctx_t *ctx, size_t size)
+{
+    void *data = msgpack_zone_malloc (ctx->zone, size);
+    if (!data)
+        abort ();
+    memset (data, 0, size);
+    return data;
+}
+
+//  Paths read "push: tensors[0].shape": the message name, then fields.
+static void
+s_path_field (s_ctx_t *ctx, size_t used, const char *name)
+{
+    const char *dot = strchr (ctx->path, ':') ? "." : ": ";
+    snprintf (ctx->path + used, sizeof ctx->path - used, "%s%s", dot, name);
+}
+
+//  The index in names of entry i's key, after checking that the key is a
+//  str, known and not seen before in this map; or a negative error code.
+static int
+s_field (const msgpack_object *map, uint32_t i, const char *const *names, int nnames,
+         uint64_t *seen, s_ctx_t *ctx)
+{
+    const msgpack_object *key = &map->via.map.ptr [i].key;
+    if (key->type != MSGPACK_OBJECT_STR)
+        return ps_error_set (ctx->err, PS_EPROTO, "%s: map key %u is a %s, expected str",
+                             ctx->path, i, s_object_name (key));
+    for (int f = 0; f < nnames; f++)
+        if (strlen (names [f]) == key->via.str.size
+        &&  memcmp (names [f], key->via.str.ptr, key->via.str.size) == 0) {
+            if (*seen & (UINT64_C (1) << f))
+                return ps_error_set (ctx->err, PS_EPROTO, "%s: field '%s' appears twice",
+                                     ctx->path, names [f]);
+            *seen |= UINT64_C (1) << f;
+            return f;
+        }
+    return ps_error_set (ctx->err, PS_EPROTO, "%s: unknown field '%.*s'", ctx->path,
+                         (int) key->via.str.size, key->via.str.ptr);
+}
+
+static int
+s_missing (uint64_t seen, uint64_t required, const char *const *names, s_ctx_t *ctx)
+{
+    uint64_t missing = required & ~seen;
+    if (!missing)
+        return PS_OK;
+    int f = 0;
+    while (!(missing & (UINT64_C (1) << f)))
+        f++;
+    return ps_error_set (ctx->err, PS_EPROTO, "%s: missing field '%s'", ctx->path, names [f]);
+}
+
+static int
+s_decode_uint (const msgpack_object *obj, uint64_t *out, s_ctx_t *ctx)
+{
+    if (obj->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return s_expected (ctx, "uint", obj);
+    *out = obj->via.u64;
+    return PS_OK;
+}
+
+static int
+s_decode_int (const msgpack_object *obj, int64_t *out, s_ctx_t *ctx)
+{
+    if (obj->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        *out = obj->via.i64;
+    else
+    if (obj->type == MSGPACK_OBJECT_POSITIVE_INTEGER && obj->via.u64 <= INT64_MAX)
+        *out = (int64_t) obj->via.u64;
+    else
+        return s_expected (ctx, obj->type == MSGPACK_OBJECT_POSITIVE_INTEGER
+                                ? "int below 2^63" : "int", obj);
+    return PS_OK;
+}
+
+static int
+s_decode_float (const msgpack_object *obj, double *out, s_ctx_t *ctx)
+{
+    switch (obj->type) {
+        case MSGPACK_OBJECT_FLOAT32:
+        case MSGPACK_OBJECT_FLOAT64:          *out = obj->via.f64; return PS_OK;
+        case MSGPACK_OBJECT_POSITIVE_INTEGER: *out = (double) obj->via.u64; return PS_OK;
+        case MSGPACK_OBJECT_NEGATIVE_INTEGER: *out = (double) obj->via.i64; return PS_OK;
+        default:                              return s_expected (ctx, "float", obj);
+    }
+}
+
+//  Strings are copied into the zone with a terminating NUL, so one holding
+//  a NUL byte would read as a shorter name: it is refused.
+static int
+s_decode_str (const msgpack_object *obj, const char **out, s_ctx_t *ctx)
+{
+    if (obj->type != MSGPACK_OBJECT_STR)
+        return s_expected (ctx, "str", obj);
+    if (memchr (obj->via.str.ptr, 0, obj->via.str.size))
+        return ps_error_set (ctx->err, PS_EPROTO, "%s: expected str without NUL bytes",
+                             ctx->path);
+    char *copy = s_alloc (ctx, obj->via.str.size + 1);
+    memcpy (copy, obj->via.str.ptr, obj->via.str.size);
+    *out = copy;
+    return PS_OK;
+}
+
+static int
+s_decode_bool (const msgpack_object *obj, bool *out, s_ctx_t *ctx)
+{
+    if (obj->type != MSGPACK_OBJECT_BOOLEAN)
+        return s_expected (ctx, "bool", obj);
+    *out = obj->via.boolean;
+    return PS_OK;
+}
+
+static int
+s_encode_uint (msgpack_packer *pk, uint64_t value)
+{
+    return msgpack_pack_uint64 (pk, value);
+}
+
+static int
+s_encode_int (msgpack_packer *pk, int64_t value)
+{
+    return msgpack_pack_int64 (pk, value);
+}
+
+static int
+s_encode_float (msgpack_packer *pk, double value)
+{
+    return msgpack_pack_double (pk, value);
+}
+
+static int
+s_encode_str (msgpack_packer *pk, const char *value)
+{
+    size_t len = strlen (value);
+    return msgpack_pack_str (pk, len) | msgpack_pack_str_body (pk, value, len);
+}
+
+static int
+s_encode_bool (msgpack_packer *pk, bool value)
+{
+    return value ? msgpack_pack_true (pk) : msgpack_pack_false (pk);
+}
+
+static int
+s_encode_key (msgpack_packer *pk, const char *key)
+{
+    return s_encode_str (pk, key);
+}
+
+static int
+s_encode_header (msgpack_packer *pk, const ps_proto_t *msg, size_t nfields)
+{
+    return msgpack_pack_map (pk, nfields)
+         | s_encode_key (pk, "version") | msgpack_pack_uint64 (pk, PS_PROTO_VERSION)
+         | s_encode_key (pk, "type") | s_encode_str (pk, ps_proto_info [msg->type].name)
+         | s_encode_key (pk, "id") | msgpack_pack_uint64 (pk, msg->id);
+}
+
+static int
+s_frame_count (const char *name, size_t described, size_t nframes, ps_error_t *err)
+{
+    return ps_error_set (err, PS_EPROTO, "%s: 'tensors' describes %zu frames, got %zu",
+                         name, described, nframes);
+}
+
+static int
+s_check_frame (const char *name, size_t i, const ps_proto_uint_array_t *dims,
+               uint64_t bytes, size_t frame_size, ps_error_t *err)
+{
+    int64_t values [PS_MAX_RANK];
+    size_t rank = dims->count;
+    for (size_t d = 0; d < rank && d < PS_MAX_RANK; d++)
+        values [d] = dims->items [d] > INT64_MAX ? -1 : (int64_t) dims->items [d];
+    ps_shape_t shape;
+    ps_error_t shape_err;
+    if (ps_shape_set (&shape, values, rank > PS_MAX_RANK ? PS_MAX_RANK + 1 : (int) rank,
+                      &shape_err))
+        return ps_error_set (err, PS_ESHAPE, "%s: tensors[%zu].shape: %s",
+                             name, i, shape_err.msg);
+    uint64_t expect = 4 * (uint64_t) ps_shape_count (&shape);
+    char text [128];
+    if (bytes != expect)
+        return ps_error_set (err, PS_ESHAPE,
+                             "%s: tensors[%zu]: shape %s needs %llu bytes, 'bytes' says %llu",
+                             name, i, ps_shape_str (&shape, text, sizeof text),
+                             (unsigned long long) expect, (unsigned long long) bytes);
+    if (frame_size != bytes)
+        return ps_error_set (err, PS_ESHAPE,
+                             "%s: tensors[%zu]: frame has %zu bytes, header says %llu",
+                             name, i, frame_size, (unsigned long long) bytes);
+    return PS_OK;
+}
+
+//  The value of key in map, or NULL: for the two header fields read before
+//  the message type, and so its decoder, is known.
+static const msgpack_object *
+s_get (const msgpack_object *map, const char *key)
+{
+    size_t len = strlen (key);
+    for (uint32_t i = 0; i < map->via.map.size; i++) {
+        const msgpack_object *k = &map->via.map.ptr [i].key;
+        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == len
+        &&  memcmp (k->via.str.ptr, key, len) == 0)
+            return &map->via.map.ptr [i].val;
+    }
+    return NULL;
+}
+"""
+
+TAIL = r"""ps_proto_type_t
+ps_proto_lookup (const char *name, size_t len)
+{
+    for (int type = 1; type < PS_PROTO_NTYPES; type++)
+        if (strlen (ps_proto_info [type].name) == len
+        &&  memcmp (ps_proto_info [type].name, name, len) == 0)
+            return (ps_proto_type_t) type;
+    return PS_PROTO_NONE;
+}
+
+bool
+ps_proto_may_send (ps_proto_type_t type, const char *task)
+{
+    return (ps_proto_role (task) & ps_proto_info [type].senders) != 0;
+}
+
+int
+ps_proto_decode (const msgpack_object *header, const size_t *frame_sizes, size_t nframes,
+                 msgpack_zone *zone, ps_proto_t *msg, ps_error_t *err)
+{
+    memset (msg, 0, sizeof *msg);
+    if (header->type != MSGPACK_OBJECT_MAP)
+        return ps_error_set (err, PS_EPROTO, "header: expected a map, got %s",
+                             s_object_name (header));
+    //  Pick up the id first, so an error reply can carry it.
+    const msgpack_object *id = s_get (header, "id");
+    if (id && id->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+        msg->id = id->via.u64;
+    //  The version comes next: a peer speaking another version may use
+    //  other fields, and deserves to hear about the version, not a field.
+    const msgpack_object *version = s_get (header, "version");
+    if (!version)
+        return ps_error_set (err, PS_EPROTO, "header: missing field 'version'");
+    if (version->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return ps_error_set (err, PS_EPROTO, "header: field 'version' is a %s, expected uint",
+                             s_object_name (version));
+    if (version->via.u64 != PS_PROTO_VERSION)
+        return ps_error_set (err, PS_EVERSION,
+                             "header: protocol version %llu is not supported, expected %d",
+                             (unsigned long long) version->via.u64, PS_PROTO_VERSION);
+    msg->version = version->via.u64;
+    const msgpack_object *name = s_get (header, "type");
+    if (!name || name->type != MSGPACK_OBJECT_STR)
+        return ps_error_set (err, PS_EPROTO, "header: field 'type' %s",
+                             name ? "is not a str" : "is missing");
+    ps_proto_type_t type = ps_proto_lookup (name->via.str.ptr, name->via.str.size);
+    if (type == PS_PROTO_NONE)
+        return ps_error_set (err, PS_EPROTO, "header: unknown message type '%.*s'",
+                             (int) name->via.str.size, name->via.str.ptr);
+    s_ctx_t ctx = { zone, err, "" };
+    snprintf (ctx.path, sizeof ctx.path, "%s", ps_proto_info [type].name);
+    uint64_t saved_id = msg->id;
+    msg->type = type;
+    int rc = s_decoders [type] (header, msg, &ctx);
+    if (rc == PS_OK)
+        rc = s_check_frames (msg, frame_sizes, nframes, err);
+    if (rc) {
+        memset (msg, 0, sizeof *msg);
+        msg->id = saved_id;
+    }
+    return rc;
+}
+"""
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    with open(sys.argv[1]) as f:
+        proto = json.load(f)
+    gen = Gen(proto)
+    header = emit_header(gen)
+    source = emit_source(gen)
+    with open(sys.argv[2], "w") as f:
+        f.write(header)
+    with open(sys.argv[3], "w") as f:
+        f.write(source)
+
+
+if __name__ == "__main__":
+    main()
