@@ -17,6 +17,10 @@ typedef struct {
     uint64_t step;
     bool has_generation;
     uint64_t generation;
+    //  Sync mode: the round the step belongs to and its step count, or 0
+    //  (a push-pull, or a push outside a round).
+    uint64_t round;
+    uint64_t round_steps;
     const ps_proto_tensor_array_t *tensors;
 } s_push_t;
 
@@ -74,7 +78,13 @@ s_run_task (ps_job_t *self, size_t i)
     ps_error_t err;
     float *out = self->pull ? zmq_msg_data (&self->out [i]) : NULL;
     if (self->push) {
-        int rc = ps_partition_push (self->parts [i], self->fields.step,
+        bool applied;               //  whether the round was applied: not in the reply
+        int rc = self->fields.round
+               ? ps_partition_push_round (self->parts [i], self->fields.step, self->fields.round,
+                                          (uint32_t) self->fields.round_steps,
+                                          ps_msg_tensor (self->msg, i), &applied,
+                                          &self->versions [i], &err)
+               : ps_partition_push (self->parts [i], self->fields.step,
                                     ps_msg_tensor (self->msg, i), out, &self->versions [i], &err);
         if (rc < 0) {
             int expected = 0;
@@ -149,11 +159,12 @@ s_push_of (const ps_proto_t *req, s_push_t *push)
     switch (req->type) {
         case PS_PROTO_PUSH:
             *push = (s_push_t) { req->push.step, req->push.has_generation,
-                                 req->push.generation, &req->push.tensors };
+                                 req->push.generation, req->push.round,
+                                 req->push.round_steps, &req->push.tensors };
             return true;
         case PS_PROTO_PUSH_PULL:
             *push = (s_push_t) { req->push_pull.step, req->push_pull.has_generation,
-                                 req->push_pull.generation, &req->push_pull.tensors };
+                                 req->push_pull.generation, 0, 0, &req->push_pull.tensors };
             return true;
         default:
             return false;
@@ -262,6 +273,9 @@ s_resolve (ps_job_t *self, ps_table_t *table, ps_error_t *err)
             //  Partitions have watermarks of their own; checking the step
             //  on every one now means none applies it if another refuses.
             rc = ps_partition_reserve_step (partition, self->fields.step, err);
+            if (rc == PS_OK && self->fields.round)
+                rc = ps_partition_check_round (partition, self->fields.step, self->fields.round,
+                                               (uint32_t) self->fields.round_steps, err);
             if (rc)
                 return ps_error_prefix (err, rc, "%s: step %llu", type,
                                         (unsigned long long) self->fields.step);
@@ -298,6 +312,28 @@ s_reply_frame (ps_job_t *self, size_t i, ps_error_t *err)
     return PS_OK;
 }
 
+//  A push names its round and the round's step count together, or
+//  neither; rounds count from 1, and a round has 1 to UINT32_MAX steps.
+static int
+s_check_round (ps_job_t *self, ps_error_t *err)
+{
+    const ps_proto_t *req = ps_msg_proto (self->msg);
+    if (req->type != PS_PROTO_PUSH)
+        return PS_OK;
+    const ps_proto_push_t *push = &req->push;
+    if (push->has_round != push->has_round_steps)
+        return ps_error_set (err, PS_EINVAL, "push: field '%s' is missing: a push with '%s' "
+                             "must carry both 'round' and 'round_steps'",
+                             push->has_round ? "round_steps" : "round",
+                             push->has_round ? "round" : "round_steps");
+    if (push->has_round && push->round == 0)
+        return ps_error_set (err, PS_EINVAL, "push: field 'round' is 0: rounds count from 1");
+    if (push->has_round && (push->round_steps == 0 || push->round_steps > UINT32_MAX))
+        return ps_error_set (err, PS_EINVAL, "push: field 'round_steps' is %" PRIu64
+                             ": expected 1 to %" PRIu32, push->round_steps, UINT32_MAX);
+    return PS_OK;
+}
+
 int
 ps_job_prepare (ps_job_t *self, ps_table_t *table, uint64_t fence, ps_error_t *err)
 {
@@ -316,7 +352,9 @@ ps_job_prepare (ps_job_t *self, ps_table_t *table, uint64_t fence, ps_error_t *e
                              "at generation %" PRIu64 " and takes only gradients tagged with it",
                              ps_proto_info [req->type].name, fence);
     }
-    int rc = s_resolve (self, table, err);
+    int rc = s_check_round (self, err);
+    if (rc == PS_OK)
+        rc = s_resolve (self, table, err);
     bool pull = req->type != PS_PROTO_PUSH;
     size_t made = 0;
     while (pull && rc == PS_OK && made < self->base.ntasks) {

@@ -2,7 +2,8 @@
 //
 //  A job is prepared on the serving thread: checked against the fence,
 //  resolved against the partition table (every partition found, every
-//  gradient's shape right, the step reserved on every partition), and
+//  gradient's shape right, the step reserved and a sync push's round
+//  checked on every partition), and
 //  given its reply frames, so that a request is refused whole before
 //  anything is applied. Its tasks, one per partition, then run on the
 //  calling thread or on the pool (ps_pool.h): a push's gradients are all

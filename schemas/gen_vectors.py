@@ -52,6 +52,8 @@ vectors = [
     vec('pull of two partitions', hdr('pull', parts=[{'var': 'dense/kernel', 'part': 0},
                                                       {'var': 'dense/bias', 'part': 1}])),
     vec('push of two tensors', hdr('push', step=12, worker=1, tensors=[T23, T4]), [G23, G4]),
+    vec('push of a step of a sync round', hdr('push', step=9, worker=2, generation=3, round=4,
+                                              round_steps=2, tensors=[T4]), [G4]),
     vec('push_pull with a large step id', hdr('push_pull', step=2**40 + 3, worker=0, tensors=[T4]), [G4]),
     vec('pull_ok with a version', hdr('pull_ok', tensors=[dict(T4, version=9)]), [G4]),
     vec('push_ok with a duplicate', hdr('push_ok', applied=[

@@ -176,6 +176,81 @@ test_push_duplicate_push_pull (void **state)
     harness_clients_close (&clients);
 }
 
+//  Sync mode through the wire: the two steps of a round, on two servers,
+//  are applied once as their mean when the second arrives; a repeat of a
+//  step changes nothing; a step of another round while one is open, and a
+//  round already applied, are refused naming the partition and both
+//  rounds, and add nothing (the stats count one update per partition).
+static void
+test_push_rounds (void **state)
+{
+    (void) state;
+    harness_clients_t clients;
+    s_clients (&clients, 2);
+    ps_client_t *client = clients.data;
+    ps_error_t err;
+    ps_shape_t shape;
+    ps_shape_set (&shape, (int64_t []) { 4 }, 1, NULL);
+    ps_init_t init;
+    ps_init_default (&init, PS_INIT_ZEROS);
+    assert_int_equal (harness_clients_add_variable (&clients, "round/v", &shape, &init, 2,
+                                                    (int64_t []) { 0, 2, 4 }, (int []) { 0, 1 },
+                                                    &err), 0);
+    harness_ok (ps_client_create (clients.control, &err), &err);
+    ps_opt_config_t opt;
+    ps_opt_config_default (&opt, PS_OPT_SGD);
+    opt.lr = 1;
+    harness_ok (ps_client_set_optimizer (clients.control, &opt, &err), &err);
+
+    float g1 [4] = { 1, 2, 3, 4 }, g2 [4] = { 3, 2, 1, 0 }, v [4];
+    float *values [] = { v };
+    ps_push_info_t info;
+    //  Round 1 has steps 10 and 11: the first is added, nothing moves.
+    harness_ok (ps_client_push_round (client, 10, 0, 1, 2, (const float *[]) { g1 }, &info,
+                                      &err), &err);
+    assert_int_equal (info.applied, 2);
+    harness_ok (ps_client_pull (client, values, &err), &err);
+    for (int i = 0; i < 4; i++)
+        assert_true (v [i] == 0.0f);
+    //  A step of round 2 while round 1 is open is refused whole.
+    assert_int_equal (ps_client_push_round (client, 12, 0, 2, 2, (const float *[]) { g2 },
+                                            &info, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "round/v/"));
+    assert_non_null (strstr (err.msg, "round 2 while round 1"));
+    //  The repeat of step 10 is a duplicate everywhere.
+    harness_ok (ps_client_push_round (client, 10, 0, 1, 2, (const float *[]) { g1 }, &info,
+                                      &err), &err);
+    assert_int_equal (info.applied, 0);
+    assert_int_equal (info.duplicates, 2);
+    //  Step 11 completes the round: the mean, 2 everywhere, applied once.
+    harness_ok (ps_client_push_round (client, 11, 1, 1, 2, (const float *[]) { g2 }, &info,
+                                      &err), &err);
+    assert_int_equal (info.applied, 2);
+    harness_ok (ps_client_pull (client, values, &err), &err);
+    for (int i = 0; i < 4; i++)
+        assert_true (v [i] == -2.0f);
+    //  Round 1 again, with a new step: refused, it was applied.
+    assert_int_equal (ps_client_push_round (client, 13, 0, 1, 2, (const float *[]) { g1 },
+                                            &info, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "round 1 is not after round 1"));
+    //  One update per partition, and one duplicate.
+    for (int s = 0; s < 2; s++) {
+        ps_part_stats_t *stats;
+        size_t count;
+        harness_ok (ps_client_stats (clients.control, s, &stats, &count, &err), &err);
+        int seen = 0;
+        for (size_t i = 0; i < count; i++)
+            if (strcmp (stats [i].var, "round/v") == 0) {
+                assert_int_equal (stats [i].updates, 1);
+                assert_int_equal (stats [i].duplicates, 1);
+                seen++;
+            }
+        assert_int_equal (seen, 1);
+        free (stats);
+    }
+    harness_clients_close (&clients);
+}
+
 //  Large push-pulls go through the servers' thread pools, several requests
 //  per server in flight, and answer in the gradient's own frame; the values
 //  returned must still be exact, and a later pull must agree with them.
@@ -619,6 +694,7 @@ main (void)
         cmocka_unit_test (test_push_pull_large),
         cmocka_unit_test (test_layout_errors),
         cmocka_unit_test (test_push_refused_whole),
+        cmocka_unit_test (test_push_rounds),
         cmocka_unit_test (test_push_fenced),
         cmocka_unit_test (test_nonfinite_refused),
         cmocka_unit_test (test_huge_create_refused),

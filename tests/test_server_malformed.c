@@ -653,6 +653,47 @@ test_frame_errors (void **state)
     }
 }
 
+//  A sync-mode push names its round and the round's step count together:
+//  one without the other, a round 0 and a round of no steps are refused,
+//  naming the field, and nothing is added.
+static void
+test_round_fields (void **state)
+{
+    (void) state;
+    const struct {
+        bool round, steps;
+        uint64_t round_value, steps_value;
+        const char *named, *why;
+    } cases [] = {
+        { true, false, 1, 0, "'round_steps' is missing", "both" },
+        { false, true, 0, 2, "'round' is missing", "both" },
+        { true, true, 0, 2, "'round' is 0", "from 1" },
+        { true, true, 1, 0, "'round_steps' is 0", "expected 1" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases [0]; i++) {
+        uint64_t id = s_next_id++;
+        ps_writer_t writer;
+        ps_writer_init (&writer, "push", id, 3 + cases [i].round + cases [i].steps);
+        ps_pack_key (&writer.pk, "step");
+        msgpack_pack_uint64 (&writer.pk, S_STEP);
+        ps_pack_key (&writer.pk, "worker");
+        msgpack_pack_uint32 (&writer.pk, 0);
+        if (cases [i].round) {
+            ps_pack_key (&writer.pk, "round");
+            msgpack_pack_uint64 (&writer.pk, cases [i].round_value);
+        }
+        if (cases [i].steps) {
+            ps_pack_key (&writer.pk, "round_steps");
+            msgpack_pack_uint64 (&writer.pk, cases [i].steps_value);
+        }
+        ps_pack_key (&writer.pk, "tensors");
+        msgpack_pack_array (&writer.pk, 1);
+        s_pack_good_tensor (&writer.pk);
+        s_send_message (s_dealer, &writer, 1, (size_t []) { S_BYTES }, NULL);
+        S_REFUSED (id, "invalid", cases [i].named, cases [i].why);
+    }
+}
+
 //  A REQ peer adds an empty delimiter; the server echoes it, on ping_ok and
 //  on an error reply alike, or the REQ socket would drop the reply.
 static void
@@ -847,6 +888,7 @@ main (void)
         cmocka_unit_test (test_undecodable_headers),
         cmocka_unit_test (test_header_errors),
         cmocka_unit_test (test_frame_errors),
+        cmocka_unit_test (test_round_fields),
         cmocka_unit_test (test_req_envelope),
         cmocka_unit_test (test_raw_tcp_garbage),
         cmocka_unit_test (test_stats_count_refusals),

@@ -275,6 +275,20 @@ s_round_check (ps_partition_t *self, uint64_t round, uint32_t steps, ps_error_t 
 }
 
 int
+ps_partition_check_round (ps_partition_t *self, uint64_t step, uint64_t round, uint32_t steps,
+                          ps_error_t *err)
+{
+    assert (self);
+    pthread_mutex_lock (&self->lock);
+    int rc = ps_ledger_contains (self->ledger, step) ? PS_OK
+           : s_round_check (self, round, steps, err);
+    pthread_mutex_unlock (&self->lock);
+    if (rc)
+        return ps_error_prefix (err, rc, "partition %s/%u", self->var, self->part);
+    return PS_OK;
+}
+
+int
 ps_partition_push_round (ps_partition_t *self, uint64_t step, uint64_t round, uint32_t steps,
                          const float *grad, bool *applied, uint64_t *version, ps_error_t *err)
 {

@@ -94,6 +94,15 @@ int ps_partition_push_round (ps_partition_t *self, uint64_t step, uint64_t round
                              uint32_t steps, const float *grad, bool *applied,
                              uint64_t *version, ps_error_t *err);
 
+//  Whether ps_partition_push_round would take step of round (of steps
+//  steps) now: 0 when it would add it or answer it as a repeat, else the
+//  error it would give, naming the partition. A server checks every
+//  partition of a push with this before any adds, so that a push is
+//  refused whole; the partitions' rounds change only by pushes, which the
+//  coordinator hands out for one round at a time.
+int ps_partition_check_round (ps_partition_t *self, uint64_t step, uint64_t round,
+                              uint32_t steps, ps_error_t *err);
+
 //  Copy the values to out; *version receives the update count.
 void ps_partition_pull (ps_partition_t *self, float *out, uint64_t *version);
 

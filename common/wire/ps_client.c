@@ -592,10 +592,12 @@ s_count_applied (s_request_t *request, ps_push_info_t *info)
 }
 
 //  Send one pull, push or push-pull request for partitions [first, first +
-//  count) of server s.
+//  count) of server s; a push with round != 0 carries round and
+//  round_steps.
 static int
 s_send_data (ps_client_t *self, int s, size_t first, size_t count, ps_proto_type_t type,
-             uint64_t step, uint32_t worker, const float *const *grads, ps_error_t *err)
+             uint64_t step, uint32_t worker, uint64_t round, uint32_t round_steps,
+             const float *const *grads, ps_error_t *err)
 {
     ps_proto_t msg;
     s_begin (self, s, first, count, type, &msg);
@@ -629,6 +631,8 @@ s_send_data (ps_client_t *self, int s, size_t first, size_t count, ps_proto_type
     ps_proto_push_t push = { .step = step, .worker = worker,
                              .has_generation = self->generation != 0,
                              .generation = self->generation,
+                             .has_round = round != 0, .round = round,
+                             .has_round_steps = round != 0, .round_steps = round_steps,
                              .tensors = { count, tensors } };
     if (type == PS_PROTO_PUSH)
         msg.push = push;
@@ -638,10 +642,10 @@ s_send_data (ps_client_t *self, int s, size_t first, size_t count, ps_proto_type
     return s_send (self, &msg, count, err);
 }
 
-//  The shared body of pull, push and push-pull.
+//  The shared body of pull, push and push-pull (round: see s_send_data).
 static int
 s_data (ps_client_t *self, ps_proto_type_t type, uint64_t step, uint32_t worker,
-        const float *const *grads, float *const *values, ps_push_info_t *info, ps_error_t *err)
+        uint64_t round, uint32_t round_steps, const float *const *grads, float *const *values, ps_push_info_t *info, ps_error_t *err)
 {
     s_start (self);
     int rc = PS_OK;
@@ -657,7 +661,8 @@ s_data (ps_client_t *self, ps_proto_type_t type, uint64_t step, uint32_t worker,
             } while (first + count < server->nparts
                   && bytes + self->parts [server->parts [first + count]].count * sizeof (float)
                      <= S_REQUEST_BYTES);
-            rc = s_send_data (self, s, first, count, type, step, worker, grads, err);
+            rc = s_send_data (self, s, first, count, type, step, worker, round, round_steps,
+                              grads, err);
             first += count;
         }
     }
@@ -680,7 +685,7 @@ int
 ps_client_pull (ps_client_t *self, float *const *values, ps_error_t *err)
 {
     assert (self);
-    return s_data (self, PS_PROTO_PULL, 0, 0, NULL, values, NULL, err);
+    return s_data (self, PS_PROTO_PULL, 0, 0, 0, 0, NULL, values, NULL, err);
 }
 
 int
@@ -688,7 +693,17 @@ ps_client_push (ps_client_t *self, uint64_t step, uint32_t worker,
                 const float *const *grads, ps_push_info_t *info, ps_error_t *err)
 {
     assert (self && grads);
-    return s_data (self, PS_PROTO_PUSH, step, worker, grads, NULL, info, err);
+    return s_data (self, PS_PROTO_PUSH, step, worker, 0, 0, grads, NULL, info, err);
+}
+
+int
+ps_client_push_round (ps_client_t *self, uint64_t step, uint32_t worker, uint64_t round,
+                      uint32_t round_steps, const float *const *grads, ps_push_info_t *info,
+                      ps_error_t *err)
+{
+    assert (self && grads && round > 0);
+    return s_data (self, PS_PROTO_PUSH, step, worker, round, round_steps, grads, NULL, info,
+                   err);
 }
 
 int
@@ -697,7 +712,7 @@ ps_client_push_pull (ps_client_t *self, uint64_t step, uint32_t worker,
                      ps_push_info_t *info, ps_error_t *err)
 {
     assert (self && grads && values);
-    return s_data (self, PS_PROTO_PUSH_PULL, step, worker, grads, values, info, err);
+    return s_data (self, PS_PROTO_PUSH_PULL, step, worker, 0, 0, grads, values, info, err);
 }
 
 //  Send a request without fields to one server and wait for its reply.

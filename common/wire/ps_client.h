@@ -91,6 +91,16 @@ int ps_client_pull (ps_client_t *self, float *const *values, ps_error_t *err);
 int ps_client_push (ps_client_t *self, uint64_t step, uint32_t worker,
                     const float *const *grads, ps_push_info_t *info, ps_error_t *err);
 
+//  Sync mode: push the gradient of every variable for step `step`, one of
+//  the round_steps steps of round `round` (from 1). The servers add it to
+//  the round's sum and apply the round's mean when its last step arrives;
+//  info's applied counts the partitions that added it. A server refuses a
+//  step of a round other than the one it has open (PS_EINVAL naming the
+//  partition and both rounds).
+int ps_client_push_round (ps_client_t *self, uint64_t step, uint32_t worker, uint64_t round,
+                          uint32_t round_steps, const float *const *grads,
+                          ps_push_info_t *info, ps_error_t *err);
+
 //  Push, then read the values after the push, in one round trip.
 int ps_client_push_pull (ps_client_t *self, uint64_t step, uint32_t worker,
                          const float *const *grads, float *const *values,

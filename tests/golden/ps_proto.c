@@ -1808,12 +1808,12 @@ s_decode_msg_pull_ok (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
 static int
 s_decode_msg_push (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
 {
-    static const char *const names [] = { "version", "type", "id", "step", "worker", "generation", "tensors" };
+    static const char *const names [] = { "version", "type", "id", "step", "worker", "generation", "round", "round_steps", "tensors" };
     uint64_t seen = 0;
     size_t used = strlen (ctx->path);
     for (uint32_t i = 0; i < obj->via.map.size; i++) {
         const msgpack_object *val = &obj->via.map.ptr [i].val;
-        int field = s_field (obj, i, names, 7, &seen, ctx);
+        int field = s_field (obj, i, names, 9, &seen, ctx);
         if (field < 0)
             return field;
         s_path_field (ctx, used, names [field]);
@@ -1837,6 +1837,14 @@ s_decode_msg_push (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
                 rc = s_decode_uint (val, &msg->push.generation, ctx);
                 break;
             case 6:
+                msg->push.has_round = true;
+                rc = s_decode_uint (val, &msg->push.round, ctx);
+                break;
+            case 7:
+                msg->push.has_round_steps = true;
+                rc = s_decode_uint (val, &msg->push.round_steps, ctx);
+                break;
+            case 8:
                 rc = s_decode_tensor_array (val, &msg->push.tensors, ctx);
                 break;
         }
@@ -1844,7 +1852,7 @@ s_decode_msg_push (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
             return rc;
         ctx->path [used] = 0;
     }
-    return s_missing (seen, UINT64_C (0x5f), names, ctx);
+    return s_missing (seen, UINT64_C (0x11f), names, ctx);
 }
 
 static int
@@ -3071,7 +3079,7 @@ ps_proto_encode (const ps_proto_t *msg, msgpack_packer *pk)
             rc |= s_encode_pulled_array (pk, &msg->pull_ok.tensors);
             break;
         case PS_PROTO_PUSH:
-            rc |= s_encode_header (pk, msg, 3 + 3 + (&msg->push)->has_generation);
+            rc |= s_encode_header (pk, msg, 3 + 3 + (&msg->push)->has_generation + (&msg->push)->has_round + (&msg->push)->has_round_steps);
             rc |= s_encode_key (pk, "step");
             rc |= s_encode_uint (pk, msg->push.step);
             rc |= s_encode_key (pk, "worker");
@@ -3079,6 +3087,14 @@ ps_proto_encode (const ps_proto_t *msg, msgpack_packer *pk)
             if (msg->push.has_generation) {
                 rc |= s_encode_key (pk, "generation");
                 rc |= s_encode_uint (pk, msg->push.generation);
+            }
+            if (msg->push.has_round) {
+                rc |= s_encode_key (pk, "round");
+                rc |= s_encode_uint (pk, msg->push.round);
+            }
+            if (msg->push.has_round_steps) {
+                rc |= s_encode_key (pk, "round_steps");
+                rc |= s_encode_uint (pk, msg->push.round_steps);
             }
             rc |= s_encode_key (pk, "tensors");
             rc |= s_encode_tensor_array (pk, &msg->push.tensors);

@@ -313,6 +313,10 @@ typedef struct {
     uint64_t worker;
     bool has_generation;
     uint64_t generation;
+    bool has_round;
+    uint64_t round;
+    bool has_round_steps;
+    uint64_t round_steps;
     ps_proto_tensor_array_t tensors;
 } ps_proto_push_t;
 
