@@ -125,7 +125,9 @@ static const struct {
 //  A job file holds a few hundred bytes; a larger one is not a job file.
 #define S_FILE_MAX  ((size_t) 1 << 20)
 
-static const char *const s_mode_names [] = { "async", "mirrored" };
+//  By ps_mode_t; compared with job.schema.json's mode enum on every load.
+static const char *const s_mode_names [] = { "async", "mirrored", "sync" };
+#define S_NMODES  (sizeof s_mode_names / sizeof s_mode_names [0])
 
 
 //  ---------------------------------------------------------------------
@@ -790,16 +792,21 @@ ps_job_to_json (const ps_job_t *job)
 int
 ps_mode_parse (const char *name, ps_mode_t *mode, ps_error_t *err)
 {
-    for (int i = 0; i < 2; i++)
+    char names [64] = "";
+    for (size_t i = 0; i < S_NMODES; i++) {
         if (strcmp (name, s_mode_names [i]) == 0) {
             *mode = (ps_mode_t) i;
             return 0;
         }
-    return ps_error_set (err, PS_EINVAL, "unknown mode \"%s\", expected async or mirrored", name);
+        size_t used = strlen (names);
+        snprintf (names + used, sizeof names - used, "%s%s", i ? (i + 1 < S_NMODES ? ", " : " or ")
+                                                            : "", s_mode_names [i]);
+    }
+    return ps_error_set (err, PS_EINVAL, "unknown mode \"%s\", expected %s", name, names);
 }
 
 const char *
 ps_mode_name (ps_mode_t mode)
 {
-    return (unsigned) mode < 2 ? s_mode_names [mode] : "unknown";
+    return (unsigned) mode < S_NMODES ? s_mode_names [mode] : "unknown";
 }

@@ -23,7 +23,7 @@
 
 #define PS_JOB_PATH_MAX 1024
 
-typedef enum { PS_MODE_ASYNC, PS_MODE_MIRRORED } ps_mode_t;
+typedef enum { PS_MODE_ASYNC, PS_MODE_MIRRORED, PS_MODE_SYNC } ps_mode_t;
 
 typedef struct {
     char model [PS_JOB_PATH_MAX];       //  built-in name (cnn, cnn2, mlp) or spec path
@@ -32,7 +32,7 @@ typedef struct {
     int batch_size;                     //  per worker; 1 .. 65536
     int epochs;                         //  >= 1
     uint64_t steps;                     //  0 = epochs * batches per epoch; else the run's length
-    ps_mode_t mode;                     //  "async" or "mirrored"
+    ps_mode_t mode;                     //  "async", "mirrored" or "sync"
     char checkpoint_dir [PS_JOB_PATH_MAX];  //  "" = no checkpoints
     uint64_t checkpoint_steps;          //  every N steps; 0 = not by steps
     double checkpoint_seconds;          //  every T seconds; 0 = not by time
@@ -92,7 +92,7 @@ int ps_job_validate (const ps_job_t *job, ps_error_t *err);
 //  string that is not UTF-8), all of which ps_job_validate refuses.
 json_t *ps_job_to_json (const ps_job_t *job);
 
-//  Parse "async" or "mirrored".
+//  Parse "async", "mirrored" or "sync".
 int ps_mode_parse (const char *name, ps_mode_t *mode, ps_error_t *err);
 const char *ps_mode_name (ps_mode_t mode);
 

@@ -127,7 +127,8 @@ expect "--local --mode mirrored --ps 2" 2 "--ps|mirrored mode uses no servers" -
   "$coordinator" --local --mode mirrored --ps 2
 expect "--local --mode mirrored --evaluator" 2 "--evaluator|the workers evaluate" -- \
   "$coordinator" --local --mode mirrored --evaluator
-expect "--mode sync" 2 "--mode|sync" -- env TF_CONFIG="$good" "$coordinator" --mode sync
+expect "--mode bsp" 2 "--mode|bsp|expected async, mirrored or sync" -- \
+  env TF_CONFIG="$good" "$coordinator" --mode bsp
 expect "--data /nonexistent" 2 "/nonexistent/train-images-idx3-ubyte" -- \
   env TF_CONFIG="$good" "$coordinator" --data /nonexistent
 expect "checkpoint interval without a directory" 2 "at /checkpoint/every_steps|checkpoint.dir" -- \

@@ -60,6 +60,8 @@ typedef struct {
     char name [8];              //  the kind as the coordinator named it
     uint64_t step, epoch, batch, generation, wait_ms;
     uint64_t order;             //  the order's number, 0 when the mode has none
+    uint64_t round;             //  sync mode: the step's round, 0 outside one
+    uint64_t round_steps;       //  and the round's step count
     const msgpack_object *header;   //  the whole message's header
 } ps_work_t;
 
@@ -133,5 +135,6 @@ const ps_wmode_ops_t *ps_wmode_find (const ps_plan_t *plan);
 
 extern const ps_wmode_ops_t ps_wmode_async;
 extern const ps_wmode_ops_t ps_wmode_mirrored;
+extern const ps_wmode_ops_t ps_wmode_sync;
 
 #endif

@@ -148,6 +148,10 @@ s_read_work (ps_msg_t *msg, ps_work_t *work)
     work->wait_ms = ps_obj_get (header, "wait_ms")->via.u64;
     const msgpack_object *order = ps_obj_get (header, "order");
     work->order = order ? order->via.u64 : 0;
+    const msgpack_object *round = ps_obj_get (header, "round");
+    const msgpack_object *round_steps = ps_obj_get (header, "round_steps");
+    work->round = round ? round->via.u64 : 0;
+    work->round_steps = round_steps ? round_steps->via.u64 : 0;
     work->header = header;
 }
 

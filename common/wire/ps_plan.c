@@ -49,7 +49,7 @@ ps_plan_to_proto (const ps_plan_t *plan, ps_proto_plan_t *out)
         .client_timeout_ms = (uint64_t) plan->client_timeout_ms,
         .steps_per_epoch = plan->steps_per_epoch, .total_steps = plan->total_steps,
         .eval_batch = (uint64_t) plan->eval_batch, .overlap = plan->overlap,
-        .has_mode = true, .mode = plan->mirrored ? "mirrored" : "async",
+        .has_mode = true, .mode = plan->mirrored ? "mirrored" : plan->sync ? "sync" : "async",
         .has_optimizer = true };
     ps_proto_optimizer_set (&out->optimizer, &plan->optimizer);
 }
@@ -146,10 +146,12 @@ ps_plan_read (ps_plan_t *plan, const ps_proto_plan_t *in, ps_error_t *err)
                              (unsigned long long) threads, (unsigned long long) timeout);
     //  Plans without a mode come from a coordinator that knew only the
     //  asynchronous one.
-    if (in->has_mode && strcmp (in->mode, "async") != 0 && strcmp (in->mode, "mirrored") != 0)
-        return ps_error_set (err, PS_EPROTO, "plan: mode is '%s', expected async or mirrored",
-                             in->mode);
+    if (in->has_mode && strcmp (in->mode, "async") != 0 && strcmp (in->mode, "mirrored") != 0
+    &&  strcmp (in->mode, "sync") != 0)
+        return ps_error_set (err, PS_EPROTO, "plan: mode is '%s', expected async, mirrored or "
+                             "sync", in->mode);
     tmp.mirrored = in->has_mode && strcmp (in->mode, "mirrored") == 0;
+    tmp.sync = in->has_mode && strcmp (in->mode, "sync") == 0;
     if (strcmp (in->device, "cpu") && strcmp (in->device, "gpu") && strcmp (in->device, "auto"))
         return ps_error_set (err, PS_EPROTO, "plan: device is not cpu, gpu or auto");
     size_t nservers = in->servers.count, nvars = in->variables.count;

@@ -50,6 +50,9 @@ typedef struct {
     //  gradients (worker/ps_mirror.h). The plan then lists no servers, and
     //  each variable has one partition, on "server" 0: the replica.
     bool mirrored;
+    //  Sync mode: the servers apply each round's mean gradient once; a
+    //  worker pushes with the work's round (worker/ps_wmode_sync.c).
+    bool sync;
     ps_opt_config_t optimizer;  //  the job's optimizer (the replicas apply it)
 } ps_plan_t;
 

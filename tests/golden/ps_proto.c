@@ -2515,12 +2515,12 @@ s_decode_msg_work_request (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *
 static int
 s_decode_msg_work (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
 {
-    static const char *const names [] = { "version", "type", "id", "kind", "step", "epoch", "batch", "generation", "wait_ms", "ring", "update", "steps", "examples", "lr", "shard", "shards", "dir", "order" };
+    static const char *const names [] = { "version", "type", "id", "kind", "step", "epoch", "batch", "generation", "wait_ms", "ring", "update", "steps", "examples", "lr", "shard", "shards", "dir", "order", "round", "round_steps" };
     uint64_t seen = 0;
     size_t used = strlen (ctx->path);
     for (uint32_t i = 0; i < obj->via.map.size; i++) {
         const msgpack_object *val = &obj->via.map.ptr [i].val;
-        int field = s_field (obj, i, names, 18, &seen, ctx);
+        int field = s_field (obj, i, names, 20, &seen, ctx);
         if (field < 0)
             return field;
         s_path_field (ctx, used, names [field]);
@@ -2586,6 +2586,14 @@ s_decode_msg_work (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
             case 17:
                 msg->work.has_order = true;
                 rc = s_decode_uint (val, &msg->work.order, ctx);
+                break;
+            case 18:
+                msg->work.has_round = true;
+                rc = s_decode_uint (val, &msg->work.round, ctx);
+                break;
+            case 19:
+                msg->work.has_round_steps = true;
+                rc = s_decode_uint (val, &msg->work.round_steps, ctx);
                 break;
         }
         if (rc)
@@ -3233,7 +3241,7 @@ ps_proto_encode (const ps_proto_t *msg, msgpack_packer *pk)
             rc |= s_encode_uint (pk, msg->work_request.want);
             break;
         case PS_PROTO_WORK:
-            rc |= s_encode_header (pk, msg, 3 + 6 + (&msg->work)->has_ring + (&msg->work)->has_update + (&msg->work)->has_steps + (&msg->work)->has_examples + (&msg->work)->has_lr + (&msg->work)->has_shard + (&msg->work)->has_shards + (&msg->work)->has_dir + (&msg->work)->has_order);
+            rc |= s_encode_header (pk, msg, 3 + 6 + (&msg->work)->has_ring + (&msg->work)->has_update + (&msg->work)->has_steps + (&msg->work)->has_examples + (&msg->work)->has_lr + (&msg->work)->has_shard + (&msg->work)->has_shards + (&msg->work)->has_dir + (&msg->work)->has_order + (&msg->work)->has_round + (&msg->work)->has_round_steps);
             rc |= s_encode_key (pk, "kind");
             rc |= s_encode_str (pk, msg->work.kind);
             rc |= s_encode_key (pk, "step");
@@ -3281,6 +3289,14 @@ ps_proto_encode (const ps_proto_t *msg, msgpack_packer *pk)
             if (msg->work.has_order) {
                 rc |= s_encode_key (pk, "order");
                 rc |= s_encode_uint (pk, msg->work.order);
+            }
+            if (msg->work.has_round) {
+                rc |= s_encode_key (pk, "round");
+                rc |= s_encode_uint (pk, msg->work.round);
+            }
+            if (msg->work.has_round_steps) {
+                rc |= s_encode_key (pk, "round_steps");
+                rc |= s_encode_uint (pk, msg->work.round_steps);
             }
             break;
         case PS_PROTO_ABORT:

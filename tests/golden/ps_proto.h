@@ -444,6 +444,10 @@ typedef struct {
     const char *dir;
     bool has_order;
     uint64_t order;
+    bool has_round;
+    uint64_t round;
+    bool has_round_steps;
+    uint64_t round_steps;
 } ps_proto_work_t;
 
 //  abort
