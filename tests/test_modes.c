@@ -7,7 +7,10 @@
 //  evaluation going to a worker, and the end. Mirrored: requests held
 //  until every live worker asks, the ring formed, a global step handed
 //  out and committed, and a step cut short by a failure counted when a
-//  survivor completed it.
+//  survivor completed it. Sync: a round's steps handed out with the round,
+//  the next round only once every step of it is done, a failed worker's
+//  step handed to another with the same round, a checkpoint waiting for
+//  the open round, and the rounds in the done record.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,6 +36,9 @@ typedef struct {
     int sent [S_NWORKERS];      //  messages sent to each worker
     char last [S_NWORKERS][16]; //  the kind of the last one
     uint64_t last_step [S_NWORKERS];
+    //  The extra fields "round" and "round_steps" of the last message to
+    //  each worker, 0 when it had none.
+    uint64_t round [S_NWORKERS], round_steps [S_NWORKERS];
     int completed;              //  steps completed, and those with stats
     int counted;
     int failures;
@@ -74,6 +80,30 @@ s_message (void *loop, const char *type, size_t nfields)
     return s_work (loop, 0, type, 0, 0, 0, 0, nfields);
 }
 
+//  Read the round fields of the extra key-value pairs a mode packed into
+//  log's buffer.
+static void
+s_read_extra (s_log_t *log, int w)
+{
+    log->round [w] = log->round_steps [w] = 0;
+    msgpack_unpacked key, value;
+    msgpack_unpacked_init (&key);
+    msgpack_unpacked_init (&value);
+    size_t off = 0;
+    while (msgpack_unpack_next (&key, log->buffer.data, log->buffer.size, &off)
+           == MSGPACK_UNPACK_SUCCESS) {
+        assert_int_equal (msgpack_unpack_next (&value, log->buffer.data, log->buffer.size, &off),
+                          MSGPACK_UNPACK_SUCCESS);
+        assert_int_equal (key.data.type, MSGPACK_OBJECT_STR);
+        if (ps_obj_str_eq (&key.data, "round"))
+            log->round [w] = value.data.via.u64;
+        if (ps_obj_str_eq (&key.data, "round_steps"))
+            log->round_steps [w] = value.data.via.u64;
+    }
+    msgpack_unpacked_destroy (&key);
+    msgpack_unpacked_destroy (&value);
+}
+
 static void
 s_send (void *loop, const ps_peer_t *peer)
 {
@@ -83,6 +113,7 @@ s_send (void *loop, const ps_peer_t *peer)
             fx->log.sent [w]++;
             snprintf (fx->log.last [w], sizeof fx->log.last [w], "%s", fx->log.kind);
             fx->log.last_step [w] = fx->log.step;
+            s_read_extra (&fx->log, w);
         }
 }
 
@@ -339,6 +370,122 @@ s_ring_reports (s_fixture_t *fx, const char *kind, uint64_t order, uint64_t upda
     }
 }
 
+//  Worker w completes step (of generation 100) and asks again.
+static void
+s_done (s_fixture_t *fx, int w, uint64_t step)
+{
+    s_report_t done = { "train", "done", step, 100, 0, 0, NULL };
+    s_request (fx, w, true, &done, 1);
+}
+
+//  Worker w was last handed step of round `round` of `steps` steps.
+static void
+s_assert_train (s_fixture_t *fx, int w, uint64_t step, uint64_t round, uint64_t steps)
+{
+    assert_string_equal (fx->log.last [w], "train");
+    assert_int_equal (fx->log.last_step [w], step);
+    assert_int_equal (fx->log.round [w], round);
+    assert_int_equal (fx->log.round_steps [w], steps);
+}
+
+//  A round is one step per live worker, named by its first step; the next
+//  is handed out only once every step of this one is done, and the done
+//  record counts the rounds.
+static void
+test_sync_rounds (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture (PS_MODE_SYNC);
+    ps_plan_t plan = { .overlap = true };
+    fx->ops->plan (fx->mode, &plan);
+    assert_true (plan.sync);
+    assert_false (plan.overlap);
+    fx->host.state = PS_RUN_RUNNING;
+    s_ask (fx, 0);
+    s_assert_train (fx, 0, 1, 1, 2);
+    s_ask (fx, 1);
+    s_assert_train (fx, 1, 2, 1, 2);
+    //  Worker 0 is done first: round 1 is not, so it waits.
+    s_done (fx, 0, 1);
+    assert_string_equal (fx->log.last [0], "wait");
+    assert_int_equal (fx->log.round [0], 0);
+    //  Worker 1's completion ends round 1; it gets round 3's first step.
+    s_done (fx, 1, 2);
+    assert_int_equal (fx->log.completed, 2);
+    s_assert_train (fx, 1, 3, 3, 2);
+    s_ask (fx, 0);
+    s_assert_train (fx, 0, 4, 3, 2);
+    //  Nothing more while round 3 is open, even for a worker with none.
+    s_done (fx, 0, 4);
+    assert_string_equal (fx->log.last [0], "wait");
+    s_done (fx, 1, 3);
+    s_assert_train (fx, 1, 5, 5, 2);
+    json_t *record = json_object (), *mismatches = json_array ();
+    fx->ops->report (fx->mode, record, mismatches, 4);
+    assert_int_equal (json_integer_value (json_object_get (record, "rounds")), 2);
+    assert_true (json_real_value (json_object_get (record, "round_steps_mean")) == 2.0);
+    json_decref (record);
+    json_decref (mismatches);
+    s_close (fx);
+}
+
+//  A failed worker's step of the open round goes to another worker with
+//  the same step id and round; the next round counts the live workers.
+static void
+test_sync_rehand (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture (PS_MODE_SYNC);
+    fx->host.state = PS_RUN_RUNNING;
+    s_ask (fx, 0);
+    s_ask (fx, 1);
+    s_assert_train (fx, 1, 2, 1, 2);
+    assert_true (ps_roster_fail (fx->roster, PS_ROLE_WORKER, 1));
+    assert_int_equal (fx->ops->task_failed (fx->mode, PS_ROLE_WORKER, 1), 1);
+    s_done (fx, 0, 1);
+    s_assert_train (fx, 0, 2, 1, 2);
+    //  The failed worker's late completion is not its to make.
+    s_report_t late = { "train", "done", 2, 100, 0, 0, NULL };
+    s_request (fx, 1, false, &late, 1);
+    assert_int_equal (fx->log.completed, 1);
+    s_done (fx, 0, 2);
+    assert_int_equal (fx->log.completed, 2);
+    s_assert_train (fx, 0, 3, 3, 1);
+    s_close (fx);
+}
+
+//  A checkpoint waits for the open round: its waiting step is still handed
+//  out, no round opens before the checkpoint is taken, and the mode does
+//  not take it while the round is half done.
+static void
+test_sync_checkpoint_drain (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture (PS_MODE_SYNC);
+    fx->host.state = PS_RUN_RUNNING;
+    s_ask (fx, 0);
+    ps_ckpt_ctl_pause (fx->ckpt, 1.0);
+    //  Nothing in flight, but step 2 of round 1 is not done: no snapshot.
+    s_report_t done1 = { "train", "done", 1, 100, 0, 0, NULL };
+    s_request (fx, 0, false, &done1, 1);
+    assert_int_equal (ps_schedule_in_flight (fx->schedule), 0);
+    fx->ops->advance (fx->mode, 2.0);
+    assert_int_equal (ps_ckpt_ctl_state (fx->ckpt), PS_CKPT_DRAINING);
+    s_ask (fx, 1);
+    s_assert_train (fx, 1, 2, 1, 2);
+    s_ask (fx, 0);
+    assert_string_equal (fx->log.last [0], "wait");
+    s_done (fx, 1, 2);
+    assert_string_equal (fx->log.last [1], "wait");
+    assert_int_equal (ps_schedule_in_flight (fx->schedule), 0);
+    assert_int_equal (ps_schedule_done_count (fx->schedule), 2);
+    //  Once the checkpoint is out of the way, round 3 opens.
+    ps_ckpt_ctl_cancel (fx->ckpt);
+    s_ask (fx, 0);
+    s_assert_train (fx, 0, 3, 3, 2);
+    s_close (fx);
+}
+
 static void
 test_mirrored_ring (void **state)
 {
@@ -422,6 +569,9 @@ main (void)
         cmocka_unit_test (test_async_steps),
         cmocka_unit_test (test_async_nonfinite),
         cmocka_unit_test (test_async_eval_and_end),
+        cmocka_unit_test (test_sync_rounds),
+        cmocka_unit_test (test_sync_rehand),
+        cmocka_unit_test (test_sync_checkpoint_drain),
         cmocka_unit_test (test_mirrored_ring),
         cmocka_unit_test (test_mirrored_step_lost),
     };
