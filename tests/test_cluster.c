@@ -31,7 +31,14 @@
 //       worker's key may not control a server; the one run with
 //       --insecure, which warns; and a PLAIN data plane;
 //    l. gradients that are not finite (refused, retried, then the run
-//       fails) and a training loss that diverges (warned, or stopped).
+//       fails) and a training loss that diverges (warned, or stopped);
+//    m. sync mode: a run in which every step is recorded once and every
+//       partition applies one update per round (--overlap ignored, with a
+//       warning), and the kill -9 cases of c. (without restarts) and e.
+//  In sync mode a partition applies a round's steps as one update, so
+//  "exactly once per step" reads there as: every step in every
+//  partition's ledger once, and the same number of updates everywhere,
+//  one per round.
 //  Each case prints a one-line summary (time, steps, failure detection).
 //  PS_TEST_SCALE (default 1) scales the data subsets, for slow builds;
 //  PS_TEST_FILTER (a cmocka pattern) runs only the cases it matches.
@@ -583,6 +590,22 @@ s_check_done (s_run_t *run, uint64_t total, int nservers)
 
     json_t *servers = json_object_get (done, "servers");
     assert_int_equal (json_array_size (servers), nservers);
+    //  One update per step; in sync mode, one per round, as many on every
+    //  partition as on the first, and at least a step per worker each.
+    uint64_t updates_each = total;
+    if (strcmp (s_str (done, "mode"), "sync") == 0) {
+        json_t *first = json_array_get (json_object_get (json_array_get (servers, 0),
+                                                         "partitions"), 0);
+        assert_non_null (first);
+        updates_each = (uint64_t) s_int (first, "updates");
+        json_int_t workers = json_array_size (json_object_get (done, "worker_steps"));
+        if (updates_each * (uint64_t) workers < total || updates_each > total)
+            fail_msg ("%s: %" PRIu64 " updates of %" PRIu64 " steps by %lld workers: expected "
+                      "one per round of at most a step per worker", run->name, updates_each,
+                      total, (long long) workers);
+        if (s_int (done, "recoveries") == 0)
+            assert_int_equal (s_int (done, "rounds"), updates_each);
+    }
     int seen [S_CNN_VARS][S_MAX_PARTS];
     memset (seen, 0, sizeof seen);
     uint64_t duplicates = 0;
@@ -607,12 +630,12 @@ s_check_done (s_run_t *run, uint64_t total, int nservers)
                 fail_msg ("%s: ps:%zu holds an unexpected partition %s part %lld", run->name, s,
                           var, (long long) index);
             seen [v][index]++;
-            if (s_int (part, "updates") != (json_int_t) total
+            if (s_int (part, "updates") != (json_int_t) updates_each
             ||  s_int (part, "recorded") != (json_int_t) total)
                 fail_msg ("%s: ps:%zu %s part %lld: %lld updates, %lld steps in its ledger, "
                           "expected %" PRIu64 " (every step applied exactly once)", run->name, s,
                           var, (long long) index, (long long) s_int (part, "updates"),
-                          (long long) s_int (part, "recorded"), total);
+                          (long long) s_int (part, "recorded"), updates_each);
             assert_true (s_int (part, "duplicates") >= 0);
             updates += s_int (part, "updates");
             dups += s_int (part, "duplicates");
@@ -993,12 +1016,17 @@ test_manual_hung_worker (void **state)
 //  c. A worker killed
 
 static void
-s_kill_worker (bool restart)
+s_kill_worker (bool restart, const char *mode)
 {
-    s_run_t *run = s_run_new (restart ? "kill -9 worker, restart" : "kill -9 worker, no restart");
+    char name [64];
+    snprintf (name, sizeof name, "%s%s%s", mode ? mode : "", mode ? " " : "",
+              restart ? "kill -9 worker, restart" : "kill -9 worker, no restart");
+    s_run_t *run = s_run_new (name);
     int limit = s_limit (12800), test_limit = s_test_limit (1000), epochs = 3;
     uint64_t total = s_steps_per_epoch (limit) * (uint64_t) epochs;
     s_local_args (run, limit, test_limit, epochs);
+    if (mode)
+        s_args (run, (const char *[]) { "--mode", mode, NULL });
     s_heartbeat_args (run);
     if (!restart)
         s_arg (run, "--no-restart");
@@ -1063,14 +1091,14 @@ static void
 test_kill_worker_no_restart (void **state)
 {
     (void) state;
-    s_kill_worker (false);
+    s_kill_worker (false, NULL);
 }
 
 static void
 test_kill_worker_restart (void **state)
 {
     (void) state;
-    s_kill_worker (true);
+    s_kill_worker (true, NULL);
 }
 
 //  ---------------------------------------------------------------------
@@ -1206,14 +1234,19 @@ test_stop_worker (void **state)
 //  ---------------------------------------------------------------------
 //  e. A server killed
 
+//  A server killed a third of the way into a run of mode (NULL: the
+//  default) recovers from the newest checkpoint.
 static void
-test_kill_server (void **state)
+s_kill_server (const char *mode)
 {
-    (void) state;
-    s_run_t *run = s_run_new ("kill -9 server");
+    char name [64];
+    snprintf (name, sizeof name, "%s%skill -9 server", mode ? mode : "", mode ? " " : "");
+    s_run_t *run = s_run_new (name);
     int limit = s_limit (12800), test_limit = s_test_limit (1000), epochs = 3;
     uint64_t total = s_steps_per_epoch (limit) * (uint64_t) epochs;
     s_local_args (run, limit, test_limit, epochs);
+    if (mode)
+        s_args (run, (const char *[]) { "--mode", mode, NULL });
     s_heartbeat_args (run);
     s_arg (run, "--checkpoint-steps");
     s_arg (run, "%" PRIu64, total / 6);
@@ -1283,6 +1316,13 @@ test_kill_server (void **state)
                (long long) at_step,
                latency, (long long) s_int (recovered, "step"), recovery, (long long) lost);
     s_run_destroy (run);
+}
+
+static void
+test_kill_server (void **state)
+{
+    (void) state;
+    s_kill_server (NULL);
 }
 
 //  ---------------------------------------------------------------------
@@ -2497,6 +2537,55 @@ test_divergence (void **state)
     s_run_destroy (run);
 }
 
+//  ---------------------------------------------------------------------
+//  m. Sync mode
+
+//  A short sync run: every step recorded once, one update per round on
+//  every partition (s_check_done), rounds of two steps while both workers
+//  live, an evaluation after each epoch, and --overlap ignored with a
+//  warning.
+static void
+test_sync_run (void **state)
+{
+    (void) state;
+    s_run_t *run = s_run_new ("sync run");
+    int limit = s_limit (3200), test_limit = s_test_limit (500), epochs = 2;
+    uint64_t per_epoch = s_steps_per_epoch (limit), total = per_epoch * (uint64_t) epochs;
+    s_local_args (run, limit, test_limit, epochs);
+    s_args (run, (const char *[]) { "--mode", "sync", "--overlap", NULL });
+    s_run_start (run, NULL);
+    s_run_finish (run, 0);
+    assert_int_equal (s_check_done (run, total, 2), 0);
+    assert_true (harness_file_contains (run->log, "is ignored in sync mode"));
+    json_t *done = s_find (run->rows, "done", -1);
+    assert_string_equal (s_str (done, "mode"), "sync");
+    //  Two workers throughout: every round but an epoch's last odd one has
+    //  two steps.
+    json_int_t rounds = s_int (done, "rounds");
+    assert_true (rounds >= (json_int_t) ((total + 1) / 2) && rounds <= (json_int_t) total);
+    assert_int_equal (s_count (run->rows, "eval"), epochs);
+    for (int e = 0; e < epochs; e++)
+        s_check_eval_step (s_find (run->rows, "eval", e), e, per_epoch, total);
+    s_summary (run, "%" PRIu64 " steps in %lld rounds, test accuracy %.3f, %.0f samples/s",
+               total, (long long) rounds, s_real (done, "test_accuracy"),
+               s_real (done, "samples_per_s"));
+    s_run_destroy (run);
+}
+
+static void
+test_sync_kill_worker (void **state)
+{
+    (void) state;
+    s_kill_worker (false, "sync");
+}
+
+static void
+test_sync_kill_server (void **state)
+{
+    (void) state;
+    s_kill_server ("sync");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -2531,6 +2620,9 @@ main (int argc, char **argv)
         return cmocka_run_group_tests_name ("accuracy", accuracy, NULL, NULL);
     }
     const struct CMUnitTest tests [] = {
+        cmocka_unit_test_teardown (test_sync_run, s_teardown),
+        cmocka_unit_test_teardown (test_sync_kill_worker, s_teardown),
+        cmocka_unit_test_teardown (test_sync_kill_server, s_teardown),
         cmocka_unit_test_teardown (test_local_run, s_teardown),
         cmocka_unit_test_teardown (test_manual_tfconfig, s_teardown),
         cmocka_unit_test_teardown (test_manual_files, s_teardown),
