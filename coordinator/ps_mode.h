@@ -23,8 +23,12 @@
 //    - mirrored (ps_mode_mirrored.c): every worker holds a replica and the
 //      ring all-reduces; the coordinator moves the ring from one phase to
 //      the next, re-forming it when a member fails or joins.
+//    - sync (ps_mode_sync.c): rounds of one step per live worker, which
+//      the servers apply once, as the mean of the round's gradients.
+//  Async and sync share what they do with the servers (ps_mode_ps.h).
 //
-//  How the two modes planned next use these operations:
+//  How ssp and sync use these operations (sync as planned here, but with
+//  the gating in ps_mode_ps's policy rather than in `request` itself):
 //    - ssp (bounded staleness S): like async, with a clock per worker, the
 //      count of its steps completed. `request` hands worker w its next
 //      step only while clock[w] - min(clock over the live workers) <= S,
@@ -47,8 +51,8 @@
 //      `report` adds the rounds and their mean time to the done record.
 //  Both keep the variables on the servers as async does: what async does
 //  with the servers (setup, restore after a server failure, the snapshot,
-//  the non-finite retries, the evaluation reports) should then move from
-//  ps_mode_async.c into a file pair the three share, not be copied.
+//  the non-finite retries, the evaluation reports) is in ps_mode_ps.c,
+//  which the three share.
 
 #ifndef PS_MODE_H_INCLUDED
 #define PS_MODE_H_INCLUDED

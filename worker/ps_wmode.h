@@ -16,8 +16,17 @@
 //              the gradient over the ring (ps_mirror.h); the coordinator
 //              also orders rings to form ("ring") and replicas to be
 //              saved ("save").
+//    sync      (ps_wmode_sync.c) synchronous training on the servers: a
+//              step pulls, computes and pushes tagged with the work's
+//              round (round, round_steps) at once, with no values back;
+//              the servers apply the round's mean once its last step is
+//              in, and the coordinator hands out the next round only then,
+//              so the next step's pull sees it. Async and sync share the
+//              servers' side (ps_wmode_ps.h).
 //
-//  How the next two modes fit these operations without touching the loop:
+//  How ssp fits these operations without touching the loop (and how sync
+//  was first planned; it needed no abort nor a fenced pull, since the
+//  coordinator gates the rounds):
 //    ssp       bounded staleness. The coordinator holds a worker back (it
 //              answers "wait") until every worker has finished step
 //              k - S - 1, so on the worker ssp is async: the same create,
