@@ -441,7 +441,8 @@ ps_mode_ps_request (void *self_, ps_peer_t *peer, ps_role_t role, int index, uin
         host->send (host->loop, peer);
         return;
     }
-    s_reply (self, peer, id, "wait", 0, 0, 0, S_WAIT_MS);
+    s_reply (self, peer, id, "wait", 0, 0, 0,
+             self->policy && self->policy->wait_ms ? self->policy->wait_ms : S_WAIT_MS);
 }
 
 size_t

@@ -40,6 +40,9 @@ typedef struct {
     bool (*drained) (void *arg);
     //  The servers and the schedule were rewound to a checkpoint.
     void (*rewound) (void *arg);
+    //  How long a worker told to wait sleeps before it asks again (0: the
+    //  default, 20 ms).
+    uint64_t wait_ms;
 } ps_mode_ps_policy_t;
 
 //  The servers' side of host's run, with policy (NULL: async's) and its

@@ -116,6 +116,10 @@ static const ps_mode_ps_policy_t s_policy = {
     .pack = s_pack,
     .drained = s_drained,
     .rewound = s_rewound,
+    //  A worker waits for the rest of its round, which is done within a
+    //  step's time: it asks again soon, or the round would often end long
+    //  before the others hear of it.
+    .wait_ms = 2,
 };
 
 //  Overlap would push a step while computing the next one on parameters

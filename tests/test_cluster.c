@@ -1022,7 +1022,8 @@ s_kill_worker (bool restart, const char *mode)
     snprintf (name, sizeof name, "%s%s%s", mode ? mode : "", mode ? " " : "",
               restart ? "kill -9 worker, restart" : "kill -9 worker, no restart");
     s_run_t *run = s_run_new (name);
-    int limit = s_limit (12800), test_limit = s_test_limit (1000), epochs = 3;
+    //  Another mode's case is half as long, for the suite's time.
+    int limit = s_limit (mode ? 6400 : 12800), test_limit = s_test_limit (1000), epochs = 3;
     uint64_t total = s_steps_per_epoch (limit) * (uint64_t) epochs;
     s_local_args (run, limit, test_limit, epochs);
     if (mode)
@@ -1242,7 +1243,8 @@ s_kill_server (const char *mode)
     char name [64];
     snprintf (name, sizeof name, "%s%skill -9 server", mode ? mode : "", mode ? " " : "");
     s_run_t *run = s_run_new (name);
-    int limit = s_limit (12800), test_limit = s_test_limit (1000), epochs = 3;
+    //  Another mode's case is half as long, for the suite's time.
+    int limit = s_limit (mode ? 6400 : 12800), test_limit = s_test_limit (1000), epochs = 3;
     uint64_t total = s_steps_per_epoch (limit) * (uint64_t) epochs;
     s_local_args (run, limit, test_limit, epochs);
     if (mode)
