@@ -69,6 +69,11 @@
 #include "ps_roster.h"
 #include "ps_schedule.h"
 
+//  How long a mode may hold a worker's request before it answers "wait"
+//  (a worker asks again after 10 s without an answer, taking the request
+//  for lost).
+#define PS_MODE_HOLD_MS  4000
+
 //  Where the run is, as the loop sees it.
 typedef enum {
     PS_RUN_STARTING,            //  waiting for the tasks that hold the variables
