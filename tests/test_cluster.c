@@ -2718,7 +2718,8 @@ main (int argc, char **argv)
     if (harness_group (argc, argv, "accuracy")) {
 #ifdef __SANITIZE_ADDRESS__
         harness_skip ("test_cluster_accuracy: mirrored and ssp training on all of "
-                      "Fashion-MNIST take many minutes in a sanitizer build; test_cluster's runs train for real");
+                      "Fashion-MNIST take many minutes in a sanitizer build; test_cluster's "
+                      "runs train for real");
 #endif
         const struct CMUnitTest accuracy [] = {
             cmocka_unit_test_teardown (test_mirrored_accuracy, s_teardown),
