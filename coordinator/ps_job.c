@@ -88,6 +88,7 @@ static const struct {
     S_KEY ("/epochs",                        S_INT,        epochs),
     S_KEY ("/steps",                         S_UINT64,     steps),
     S_KEY ("/mode",                          S_MODE,       mode),
+    S_KEY ("/staleness",                     S_INT,        staleness),
     S_KEY ("/seed",                          S_UINT64,     seed),
     S_KEY ("/data_dir",                      S_TEXT,       data_dir),
     S_KEY ("/train_limit",                   S_UINT64,     train_limit),
@@ -125,7 +126,8 @@ static const struct {
 //  A job file holds a few hundred bytes; a larger one is not a job file.
 #define S_FILE_MAX  ((size_t) 1 << 20)
 
-static const char *const s_mode_names [] = { "async", "mirrored" };
+static const char *const s_mode_names [] = { "async", "mirrored", "ssp" };
+#define S_MODE_COUNT  (int) (sizeof s_mode_names / sizeof s_mode_names [0])
 
 
 //  ---------------------------------------------------------------------
@@ -692,6 +694,7 @@ ps_job_default (ps_job_t *job, int nservers)
     job->epochs = 3;
     job->steps = 0;
     job->mode = PS_MODE_ASYNC;
+    job->staleness = 3;
     job->checkpoint_keep = 3;
     job->seed = 1;
     snprintf (job->data_dir, sizeof job->data_dir, "%s", PS_DATASET_DEFAULT_DIR);
@@ -790,16 +793,17 @@ ps_job_to_json (const ps_job_t *job)
 int
 ps_mode_parse (const char *name, ps_mode_t *mode, ps_error_t *err)
 {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < S_MODE_COUNT; i++)
         if (strcmp (name, s_mode_names [i]) == 0) {
             *mode = (ps_mode_t) i;
             return 0;
         }
-    return ps_error_set (err, PS_EINVAL, "unknown mode \"%s\", expected async or mirrored", name);
+    return ps_error_set (err, PS_EINVAL, "unknown mode \"%s\", expected async, mirrored or ssp",
+                         name);
 }
 
 const char *
 ps_mode_name (ps_mode_t mode)
 {
-    return (unsigned) mode < 2 ? s_mode_names [mode] : "unknown";
+    return (unsigned) mode < S_MODE_COUNT ? s_mode_names [mode] : "unknown";
 }

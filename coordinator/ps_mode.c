@@ -7,6 +7,7 @@
 
 #include "ps_mode_async.h"
 #include "ps_mode_mirrored.h"
+#include "ps_mode_ssp.h"
 
 const ps_mode_ops_t *
 ps_mode_lookup (ps_mode_t mode)
@@ -14,6 +15,7 @@ ps_mode_lookup (ps_mode_t mode)
     switch (mode) {
         case PS_MODE_ASYNC:    return &ps_mode_async;
         case PS_MODE_MIRRORED: return &ps_mode_mirrored;
+        case PS_MODE_SSP:      return &ps_mode_ssp;
     }
     return NULL;
 }

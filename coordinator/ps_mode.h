@@ -23,17 +23,21 @@
 //    - mirrored (ps_mode_mirrored.c): every worker holds a replica and the
 //      ring all-reduces; the coordinator moves the ring from one phase to
 //      the next, re-forming it when a member fails or joins.
+//    - ssp (ps_mode_ssp.c, bounded staleness S): async with a clock per
+//      worker, the count of its steps completed (ps_sspclock). `request`
+//      hands worker w its next step only while clock[w] - min(clock over
+//      the live workers) <= S, and otherwise holds the request until a
+//      completion frees it (`advance` serves it); `task_failed` (and the
+//      roster's silence, which reaches the mode through it) drops w from
+//      the minimum, so a killed or stopped worker never holds the clock,
+//      and `joined` / `rejoined` put it back at the current minimum; a
+//      checkpoint drains exactly as async's, and `report` adds the
+//      measured staleness distribution to the done record.
+//  Async and ssp share what is done with the servers (ps_mode_ps.c:
+//  setup, reports, the non-finite retries, evaluations, checkpoints,
+//  restore after a server failure).
 //
-//  How the two modes planned next use these operations:
-//    - ssp (bounded staleness S): like async, with a clock per worker, the
-//      count of its steps completed. `request` hands worker w its next
-//      step only while clock[w] - min(clock over the live workers) <= S,
-//      and otherwise answers "wait"; `task_failed` (and the roster's
-//      silence, which reaches the mode through it) drops w from the
-//      minimum, so a killed or stopped worker never holds the clock, and
-//      `joined` / `rejoined` put it back at the current minimum; a
-//      checkpoint drains exactly as async's (`advance`), and `report`
-//      adds the measured staleness distribution to the done record.
+//  How the mode planned next uses these operations:
 //    - sync (aggregation on the servers): a round is one step per live
 //      worker, all carrying the round's number, by which the servers sum
 //      the round's gradients and apply them once. `request` hands a worker
@@ -45,10 +49,8 @@
 //      it exactly once); `advance` drains and checkpoints only between
 //      rounds (ps_ckpt_ctl_pause, then begin/commit as async does); and
 //      `report` adds the rounds and their mean time to the done record.
-//  Both keep the variables on the servers as async does: what async does
-//  with the servers (setup, restore after a server failure, the snapshot,
-//  the non-finite retries, the evaluation reports) should then move from
-//  ps_mode_async.c into a file pair the three share, not be copied.
+//  It keeps the variables on the servers as async does, and should build
+//  on ps_mode_ps.h as ssp does rather than copy it.
 
 #ifndef PS_MODE_H_INCLUDED
 #define PS_MODE_H_INCLUDED
@@ -68,6 +70,11 @@
 #include "ps_report.h"
 #include "ps_roster.h"
 #include "ps_schedule.h"
+
+//  How long a mode may hold a worker's request before it answers "wait"
+//  (a worker asks again after 10 s without an answer, taking the request
+//  for lost).
+#define PS_MODE_HOLD_MS  4000
 
 //  Where the run is, as the loop sees it.
 typedef enum {

@@ -15,10 +15,7 @@
 #include "ps_msg.h"
 #include "ps_snapshot.h"
 
-//  How long a worker's request is held at most before it is answered
-//  "wait" (a worker asks again after 10 s without an answer), and how many
-//  ring formations in a row may fail before the run gives up.
-#define S_HOLD_MS           4000
+//  How many ring formations in a row may fail before the run gives up.
 #define S_MAX_FORM_FAILURES 8
 
 //  What the ring is doing. Every member holds work of the phase until it
@@ -773,7 +770,7 @@ s_advance (void *self_, double now)
     //  take them for lost.
     for (int w = 0; w < self->nworkers; w++)
         if (s_peer (self, w)->alive && self->members [w].held
-        &&  now - self->members [w].held_ms > S_HOLD_MS) {
+        &&  now - self->members [w].held_ms > PS_MODE_HOLD_MS) {
             s_begin (self, w, "wait", 0, 0);
             s_send (self, w, false);
         }

@@ -128,6 +128,10 @@ expect "--local --mode mirrored --ps 2" 2 "--ps|mirrored mode uses no servers" -
 expect "--local --mode mirrored --evaluator" 2 "--evaluator|the workers evaluate" -- \
   "$coordinator" --local --mode mirrored --evaluator
 expect "--mode sync" 2 "--mode|sync" -- env TF_CONFIG="$good" "$coordinator" --mode sync
+expect "--staleness soon" 2 "--staleness \"soon\"|or unbounded" -- \
+  env TF_CONFIG="$good" "$coordinator" --mode ssp --staleness soon
+expect "--staleness -1" 2 "--staleness \"-1\"|0..2147483647" -- \
+  env TF_CONFIG="$good" "$coordinator" --mode ssp --staleness -1
 expect "--data /nonexistent" 2 "/nonexistent/train-images-idx3-ubyte" -- \
   env TF_CONFIG="$good" "$coordinator" --data /nonexistent
 expect "checkpoint interval without a directory" 2 "at /checkpoint/every_steps|checkpoint.dir" -- \

@@ -1,5 +1,5 @@
 //  Unit tests for the consistency modes' step bookkeeping
-//  (coordinator/ps_mode_async.c, ps_mode_mirrored.c), without processes:
+//  (coordinator/ps_mode_async.c, ps_mode_mirrored.c, ps_mode_ssp.c), without processes:
 //  each mode runs against a host whose services record what it sends,
 //  completes and fails, and is fed work_requests built as a worker would.
 //  Async: hand-out, completion only by the holder, requeue on failure, a
@@ -7,7 +7,11 @@
 //  evaluation going to a worker, and the end. Mirrored: requests held
 //  until every live worker asks, the ring formed, a global step handed
 //  out and committed, and a step cut short by a failure counted when a
-//  survivor completed it.
+//  survivor completed it. Ssp: a worker two steps ahead of the slowest
+//  held (S = 1) and served when a completion frees it, the staleness
+//  histogram, a failed worker leaving the clock with its step requeued, a
+//  worker heard again joining it, a long hold answered "wait", and the
+//  held request answered "stop" at the end.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ps_clock.h"
 #include "ps_mode.h"
 #include "ps_msg.h"
 #include "ps_schema.h"
@@ -112,14 +117,16 @@ s_finish (void *loop, double now)
     ((s_fixture_t *) loop)->log.finished++;
 }
 
+//  A fixture for mode, whose job has ssp's staleness.
 static s_fixture_t *
-s_fixture (ps_mode_t mode)
+s_fixture_with (ps_mode_t mode, int staleness)
 {
     static s_fixture_t fx;
     static const char *workers [S_NWORKERS] = { "tcp://127.0.0.1:1", "tcp://127.0.0.1:2" };
     memset (&fx, 0, sizeof fx);
     ps_job_default (&fx.job, 1);
     fx.job.mode = mode;
+    fx.job.staleness = staleness;
     fx.cfg.job = fx.job;
     fx.cfg.nworkers = S_NWORKERS;
     fx.cfg.workers = workers;
@@ -156,6 +163,12 @@ s_fixture (ps_mode_t mode)
             fx.ops->joined (fx.mode, PS_ROLE_WORKER, w, true);
     }
     return &fx;
+}
+
+static s_fixture_t *
+s_fixture (ps_mode_t mode)
+{
+    return s_fixture_with (mode, 3);
 }
 
 static void
@@ -328,6 +341,112 @@ test_async_eval_and_end (void **state)
     s_close (fx);
 }
 
+//  Worker w completes the step it was handed last and asks again.
+static void
+s_done_and_ask (s_fixture_t *fx, int w)
+{
+    s_report_t done = { "train", "done", fx->log.last_step [w], fx->host.generation, 0, 0, NULL };
+    s_request (fx, w, true, &done, 1);
+}
+
+//  The done record's "staleness" histogram entry d.
+static json_int_t
+s_staleness (json_t *record, size_t d)
+{
+    json_t *histogram = json_object_get (json_object_get (record, "staleness"), "histogram");
+    return json_integer_value (json_array_get (histogram, d));
+}
+
+static void
+test_ssp_clock (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture_with (PS_MODE_SSP, 1);
+    assert_string_equal (fx->ops->name, "ssp");
+    fx->host.state = PS_RUN_RUNNING;
+    s_ask (fx, 0);
+    s_ask (fx, 1);
+    assert_int_equal (fx->log.last_step [0], 1);
+    assert_int_equal (fx->log.last_step [1], 2);
+    //  Worker 0 finishes step 1: one ahead of worker 1, within S = 1.
+    s_done_and_ask (fx, 0);
+    assert_int_equal (fx->log.last_step [0], 3);
+    //  Two ahead: its request is held, not answered, however often the
+    //  loop goes round.
+    int sent = fx->log.sent [0];
+    s_done_and_ask (fx, 0);
+    fx->ops->advance (fx->mode, ps_clock_ms ());
+    assert_int_equal (fx->log.sent [0], sent);
+    assert_int_equal (fx->log.completed, 2);
+    //  Worker 1 finishes step 2: it goes on, and the held worker 0 is
+    //  served at once.
+    s_done_and_ask (fx, 1);
+    assert_int_equal (fx->log.last_step [1], 4);
+    fx->ops->advance (fx->mode, ps_clock_ms ());
+    assert_int_equal (fx->log.sent [0], sent + 1);
+    assert_string_equal (fx->log.last [0], "train");
+    assert_int_equal (fx->log.last_step [0], 5);
+    //  Starts: steps 1, 2 and 4 level with the slowest, 3 and 5 one ahead.
+    json_t *record = json_object ();
+    fx->ops->report (fx->mode, record, NULL, 3);
+    json_t *staleness = json_object_get (record, "staleness");
+    assert_int_equal (json_integer_value (json_object_get (staleness, "bound")), 1);
+    assert_int_equal (json_array_size (json_object_get (staleness, "histogram")), 2);
+    assert_int_equal (s_staleness (record, 0), 3);
+    assert_int_equal (s_staleness (record, 1), 2);
+    assert_int_equal (json_integer_value (json_object_get (staleness, "max")), 1);
+    json_decref (record);
+    s_close (fx);
+}
+
+static void
+test_ssp_failure (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture_with (PS_MODE_SSP, 1);
+    fx->host.state = PS_RUN_RUNNING;
+    s_ask (fx, 0);
+    s_ask (fx, 1);
+    s_done_and_ask (fx, 0);
+    s_done_and_ask (fx, 0);
+    int sent = fx->log.sent [0];
+    //  Worker 1, the slowest, fails: it leaves the clock, its step 2 goes
+    //  back to the queue, and the held worker 0 is served that step.
+    assert_true (ps_roster_fail (fx->roster, PS_ROLE_WORKER, 1));
+    assert_int_equal (fx->ops->task_failed (fx->mode, PS_ROLE_WORKER, 1), 1);
+    fx->ops->advance (fx->mode, ps_clock_ms ());
+    assert_int_equal (fx->log.sent [0], sent + 1);
+    assert_int_equal (fx->log.last_step [0], 2);
+    //  Worker 1 is heard again: it joins at worker 0's clock (2), so it
+    //  holds worker 0 back again once that is two ahead.
+    ps_peer_t *peer = ps_roster_peer (fx->roster, PS_ROLE_WORKER, 1);
+    assert_true (ps_roster_heard (fx->roster, peer, ps_clock_ms ()));
+    fx->ops->rejoined (fx->mode, PS_ROLE_WORKER, 1);
+    s_ask (fx, 1);
+    assert_string_equal (fx->log.last [1], "train");
+    assert_int_equal (fx->log.last_step [1], 4);
+    s_done_and_ask (fx, 0);
+    assert_string_equal (fx->log.last [0], "train");
+    assert_int_equal (fx->log.last_step [0], 5);
+    sent = fx->log.sent [0];
+    s_done_and_ask (fx, 0);
+    fx->ops->advance (fx->mode, ps_clock_ms ());
+    assert_int_equal (fx->log.sent [0], sent);
+    //  A request held long is answered "wait", so that the worker does not
+    //  take it for lost.
+    fx->ops->advance (fx->mode, ps_clock_ms () + PS_MODE_HOLD_MS + 1000);
+    assert_int_equal (fx->log.sent [0], sent + 1);
+    assert_string_equal (fx->log.last [0], "wait");
+    //  Held again, then the run ends: the held request is answered "stop".
+    s_ask (fx, 0);
+    assert_int_equal (fx->log.sent [0], sent + 1);
+    fx->host.state = PS_RUN_STOPPING;
+    fx->ops->stop (fx->mode);
+    assert_string_equal (fx->log.last [0], "stop");
+    assert_int_equal (fx->log.failures, 0);
+    s_close (fx);
+}
+
 //  Both workers report the phase in hand (order, update) and ask again.
 static void
 s_ring_reports (s_fixture_t *fx, const char *kind, uint64_t order, uint64_t update)
@@ -424,6 +543,8 @@ main (void)
         cmocka_unit_test (test_async_eval_and_end),
         cmocka_unit_test (test_mirrored_ring),
         cmocka_unit_test (test_mirrored_step_lost),
+        cmocka_unit_test (test_ssp_clock),
+        cmocka_unit_test (test_ssp_failure),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

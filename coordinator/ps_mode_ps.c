@@ -1,0 +1,534 @@
+//  The servers' side of the modes that keep the variables there (see
+//  ps_mode_ps.h).
+
+#include "ps_mode_ps.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_checkpoint.h"
+#include "ps_clock.h"
+#include "ps_log.h"
+#include "ps_msg.h"
+
+//  How long a waiting worker sleeps before it asks again.
+#define S_WAIT_MS          20
+//  Steps whose non-finite gradients are counted at once.
+#define S_NONFINITE_STEPS  16
+
+struct _ps_mode_ps_t {
+    ps_mode_host_t *host;
+    //  A server failed: dispatch is paused until every server is back and
+    //  restored.
+    bool recovering;
+    double recover_ms;
+    double recover_log_ms;
+    double recover_retry_ms;
+    //  Gradients the servers refused as not finite, per step for the few
+    //  steps tried again lately (a step that keeps failing is retried at
+    //  once, so it stays in the table until the run stops).
+    struct { uint64_t step; int failures; } nonfinite [S_NONFINITE_STEPS];
+    int nonfinite_next;
+};
+
+void *
+ps_mode_ps_new (ps_mode_host_t *host, ps_error_t *err)
+{
+    (void) err;
+    ps_mode_ps_t *self = calloc (1, sizeof *self);
+    if (!self)
+        abort ();
+    self->host = host;
+    return self;
+}
+
+void
+ps_mode_ps_destroy (void **self_p)
+{
+    free (*self_p);
+    *self_p = NULL;
+}
+
+static int
+s_set_lr (ps_mode_ps_t *self, double lr)
+{
+    ps_mode_host_t *host = self->host;
+    ps_opt_config_t opt = host->job->optimizer;
+    opt.lr = lr;
+    ps_error_t err;
+    int rc = ps_client_set_optimizer (host->client, &opt, &err);
+    if (rc)
+        ps_warn ("cannot set the learning rate to %g: %s", lr, err.msg);
+    else
+        host->lr = lr;
+    return rc;
+}
+
+//  The scheduled learning rate of step.
+static double
+s_lr_at (ps_mode_ps_t *self, uint64_t step)
+{
+    const ps_job_t *job = self->host->job;
+    return ps_lr_at (&job->lr_schedule, job->optimizer.lr, step, self->host->steps_per_epoch,
+                     self->host->total);
+}
+
+//  Follow the schedule: change the servers' rate when the scheduled one
+//  has moved by more than 1% (every change for piecewise), not every step.
+static void
+s_follow_lr (ps_mode_ps_t *self, uint64_t step)
+{
+    double lr = s_lr_at (self, step), now = self->host->lr;
+    if (lr != now && (self->host->job->lr_schedule.kind == PS_LR_PIECEWISE
+                      || fabs (lr - now) > 0.01 * now))
+        s_set_lr (self, lr);
+}
+
+//  Every server snapshots its partitions, then the manifest.
+static int
+s_take_checkpoint (ps_mode_ps_t *self)
+{
+    ps_mode_host_t *host = self->host;
+    char tmp [PS_JOB_PATH_MAX + 64];
+    ps_snap_file_t *files = NULL;
+    size_t nfiles = 0;
+    uint64_t step;
+    ps_error_t err;
+    int rc = ps_ckpt_ctl_begin (host->ckpt, ps_clock_ms (), &step, tmp, sizeof tmp, &err);
+    if (rc)
+        return rc;
+    rc = ps_client_snapshot (host->client, ps_checkpoint_name (host->job->checkpoint_dir, tmp),
+                             &files, &nfiles, &err);
+    ps_ckpt_cut_t cut = { .generation = host->generation, .lr = host->lr };
+    return ps_ckpt_ctl_commit (host->ckpt, &cut, files, nfiles, rc, &err, ps_clock_ms ());
+}
+
+//  Restore every server from the newest valid checkpoint and rewind the
+//  schedule to it. Returns 0, PS_ENOTFOUND when there is none,
+//  PS_ETIMEDOUT when a server is not serving yet (try again), or another
+//  code after failing the run.
+static int
+s_restore (void *self_, const char *why)
+{
+    ps_mode_ps_t *self = self_;
+    ps_mode_host_t *host = self->host;
+    char dir [PS_JOB_PATH_MAX + 64], src [PS_JOB_PATH_MAX + 64];
+    json_t *manifest = NULL;
+    ps_error_t err;
+    int rc = ps_ckpt_ctl_open (host->ckpt, dir, src, sizeof dir, &manifest, &err);
+    if (rc) {
+        if (rc != PS_ENOTFOUND)
+            ps_mode_fail (host, rc, "%s", err.msg);
+        return rc;
+    }
+    uint64_t before = ps_schedule_done_count (host->schedule);
+    double t0 = ps_clock_ms ();
+    rc = ps_client_restore (host->client, ps_checkpoint_name (host->job->checkpoint_dir, src),
+                            &err);
+    if (rc && self->recovering && (rc == PS_ETIMEDOUT || rc == PS_EIO || rc == PS_EREMOTE)) {
+        //  Another server failed meanwhile, or is not serving yet: stay
+        //  paused and try again once the failure handling has caught up.
+        ps_warn ("restoring from %s: %s; trying again", dir, err.msg);
+        json_decref (manifest);
+        return PS_ETIMEDOUT;
+    }
+    uint64_t watermark = 0;
+    if (rc == 0)
+        rc = ps_ckpt_ctl_rewind (host->ckpt, manifest, ps_clock_ms (), &watermark, &err);
+    if (rc) {
+        ps_mode_fail (host, rc, "restoring from %s: %s", dir, err.msg);
+        json_decref (manifest);
+        return rc;
+    }
+    uint64_t after = ps_schedule_done_count (host->schedule);
+    host->generation++;
+    //  From now on the servers refuse pushes of older generations: a
+    //  gradient computed against the values just rewound (by a worker that
+    //  was stopped or cut off, or queued at a server that was stopped)
+    //  cannot land on the restored values.
+    if (ps_client_fence (host->client, host->generation, &err))
+        ps_warn ("fencing the servers at generation %" PRIu64 ": %s", host->generation, err.msg);
+    ps_evalq_rewind (host->evalq, after);
+    host->lr = 0;
+    s_set_lr (self, s_lr_at (self, watermark + 1));
+    ps_report_tty_clear (host->report);
+    ps_info ("%s: restored every server from %s (step %" PRIu64 "); %" PRIu64
+             " step%s to train again", why, dir, after, before > after ? before - after : 0,
+             before - after == 1 ? "" : "s");
+    ps_report_event (host->report, "recovered",
+                     json_pack ("{s:s, s:s, s:I, s:I, s:I, s:f}", "reason", why, "checkpoint",
+                                dir, "step", (json_int_t) after, "steps_lost",
+                                (json_int_t) (before > after ? before - after : 0),
+                                "generation", (json_int_t) host->generation,
+                                "restore_ms", ps_clock_ms () - t0));
+    json_decref (manifest);
+    return 0;
+}
+
+int
+ps_mode_ps_setup (void *self_)
+{
+    ps_mode_ps_t *self = self_;
+    ps_mode_host_t *host = self->host;
+    ps_error_t err;
+    const ps_model_t *model = host->cfg->model;
+    int nvars = ps_model_variable_count (model);
+    ps_init_t *inits = calloc ((size_t) nvars + 1, sizeof (ps_init_t));
+    if (!inits)
+        abort ();
+    for (int v = 0; v < nvars; v++) {
+        inits [v] = ps_model_variable (model, v)->init;
+        inits [v].seed = ps_model_variable_seed (host->job->seed, v);
+    }
+    //  The coordinator's own calls block its loop, heartbeats included, so
+    //  they wait no longer than the heartbeat timeout (at least 2 s): a
+    //  server that died in the middle of one is noticed in that time. A
+    //  model whose snapshot takes longer needs a longer heartbeat timeout.
+    ps_plan_t plan = *host->plan;
+    if (plan.client_timeout_ms < 2000)
+        plan.client_timeout_ms = 2000;
+    host->client = ps_plan_client (&plan, inits, host->cfg->curve, &err);
+    free (inits);
+    if (!host->client) {
+        ps_mode_fail (host, err.code, "%s", err.msg);
+        return -1;
+    }
+    int rc = ps_mode_resume (host, s_restore, self);
+    if (rc < 0 && rc != PS_ENOTFOUND)
+        return -1;
+    if (rc == PS_ENOTFOUND) {
+        //  Servers keep partitions that exist already (create is
+        //  idempotent), so a coordinator restarted without checkpoints goes
+        //  on from the servers' current values.
+        if ((rc = ps_client_create (host->client, &err)) != 0) {
+            ps_mode_fail (host, rc, "creating the partitions: %s", err.msg);
+            return -1;
+        }
+        if (s_set_lr (self, s_lr_at (self, 1))) {
+            ps_mode_fail (host, PS_EIO, "%s", "cannot set the optimizer on the servers");
+            return -1;
+        }
+        if ((rc = ps_client_fence (host->client, host->generation, &err)) != 0) {
+            ps_mode_fail (host, rc, "fencing the servers: %s", err.msg);
+            return -1;
+        }
+        //  A checkpoint of the initial state, so that a server failure
+        //  before the first interval can be recovered too.
+        if (ps_ckpt_ctl_enabled (host->ckpt) && s_take_checkpoint (self)) {
+            ps_mode_fail (host, PS_EIO, "cannot write the first checkpoint in \"%s\"",
+                          host->job->checkpoint_dir);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+//  The servers refused worker:index's gradient of step as not finite (it
+//  changed nothing). The step goes back to the queue, to be computed again
+//  on fresher parameters, up to the job's nonfinite_retries; then the run
+//  fails, naming the step and what the servers said.
+static void
+s_on_nonfinite (ps_mode_ps_t *self, int index, uint64_t step, const char *text)
+{
+    ps_mode_host_t *host = self->host;
+    host->nonfinite_failures++;
+    int slot = -1;
+    for (int i = 0; i < S_NONFINITE_STEPS; i++)
+        if (self->nonfinite [i].step == step)
+            slot = i;
+    if (slot < 0) {
+        slot = self->nonfinite_next;
+        self->nonfinite_next = (self->nonfinite_next + 1) % S_NONFINITE_STEPS;
+        self->nonfinite [slot].step = step;
+        self->nonfinite [slot].failures = 0;
+    }
+    int failures = ++self->nonfinite [slot].failures;
+    uint64_t epoch, batch;
+    ps_schedule_locate (host->schedule, step, &epoch, &batch);
+    ps_report_tty_clear (host->report);
+    ps_report_event (host->report, "nonfinite",
+                     json_pack ("{s:I, s:I, s:I, s:s, s:i, s:i, s:s}", "step", (json_int_t) step,
+                                "epoch", (json_int_t) epoch, "batch", (json_int_t) batch,
+                                "role", "worker", "task", index, "failures", failures,
+                                "error", text));
+    int retries = host->job->nonfinite_retries;
+    if (failures > retries) {
+        ps_mode_fail (host, PS_ENONFINITE, "step %" PRIu64 " (epoch %" PRIu64 ", batch %" PRIu64
+                      ") gave a gradient with NaN or an infinity %d times, last from worker:%d "
+                      "(%s); no server applied it. Lower the learning rate, clip the gradients "
+                      "(optimizer.clip_norm), or check the batch's data; nonfinite_retries is %d",
+                      step, epoch, batch, failures, index, text, retries);
+        return;
+    }
+    ps_warn ("step %" PRIu64 " (epoch %" PRIu64 ", batch %" PRIu64 "): worker:%d's gradient "
+             "was refused (%s); trying the step again (%d of %d retries)", step, epoch, batch,
+             index, text, failures, retries);
+}
+
+//  A worker reported a step done that it does not hold: counted, and
+//  logged once for its incarnation.
+static void
+s_refuse_report (ps_mode_ps_t *self, ps_peer_t *peer, int index, uint64_t step)
+{
+    ps_mode_host_t *host = self->host;
+    peer->refused_reports++;
+    host->refused_reports++;
+    if (peer->refused_report_logged)
+        return;
+    peer->refused_report_logged = true;
+    int holder = ps_schedule_holder (host->schedule, step);
+    char held [48] = "nobody";
+    if (holder >= 0)
+        snprintf (held, sizeof held, "worker:%d", holder);
+    ps_report_tty_clear (host->report);
+    ps_warn ("refused worker:%d's completion of step %" PRIu64 ": %s holds it (further refusals "
+             "of this process are counted in the done record, not logged)", index, step, held);
+    ps_report_event (host->report, "refused",
+                     json_pack ("{s:s, s:s, s:i, s:I, s:i}", "what", "completion", "role",
+                                "worker", "task", index, "step", (json_int_t) step,
+                                "holder", holder));
+}
+
+static void
+s_on_eval_report (ps_mode_ps_t *self, ps_role_t role, int index, const msgpack_object *report,
+                  bool done)
+{
+    ps_mode_host_t *host = self->host;
+    const ps_eval_t *busy = ps_evalq_busy (host->evalq);
+    if (!busy || busy->role != role || busy->index != index
+    ||  ps_obj_get (report, "step")->via.u64 != busy->step)
+        return;
+    if (!done || ps_obj_get (report, "generation")->via.u64 != busy->generation) {
+        ps_evalq_requeue (host->evalq);
+        return;
+    }
+    ps_evalq_result (host->evalq, ps_obj_double (ps_obj_get (report, "loss")),
+                     ps_obj_get (report, "correct")->via.u64,
+                     ps_obj_get (report, "count")->via.u64, ps_role_name (role), index,
+                     ps_clock_ms ());
+}
+
+//  Returns true when the report completed one of worker index's steps.
+static bool
+s_on_train_report (ps_mode_ps_t *self, ps_peer_t *peer, int index, const msgpack_object *report,
+                   bool done)
+{
+    ps_mode_host_t *host = self->host;
+    uint64_t step = ps_obj_get (report, "step")->via.u64;
+    //  Work of an older generation ran against parameters since rewound;
+    //  the restore emptied the schedule's in-flight lists already.
+    if (ps_obj_get (report, "generation")->via.u64 != host->generation)
+        return false;
+    if (!done) {
+        if (ps_schedule_release (host->schedule, index, step) == 0) {
+            const msgpack_object *error = ps_obj_get (report, "error");
+            char text [PS_ERROR_MSG_MAX] = "";
+            if (error)
+                ps_obj_str (error, text, sizeof text);
+            if (strncmp (text, "nonfinite", 9) == 0)
+                s_on_nonfinite (self, index, step, text);
+        }
+        return false;
+    }
+    //  A completion counts only from the worker (and, since a restart
+    //  releases its steps, the incarnation) that holds the step. A step
+    //  taken back from a worker declared failed, a step never handed out,
+    //  or one handed to another worker is not its to complete: if it was
+    //  trained at all, the servers' ledgers make the holder's push of it a
+    //  duplicate, and the holder's report completes it.
+    if (ps_schedule_holder (host->schedule, step) != index) {
+        if (!ps_schedule_is_done (host->schedule, step))
+            s_refuse_report (self, peer, index, step);
+        return false;
+    }
+    if (ps_schedule_complete (host->schedule, step) != 0)
+        return false;       //  a duplicate, or a step out of range
+    ps_step_report_t stats = {
+        .count = ps_obj_get (report, "count")->via.u64,
+        .correct = ps_obj_get (report, "correct")->via.u64,
+        .duplicates = ps_obj_get (report, "duplicates")->via.u64,
+        .loss = ps_obj_double (ps_obj_get (report, "loss")),
+        .compute_ms = ps_obj_double (ps_obj_get (report, "compute_ms")),
+        .comm_ms = ps_obj_double (ps_obj_get (report, "comm_ms")),
+    };
+    host->completed (host->loop, step, peer, &stats);
+    return true;
+}
+
+static void
+s_reply (ps_mode_ps_t *self, ps_peer_t *peer, uint64_t id, const char *kind, uint64_t step,
+         uint64_t epoch, uint64_t batch, uint64_t wait_ms)
+{
+    self->host->work (self->host->loop, id, kind, step, epoch, batch, wait_ms, 0);
+    self->host->send (self->host->loop, peer);
+}
+
+uint64_t
+ps_mode_ps_take_reports (ps_mode_ps_t *self, ps_peer_t *peer, ps_role_t role, int index,
+                         const msgpack_object *h)
+{
+    uint64_t completed = 0;
+    const msgpack_object *reports = ps_obj_get (h, "reports");
+    for (uint32_t i = 0; i < reports->via.array.size; i++) {
+        const msgpack_object *report = &reports->via.array.ptr [i];
+        bool done = ps_obj_str_eq (ps_obj_get (report, "status"), "done");
+        if (ps_obj_str_eq (ps_obj_get (report, "kind"), "eval"))
+            s_on_eval_report (self, role, index, report, done);
+        else
+        if (role == PS_ROLE_WORKER && ps_obj_str_eq (ps_obj_get (report, "kind"), "train"))
+            completed += s_on_train_report (self, peer, index, report, done);
+    }
+    return completed;
+}
+
+bool
+ps_mode_ps_answer (ps_mode_ps_t *self, ps_peer_t *peer, ps_role_t role, int index,
+                   uint64_t id, bool want)
+{
+    ps_mode_host_t *host = self->host;
+    if (host->state == PS_RUN_STOPPING) {
+        peer->stopped = true;
+        s_reply (self, peer, id, "stop", 0, 0, 0, 0);
+        return true;
+    }
+    //  Evaluation goes to the evaluator when one is alive, else to the
+    //  first worker that asks.
+    if (want && !ps_evalq_busy (host->evalq) && host->state != PS_RUN_STARTING
+    &&  (role == PS_ROLE_EVALUATOR || ps_roster_alive (host->roster, PS_ROLE_EVALUATOR) == 0)) {
+        const ps_eval_t *eval = ps_evalq_take (host->evalq, role, index, host->generation,
+                                               ps_clock_ms ());
+        if (eval) {
+            s_reply (self, peer, id, "eval", eval->step, eval->epoch, 0, 0);
+            return true;
+        }
+    }
+    return false;
+}
+
+bool
+ps_mode_ps_dispatching (const ps_mode_ps_t *self)
+{
+    return self->host->state == PS_RUN_RUNNING && !self->recovering
+        && ps_ckpt_ctl_state (self->host->ckpt) == PS_CKPT_IDLE;
+}
+
+bool
+ps_mode_ps_hand_out (ps_mode_ps_t *self, ps_peer_t *peer, int index, uint64_t id)
+{
+    ps_mode_host_t *host = self->host;
+    uint64_t step, epoch, batch;
+    if (ps_schedule_next (host->schedule, index, &step) != 0)
+        return false;
+    ps_schedule_locate (host->schedule, step, &epoch, &batch);
+    s_follow_lr (self, step);
+    s_reply (self, peer, id, "train", step, epoch, batch, 0);
+    return true;
+}
+
+void
+ps_mode_ps_wait (ps_mode_ps_t *self, ps_peer_t *peer, uint64_t id)
+{
+    s_reply (self, peer, id, "wait", 0, 0, 0, S_WAIT_MS);
+}
+
+size_t
+ps_mode_ps_task_failed (void *self_, ps_role_t role, int index)
+{
+    ps_mode_ps_t *self = self_;
+    return role == PS_ROLE_WORKER ? ps_schedule_release_worker (self->host->schedule, index) : 0;
+}
+
+void
+ps_mode_ps_server_failed (void *self_, int index, const char *reason)
+{
+    ps_mode_ps_t *self = self_;
+    ps_mode_host_t *host = self->host;
+    ps_report_tty_clear (host->report);
+    ps_warn ("ps:%d failed (%s)%s", index, reason,
+             self->recovering ? "" : "; pausing to restore every server from the newest "
+             "checkpoint");
+    ps_report_event (host->report, "server_failed",
+                     json_pack ("{s:i, s:s}", "task", index, "reason", reason));
+    if (!ps_ckpt_ctl_enabled (host->ckpt)) {
+        ps_mode_fail (host, PS_EIO, "ps:%d failed and the job has no checkpoint directory to "
+                      "recover from (set checkpoint.dir)", index);
+        return;
+    }
+    if (!self->recovering) {
+        //  A checkpoint drained for is impossible now: the restore makes
+        //  the cut.
+        ps_ckpt_ctl_cancel (host->ckpt);
+        self->recovering = true;
+        self->recover_ms = ps_clock_ms ();
+        self->recover_log_ms = 0;
+    }
+}
+
+//  Paused for a failed server: once every server is back and no step is
+//  in flight, restore them all.
+static void
+s_recover (ps_mode_ps_t *self, double now)
+{
+    ps_mode_host_t *host = self->host;
+    int alive = ps_roster_alive (host->roster, PS_ROLE_PS);
+    int servers = ps_roster_count (host->roster, PS_ROLE_PS);
+    size_t in_flight = ps_schedule_in_flight (host->schedule);
+    if (alive == servers && in_flight == 0 && now >= self->recover_retry_ms) {
+        int rc = s_restore (self, "recovering from a server failure");
+        if (rc == 0) {
+            host->recoveries++;
+            self->recovering = false;
+        }
+        else
+        if (rc == PS_ENOTFOUND)
+            ps_mode_fail (host, PS_ENOTFOUND, "a server failed and \"%s\" holds no valid "
+                          "checkpoint to recover from", host->job->checkpoint_dir);
+        else
+            self->recover_retry_ms = now + 1000;
+        return;
+    }
+    if (now - self->recover_ms > host->job->register_timeout_ms) {
+        ps_mode_fail (host, PS_ETIMEDOUT, "%s", "a failed server did not come back within "
+                      "the registration timeout");
+        return;
+    }
+    if (now - self->recover_log_ms >= 2000) {
+        ps_report_tty_clear (host->report);
+        ps_info ("recovering: %d/%d servers alive, %zu step%s in flight", alive, servers,
+                 in_flight, in_flight == 1 ? "" : "s");
+        self->recover_log_ms = now;
+    }
+}
+
+void
+ps_mode_ps_advance (void *self_, double now)
+{
+    ps_mode_ps_t *self = self_;
+    ps_mode_host_t *host = self->host;
+    if (self->recovering) {
+        s_recover (self, now);
+        return;
+    }
+    if (ps_ckpt_ctl_state (host->ckpt) == PS_CKPT_IDLE) {
+        if (ps_schedule_finished (host->schedule)) {
+            host->finish (host->loop, now);
+            return;
+        }
+        if (!ps_ckpt_ctl_due (host->ckpt, now))
+            return;
+        ps_ckpt_ctl_pause (host->ckpt, now);
+    }
+    //  The checkpoint is taken once the steps in flight are done.
+    if (ps_schedule_in_flight (host->schedule) == 0)
+        s_take_checkpoint (self);
+}
+
+int
+ps_mode_ps_final_checkpoint (void *self_, double now)
+{
+    (void) now;
+    return s_take_checkpoint (self_);
+}
