@@ -59,7 +59,6 @@
 #include <stdint.h>
 
 #include <jansson.h>
-#include <msgpack.h>
 
 #include "ps_ckpt_ctl.h"
 #include "ps_client.h"
@@ -67,6 +66,7 @@
 #include "ps_error.h"
 #include "ps_evalq.h"
 #include "ps_plan.h"
+#include "ps_proto.h"
 #include "ps_report.h"
 #include "ps_roster.h"
 #include "ps_schedule.h"
@@ -114,14 +114,17 @@ typedef struct {
     uint64_t refused_reports;
     uint64_t nonfinite_failures;
 
-    //  Start a "work" answer to request id with its six fields (kind,
-    //  step, epoch, batch, generation, wait_ms) and room for extra more,
-    //  which the caller packs before send.
-    msgpack_packer *(*work) (void *loop, uint64_t id, const char *kind, uint64_t step,
-                             uint64_t epoch, uint64_t batch, uint64_t wait_ms, size_t extra);
-    //  Start a message of type with nfields fields, sent by send.
-    msgpack_packer *(*message) (void *loop, const char *type, size_t nfields);
-    //  Send what was started to peer.
+    //  Start a "work" answer to request id with its six required fields
+    //  (kind, step, epoch, batch, generation, wait_ms) set and no optional
+    //  one: the caller sets those it needs (has_x and x) in the body
+    //  returned before send. Strings and arrays it points the body at must
+    //  live until send.
+    ps_proto_work_t *(*work) (void *loop, uint64_t id, const char *kind, uint64_t step,
+                              uint64_t epoch, uint64_t batch, uint64_t wait_ms);
+    //  Start a message of type with a fresh id and every field zero, for
+    //  the caller to fill before send.
+    ps_proto_t *(*message) (void *loop, ps_proto_type_t type);
+    //  Encode what was started and send it to peer.
     void (*send) (void *loop, const ps_peer_t *peer);
     //  End the run with code and message (the first failure is kept).
     void (*fail) (void *loop, int code, const char *message);
@@ -166,10 +169,10 @@ typedef struct {
     void (*joined) (void *self, ps_role_t role, int index, bool fresh);
     //  Task role:index, declared failed, was heard from again.
     void (*rejoined) (void *self, ps_role_t role, int index);
-    //  A work_request (header h, id) from worker or evaluator role:index:
+    //  A work_request (body req, id) from worker or evaluator role:index:
     //  take its reports; answer it now (host->work, host->send) or hold it.
     void (*request) (void *self, ps_peer_t *peer, ps_role_t role, int index, uint64_t id,
-                     const msgpack_object *h);
+                     const ps_proto_work_request_t *req);
     //  Worker or evaluator role:index failed. Returns how many steps it
     //  held went back to the queue.
     size_t (*task_failed) (void *self, ps_role_t role, int index);

@@ -3,16 +3,15 @@
 #include "ps_mode_async.h"
 
 #include "ps_mode_ps.h"
-#include "ps_msg.h"
 
 //  A worker has a step whenever the schedule has one to hand out.
 static void
 s_request (void *self_, ps_peer_t *peer, ps_role_t role, int index, uint64_t id,
-           const msgpack_object *h)
+           const ps_proto_work_request_t *req)
 {
     ps_mode_ps_t *self = self_;
-    ps_mode_ps_take_reports (self, peer, role, index, h);
-    bool want = ps_obj_get (h, "want")->via.u64 > 0;
+    ps_mode_ps_take_reports (self, peer, role, index, req);
+    bool want = req->want > 0;
     if (ps_mode_ps_answer (self, peer, role, index, id, want))
         return;
     if (want && role == PS_ROLE_WORKER && ps_mode_ps_dispatching (self)

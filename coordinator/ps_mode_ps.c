@@ -12,7 +12,6 @@
 #include "ps_checkpoint.h"
 #include "ps_clock.h"
 #include "ps_log.h"
-#include "ps_msg.h"
 
 //  How long a waiting worker sleeps before it asks again.
 #define S_WAIT_MS          20
@@ -293,44 +292,37 @@ s_refuse_report (ps_mode_ps_t *self, ps_peer_t *peer, int index, uint64_t step)
 }
 
 static void
-s_on_eval_report (ps_mode_ps_t *self, ps_role_t role, int index, const msgpack_object *report,
-                  bool done)
+s_on_eval_report (ps_mode_ps_t *self, ps_role_t role, int index,
+                  const ps_proto_report_t *report, bool done)
 {
     ps_mode_host_t *host = self->host;
     const ps_eval_t *busy = ps_evalq_busy (host->evalq);
     if (!busy || busy->role != role || busy->index != index
-    ||  ps_obj_get (report, "step")->via.u64 != busy->step)
+    ||  report->step != busy->step)
         return;
-    if (!done || ps_obj_get (report, "generation")->via.u64 != busy->generation) {
+    if (!done || report->generation != busy->generation) {
         ps_evalq_requeue (host->evalq);
         return;
     }
-    ps_evalq_result (host->evalq, ps_obj_double (ps_obj_get (report, "loss")),
-                     ps_obj_get (report, "correct")->via.u64,
-                     ps_obj_get (report, "count")->via.u64, ps_role_name (role), index,
-                     ps_clock_ms ());
+    ps_evalq_result (host->evalq, report->loss, report->correct, report->count,
+                     ps_role_name (role), index, ps_clock_ms ());
 }
 
 //  Returns true when the report completed one of worker index's steps.
 static bool
-s_on_train_report (ps_mode_ps_t *self, ps_peer_t *peer, int index, const msgpack_object *report,
-                   bool done)
+s_on_train_report (ps_mode_ps_t *self, ps_peer_t *peer, int index,
+                   const ps_proto_report_t *report, bool done)
 {
     ps_mode_host_t *host = self->host;
-    uint64_t step = ps_obj_get (report, "step")->via.u64;
+    uint64_t step = report->step;
     //  Work of an older generation ran against parameters since rewound;
     //  the restore emptied the schedule's in-flight lists already.
-    if (ps_obj_get (report, "generation")->via.u64 != host->generation)
+    if (report->generation != host->generation)
         return false;
     if (!done) {
-        if (ps_schedule_release (host->schedule, index, step) == 0) {
-            const msgpack_object *error = ps_obj_get (report, "error");
-            char text [PS_ERROR_MSG_MAX] = "";
-            if (error)
-                ps_obj_str (error, text, sizeof text);
-            if (strncmp (text, "nonfinite", 9) == 0)
-                s_on_nonfinite (self, index, step, text);
-        }
+        if (ps_schedule_release (host->schedule, index, step) == 0 && report->has_error
+        &&  strncmp (report->error, "nonfinite", 9) == 0)
+            s_on_nonfinite (self, index, step, report->error);
         return false;
     }
     //  A completion counts only from the worker (and, since a restart
@@ -347,12 +339,12 @@ s_on_train_report (ps_mode_ps_t *self, ps_peer_t *peer, int index, const msgpack
     if (ps_schedule_complete (host->schedule, step) != 0)
         return false;       //  a duplicate, or a step out of range
     ps_step_report_t stats = {
-        .count = ps_obj_get (report, "count")->via.u64,
-        .correct = ps_obj_get (report, "correct")->via.u64,
-        .duplicates = ps_obj_get (report, "duplicates")->via.u64,
-        .loss = ps_obj_double (ps_obj_get (report, "loss")),
-        .compute_ms = ps_obj_double (ps_obj_get (report, "compute_ms")),
-        .comm_ms = ps_obj_double (ps_obj_get (report, "comm_ms")),
+        .count = report->count,
+        .correct = report->correct,
+        .duplicates = report->duplicates,
+        .loss = report->loss,
+        .compute_ms = report->compute_ms,
+        .comm_ms = report->comm_ms,
     };
     host->completed (host->loop, step, peer, &stats);
     return true;
@@ -362,23 +354,22 @@ static void
 s_reply (ps_mode_ps_t *self, ps_peer_t *peer, uint64_t id, const char *kind, uint64_t step,
          uint64_t epoch, uint64_t batch, uint64_t wait_ms)
 {
-    self->host->work (self->host->loop, id, kind, step, epoch, batch, wait_ms, 0);
+    self->host->work (self->host->loop, id, kind, step, epoch, batch, wait_ms);
     self->host->send (self->host->loop, peer);
 }
 
 uint64_t
 ps_mode_ps_take_reports (ps_mode_ps_t *self, ps_peer_t *peer, ps_role_t role, int index,
-                         const msgpack_object *h)
+                         const ps_proto_work_request_t *req)
 {
     uint64_t completed = 0;
-    const msgpack_object *reports = ps_obj_get (h, "reports");
-    for (uint32_t i = 0; i < reports->via.array.size; i++) {
-        const msgpack_object *report = &reports->via.array.ptr [i];
-        bool done = ps_obj_str_eq (ps_obj_get (report, "status"), "done");
-        if (ps_obj_str_eq (ps_obj_get (report, "kind"), "eval"))
+    for (size_t i = 0; i < req->reports.count; i++) {
+        const ps_proto_report_t *report = &req->reports.items [i];
+        bool done = strcmp (report->status, "done") == 0;
+        if (strcmp (report->kind, "eval") == 0)
             s_on_eval_report (self, role, index, report, done);
         else
-        if (role == PS_ROLE_WORKER && ps_obj_str_eq (ps_obj_get (report, "kind"), "train"))
+        if (role == PS_ROLE_WORKER && strcmp (report->kind, "train") == 0)
             completed += s_on_train_report (self, peer, index, report, done);
     }
     return completed;

@@ -42,10 +42,10 @@ void ps_mode_ps_server_failed (void *self, int index, const char *reason);
 void ps_mode_ps_advance (void *self, double now);
 int ps_mode_ps_final_checkpoint (void *self, double now);
 
-//  Take the reports of work_request h from role:index (peer). Returns how
-//  many training steps of worker index it completed.
+//  Take the reports of work_request req from role:index (peer). Returns
+//  how many training steps of worker index it completed.
 uint64_t ps_mode_ps_take_reports (ps_mode_ps_t *self, ps_peer_t *peer, ps_role_t role,
-                                  int index, const msgpack_object *h);
+                                  int index, const ps_proto_work_request_t *req);
 
 //  Answer request id of role:index, if it needs no training step: "stop"
 //  when the run is stopping, an evaluation when one is due and role:index

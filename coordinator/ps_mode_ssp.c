@@ -9,7 +9,6 @@
 #include "ps_clock.h"
 #include "ps_log.h"
 #include "ps_mode_ps.h"
-#include "ps_msg.h"
 #include "ps_sspclock.h"
 
 //  A worker's request, held until the clock lets it start a step.
@@ -96,11 +95,11 @@ s_answer (s_ssp_t *self, ps_peer_t *peer, int index, uint64_t id, bool want)
 
 static void
 s_request (void *self_, ps_peer_t *peer, ps_role_t role, int index, uint64_t id,
-           const msgpack_object *h)
+           const ps_proto_work_request_t *req)
 {
     s_ssp_t *self = self_;
-    uint64_t completed = ps_mode_ps_take_reports (self->ps, peer, role, index, h);
-    bool want = ps_obj_get (h, "want")->via.u64 > 0;
+    uint64_t completed = ps_mode_ps_take_reports (self->ps, peer, role, index, req);
+    bool want = req->want > 0;
     if (role != PS_ROLE_WORKER) {
         if (!ps_mode_ps_answer (self->ps, peer, role, index, id, want))
             ps_mode_ps_wait (self->ps, peer, id);

@@ -69,6 +69,7 @@
 #include "harness.h"
 #include "ps_clock.h"
 #include "ps_msg.h"
+#include "ps_proto_conv.h"
 
 #define S_BATCH         64
 #define S_MAX_ARGS      64
@@ -1800,9 +1801,12 @@ s_rogue_close (s_rogue_t *rogue)
     assert_int_equal (zmq_ctx_term (rogue->ctx), 0);
 }
 
+//  Encode msg, with the rogue's next id, and send it.
 static void
-s_rogue_send (s_rogue_t *rogue)
+s_rogue_send (s_rogue_t *rogue, ps_proto_t *msg)
 {
+    msg->id = rogue->next_id++;
+    ps_writer_encode (&rogue->writer, msg);
     ps_error_t err;
     if (ps_writer_send (&rogue->writer, rogue->dealer, NULL, 0, NULL, 0, &err) != 0)
         fail_msg ("rogue: send: %s", err.msg);
@@ -1810,7 +1814,7 @@ s_rogue_send (s_rogue_t *rogue)
 
 //  The next message from the coordinator within timeout_ms, decoded, or
 //  NULL at the deadline.
-static const msgpack_object *
+static const ps_proto_t *
 s_rogue_recv (s_rogue_t *rogue, int timeout_ms)
 {
     zmq_pollitem_t item = { rogue->dealer, 0, ZMQ_POLLIN, 0 };
@@ -1820,24 +1824,21 @@ s_rogue_recv (s_rogue_t *rogue, int timeout_ms)
     if (ps_msg_recv (rogue->msg, rogue->dealer, false, &err) != 0
     ||  ps_msg_decode (rogue->msg, &err) != 0)
         fail_msg ("rogue: a message from the coordinator: %s", err.msg);
-    return ps_msg_header (rogue->msg);
+    return ps_msg_proto (rogue->msg);
 }
 
 //  The next message of type (heartbeats are skipped), or NULL.
-static const msgpack_object *
-s_rogue_expect (s_rogue_t *rogue, const char *type, int timeout_ms)
+static const ps_proto_t *
+s_rogue_expect (s_rogue_t *rogue, ps_proto_type_t type, int timeout_ms)
 {
     double deadline = ps_clock_ms () + timeout_ms;
     while (ps_clock_ms () < deadline) {
-        const msgpack_object *header = s_rogue_recv (rogue, 50);
-        if (header && strcmp (ps_msg_type (rogue->msg), type) == 0)
-            return header;
-        if (header && strcmp (ps_msg_type (rogue->msg), "error") == 0
-        &&  strcmp (type, "error") != 0) {
-            char text [PS_ERROR_MSG_MAX];
-            ps_obj_str (ps_obj_get (header, "message"), text, sizeof text);
-            fail_msg ("rogue: expected %s, the coordinator answered an error: %s", type, text);
-        }
+        const ps_proto_t *m = s_rogue_recv (rogue, 50);
+        if (m && m->type == type)
+            return m;
+        if (m && m->type == PS_PROTO_ERROR)
+            fail_msg ("rogue: expected %s, the coordinator answered an error: %s",
+                      ps_proto_info [type].name, m->error.message);
     }
     return NULL;
 }
@@ -1845,16 +1846,12 @@ s_rogue_expect (s_rogue_t *rogue, const char *type, int timeout_ms)
 static void
 s_rogue_register (s_rogue_t *rogue, const char *role, int index, uint64_t incarnation)
 {
-    ps_writer_reset (&rogue->writer, "register", rogue->next_id++, 5);
-    msgpack_packer *pk = &rogue->writer.pk;
-    ps_pack_key (pk, "role");
-    ps_pack_str (pk, role);
-    ps_pack_uint (pk, "index", (uint64_t) index);
-    ps_pack_uint (pk, "incarnation", incarnation);
-    ps_pack_key (pk, "endpoint");
-    ps_pack_str (pk, "");
-    ps_pack_uint (pk, "pid", (uint64_t) getpid ());
-    s_rogue_send (rogue);
+    ps_proto_t msg = {
+        .type = PS_PROTO_REGISTER,
+        .register_ = { .role = role, .index = (uint64_t) index, .incarnation = incarnation,
+                       .endpoint = "", .pid = (uint64_t) getpid () },
+    };
+    s_rogue_send (rogue, &msg);
 }
 
 //  A work_request that reports steps [first, last] except `skip` trained
@@ -1863,33 +1860,23 @@ static void
 s_rogue_work_request (s_rogue_t *rogue, uint64_t first, uint64_t last, uint64_t skip,
                       uint64_t generation, bool want)
 {
-    ps_writer_reset (&rogue->writer, "work_request", rogue->next_id++, 2);
-    msgpack_packer *pk = &rogue->writer.pk;
     size_t n = 0;
+    ps_proto_report_t *reports = calloc (last >= first ? last - first + 1 : 1,
+                                         sizeof *reports);
+    assert_non_null (reports);
     for (uint64_t step = first; step <= last; step++)
-        n += step != skip;
-    ps_pack_key (pk, "reports");
-    msgpack_pack_array (pk, n);
-    for (uint64_t step = first; step <= last; step++) {
-        if (step == skip)
-            continue;
-        msgpack_pack_map (pk, 11);
-        ps_pack_key (pk, "kind");
-        ps_pack_str (pk, "train");
-        ps_pack_key (pk, "status");
-        ps_pack_str (pk, "done");
-        ps_pack_uint (pk, "step", step);
-        ps_pack_uint (pk, "generation", generation);
-        ps_pack_double (pk, "loss", 1.0);
-        ps_pack_uint (pk, "correct", 64);
-        ps_pack_uint (pk, "count", 64);
-        ps_pack_uint (pk, "applied", 8);
-        ps_pack_uint (pk, "duplicates", 0);
-        ps_pack_double (pk, "compute_ms", 1.0);
-        ps_pack_double (pk, "comm_ms", 1.0);
-    }
-    ps_pack_uint (pk, "want", want ? 1 : 0);
-    s_rogue_send (rogue);
+        if (step != skip)
+            reports [n++] = (ps_proto_report_t) {
+                .kind = "train", .status = "done", .step = step, .generation = generation,
+                .loss = 1.0, .correct = 64, .count = 64, .applied = 8, .duplicates = 0,
+                .compute_ms = 1.0, .comm_ms = 1.0,
+            };
+    ps_proto_t msg = {
+        .type = PS_PROTO_WORK_REQUEST,
+        .work_request = { .reports = { n, reports }, .want = want ? 1 : 0 },
+    };
+    s_rogue_send (rogue, &msg);
+    free (reports);
 }
 
 //  Register as role:index (again and again until answered, as a link
@@ -1900,25 +1887,25 @@ s_rogue_take_step (s_rogue_t *rogue, const char *role, int index, uint64_t *step
                    uint64_t *generation)
 {
     double deadline = ps_clock_ms () + S_EVENT_MS;
-    const msgpack_object *header = NULL;
-    while (!header && ps_clock_ms () < deadline) {
+    const ps_proto_t *m = NULL;
+    while (!m && ps_clock_ms () < deadline) {
         s_rogue_register (rogue, role, index, 0x5eed);
-        header = s_rogue_expect (rogue, "register_ok", 100);
+        m = s_rogue_expect (rogue, PS_PROTO_REGISTER_OK, 100);
     }
-    if (!header)
+    if (!m)
         fail_msg ("rogue: %s:%d was not registered within %d ms", role, index, S_EVENT_MS);
     while (ps_clock_ms () < deadline) {
         s_rogue_work_request (rogue, 1, 0, 0, 0, true);
-        header = s_rogue_expect (rogue, "work", 1000);
-        if (!header)
+        m = s_rogue_expect (rogue, PS_PROTO_WORK, 1000);
+        if (!m)
             continue;
-        if (ps_obj_str_eq (ps_obj_get (header, "kind"), "train")) {
-            *step = ps_obj_get (header, "step")->via.u64;
-            *generation = ps_obj_get (header, "generation")->via.u64;
+        if (strcmp (m->work.kind, "train") == 0) {
+            *step = m->work.step;
+            *generation = m->work.generation;
             return;
         }
-        if (!ps_obj_str_eq (ps_obj_get (header, "kind"), "wait"))
-            fail_msg ("rogue: expected work of kind train or wait");
+        if (strcmp (m->work.kind, "wait") != 0)
+            fail_msg ("rogue: expected work of kind train or wait, got %s", m->work.kind);
         usleep (20 * 1000);
     }
     fail_msg ("rogue: no train step within %d ms", S_EVENT_MS);
@@ -1995,7 +1982,7 @@ test_rogue_completions (void **state)
     uint64_t step, generation;
     s_rogue_take_step (&rogue, "worker", 2, &step, &generation);
     s_rogue_work_request (&rogue, 1, total, step, generation, false);
-    assert_non_null (s_rogue_expect (&rogue, "work", S_EVENT_MS));
+    assert_non_null (s_rogue_expect (&rogue, PS_PROTO_WORK, S_EVENT_MS));
     s_rogue_close (&rogue);
     s_run_finish (run, 0);
     s_check_done (run, total, 2);
@@ -2033,7 +2020,7 @@ test_rogue_holder_lies (void **state)
     uint64_t step, generation;
     s_rogue_take_step (&rogue, "worker", 2, &step, &generation);
     s_rogue_work_request (&rogue, step, step, 0, generation, false);
-    assert_non_null (s_rogue_expect (&rogue, "work", S_EVENT_MS));
+    assert_non_null (s_rogue_expect (&rogue, PS_PROTO_WORK, S_EVENT_MS));
     s_rogue_close (&rogue);
     s_run_finish (run, 1);
     json_t *done = s_find (run->rows, "done", -1);
@@ -2083,13 +2070,13 @@ test_rogue_registrations (void **state)
     int attempts = 0, refusals = 0;
     while (s_running (run)) {
         s_rogue_register (&rogue, "worker", 1, 0xbad0000 + (uint64_t) attempts++);
-        const msgpack_object *header = s_rogue_recv (&rogue, 50);
-        if (header && strcmp (ps_msg_type (rogue.msg), "error") == 0) {
-            assert_true (ps_obj_str_eq (ps_obj_get (header, "code"), "busy"));
+        const ps_proto_t *m = s_rogue_recv (&rogue, 50);
+        if (m && m->type == PS_PROTO_ERROR) {
+            assert_string_equal (m->error.code, "busy");
             refusals++;
         }
         else
-        if (header && strcmp (ps_msg_type (rogue.msg), "register_ok") == 0)
+        if (m && m->type == PS_PROTO_REGISTER_OK)
             fail_msg ("a new incarnation of the live worker:1 was registered");
     }
     s_rogue_close (&rogue);
@@ -2110,68 +2097,51 @@ test_rogue_registrations (void **state)
     s_run_destroy (run);
 }
 
-//  A request of type with nfields fields packed by pack (may be NULL),
-//  sent by rogue.
-typedef void (s_pack_fn) (msgpack_packer *pk);
-
-static void
-s_pack_fence (msgpack_packer *pk)
-{
-    ps_pack_uint (pk, "generation", 5);
-}
-
-static void
-s_pack_dir (msgpack_packer *pk)
-{
-    ps_pack_key (pk, "dir");
-    ps_pack_str (pk, "ckpt-000000000001");
-}
-
-static void
-s_pack_optimizer (msgpack_packer *pk)
-{
-    ps_opt_config_t opt;
-    ps_opt_config_default (&opt, PS_OPT_SGD);
-    opt.lr = 1e6;
-    ps_pack_key (pk, "optimizer");
-    ps_pack_optimizer (pk, &opt);
-}
-
-static void
-s_pack_create (msgpack_packer *pk)
-{
-    ps_pack_key (pk, "partitions");
-    msgpack_pack_array (pk, 0);
-}
-
-static const struct {
-    const char *type;
-    size_t nfields;
-    s_pack_fn *pack;
-} s_control [] = {
-    { "shutdown", 0, NULL }, { "fence", 1, s_pack_fence }, { "snapshot", 1, s_pack_dir },
-    { "restore", 1, s_pack_dir }, { "set_optimizer", 1, s_pack_optimizer },
-    { "create", 1, s_pack_create },
+//  The control requests only the coordinator may send a server.
+static const ps_proto_type_t s_control [] = {
+    PS_PROTO_SHUTDOWN, PS_PROTO_FENCE, PS_PROTO_SNAPSHOT, PS_PROTO_RESTORE,
+    PS_PROTO_SET_OPTIMIZER, PS_PROTO_CREATE,
 };
 #define S_NCONTROL (sizeof s_control / sizeof s_control [0])
 
+//  Send control request c, its fields filled with harmless values (an
+//  empty create, a fence and checkpoint names that match nothing), but
+//  for an optimizer that would wreck the run.
 static void
 s_rogue_request (s_rogue_t *rogue, size_t c)
 {
-    ps_writer_reset (&rogue->writer, s_control [c].type, rogue->next_id++,
-                     s_control [c].nfields);
-    if (s_control [c].pack)
-        s_control [c].pack (&rogue->writer.pk);
-    s_rogue_send (rogue);
+    ps_proto_t msg = { .type = s_control [c] };
+    switch (msg.type) {
+        case PS_PROTO_FENCE:
+            msg.fence.generation = 5;
+            break;
+        case PS_PROTO_SNAPSHOT:
+            msg.snapshot.dir = "ckpt-000000000001";
+            break;
+        case PS_PROTO_RESTORE:
+            msg.restore.dir = "ckpt-000000000001";
+            break;
+        case PS_PROTO_SET_OPTIMIZER: {
+            ps_opt_config_t opt;
+            ps_opt_config_default (&opt, PS_OPT_SGD);
+            opt.lr = 1e6;
+            ps_proto_optimizer_set (&msg.set_optimizer.optimizer, &opt);
+            break;
+        }
+        default:
+            break;
+    }
+    s_rogue_send (rogue, &msg);
 }
 
 //  No answer at all within timeout_ms.
 static void
 s_rogue_silence (s_rogue_t *rogue, const char *who, int timeout_ms)
 {
-    const msgpack_object *header = s_rogue_recv (rogue, timeout_ms);
-    if (header)
-        fail_msg ("%s got an answer (%s) from a secured process", who, ps_msg_type (rogue->msg));
+    const ps_proto_t *m = s_rogue_recv (rogue, timeout_ms);
+    if (m)
+        fail_msg ("%s got an answer (%s) from a secured process", who,
+                  ps_proto_info [m->type].name);
 }
 
 //  A secured cluster, attacked while it trains. Processes without the
@@ -2214,23 +2184,25 @@ test_strangers (void **state)
     s_rogue_open (&rogue, endpoints [1], "ps:0", S_KEY_TASK, "worker:0");
     for (size_t c = 0; c < S_NCONTROL; c++) {
         s_rogue_request (&rogue, c);
-        const msgpack_object *header = s_rogue_expect (&rogue, "error", S_EVENT_MS);
-        if (!header) {
+        const ps_proto_t *m = s_rogue_expect (&rogue, PS_PROTO_ERROR, S_EVENT_MS);
+        const char *type = ps_proto_info [s_control [c]].name;
+        if (!m) {
             char log [PATH_MAX + 16];
             snprintf (log, sizeof log, "%s/ps0.log", run->dir);
             harness_print_log (log);
-            fail_msg ("ps:0 did not answer %s from worker:0's key", s_control [c].type);
+            fail_msg ("ps:0 did not answer %s from worker:0's key", type);
         }
-        if (!ps_obj_str_eq (ps_obj_get (header, "code"), "forbidden"))
-            fail_msg ("%s from worker:0's key was not refused as forbidden", s_control [c].type);
+        if (strcmp (m->error.code, "forbidden") != 0)
+            fail_msg ("%s from worker:0's key was not refused as forbidden (%s: %s)", type,
+                      m->error.code, m->error.message);
     }
     s_rogue_close (&rogue);
     //  ... and at the coordinator it is worker:0, not worker:1.
     s_rogue_open (&rogue, endpoints [0], "chief:0", S_KEY_TASK, "worker:0");
     s_rogue_register (&rogue, "worker", 1, 0x5eed);
-    const msgpack_object *header = s_rogue_expect (&rogue, "error", S_EVENT_MS);
-    assert_non_null (header);
-    assert_true (ps_obj_str_eq (ps_obj_get (header, "code"), "forbidden"));
+    const ps_proto_t *m = s_rogue_expect (&rogue, PS_PROTO_ERROR, S_EVENT_MS);
+    assert_non_null (m);
+    assert_string_equal (m->error.code, "forbidden");
     s_rogue_close (&rogue);
     //  The attacks came while the cluster was at work, not after.
     if (!s_running (run))

@@ -24,16 +24,14 @@
 
 #include "ps_clock.h"
 #include "ps_mode.h"
-#include "ps_msg.h"
-#include "ps_schema.h"
+#include "ps_proto.h"
 
 #define S_NWORKERS 2
 
 //  What the modes did, as the host's services saw it.
 typedef struct {
-    msgpack_sbuffer buffer;
-    msgpack_packer pk;
-    char kind [16];             //  of the message started last
+    ps_proto_t out;             //  the message started last
+    char kind [16];             //  its kind (a work's) or type
     uint64_t step;
     int sent [S_NWORKERS];      //  messages sent to each worker
     char last [S_NWORKERS][16]; //  the kind of the last one
@@ -61,28 +59,64 @@ typedef struct {
     s_log_t log;
 } s_fixture_t;
 
-static msgpack_packer *
+static ps_proto_work_t *
 s_work (void *loop, uint64_t id, const char *kind, uint64_t step, uint64_t epoch,
-        uint64_t batch, uint64_t wait_ms, size_t extra)
+        uint64_t batch, uint64_t wait_ms)
 {
-    (void) id, (void) epoch, (void) batch, (void) wait_ms, (void) extra;
-    s_log_t *log = &((s_fixture_t *) loop)->log;
-    msgpack_sbuffer_clear (&log->buffer);
+    s_fixture_t *fx = loop;
+    s_log_t *log = &fx->log;
+    log->out = (ps_proto_t) {
+        .type = PS_PROTO_WORK, .id = id,
+        .work = { .kind = kind, .step = step, .epoch = epoch, .batch = batch,
+                  .generation = fx->host.generation, .wait_ms = wait_ms },
+    };
     snprintf (log->kind, sizeof log->kind, "%s", kind);
     log->step = step;
-    return &log->pk;
+    return &log->out.work;
 }
 
-static msgpack_packer *
-s_message (void *loop, const char *type, size_t nfields)
+static ps_proto_t *
+s_message (void *loop, ps_proto_type_t type)
 {
-    return s_work (loop, 0, type, 0, 0, 0, 0, nfields);
+    s_log_t *log = &((s_fixture_t *) loop)->log;
+    log->out = (ps_proto_t) { .type = type, .id = 1 };
+    snprintf (log->kind, sizeof log->kind, "%s", ps_proto_info [type].name);
+    log->step = 0;
+    return &log->out;
+}
+
+//  What a mode sends must be a message the protocol accepts: encode it
+//  and decode it again, as a worker would.
+static void
+s_check_encodes (const ps_proto_t *msg)
+{
+    msgpack_sbuffer buffer;
+    msgpack_sbuffer_init (&buffer);
+    msgpack_packer pk;
+    msgpack_packer_init (&pk, &buffer, msgpack_sbuffer_write);
+    assert_int_equal (ps_proto_encode (msg, &pk), 0);
+    msgpack_zone zone;
+    assert_true (msgpack_zone_init (&zone, 1024));
+    msgpack_object header;
+    size_t offset = 0;
+    assert_int_equal (msgpack_unpack (buffer.data, buffer.size, &offset, &zone, &header),
+                      MSGPACK_UNPACK_SUCCESS);
+    ps_proto_t decoded;
+    ps_error_t err = { 0 };
+    int rc = ps_proto_decode (&header, NULL, 0, &zone, &decoded, &err);
+    if (rc)
+        print_error ("%s\n", err.msg);
+    assert_int_equal (rc, 0);
+    assert_int_equal (decoded.type, msg->type);
+    msgpack_zone_destroy (&zone);
+    msgpack_sbuffer_destroy (&buffer);
 }
 
 static void
 s_send (void *loop, const ps_peer_t *peer)
 {
     s_fixture_t *fx = loop;
+    s_check_encodes (&fx->log.out);
     for (int w = 0; w < S_NWORKERS; w++)
         if (ps_roster_peer (fx->roster, PS_ROLE_WORKER, w) == peer) {
             fx->log.sent [w]++;
@@ -140,8 +174,6 @@ s_fixture_with (ps_mode_t mode, int staleness)
     fx.job_json = ps_job_to_json (&fx.job);
     fx.ckpt = ps_ckpt_ctl_new (&fx.job, &fx.plan, fx.layout, fx.job_json, 0, fx.schedule,
                                fx.report);
-    msgpack_sbuffer_init (&fx.log.buffer);
-    msgpack_packer_init (&fx.log.pk, &fx.log.buffer, msgpack_sbuffer_write);
     fx.host = (ps_mode_host_t) {
         .loop = &fx, .cfg = &fx.cfg, .job = &fx.cfg.job, .roster = fx.roster,
         .schedule = fx.schedule, .report = fx.report, .evalq = fx.evalq, .ckpt = fx.ckpt,
@@ -182,10 +214,9 @@ s_close (s_fixture_t *fx)
     ps_roster_destroy (&fx->roster);
     json_decref (fx->layout);
     json_decref (fx->job_json);
-    msgpack_sbuffer_destroy (&fx->log.buffer);
 }
 
-//  A worker's report, as it packs it.
+//  A worker's report, as the test sets it.
 typedef struct {
     const char *kind, *status;
     uint64_t step, generation;
@@ -197,47 +228,24 @@ typedef struct {
 static void
 s_request (s_fixture_t *fx, int w, bool want, const s_report_t *reports, int n)
 {
-    msgpack_sbuffer buffer;
-    msgpack_sbuffer_init (&buffer);
-    msgpack_packer pk;
-    msgpack_packer_init (&pk, &buffer, msgpack_sbuffer_write);
-    msgpack_pack_map (&pk, 2);
-    ps_pack_uint (&pk, "want", want);
-    ps_pack_key (&pk, "reports");
-    msgpack_pack_array (&pk, (size_t) n);
+    ps_proto_report_t items [8];
+    assert_true (n <= 8);
     for (int i = 0; i < n; i++) {
         const s_report_t *r = &reports [i];
-        msgpack_pack_map (&pk, 13 + (r->error != NULL) + (r->order != 0));
-        ps_pack_key (&pk, "kind");
-        ps_pack_str (&pk, r->kind);
-        ps_pack_key (&pk, "status");
-        ps_pack_str (&pk, r->status);
-        ps_pack_uint (&pk, "step", r->step);
-        ps_pack_uint (&pk, "generation", r->generation);
-        ps_pack_uint (&pk, "count", 50);
-        ps_pack_uint (&pk, "correct", 25);
-        ps_pack_double (&pk, "loss", 60.0);
-        ps_pack_double (&pk, "compute_ms", 2.0);
-        ps_pack_double (&pk, "comm_ms", 1.0);
-        ps_pack_uint (&pk, "duplicates", 0);
-        ps_pack_uint (&pk, "applied", r->update);
-        ps_pack_uint (&pk, "update", r->update);
-        ps_pack_uint (&pk, "checksum", 77);
-        if (r->order)
-            ps_pack_uint (&pk, "order", r->order);
-        if (r->error) {
-            ps_pack_key (&pk, "error");
-            ps_pack_str (&pk, r->error);
-        }
+        items [i] = (ps_proto_report_t) {
+            .kind = r->kind, .status = r->status, .step = r->step,
+            .generation = r->generation, .count = 50, .correct = 25, .loss = 60.0,
+            .compute_ms = 2.0, .comm_ms = 1.0, .duplicates = 0, .applied = r->update,
+            .has_update = true, .update = r->update, .has_checksum = true, .checksum = 77,
+            .has_order = r->order != 0, .order = r->order,
+            .has_error = r->error != NULL, .error = r->error,
+        };
     }
-    msgpack_unpacked unpacked;
-    msgpack_unpacked_init (&unpacked);
-    assert_int_equal (msgpack_unpack_next (&unpacked, buffer.data, buffer.size, NULL),
-                      MSGPACK_UNPACK_SUCCESS);
+    ps_proto_work_request_t req = {
+        .reports = { (size_t) n, items }, .want = want,
+    };
     fx->ops->request (fx->mode, ps_roster_peer (fx->roster, PS_ROLE_WORKER, w), PS_ROLE_WORKER,
-                      w, 1, &unpacked.data);
-    msgpack_unpacked_destroy (&unpacked);
-    msgpack_sbuffer_destroy (&buffer);
+                      w, 1, &req);
 }
 
 static void
