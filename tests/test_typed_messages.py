@@ -5,9 +5,8 @@ The programs converted to the codec (schemas/gen_codec.py; README,
 Requests) read a message's fields from its struct (msg->work.step) and
 dispatch on msg->type; they must not slip back to reading the msgpack
 header by string key, packing headers by hand or comparing type names.
-This test fails, naming the file and line, when a converted program's
-source does any of that. The coordinator joins the list when it is
-converted.
+This test fails, naming the file and line, when a program's source does
+any of that.
 
 Usage: test_typed_messages.py SOURCE_ROOT
 """
@@ -15,7 +14,7 @@ import os
 import re
 import sys
 
-CONVERTED = ["ps", "worker"]
+CONVERTED = ["ps", "worker", "coordinator"]
 FORBIDDEN = [
     (re.compile(r"\bps_obj_\w+\s*\("), "reads a header by string key (ps_obj_*)"),
     (re.compile(r"\bps_msg_header\s*\("), "reads the raw msgpack header"),
