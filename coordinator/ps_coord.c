@@ -244,27 +244,15 @@ s_failed (s_coord_t *self, ps_role_t role, int index, const char *reason)
         self->ops->server_failed (self->mode, index, reason);
 }
 
-//  Silences past the heartbeat timeout, and the deaths the launcher saw.
+//  The deaths the launcher saw, then silences past the heartbeat timeout.
+//  In that order: a process that died and fell silent long enough for
+//  both (a loaded machine can keep this loop from running for a second)
+//  is failed with the reason its exit gives, not with its silence.
 static void
 s_check_peers (s_coord_t *self, double now)
 {
-    ps_role_t role;
-    int index;
-    while (ps_roster_expire (self->roster, now, self->job->heartbeat_timeout_ms, &role, &index)) {
-        //  The run is over and its done record written: a process told to
-        //  stop falls silent as it exits, and one that is silent otherwise
-        //  only changes whom the stop waits for.
-        if (self->host.state == PS_RUN_STOPPING)
-            continue;
-        char reason [96];
-        snprintf (reason, sizeof reason, "no heartbeat for %.0f ms",
-                  now - ps_roster_peer (self->roster, role, index)->last_seen);
-        s_failed (self, role, index, reason);
-    }
-    if (!self->cfg->launcher)
-        return;
     ps_task_event_t events [16];
-    size_t n = ps_launcher_poll (self->cfg->launcher, events, 16);
+    size_t n = self->cfg->launcher ? ps_launcher_poll (self->cfg->launcher, events, 16) : 0;
     for (size_t e = 0; e < n; e++) {
         const ps_task_event_t *event = &events [e];
         if (event->index >= ps_roster_count (self->roster, event->role))
@@ -289,6 +277,19 @@ s_check_peers (s_coord_t *self, double now)
             ps_error ("%s:%d keeps failing; no more restarts (see its log)",
                       ps_role_name (event->role), event->index);
         }
+    }
+    ps_role_t role;
+    int index;
+    while (ps_roster_expire (self->roster, now, self->job->heartbeat_timeout_ms, &role, &index)) {
+        //  The run is over and its done record written: a process told to
+        //  stop falls silent as it exits, and one that is silent otherwise
+        //  only changes whom the stop waits for.
+        if (self->host.state == PS_RUN_STOPPING)
+            continue;
+        char reason [96];
+        snprintf (reason, sizeof reason, "no heartbeat for %.0f ms",
+                  now - ps_roster_peer (self->roster, role, index)->last_seen);
+        s_failed (self, role, index, reason);
     }
 }
 
