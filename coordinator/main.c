@@ -69,9 +69,13 @@ s_usage (FILE *out)
         "  --optimizer KIND    sgd, momentum, adagrad, adam (default adam)\n"
         "  --lr RATE           (default 0.001)\n"
         "  --mode MODE         async (default); mirrored: synchronous, every worker a\n"
-        "                      replica, gradients summed by ring all-reduce; sync:\n"
+        "                      replica, gradients summed by ring all-reduce; ssp:\n"
+        "                      async with no worker more than S steps ahead of the\n"
+        "                      slowest live one (bounded staleness); or sync:\n"
         "                      synchronous on the servers, which apply each round's\n"
         "                      mean gradient once\n"
+        "  --staleness S       ssp's bound, a whole number (default 3; 0 = lockstep)\n"
+        "                      or unbounded (as async)\n"
         "  --seed N            (default 1)\n"
         "  --data DIR          (default " PS_DATASET_DEFAULT_DIR ")\n"
         "  --limit N           first N training examples   --test-limit N\n"
@@ -140,7 +144,7 @@ enum {
     O_MODEL, O_EPOCHS, O_STEPS, O_BATCH, O_OPTIMIZER, O_LR, O_MODE, O_SEED, O_DATA, O_LIMIT,
     O_TEST_LIMIT, O_CKPT_DIR, O_CKPT_STEPS, O_CKPT_SECONDS, O_KEEP, O_EVAL_EPOCHS, O_EVAL_STEPS,
     O_HEARTBEAT, O_HEARTBEAT_TIMEOUT, O_REGISTER_TIMEOUT, O_THREADS, O_DEVICE, O_OVERLAP,
-    O_NONFINITE_RETRIES, O_STOP_ON_DIVERGENCE,
+    O_NONFINITE_RETRIES, O_STOP_ON_DIVERGENCE, O_STALENESS,
 };
 
 static const struct option s_long_options [] = {
@@ -165,6 +169,7 @@ static const struct option s_long_options [] = {
     { "optimizer", required_argument, NULL, O_OPTIMIZER },
     { "lr", required_argument, NULL, O_LR },
     { "mode", required_argument, NULL, O_MODE },
+    { "staleness", required_argument, NULL, O_STALENESS },
     { "seed", required_argument, NULL, O_SEED },
     { "data", required_argument, NULL, O_DATA },
     { "limit", required_argument, NULL, O_LIMIT },
@@ -238,6 +243,17 @@ s_apply_flag (ps_job_t *job, int option, const char *value)
                 fprintf (stderr, "coordinator: %s: %s\n", flag, err.msg);
                 return -1;
             }
+            return 0;
+        case O_STALENESS:
+            if (strcmp (value, "unbounded") == 0) {
+                job->staleness = PS_JOB_STALENESS_UNBOUNDED;
+                return 0;
+            }
+            if (ps_parse_uint (flag, value, 0, INT_MAX, &u, &err)) {
+                fprintf (stderr, "coordinator: %s, or unbounded\n", err.msg);
+                return -1;
+            }
+            job->staleness = (int) u;
             return 0;
         //  Ranges are checked by ps_job_validate, which names the key;
         //  here only the form of the number.

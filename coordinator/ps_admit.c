@@ -10,7 +10,7 @@
 #include <zmq.h>
 
 #include "ps_log.h"
-#include "ps_schema.h"
+#include "ps_proto.h"
 
 struct _ps_admit_t {
     ps_roster_t *roster;
@@ -62,8 +62,8 @@ ps_admit_authorized (ps_admit_t *self, ps_msg_t *msg, void *router, const char *
         return true;
     const char *key = ps_msg_property (msg, PS_CURVE_PEER_KEY);
     char message [160];
-    snprintf (message, sizeof message, "%s as %s: this key is %s's", ps_msg_type (msg),
-              claimed, peer ? peer : "no task");
+    snprintf (message, sizeof message, "%s as %s: this key is %s's",
+              ps_proto_info [ps_msg_proto (msg)->type].name, claimed, peer ? peer : "no task");
     if (ps_curve_first_refusal (self->curve, key ? key : "")) {
         ps_report_tty_clear (self->report);
         ps_warn ("refused %s (key %s; its later refusals are not logged)", message,
@@ -81,15 +81,14 @@ ps_admit_register (ps_admit_t *self, ps_msg_t *msg, void *router, const void *id
                    size_t id_len, double now, ps_role_t *role_p, int *index_p,
                    ps_join_t *join_p)
 {
-    const msgpack_object *h = ps_msg_header (msg);
-    char role_name [32] = "";
+    const ps_proto_register_t *reg = &ps_msg_proto (msg)->register_;
+    const char *role_name = reg->role;
     ps_role_t role = PS_ROLES;
-    if (ps_obj_str (ps_obj_get (h, "role"), role_name, sizeof role_name) != 0
-    ||  ps_role_parse (role_name, &role) != 0)
+    if (ps_role_parse (role_name, &role) != 0)
         role = PS_ROLES;
-    uint64_t index = ps_obj_get (h, "index")->via.u64;
-    uint64_t incarnation = ps_obj_get (h, "incarnation")->via.u64;
-    uint64_t pid = ps_obj_get (h, "pid")->via.u64;
+    uint64_t index = reg->index;
+    uint64_t incarnation = reg->incarnation;
+    uint64_t pid = reg->pid;
     char message [256];
     if (role == PS_ROLES || index >= (uint64_t) ps_roster_count (self->roster, role)) {
         if (role == PS_ROLES)
@@ -139,13 +138,11 @@ ps_admit_register (ps_admit_t *self, ps_msg_t *msg, void *router, const void *id
         ps_info ("%s:%" PRIu64 " registered (pid %" PRIu64 ")%s", role_name, index, pid,
                  join == PS_JOIN_RESTARTED ? ", a new incarnation"
                  : join == PS_JOIN_BACK ? ", back after a silence" : "");
-        char endpoint [256] = "";
-        ps_obj_str (ps_obj_get (h, "endpoint"), endpoint, sizeof endpoint);
         ps_report_event (self->report, "registered",
                          json_pack ("{s:s, s:I, s:I, s:b, s:s}", "role", role_name,
                                     "task", (json_int_t) index, "pid", (json_int_t) pid,
                                     "restarted", join == PS_JOIN_RESTARTED,
-                                    "endpoint", endpoint));
+                                    "endpoint", reg->endpoint));
     }
     *role_p = role;
     *index_p = (int) index;

@@ -57,6 +57,7 @@ typedef struct {
     void *router;
     ps_msg_t *msg;
     ps_writer_t writer;
+    ps_proto_t out;             //  the message being built, which s_send encodes
     uint64_t incarnation;
     uint64_t next_id;
 
@@ -85,9 +86,11 @@ typedef struct {
 //  ---------------------------------------------------------------------
 //  Sending, failing: the services a mode may call
 
+//  Encode the message built in self->out and send it to routing id id.
 static void
 s_send (s_coord_t *self, const char *id, size_t id_len)
 {
+    ps_writer_encode (&self->writer, &self->out);
     zmq_msg_t envelope;
     if (zmq_msg_init_size (&envelope, id_len) != 0)
         abort ();
@@ -107,29 +110,25 @@ s_host_send (void *loop, const ps_peer_t *peer)
     s_send (loop, peer->id, peer->id_len);
 }
 
-static msgpack_packer *
+static ps_proto_work_t *
 s_host_work (void *loop, uint64_t id, const char *kind, uint64_t step, uint64_t epoch,
-             uint64_t batch, uint64_t wait_ms, size_t extra)
+             uint64_t batch, uint64_t wait_ms)
 {
     s_coord_t *self = loop;
-    ps_writer_reset (&self->writer, "work", id, 6 + extra);
-    msgpack_packer *pk = &self->writer.pk;
-    ps_pack_key (pk, "kind");
-    ps_pack_str (pk, kind);
-    ps_pack_uint (pk, "step", step);
-    ps_pack_uint (pk, "epoch", epoch);
-    ps_pack_uint (pk, "batch", batch);
-    ps_pack_uint (pk, "generation", self->host.generation);
-    ps_pack_uint (pk, "wait_ms", wait_ms);
-    return pk;
+    self->out = (ps_proto_t) {
+        .type = PS_PROTO_WORK, .id = id,
+        .work = { .kind = kind, .step = step, .epoch = epoch, .batch = batch,
+                  .generation = self->host.generation, .wait_ms = wait_ms },
+    };
+    return &self->out.work;
 }
 
-static msgpack_packer *
-s_host_message (void *loop, const char *type, size_t nfields)
+static ps_proto_t *
+s_host_message (void *loop, ps_proto_type_t type)
 {
     s_coord_t *self = loop;
-    ps_writer_reset (&self->writer, type, ++self->next_id, nfields);
-    return &self->writer.pk;
+    self->out = (ps_proto_t) { .type = type, .id = ++self->next_id };
+    return &self->out;
 }
 
 //  End the run with code and a message; the first failure is the one
@@ -202,12 +201,11 @@ s_send_heartbeats (s_coord_t *self, bool silent_too)
             const ps_peer_t *peer = ps_roster_peer (self->roster, (ps_role_t) r, i);
             if (!peer->alive && !(silent_too && peer->silent))
                 continue;
-            ps_writer_reset (&self->writer, "heartbeat", ++self->next_id, done ? 2 : 1);
-            ps_pack_uint (&self->writer.pk, "incarnation", self->incarnation);
-            if (done) {
-                ps_pack_key (&self->writer.pk, "done");
-                msgpack_pack_true (&self->writer.pk);
-            }
+            self->out = (ps_proto_t) {
+                .type = PS_PROTO_HEARTBEAT, .id = ++self->next_id,
+                .heartbeat = { .incarnation = self->incarnation, .has_done = done,
+                               .done = done },
+            };
             s_send (self, peer->id, peer->id_len);
         }
 }
@@ -246,27 +244,15 @@ s_failed (s_coord_t *self, ps_role_t role, int index, const char *reason)
         self->ops->server_failed (self->mode, index, reason);
 }
 
-//  Silences past the heartbeat timeout, and the deaths the launcher saw.
+//  The deaths the launcher saw, then silences past the heartbeat timeout.
+//  In that order: a process that died and fell silent long enough for
+//  both (a loaded machine can keep this loop from running for a second)
+//  is failed with the reason its exit gives, not with its silence.
 static void
 s_check_peers (s_coord_t *self, double now)
 {
-    ps_role_t role;
-    int index;
-    while (ps_roster_expire (self->roster, now, self->job->heartbeat_timeout_ms, &role, &index)) {
-        //  The run is over and its done record written: a process told to
-        //  stop falls silent as it exits, and one that is silent otherwise
-        //  only changes whom the stop waits for.
-        if (self->host.state == PS_RUN_STOPPING)
-            continue;
-        char reason [96];
-        snprintf (reason, sizeof reason, "no heartbeat for %.0f ms",
-                  now - ps_roster_peer (self->roster, role, index)->last_seen);
-        s_failed (self, role, index, reason);
-    }
-    if (!self->cfg->launcher)
-        return;
     ps_task_event_t events [16];
-    size_t n = ps_launcher_poll (self->cfg->launcher, events, 16);
+    size_t n = self->cfg->launcher ? ps_launcher_poll (self->cfg->launcher, events, 16) : 0;
     for (size_t e = 0; e < n; e++) {
         const ps_task_event_t *event = &events [e];
         if (event->index >= ps_roster_count (self->roster, event->role))
@@ -292,6 +278,19 @@ s_check_peers (s_coord_t *self, double now)
                       ps_role_name (event->role), event->index);
         }
     }
+    ps_role_t role;
+    int index;
+    while (ps_roster_expire (self->roster, now, self->job->heartbeat_timeout_ms, &role, &index)) {
+        //  The run is over and its done record written: a process told to
+        //  stop falls silent as it exits, and one that is silent otherwise
+        //  only changes whom the stop waits for.
+        if (self->host.state == PS_RUN_STOPPING)
+            continue;
+        char reason [96];
+        snprintf (reason, sizeof reason, "no heartbeat for %.0f ms",
+                  now - ps_roster_peer (self->roster, role, index)->last_seen);
+        s_failed (self, role, index, reason);
+    }
 }
 
 //  ---------------------------------------------------------------------
@@ -312,31 +311,37 @@ s_on_register (s_coord_t *self, const char *id, size_t id_len)
     if (self->ops->joined)
         self->ops->joined (self->mode, role, index,
                            join == PS_JOIN_FIRST || join == PS_JOIN_RESTARTED);
-    bool plan = role != PS_ROLE_PS;
-    ps_writer_reset (&self->writer, "register_ok", ps_msg_id (self->msg), plan ? 4 : 3);
-    msgpack_packer *pk = &self->writer.pk;
-    ps_pack_uint (pk, "coordinator", self->incarnation);
-    ps_pack_uint (pk, "heartbeat_ms", (uint64_t) self->job->heartbeat_ms);
-    ps_pack_uint (pk, "timeout_ms", (uint64_t) self->job->heartbeat_timeout_ms);
-    if (plan) {
-        ps_pack_key (pk, "plan");
-        ps_plan_pack (&self->plan, pk);
-    }
+    self->out = (ps_proto_t) {
+        .type = PS_PROTO_REGISTER_OK, .id = ps_msg_id (self->msg),
+        .register_ok = { .coordinator = self->incarnation,
+                         .heartbeat_ms = (uint64_t) self->job->heartbeat_ms,
+                         .timeout_ms = (uint64_t) self->job->heartbeat_timeout_ms,
+                         .has_plan = role != PS_ROLE_PS },
+    };
+    if (self->out.register_ok.has_plan)
+        ps_plan_to_proto (&self->plan, &self->out.register_ok.plan);
     s_send (self, peer->id, peer->id_len);
+    if (self->out.register_ok.has_plan)
+        ps_plan_proto_release (&self->out.register_ok.plan);
 }
 
-static void
-s_on_work_request (s_coord_t *self, ps_peer_t *peer, ps_role_t role, int index)
+//  Whether task role:index may send a message of type, as the protocol's
+//  senders column says; if not, it is answered "invalid", naming who may.
+static bool
+s_may_send (s_coord_t *self, ps_proto_type_t type, ps_role_t role, int index)
 {
-    uint64_t id = ps_msg_id (self->msg);
-    if (role == PS_ROLE_PS) {
-        zmq_msg_t *envelope;
-        size_t nenvelope = ps_msg_envelope (self->msg, &envelope);
-        ps_msg_send_error (self->router, envelope, nenvelope, id, PS_EINVAL,
-                           "work_request from a ps task", NULL);
-        return;
-    }
-    self->ops->request (self->mode, peer, role, index, id, ps_msg_header (self->msg));
+    char task [48];
+    snprintf (task, sizeof task, "%s:%d", ps_role_name (role), index);
+    if (ps_proto_may_send (type, task))
+        return true;
+    char message [160];
+    snprintf (message, sizeof message, "%s from %s: only %s may send it",
+              ps_proto_info [type].name, task, ps_proto_info [type].senders_text);
+    zmq_msg_t *envelope;
+    size_t nenvelope = ps_msg_envelope (self->msg, &envelope);
+    ps_msg_send_error (self->router, envelope, nenvelope, ps_msg_id (self->msg), PS_EINVAL,
+                       message, NULL);
+    return false;
 }
 
 static void
@@ -359,13 +364,10 @@ s_handle_message (s_coord_t *self)
     }
     const char *id = zmq_msg_data (&envelope [0]);
     size_t id_len = zmq_msg_size (&envelope [0]);
-    const char *type = ps_msg_type (self->msg);
-    if (strcmp (type, "register") == 0) {
-        const msgpack_object *h = ps_msg_header (self->msg);
-        char role_name [16] = "?";
-        ps_obj_str (ps_obj_get (h, "role"), role_name, sizeof role_name);
-        if (ps_admit_authorized (self->admit, self->msg, self->router, role_name,
-                                 ps_obj_get (h, "index")->via.u64))
+    const ps_proto_t *m = ps_msg_proto (self->msg);
+    if (m->type == PS_PROTO_REGISTER) {
+        if (ps_admit_authorized (self->admit, self->msg, self->router, m->register_.role,
+                                 m->register_.index))
             s_on_register (self, id, id_len);
         return;
     }
@@ -396,16 +398,21 @@ s_handle_message (s_coord_t *self)
         if (self->ops->rejoined)
             self->ops->rejoined (self->mode, role, index);
     }
-    if (strcmp (type, "heartbeat") == 0)
-        return;
-    if (strcmp (type, "work_request") == 0) {
-        s_on_work_request (self, peer, role, index);
-        return;
+    switch (m->type) {
+        case PS_PROTO_HEARTBEAT:
+            return;
+        case PS_PROTO_WORK_REQUEST:
+            if (s_may_send (self, m->type, role, index))
+                self->ops->request (self->mode, peer, role, index, m->id, &m->work_request);
+            return;
+        default: {
+            char message [96];
+            snprintf (message, sizeof message, "the coordinator does not serve \"%s\"",
+                      ps_proto_info [m->type].name);
+            ps_msg_send_error (self->router, envelope, nenvelope, m->id, PS_EINVAL, message,
+                               NULL);
+        }
     }
-    char message [96];
-    snprintf (message, sizeof message, "the coordinator does not serve \"%s\"", type);
-    ps_msg_send_error (self->router, envelope, nenvelope, ps_msg_id (self->msg), PS_EINVAL,
-                       message, NULL);
 }
 
 //  ---------------------------------------------------------------------

@@ -88,6 +88,7 @@ static const struct {
     S_KEY ("/epochs",                        S_INT,        epochs),
     S_KEY ("/steps",                         S_UINT64,     steps),
     S_KEY ("/mode",                          S_MODE,       mode),
+    S_KEY ("/staleness",                     S_INT,        staleness),
     S_KEY ("/seed",                          S_UINT64,     seed),
     S_KEY ("/data_dir",                      S_TEXT,       data_dir),
     S_KEY ("/train_limit",                   S_UINT64,     train_limit),
@@ -126,7 +127,7 @@ static const struct {
 #define S_FILE_MAX  ((size_t) 1 << 20)
 
 //  By ps_mode_t; compared with job.schema.json's mode enum on every load.
-static const char *const s_mode_names [] = { "async", "mirrored", "sync" };
+static const char *const s_mode_names [] = { "async", "mirrored", "ssp", "sync" };
 #define S_NMODES  (sizeof s_mode_names / sizeof s_mode_names [0])
 
 
@@ -694,6 +695,7 @@ ps_job_default (ps_job_t *job, int nservers)
     job->epochs = 3;
     job->steps = 0;
     job->mode = PS_MODE_ASYNC;
+    job->staleness = 3;
     job->checkpoint_keep = 3;
     job->seed = 1;
     snprintf (job->data_dir, sizeof job->data_dir, "%s", PS_DATASET_DEFAULT_DIR);

@@ -23,7 +23,11 @@
 
 #define PS_JOB_PATH_MAX 1024
 
-typedef enum { PS_MODE_ASYNC, PS_MODE_MIRRORED, PS_MODE_SYNC } ps_mode_t;
+typedef enum { PS_MODE_ASYNC, PS_MODE_MIRRORED, PS_MODE_SSP, PS_MODE_SYNC } ps_mode_t;
+
+//  The staleness that bounds nothing: ssp with it is async (the job key's
+//  largest value, and what `--staleness unbounded` sets).
+#define PS_JOB_STALENESS_UNBOUNDED  INT_MAX
 
 typedef struct {
     char model [PS_JOB_PATH_MAX];       //  built-in name (cnn, cnn2, mlp) or spec path
@@ -32,7 +36,9 @@ typedef struct {
     int batch_size;                     //  per worker; 1 .. 65536
     int epochs;                         //  >= 1
     uint64_t steps;                     //  0 = epochs * batches per epoch; else the run's length
-    ps_mode_t mode;                     //  "async", "mirrored" or "sync"
+    ps_mode_t mode;                     //  "async", "mirrored", "ssp" or "sync"
+    int staleness;                      //  ssp: steps a worker may run ahead of the
+                                        //  slowest; >= 0 (default 3)
     char checkpoint_dir [PS_JOB_PATH_MAX];  //  "" = no checkpoints
     uint64_t checkpoint_steps;          //  every N steps; 0 = not by steps
     double checkpoint_seconds;          //  every T seconds; 0 = not by time

@@ -7,6 +7,7 @@
 
 #include "ps_mode_async.h"
 #include "ps_mode_mirrored.h"
+#include "ps_mode_ssp.h"
 #include "ps_mode_sync.h"
 
 const ps_mode_ops_t *
@@ -15,6 +16,7 @@ ps_mode_lookup (ps_mode_t mode)
     switch (mode) {
         case PS_MODE_ASYNC:    return &ps_mode_async;
         case PS_MODE_MIRRORED: return &ps_mode_mirrored;
+        case PS_MODE_SSP:      return &ps_mode_ssp;
         case PS_MODE_SYNC:     return &ps_mode_sync;
     }
     return NULL;

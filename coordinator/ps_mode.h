@@ -23,36 +23,29 @@
 //    - mirrored (ps_mode_mirrored.c): every worker holds a replica and the
 //      ring all-reduces; the coordinator moves the ring from one phase to
 //      the next, re-forming it when a member fails or joins.
-//    - sync (ps_mode_sync.c): rounds of one step per live worker, which
-//      the servers apply once, as the mean of the round's gradients.
-//  Async and sync share what they do with the servers (ps_mode_ps.h).
-//
-//  How ssp and sync use these operations (sync as planned here, but with
-//  the gating in ps_mode_ps's policy rather than in `request` itself):
-//    - ssp (bounded staleness S): like async, with a clock per worker, the
-//      count of its steps completed. `request` hands worker w its next
-//      step only while clock[w] - min(clock over the live workers) <= S,
-//      and otherwise answers "wait"; `task_failed` (and the roster's
-//      silence, which reaches the mode through it) drops w from the
-//      minimum, so a killed or stopped worker never holds the clock, and
-//      `joined` / `rejoined` put it back at the current minimum; a
-//      checkpoint drains exactly as async's (`advance`), and `report`
-//      adds the measured staleness distribution to the done record.
-//    - sync (aggregation on the servers): a round is one step per live
-//      worker, all carrying the round's number, by which the servers sum
-//      the round's gradients and apply them once. `request` hands a worker
-//      a step of the open round it has not had (else "wait") and takes
-//      the round's completions; `advance` opens round r + 1 only when
-//      every step of round r is done (and calls host->finish after the
-//      last); `task_failed` returns the failed worker's step to the round,
-//      for `request` to hand to another worker (the servers' ledgers keep
-//      it exactly once); `advance` drains and checkpoints only between
-//      rounds (ps_ckpt_ctl_pause, then begin/commit as async does); and
-//      `report` adds the rounds and their mean time to the done record.
-//  Both keep the variables on the servers as async does: what async does
-//  with the servers (setup, restore after a server failure, the snapshot,
-//  the non-finite retries, the evaluation reports) is in ps_mode_ps.c,
-//  which the three share.
+//    - ssp (ps_mode_ssp.c, bounded staleness S): async with a clock per
+//      worker, the count of its steps completed (ps_sspclock). A worker w
+//      is handed its next step only while clock[w] - min(clock over the
+//      live workers) <= S; otherwise its request is held until a
+//      completion frees it (`advance` serves it); `task_failed` (and the
+//      roster's silence, which reaches the mode through it) drops w from
+//      the minimum, so a killed or stopped worker never holds the clock,
+//      and `joined` / `rejoined` put it back at the current minimum; a
+//      checkpoint drains exactly as async's, and `report` adds the
+//      measured staleness distribution to the done record.
+//    - sync (ps_mode_sync.c): rounds of one step per live worker, all
+//      carrying the round's number, by which the servers sum the round's
+//      gradients and apply their mean once. A worker is handed a step of
+//      the open round (else "wait"); the next round opens only when every
+//      step of this one is done; a failed worker's step goes back to the
+//      round for another worker (the servers' ledgers keep it exactly
+//      once); a checkpoint is taken only between rounds; and `report`
+//      adds the rounds and their mean time to the done record.
+//  Async, ssp and sync keep the variables on the servers and share one
+//  implementation of that side (ps_mode_ps.c: setup, hand-out, reports,
+//  the non-finite retries, evaluations, checkpoints, restore after a
+//  server failure); ssp and sync are each a policy of it
+//  (ps_mode_ps_policy_t), async none.
 
 #ifndef PS_MODE_H_INCLUDED
 #define PS_MODE_H_INCLUDED
@@ -61,7 +54,6 @@
 #include <stdint.h>
 
 #include <jansson.h>
-#include <msgpack.h>
 
 #include "ps_ckpt_ctl.h"
 #include "ps_client.h"
@@ -69,9 +61,15 @@
 #include "ps_error.h"
 #include "ps_evalq.h"
 #include "ps_plan.h"
+#include "ps_proto.h"
 #include "ps_report.h"
 #include "ps_roster.h"
 #include "ps_schedule.h"
+
+//  How long a mode may hold a worker's request before it answers "wait"
+//  (a worker asks again after 10 s without an answer, taking the request
+//  for lost).
+#define PS_MODE_HOLD_MS  4000
 
 //  Where the run is, as the loop sees it.
 typedef enum {
@@ -111,14 +109,17 @@ typedef struct {
     uint64_t refused_reports;
     uint64_t nonfinite_failures;
 
-    //  Start a "work" answer to request id with its six fields (kind,
-    //  step, epoch, batch, generation, wait_ms) and room for extra more,
-    //  which the caller packs before send.
-    msgpack_packer *(*work) (void *loop, uint64_t id, const char *kind, uint64_t step,
-                             uint64_t epoch, uint64_t batch, uint64_t wait_ms, size_t extra);
-    //  Start a message of type with nfields fields, sent by send.
-    msgpack_packer *(*message) (void *loop, const char *type, size_t nfields);
-    //  Send what was started to peer.
+    //  Start a "work" answer to request id with its six required fields
+    //  (kind, step, epoch, batch, generation, wait_ms) set and no optional
+    //  one: the caller sets those it needs (has_x and x) in the body
+    //  returned before send. Strings and arrays it points the body at must
+    //  live until send.
+    ps_proto_work_t *(*work) (void *loop, uint64_t id, const char *kind, uint64_t step,
+                              uint64_t epoch, uint64_t batch, uint64_t wait_ms);
+    //  Start a message of type with a fresh id and every field zero, for
+    //  the caller to fill before send.
+    ps_proto_t *(*message) (void *loop, ps_proto_type_t type);
+    //  Encode what was started and send it to peer.
     void (*send) (void *loop, const ps_peer_t *peer);
     //  End the run with code and message (the first failure is kept).
     void (*fail) (void *loop, int code, const char *message);
@@ -163,10 +164,10 @@ typedef struct {
     void (*joined) (void *self, ps_role_t role, int index, bool fresh);
     //  Task role:index, declared failed, was heard from again.
     void (*rejoined) (void *self, ps_role_t role, int index);
-    //  A work_request (header h, id) from worker or evaluator role:index:
+    //  A work_request (body req, id) from worker or evaluator role:index:
     //  take its reports; answer it now (host->work, host->send) or hold it.
     void (*request) (void *self, ps_peer_t *peer, ps_role_t role, int index, uint64_t id,
-                     const msgpack_object *h);
+                     const ps_proto_work_request_t *req);
     //  Worker or evaluator role:index failed. Returns how many steps it
     //  held went back to the queue.
     size_t (*task_failed) (void *self, ps_role_t role, int index);

@@ -4,9 +4,10 @@
 //  however often it is pushed.
 //
 //  The mode is the servers' side that async, ssp and sync share
-//  (ps_mode_ps.h: hand-out, completion, failures, checkpoints, recovery),
-//  with nothing of its own: any worker may take the next step whenever
-//  no checkpoint pauses dispatch. Its operations are ps_mode_async
+//  (ps_mode_ps.h: hand-out, reports, evaluations, failed workers,
+//  checkpoints, a failed server's recovery), with no policy of its own:
+//  a worker has the schedule's next step whenever it asks, the schedule
+//  has one, and no checkpoint pauses dispatch. Its operations are ps_mode_async
 //  (ps_mode.h); nothing else is public.
 
 #ifndef PS_MODE_ASYNC_H_INCLUDED

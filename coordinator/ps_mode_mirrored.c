@@ -12,13 +12,9 @@
 #include "ps_checkpoint.h"
 #include "ps_clock.h"
 #include "ps_log.h"
-#include "ps_msg.h"
 #include "ps_snapshot.h"
 
-//  How long a worker's request is held at most before it is answered
-//  "wait" (a worker asks again after 10 s without an answer), and how many
-//  ring formations in a row may fail before the run gives up.
-#define S_HOLD_MS           4000
+//  How many ring formations in a row may fail before the run gives up.
 #define S_MAX_FORM_FAILURES 8
 
 //  What the ring is doing. Every member holds work of the phase until it
@@ -55,6 +51,8 @@ typedef struct {
     bool need_ring;             //  the membership changed: form the ring again
     int ring_n;
     int *ring;                  //  the worker index of each rank
+    const char **ring_members;  //  a "ring" order's members and tasks, in rank order
+    uint64_t *ring_tasks;
     uint64_t committed;         //  updates every current replica has applied
     uint64_t *g_steps;          //  the batches of the global step in hand
     int *g_owner;               //  and the worker that has each
@@ -93,7 +91,10 @@ s_new (ps_mode_host_t *host, ps_error_t *err)
     self->ring = calloc ((size_t) n, sizeof (int));
     self->g_owner = calloc ((size_t) n, sizeof (int));
     self->g_steps = calloc ((size_t) n, sizeof (uint64_t));
-    if (!self->members || !self->ring || !self->g_owner || !self->g_steps)
+    self->ring_members = calloc ((size_t) n, sizeof (const char *));
+    self->ring_tasks = calloc ((size_t) n, sizeof (uint64_t));
+    if (!self->members || !self->ring || !self->g_owner || !self->g_steps
+    ||  !self->ring_members || !self->ring_tasks)
         abort ();
     return self;
 }
@@ -108,6 +109,8 @@ s_destroy (void **self_p)
     free (self->ring);
     free (self->g_owner);
     free (self->g_steps);
+    free (self->ring_members);
+    free (self->ring_tasks);
     free (self);
     *self_p = NULL;
 }
@@ -131,18 +134,20 @@ s_peer (s_mirror_t *self, int worker)
 }
 
 //  Start an answer of kind to worker's held request with the base fields
-//  of "work" and room for extra more; s_send sends it.
-static msgpack_packer *
-s_begin (s_mirror_t *self, int worker, const char *kind, uint64_t step, size_t extra)
+//  of "work" and the phase's order, for the caller to add to; s_send
+//  sends it.
+static ps_proto_work_t *
+s_begin (s_mirror_t *self, int worker, const char *kind, uint64_t step)
 {
     ps_mode_host_t *host = self->host;
     uint64_t epoch = 0, batch = 0;
     if (step && strcmp (kind, "train") == 0)
         ps_schedule_locate (host->schedule, step, &epoch, &batch);
-    msgpack_packer *pk = host->work (host->loop, self->members [worker].held_id, kind, step,
-                                     epoch, batch, 0, extra + 1);
-    ps_pack_uint (pk, "order", self->order);
-    return pk;
+    ps_proto_work_t *work = host->work (host->loop, self->members [worker].held_id, kind, step,
+                                        epoch, batch, 0);
+    work->has_order = true;
+    work->order = self->order;
+    return work;
 }
 
 static void
@@ -160,8 +165,7 @@ static void
 s_send_abort (s_mirror_t *self, int worker)
 {
     ps_mode_host_t *host = self->host;
-    msgpack_packer *pk = host->message (host->loop, "abort", 1);
-    ps_pack_uint (pk, "generation", host->generation);
+    host->message (host->loop, PS_PROTO_ABORT)->abort.generation = host->generation;
     host->send (host->loop, s_peer (self, worker));
 }
 
@@ -223,7 +227,7 @@ s_stop (void *self_)
     for (int w = 0; w < self->nworkers; w++) {
         ps_peer_t *peer = s_peer (self, w);
         if (peer->alive && self->members [w].held) {
-            s_begin (self, w, "stop", 0, 0);
+            s_begin (self, w, "stop", 0);
             s_send (self, w, false);
             peer->stopped = true;
         }
@@ -373,24 +377,21 @@ s_form_ring (s_mirror_t *self)
     self->need_ring = false;
     for (int w = 0; w < self->nworkers; w++)
         self->members [w].in_ring = false;
+    for (int m = 0; m < n; m++) {
+        self->ring_members [m] = host->cfg->workers [self->ring [m]];
+        self->ring_tasks [m] = (uint64_t) self->ring [m];
+    }
     for (int r = 0; r < n; r++) {
         self->members [self->ring [r]].in_ring = true;
-        msgpack_packer *pk = s_begin (self, self->ring [r], "ring", 0, 1);
-        ps_pack_key (pk, "ring");
-        msgpack_pack_map (pk, 5);
-        ps_pack_uint (pk, "rank", (uint64_t) r);
-        ps_pack_key (pk, "members");
-        msgpack_pack_array (pk, (size_t) n);
-        for (int m = 0; m < n; m++)
-            ps_pack_str (pk, host->cfg->workers [self->ring [m]]);
-        ps_pack_key (pk, "tasks");
-        msgpack_pack_array (pk, (size_t) n);
-        for (int m = 0; m < n; m++)
-            msgpack_pack_uint64 (pk, (uint64_t) self->ring [m]);
-        ps_pack_key (pk, "root");
-        msgpack_pack_int64 (pk, root);
-        ps_pack_key (pk, "load");
-        ps_pack_str (pk, self->load_pending ? self->load_dir : "");
+        ps_proto_work_t *work = s_begin (self, self->ring [r], "ring", 0);
+        work->has_ring = true;
+        work->ring = (ps_proto_ring_spec_t) {
+            .rank = (uint64_t) r,
+            .members = { (size_t) n, self->ring_members },
+            .tasks = { (size_t) n, self->ring_tasks },
+            .root = root,
+            .load = self->load_pending ? self->load_dir : "",
+        };
         s_send (self, self->ring [r], true);
     }
     ps_report_tty_clear (host->report);
@@ -432,14 +433,12 @@ s_start_step (s_mirror_t *self)
     self->order++;
     for (int r = 0; r < self->ring_n; r++) {
         int w = self->ring [r];
-        msgpack_packer *pk = s_begin (self, w, "train", self->members [w].batch, 4);
-        ps_pack_key (pk, "steps");
-        msgpack_pack_array (pk, (size_t) self->g_n);
-        for (int g = 0; g < self->g_n; g++)
-            msgpack_pack_uint64 (pk, self->g_steps [g]);
-        ps_pack_uint (pk, "examples", examples);
-        ps_pack_double (pk, "lr", lr);
-        ps_pack_uint (pk, "update", self->committed + 1);
+        ps_proto_work_t *work = s_begin (self, w, "train", self->members [w].batch);
+        work->has_steps = work->has_examples = work->has_lr = work->has_update = true;
+        work->steps = (ps_proto_uint_array_t) { (size_t) self->g_n, self->g_steps };
+        work->examples = examples;
+        work->lr = lr;
+        work->update = self->committed + 1;
         s_send (self, w, true);
     }
     self->g_active = true;
@@ -456,9 +455,10 @@ s_start_eval (s_mirror_t *self)
     self->ev_correct = self->ev_count = 0;
     self->order++;
     for (int r = 0; r < self->ring_n; r++) {
-        msgpack_packer *pk = s_begin (self, self->ring [r], "eval", eval->step, 2);
-        ps_pack_uint (pk, "shard", (uint64_t) r);
-        ps_pack_uint (pk, "shards", (uint64_t) self->ring_n);
+        ps_proto_work_t *work = s_begin (self, self->ring [r], "eval", eval->step);
+        work->has_shard = work->has_shards = true;
+        work->shard = (uint64_t) r;
+        work->shards = (uint64_t) self->ring_n;
         s_send (self, self->ring [r], true);
     }
     self->phase = S_EVAL;
@@ -476,9 +476,9 @@ s_start_save (s_mirror_t *self)
                            sizeof self->save_tmp, &err))
         return;
     self->order++;
-    msgpack_packer *pk = s_begin (self, self->ring [0], "save", step, 1);
-    ps_pack_key (pk, "dir");
-    ps_pack_str (pk, self->save_tmp);
+    ps_proto_work_t *work = s_begin (self, self->ring [0], "save", step);
+    work->has_dir = true;
+    work->dir = self->save_tmp;
     s_send (self, self->ring [0], true);
     self->phase = S_SAVE;
 }
@@ -522,30 +522,26 @@ s_finish_save (s_mirror_t *self, bool ok)
 
 //  A member's report of the current phase.
 static void
-s_on_report (s_mirror_t *self, int worker, const msgpack_object *report)
+s_on_report (s_mirror_t *self, int worker, const ps_proto_report_t *report)
 {
     ps_mode_host_t *host = self->host;
     s_member_t *member = &self->members [worker];
     //  Reports of an older ring (repeats, or work of a ring since
     //  replaced) say nothing about the current phase.
-    const msgpack_object *order = ps_obj_get (report, "order");
-    if (!member->busy || !order || order->via.u64 != self->order
-    ||  ps_obj_get (report, "generation")->via.u64 != host->generation)
+    if (!member->busy || !report->has_order || report->order != self->order
+    ||  report->generation != host->generation)
         return;
-    const msgpack_object *update = ps_obj_get (report, "update");
     const char *expect [] = { "", "ring", "train", "eval", "save" };
-    if (!ps_obj_str_eq (ps_obj_get (report, "kind"), expect [self->phase]))
+    if (strcmp (report->kind, expect [self->phase]) != 0)
         return;
     member->busy = false;
-    member->ok = ps_obj_str_eq (ps_obj_get (report, "status"), "done");
-    if (update)
-        member->updates = update->via.u64;
+    member->ok = strcmp (report->status, "done") == 0;
+    if (report->has_update)
+        member->updates = report->update;
     //  A global step whose summed gradient is not finite: every member
     //  refused it, and computing it again would give the same sum.
-    const msgpack_object *error = ps_obj_get (report, "error");
-    char text [PS_ERROR_MSG_MAX] = "";
-    if (!member->ok && error && ps_obj_str (error, text, sizeof text) == 0
-    &&  strncmp (text, "nonfinite", 9) == 0 && self->phase == S_STEP) {
+    const char *text = report->has_error ? report->error : "";
+    if (!member->ok && strncmp (text, "nonfinite", 9) == 0 && self->phase == S_STEP) {
         host->nonfinite_failures++;
         ps_mode_fail (host, PS_ENONFINITE, "mirrored mode: the summed gradient of update %"
                       PRIu64 " was refused by every replica (%s); retrying would give the same "
@@ -557,23 +553,22 @@ s_on_report (s_mirror_t *self, int worker, const msgpack_object *report)
     //  now rather than at their ring timeout.
     if (!member->ok && (self->phase == S_FORM || self->phase == S_STEP))
         s_abort (self);
-    member->recorded = ps_obj_get (report, "applied")->via.u64;
-    member->duplicates = ps_obj_get (report, "duplicates")->via.u64;
+    member->recorded = report->applied;
+    member->duplicates = report->duplicates;
     if (self->phase == S_STEP)
         member->stats = (ps_step_report_t) {
-            .loss = ps_obj_double (ps_obj_get (report, "loss")),
-            .correct = ps_obj_get (report, "correct")->via.u64,
-            .count = ps_obj_get (report, "count")->via.u64,
-            .compute_ms = ps_obj_double (ps_obj_get (report, "compute_ms")),
-            .comm_ms = ps_obj_double (ps_obj_get (report, "comm_ms")),
+            .loss = report->loss,
+            .correct = report->correct,
+            .count = report->count,
+            .compute_ms = report->compute_ms,
+            .comm_ms = report->comm_ms,
         };
     else
     if (self->phase == S_EVAL && member->ok) {
-        const msgpack_object *checksum = ps_obj_get (report, "checksum");
-        member->checksum = checksum ? checksum->via.u64 : 0;
-        self->ev_loss += ps_obj_double (ps_obj_get (report, "loss"));
-        self->ev_correct += ps_obj_get (report, "correct")->via.u64;
-        self->ev_count += ps_obj_get (report, "count")->via.u64;
+        member->checksum = report->has_checksum ? report->checksum : 0;
+        self->ev_loss += report->loss;
+        self->ev_correct += report->correct;
+        self->ev_count += report->count;
     }
 }
 
@@ -727,7 +722,7 @@ s_end_phase (s_mirror_t *self)
 //  evaluates, each member a shard.
 static void
 s_request (void *self_, ps_peer_t *peer, ps_role_t role, int index, uint64_t id,
-           const msgpack_object *h)
+           const ps_proto_work_request_t *req)
 {
     s_mirror_t *self = self_;
     ps_mode_host_t *host = self->host;
@@ -735,14 +730,13 @@ s_request (void *self_, ps_peer_t *peer, ps_role_t role, int index, uint64_t id,
         if (!peer->stopped)
             ps_info ("evaluator:%d is not used in mirrored mode; telling it to stop", index);
         peer->stopped = true;
-        host->work (host->loop, id, "stop", 0, 0, 0, 0, 0);
+        host->work (host->loop, id, "stop", 0, 0, 0, 0);
         host->send (host->loop, peer);
         return;
     }
     s_member_t *member = &self->members [index];
-    const msgpack_object *reports = ps_obj_get (h, "reports");
-    for (uint32_t i = 0; i < reports->via.array.size; i++)
-        s_on_report (self, index, &reports->via.array.ptr [i]);
+    for (size_t i = 0; i < req->reports.count; i++)
+        s_on_report (self, index, &req->reports.items [i]);
     //  A worker asks only when it has nothing in hand: still busy here, it
     //  never got its order (lost on a connection that dropped, or given up
     //  on), and the phase goes on without it.
@@ -755,8 +749,8 @@ s_request (void *self_, ps_peer_t *peer, ps_role_t role, int index, uint64_t id,
     member->held_id = id;
     member->held_ms = ps_clock_ms ();
     bool stopping = host->state == PS_RUN_STOPPING;
-    if (stopping || ps_obj_get (h, "want")->via.u64 == 0) {
-        s_begin (self, index, stopping ? "stop" : "wait", 0, 0);
+    if (stopping || req->want == 0) {
+        s_begin (self, index, stopping ? "stop" : "wait", 0);
         s_send (self, index, false);
         peer->stopped = stopping;
     }
@@ -773,8 +767,8 @@ s_advance (void *self_, double now)
     //  take them for lost.
     for (int w = 0; w < self->nworkers; w++)
         if (s_peer (self, w)->alive && self->members [w].held
-        &&  now - self->members [w].held_ms > S_HOLD_MS) {
-            s_begin (self, w, "wait", 0, 0);
+        &&  now - self->members [w].held_ms > PS_MODE_HOLD_MS) {
+            s_begin (self, w, "wait", 0);
             s_send (self, w, false);
         }
     if (self->phase != S_IDLE) {

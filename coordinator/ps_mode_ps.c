@@ -12,17 +12,25 @@
 #include "ps_checkpoint.h"
 #include "ps_clock.h"
 #include "ps_log.h"
-#include "ps_msg.h"
 
 //  How long a waiting worker sleeps before it asks again.
 #define S_WAIT_MS          20
 //  Steps whose non-finite gradients are counted at once.
 #define S_NONFINITE_STEPS  16
 
+//  A worker's request, held until the policy lets it have a step.
+typedef struct {
+    bool held;
+    uint64_t id;
+    double since_ms;
+} s_hold_t;
+
 struct _ps_mode_ps_t {
     ps_mode_host_t *host;
     const ps_mode_ps_policy_t *policy;  //  NULL: async's
     void *arg;
+    int nworkers;
+    s_hold_t *holds;                    //  one per worker task
     //  A server failed: dispatch is paused until every server is back and
     //  restored.
     bool recovering;
@@ -45,14 +53,22 @@ ps_mode_ps_new (ps_mode_host_t *host, const ps_mode_ps_policy_t *policy, void *a
     self->host = host;
     self->policy = policy;
     self->arg = arg;
+    self->nworkers = ps_roster_count (host->roster, PS_ROLE_WORKER);
+    self->holds = calloc ((size_t) self->nworkers + 1, sizeof *self->holds);
+    if (!self->holds)
+        abort ();
     return self;
 }
 
 void
 ps_mode_ps_destroy (ps_mode_ps_t **self_p)
 {
-    free (*self_p);
-    *self_p = NULL;
+    ps_mode_ps_t *self = *self_p;
+    if (self) {
+        free (self->holds);
+        free (self);
+        *self_p = NULL;
+    }
 }
 
 void *
@@ -153,7 +169,7 @@ s_restore (void *self_, const char *why)
         return rc;
     }
     uint64_t after = ps_schedule_done_count (host->schedule);
-    if (self->policy)
+    if (self->policy && self->policy->rewound)
         self->policy->rewound (self->arg);
     host->generation++;
     //  From now on the servers refuse pushes of older generations: a
@@ -304,44 +320,38 @@ s_refuse_report (ps_mode_ps_t *self, ps_peer_t *peer, int index, uint64_t step)
 }
 
 static void
-s_on_eval_report (ps_mode_ps_t *self, ps_role_t role, int index, const msgpack_object *report,
-                  bool done)
+s_on_eval_report (ps_mode_ps_t *self, ps_role_t role, int index,
+                  const ps_proto_report_t *report, bool done)
 {
     ps_mode_host_t *host = self->host;
     const ps_eval_t *busy = ps_evalq_busy (host->evalq);
     if (!busy || busy->role != role || busy->index != index
-    ||  ps_obj_get (report, "step")->via.u64 != busy->step)
+    ||  report->step != busy->step)
         return;
-    if (!done || ps_obj_get (report, "generation")->via.u64 != busy->generation) {
+    if (!done || report->generation != busy->generation) {
         ps_evalq_requeue (host->evalq);
         return;
     }
-    ps_evalq_result (host->evalq, ps_obj_double (ps_obj_get (report, "loss")),
-                     ps_obj_get (report, "correct")->via.u64,
-                     ps_obj_get (report, "count")->via.u64, ps_role_name (role), index,
-                     ps_clock_ms ());
+    ps_evalq_result (host->evalq, report->loss, report->correct, report->count,
+                     ps_role_name (role), index, ps_clock_ms ());
 }
 
-static void
-s_on_train_report (ps_mode_ps_t *self, ps_peer_t *peer, int index, const msgpack_object *report,
-                   bool done)
+//  Returns true when the report completed one of worker index's steps.
+static bool
+s_on_train_report (ps_mode_ps_t *self, ps_peer_t *peer, int index,
+                   const ps_proto_report_t *report, bool done)
 {
     ps_mode_host_t *host = self->host;
-    uint64_t step = ps_obj_get (report, "step")->via.u64;
+    uint64_t step = report->step;
     //  Work of an older generation ran against parameters since rewound;
     //  the restore emptied the schedule's in-flight lists already.
-    if (ps_obj_get (report, "generation")->via.u64 != host->generation)
-        return;
+    if (report->generation != host->generation)
+        return false;
     if (!done) {
-        if (ps_schedule_release (host->schedule, index, step) == 0) {
-            const msgpack_object *error = ps_obj_get (report, "error");
-            char text [PS_ERROR_MSG_MAX] = "";
-            if (error)
-                ps_obj_str (error, text, sizeof text);
-            if (strncmp (text, "nonfinite", 9) == 0)
-                s_on_nonfinite (self, index, step, text);
-        }
-        return;
+        if (ps_schedule_release (host->schedule, index, step) == 0 && report->has_error
+        &&  strncmp (report->error, "nonfinite", 9) == 0)
+            s_on_nonfinite (self, index, step, report->error);
+        return false;
     }
     //  A completion counts only from the worker (and, since a restart
     //  releases its steps, the incarnation) that holds the step. A step
@@ -352,71 +362,62 @@ s_on_train_report (ps_mode_ps_t *self, ps_peer_t *peer, int index, const msgpack
     if (ps_schedule_holder (host->schedule, step) != index) {
         if (!ps_schedule_is_done (host->schedule, step))
             s_refuse_report (self, peer, index, step);
-        return;
+        return false;
     }
     if (ps_schedule_complete (host->schedule, step) != 0)
-        return;             //  a duplicate, or a step out of range
+        return false;       //  a duplicate, or a step out of range
     ps_step_report_t stats = {
-        .count = ps_obj_get (report, "count")->via.u64,
-        .correct = ps_obj_get (report, "correct")->via.u64,
-        .duplicates = ps_obj_get (report, "duplicates")->via.u64,
-        .loss = ps_obj_double (ps_obj_get (report, "loss")),
-        .compute_ms = ps_obj_double (ps_obj_get (report, "compute_ms")),
-        .comm_ms = ps_obj_double (ps_obj_get (report, "comm_ms")),
+        .count = report->count,
+        .correct = report->correct,
+        .duplicates = report->duplicates,
+        .loss = report->loss,
+        .compute_ms = report->compute_ms,
+        .comm_ms = report->comm_ms,
     };
     host->completed (host->loop, step, peer, &stats);
+    if (self->policy && self->policy->completed)
+        self->policy->completed (self->arg, index, step);
+    return true;
 }
 
 static void
 s_reply (ps_mode_ps_t *self, ps_peer_t *peer, uint64_t id, const char *kind, uint64_t step,
          uint64_t epoch, uint64_t batch, uint64_t wait_ms)
 {
-    self->host->work (self->host->loop, id, kind, step, epoch, batch, wait_ms, 0);
+    self->host->work (self->host->loop, id, kind, step, epoch, batch, wait_ms);
     self->host->send (self->host->loop, peer);
 }
 
-//  Whether a step may be handed out: training, no recovery under way, and
-//  no checkpoint pausing dispatch, unless the policy says otherwise.
-static bool
-s_dispatching (const ps_mode_ps_t *self)
+//  Take the reports of work_request req from role:index (peer).
+static void
+s_take_reports (ps_mode_ps_t *self, ps_peer_t *peer, ps_role_t role, int index,
+                const ps_proto_work_request_t *req)
 {
-    if (self->host->state != PS_RUN_RUNNING || self->recovering)
-        return false;
-    bool paused = ps_ckpt_ctl_state (self->host->ckpt) != PS_CKPT_IDLE;
-    return self->policy ? self->policy->may_hand (self->arg, paused) : !paused;
-}
-
-//  Whether a checkpoint paused for may be taken now: nothing in flight,
-//  and what else the policy asks.
-static bool
-s_drained (const ps_mode_ps_t *self)
-{
-    return ps_schedule_in_flight (self->host->schedule) == 0
-        && (!self->policy || self->policy->drained (self->arg));
-}
-
-void
-ps_mode_ps_request (void *self_, ps_peer_t *peer, ps_role_t role, int index, uint64_t id,
-           const msgpack_object *h)
-{
-    ps_mode_ps_t *self = self_;
-    ps_mode_host_t *host = self->host;
-    const msgpack_object *reports = ps_obj_get (h, "reports");
-    for (uint32_t i = 0; i < reports->via.array.size; i++) {
-        const msgpack_object *report = &reports->via.array.ptr [i];
-        bool done = ps_obj_str_eq (ps_obj_get (report, "status"), "done");
-        if (ps_obj_str_eq (ps_obj_get (report, "kind"), "eval"))
+    for (size_t i = 0; i < req->reports.count; i++) {
+        const ps_proto_report_t *report = &req->reports.items [i];
+        bool done = strcmp (report->status, "done") == 0;
+        if (strcmp (report->kind, "eval") == 0)
             s_on_eval_report (self, role, index, report, done);
         else
-        if (role == PS_ROLE_WORKER && ps_obj_str_eq (ps_obj_get (report, "kind"), "train"))
+        if (role == PS_ROLE_WORKER && strcmp (report->kind, "train") == 0)
             s_on_train_report (self, peer, index, report, done);
     }
+}
+
+//  Answer request id of role:index, if it needs no training step: "stop"
+//  when the run is stopping, an evaluation when one is due and role:index
+//  should have it (want: the task asks for work). Returns true when it
+//  answered.
+static bool
+s_answer_other (ps_mode_ps_t *self, ps_peer_t *peer, ps_role_t role, int index, uint64_t id,
+                bool want)
+{
+    ps_mode_host_t *host = self->host;
     if (host->state == PS_RUN_STOPPING) {
         peer->stopped = true;
         s_reply (self, peer, id, "stop", 0, 0, 0, 0);
-        return;
+        return true;
     }
-    bool want = ps_obj_get (h, "want")->via.u64 > 0;
     //  Evaluation goes to the evaluator when one is alive, else to the
     //  first worker that asks.
     if (want && !ps_evalq_busy (host->evalq) && host->state != PS_RUN_STARTING
@@ -425,31 +426,140 @@ ps_mode_ps_request (void *self_, ps_peer_t *peer, ps_role_t role, int index, uin
                                                ps_clock_ms ());
         if (eval) {
             s_reply (self, peer, id, "eval", eval->step, eval->epoch, 0, 0);
-            return;
+            return true;
         }
     }
-    uint64_t step;
-    if (want && role == PS_ROLE_WORKER && s_dispatching (self)
-    &&  ps_schedule_next (host->schedule, index, &step) == 0) {
-        uint64_t epoch, batch;
-        ps_schedule_locate (host->schedule, step, &epoch, &batch);
-        s_follow_lr (self, step);
-        size_t extra = self->policy ? self->policy->extra_fields : 0;
-        msgpack_packer *pk = host->work (host->loop, id, "train", step, epoch, batch, 0, extra);
-        if (extra)
-            self->policy->pack (self->arg, pk, step);
-        host->send (host->loop, peer);
-        return;
-    }
+    return false;
+}
+
+//  Answer worker index's request id with its next step. Returns true when
+//  it did; false, having sent nothing, when the schedule has no step to
+//  hand out now.
+static bool
+s_hand_out (ps_mode_ps_t *self, ps_peer_t *peer, int index, uint64_t id)
+{
+    ps_mode_host_t *host = self->host;
+    uint64_t step, epoch, batch;
+    if (ps_schedule_next (host->schedule, index, &step) != 0)
+        return false;
+    ps_schedule_locate (host->schedule, step, &epoch, &batch);
+    s_follow_lr (self, step);
+    ps_proto_work_t *work = host->work (host->loop, id, "train", step, epoch, batch, 0);
+    if (self->policy && self->policy->handed)
+        self->policy->handed (self->arg, index, step, work);
+    host->send (host->loop, peer);
+    return true;
+}
+
+//  Answer request id "wait": ask again after a short while.
+static void
+s_wait (ps_mode_ps_t *self, ps_peer_t *peer, uint64_t id)
+{
     s_reply (self, peer, id, "wait", 0, 0, 0,
              self->policy && self->policy->wait_ms ? self->policy->wait_ms : S_WAIT_MS);
+}
+
+//  Answer request id of role:index (want: it asks for work): stop, an
+//  evaluation, a step when the run dispatches and the policy lets the
+//  worker have one, else "wait". Returns false, having sent nothing, when
+//  the policy holds the request.
+static bool
+s_answer (ps_mode_ps_t *self, ps_peer_t *peer, ps_role_t role, int index, uint64_t id,
+          bool want)
+{
+    ps_mode_host_t *host = self->host;
+    if (s_answer_other (self, peer, role, index, id, want))
+        return true;
+    if (want && role == PS_ROLE_WORKER && host->state == PS_RUN_RUNNING && !self->recovering) {
+        bool paused = ps_ckpt_ctl_state (host->ckpt) != PS_CKPT_IDLE;
+        bool may = self->policy && self->policy->may_hand
+                   ? self->policy->may_hand (self->arg, index, paused) : !paused;
+        if (may) {
+            if (s_hand_out (self, peer, index, id))
+                return true;
+        }
+        else
+        if (self->policy && self->policy->hold && !paused)
+            return false;
+    }
+    s_wait (self, peer, id);
+    return true;
+}
+
+//  Serve the held requests the policy lets go now (a completion moved
+//  the slowest worker on, or a worker left), and answer "wait" to those
+//  held long, so that their workers do not take them for lost.
+static void
+s_serve_held (ps_mode_ps_t *self, double now)
+{
+    for (int w = 0; w < self->nworkers; w++) {
+        s_hold_t *hold = &self->holds [w];
+        if (!hold->held)
+            continue;
+        ps_peer_t *peer = ps_roster_peer (self->host->roster, PS_ROLE_WORKER, w);
+        if (s_answer (self, peer, PS_ROLE_WORKER, w, hold->id, true))
+            hold->held = false;
+        else
+        if (now - hold->since_ms > PS_MODE_HOLD_MS) {
+            s_wait (self, peer, hold->id);
+            hold->held = false;
+        }
+    }
+}
+
+void
+ps_mode_ps_request (void *self_, ps_peer_t *peer, ps_role_t role, int index, uint64_t id,
+                    const ps_proto_work_request_t *req)
+{
+    ps_mode_ps_t *self = self_;
+    s_take_reports (self, peer, role, index, req);
+    bool want = req->want > 0;
+    if (role != PS_ROLE_WORKER) {
+        s_answer (self, peer, role, index, id, want);
+        return;
+    }
+    //  A worker asks again only when it gave up on its last request: a
+    //  request held still is one it no longer waits for.
+    s_hold_t *hold = &self->holds [index];
+    hold->held = false;
+    if (!s_answer (self, peer, role, index, id, want))
+        *hold = (s_hold_t) { .held = true, .id = id, .since_ms = ps_clock_ms () };
+}
+
+//  A worker's registration: a new process, or the same one again, holds
+//  no request of before.
+void
+ps_mode_ps_joined (void *self_, ps_role_t role, int index, bool fresh)
+{
+    (void) fresh;
+    ps_mode_ps_t *self = self_;
+    if (role != PS_ROLE_WORKER)
+        return;
+    self->holds [index].held = false;
+    if (self->policy && self->policy->joined)
+        self->policy->joined (self->arg, index);
+}
+
+//  A worker declared failed was heard again.
+void
+ps_mode_ps_rejoined (void *self_, ps_role_t role, int index)
+{
+    ps_mode_ps_t *self = self_;
+    if (role == PS_ROLE_WORKER && self->policy && self->policy->joined)
+        self->policy->joined (self->arg, index);
 }
 
 size_t
 ps_mode_ps_task_failed (void *self_, ps_role_t role, int index)
 {
     ps_mode_ps_t *self = self_;
-    return role == PS_ROLE_WORKER ? ps_schedule_release_worker (self->host->schedule, index) : 0;
+    if (role != PS_ROLE_WORKER)
+        return 0;
+    self->holds [index].held = false;
+    size_t released = ps_schedule_release_worker (self->host->schedule, index);
+    if (self->policy && self->policy->left)
+        self->policy->left (self->arg, index);
+    return released;
 }
 
 void
@@ -514,10 +624,9 @@ s_recover (ps_mode_ps_t *self, double now)
     }
 }
 
-void
-ps_mode_ps_advance (void *self_, double now)
+static void
+s_advance (ps_mode_ps_t *self, double now)
 {
-    ps_mode_ps_t *self = self_;
     ps_mode_host_t *host = self->host;
     if (self->recovering) {
         s_recover (self, now);
@@ -534,8 +643,18 @@ ps_mode_ps_advance (void *self_, double now)
     }
     //  The checkpoint is taken once the steps in flight are done (and, for
     //  a policy, what it drains).
-    if (s_drained (self))
+    if (ps_schedule_in_flight (host->schedule) == 0
+    &&  (!self->policy || !self->policy->drained || self->policy->drained (self->arg)))
         s_take_checkpoint (self);
+}
+
+void
+ps_mode_ps_advance (void *self_, double now)
+{
+    ps_mode_ps_t *self = self_;
+    s_advance (self, now);
+    if (!self->host->failed)
+        s_serve_held (self, now);
 }
 
 int
@@ -543,4 +662,20 @@ ps_mode_ps_final_checkpoint (void *self_, double now)
 {
     (void) now;
     return s_take_checkpoint (self_);
+}
+
+void
+ps_mode_ps_report (void *self_, json_t *record, json_t *mismatches, uint64_t done)
+{
+    (void) mismatches, (void) done;
+    ps_mode_ps_t *self = self_;
+    if (self->policy && self->policy->report)
+        self->policy->report (self->arg, record);
+}
+
+//  The done record is written: the held requests are answered "stop".
+void
+ps_mode_ps_stop (void *self_)
+{
+    s_serve_held (self_, ps_clock_ms ());
 }

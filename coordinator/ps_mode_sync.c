@@ -7,7 +7,6 @@
 #include "ps_clock.h"
 #include "ps_log.h"
 #include "ps_mode_ps.h"
-#include "ps_msg.h"
 
 typedef struct {
     ps_mode_host_t *host;
@@ -72,8 +71,9 @@ s_open (s_sync_t *self)
 }
 
 static bool
-s_may_hand (void *arg, bool paused)
+s_may_hand (void *arg, int index, bool paused)
 {
+    (void) index;
     s_sync_t *self = arg;
     s_close_if_done (self);
     //  A checkpoint waits for the open round, so its steps are still
@@ -84,15 +84,16 @@ s_may_hand (void *arg, bool paused)
     return handled < self->steps;
 }
 
+//  A train answer carries the round and its step count.
 static void
-s_pack (void *arg, msgpack_packer *pk, uint64_t step)
+s_handed (void *arg, int index, uint64_t step, ps_proto_work_t *work)
 {
-    (void) step;
+    (void) index, (void) step;
     s_sync_t *self = arg;
-    ps_pack_key (pk, "round");
-    msgpack_pack_uint64 (pk, self->first);
-    ps_pack_key (pk, "round_steps");
-    msgpack_pack_uint64 (pk, self->steps);
+    work->has_round = true;
+    work->round = self->first;
+    work->has_round_steps = true;
+    work->round_steps = self->steps;
 }
 
 static bool
@@ -110,12 +111,24 @@ s_rewound (void *arg)
     self->open = false;
 }
 
+static void
+s_report (void *arg, json_t *record)
+{
+    s_sync_t *self = arg;
+    s_close_if_done (self);
+    double rounds = self->rounds ? (double) self->rounds : 1.0;
+    json_object_set_new (record, "rounds", json_integer ((json_int_t) self->rounds));
+    json_object_set_new (record, "round_steps_mean",
+                         json_real ((double) self->round_steps / rounds));
+    json_object_set_new (record, "round_ms_mean", json_real (self->round_ms / rounds));
+}
+
 static const ps_mode_ps_policy_t s_policy = {
     .may_hand = s_may_hand,
-    .extra_fields = 2,
-    .pack = s_pack,
+    .handed = s_handed,
     .drained = s_drained,
     .rewound = s_rewound,
+    .report = s_report,
     //  A worker waits for the rest of its round, which is done within a
     //  step's time: it asks again soon, or the round would often end long
     //  before the others hear of it.
@@ -159,20 +172,6 @@ s_destroy (void **self_p)
     *self_p = NULL;
 }
 
-static void
-s_report (void *self_, json_t *record, json_t *mismatches, uint64_t done)
-{
-    (void) mismatches;
-    (void) done;
-    s_sync_t *self = ps_mode_ps_arg (self_);
-    s_close_if_done (self);
-    double rounds = self->rounds ? (double) self->rounds : 1.0;
-    json_object_set_new (record, "rounds", json_integer ((json_int_t) self->rounds));
-    json_object_set_new (record, "round_steps_mean",
-                         json_real ((double) self->round_steps / rounds));
-    json_object_set_new (record, "round_ms_mean", json_real (self->round_ms / rounds));
-}
-
 const ps_mode_ops_t ps_mode_sync = {
     .name = "sync",
     .holders = PS_ROLE_PS,
@@ -188,5 +187,5 @@ const ps_mode_ops_t ps_mode_sync = {
     .server_failed = ps_mode_ps_server_failed,
     .advance = ps_mode_ps_advance,
     .final_checkpoint = ps_mode_ps_final_checkpoint,
-    .report = s_report,
+    .report = ps_mode_ps_report,
 };

@@ -1,5 +1,6 @@
-//  Unit tests for checkpoints (common/store/ps_checkpoint.c): the layout a commit
-//  leaves, the manifest it writes, pruning, committing a step again, every
+//  Unit tests for checkpoints (common/store/ps_checkpoint.c,
+//  ps_ckpt_verify.c and ps_ckpt_layout.c): the layout a commit leaves, the
+//  manifest it writes, pruning, committing a step again, every
 //  verification failure with its code and message, the choice of the
 //  newest usable checkpoint, and the leftovers of a simulated crash. The
 //  snapshot files are real ones, written by ps_partition_save, and every

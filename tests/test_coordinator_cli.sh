@@ -127,8 +127,12 @@ expect "--local --mode mirrored --ps 2" 2 "--ps|mirrored mode uses no servers" -
   "$coordinator" --local --mode mirrored --ps 2
 expect "--local --mode mirrored --evaluator" 2 "--evaluator|the workers evaluate" -- \
   "$coordinator" --local --mode mirrored --evaluator
-expect "--mode bsp" 2 "--mode|bsp|expected async, mirrored or sync" -- \
+expect "--mode bsp" 2 "--mode|bsp|expected async, mirrored, ssp or sync" -- \
   env TF_CONFIG="$good" "$coordinator" --mode bsp
+expect "--staleness soon" 2 "--staleness \"soon\"|or unbounded" -- \
+  env TF_CONFIG="$good" "$coordinator" --mode ssp --staleness soon
+expect "--staleness -1" 2 "--staleness \"-1\"|0..2147483647" -- \
+  env TF_CONFIG="$good" "$coordinator" --mode ssp --staleness -1
 expect "--data /nonexistent" 2 "/nonexistent/train-images-idx3-ubyte" -- \
   env TF_CONFIG="$good" "$coordinator" --data /nonexistent
 expect "checkpoint interval without a directory" 2 "at /checkpoint/every_steps|checkpoint.dir" -- \

@@ -240,6 +240,7 @@ test_defaults (void **state)
     assert_int_equal (job.epochs, 3);
     assert_int_equal (job.steps, 0);
     assert_int_equal (job.mode, PS_MODE_ASYNC);
+    assert_int_equal (job.staleness, 3);
     assert_string_equal (job.checkpoint_dir, "");
     assert_int_equal (job.checkpoint_steps, 0);
     assert_true (job.checkpoint_seconds == 0);
@@ -660,6 +661,15 @@ test_out_of_range (void **state)
     s_load (&job, s_write (fx, "max_size.json", "{\"partitioner\": {\"kind\": \"max_size\", "
                                                 "\"max_shard_bytes\": 4096, \"max_shards\": 0}}"));
     assert_int_equal (job.partitioner.max_shards, 0);
+
+    //  ssp's staleness: a whole number from 0 (lockstep) to 2147483647
+    //  (unbounded, as async); the word is the command line's, not the file's.
+    s_assert_fails (fx, "{\"mode\": \"ssp\", \"staleness\": -1}", PS_EINVAL,
+                    "at /staleness: expected an integer in 0 .. 2147483647, got -1", NULL);
+    s_assert_fails (fx, "{\"staleness\": \"unbounded\"}", PS_EINVAL, "at /staleness", NULL);
+    s_load (&job, s_write (fx, "ssp.json", "{\"mode\": \"ssp\", \"staleness\": 0}"));
+    assert_int_equal (job.mode, PS_MODE_SSP);
+    assert_int_equal (job.staleness, 0);
 }
 
 static void
@@ -667,8 +677,8 @@ test_bad_enum (void **state)
 {
     fixture_t *fx = *state;
     s_assert_fails (fx, "{\"mode\": \"bsp\"}", PS_EINVAL,
-                    "at /mode: expected one of \"async\", \"mirrored\", \"sync\", got \"bsp\"",
-                    NULL);
+                    "at /mode: expected one of \"async\", \"mirrored\", \"ssp\", \"sync\"",
+                    "got \"bsp\"", NULL);
     s_assert_fails (fx, "{\"optimizer\": {\"kind\": \"rmsprop\"}}", PS_EINVAL,
                     "at /optimizer/kind", "\"sgd\", \"momentum\", \"adagrad\", \"adam\"",
                     "got \"rmsprop\"", NULL);

@@ -1,16 +1,22 @@
 //  Unit tests for the consistency modes' step bookkeeping
-//  (coordinator/ps_mode_async.c, ps_mode_mirrored.c), without processes:
-//  each mode runs against a host whose services record what it sends,
-//  completes and fails, and is fed work_requests built as a worker would.
+//  (coordinator/ps_mode_async.c, ps_mode_mirrored.c, ps_mode_ssp.c,
+//  ps_mode_sync.c), without processes: each mode runs against a host
+//  whose services record what it sends, completes and fails, and is fed
+//  work_requests built as a worker would.
 //  Async: hand-out, completion only by the holder, requeue on failure, a
 //  gradient refused as not finite retried then failing the run, the
 //  evaluation going to a worker, and the end. Mirrored: requests held
 //  until every live worker asks, the ring formed, a global step handed
 //  out and committed, and a step cut short by a failure counted when a
-//  survivor completed it. Sync: a round's steps handed out with the round,
-//  the next round only once every step of it is done, a failed worker's
-//  step handed to another with the same round, a checkpoint waiting for
-//  the open round, and the rounds in the done record.
+//  survivor completed it. Ssp: a worker two steps ahead of the slowest
+//  held (S = 1) and served when a completion frees it, the staleness
+//  histogram, a failed worker leaving the clock with its step requeued, a
+//  worker heard again joining it, a long hold answered "wait", and the
+//  held request answered "stop" at the end. Sync: a round's steps handed
+//  out with the round, the next round only once every step of it is
+//  done, a failed worker's step handed to another with the same round, a
+//  checkpoint waiting for the open round, and the rounds in the done
+//  record.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,17 +27,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ps_clock.h"
 #include "ps_mode.h"
-#include "ps_msg.h"
-#include "ps_schema.h"
+#include "ps_proto.h"
 
 #define S_NWORKERS 2
 
 //  What the modes did, as the host's services saw it.
 typedef struct {
-    msgpack_sbuffer buffer;
-    msgpack_packer pk;
-    char kind [16];             //  of the message started last
+    ps_proto_t out;             //  the message started last
+    char kind [16];             //  its kind (a work's) or type
     uint64_t step;
     int sent [S_NWORKERS];      //  messages sent to each worker
     char last [S_NWORKERS][16]; //  the kind of the last one
@@ -62,58 +67,81 @@ typedef struct {
     s_log_t log;
 } s_fixture_t;
 
-static msgpack_packer *
+static ps_proto_work_t *
 s_work (void *loop, uint64_t id, const char *kind, uint64_t step, uint64_t epoch,
-        uint64_t batch, uint64_t wait_ms, size_t extra)
+        uint64_t batch, uint64_t wait_ms)
 {
-    (void) id, (void) epoch, (void) batch, (void) wait_ms, (void) extra;
-    s_log_t *log = &((s_fixture_t *) loop)->log;
-    msgpack_sbuffer_clear (&log->buffer);
+    s_fixture_t *fx = loop;
+    s_log_t *log = &fx->log;
+    log->out = (ps_proto_t) {
+        .type = PS_PROTO_WORK, .id = id,
+        .work = { .kind = kind, .step = step, .epoch = epoch, .batch = batch,
+                  .generation = fx->host.generation, .wait_ms = wait_ms },
+    };
     snprintf (log->kind, sizeof log->kind, "%s", kind);
     log->step = step;
-    return &log->pk;
+    return &log->out.work;
 }
 
-static msgpack_packer *
-s_message (void *loop, const char *type, size_t nfields)
+static ps_proto_t *
+s_message (void *loop, ps_proto_type_t type)
 {
-    return s_work (loop, 0, type, 0, 0, 0, 0, nfields);
+    s_log_t *log = &((s_fixture_t *) loop)->log;
+    log->out = (ps_proto_t) { .type = type, .id = 1 };
+    snprintf (log->kind, sizeof log->kind, "%s", ps_proto_info [type].name);
+    log->step = 0;
+    return &log->out;
 }
 
-//  Read the round fields of the extra key-value pairs a mode packed into
-//  log's buffer.
+//  What a mode sends must be a message the protocol accepts: encode it
+//  and decode it again, as a worker would.
 static void
-s_read_extra (s_log_t *log, int w)
+s_check_encodes (const ps_proto_t *msg)
 {
-    log->round [w] = log->round_steps [w] = 0;
-    msgpack_unpacked key, value;
-    msgpack_unpacked_init (&key);
-    msgpack_unpacked_init (&value);
-    size_t off = 0;
-    while (msgpack_unpack_next (&key, log->buffer.data, log->buffer.size, &off)
-           == MSGPACK_UNPACK_SUCCESS) {
-        assert_int_equal (msgpack_unpack_next (&value, log->buffer.data, log->buffer.size, &off),
-                          MSGPACK_UNPACK_SUCCESS);
-        assert_int_equal (key.data.type, MSGPACK_OBJECT_STR);
-        if (ps_obj_str_eq (&key.data, "round"))
-            log->round [w] = value.data.via.u64;
-        if (ps_obj_str_eq (&key.data, "round_steps"))
-            log->round_steps [w] = value.data.via.u64;
-    }
-    msgpack_unpacked_destroy (&key);
-    msgpack_unpacked_destroy (&value);
+    msgpack_sbuffer buffer;
+    msgpack_sbuffer_init (&buffer);
+    msgpack_packer pk;
+    msgpack_packer_init (&pk, &buffer, msgpack_sbuffer_write);
+    assert_int_equal (ps_proto_encode (msg, &pk), 0);
+    msgpack_zone zone;
+    assert_true (msgpack_zone_init (&zone, 1024));
+    msgpack_object header;
+    size_t offset = 0;
+    assert_int_equal (msgpack_unpack (buffer.data, buffer.size, &offset, &zone, &header),
+                      MSGPACK_UNPACK_SUCCESS);
+    ps_proto_t decoded;
+    ps_error_t err = { 0 };
+    int rc = ps_proto_decode (&header, NULL, 0, &zone, &decoded, &err);
+    if (rc)
+        print_error ("%s\n", err.msg);
+    assert_int_equal (rc, 0);
+    assert_int_equal (decoded.type, msg->type);
+    msgpack_zone_destroy (&zone);
+    msgpack_sbuffer_destroy (&buffer);
+}
+
+//  Read the round fields of the work a mode sent worker w (0 when it has
+//  none).
+static void
+s_read_round (s_log_t *log, int w)
+{
+    const ps_proto_work_t *work = &log->out.work;
+    bool is_work = log->out.type == PS_PROTO_WORK;
+    log->round [w] = is_work && work->has_round ? work->round : 0;
+    log->round_steps [w] = is_work && work->has_round_steps ? work->round_steps : 0;
 }
 
 static void
 s_send (void *loop, const ps_peer_t *peer)
 {
     s_fixture_t *fx = loop;
+    s_check_encodes (&fx->log.out);
     for (int w = 0; w < S_NWORKERS; w++)
         if (ps_roster_peer (fx->roster, PS_ROLE_WORKER, w) == peer) {
             fx->log.sent [w]++;
             snprintf (fx->log.last [w], sizeof fx->log.last [w], "%s", fx->log.kind);
             fx->log.last_step [w] = fx->log.step;
-            s_read_extra (&fx->log, w);
+            s_read_round (&fx->log, w);
         }
 }
 
@@ -143,14 +171,16 @@ s_finish (void *loop, double now)
     ((s_fixture_t *) loop)->log.finished++;
 }
 
+//  A fixture for mode, whose job has ssp's staleness.
 static s_fixture_t *
-s_fixture (ps_mode_t mode)
+s_fixture_with (ps_mode_t mode, int staleness)
 {
     static s_fixture_t fx;
     static const char *workers [S_NWORKERS] = { "tcp://127.0.0.1:1", "tcp://127.0.0.1:2" };
     memset (&fx, 0, sizeof fx);
     ps_job_default (&fx.job, 1);
     fx.job.mode = mode;
+    fx.job.staleness = staleness;
     fx.cfg.job = fx.job;
     fx.cfg.nworkers = S_NWORKERS;
     fx.cfg.workers = workers;
@@ -164,8 +194,6 @@ s_fixture (ps_mode_t mode)
     fx.job_json = ps_job_to_json (&fx.job);
     fx.ckpt = ps_ckpt_ctl_new (&fx.job, &fx.plan, fx.layout, fx.job_json, 0, fx.schedule,
                                fx.report);
-    msgpack_sbuffer_init (&fx.log.buffer);
-    msgpack_packer_init (&fx.log.pk, &fx.log.buffer, msgpack_sbuffer_write);
     fx.host = (ps_mode_host_t) {
         .loop = &fx, .cfg = &fx.cfg, .job = &fx.cfg.job, .roster = fx.roster,
         .schedule = fx.schedule, .report = fx.report, .evalq = fx.evalq, .ckpt = fx.ckpt,
@@ -189,6 +217,12 @@ s_fixture (ps_mode_t mode)
     return &fx;
 }
 
+static s_fixture_t *
+s_fixture (ps_mode_t mode)
+{
+    return s_fixture_with (mode, 3);
+}
+
 static void
 s_close (s_fixture_t *fx)
 {
@@ -200,10 +234,9 @@ s_close (s_fixture_t *fx)
     ps_roster_destroy (&fx->roster);
     json_decref (fx->layout);
     json_decref (fx->job_json);
-    msgpack_sbuffer_destroy (&fx->log.buffer);
 }
 
-//  A worker's report, as it packs it.
+//  A worker's report, as the test sets it.
 typedef struct {
     const char *kind, *status;
     uint64_t step, generation;
@@ -215,47 +248,24 @@ typedef struct {
 static void
 s_request (s_fixture_t *fx, int w, bool want, const s_report_t *reports, int n)
 {
-    msgpack_sbuffer buffer;
-    msgpack_sbuffer_init (&buffer);
-    msgpack_packer pk;
-    msgpack_packer_init (&pk, &buffer, msgpack_sbuffer_write);
-    msgpack_pack_map (&pk, 2);
-    ps_pack_uint (&pk, "want", want);
-    ps_pack_key (&pk, "reports");
-    msgpack_pack_array (&pk, (size_t) n);
+    ps_proto_report_t items [8];
+    assert_true (n <= 8);
     for (int i = 0; i < n; i++) {
         const s_report_t *r = &reports [i];
-        msgpack_pack_map (&pk, 13 + (r->error != NULL) + (r->order != 0));
-        ps_pack_key (&pk, "kind");
-        ps_pack_str (&pk, r->kind);
-        ps_pack_key (&pk, "status");
-        ps_pack_str (&pk, r->status);
-        ps_pack_uint (&pk, "step", r->step);
-        ps_pack_uint (&pk, "generation", r->generation);
-        ps_pack_uint (&pk, "count", 50);
-        ps_pack_uint (&pk, "correct", 25);
-        ps_pack_double (&pk, "loss", 60.0);
-        ps_pack_double (&pk, "compute_ms", 2.0);
-        ps_pack_double (&pk, "comm_ms", 1.0);
-        ps_pack_uint (&pk, "duplicates", 0);
-        ps_pack_uint (&pk, "applied", r->update);
-        ps_pack_uint (&pk, "update", r->update);
-        ps_pack_uint (&pk, "checksum", 77);
-        if (r->order)
-            ps_pack_uint (&pk, "order", r->order);
-        if (r->error) {
-            ps_pack_key (&pk, "error");
-            ps_pack_str (&pk, r->error);
-        }
+        items [i] = (ps_proto_report_t) {
+            .kind = r->kind, .status = r->status, .step = r->step,
+            .generation = r->generation, .count = 50, .correct = 25, .loss = 60.0,
+            .compute_ms = 2.0, .comm_ms = 1.0, .duplicates = 0, .applied = r->update,
+            .has_update = true, .update = r->update, .has_checksum = true, .checksum = 77,
+            .has_order = r->order != 0, .order = r->order,
+            .has_error = r->error != NULL, .error = r->error,
+        };
     }
-    msgpack_unpacked unpacked;
-    msgpack_unpacked_init (&unpacked);
-    assert_int_equal (msgpack_unpack_next (&unpacked, buffer.data, buffer.size, NULL),
-                      MSGPACK_UNPACK_SUCCESS);
+    ps_proto_work_request_t req = {
+        .reports = { (size_t) n, items }, .want = want,
+    };
     fx->ops->request (fx->mode, ps_roster_peer (fx->roster, PS_ROLE_WORKER, w), PS_ROLE_WORKER,
-                      w, 1, &unpacked.data);
-    msgpack_unpacked_destroy (&unpacked);
-    msgpack_sbuffer_destroy (&buffer);
+                      w, 1, &req);
 }
 
 static void
@@ -356,6 +366,112 @@ test_async_eval_and_end (void **state)
     s_ask (fx, 0);
     assert_string_equal (fx->log.last [0], "stop");
     assert_true (ps_roster_peer (fx->roster, PS_ROLE_WORKER, 0)->stopped);
+    s_close (fx);
+}
+
+//  Worker w completes the step it was handed last and asks again.
+static void
+s_done_and_ask (s_fixture_t *fx, int w)
+{
+    s_report_t done = { "train", "done", fx->log.last_step [w], fx->host.generation, 0, 0, NULL };
+    s_request (fx, w, true, &done, 1);
+}
+
+//  The done record's "staleness" histogram entry d.
+static json_int_t
+s_staleness (json_t *record, size_t d)
+{
+    json_t *histogram = json_object_get (json_object_get (record, "staleness"), "histogram");
+    return json_integer_value (json_array_get (histogram, d));
+}
+
+static void
+test_ssp_clock (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture_with (PS_MODE_SSP, 1);
+    assert_string_equal (fx->ops->name, "ssp");
+    fx->host.state = PS_RUN_RUNNING;
+    s_ask (fx, 0);
+    s_ask (fx, 1);
+    assert_int_equal (fx->log.last_step [0], 1);
+    assert_int_equal (fx->log.last_step [1], 2);
+    //  Worker 0 finishes step 1: one ahead of worker 1, within S = 1.
+    s_done_and_ask (fx, 0);
+    assert_int_equal (fx->log.last_step [0], 3);
+    //  Two ahead: its request is held, not answered, however often the
+    //  loop goes round.
+    int sent = fx->log.sent [0];
+    s_done_and_ask (fx, 0);
+    fx->ops->advance (fx->mode, ps_clock_ms ());
+    assert_int_equal (fx->log.sent [0], sent);
+    assert_int_equal (fx->log.completed, 2);
+    //  Worker 1 finishes step 2: it goes on, and the held worker 0 is
+    //  served at once.
+    s_done_and_ask (fx, 1);
+    assert_int_equal (fx->log.last_step [1], 4);
+    fx->ops->advance (fx->mode, ps_clock_ms ());
+    assert_int_equal (fx->log.sent [0], sent + 1);
+    assert_string_equal (fx->log.last [0], "train");
+    assert_int_equal (fx->log.last_step [0], 5);
+    //  Starts: steps 1, 2 and 4 level with the slowest, 3 and 5 one ahead.
+    json_t *record = json_object ();
+    fx->ops->report (fx->mode, record, NULL, 3);
+    json_t *staleness = json_object_get (record, "staleness");
+    assert_int_equal (json_integer_value (json_object_get (staleness, "bound")), 1);
+    assert_int_equal (json_array_size (json_object_get (staleness, "histogram")), 2);
+    assert_int_equal (s_staleness (record, 0), 3);
+    assert_int_equal (s_staleness (record, 1), 2);
+    assert_int_equal (json_integer_value (json_object_get (staleness, "max")), 1);
+    json_decref (record);
+    s_close (fx);
+}
+
+static void
+test_ssp_failure (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture_with (PS_MODE_SSP, 1);
+    fx->host.state = PS_RUN_RUNNING;
+    s_ask (fx, 0);
+    s_ask (fx, 1);
+    s_done_and_ask (fx, 0);
+    s_done_and_ask (fx, 0);
+    int sent = fx->log.sent [0];
+    //  Worker 1, the slowest, fails: it leaves the clock, its step 2 goes
+    //  back to the queue, and the held worker 0 is served that step.
+    assert_true (ps_roster_fail (fx->roster, PS_ROLE_WORKER, 1));
+    assert_int_equal (fx->ops->task_failed (fx->mode, PS_ROLE_WORKER, 1), 1);
+    fx->ops->advance (fx->mode, ps_clock_ms ());
+    assert_int_equal (fx->log.sent [0], sent + 1);
+    assert_int_equal (fx->log.last_step [0], 2);
+    //  Worker 1 is heard again: it joins at worker 0's clock (2), so it
+    //  holds worker 0 back again once that is two ahead.
+    ps_peer_t *peer = ps_roster_peer (fx->roster, PS_ROLE_WORKER, 1);
+    assert_true (ps_roster_heard (fx->roster, peer, ps_clock_ms ()));
+    fx->ops->rejoined (fx->mode, PS_ROLE_WORKER, 1);
+    s_ask (fx, 1);
+    assert_string_equal (fx->log.last [1], "train");
+    assert_int_equal (fx->log.last_step [1], 4);
+    s_done_and_ask (fx, 0);
+    assert_string_equal (fx->log.last [0], "train");
+    assert_int_equal (fx->log.last_step [0], 5);
+    sent = fx->log.sent [0];
+    s_done_and_ask (fx, 0);
+    fx->ops->advance (fx->mode, ps_clock_ms ());
+    assert_int_equal (fx->log.sent [0], sent);
+    //  A request held long is answered "wait", so that the worker does not
+    //  take it for lost.
+    fx->ops->advance (fx->mode, ps_clock_ms () + PS_MODE_HOLD_MS + 1000);
+    assert_int_equal (fx->log.sent [0], sent + 1);
+    assert_string_equal (fx->log.last [0], "wait");
+    //  Held again, then the run ends: the held request is answered "stop".
+    s_ask (fx, 0);
+    assert_int_equal (fx->log.sent [0], sent + 1);
+    fx->host.state = PS_RUN_STOPPING;
+    fx->ops->stop (fx->mode);
+    assert_string_equal (fx->log.last [0], "stop");
+    assert_int_equal (fx->log.failures, 0);
     s_close (fx);
 }
 
@@ -574,6 +690,8 @@ main (void)
         cmocka_unit_test (test_sync_checkpoint_drain),
         cmocka_unit_test (test_mirrored_ring),
         cmocka_unit_test (test_mirrored_step_lost),
+        cmocka_unit_test (test_ssp_clock),
+        cmocka_unit_test (test_ssp_failure),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -281,57 +281,36 @@ s_catch (void *arg, ps_writer_t *writer, ps_error_t *err)
 }
 
 //  Send what is pending and return the one report it must be.
-static const msgpack_object *
+static const ps_proto_report_t *
 s_one_report (ps_reports_t *reports, s_catch_t *caught)
 {
     ps_error_t err = { 0 };
     assert_int_equal (ps_reports_send (reports, true, &err), 0);
     ps_reports_answered (reports);
-    const msgpack_object *list = ps_obj_get (ps_msg_header (caught->msg), "reports");
-    assert_non_null (list);
-    assert_int_equal (list->via.array.size, 1);
-    return &list->via.array.ptr [0];
+    const ps_proto_t *msg = ps_msg_proto (caught->msg);
+    assert_int_equal (msg->type, PS_PROTO_WORK_REQUEST);
+    assert_int_equal (msg->work_request.reports.count, 1);
+    return &msg->work_request.reports.items [0];
 }
 
 static void
-s_assert_status (const msgpack_object *report, const char *kind, const char *status)
+s_assert_status (const ps_proto_report_t *report, const char *kind, const char *status)
 {
-    assert_true (ps_obj_str_eq (ps_obj_get (report, "kind"), kind));
-    if (!ps_obj_str_eq (ps_obj_get (report, "status"), status))
+    assert_string_equal (report->kind, kind);
+    if (strcmp (report->status, status) != 0)
         fail_msg ("a %s report is not %s", kind, status);
 }
 
-//  A work message's header, packed by the caller after the common fields.
-typedef struct {
-    msgpack_sbuffer sbuf;
-    msgpack_packer pk;
-    msgpack_unpacked unpacked;
-} s_header_t;
-
-static msgpack_packer *
-s_header_start (s_header_t *h, size_t extra)
+//  A mirrored order of the given kind: its common fields, then the body
+//  the caller fills in.
+static ps_work_t
+s_order_work (ps_work_kind_t kind, uint64_t step, uint64_t batch, uint64_t order,
+              const ps_proto_work_t *msg)
 {
-    msgpack_sbuffer_init (&h->sbuf);
-    msgpack_packer_init (&h->pk, &h->sbuf, msgpack_sbuffer_write);
-    msgpack_pack_map (&h->pk, (uint32_t) extra);
-    return &h->pk;
-}
-
-static const msgpack_object *
-s_header_end (s_header_t *h)
-{
-    msgpack_unpacked_init (&h->unpacked);
-    size_t offset = 0;
-    assert_int_equal (msgpack_unpack_next (&h->unpacked, h->sbuf.data, h->sbuf.size, &offset),
-                      MSGPACK_UNPACK_SUCCESS);
-    return &h->unpacked.data;
-}
-
-static void
-s_header_free (s_header_t *h)
-{
-    msgpack_unpacked_destroy (&h->unpacked);
-    msgpack_sbuffer_destroy (&h->sbuf);
+    ps_work_t work = { .kind = kind, .step = step, .batch = batch, .generation = 5,
+                       .order = order, .msg = msg };
+    snprintf (work.name, sizeof work.name, "%s", ps_work_kind_name (kind));
+    return work;
 }
 
 static bool
@@ -366,84 +345,58 @@ test_mirrored_mode (void **state)
         fail_msg ("mirrored mode refused: %s", err.msg);
 
     //  Join ring 5 alone; the report carries the replica's update count.
-    s_header_t h;
-    msgpack_packer *pk = s_header_start (&h, 1);
-    ps_pack_key (pk, "ring");
-    msgpack_pack_map (pk, 5);
-    ps_pack_key (pk, "members");
-    msgpack_pack_array (pk, 1);
-    ps_pack_str (pk, "tcp://127.0.0.1:1");
-    ps_pack_key (pk, "tasks");
-    msgpack_pack_array (pk, 1);
-    msgpack_pack_uint64 (pk, 0);
-    ps_pack_key (pk, "root");
-    msgpack_pack_int64 (pk, -1);
-    ps_pack_uint (pk, "rank", 0);
-    ps_pack_key (pk, "load");
-    ps_pack_str (pk, "");
-    ps_work_t work = { .kind = PS_WORK_RING, .generation = 5, .order = 1,
-                       .header = s_header_end (&h) };
-    snprintf (work.name, sizeof work.name, "ring");
+    const char *members [] = { "tcp://127.0.0.1:1" };
+    uint64_t tasks [] = { 0 };
+    ps_proto_work_t msg = {
+        .kind = "ring", .has_ring = true,
+        .ring = { .rank = 0, .members = { 1, members }, .tasks = { 1, tasks }, .root = -1,
+                  .load = "" },
+    };
+    ps_work_t work = s_order_work (PS_WORK_RING, 0, 0, 1, &msg);
     assert_int_equal (ops->order (mode, &work, &err), 0);
-    const msgpack_object *report = s_one_report (reports, &caught);
+    const ps_proto_report_t *report = s_one_report (reports, &caught);
     s_assert_status (report, "ring", "done");
-    assert_int_equal (ps_obj_get (report, "update")->via.u64, 0);
-    assert_int_equal (ps_obj_get (report, "order")->via.u64, 1);
-    s_header_free (&h);
+    assert_true (report->has_update && report->has_order);
+    assert_int_equal (report->update, 0);
+    assert_int_equal (report->order, 1);
 
     //  The step at update 1 runs; the same again is at a stale update and
     //  is declined, which the coordinator answers by forming the ring anew.
+    uint64_t steps [] = { 3 };
     for (int round = 0; round < 2; round++) {
-        pk = s_header_start (&h, 4);
-        ps_pack_key (pk, "steps");
-        msgpack_pack_array (pk, 1);
-        msgpack_pack_uint64 (pk, 3);
-        ps_pack_double (pk, "lr", 0.01);
-        ps_pack_uint (pk, "examples", 32);
-        ps_pack_uint (pk, "update", 1);
-        work = (ps_work_t) { .kind = PS_WORK_TRAIN, .step = 3, .epoch = 0, .batch = 2,
-                             .generation = 5, .order = 2, .header = s_header_end (&h) };
-        snprintf (work.name, sizeof work.name, "train");
+        msg = (ps_proto_work_t) {
+            .kind = "train", .has_steps = true, .steps = { 1, steps }, .has_lr = true,
+            .lr = 0.01, .has_examples = true, .examples = 32, .has_update = true, .update = 1,
+        };
+        work = s_order_work (PS_WORK_TRAIN, 3, 2, 2, &msg);
         assert_int_equal (ops->train (mode, &work, &err), 0);
         report = s_one_report (reports, &caught);
         s_assert_status (report, "train", round == 0 ? "done" : "failed");
-        assert_int_equal (ps_obj_get (report, "update")->via.u64, 1);
-        assert_int_equal (ps_obj_get (report, "count")->via.u64, round == 0 ? 32 : 0);
-        s_header_free (&h);
+        assert_int_equal (report->update, 1);
+        assert_int_equal (report->count, round == 0 ? 32 : 0);
     }
 
     //  An evaluation of shard 0 of 2 carries the replica's checksum; one
     //  with no valid shard is reported failed.
-    pk = s_header_start (&h, 2);
-    ps_pack_uint (pk, "shard", 0);
-    ps_pack_uint (pk, "shards", 2);
-    work = (ps_work_t) { .kind = PS_WORK_EVAL, .step = 3, .generation = 5, .order = 3,
-                         .header = s_header_end (&h) };
-    snprintf (work.name, sizeof work.name, "eval");
+    msg = (ps_proto_work_t) { .kind = "eval", .has_shard = true, .shard = 0,
+                              .has_shards = true, .shards = 2 };
+    work = s_order_work (PS_WORK_EVAL, 3, 0, 3, &msg);
     assert_int_equal (ops->eval (mode, &work, &err), 0);
     report = s_one_report (reports, &caught);
     s_assert_status (report, "eval", "done");
-    assert_int_equal (ps_obj_get (report, "count")->via.u64, 100);
-    assert_non_null (ps_obj_get (report, "checksum"));
-    s_header_free (&h);
-    pk = s_header_start (&h, 0);
-    work.header = s_header_end (&h);
+    assert_int_equal (report->count, 100);
+    assert_true (report->has_checksum);
+    msg = (ps_proto_work_t) { .kind = "eval" };
     assert_int_equal (ops->eval (mode, &work, &err), 0);
     s_assert_status (s_one_report (reports, &caught), "eval", "failed");
-    s_header_free (&h);
 
     //  A save writes the replica's files.
     char dir [64];
     harness_tmpdir (dir, sizeof dir);
-    pk = s_header_start (&h, 1);
-    ps_pack_key (pk, "dir");
-    ps_pack_str (pk, dir);
-    work = (ps_work_t) { .kind = PS_WORK_SAVE, .step = 3, .generation = 5, .order = 4,
-                         .header = s_header_end (&h) };
-    snprintf (work.name, sizeof work.name, "save");
+    msg = (ps_proto_work_t) { .kind = "save", .has_dir = true, .dir = dir };
+    work = s_order_work (PS_WORK_SAVE, 3, 0, 4, &msg);
     assert_int_equal (ops->order (mode, &work, &err), 0);
     s_assert_status (s_one_report (reports, &caught), "save", "done");
-    s_header_free (&h);
     harness_rmtree (dir);
 
     //  Work given back carries the replica's count; an abort outside a
@@ -453,19 +406,14 @@ test_mirrored_mode (void **state)
     assert_true (back.has_update);
     assert_int_equal (back.update, 1);
     ops->abort (mode, 99);
-    pk = s_header_start (&h, 4);
-    ps_pack_key (pk, "steps");
-    msgpack_pack_array (pk, 1);
-    msgpack_pack_uint64 (pk, 4);
-    ps_pack_double (pk, "lr", 0.01);
-    ps_pack_uint (pk, "examples", 32);
-    ps_pack_uint (pk, "update", 2);
-    work = (ps_work_t) { .kind = PS_WORK_TRAIN, .step = 4, .epoch = 0, .batch = 3,
-                         .generation = 5, .order = 5, .header = s_header_end (&h) };
-    snprintf (work.name, sizeof work.name, "train");
+    steps [0] = 4;
+    msg = (ps_proto_work_t) {
+        .kind = "train", .has_steps = true, .steps = { 1, steps }, .has_lr = true,
+        .lr = 0.01, .has_examples = true, .examples = 32, .has_update = true, .update = 2,
+    };
+    work = s_order_work (PS_WORK_TRAIN, 4, 3, 5, &msg);
     assert_int_equal (ops->train (mode, &work, &err), 0);
     s_assert_status (s_one_report (reports, &caught), "train", "done");
-    s_header_free (&h);
     ops->destroy (&mode);
     assert_null (mode);
 
@@ -476,7 +424,7 @@ test_mirrored_mode (void **state)
     assert_int_equal (ops->train (mode, &work, &err), 0);
     report = s_one_report (reports, &caught);
     s_assert_status (report, "train", "failed");
-    assert_null (ps_obj_get (report, "update"));
+    assert_false (report->has_update);
     ops->destroy (&mode);
     ps_reports_destroy (&reports);
     ps_msg_destroy (&caught.msg);

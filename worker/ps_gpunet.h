@@ -13,8 +13,9 @@
 //  operation, the dropout mask included (ps_dropout.h), so the two agree
 //  to float rounding; tests/test_gpu_backend.c holds them to it.
 //
-//  Two implementations sit behind this header: ps_gpunet.cu when meson
-//  finds CUDA, ps_gpunet_none.c (every call fails, saying the build has no
+//  Two implementations sit behind this header: ps_gpunet.cu (with its
+//  kernels in ps_gpukern.cu and its call checks in ps_gpucall.cu) when
+//  meson finds CUDA, ps_gpunet_none.c (every call fails, saying the build has no
 //  CUDA) otherwise.
 
 #ifndef PS_GPUNET_H_INCLUDED

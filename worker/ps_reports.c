@@ -38,6 +38,7 @@ struct _ps_reports_t {
     size_t npending;
     ps_report_t sent [S_MAX_REPORTS];
     size_t nsent;
+    ps_proto_report_t encoded [S_MAX_REPORTS];  //  the request's reports, as sent
 
     //  Counters for the progress lines and the totals.
     uint64_t steps_done, steps_failed, evals_done;
@@ -120,34 +121,22 @@ ps_reports_work (ps_reports_t *self, const ps_report_t *report)
         ps_reports_progress (self, false);
 }
 
+//  A report as the protocol has it; the strings stay the report's.
 static void
-s_pack_report (msgpack_packer *pk, const ps_report_t *report)
+s_proto_report (const ps_report_t *report, ps_proto_report_t *out)
 {
-    msgpack_pack_map (pk, 11 + (report->has_update ? 2 : 0) + (report->has_checksum ? 1 : 0)
-                          + (*report->error ? 1 : 0));
-    ps_pack_key (pk, "kind");
-    ps_pack_str (pk, ps_work_kind_name (report->kind));
-    ps_pack_key (pk, "status");
-    ps_pack_str (pk, report->done ? "done" : "failed");
-    ps_pack_uint (pk, "step", report->step);
-    ps_pack_uint (pk, "generation", report->generation);
-    ps_pack_double (pk, "loss", report->loss);
-    ps_pack_uint (pk, "correct", report->correct);
-    ps_pack_uint (pk, "count", report->count);
-    ps_pack_uint (pk, "applied", report->applied);
-    ps_pack_uint (pk, "duplicates", report->duplicates);
-    ps_pack_double (pk, "compute_ms", report->compute_ms);
-    ps_pack_double (pk, "comm_ms", report->comm_ms);
-    if (report->has_update) {
-        ps_pack_uint (pk, "update", report->update);
-        ps_pack_uint (pk, "order", report->order);
-    }
-    if (report->has_checksum)
-        ps_pack_uint (pk, "checksum", report->checksum);
-    if (*report->error) {
-        ps_pack_key (pk, "error");
-        ps_pack_str (pk, report->error);
-    }
+    *out = (ps_proto_report_t) {
+        .kind = ps_work_kind_name (report->kind),
+        .status = report->done ? "done" : "failed",
+        .step = report->step, .generation = report->generation,
+        .loss = report->loss, .correct = report->correct, .count = report->count,
+        .applied = report->applied, .duplicates = report->duplicates,
+        .compute_ms = report->compute_ms, .comm_ms = report->comm_ms,
+        .has_update = report->has_update, .update = report->update,
+        .has_order = report->has_update, .order = report->order,
+        .has_checksum = report->has_checksum, .checksum = report->checksum,
+        .has_error = *report->error != 0, .error = report->error,
+    };
 }
 
 int
@@ -155,13 +144,14 @@ ps_reports_send (ps_reports_t *self, bool want, ps_error_t *err)
 {
     size_t n = self->npending < S_MAX_REPORTS ? self->npending : S_MAX_REPORTS;
     uint64_t id = ++self->last_id;
-    ps_writer_reset (&self->writer, "work_request", id, 2);
-    msgpack_packer *pk = &self->writer.pk;
-    ps_pack_key (pk, "reports");
-    msgpack_pack_array (pk, n);
     for (size_t i = 0; i < n; i++)
-        s_pack_report (pk, &self->pending [i]);
-    ps_pack_uint (pk, "want", want ? 1 : 0);
+        s_proto_report (&self->pending [i], &self->encoded [i]);
+    ps_proto_t request = {
+        .type = PS_PROTO_WORK_REQUEST, .id = id,
+        .work_request = { .reports = { .count = n, .items = self->encoded },
+                          .want = want ? 1 : 0 },
+    };
+    ps_writer_encode (&self->writer, &request);
     int rc = self->send (self->arg, &self->writer, err);
     if (rc)
         return rc;

@@ -54,16 +54,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <msgpack.h>
-
 #include "ps_curve.h"
 #include "ps_error.h"
 #include "ps_plan.h"
+#include "ps_proto.h"
 #include "ps_reports.h"
 #include "ps_stepplan.h"
 
 //  A "work" message from the coordinator. The loop reads the fields every
-//  kind has; a mode reads its own kinds' fields from header.
+//  kind has; a mode reads its own kinds' fields from msg, the decoded
+//  message, which is valid until the session reads again (a mode copies
+//  what it needs before it polls the loop).
 typedef struct {
     ps_work_kind_t kind;        //  PS_WORK_KINDS for a kind unknown here
     char name [8];              //  the kind as the coordinator named it
@@ -71,7 +72,7 @@ typedef struct {
     uint64_t order;             //  the order's number, 0 when the mode has none
     uint64_t round;             //  sync mode: the step's round, 0 outside one
     uint64_t round_steps;       //  and the round's step count
-    const msgpack_object *header;   //  the whole message's header
+    const ps_proto_work_t *msg;     //  the whole message
 } ps_work_t;
 
 //  What a mode may ask of the loop that runs it.

@@ -25,7 +25,6 @@
 #include "ps_clock.h"
 #include "ps_log.h"
 #include "ps_mirror.h"
-#include "ps_msg.h"
 
 //  The most batches one global step may name: one per member.
 #define S_MAX_RING          4096
@@ -166,57 +165,49 @@ s_do_join (ps_wmode_t *self, void *arg, ps_error_t *err)
 
 //  Join the ring the coordinator formed, taking over the root's replica.
 //  A failure is reported, not fatal: the coordinator forms the ring again.
+//  The ring's fields are copied, since the message is gone once the
+//  collective polls the loop.
 static int
 s_ring (ps_wmode_t *self, const ps_work_t *work)
 {
-    const msgpack_object *ring = ps_obj_get (work->header, "ring");
+    const ps_proto_work_t *msg = work->msg;
+    const ps_proto_ring_spec_t *ring = msg->has_ring ? &msg->ring : NULL;
     ps_report_t report = { .kind = PS_WORK_RING, .generation = work->generation,
                            .order = work->order };
     if (s_no_replica (self, work, &report))
         return 0;
     s_join_t join = { .ring_id = work->generation };
-    const msgpack_object *members = ring ? ps_obj_get (ring, "members") : NULL;
-    const msgpack_object *tasks = ring ? ps_obj_get (ring, "tasks") : NULL;
-    int64_t root = ring ? ps_obj_get (ring, "root")->via.i64 : -1;
-    uint64_t rank = ring ? ps_obj_get (ring, "rank")->via.u64 : 0;
-    uint32_t n = members ? members->via.array.size : 0;
-    bool tasks_ok = tasks && tasks->via.array.size == n;
-    for (uint32_t i = 0; tasks_ok && i < n; i++)
-        tasks_ok = tasks->via.array.ptr [i].via.u64 <= 65535;
+    int64_t root = ring ? ring->root : -1;
+    uint64_t rank = ring ? ring->rank : 0;
+    size_t n = ring ? ring->members.count : 0;
+    bool tasks_ok = ring && ring->tasks.count == n;
+    for (size_t i = 0; tasks_ok && i < n; i++)
+        tasks_ok = ring->tasks.items [i] <= 65535;
     if (!ring || n < 1 || n > S_MAX_RING || rank >= n || root < -1 || root >= (int64_t) n
-    ||  !tasks_ok
-    ||  ps_obj_str (ps_obj_get (ring, "load"), join.load, sizeof join.load)) {
-        ps_warn ("the coordinator sent a ring order without a valid ring (rank %llu of %u, "
-                 "root %lld); reporting it failed", (unsigned long long) rank, n,
-                 (long long) root);
+    ||  !tasks_ok || strlen (ring->load) >= sizeof join.load) {
+        ps_warn ("the coordinator sent a ring order without a valid ring (rank %" PRIu64
+                 " of %zu, root %" PRId64 "); reporting it failed", rank, n, root);
         s_report (self, &report, false);
         return 0;
     }
     join.rank = (int) rank;
     join.n = (int) n;
     join.root = (int) root;
+    snprintf (join.load, sizeof join.load, "%s", ring->load);
     join.members = calloc (n, sizeof (char *));
     join.tasks = calloc (n, sizeof (int));
     if (!join.members || !join.tasks)
         abort ();
-    for (uint32_t i = 0; i < n; i++)
-        join.tasks [i] = (int) tasks->via.array.ptr [i].via.u64;
-    int rc = 0;
-    for (uint32_t i = 0; i < n && rc == 0; i++) {
-        const msgpack_object *member = &members->via.array.ptr [i];
-        if (!(join.members [i] = calloc (member->via.str.size + 1, 1)))
+    for (size_t i = 0; i < n; i++) {
+        join.tasks [i] = (int) ring->tasks.items [i];
+        if (!(join.members [i] = strdup (ring->members.items [i])))
             abort ();
-        rc = ps_obj_str (member, join.members [i], member->via.str.size + 1);
     }
     ps_error_t local;
     double t0 = ps_clock_ms ();
-    if (rc == 0) {
-        self->ring_id = work->generation;
-        rc = s_collective (self, s_do_join, &join, &local);
-    }
-    else
-        ps_error_set (&local, PS_EPROTO, "a member's endpoint holds a NUL byte");
-    for (uint32_t i = 0; i < n; i++)
+    self->ring_id = work->generation;
+    int rc = s_collective (self, s_do_join, &join, &local);
+    for (size_t i = 0; i < n; i++)
         free (join.members [i]);
     free (join.members);
     free (join.tasks);
@@ -250,10 +241,7 @@ s_do_update (ps_wmode_t *self, void *arg, ps_error_t *err)
 static int
 s_train (ps_wmode_t *self, const ps_work_t *work, ps_error_t *err)
 {
-    const msgpack_object *steps = ps_obj_get (work->header, "steps");
-    const msgpack_object *lr = ps_obj_get (work->header, "lr");
-    const msgpack_object *examples = ps_obj_get (work->header, "examples");
-    const msgpack_object *number = ps_obj_get (work->header, "update");
+    const ps_proto_work_t *msg = work->msg;
     ps_report_t report = { .kind = PS_WORK_TRAIN, .step = work->step,
                            .generation = work->generation, .order = work->order };
     if (s_no_replica (self, work, &report))
@@ -262,20 +250,19 @@ s_train (ps_wmode_t *self, const ps_work_t *work, ps_error_t *err)
     //  The update number says which state the step expects: a replica at
     //  another count would diverge from the others, so it declines and the
     //  ring is formed again, bringing it up to date.
-    if (!steps || !lr || !examples || !number || steps->via.array.size < 1
-    ||  steps->via.array.size > S_MAX_RING || work->generation != self->ring_id
-    ||  number->via.u64 != ps_replica_updates (replica) + 1) {
+    if (!msg->has_steps || !msg->has_lr || !msg->has_examples || !msg->has_update
+    ||  msg->steps.count < 1 || msg->steps.count > S_MAX_RING
+    ||  work->generation != self->ring_id || msg->update != ps_replica_updates (replica) + 1) {
         ps_warn ("train step %" PRIu64 " (update %" PRIu64 " of ring %" PRIx64 ") is not one "
                  "this worker can run (its replica is at update %" PRIu64 " in ring %" PRIx64
-                 "); reporting it failed", work->step, number ? number->via.u64 : 0,
+                 "); reporting it failed", work->step, msg->has_update ? msg->update : 0,
                  work->generation, ps_replica_updates (replica), self->ring_id);
         s_report (self, &report, false);
         return 0;
     }
-    s_update_t update = { .nsteps = steps->via.array.size, .lr = ps_obj_double (lr) };
-    for (size_t i = 0; i < update.nsteps; i++)
-        self->steps [i] = steps->via.array.ptr [i].via.u64;
-    uint64_t total = examples->via.u64;
+    s_update_t update = { .nsteps = msg->steps.count, .lr = msg->lr };
+    memcpy (self->steps, msg->steps.items, update.nsteps * sizeof (uint64_t));
+    uint64_t total = msg->examples;
     float *grad = ps_mirror_grad (self->mirror);
     size_t count = ps_replica_count (replica);
     double t0 = ps_clock_ms ();
@@ -329,21 +316,20 @@ s_train (ps_wmode_t *self, const ps_work_t *work, ps_error_t *err)
 static int
 s_eval (ps_wmode_t *self, const ps_work_t *work, ps_error_t *err)
 {
-    const msgpack_object *shard = ps_obj_get (work->header, "shard");
-    const msgpack_object *shards = ps_obj_get (work->header, "shards");
+    const ps_proto_work_t *msg = work->msg;
     ps_report_t report = { .kind = PS_WORK_EVAL, .step = work->step,
                            .generation = work->generation, .order = work->order };
     if (s_no_replica (self, work, &report))
         return 0;
-    if (!shard || !shards || shards->via.u64 < 1 || shard->via.u64 >= shards->via.u64) {
+    if (!msg->has_shard || !msg->has_shards || msg->shards < 1 || msg->shard >= msg->shards) {
         ps_warn ("eval at step %" PRIu64 ": no valid shard; reporting it failed", work->step);
         s_report (self, &report, false);
         return 0;
     }
     ps_replica_t *replica = ps_mirror_replica (self->mirror);
     size_t total = ps_dataset_count (ps_stepplan_test (self->stepplan));
-    size_t first = (size_t) (total * shard->via.u64 / shards->via.u64);
-    size_t end = (size_t) (total * (shard->via.u64 + 1) / shards->via.u64);
+    size_t first = (size_t) (total * msg->shard / msg->shards);
+    size_t end = (size_t) (total * (msg->shard + 1) / msg->shards);
     double t0 = ps_clock_ms ();
     ps_batch_stats_t stats;
     int rc = ps_backend_set_params (ps_stepplan_backend (self->stepplan),
@@ -371,10 +357,12 @@ s_save (ps_wmode_t *self, const ps_work_t *work)
                            .generation = work->generation, .order = work->order };
     if (s_no_replica (self, work, &report))
         return 0;
-    const msgpack_object *obj = ps_obj_get (work->header, "dir");
+    const ps_proto_work_t *msg = work->msg;
     ps_error_t local;
-    int rc = !obj || ps_obj_str (obj, dir, sizeof dir)
+    int rc = !msg->has_dir || strlen (msg->dir) >= sizeof dir
            ? ps_error_set (&local, PS_EPROTO, "a save order without a valid dir") : 0;
+    if (rc == 0)
+        snprintf (dir, sizeof dir, "%s", msg->dir);
     ps_snap_file_t *files = NULL;
     size_t nfiles = 0;
     double t0 = ps_clock_ms ();

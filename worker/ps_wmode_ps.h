@@ -1,13 +1,14 @@
 //  The worker's side of the modes that keep the variables on the servers
-//  (async and sync): a client of the plan's servers, the parameters
-//  pulled from them and the gradients pushed to them. A train step pulls
-//  when the parameters held are not the servers' current ones, computes
-//  the batch's gradient and pushes it: async with push-pull on the
-//  pusher's thread (ps_pusher.h), overlapping the next step's computation
-//  when the plan asks; sync tagged with the work's round, at once, with
-//  no values back. An evaluation pulls and evaluates on the test set.
-//  The mode files (ps_wmode_async.c, ps_wmode_sync.c) are tables of
-//  these operations (ps_wmode.h).
+//  (async, whose workers ssp uses as they are, and sync): a client of the
+//  plan's servers, the parameters pulled from them and the gradients
+//  pushed to them. A train step pulls when the parameters held are not
+//  the servers' current ones, computes the batch's gradient and pushes
+//  it: async with push-pull on the pusher's thread (ps_pusher.h),
+//  overlapping the next step's computation when the plan asks; sync
+//  tagged with the work's round, at once, with no values back. An
+//  evaluation pulls and evaluates on the test set. The mode files
+//  (ps_wmode_async.c, ps_wmode_sync.c) are tables of these operations
+//  (ps_wmode.h).
 
 #ifndef PS_WMODE_PS_H_INCLUDED
 #define PS_WMODE_PS_H_INCLUDED

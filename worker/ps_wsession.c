@@ -20,7 +20,6 @@
 #include "ps_link.h"
 #include "ps_log.h"
 #include "ps_msg.h"
-#include "ps_schema.h"
 
 //  The slice of every wait: how soon a stop signal is noticed while the
 //  worker waits for the coordinator.
@@ -133,26 +132,21 @@ s_stop_requested (ps_wsession_t *self)
     return ready > 0;
 }
 
-//  A "work" message's fields that every kind has.
+//  A "work" message's fields that every kind has. A kind too long for
+//  name is one no mode knows, named by its first letters.
 static void
-s_read_work (ps_msg_t *msg, ps_work_t *work)
+s_read_work (const ps_proto_work_t *in, ps_work_t *work)
 {
-    const msgpack_object *header = ps_msg_header (msg);
-    if (ps_obj_str (ps_obj_get (header, "kind"), work->name, sizeof work->name))
-        snprintf (work->name, sizeof work->name, "?");
-    work->kind = ps_work_kind_find (work->name);
-    work->step = ps_obj_get (header, "step")->via.u64;
-    work->epoch = ps_obj_get (header, "epoch")->via.u64;
-    work->batch = ps_obj_get (header, "batch")->via.u64;
-    work->generation = ps_obj_get (header, "generation")->via.u64;
-    work->wait_ms = ps_obj_get (header, "wait_ms")->via.u64;
-    const msgpack_object *order = ps_obj_get (header, "order");
-    work->order = order ? order->via.u64 : 0;
-    const msgpack_object *round = ps_obj_get (header, "round");
-    const msgpack_object *round_steps = ps_obj_get (header, "round_steps");
-    work->round = round ? round->via.u64 : 0;
-    work->round_steps = round_steps ? round_steps->via.u64 : 0;
-    work->header = header;
+    *work = (ps_work_t) {
+        .kind = ps_work_kind_find (in->kind),
+        .step = in->step, .epoch = in->epoch, .batch = in->batch,
+        .generation = in->generation, .wait_ms = in->wait_ms,
+        .order = in->has_order ? in->order : 0,
+        .round = in->has_round ? in->round : 0,
+        .round_steps = in->has_round_steps ? in->round_steps : 0,
+        .msg = in,
+    };
+    snprintf (work->name, sizeof work->name, "%s", in->kind);
 }
 
 //  Work that will not be done: the owner reports it failed.
@@ -170,18 +164,16 @@ s_give_back (ps_wsession_t *self, const ps_work_t *work)
 //  given up, since the link may have swallowed its answer (a not_found
 //  error) while it registered again.
 static int
-s_on_register_ok (ps_wsession_t *self, ps_error_t *err)
+s_on_register_ok (ps_wsession_t *self, const ps_proto_register_ok_t *in, ps_error_t *err)
 {
-    const msgpack_object *header = ps_msg_header (self->msg);
-    const msgpack_object *plan_obj = ps_obj_get (header, "plan");
-    if (!plan_obj)
+    if (!in->has_plan)
         return ps_error_set (err, PS_EPROTO, "the coordinator at %s accepted the registration "
                              "but sent no plan", self->config->coordinator);
     ps_plan_t plan;
-    int rc = ps_plan_unpack (&plan, plan_obj, err);
+    int rc = ps_plan_read (&plan, &in->plan, err);
     if (rc)
         return ps_error_prefix (err, rc, "the coordinator at %s", self->config->coordinator);
-    uint64_t coordinator = ps_obj_get (header, "coordinator")->via.u64;
+    uint64_t coordinator = in->coordinator;
     bool again = self->registered && coordinator == self->coordinator;
     if ((rc = self->handler->plan (self->handler->arg, &plan, coordinator, again, err)))
         return rc;
@@ -195,28 +187,14 @@ s_on_register_ok (ps_wsession_t *self, ps_error_t *err)
     return 0;
 }
 
-//  The code and message of an "error" header, with stand-ins for values
-//  that do not fit.
-static void
-s_error_fields (const msgpack_object *header, char *code, size_t code_len, char *message,
-                size_t message_len)
-{
-    if (ps_obj_str (ps_obj_get (header, "code"), code, code_len))
-        snprintf (code, code_len, "?");
-    if (ps_obj_str (ps_obj_get (header, "message"), message, message_len))
-        snprintf (message, message_len, "(message too long)");
-}
-
 //  An "error" message: the link's word that the coordinator fell silent,
 //  the answer to the outstanding request, to an earlier one, or to the
 //  registration.
 static int
-s_on_error (ps_wsession_t *self, ps_wsession_event_t *event, ps_error_t *err)
+s_on_error (ps_wsession_t *self, uint64_t id, const ps_proto_error_t *in,
+            ps_wsession_event_t *event, ps_error_t *err)
 {
-    const msgpack_object *header = ps_msg_header (self->msg);
-    uint64_t id = ps_msg_id (self->msg);
-    char code [32], message [PS_ERROR_MSG_MAX];
-    s_error_fields (header, code, sizeof code, message, sizeof message);
+    const char *code = in->code, *message = in->message;
     if (ps_error_from_name (code) == PS_ETIMEDOUT) {
         //  Before the first registration there is nothing to lose.
         if (!self->registered)
@@ -256,15 +234,16 @@ s_on_error (ps_wsession_t *self, ps_wsession_event_t *event, ps_error_t *err)
 //  given up on, whose work was never started here. A "stop" holds
 //  whichever request it answers: the coordinator may not answer another.
 static void
-s_on_work (ps_wsession_t *self, ps_wsession_event_t *event)
+s_on_work (ps_wsession_t *self, uint64_t id, const ps_proto_work_t *in,
+           ps_wsession_event_t *event)
 {
     uint64_t outstanding = ps_reports_outstanding (self->reports);
-    if (outstanding && ps_msg_id (self->msg) == outstanding) {
+    if (outstanding && id == outstanding) {
         *event = PS_WSESSION_REPLY;
         return;
     }
     ps_work_t work;
-    s_read_work (self->msg, &work);
+    s_read_work (in, &work);
     if (work.kind == PS_WORK_STOP) {
         ps_info ("the coordinator says training is over (answering an earlier request)");
         self->over = true;
@@ -276,10 +255,9 @@ s_on_work (ps_wsession_t *self, ps_wsession_event_t *event)
 
 //  An "abort": the collective or round in progress ends.
 static void
-s_on_abort (ps_wsession_t *self)
+s_on_abort (ps_wsession_t *self, const ps_proto_abort_t *in)
 {
-    uint64_t generation = ps_obj_get (ps_msg_header (self->msg), "generation")->via.u64;
-    self->handler->abort (self->handler->arg, generation);
+    self->handler->abort (self->handler->arg, in->generation);
 }
 
 int
@@ -306,23 +284,26 @@ ps_wsession_receive (ps_wsession_t *self, int timeout_ms, bool check_stop,
         ps_warn ("%s", local.msg);
         return 0;
     }
-    const char *type = ps_msg_type (self->msg);
-    if (strcmp (type, "register_ok") == 0) {
-        if ((rc = s_on_register_ok (self, err)))
-            return rc;
-        *event = PS_WSESSION_REGISTERED;
+    const ps_proto_t *msg = ps_msg_proto (self->msg);
+    switch (msg->type) {
+        case PS_PROTO_REGISTER_OK:
+            if ((rc = s_on_register_ok (self, &msg->register_ok, err)))
+                return rc;
+            *event = PS_WSESSION_REGISTERED;
+            break;
+        case PS_PROTO_ERROR:
+            return s_on_error (self, msg->id, &msg->error, event, err);
+        case PS_PROTO_WORK:
+            s_on_work (self, msg->id, &msg->work, event);
+            break;
+        case PS_PROTO_ABORT:
+            s_on_abort (self, &msg->abort);
+            break;
+        default:
+            ps_debug ("ignoring a %s message from the coordinator",
+                      ps_proto_info [msg->type].name);
+            break;
     }
-    else
-    if (strcmp (type, "error") == 0)
-        return s_on_error (self, event, err);
-    else
-    if (strcmp (type, "work") == 0)
-        s_on_work (self, event);
-    else
-    if (strcmp (type, "abort") == 0)
-        s_on_abort (self);
-    else
-        ps_debug ("ignoring a %s message from the coordinator", type);
     return 0;
 }
 
@@ -409,15 +390,13 @@ ps_wsession_next (ps_wsession_t *self, ps_work_t *work, ps_error_t *err)
             continue;
         }
         //  The answer to the outstanding request.
-        if (strcmp (ps_msg_type (self->msg), "error") == 0) {
-            char code [32], message [PS_ERROR_MSG_MAX];
-            s_error_fields (ps_msg_header (self->msg), code, sizeof code, message,
-                            sizeof message);
+        const ps_proto_t *msg = ps_msg_proto (self->msg);
+        if (msg->type == PS_PROTO_ERROR) {
             //  The request changed nothing, so its reports go again with the
             //  next: dropping them would leave their steps in flight at the
             //  coordinator for good.
             ps_warn ("the coordinator refused work_request: %s: %s; asking again in %d ms",
-                     code, message, PS_WSESSION_RETRY_MS);
+                     msg->error.code, msg->error.message, PS_WSESSION_RETRY_MS);
             ps_reports_forget (self->reports);
             if ((rc = ps_wsession_sleep (self, PS_WSESSION_RETRY_MS, &event, err)))
                 return rc;
@@ -426,7 +405,7 @@ ps_wsession_next (ps_wsession_t *self, ps_work_t *work, ps_error_t *err)
             continue;
         }
         ps_reports_answered (self->reports);
-        s_read_work (self->msg, work);
+        s_read_work (&msg->work, work);
         return 0;
     }
     return 1;
@@ -459,9 +438,10 @@ ps_wsession_finish (ps_wsession_t *self)
             return;
         }
         ps_reports_answered (self->reports);
-        if (strcmp (ps_msg_type (self->msg), "work") == 0) {
+        const ps_proto_t *msg = ps_msg_proto (self->msg);
+        if (msg->type == PS_PROTO_WORK) {
             ps_work_t work;
-            s_read_work (self->msg, &work);
+            s_read_work (&msg->work, &work);
             s_give_back (self, &work);
         }
     }

@@ -89,10 +89,10 @@ void *ps_wsession_socket (ps_wsession_t *self);
 
 //  Ask for work (carrying the pending reports) and wait for it,
 //  registering first when needed. Returns 0 with the work in *work (its
-//  header valid until the session reads again), 1 when the worker should
-//  stop (a stop signal, or the run is over), or a code with err set when
-//  it cannot go on: the link failed, the coordinator refused the
-//  registration, or its plan cannot be used.
+//  decoded message valid until the session reads again), 1 when the
+//  worker should stop (a stop signal, or the run is over), or a code with
+//  err set when it cannot go on: the link failed, the coordinator refused
+//  the registration, or its plan cannot be used.
 int ps_wsession_next (ps_wsession_t *self, ps_work_t *work, ps_error_t *err);
 
 //  Wait up to timeout_ms for a message and sort it into *event (with

@@ -21,22 +21,26 @@
 //  Snapshot files are written by the ps-servers themselves, so the root
 //  must be a directory the servers and the coordinator share (the same
 //  machine, or a shared volume).
+//
+//  The module is three file pairs, one a concept: this one writes and
+//  commits checkpoints; ps_ckpt_verify.h checks and finds them (verify,
+//  latest, the check of a root before a run); ps_ckpt_layout.h names them
+//  (directory names, paths, listing a root, the file-name checks both
+//  others share). This header includes the other two, so a caller needs
+//  only this one.
 
 #ifndef PS_CHECKPOINT_H_INCLUDED
 #define PS_CHECKPOINT_H_INCLUDED
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <jansson.h>
 
+#include "ps_ckpt_layout.h"
+#include "ps_ckpt_verify.h"
 #include "ps_client.h"
 #include "ps_error.h"
-
-#define PS_CHECKPOINT_FORMAT    "ps-cluster-checkpoint"
-#define PS_CHECKPOINT_VERSION   1
-#define PS_CHECKPOINT_MANIFEST  "MANIFEST.json"
 
 //  Create the root when missing (and its parents), then a fresh
 //  ckpt-<step>.tmp in it (removing a stale one left by a crash, and
@@ -76,43 +80,6 @@ int ps_checkpoint_scratch (const char *root, const char *name, char *dir, size_t
 int ps_checkpoint_commit (const char *root, uint64_t step, const char *tmpdir,
                           json_t *manifest, const ps_snap_file_t *files, size_t nfiles,
                           int keep, char *dir, size_t len, ps_error_t *err);
-
-//  Check one checkpoint directory: the manifest parses, has the right
-//  format and version, a step that matches the directory's name when it is
-//  named ckpt-<step>, and well-formed file entries (plain names, each the
-//  ps_snapshot_filename of its partition, none twice); and every file it
-//  lists exists with the size and CRC-32 recorded (the CRC being the
-//  file's trailer, which must also match the bytes before it, read through
-//  in chunks). *manifest (may be NULL) receives the parsed manifest
-//  (json_decref it), and NULL on error. Returns 0, or PS_ECORRUPT /
-//  PS_ENOTFOUND / PS_EVERSION / PS_EIO, PS_EINVAL for a path that is not a
-//  regular file (a FIFO, never opened for reading), or PS_ETOOBIG for a
-//  manifest over 256 MiB, with a message naming the file and what is wrong.
-int ps_checkpoint_verify (const char *dir, json_t **manifest, ps_error_t *err);
-
-//  Find the newest checkpoint in root that verifies, logging a warning
-//  (ps_warn) for each newer one that does not. Only directories named
-//  exactly ckpt-<step> count; .tmp and other entries are ignored. dir
-//  receives its path, *manifest (manifest may be NULL) its manifest
-//  (json_decref it; NULL on error). Returns 0, PS_ENOTFOUND when root holds
-//  no valid checkpoint (or does not exist), PS_EIO when root cannot be
-//  read, or PS_EINVAL when len is too small for the path.
-int ps_checkpoint_latest (const char *root, char *dir, size_t len, json_t **manifest,
-                          ps_error_t *err);
-
-//  Check, before a run starts, that root can hold this run's checkpoints,
-//  so that a mistake is reported at once rather than when the first
-//  checkpoint is due or a resume is tried (after every process has
-//  registered). root must be a directory, or be creatable as one (it is
-//  created then, with its parents), and this process must be able to
-//  create a file in it (a probe file, removed again). With resume, root
-//  must already exist and hold a checkpoint that verifies
-//  (ps_checkpoint_latest, which warns about each newer one that does not).
-//  Returns 0, or PS_EINVAL (not a directory, cannot be created, not
-//  writable) or PS_ENOTFOUND (nothing to resume), with a message that
-//  begins "checkpoint directory ROOT: ". Only this process's access is
-//  checked; the ps-servers write into root too, from their own machines.
-int ps_checkpoint_check_root (const char *root, bool resume, ps_error_t *err);
 
 //  The name of path relative to root: what a snapshot or restore request
 //  names, since a ps-server reads and writes only inside its checkpoint

@@ -1,4 +1,16 @@
 //  The client of a set of ps-servers; see ps_client.h.
+//
+//  This file is over 800 lines and is kept whole because it is one
+//  concept: one call's conversation with the servers. The variables'
+//  layout (ps_client_add_variable: about 60 lines) only fills the
+//  partition table that every request is cut from; the request machinery
+//  (the header and zero-copy frames being built, the requests in flight,
+//  matching replies and waiting for ZeroMQ to release the caller's
+//  buffers) is shared by every call; and the calls themselves (pull, push,
+//  stats, snapshot, restore, fence) are each a short use of it. Cutting
+//  either part out would make the client's private state (servers,
+//  partitions, the request being built) a header shared by two files,
+//  which is the coupling the split of ps_coord.c removed.
 
 #include "ps_client.h"
 #include "ps_clock.h"

@@ -479,21 +479,6 @@ ps_pack_double (msgpack_packer *pk, const char *key, double value)
     msgpack_pack_double (pk, value);
 }
 
-void
-ps_pack_optimizer (msgpack_packer *pk, const ps_opt_config_t *opt)
-{
-    msgpack_pack_map (pk, 2 + PS_OPT_NDOUBLES);
-    ps_pack_key (pk, "kind");
-    ps_pack_str (pk, ps_opt_kind_name (opt->kind));
-    ps_pack_key (pk, "nesterov");
-    if (opt->nesterov)
-        msgpack_pack_true (pk);
-    else
-        msgpack_pack_false (pk);
-    for (int i = 0; i < PS_OPT_NDOUBLES; i++)
-        ps_pack_double (pk, ps_opt_double_name (i), ps_opt_double_get (opt, i));
-}
-
 int
 ps_obj_optimizer (const msgpack_object *obj, ps_opt_config_t *opt, ps_error_t *err)
 {

@@ -146,9 +146,6 @@ void ps_pack_shape (msgpack_packer *pk, const ps_shape_t *shape);
 void ps_pack_uint (msgpack_packer *pk, const char *key, uint64_t value);
 void ps_pack_double (msgpack_packer *pk, const char *key, double value);
 
-//  Pack opt as an "optimizer" map, every field present.
-void ps_pack_optimizer (msgpack_packer *pk, const ps_opt_config_t *opt);
-
 //  Start a map naming a partition ({"var": var, "part": part, ...}) with
 //  extra more entries for the caller to pack.
 void ps_pack_partref (msgpack_packer *pk, const char *var, uint32_t part, size_t extra);

@@ -63,17 +63,6 @@ ps_plan_proto_release (ps_proto_plan_t *out)
     memset (out, 0, sizeof *out);
 }
 
-void
-ps_plan_pack (const ps_plan_t *plan, msgpack_packer *pk)
-{
-    ps_proto_plan_t out;
-    ps_plan_to_proto (plan, &out);
-    //  The packer fails only when out of memory, fatal everywhere.
-    if (ps_proto_plan_encode (pk, &out))
-        abort ();
-    ps_plan_proto_release (&out);
-}
-
 //  A copy of a string the plan keeps.
 static char *
 s_strdup (const char *s)

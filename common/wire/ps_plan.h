@@ -67,9 +67,8 @@ void ps_plan_proto_release (ps_proto_plan_t *out);
 //  nothing) when values are out of range or the placement is inconsistent.
 int ps_plan_read (ps_plan_t *plan, const ps_proto_plan_t *in, ps_error_t *err);
 
-//  The same from and to msgpack: pack plan as a "plan" map; decode a "plan"
-//  map (checking it as the codec does) and read it.
-void ps_plan_pack (const ps_plan_t *plan, msgpack_packer *pk);
+//  The same from msgpack: decode a "plan" map (checking it as the codec
+//  does) and read it.
 int ps_plan_unpack (ps_plan_t *plan, const msgpack_object *obj, ps_error_t *err);
 
 //  Free what *plan owns and zero it. Also for plans built by hand with
