@@ -336,8 +336,8 @@ s_on_eval_report (ps_mode_ps_t *self, ps_role_t role, int index,
                      ps_role_name (role), index, ps_clock_ms ());
 }
 
-//  Returns true when the report completed one of worker index's steps.
-static bool
+//  A train report of worker index: a step completed, or given back.
+static void
 s_on_train_report (ps_mode_ps_t *self, ps_peer_t *peer, int index,
                    const ps_proto_report_t *report, bool done)
 {
@@ -346,12 +346,12 @@ s_on_train_report (ps_mode_ps_t *self, ps_peer_t *peer, int index,
     //  Work of an older generation ran against parameters since rewound;
     //  the restore emptied the schedule's in-flight lists already.
     if (report->generation != host->generation)
-        return false;
+        return;
     if (!done) {
         if (ps_schedule_release (host->schedule, index, step) == 0 && report->has_error
         &&  strncmp (report->error, "nonfinite", 9) == 0)
             s_on_nonfinite (self, index, step, report->error);
-        return false;
+        return;
     }
     //  A completion counts only from the worker (and, since a restart
     //  releases its steps, the incarnation) that holds the step. A step
@@ -362,10 +362,10 @@ s_on_train_report (ps_mode_ps_t *self, ps_peer_t *peer, int index,
     if (ps_schedule_holder (host->schedule, step) != index) {
         if (!ps_schedule_is_done (host->schedule, step))
             s_refuse_report (self, peer, index, step);
-        return false;
+        return;
     }
     if (ps_schedule_complete (host->schedule, step) != 0)
-        return false;       //  a duplicate, or a step out of range
+        return;       //  a duplicate, or a step out of range
     ps_step_report_t stats = {
         .count = report->count,
         .correct = report->correct,
@@ -377,7 +377,6 @@ s_on_train_report (ps_mode_ps_t *self, ps_peer_t *peer, int index,
     host->completed (host->loop, step, peer, &stats);
     if (self->policy && self->policy->completed)
         self->policy->completed (self->arg, index, step);
-    return true;
 }
 
 static void
