@@ -78,7 +78,9 @@ def run_mode(bench, tmp, mode, workers, epochs, every, limit, timeout, staleness
         "hit": hit["params_at_s"] if hit else None,
         "epoch": hit["step"] / spe if hit else None,
         "final": done["test_accuracy"],
-        "updates": done.get("updates", done["steps"]),
+        #  Mirrored counts its replicas' updates, sync its rounds; in the
+        #  other modes every step is one update.
+        "updates": done.get("updates", done.get("rounds", done["steps"])),
         "wall": done["wall_s"],
         "steps_ok": done["steps"] == done["total"],
         "equal": (done.get("replica_mismatches") == 0) if mode == "mirrored" else None,
