@@ -153,7 +153,7 @@ void
 cluster_job_args (cluster_run_t *run, int limit, int test_limit, int epochs)
 {
     cluster_args (run, (const char *[]) { "--job", run->job, "--model", "cnn", "--seed", "1",
-                                    "--metrics", run->metrics, NULL });
+                                          "--metrics", run->metrics, NULL });
     cluster_arg (run, "--limit");
     cluster_arg (run, "%d", limit);
     cluster_arg (run, "--test-limit");
@@ -203,7 +203,7 @@ cluster_run_start (cluster_run_t *run, const char *const *env)
 {
     run->argv [run->argc] = NULL;
     if (!cluster_has_arg (run->argv, "--local") && !cluster_has_arg (run->argv, "--insecure")
-    &&  !cluster_has_arg (run->argv, "--keys"))
+        &&  !cluster_has_arg (run->argv, "--keys"))
         cluster_args (run, (const char *[]) { "--keys", harness_keys (), NULL });
     run->argv [run->argc] = NULL;
     run->start_ms = ps_clock_ms ();
@@ -228,7 +228,8 @@ cluster_run_finish (cluster_run_t *run, int expect_status)
     if (run->status != expect_status) {
         harness_print_log (run->log);
         fail_msg ("%s: the coordinator exited with status %d (expected %d; -1: it did not "
-                  "exit within %d s)", run->name, run->status, expect_status, CLUSTER_RUN_MS / 1000);
+                  "exit within %d s)", run->name, run->status, expect_status,
+                  CLUSTER_RUN_MS / 1000);
     }
     assert_non_null (run->rows);
 }
@@ -416,7 +417,7 @@ cluster_task_pid (cluster_run_t *run, const char *role, int task)
     json_t *rows = harness_jsonl_read (run->metrics);
     assert_non_null (rows);
     json_t *row = cluster_find_match (rows, (cluster_match_t) { .event = "registered", .role = role,
-                                                    .task = task }, -1);
+                                                                .task = task }, -1);
     if (!row)
         fail_msg ("%s: %s:%d has not registered", run->name, role, task);
     pid_t pid = (pid_t) cluster_int (row, "pid");
@@ -457,6 +458,20 @@ const char *const cluster_cnn_vars [CLUSTER_CNN_VARS] = {
 };
 #define CLUSTER_MAX_PARTS 16
 
+//  The step of the checkpoint this run resumed from (its "recovered" event
+//  with reason "resuming"), 0 when it did not resume.
+static json_int_t
+s_resumed_at (const json_t *rows)
+{
+    size_t i;
+    json_t *row;
+    json_array_foreach (rows, i, row)
+        if (harness_event_is (row, "recovered")
+            &&  strcmp (cluster_str (row, "reason"), "resuming") == 0)
+            return cluster_int (row, "step");
+    return 0;
+}
+
 uint64_t
 cluster_check_done (cluster_run_t *run, uint64_t total, int nservers)
 {
@@ -483,7 +498,8 @@ cluster_check_done (cluster_run_t *run, uint64_t total, int nservers)
     json_array_foreach (run->rows, i, row) {
         if (cluster_real (row, "time_s") < time_s)
             fail_msg ("%s: event %zu (%s) has time_s %.6f, before the one ahead of it (%.6f)",
-                      run->name, i, cluster_str (row, "event"), cluster_real (row, "time_s"), time_s);
+                      run->name, i, cluster_str (row, "event"), cluster_real (row,
+                                                                              "time_s"), time_s);
         time_s = cluster_real (row, "time_s");
     }
 
@@ -502,8 +518,16 @@ cluster_check_done (cluster_run_t *run, uint64_t total, int nservers)
             fail_msg ("%s: %" PRIu64 " updates of %" PRIu64 " steps by %lld workers: expected "
                       "one per round of at most a step per worker", run->name, updates_each,
                       total, (long long) workers);
-        if (cluster_int (done, "recoveries") == 0)
-            assert_int_equal (cluster_int (done, "rounds"), updates_each);
+        //  The done record counts the rounds of this coordinator's run: all
+        //  of them, unless it resumed from a checkpoint (whose updates came
+        //  before it) or recovered a server (which rewinds rounds).
+        json_int_t rounds = cluster_int (done, "rounds");
+        if (cluster_int (done, "recoveries") == 0) {
+            if (s_resumed_at (run->rows) == 0)
+                assert_int_equal (rounds, updates_each);
+            else
+                assert_true (rounds > 0 && rounds < (json_int_t) updates_each);
+        }
     }
     int seen [CLUSTER_CNN_VARS][CLUSTER_MAX_PARTS];
     memset (seen, 0, sizeof seen);
@@ -530,7 +554,7 @@ cluster_check_done (cluster_run_t *run, uint64_t total, int nservers)
                           var, (long long) index);
             seen [v][index]++;
             if (cluster_int (part, "updates") != (json_int_t) updates_each
-            ||  cluster_int (part, "recorded") != (json_int_t) total)
+                ||  cluster_int (part, "recorded") != (json_int_t) total)
                 fail_msg ("%s: ps:%zu %s part %lld: %lld updates, %lld steps in its ledger, "
                           "expected %" PRIu64 " (every step applied exactly once)", run->name, s,
                           var, (long long) index, (long long) cluster_int (part, "updates"),
@@ -559,8 +583,7 @@ cluster_check_done (cluster_run_t *run, uint64_t total, int nservers)
     //  The counters agree with the events.
     assert_int_equal (cluster_int (done, "checkpoints"), cluster_count (run->rows, "checkpoint"));
     assert_int_equal (cluster_int (done, "worker_failures"),
-                      cluster_count_match (run->rows, (cluster_match_t) { .event = "worker_failed",
-                                                              .role = "worker", .task = -1 }));
+                      cluster_count_match (run->rows, cluster_ev ("worker_failed", "worker", -1)));
     json_int_t recoveries = 0, lost = 0, resumed_at = 0;
     json_array_foreach (run->rows, i, row)
         if (harness_event_is (row, "recovered")) {
@@ -612,11 +635,13 @@ cluster_check_staleness (cluster_run_t *run, const char *const *mode)
         if (json_integer_value (count) > 0)
             largest = (json_int_t) d;
     }
-    if (widest > bound || widest != largest || starts < cluster_int (done, "steps"))
+    //  A resumed run started only the steps after its checkpoint.
+    json_int_t started = cluster_int (done, "steps") - s_resumed_at (run->rows);
+    if (widest > bound || widest != largest || starts < started)
         fail_msg ("%s: staleness %s: expected at most %lld ahead, the largest non-zero entry "
                   "of the histogram, and at least %lld starts", run->name,
                   json_dumps (staleness, JSON_COMPACT), (long long) bound,
-                  (long long) cluster_int (done, "steps"));
+                  (long long) started);
 }
 
 void
@@ -637,7 +662,7 @@ cluster_check_eval_step (const json_t *eval, int e, uint64_t per_epoch, uint64_t
     json_int_t step = cluster_int (eval, "step");
     uint64_t end = (uint64_t) (e + 1) * per_epoch;
     if (step < (json_int_t) end || step > (json_int_t) total
-    ||  (end == total && step != (json_int_t) total))
+        ||  (end == total && step != (json_int_t) total))
         fail_msg ("the evaluation after epoch %d is at step %lld: expected %" PRIu64 " to %"
                   PRIu64, e + 1, (long long) step, end, end == total ? total : total - 1);
 }
@@ -645,7 +670,7 @@ cluster_check_eval_step (const json_t *eval, int e, uint64_t per_epoch, uint64_t
 
 pid_t
 cluster_start_task (cluster_run_t *run, const char *program, const char *const *args,
-              const char *const *env, const char *name)
+                    const char *const *env, const char *name)
 {
     const char *binary = getenv (program);
     if (!binary)
@@ -678,7 +703,7 @@ cluster_checkpoints (const char *root, char names [][64], int max, int *count)
     struct dirent *entry;
     while ((entry = readdir (dir)))
         if (strncmp (entry->d_name, "ckpt-", 5) == 0 && !strchr (entry->d_name, '.')
-        &&  *count < max)
+            &&  *count < max)
             snprintf (names [(*count)++], 64, "%.63s", entry->d_name);
     closedir (dir);
     //  Sort, oldest first.
@@ -712,12 +737,13 @@ cluster_check_mirrored (cluster_run_t *run, uint64_t total, int members)
     size_t i;
     json_t *row;
     json_array_foreach (replicas, i, row) {
-        if (cluster_int (row, "recorded") != (json_int_t) total || cluster_int (row, "duplicates") != 0)
+        if (cluster_int (row, "recorded") != (json_int_t) total || cluster_int (row,
+                                                                                "duplicates") != 0)
             fail_msg ("%s: worker:%lld's replica recorded %lld batches and refused %lld "
                       "updates as repeats; expected %" PRIu64 " and 0 (every batch applied "
                       "exactly once)", run->name, (long long) cluster_int (row, "task"),
-                      (long long) cluster_int (row, "recorded"), (long long) cluster_int (row, "duplicates"),
-                      total);
+                      (long long) cluster_int (row, "recorded"),
+                      (long long) cluster_int (row, "duplicates"), total);
         assert_int_equal (cluster_int (row, "updates"), cluster_int (done, "updates"));
     }
     //  Every evaluation compared the replicas' checksums: all equal.
@@ -733,13 +759,12 @@ cluster_check_mirrored (cluster_run_t *run, uint64_t total, int members)
                 assert_string_equal (json_string_value (json_array_get (sums, k)),
                                      json_string_value (json_array_get (sums, 0)));
         }
+    json_t *checks = json_object_get (cluster_find (run->rows, "replicas", -1), "checksums");
     assert_string_equal (cluster_str (done, "replica_checksum"),
-                         json_string_value (json_array_get (json_object_get (
-                             cluster_find (run->rows, "replicas", -1), "checksums"), 0)));
+                         json_string_value (json_array_get (checks, 0)));
     assert_int_equal (cluster_int (done, "checkpoints"), cluster_count (run->rows, "checkpoint"));
     assert_int_equal (cluster_int (done, "worker_failures"),
-                      cluster_count_match (run->rows, (cluster_match_t) { .event = "worker_failed",
-                                                              .role = "worker", .task = -1 }));
+                      cluster_count_match (run->rows, cluster_ev ("worker_failed", "worker", -1)));
     double accuracy = cluster_real (done, "test_accuracy");
     assert_true (accuracy > 0 && accuracy <= 1);
     return done;
@@ -750,9 +775,9 @@ cluster_run_t *
 cluster_full_run (const char *name, const char *const *mode)
 {
     cluster_run_t *run = cluster_run_new (name);
-    cluster_args (run, (const char *[]) { "--local", "--log-dir", run->log_dir, "--job", run->job,
-                                    "--model", "cnn", "--seed", "1", "--metrics", run->metrics,
-                                    "--epochs", "5", NULL });
+    cluster_args (run, (const char *[]) { "--local", "--log-dir", run->log_dir,
+                                          "--job", run->job, "--model", "cnn", "--seed", "1",
+                                          "--metrics", run->metrics, "--epochs", "5", NULL });
     cluster_mode_args (run, mode);
     cluster_run_start (run, NULL);
     cluster_run_finish (run, 0);

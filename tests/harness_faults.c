@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -35,15 +36,15 @@ cluster_kill_worker (const char *name, bool restart, const char *const *mode, in
         cluster_arg (run, "--no-restart");
     cluster_run_start (run, NULL);
     //  Mid-epoch: a sixth of the way in.
-    json_t *progress = cluster_wait_event (run, cluster_ev_min ("progress", NULL, -1, "step",
-                                                       (json_int_t) total / 6), CLUSTER_RUN_MS);
+    cluster_match_t due = cluster_ev_min ("progress", NULL, -1, "step", (json_int_t) total / 6);
+    json_t *progress = cluster_wait_event (run, due, CLUSTER_RUN_MS);
     json_int_t at_step = cluster_int (progress, "step");
     json_decref (progress);
     pid_t victim = cluster_task_pid (run, "worker", 1);
     double t_kill = ps_clock_ms ();
     assert_int_equal (kill (victim, SIGKILL), 0);
     json_t *failed = cluster_wait_event (run, cluster_ev ("worker_failed", "worker", 1),
-                                   CLUSTER_EVENT_MS);
+                                         CLUSTER_EVENT_MS);
     double latency = ps_clock_ms () - t_kill;
     //  The supervisor sees the death at once, before the heartbeat timeout
     //  would: the reason says which of the two declared it (the time it
@@ -55,8 +56,8 @@ cluster_kill_worker (const char *name, bool restart, const char *const *mode, in
     json_decref (failed);
     pid_t again = 0;
     if (restart) {
-        json_t *back = cluster_wait_event (run, cluster_ev_min ("registered", "worker", 1, "restarted", 1),
-                                    CLUSTER_EVENT_MS);
+        cluster_match_t due = cluster_ev_min ("registered", "worker", 1, "restarted", 1);
+        json_t *back = cluster_wait_event (run, due, CLUSTER_EVENT_MS);
         again = (pid_t) cluster_int (back, "pid");
         assert_true (again != victim);
         json_decref (back);
@@ -85,9 +86,10 @@ cluster_kill_worker (const char *name, bool restart, const char *const *mode, in
     assert_true (harness_pid_gone (victim));
     cluster_check_staleness (run, mode);
     cluster_check_no_children (run, 0, NULL);
-    cluster_summary (run, "%" PRIu64 " steps, killed at step %lld, detected in %.0f ms, %lld step%s "
-               "released, %" PRIu64 " duplicate pushes", total, (long long) at_step, latency,
-               (long long) released, released == 1 ? "" : "s", duplicates);
+    cluster_summary (run,
+                     "%" PRIu64 " steps, killed at step %lld, detected in %.0f ms, %lld step%s "
+                     "released, %" PRIu64 " duplicate pushes", total, (long long) at_step, latency,
+                     (long long) released, released == 1 ? "" : "s", duplicates);
     cluster_run_destroy (run);
 }
 
@@ -109,8 +111,9 @@ s_wait_back (cluster_run_t *run, size_t after, pid_t pid, int timeout_ms)
         size_t i;
         json_t *row;
         json_array_foreach (rows, i, row)
-            if (i > after && (cluster_match (row, &rejoined)
-                              || (cluster_match (row, &registered) && cluster_int (row, "pid") == pid))) {
+            if (i > after
+            &&  (cluster_match (row, &rejoined)
+                 || (cluster_match (row, &registered) && cluster_int (row, "pid") == pid))) {
                 const char *how = cluster_match (row, &rejoined) ? "rejoined" : "registered again";
                 json_decref (rows);
                 return how;
@@ -140,8 +143,9 @@ s_wait_clock_moves (cluster_run_t *run, size_t failed_at)
         if (i < failed_at && harness_event_is (row, "progress"))
             before = cluster_int (row, "step");
     json_decref (rows);
-    json_decref (cluster_wait_event (run, cluster_ev_min ("progress", NULL, -1, "step",
-                                              before + 2 * (CLUSTER_STALENESS + 1) + 2), CLUSTER_EVENT_MS));
+    cluster_match_t due = cluster_ev_min ("progress", NULL, -1, "step",
+                                          before + 2 * (CLUSTER_STALENESS + 1) + 2);
+    json_decref (cluster_wait_event (run, due, CLUSTER_EVENT_MS));
 }
 
 void
@@ -170,8 +174,8 @@ cluster_stop_worker (const char *name, const char *const *mode, int examples)
         }
         usleep (10000);
     }
-    json_t *progress = cluster_wait_event (run, cluster_ev_min ("progress", NULL, -1, "step",
-                                                       (json_int_t) total / 8), CLUSTER_RUN_MS);
+    cluster_match_t due = cluster_ev_min ("progress", NULL, -1, "step", (json_int_t) total / 8);
+    json_t *progress = cluster_wait_event (run, due, CLUSTER_RUN_MS);
     json_decref (progress);
     json_t *rows = harness_jsonl_read (run->metrics);
     assert_non_null (rows);
@@ -187,7 +191,7 @@ cluster_stop_worker (const char *name, const char *const *mode, int examples)
     double t_stop = ps_clock_ms ();
     assert_int_equal (kill (victim, SIGSTOP), 0);
     json_t *failed = cluster_wait_event (run, cluster_ev ("worker_failed", "worker", 1),
-                                   CLUSTER_EVENT_MS);
+                                         CLUSTER_EVENT_MS);
     double latency = ps_clock_ms () - t_stop;
     double silent = cluster_real (failed, "silent_ms");
     json_int_t released = cluster_int (failed, "steps_released");
@@ -195,8 +199,8 @@ cluster_stop_worker (const char *name, const char *const *mode, int examples)
     json_decref (failed);
     rows = harness_jsonl_read (run->metrics);
     assert_non_null (rows);
-    size_t failed_at = cluster_index_of (rows, cluster_find_match (rows, cluster_ev ("worker_failed", "worker",
-                                                                   1), 0));
+    json_t *failed_row = cluster_find_match (rows, cluster_ev ("worker_failed", "worker", 1), 0);
+    size_t failed_at = cluster_index_of (rows, failed_row);
     json_decref (rows);
     //  Declared failed by the heartbeat timeout: not before it, on the
     //  coordinator's clock (when the worker went silent, by the test's
@@ -231,14 +235,14 @@ cluster_stop_worker (const char *name, const char *const *mode, int examples)
                   "applied twice");
     //  The same process came back: no new incarnation.
     assert_int_equal (cluster_count_match (run->rows, cluster_ev_min ("registered", "worker", 1,
-                                                          "restarted", 1)), 0);
+                                                                      "restarted", 1)), 0);
     assert_int_equal (cluster_int (cluster_find (run->rows, "done", -1), "worker_failures"), 1);
     cluster_check_staleness (run, mode);
     cluster_check_no_children (run, 0, NULL);
     cluster_summary (run, "%" PRIu64 " steps, stopped at step %lld, declared failed after %.0f ms "
-               "(silent %.0f ms), %lld step%s released, back %.0f ms after SIGCONT (%s), %"
-               PRIu64 " duplicate pushes", total, (long long) at_step, latency, silent,
-               (long long) released, released == 1 ? "" : "s", rejoin, how, duplicates);
+                     "(silent %.0f ms), %lld step%s released, back %.0f ms after SIGCONT (%s), %"
+                     PRIu64 " duplicate pushes", total, (long long) at_step, latency, silent,
+                     (long long) released, released == 1 ? "" : "s", rejoin, how, duplicates);
     cluster_run_destroy (run);
 }
 
@@ -260,8 +264,8 @@ cluster_kill_server (const char *name, const char *const *mode, int examples)
     //  next is a sixth of the run away). Not during a checkpoint: a server
     //  that dies while the coordinator waits for its snapshot stalls the
     //  coordinator for its 30 s client timeout (a known limitation).
-    json_t *ckpt = cluster_wait_event (run, cluster_ev_min ("checkpoint", NULL, -1, "step",
-                                                (json_int_t) total / 3), CLUSTER_RUN_MS);
+    cluster_match_t due = cluster_ev_min ("checkpoint", NULL, -1, "step", (json_int_t) total / 3);
+    json_t *ckpt = cluster_wait_event (run, due, CLUSTER_RUN_MS);
     json_int_t at_step = cluster_int (ckpt, "step");
     json_decref (ckpt);
     usleep (50 * 1000);
@@ -269,13 +273,15 @@ cluster_kill_server (const char *name, const char *const *mode, int examples)
     pid_t victim = cluster_task_pid (run, "ps", 1);
     double t_kill = ps_clock_ms ();
     assert_int_equal (kill (victim, SIGKILL), 0);
-    json_t *failed = cluster_wait_event (run, cluster_ev ("server_failed", NULL, 1), CLUSTER_EVENT_MS);
+    json_t *failed = cluster_wait_event (run, cluster_ev ("server_failed", NULL, 1),
+                                         CLUSTER_EVENT_MS);
     double latency = ps_clock_ms () - t_kill;
     char reason [128];
     snprintf (reason, sizeof reason, "process %d killed by signal %d", (int) victim, SIGKILL);
     assert_string_equal (cluster_str (failed, "reason"), reason);
     json_decref (failed);
-    json_t *recovered = cluster_wait_event (run, cluster_ev ("recovered", NULL, -1), CLUSTER_EVENT_MS);
+    json_t *recovered = cluster_wait_event (run, cluster_ev ("recovered", NULL, -1),
+                                            CLUSTER_EVENT_MS);
     //  One failure, one event: the restart that follows is a "registered"
     //  event, not a second failure.
     double recovery = ps_clock_ms () - t_kill;
@@ -309,7 +315,8 @@ cluster_kill_server (const char *name, const char *const *mode, int examples)
     assert_true (lost >= 0);
     //  The server was restarted as a new incarnation; the failure is in
     //  the record.
-    json_t *back = cluster_find_match (rows, cluster_ev_min ("registered", "ps", 1, "restarted", 1), 0);
+    json_t *back = cluster_find_match (rows, cluster_ev_min ("registered", "ps", 1, "restarted",
+                                                             1), 0);
     assert_non_null (back);
     assert_true (cluster_int (back, "pid") != victim);
     assert_true (cluster_index_of (rows, back) < cluster_index_of (rows, recovered));
@@ -317,9 +324,95 @@ cluster_kill_server (const char *name, const char *const *mode, int examples)
     assert_int_equal (cluster_int (cluster_find (rows, "done", -1), "worker_failures"), 0);
     cluster_check_staleness (run, mode);
     cluster_check_no_children (run, 0, NULL);
-    cluster_summary (run, "%" PRIu64 " steps, killed 50 ms after checkpoint %lld, detected in %.0f ms, "
-               "recovered from step %lld in %.0f ms, %lld steps trained again", total,
-               (long long) at_step,
-               latency, (long long) cluster_int (recovered, "step"), recovery, (long long) lost);
+    cluster_summary (run,
+                     "%" PRIu64 " steps, killed 50 ms after checkpoint %lld, detected in %.0f ms, "
+                     "recovered from step %lld in %.0f ms, %lld steps trained again", total,
+                     (long long) at_step,
+                     latency, (long long) cluster_int (recovered,
+                                                       "step"), recovery, (long long) lost);
     cluster_run_destroy (run);
+}
+
+void
+cluster_kill_coordinator (const char *name, const char *const *mode, int examples)
+{
+    cluster_run_t *run = cluster_run_new (name);
+    char root [PATH_MAX];
+    snprintf (root, sizeof root, "%s/checkpoints", run->dir);
+    int limit = cluster_limit (examples), test_limit = cluster_test_limit (1000), epochs = 3;
+    uint64_t total = cluster_steps_per_epoch (limit) * (uint64_t) epochs;
+    cluster_local_args (run, limit, test_limit, epochs);
+    cluster_mode_args (run, mode);
+    cluster_heartbeat_args (run);
+    cluster_args (run, (const char *[]) { "--checkpoint-dir", root, NULL });
+    cluster_arg (run, "--checkpoint-steps");
+    cluster_arg (run, "%" PRIu64, total / 6);
+    //  The same command resumes, with --resume.
+    int base_argc = run->argc;
+    cluster_run_start (run, NULL);
+    cluster_match_t due = cluster_ev_min ("checkpoint", NULL, -1, "step", (json_int_t) total / 3);
+    json_t *ckpt = cluster_wait_event (run, due, CLUSTER_RUN_MS);
+    json_int_t ckpt_step = cluster_int (ckpt, "step");
+    json_decref (ckpt);
+    pid_t coordinator = run->pid;
+    double t_kill = ps_clock_ms ();
+    assert_int_equal (kill (coordinator, SIGKILL), 0);
+    run->status = harness_wait (coordinator, 5000);
+    run->pid = 0;
+    run->wall_s = (ps_clock_ms () - run->start_ms) / 1e3;
+    assert_int_equal (run->status, 128 + SIGKILL);
+    run->rows = harness_jsonl_read (run->metrics);
+    assert_non_null (run->rows);
+    //  PR_SET_PDEATHSIG: every child dies with the coordinator, within 2 s.
+    cluster_check_no_children (run, (int) (2000 - (ps_clock_ms () - t_kill)), NULL);
+    double gone_ms = ps_clock_ms () - t_kill;
+    cluster_check_logs (run);
+    assert_int_equal (cluster_count (run->rows, "done"), 0);
+
+    //  Resume: the newest checkpoint there is (the coordinator may have
+    //  written one more after the event we saw).
+    char names [16][64];
+    int count;
+    cluster_checkpoints (root, names, 16, &count);
+    assert_true (count >= 1);
+    char newest [PATH_MAX + 64];
+    snprintf (newest, sizeof newest, "%s/%s", root, names [count - 1]);
+    json_int_t newest_step = strtoll (names [count - 1] + 5, NULL, 10);
+    assert_true (newest_step >= ckpt_step);
+    char resumed_name [128];
+    snprintf (resumed_name, sizeof resumed_name, "%s, resumed", name);
+    cluster_run_t *resumed = cluster_run_new (resumed_name);
+    for (int i = 1; i < base_argc; i++)
+        if (strcmp (run->argv [i], run->metrics) == 0)
+            cluster_arg (resumed, "%s", resumed->metrics);
+        else
+        if (strcmp (run->argv [i], run->log_dir) == 0)
+            cluster_arg (resumed, "%s", resumed->log_dir);
+        else
+            cluster_arg (resumed, "%s", run->argv [i]);
+    cluster_arg (resumed, "--resume");
+    cluster_run_start (resumed, NULL);
+    cluster_run_finish (resumed, 0);
+    //  Nothing after the checkpoint is trained twice: exactly total
+    //  updates per partition, no duplicates, and the workers completed
+    //  exactly the steps the checkpoint had not.
+    assert_int_equal (cluster_check_done (resumed, total, 2), 0);
+    assert_int_equal (cluster_count (resumed->rows, "recovered"), 1);
+    json_t *recovered = cluster_find (resumed->rows, "recovered", 0);
+    assert_string_equal (cluster_str (recovered, "reason"), "resuming");
+    assert_string_equal (cluster_str (recovered, "checkpoint"), newest);
+    assert_int_equal (cluster_int (recovered, "step"), newest_step);
+    json_t *started = cluster_find (resumed->rows, "started", 0);
+    assert_true (cluster_index_of (resumed->rows, recovered) < cluster_index_of (resumed->rows,
+                                                                                 started));
+    cluster_check_no_children (resumed, 0, NULL);
+    cluster_summary (run,
+                     "%" PRIu64 " steps, killed after checkpoint %lld, it and its children gone "
+                     "in %.0f ms",
+                     total, (long long) ckpt_step, gone_ms);
+    cluster_summary (resumed, "resumed from step %lld, trained the other %lld",
+                     (long long) newest_step, (long long) (total - (uint64_t) newest_step));
+    cluster_check_staleness (resumed, mode);
+    cluster_run_destroy (run);
+    cluster_run_destroy (resumed);
 }

@@ -28,4 +28,10 @@ void cluster_stop_worker (const char *name, const char *const *mode, int example
 //  from the newest checkpoint.
 void cluster_kill_server (const char *name, const char *const *mode, int examples);
 
+//  The coordinator killed (kill -9) after the checkpoint a third of the way
+//  into a run of 3 epochs: its children die with it within 2 s; the same
+//  command with --resume resumes from the newest checkpoint and trains
+//  exactly the steps after it, none twice.
+void cluster_kill_coordinator (const char *name, const char *const *mode, int examples);
+
 #endif

@@ -53,7 +53,8 @@ test_local_run (void **state)
     uint64_t duplicates = cluster_check_done (run, total, 2);
     //  A healthy run is not taken for a diverging one.
     assert_int_equal (cluster_count (run->rows, "diverging"), 0);
-    assert_false (json_is_true (json_object_get (cluster_find (run->rows, "done", -1), "diverged")));
+    assert_false (json_is_true (json_object_get (cluster_find (run->rows, "done", -1),
+                                                 "diverged")));
     assert_int_equal (duplicates, 0);
     json_t *rows = run->rows;
     json_t *started = cluster_find (rows, "started", 0);
@@ -103,11 +104,13 @@ test_local_run (void **state)
         step = cluster_int (progress, "step");
         assert_true (step > 0 && step <= (json_int_t) total);
         assert_int_equal (cluster_int (progress, "total"), total);
-        assert_true (cluster_int (progress, "epoch") >= 1 && cluster_int (progress, "epoch") <= epochs);
+        assert_true (cluster_int (progress, "epoch") >= 1 && cluster_int (progress,
+                                                                          "epoch") <= epochs);
         assert_true (cluster_int (progress, "workers_alive") >= 1);
         assert_true (cluster_int (progress, "workers_alive") <= 2);
         assert_true (cluster_real (progress, "samples_per_s") > 0);
-        assert_true (cluster_real (progress, "accuracy") >= 0 && cluster_real (progress, "accuracy") <= 1);
+        assert_true (cluster_real (progress, "accuracy") >= 0 && cluster_real (progress,
+                                                                               "accuracy") <= 1);
     }
     assert_int_equal (cluster_int (cluster_find (rows, "progress", -1), "workers_alive"), 2);
     double loss0 = cluster_real (cluster_find (rows, "progress", 0), "loss");
@@ -118,8 +121,8 @@ test_local_run (void **state)
     //  The supervisor stopped every child before the coordinator exited.
     cluster_check_no_children (run, 0, NULL);
     cluster_summary (run, "%" PRIu64 " steps, %zu progress events, loss %.3f -> %.3f, test "
-               "accuracy %.3f -> %.3f, %.0f samples/s", total, nprogress, loss0, loss, acc0,
-               acc, cluster_real (done, "samples_per_s"));
+                     "accuracy %.3f -> %.3f, %.0f samples/s", total, nprogress, loss0, loss, acc0,
+                     acc, cluster_real (done, "samples_per_s"));
     cluster_run_destroy (run);
 }
 
@@ -138,7 +141,8 @@ static void
 s_manual (bool files, bool hang)
 {
     cluster_run_t *run = cluster_run_new (hang ? "by hand, a worker hung across the end"
-                              : files ? "by hand, cluster files" : "by hand, TF_CONFIG");
+                                          : files ? "by hand, cluster files"
+                                          : "by hand, TF_CONFIG");
     int ports [5];
     for (int i = 0; i < 5; i++) {
         bool taken;
@@ -186,7 +190,7 @@ s_manual (bool files, bool hang)
         const char *file_args [] = { "--cluster", shared, "--task", tasks [t - 3], NULL };
         const char *env [] = { specs [t], NULL };
         pids [t] = cluster_start_task (run, "PS_WORKER", files ? file_args : NULL,
-                                 files ? bad_env : env, names [t]);
+                                       files ? bad_env : env, names [t]);
     }
     //  As documented for a cluster started by hand, every server's
     //  checkpoint root is the coordinator's checkpoint directory: the
@@ -199,7 +203,7 @@ s_manual (bool files, bool hang)
         const char *env_args [] = { "--threads", "0", "--checkpoint-root", root, NULL };
         const char *env [] = { specs [t], NULL };
         pids [t] = cluster_start_task (run, "PS_SERVER", files ? file_args : env_args,
-                                 files ? bad_env : env, names [t]);
+                                       files ? bad_env : env, names [t]);
     }
     //  A hung worker is stopped after the first epoch's evaluation, with
     //  two more epochs to go.
@@ -216,7 +220,8 @@ s_manual (bool files, bool hang)
     pids [0] = run->pid;
     double t_cont = 0;
     if (hang) {
-        json_t *eval = cluster_wait_event (run, cluster_ev_min ("eval", NULL, -1, "epoch", 1), CLUSTER_RUN_MS);
+        cluster_match_t due = cluster_ev_min ("eval", NULL, -1, "epoch", 1);
+        json_t *eval = cluster_wait_event (run, due, CLUSTER_RUN_MS);
         json_decref (eval);
         assert_int_equal (kill (pids [4], SIGSTOP), 0);
     }
@@ -256,9 +261,9 @@ s_manual (bool files, bool hang)
         //  Its step was handed to worker:0; its push after SIGCONT, if any,
         //  found the servers gone. Every step was still trained once.
         cluster_check_done (run, total, 2);
-        cluster_summary (run, "%" PRIu64 " steps; worker:1 stopped after epoch 1, resumed after "
-                   "the coordinator exited, stopped by itself %.0f ms later (heartbeat timeout "
-                   "%d ms)", total, stopped_after, CLUSTER_TIMEOUT_MS);
+        cluster_summary (run, "%" PRIu64 " steps; worker:1 stopped after epoch 1, resumed "
+                         "after the coordinator exited, stopped by itself %.0f ms later "
+                         "(heartbeat timeout %d ms)", total, stopped_after, CLUSTER_TIMEOUT_MS);
         cluster_run_destroy (run);
         return;
     }
@@ -267,7 +272,7 @@ s_manual (bool files, bool hang)
     for (int t = 1; t < 5; t++) {
         const char *role = t < 3 ? "ps" : "worker";
         json_t *row = cluster_find_match (run->rows, cluster_ev ("registered", role, indices [t]),
-                                    -1);
+                                          -1);
         assert_non_null (row);
         assert_int_equal (cluster_int (row, "pid"), pids [t]);
         assert_false (json_is_true (json_object_get (row, "restarted")));
@@ -276,12 +281,11 @@ s_manual (bool files, bool hang)
     assert_true (cluster_count (run->rows, "checkpoint") >= 2);
     assert_int_equal (cluster_count (run->rows, "checkpoint_failed"), 0);
     json_t *done = cluster_find (run->rows, "done", -1);
+    json_t *worker_steps = json_object_get (done, "worker_steps");
     cluster_summary (run, "%" PRIu64 " steps, test accuracy %.3f, worker steps %lld + %lld", total,
-               cluster_real (done, "test_accuracy"),
-               (long long) json_integer_value (json_array_get (json_object_get (done,
-                                               "worker_steps"), 0)),
-               (long long) json_integer_value (json_array_get (json_object_get (done,
-                                               "worker_steps"), 1)));
+                     cluster_real (done, "test_accuracy"),
+                     (long long) json_integer_value (json_array_get (worker_steps, 0)),
+                     (long long) json_integer_value (json_array_get (worker_steps, 1)));
     cluster_run_destroy (run);
 }
 
@@ -322,7 +326,8 @@ test_evaluator (void **state)
     cluster_run_start (run, NULL);
     cluster_run_finish (run, 0);
     assert_int_equal (cluster_check_done (run, total, 2), 0);
-    assert_int_equal (cluster_count_match (run->rows, cluster_ev ("registered", "evaluator", 0)), 1);
+    assert_int_equal (cluster_count_match (run->rows, cluster_ev ("registered", "evaluator", 0)),
+                      1);
     assert_int_equal (cluster_count (run->rows, "registered"), 5);
     //  Every evaluation, after each epoch, came from the evaluator; the
     //  workers only trained.
@@ -340,7 +345,7 @@ test_evaluator (void **state)
                  == cluster_real (last, "test_accuracy"));
     cluster_check_no_children (run, 0, NULL);
     cluster_summary (run, "%" PRIu64 " steps, %d evaluations by evaluator:0, test accuracy %.3f",
-               total, epochs, cluster_real (last, "test_accuracy"));
+                     total, epochs, cluster_real (last, "test_accuracy"));
     cluster_run_destroy (run);
 }
 

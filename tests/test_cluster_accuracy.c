@@ -25,7 +25,7 @@ test_mirrored_accuracy (void **state)
 {
     (void) state;
     cluster_run_t *run = cluster_full_run ("mirrored, full data",
-                               (const char *[]) { "--mode", "mirrored", NULL });
+                                           (const char *[]) { "--mode", "mirrored", NULL });
     uint64_t total = cluster_steps_per_epoch (60000) * 5;
     json_t *done = cluster_check_mirrored (run, total, 2);
     //  The run is the same on one machine (the replicas are bitwise equal,
@@ -41,7 +41,8 @@ test_mirrored_accuracy (void **state)
                   accuracy);
     assert_int_equal (cluster_int (cluster_find (run->rows, "eval", -1), "count"), 10000);
     cluster_summary (run, "test accuracy %.4f after 5 epochs (%s the 89%% target), %.0f samples/s",
-               accuracy, accuracy >= 0.89 ? "reached" : "below", cluster_real (done, "samples_per_s"));
+                     accuracy, accuracy >= 0.89 ? "reached" : "below",
+                     cluster_real (done, "samples_per_s"));
     cluster_run_destroy (run);
 }
 
@@ -67,8 +68,8 @@ test_ssp_accuracy (void **state)
     char *text = json_dumps (histogram, JSON_COMPACT);
     assert_non_null (text);
     cluster_summary (run, "test accuracy %.4f after 5 epochs (%s the 89%% target), %.0f samples/s, "
-               "staleness histogram %s", accuracy, accuracy >= 0.89 ? "reached" : "below",
-               cluster_real (done, "samples_per_s"), text);
+                     "staleness histogram %s", accuracy, accuracy >= 0.89 ? "reached" : "below",
+                     cluster_real (done, "samples_per_s"), text);
     free (text);
     cluster_run_destroy (run);
 }

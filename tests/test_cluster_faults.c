@@ -85,77 +85,8 @@ static void
 test_kill_coordinator_resume (void **state)
 {
     (void) state;
-    cluster_run_t *run = cluster_run_new ("kill -9 coordinator");
-    char root [PATH_MAX];
-    snprintf (root, sizeof root, "%s/checkpoints", run->dir);
+    cluster_kill_coordinator ("kill -9 coordinator", NULL, 12800);
     int limit = cluster_limit (12800), test_limit = cluster_test_limit (1000), epochs = 3;
-    uint64_t total = cluster_steps_per_epoch (limit) * (uint64_t) epochs;
-    cluster_local_args (run, limit, test_limit, epochs);
-    cluster_heartbeat_args (run);
-    cluster_args (run, (const char *[]) { "--checkpoint-dir", root, NULL });
-    cluster_arg (run, "--checkpoint-steps");
-    cluster_arg (run, "%" PRIu64, total / 6);
-    //  The same command resumes, with --resume.
-    int base_argc = run->argc;
-    cluster_run_start (run, NULL);
-    json_t *ckpt = cluster_wait_event (run, cluster_ev_min ("checkpoint", NULL, -1, "step",
-                                                   (json_int_t) total / 3), CLUSTER_RUN_MS);
-    json_int_t ckpt_step = cluster_int (ckpt, "step");
-    json_decref (ckpt);
-    pid_t coordinator = run->pid;
-    double t_kill = ps_clock_ms ();
-    assert_int_equal (kill (coordinator, SIGKILL), 0);
-    run->status = harness_wait (coordinator, 5000);
-    run->pid = 0;
-    run->wall_s = (ps_clock_ms () - run->start_ms) / 1e3;
-    assert_int_equal (run->status, 128 + SIGKILL);
-    run->rows = harness_jsonl_read (run->metrics);
-    assert_non_null (run->rows);
-    //  PR_SET_PDEATHSIG: every child dies with the coordinator, within 2 s.
-    cluster_check_no_children (run, (int) (2000 - (ps_clock_ms () - t_kill)), NULL);
-    double gone_ms = ps_clock_ms () - t_kill;
-    cluster_check_logs (run);
-    assert_int_equal (cluster_count (run->rows, "done"), 0);
-
-    //  Resume: the newest checkpoint there is (the coordinator may have
-    //  written one more after the event we saw).
-    char names [16][64];
-    int count;
-    cluster_checkpoints (root, names, 16, &count);
-    assert_true (count >= 1);
-    char newest [PATH_MAX + 64];
-    snprintf (newest, sizeof newest, "%s/%s", root, names [count - 1]);
-    json_int_t newest_step = strtoll (names [count - 1] + 5, NULL, 10);
-    assert_true (newest_step >= ckpt_step);
-    cluster_run_t *resumed = cluster_run_new ("resume after kill -9");
-    for (int i = 1; i < base_argc; i++)
-        if (strcmp (run->argv [i], run->metrics) == 0)
-            cluster_arg (resumed, "%s", resumed->metrics);
-        else
-        if (strcmp (run->argv [i], run->log_dir) == 0)
-            cluster_arg (resumed, "%s", resumed->log_dir);
-        else
-            cluster_arg (resumed, "%s", run->argv [i]);
-    cluster_arg (resumed, "--resume");
-    cluster_run_start (resumed, NULL);
-    cluster_run_finish (resumed, 0);
-    //  Nothing after the checkpoint is trained twice: exactly total
-    //  updates per partition, no duplicates, and the workers completed
-    //  exactly the steps the checkpoint had not.
-    assert_int_equal (cluster_check_done (resumed, total, 2), 0);
-    assert_int_equal (cluster_count (resumed->rows, "recovered"), 1);
-    json_t *recovered = cluster_find (resumed->rows, "recovered", 0);
-    assert_string_equal (cluster_str (recovered, "reason"), "resuming");
-    assert_string_equal (cluster_str (recovered, "checkpoint"), newest);
-    assert_int_equal (cluster_int (recovered, "step"), newest_step);
-    json_t *started = cluster_find (resumed->rows, "started", 0);
-    assert_true (cluster_index_of (resumed->rows, recovered) < cluster_index_of (resumed->rows, started));
-    cluster_check_no_children (resumed, 0, NULL);
-    cluster_summary (run, "%" PRIu64 " steps, killed after checkpoint %lld, it and its children gone "
-               "in %.0f ms",
-               total, (long long) ckpt_step, gone_ms);
-    cluster_summary (resumed, "resumed from step %lld, trained the other %lld",
-               (long long) newest_step, (long long) (total - (uint64_t) newest_step));
 
     //  --resume with no checkpoint: a clear failure, naming the directory,
     //  before anything is started (exit 2, a mistake in the command).
@@ -178,8 +109,6 @@ test_kill_coordinator_resume (void **state)
     assert_int_equal (json_array_size (empty->rows), 0);
     cluster_check_logs (empty);
     cluster_summary (empty, "refused: %s", message);
-    cluster_run_destroy (run);
-    cluster_run_destroy (resumed);
     cluster_run_destroy (empty);
 }
 
@@ -227,7 +156,8 @@ s_resume_damaged (const char *name, const char *root, int limit, int test_limit,
 {
     cluster_run_t *run = cluster_run_new (name);
     cluster_local_args (run, limit, test_limit, epochs);
-    cluster_args (run, (const char *[]) { "--checkpoint-dir", root, "--keep", "3", "--resume", NULL });
+    cluster_args (run, (const char *[]) { "--checkpoint-dir", root, "--keep", "3", "--resume",
+                                          NULL });
     cluster_arg (run, "--checkpoint-steps");
     cluster_arg (run, "%" PRIu64, total / 4);
     cluster_run_start (run, NULL);
@@ -244,7 +174,7 @@ s_resume_damaged (const char *name, const char *root, int limit, int test_limit,
     assert_string_equal (cluster_str (recovered, "reason"), "resuming");
     assert_string_equal (cluster_str (recovered, "checkpoint"), expect);
     cluster_summary (run, "skipped %s, resumed from %s", strrchr (damaged, '/') + 1,
-               strrchr (expect, '/') + 1);
+                     strrchr (expect, '/') + 1);
     cluster_run_destroy (run);
 }
 
@@ -277,7 +207,7 @@ test_damaged_checkpoint (void **state)
     assert_string_equal (cluster_str (cluster_find (run->rows, "checkpoint", -1), "dir"), newest);
     assert_int_equal (strtoll (names [2] + 5, NULL, 10), total);
     cluster_summary (run, "%" PRIu64 " steps, %zu checkpoints written, kept %s %s %s", total,
-               cluster_count (run->rows, "checkpoint"), names [0], names [1], names [2]);
+                     cluster_count (run->rows, "checkpoint"), names [0], names [1], names [2]);
 
     //  A snapshot file of the newest cut in half.
     s_largest_snap (newest, path, sizeof path);
@@ -300,17 +230,18 @@ test_damaged_checkpoint (void **state)
     cluster_run_t *other = cluster_run_new ("resume, another job");
     cluster_local_args (other, limit, test_limit, epochs);
     cluster_args (other, (const char *[]) { "--checkpoint-dir", root, "--batch", "32", "--resume",
-                                      NULL });
+                                            NULL });
     cluster_run_start (other, NULL);
     cluster_run_finish (other, 1);
     cluster_check_logs (other);
     if (!harness_file_contains (other->log, "was written by a job with another batch_size")
-    ||  !harness_file_contains (other->log, root)) {
+        ||  !harness_file_contains (other->log, root)) {
         harness_print_log (other->log);
         fail_msg ("resuming with another batch size: no message naming the checkpoint and "
                   "batch_size");
     }
-    assert_int_equal (cluster_count (other->rows, "done") + cluster_count (other->rows, "progress"), 0);
+    assert_int_equal (cluster_count (other->rows, "done") + cluster_count (other->rows,
+                                                                           "progress"), 0);
     assert_int_equal (cluster_count (other->rows, "failed"), 1);
     cluster_check_no_children (other, 0, NULL);
     cluster_summary (other, "refused: another batch_size");

@@ -55,7 +55,8 @@ test_mirrored_run (void **state)
     }
     //  The ring evaluates, each member a shard, the whole test subset.
     assert_int_equal (cluster_count (run->rows, "eval"), epochs);
-    json_t *first = cluster_find (run->rows, "eval", 0), *last = cluster_find (run->rows, "eval", -1);
+    json_t *first = cluster_find (run->rows, "eval", 0), *last = cluster_find (run->rows, "eval",
+                                                                               -1);
     assert_string_equal (cluster_str (last, "role"), "ring");
     assert_int_equal (cluster_int (last, "task"), 3);
     assert_int_equal (cluster_int (last, "count"), test_limit);
@@ -66,9 +67,10 @@ test_mirrored_run (void **state)
                   "to above %.2f", acc0, acc, epochs, bound);
     cluster_check_no_children (run, 0, NULL);
     cluster_summary (run, "%" PRIu64 " batches in %lld updates, %lld replica checks equal, test "
-               "accuracy %.3f -> %.3f, %.0f samples/s", total, (long long) cluster_int (done, "updates"),
-               (long long) cluster_int (done, "replica_checks"), acc0, acc,
-               cluster_real (done, "samples_per_s"));
+                     "accuracy %.3f -> %.3f, %.0f samples/s", total,
+                     (long long) cluster_int (done, "updates"),
+                     (long long) cluster_int (done, "replica_checks"), acc0, acc,
+                     cluster_real (done, "samples_per_s"));
     cluster_run_destroy (run);
 }
 
@@ -86,14 +88,15 @@ test_mirrored_kill_worker (void **state)
     cluster_heartbeat_args (run);
     cluster_args (run, (const char *[]) { "--mode", "mirrored", "--workers", "3", NULL });
     cluster_run_start (run, NULL);
-    json_t *progress = cluster_wait_event (run, cluster_ev_min ("progress", NULL, -1, "step",
-                                                       (json_int_t) total / 4), CLUSTER_RUN_MS);
+    cluster_match_t due = cluster_ev_min ("progress", NULL, -1, "step", (json_int_t) total / 4);
+    json_t *progress = cluster_wait_event (run, due, CLUSTER_RUN_MS);
     json_decref (progress);
     pid_t victim = cluster_task_pid (run, "worker", 1);
     assert_int_equal (kill (victim, SIGKILL), 0);
-    json_decref (cluster_wait_event (run, cluster_ev ("worker_failed", "worker", 1), CLUSTER_EVENT_MS));
-    json_t *back = cluster_wait_event (run, cluster_ev_min ("registered", "worker", 1, "restarted", 1),
-                                 CLUSTER_EVENT_MS);
+    json_decref (cluster_wait_event (run, cluster_ev ("worker_failed", "worker", 1),
+                                     CLUSTER_EVENT_MS));
+    due = cluster_ev_min ("registered", "worker", 1, "restarted", 1);
+    json_t *back = cluster_wait_event (run, due, CLUSTER_EVENT_MS);
     pid_t again = (pid_t) cluster_int (back, "pid");
     json_decref (back);
     cluster_run_finish (run, 0);
@@ -114,7 +117,7 @@ test_mirrored_kill_worker (void **state)
     assert_true (harness_pid_gone (again));
     cluster_check_no_children (run, 0, NULL);
     cluster_summary (run, "%zu rings; every batch once; replicas equal in %lld checks", rings,
-               (long long) cluster_int (done, "replica_checks"));
+                     (long long) cluster_int (done, "replica_checks"));
     cluster_run_destroy (run);
 }
 
@@ -140,7 +143,7 @@ test_mirrored_resume_across_modes (void **state)
     cluster_run_t *second = cluster_run_new ("mirrored from async");
     cluster_local_args (second, limit, test_limit, 2);
     cluster_args (second, (const char *[]) { "--checkpoint-dir", ckpt, "--resume", "--mode",
-                                       "mirrored", NULL });
+                                             "mirrored", NULL });
     cluster_run_start (second, NULL);
     cluster_run_finish (second, 0);
     json_t *recovered = cluster_find (second->rows, "recovered", 0);
@@ -156,7 +159,8 @@ test_mirrored_resume_across_modes (void **state)
     cluster_args (third, (const char *[]) { "--checkpoint-dir", ckpt, "--resume", NULL });
     cluster_run_start (third, NULL);
     cluster_run_finish (third, 0);
-    assert_int_equal (cluster_int (cluster_find (third->rows, "recovered", 0), "step"), 2 * per_epoch);
+    assert_int_equal (cluster_int (cluster_find (third->rows, "recovered", 0), "step"),
+                      2 * per_epoch);
     json_t *done = cluster_find (third->rows, "done", -1);
     assert_int_equal (cluster_int (done, "steps"), 3 * per_epoch);
     //  No server saw a batch it had applied before.
@@ -166,9 +170,10 @@ test_mirrored_resume_across_modes (void **state)
         assert_int_equal (cluster_int (server, "duplicates"), 0);
     assert_true (harness_file_contains (third->log, "re-partitioned"));
     double accuracy = cluster_real (done, "test_accuracy");
-    assert_true (accuracy > cluster_real (cluster_find (first->rows, "done", -1), "test_accuracy") - 0.02);
+    assert_true (accuracy > cluster_real (cluster_find (first->rows, "done", -1),
+                                          "test_accuracy") - 0.02);
     cluster_summary (third, "async -> mirrored -> async: %" PRIu64 " steps, test accuracy %.3f",
-               3 * per_epoch, accuracy);
+                     3 * per_epoch, accuracy);
     cluster_run_destroy (first);
     cluster_run_destroy (second);
     cluster_run_destroy (third);

@@ -23,11 +23,11 @@
 //  l. Gradients that are not finite, and a loss that diverges
 
 //  SGD at a learning rate of 1e8 makes the parameters huge within a few
-//  steps and the gradients NaN after that (one worker: deterministic).
-//  The servers refuse every such push whole; the coordinator tries each refused step again, on fresher
-//  parameters, twice (nonfinite_retries), then fails the run naming the
-//  step and the variable. Before, the NaN were applied and the run ended
-//  at chance accuracy with exit 0.
+//  steps and the gradients NaN after that (one worker: deterministic). The
+//  servers refuse every such push whole; the coordinator tries each refused
+//  step again, on fresher parameters, twice (nonfinite_retries), then fails
+//  the run naming the step and the variable. Before, the NaN were applied
+//  and the run ended at chance accuracy with exit 0.
 static void
 test_nonfinite (void **state)
 {
@@ -38,11 +38,12 @@ test_nonfinite (void **state)
     //  One worker: each try of a refused step computes on the same
     //  parameters (nothing was applied), so the outcome does not depend on
     //  how two workers' steps interleave.
-    cluster_args (run, (const char *[]) { "--workers", "1", "--optimizer", "sgd", "--lr", "1e8", NULL });
+    cluster_args (run, (const char *[]) { "--workers", "1", "--optimizer", "sgd", "--lr", "1e8",
+                                          NULL });
     cluster_run_start (run, NULL);
     cluster_run_finish (run, 1);
     assert_true (harness_file_contains (run->log, "gave a gradient with NaN or an infinity 3 "
-                                                   "times"));
+                                        "times"));
     assert_true (harness_file_contains (run->log, "holds a non-finite value"));
     assert_int_equal (cluster_count (run->rows, "done"), 0);
     assert_non_null (cluster_find (run->rows, "failed", -1));
@@ -54,7 +55,7 @@ test_nonfinite (void **state)
     assert_int_equal (cluster_int (last, "failures"), 3);
     assert_non_null (strstr (cluster_str (last, "error"), "nonfinite"));
     cluster_summary (run, "%zu refused pushes; step %lld refused 3 times; exit 1", refusals,
-               (long long) cluster_int (last, "step"));
+                     (long long) cluster_int (last, "step"));
     cluster_run_destroy (run);
 }
 
@@ -68,8 +69,9 @@ test_nonfinite_mirrored (void **state)
     cluster_run_t *run = cluster_run_new ("non-finite gradients, mirrored");
     int limit = cluster_limit (1280), epochs = 2;
     cluster_local_args (run, limit, cluster_test_limit (500), epochs);
-    cluster_args (run, (const char *[]) { "--mode", "mirrored", "--workers", "1", "--optimizer", "sgd",
-                                    "--lr", "1e8", NULL });
+    cluster_args (run, (const char *[]) { "--mode", "mirrored", "--workers", "1", "--optimizer",
+                                          "sgd",
+                                          "--lr", "1e8", NULL });
     cluster_run_start (run, NULL);
     cluster_run_finish (run, 1);
     assert_true (harness_file_contains (run->log, "was refused by every replica"));
@@ -102,15 +104,16 @@ test_divergence (void **state)
 
     run = cluster_run_new ("a loss that diverges, stop");
     cluster_local_args (run, limit, cluster_test_limit (500), epochs);
-    cluster_args (run, (const char *[]) { "--optimizer", "sgd", "--lr", "10", "--stop-on-divergence",
-                                    NULL });
+    cluster_args (run, (const char *[]) { "--optimizer", "sgd", "--lr", "10",
+                                          "--stop-on-divergence",
+                                          NULL });
     cluster_run_start (run, NULL);
     cluster_run_finish (run, 1);
     assert_int_equal (cluster_count (run->rows, "diverging"), 1);
     assert_int_equal (cluster_count (run->rows, "done"), 0);
     assert_true (harness_file_contains (run->log, "and the job says stop_on_divergence"));
     cluster_summary (run, "loss %.3g over 20 steps: warned once; with --stop-on-divergence, exit 1",
-               loss);
+                     loss);
     cluster_run_destroy (run);
 }
 

@@ -122,7 +122,7 @@ s_rogue_recv (s_rogue_t *rogue, int timeout_ms)
         return NULL;
     ps_error_t err;
     if (ps_msg_recv (rogue->msg, rogue->dealer, false, &err) != 0
-    ||  ps_msg_decode (rogue->msg, &err) != 0)
+        ||  ps_msg_decode (rogue->msg, &err) != 0)
         fail_msg ("rogue: a message from the coordinator: %s", err.msg);
     return ps_msg_proto (rogue->msg);
 }
@@ -254,7 +254,7 @@ s_rogue_cluster (cluster_run_t *run, int nslots, int nworkers, int limit, int te
         snprintf (spec, sizeof spec, "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": \"ps\", "
                   "\"index\": %d}}", cluster, p);
         cluster_start_task (run, "PS_SERVER", (const char *[]) { "--threads", "0", NULL },
-                      (const char *[]) { spec, NULL }, name);
+                            (const char *[]) { spec, NULL }, name);
     }
     cluster_job_args (run, limit, test_limit, epochs);
     cluster_heartbeat_args (run);
@@ -290,15 +290,16 @@ test_rogue_completions (void **state)
     json_int_t refused = cluster_int (done, "refused_reports");
     assert_true (refused > 0 && refused <= (json_int_t) total - 1);
     assert_int_equal (cluster_count_match (run->rows, cluster_ev ("refused", "worker", 2)), 1);
-    assert_string_equal (cluster_str (cluster_find (run->rows, "refused", 0), "what"), "completion");
+    assert_string_equal (cluster_str (cluster_find (run->rows, "refused", 0), "what"),
+                         "completion");
     //  The rogue held its step until it fell silent; the step went back.
     json_t *failed = cluster_find_match (run->rows, cluster_ev ("worker_failed", "worker", 2), 0);
     assert_non_null (failed);
     assert_int_equal (cluster_int (failed, "steps_released"), 1);
     assert_true (harness_file_contains (run->log, "refused worker:2's completion"));
     cluster_summary (run, "%" PRIu64 " steps, rogue held step %" PRIu64 " and reported %" PRIu64
-               " others: %lld refused, every step trained once", total, step, total - 1,
-               (long long) refused);
+                     " others: %lld refused, every step trained once", total, step, total - 1,
+                     (long long) refused);
     cluster_run_destroy (run);
 }
 
@@ -346,7 +347,7 @@ test_rogue_holder_lies (void **state)
     assert_true (harness_file_contains (run->log, "the run is not what was scheduled"));
     assert_true (harness_file_contains (run->log, expect));
     cluster_summary (run, "%" PRIu64 " steps, rogue completed step %" PRIu64 " untrained: exit 1, "
-               "%zu partitions named", total, step, parts);
+                     "%zu partitions named", total, step, parts);
     cluster_run_destroy (run);
 }
 
@@ -391,9 +392,9 @@ test_rogue_registrations (void **state)
     assert_true (cluster_int (done, "refused_registrations") <= refusals);
     assert_int_equal (cluster_count_match (run->rows, cluster_ev ("refused", "worker", 1)), 1);
     assert_int_equal (cluster_count_match (run->rows, cluster_ev_min ("registered", "worker", 1,
-                                                          "restarted", 1)), 0);
+                                                                      "restarted", 1)), 0);
     cluster_summary (run, "%" PRIu64 " steps, %d registrations as the live worker:1, %d refused as "
-               "busy, no worker failure", total, attempts, refusals);
+                     "busy, no worker failure", total, attempts, refusals);
     cluster_run_destroy (run);
 }
 
@@ -516,9 +517,9 @@ test_strangers (void **state)
     assert_true (harness_file_contains (log, "refused shutdown: only the coordinator"));
     assert_false (harness_file_contains (log, "refused fence"));
     assert_true (harness_file_contains (run->log, "refused register as worker:1: this key is "
-                                                   "worker:0's"));
+                                        "worker:0's"));
     cluster_summary (run, "%" PRIu64 " steps; strangers got no answer, worker:0's key was refused "
-               "%zu control requests and worker:1's task", total, S_NCONTROL);
+                     "%zu control requests and worker:1's task", total, S_NCONTROL);
     cluster_run_destroy (run);
 }
 
@@ -573,7 +574,8 @@ test_plain_data_plane (void **state)
             fail_msg ("%s does not say that the data plane is PLAIN", log);
     }
     assert_true (harness_file_contains (run->log, "the cluster's data plane is PLAIN"));
-    cluster_summary (run, "%" PRIu64 " steps over a PLAIN data plane; every process said so", total);
+    cluster_summary (run, "%" PRIu64 " steps over a PLAIN data plane; every process said so",
+                     total);
     cluster_run_destroy (run);
 }
 

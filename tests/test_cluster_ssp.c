@@ -1,6 +1,7 @@
 //  The cluster in ssp mode (bounded staleness):
 //    m. a run in lockstep (S = 0), and the failure cases of async
-//       (harness_faults.h) again under ssp, each done record's staleness
+//       (harness_faults.h: kill -9 of a worker, of a server and of the
+//       coordinator, SIGSTOP of a worker) again under ssp, each done record's staleness
 //       within the bound; a killed worker leaves the clock, and a stopped
 //       one leaves it once declared failed, so the other goes on without
 //       it and is never held.
@@ -40,7 +41,7 @@ test_ssp_run (void **state)
     json_t *histogram = json_object_get (json_object_get (done, "staleness"), "histogram");
     cluster_check_no_children (run, 0, NULL);
     cluster_summary (run, "%" PRIu64 " steps, %lld started level with the slowest worker", total,
-               (long long) json_integer_value (json_array_get (histogram, 0)));
+                     (long long) json_integer_value (json_array_get (histogram, 0)));
     cluster_run_destroy (run);
 }
 
@@ -75,6 +76,16 @@ test_ssp_kill_server (void **state)
     cluster_kill_server ("ssp: kill -9 server", cluster_ssp_args, 12800);
 }
 
+//  The coordinator killed and the run resumed from its checkpoint, as in
+//  async: the clock starts afresh with every worker level, and no step
+//  starts further ahead than the bound.
+static void
+test_ssp_kill_coordinator (void **state)
+{
+    (void) state;
+    cluster_kill_coordinator ("ssp: kill -9 coordinator", cluster_ssp_args, 12800);
+}
+
 int
 main (void)
 {
@@ -83,6 +94,7 @@ main (void)
         cmocka_unit_test_teardown (test_ssp_kill_worker, cluster_teardown),
         cmocka_unit_test_teardown (test_ssp_stop_worker, cluster_teardown),
         cmocka_unit_test_teardown (test_ssp_kill_server, cluster_teardown),
+        cmocka_unit_test_teardown (test_ssp_kill_coordinator, cluster_teardown),
     };
     return CLUSTER_MAIN ("ssp", tests);
 }

@@ -1,9 +1,10 @@
 //  The cluster in sync mode (synchronous training on the servers):
 //    n. a run in which every step is recorded once and every partition
 //       applies one update per round (--overlap ignored, with a warning),
-//       and the kill -9 cases of a worker (without restarts) and of a
-//       server (harness_faults.h), on half of async's data: a round waits
-//       for its slowest step, so sync trains more slowly on 2 cores.
+//       and the kill -9 cases of a worker (without restarts), of a server
+//       and of the coordinator (harness_faults.h), on half of async's
+//       data: a round waits for its slowest step, so sync trains more
+//       slowly on 2 cores.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -50,8 +51,8 @@ test_sync_run (void **state)
     for (int e = 0; e < epochs; e++)
         cluster_check_eval_step (cluster_find (run->rows, "eval", e), e, per_epoch, total);
     cluster_summary (run, "%" PRIu64 " steps in %lld rounds, test accuracy %.3f, %.0f samples/s",
-               total, (long long) rounds, cluster_real (done, "test_accuracy"),
-               cluster_real (done, "samples_per_s"));
+                     total, (long long) rounds, cluster_real (done, "test_accuracy"),
+                     cluster_real (done, "samples_per_s"));
     cluster_run_destroy (run);
 }
 
@@ -69,6 +70,15 @@ test_sync_kill_server (void **state)
     cluster_kill_server ("sync: kill -9 server", cluster_sync_args, 6400);
 }
 
+//  The coordinator killed and the run resumed from its checkpoint, as in
+//  async: rounds go on from the checkpoint's step, each applied once.
+static void
+test_sync_kill_coordinator (void **state)
+{
+    (void) state;
+    cluster_kill_coordinator ("sync: kill -9 coordinator", cluster_sync_args, 6400);
+}
+
 int
 main (void)
 {
@@ -76,6 +86,7 @@ main (void)
         cmocka_unit_test_teardown (test_sync_run, cluster_teardown),
         cmocka_unit_test_teardown (test_sync_kill_worker, cluster_teardown),
         cmocka_unit_test_teardown (test_sync_kill_server, cluster_teardown),
+        cmocka_unit_test_teardown (test_sync_kill_coordinator, cluster_teardown),
     };
     return CLUSTER_MAIN ("sync", tests);
 }
