@@ -425,11 +425,10 @@ ps_obj_shape (const msgpack_object *obj, ps_shape_t *shape, ps_error_t *err)
 }
 
 void
-ps_writer_init (ps_writer_t *self, const char *type, uint64_t id, size_t nfields)
+ps_writer_init (ps_writer_t *self)
 {
     msgpack_sbuffer_init (&self->sbuf);
     msgpack_packer_init (&self->pk, &self->sbuf, msgpack_sbuffer_write);
-    ps_writer_reset (self, type, id, nfields);
 }
 
 void
@@ -584,7 +583,7 @@ ps_msg_send_error (void *socket, zmq_msg_t *envelope, size_t nenvelope,
                    uint64_t id, int code, const char *message, ps_error_t *err)
 {
     ps_writer_t writer;
-    ps_writer_init (&writer, "error", id, 0);
+    ps_writer_init (&writer);
     ps_writer_error (&writer, id, code, message);
     int rc = ps_writer_send (&writer, socket, envelope, nenvelope, NULL, 0, err);
     ps_writer_fini (&writer);

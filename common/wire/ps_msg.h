@@ -129,12 +129,14 @@ typedef struct {
     msgpack_packer pk;
 } ps_writer_t;
 
-//  Start a header of the given type and id with nfields fields beyond the
-//  common ones; the caller then packs exactly nfields key/value pairs.
-void ps_writer_init (ps_writer_t *self, const char *type, uint64_t id, size_t nfields);
+//  An empty writer; ps_writer_encode packs a header into it, and its buffer
+//  is kept from message to message until ps_writer_fini.
+void ps_writer_init (ps_writer_t *self);
 void ps_writer_fini (ps_writer_t *self);
 
-//  Restart the header of an initialised writer, keeping its buffer.
+//  Start a header of the given type and id with nfields fields beyond the
+//  common ones, keeping the writer's buffer; the caller then packs exactly
+//  nfields key/value pairs.
 void ps_writer_reset (ps_writer_t *self, const char *type, uint64_t id, size_t nfields);
 
 //  Pack a str; pack a key then a value.
