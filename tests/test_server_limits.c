@@ -196,12 +196,8 @@ s_drain (int b, int *answered, int *refused)
 {
     *answered = *refused = 0;
     ps_msg_t *reply = ps_msg_new ();
-    ps_error_t err;
-    zmq_pollitem_t item = { s_bad [b], 0, ZMQ_POLLIN, 0 };
-    while (zmq_poll (&item, 1, *refused ? 1000 : S_TIMEOUT_MS) == 1) {
-        harness_ok (ps_msg_recv (reply, s_bad [b], false, &err), &err);
-        harness_ok (ps_msg_decode (reply, &err), &err);
-        const ps_proto_t *got = ps_msg_proto (reply);
+    const ps_proto_t *got;
+    while ((got = harness_recv (s_bad [b], reply, false, *refused ? 1000 : S_TIMEOUT_MS))) {
         if (got->type == PS_PROTO_PULL_OK)
             (*answered)++;
         else {

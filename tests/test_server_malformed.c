@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "harness_wire.h"
 #include "ps_client.h"
 #include "ps_msg.h"
 
@@ -261,14 +262,13 @@ s_wait (void *socket, int timeout_ms)
 }
 
 //  Receive and decode one reply into s_reply, or fail after S_TIMEOUT_MS.
-static void
+static const ps_proto_t *
 s_recv (void *socket)
 {
-    if (!s_wait (socket, S_TIMEOUT_MS))
+    const ps_proto_t *reply = harness_recv (socket, s_reply, false, S_TIMEOUT_MS);
+    if (!reply)
         fail_msg ("no reply within %d ms", S_TIMEOUT_MS);
-    ps_error_t err;
-    if (ps_msg_recv (s_reply, socket, false, &err) != 0 || ps_msg_decode (s_reply, &err) != 0)
-        fail_msg ("the reply does not decode: %s", err.msg);
+    return reply;
 }
 
 //  A ping from socket gets ping_ok with its id; returns the partition count.
@@ -279,8 +279,7 @@ s_ping (void *socket)
     ps_writer_t writer;
     s_typed (&writer, &(ps_proto_t) { .type = PS_PROTO_PING, .id = id });
     s_send_message (socket, &writer, 0, NULL, NULL);
-    s_recv (socket);
-    const ps_proto_t *reply = ps_msg_proto (s_reply);
+    const ps_proto_t *reply = s_recv (socket);
     if (reply->type != PS_PROTO_PING_OK)
         fail_msg ("ping %llu got %s", (unsigned long long) id, ps_msg_type (s_reply));
     assert_int_equal (reply->id, id);
@@ -292,8 +291,7 @@ s_ping (void *socket)
 static void
 s_expect_error (void *socket, uint64_t id, const char *code, const char *const *words)
 {
-    s_recv (socket);
-    const ps_proto_t *reply = ps_msg_proto (s_reply);
+    const ps_proto_t *reply = s_recv (socket);
     if (reply->type != PS_PROTO_ERROR)
         fail_msg ("expected an error reply (%s), got %s", code, ps_msg_type (s_reply));
     const char *got = reply->error.code, *message = reply->error.message;
@@ -331,8 +329,7 @@ test_create_partition (void **state)
     s_typed (&writer, &(ps_proto_t) { .type = PS_PROTO_CREATE, .id = id,
                                       .create.partitions = { 1, &part } });
     s_send_message (s_chief, &writer, 0, NULL, NULL);
-    s_recv (s_chief);
-    const ps_proto_t *reply = ps_msg_proto (s_reply);
+    const ps_proto_t *reply = s_recv (s_chief);
     assert_int_equal (reply->type, PS_PROTO_CREATE_OK);
     assert_int_equal (reply->id, id);
     assert_int_equal (reply->create_ok.created, 1);
@@ -776,8 +773,7 @@ test_stats_count_refusals (void **state)
     ps_writer_t writer;
     s_typed (&writer, &(ps_proto_t) { .type = PS_PROTO_STATS, .id = id });
     s_send_message (s_dealer, &writer, 0, NULL, NULL);
-    s_recv (s_dealer);
-    const ps_proto_t *reply = ps_msg_proto (s_reply);
+    const ps_proto_t *reply = s_recv (s_dealer);
     assert_int_equal (reply->type, PS_PROTO_STATS_OK);
     assert_int_equal (reply->id, id);
     uint64_t errors = reply->stats_ok.errors;
