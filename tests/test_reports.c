@@ -1,7 +1,7 @@
 //  Unit tests for the worker's reports to the coordinator
 //  (worker/ps_reports.c), without processes: every work_request is caught
-//  where it would be sent, decoded and validated against the protocol
-//  schema, and its reports read back. Checked: reports go in the order
+//  where it would be sent, decoded by the generated codec (which checks it
+//  against the protocol), and its reports read from the typed message. Checked: reports go in the order
 //  they were made, at most 64 to a request; a request that is never
 //  answered puts its reports back in front of newer ones (at least once);
 //  an answered one drops them; a send that fails keeps them pending; the
