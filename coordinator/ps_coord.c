@@ -715,7 +715,7 @@ s_open (s_coord_t *self)
     if (zmq_bind (self->router, cfg->bind) != 0)
         return s_fail (self, PS_EIO, "cannot bind %s: %s", cfg->bind, zmq_strerror (errno)), -1;
     self->msg = ps_msg_new ();
-    ps_writer_init (&self->writer, "heartbeat", 0, 0);
+    ps_writer_init (&self->writer);
     return 0;
 }
 

@@ -80,7 +80,7 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     self->peers = ps_peers_new (config->max_pending, config->max_peer_pending
                                                      ? config->max_peer_pending
                                                      : config->max_pending);
-    ps_writer_init (&self->writer, "ping", 0, 0);
+    ps_writer_init (&self->writer);
     self->router = zmq_socket (ps_curve_context (), ZMQ_ROUTER);
     int linger = S_LINGER_MS;   //  flush the last replies, but never hang
     int hwm = 0;                //  replies are never dropped; memory is bounded per peer

@@ -88,7 +88,7 @@ s_rogue_open (s_rogue_t *rogue, const char *endpoint, const char *server, s_key_
     }
     assert_int_equal (zmq_connect (rogue->dealer, endpoint), 0);
     rogue->msg = ps_msg_new ();
-    ps_writer_init (&rogue->writer, "heartbeat", 0, 0);
+    ps_writer_init (&rogue->writer);
     rogue->next_id = 1;
 }
 

@@ -55,7 +55,7 @@ def main():
                 elif header in owner:
                     if owner[header] > rank:
                         bad.append(where + ", of the upper layer %s/" % LAYERS[owner[header]])
-                elif header.startswith("ps_") and not header.startswith("ps_schema_"):
+                elif header.startswith("ps_"):
                     bad.append(where + ", which is in no layer")
     for line in bad:
         print("FAIL: " + line)

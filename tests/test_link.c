@@ -34,10 +34,10 @@
 
 #include "harness.h"
 #include "harness_case.h"
+#include "harness_wire.h"
 #include "ps_clock.h"
 #include "ps_link.h"
 #include "ps_msg.h"
-#include "ps_schema.h"
 
 //  The coordinator incarnation the test answers with.
 #define S_COORDINATOR   77
@@ -125,19 +125,13 @@ s_coord_close (s_coord_t *coord)
     assert_int_equal (zmq_close (coord->router), 0);
 }
 
-//  Receive the next message within timeout_ms: its type, or NULL.
-static const char *
+//  Receive the next message within timeout_ms: the message, or NULL.
+static const ps_proto_t *
 s_coord_recv (s_coord_t *coord, int timeout_ms)
 {
-    zmq_pollitem_t item = { coord->router, 0, ZMQ_POLLIN, 0 };
-    int ready = zmq_poll (&item, 1, timeout_ms);
-    assert_true (ready >= 0);
-    if (ready == 0)
+    const ps_proto_t *got = harness_recv (coord->router, coord->msg, true, timeout_ms);
+    if (!got)
         return NULL;
-    ps_error_t err;
-    if (ps_msg_recv (coord->msg, coord->router, true, &err)
-    ||  ps_msg_decode (coord->msg, &err))
-        fail_msg ("coordinator received a bad message: %s", err.msg);
     zmq_msg_t *envelope;
     assert_int_equal (ps_msg_envelope (coord->msg, &envelope), 1);
     size_t size = zmq_msg_size (&envelope [0]);
@@ -151,79 +145,68 @@ s_coord_recv (s_coord_t *coord, int timeout_ms)
     ||  coord->peer [strlen (task)] != ':')
         fail_msg ("coordinator: a message from %s under the routing id %s", task ? task : "no task",
                   coord->peer);
-    return ps_msg_type (coord->msg);
+    return got;
 }
 
 //  Wait for a message of type from peer (any peer when NULL), skipping
-//  others, and return its header.
-static const msgpack_object *
-s_coord_expect (s_coord_t *coord, const char *peer, const char *type, int timeout_ms)
+//  others, and return it.
+static const ps_proto_t *
+s_coord_expect (s_coord_t *coord, const char *peer, ps_proto_type_t type, int timeout_ms)
 {
     double deadline = ps_clock_ms () + timeout_ms;
     while (true) {
         int left = (int) (deadline - ps_clock_ms ());
-        const char *got = s_coord_recv (coord, left > 0 ? left : 0);
+        const ps_proto_t *got = s_coord_recv (coord, left > 0 ? left : 0);
         if (!got)
-            fail_msg ("coordinator: no %s from %s within %d ms", type, peer ? peer : "anyone",
-                      timeout_ms);
-        if (strcmp (got, type) == 0 && (!peer || strcmp (coord->peer, peer) == 0))
-            return ps_msg_header (coord->msg);
+            fail_msg ("coordinator: no %s from %s within %d ms", ps_proto_info [type].name,
+                      peer ? peer : "anyone", timeout_ms);
+        if (got->type == type && (!peer || strcmp (coord->peer, peer) == 0))
+            return got;
     }
 }
 
 //  Fail when a message of type comes from anyone within ms.
 static void
-s_coord_refute (s_coord_t *coord, const char *type, int ms)
+s_coord_refute (s_coord_t *coord, ps_proto_type_t type, int ms)
 {
     double deadline = ps_clock_ms () + ms;
     int left;
     while ((left = (int) (deadline - ps_clock_ms ())) > 0) {
-        const char *got = s_coord_recv (coord, left);
-        if (got && strcmp (got, type) == 0)
-            fail_msg ("coordinator: unexpected %s from %s", type, coord->peer);
+        const ps_proto_t *got = s_coord_recv (coord, left);
+        if (got && got->type == type)
+            fail_msg ("coordinator: unexpected %s from %s", ps_proto_info [type].name,
+                      coord->peer);
     }
 }
 
-//  Send the header in writer to peer, and finish the writer.
+//  Send msg to peer.
 static void
-s_coord_send (s_coord_t *coord, const char *peer, ps_writer_t *writer)
+s_coord_send (s_coord_t *coord, const char *peer, const ps_proto_t *msg)
 {
-    ps_error_t err;
     int size = (int) strlen (peer);
     assert_int_equal (zmq_send (coord->router, peer, (size_t) size, ZMQ_SNDMORE), size);
-    if (ps_writer_send (writer, coord->router, NULL, 0, NULL, 0, &err))
-        fail_msg ("coordinator cannot send: %s", err.msg);
-    ps_writer_fini (writer);
+    harness_send (coord->router, NULL, 0, msg);
 }
 
 static void
 s_send_register_ok (s_coord_t *coord, const char *peer, uint64_t incarnation,
                     int heartbeat_ms, int timeout_ms)
 {
-    ps_writer_t writer;
-    ps_writer_init (&writer, "register_ok", ps_msg_id (coord->msg), 3);
-    ps_pack_key (&writer.pk, "coordinator");
-    msgpack_pack_uint64 (&writer.pk, incarnation);
-    ps_pack_key (&writer.pk, "heartbeat_ms");
-    msgpack_pack_uint64 (&writer.pk, (uint64_t) heartbeat_ms);
-    ps_pack_key (&writer.pk, "timeout_ms");
-    msgpack_pack_uint64 (&writer.pk, (uint64_t) timeout_ms);
-    s_coord_send (coord, peer, &writer);
+    ps_proto_t msg = { .type = PS_PROTO_REGISTER_OK, .id = ps_msg_id (coord->msg),
+                       .register_ok = { .coordinator = incarnation,
+                                        .heartbeat_ms = (uint64_t) heartbeat_ms,
+                                        .timeout_ms = (uint64_t) timeout_ms } };
+    s_coord_send (coord, peer, &msg);
 }
 
 //  A heartbeat; with done, one of a coordinator whose run is over.
 static void
 s_send_heartbeat_done (s_coord_t *coord, const char *peer, uint64_t incarnation, bool done)
 {
-    ps_writer_t writer;
-    ps_writer_init (&writer, "heartbeat", 0, done ? 2 : 1);
-    ps_pack_key (&writer.pk, "incarnation");
-    msgpack_pack_uint64 (&writer.pk, incarnation);
-    if (done) {
-        ps_pack_key (&writer.pk, "done");
-        msgpack_pack_true (&writer.pk);
-    }
-    s_coord_send (coord, peer, &writer);
+    ps_proto_t msg = { .type = PS_PROTO_HEARTBEAT,
+                       .heartbeat = { .incarnation = incarnation, .has_done = done,
+                                      .done = done } };
+    s_coord_send (coord, peer, &msg);
 }
 
 static void
@@ -235,47 +218,18 @@ s_send_heartbeat (s_coord_t *coord, const char *peer, uint64_t incarnation)
 static void
 s_send_error (s_coord_t *coord, const char *peer, uint64_t id, int code)
 {
-    ps_writer_t writer;
-    ps_writer_init (&writer, "error", id, 2);
-    ps_pack_key (&writer.pk, "code");
-    ps_pack_str (&writer.pk, ps_error_name (code));
-    ps_pack_key (&writer.pk, "message");
-    ps_pack_str (&writer.pk, "from the test");
-    s_coord_send (coord, peer, &writer);
+    ps_proto_t msg = { .type = PS_PROTO_ERROR, .id = id,
+                       .error = { ps_error_name (code), "from the test" } };
+    s_coord_send (coord, peer, &msg);
 }
 
 static void
 s_send_work (s_coord_t *coord, const char *peer, uint64_t id, uint64_t step)
 {
-    ps_writer_t writer;
-    ps_writer_init (&writer, "work", id, 6);
-    ps_pack_key (&writer.pk, "kind");
-    ps_pack_str (&writer.pk, "train");
-    const char *keys [] = { "step", "epoch", "batch", "generation", "wait_ms" };
-    for (int i = 0; i < 5; i++) {
-        ps_pack_key (&writer.pk, keys [i]);
-        msgpack_pack_uint64 (&writer.pk, i == 0 ? step : (uint64_t) i);
-    }
-    s_coord_send (coord, peer, &writer);
-}
-
-static uint64_t
-s_u64 (const msgpack_object *header, const char *key)
-{
-    const msgpack_object *field = ps_obj_get (header, key);
-    if (!field || field->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-        fail_msg ("field %s is missing or not a uint", key);
-    return field->via.u64;
-}
-
-static void
-s_str_equal (const msgpack_object *header, const char *key, const char *expected)
-{
-    const msgpack_object *field = ps_obj_get (header, key);
-    assert_non_null (field);
-    char buf [256];
-    assert_int_equal (ps_obj_str (field, buf, sizeof buf), 0);
-    assert_string_equal (buf, expected);
+    ps_proto_t msg = { .type = PS_PROTO_WORK, .id = id,
+                       .work = { .kind = "train", .step = step, .epoch = 1, .batch = 2,
+                                 .generation = 3, .wait_ms = 4 } };
+    s_coord_send (coord, peer, &msg);
 }
 
 //  A link as task role:index, with that task's identity.
@@ -315,15 +269,18 @@ s_routing_id (ps_link_t *link, const char *role, int index, char *buf, size_t le
 }
 
 //  The owner's next message, which must be of type.
-static const msgpack_object *
-s_owner_expect (ps_link_t *link, ps_msg_t *msg, const char *type, int timeout_ms)
+static const ps_proto_t *
+s_owner_expect (ps_link_t *link, ps_msg_t *msg, ps_proto_type_t type, int timeout_ms)
 {
     ps_error_t err;
     int rc = ps_link_recv (link, msg, timeout_ms, &err);
     if (rc)
-        fail_msg ("owner expected %s: %s", type, err.msg);
-    assert_string_equal (ps_msg_type (msg), type);
-    return ps_msg_header (msg);
+        fail_msg ("owner expected %s: %s", ps_proto_info [type].name, err.msg);
+    const ps_proto_t *got = ps_msg_proto (msg);
+    if (got->type != type)
+        fail_msg ("owner expected %s, got %s", ps_proto_info [type].name,
+                  ps_proto_info [got->type].name);
+    return got;
 }
 
 //  The owner gets nothing within timeout_ms.
@@ -364,13 +321,13 @@ static void
 s_register (s_coord_t *coord, ps_link_t *link, const char *peer, ps_msg_t *msg,
             int heartbeat_ms, int timeout_ms)
 {
-    s_coord_expect (coord, peer, "register", S_WAIT_MS);
+    s_coord_expect (coord, peer, PS_PROTO_REGISTER, S_WAIT_MS);
     s_send_register_ok (coord, peer, S_COORDINATOR, heartbeat_ms, timeout_ms);
     if (msg) {
-        const msgpack_object *header = s_owner_expect (link, msg, "register_ok", S_WAIT_MS);
-        assert_int_equal (s_u64 (header, "coordinator"), S_COORDINATOR);
-        assert_int_equal (s_u64 (header, "heartbeat_ms"), (uint64_t) heartbeat_ms);
-        assert_int_equal (s_u64 (header, "timeout_ms"), (uint64_t) timeout_ms);
+        const ps_proto_t *got = s_owner_expect (link, msg, PS_PROTO_REGISTER_OK, S_WAIT_MS);
+        assert_int_equal (got->register_ok.coordinator, S_COORDINATOR);
+        assert_int_equal (got->register_ok.heartbeat_ms, (uint64_t) heartbeat_ms);
+        assert_int_equal (got->register_ok.timeout_ms, (uint64_t) timeout_ms);
         assert_true (ps_link_registered (link));
     }
     else
@@ -382,13 +339,13 @@ s_register (s_coord_t *coord, ps_link_t *link, const char *peer, ps_msg_t *msg,
 static void
 s_check_register (s_coord_t *coord, ps_link_t *link, const char *peer, uint64_t *last_id)
 {
-    const msgpack_object *header = ps_msg_header (coord->msg);
+    const ps_proto_register_t *reg = &ps_msg_proto (coord->msg)->register_;
     assert_string_equal (coord->peer, peer);
-    s_str_equal (header, "role", "worker");
-    s_str_equal (header, "endpoint", "");
-    assert_int_equal (s_u64 (header, "index"), 3);
-    assert_int_equal (s_u64 (header, "incarnation"), ps_link_incarnation (link));
-    assert_int_equal (s_u64 (header, "pid"), (uint64_t) getpid ());
+    assert_string_equal (reg->role, "worker");
+    assert_string_equal (reg->endpoint, "");
+    assert_int_equal (reg->index, 3);
+    assert_int_equal (reg->incarnation, ps_link_incarnation (link));
+    assert_int_equal (reg->pid, (uint64_t) getpid ());
     assert_true (ps_msg_id (coord->msg) > *last_id);
     *last_id = ps_msg_id (coord->msg);
     assert_false (ps_link_registered (link));
@@ -413,16 +370,16 @@ test_register_repeats (void **state)
     //  Registers are counted over 2 s from the first one on (while the
     //  connection is made the first few may come together).
     uint64_t last_id = 0;
-    s_coord_expect (&coord, NULL, "register", S_WAIT_MS);
+    s_coord_expect (&coord, NULL, PS_PROTO_REGISTER, S_WAIT_MS);
     s_check_register (&coord, link, peer, &last_id);
     int registers = 0;
     double start = ps_clock_ms ();
     double now;
     while ((now = ps_clock_ms ()) < start + 2000) {
-        const char *type = s_coord_recv (&coord, 10);
-        if (!type)
+        const ps_proto_t *got = s_coord_recv (&coord, 10);
+        if (!got)
             continue;
-        assert_string_equal (type, "register");
+        assert_int_equal (got->type, PS_PROTO_REGISTER);
         s_check_register (&coord, link, peer, &last_id);
         registers++;
     }
@@ -457,15 +414,14 @@ test_heartbeats (void **state)
             s_send_heartbeat (&coord, peer, S_COORDINATOR);
             next_beat += 100;
         }
-        const char *type = s_coord_recv (&coord, 10);
-        if (!type)
+        const ps_proto_t *got = s_coord_recv (&coord, 10);
+        if (!got)
             continue;
-        if (strcmp (type, "register") == 0)
+        if (got->type == PS_PROTO_REGISTER)
             fail_msg ("a registered link sent register");
-        assert_string_equal (type, "heartbeat");
+        assert_int_equal (got->type, PS_PROTO_HEARTBEAT);
         assert_string_equal (coord.peer, peer);
-        assert_int_equal (s_u64 (ps_msg_header (coord.msg), "incarnation"),
-                          ps_link_incarnation (link));
+        assert_int_equal (got->heartbeat.incarnation, ps_link_incarnation (link));
         heartbeats++;
     }
     s_assert_rate (heartbeats, now - start, 50, "heartbeats");
@@ -491,30 +447,29 @@ test_messages_both_ways (void **state)
     s_register (&coord, link, peer, msg, 50, S_QUIET_MS);
 
     s_send_work (&coord, peer, 9, 42);
-    const msgpack_object *header = s_owner_expect (link, msg, "work", S_WAIT_MS);
+    const ps_proto_t *got = s_owner_expect (link, msg, PS_PROTO_WORK, S_WAIT_MS);
     assert_int_equal (ps_msg_id (msg), 9);
-    s_str_equal (header, "kind", "train");
-    assert_int_equal (s_u64 (header, "step"), 42);
-    assert_int_equal (s_u64 (header, "wait_ms"), 4);
+    assert_string_equal (got->work.kind, "train");
+    assert_int_equal (got->work.step, 42);
+    assert_int_equal (got->work.wait_ms, 4);
 
     s_send_error (&coord, peer, 10, PS_EINVAL);
-    header = s_owner_expect (link, msg, "error", S_WAIT_MS);
-    s_str_equal (header, "code", "invalid");
+    got = s_owner_expect (link, msg, PS_PROTO_ERROR, S_WAIT_MS);
+    assert_string_equal (got->error.code, "invalid");
 
     ps_writer_t writer;
-    ps_writer_init (&writer, "work_request", 1234, 2);
-    ps_pack_key (&writer.pk, "reports");
-    msgpack_pack_array (&writer.pk, 0);
-    ps_pack_key (&writer.pk, "want");
-    msgpack_pack_uint64 (&writer.pk, 1);
+    ps_writer_init (&writer);
+    ps_writer_encode (&writer, &(ps_proto_t) { .type = PS_PROTO_WORK_REQUEST, .id = 1234,
+                                               .work_request.want = 1 });
     ps_error_t err;
     if (ps_link_send (link, &writer, &err))
         fail_msg ("ps_link_send: %s", err.msg);
     ps_writer_fini (&writer);
-    header = s_coord_expect (&coord, NULL, "work_request", S_WAIT_MS);
+    got = s_coord_expect (&coord, NULL, PS_PROTO_WORK_REQUEST, S_WAIT_MS);
     assert_string_equal (coord.peer, peer);
     assert_int_equal (ps_msg_id (coord.msg), 1234);
-    assert_int_equal (s_u64 (header, "want"), 1);
+    assert_int_equal (got->work_request.want, 1);
+    assert_int_equal (got->work_request.reports.count, 0);
 
     ps_msg_destroy (&msg);
     s_link_destroy (&link);
@@ -535,15 +490,15 @@ test_not_found_reregisters (void **state)
     s_routing_id (link, "worker", 2, peer, sizeof peer);
     s_register (&coord, link, peer, msg, 50, S_QUIET_MS);
 
-    s_coord_expect (&coord, peer, "heartbeat", S_WAIT_MS);
+    s_coord_expect (&coord, peer, PS_PROTO_HEARTBEAT, S_WAIT_MS);
     s_send_error (&coord, peer, ps_msg_id (coord.msg), PS_ENOTFOUND);
-    const msgpack_object *header = s_coord_expect (&coord, peer, "register", S_WAIT_MS);
-    assert_int_equal (s_u64 (header, "incarnation"), ps_link_incarnation (link));
+    const ps_proto_t *got = s_coord_expect (&coord, peer, PS_PROTO_REGISTER, S_WAIT_MS);
+    assert_int_equal (got->register_.incarnation, ps_link_incarnation (link));
     assert_false (ps_link_registered (link));
     s_owner_nothing (link, msg, 100);
 
     s_send_register_ok (&coord, peer, S_COORDINATOR, 50, S_QUIET_MS);
-    s_owner_expect (link, msg, "register_ok", S_WAIT_MS);
+    s_owner_expect (link, msg, PS_PROTO_REGISTER_OK, S_WAIT_MS);
     assert_true (ps_link_registered (link));
     ps_msg_destroy (&msg);
     s_link_destroy (&link);
@@ -567,21 +522,21 @@ test_new_coordinator_incarnation (void **state)
     //  Registers sent before the answer arrived may still be on their way;
     //  the link's messages come in order, so none follows its first
     //  heartbeat. The same below.
-    s_coord_expect (&coord, peer, "heartbeat", S_WAIT_MS);
+    s_coord_expect (&coord, peer, PS_PROTO_HEARTBEAT, S_WAIT_MS);
     s_send_heartbeat (&coord, peer, S_COORDINATOR);
-    s_coord_refute (&coord, "register", 200);
+    s_coord_refute (&coord, PS_PROTO_REGISTER, 200);
     assert_true (ps_link_registered (link));
 
     s_send_heartbeat (&coord, peer, S_COORDINATOR + 1);
-    s_coord_expect (&coord, peer, "register", S_WAIT_MS);
+    s_coord_expect (&coord, peer, PS_PROTO_REGISTER, S_WAIT_MS);
     s_owner_nothing (link, msg, 50);
     s_send_register_ok (&coord, peer, S_COORDINATOR + 1, 50, S_QUIET_MS);
-    const msgpack_object *header = s_owner_expect (link, msg, "register_ok", S_WAIT_MS);
-    assert_int_equal (s_u64 (header, "coordinator"), S_COORDINATOR + 1);
-    s_coord_expect (&coord, peer, "heartbeat", S_WAIT_MS);
+    const ps_proto_t *got = s_owner_expect (link, msg, PS_PROTO_REGISTER_OK, S_WAIT_MS);
+    assert_int_equal (got->register_ok.coordinator, S_COORDINATOR + 1);
+    s_coord_expect (&coord, peer, PS_PROTO_HEARTBEAT, S_WAIT_MS);
     //  The new incarnation is the registered one now.
     s_send_heartbeat (&coord, peer, S_COORDINATOR + 1);
-    s_coord_refute (&coord, "register", 150);
+    s_coord_refute (&coord, PS_PROTO_REGISTER, 150);
     ps_msg_destroy (&msg);
     s_link_destroy (&link);
     s_coord_close (&coord);
@@ -603,22 +558,20 @@ test_silence_times_out (void **state)
     ps_msg_t *msg = ps_msg_new ();
     char peer [256];
     s_routing_id (link, "worker", 5, peer, sizeof peer);
-    s_coord_expect (&coord, peer, "register", S_WAIT_MS);
+    s_coord_expect (&coord, peer, PS_PROTO_REGISTER, S_WAIT_MS);
     double sent = ps_clock_ms ();
     s_send_register_ok (&coord, peer, S_COORDINATOR, 50, 300);
-    s_owner_expect (link, msg, "register_ok", S_WAIT_MS);
+    s_owner_expect (link, msg, PS_PROTO_REGISTER_OK, S_WAIT_MS);
 
     //  The silence counts from the register_ok on, so the error comes 300
     //  ms after it was sent or later; how much later depends on the load.
-    const msgpack_object *header = s_owner_expect (link, msg, "error", S_WAIT_MS);
+    const ps_proto_t *got = s_owner_expect (link, msg, PS_PROTO_ERROR, S_WAIT_MS);
     double silent = ps_clock_ms () - sent;
     print_message ("timed out %.0f ms after register_ok\n", silent);
     if (silent < 300)
         fail_msg ("timed out after %.0f ms of silence, before the 300 ms of register_ok", silent);
-    char code [64], message [512];
-    assert_int_equal (ps_obj_str (ps_obj_get (header, "code"), code, sizeof code), 0);
-    assert_int_equal (ps_error_from_name (code), PS_ETIMEDOUT);
-    assert_int_equal (ps_obj_str (ps_obj_get (header, "message"), message, sizeof message), 0);
+    assert_int_equal (ps_error_from_name (got->error.code), PS_ETIMEDOUT);
+    const char *message = got->error.message;
     if (!strstr (message, coord.endpoint) || !strstr (message, "silent"))
         fail_msg ("timeout message \"%s\" does not name %s", message, coord.endpoint);
     assert_false (ps_link_registered (link));
@@ -663,15 +616,13 @@ test_finished_outlives_silence (void **state)
     //  for its timeout of 1 s. The heartbeat with done follows register_ok
     //  at once, so the link reads it long before the silence is up (and
     //  the test need not be scheduled in time to send it).
-    s_coord_expect (&coord, peer, "register", S_WAIT_MS);
+    s_coord_expect (&coord, peer, PS_PROTO_REGISTER, S_WAIT_MS);
     s_send_register_ok (&coord, peer, S_COORDINATOR, 50, 1000);
     s_send_heartbeat_done (&coord, peer, S_COORDINATOR, true);
-    s_owner_expect (link, msg, "register_ok", S_WAIT_MS);
+    s_owner_expect (link, msg, PS_PROTO_REGISTER_OK, S_WAIT_MS);
     s_wait_flag (link, ps_link_finished, "ps_link_finished", true, S_WAIT_MS);
-    const msgpack_object *header = s_owner_expect (link, msg, "error", S_WAIT_MS);
-    char code [64];
-    assert_int_equal (ps_obj_str (ps_obj_get (header, "code"), code, sizeof code), 0);
-    assert_int_equal (ps_error_from_name (code), PS_ETIMEDOUT);
+    const ps_proto_t *got = s_owner_expect (link, msg, PS_PROTO_ERROR, S_WAIT_MS);
+    assert_int_equal (ps_error_from_name (got->error.code), PS_ETIMEDOUT);
     assert_false (ps_link_registered (link));
     assert_true (ps_link_finished (link));
 
@@ -696,18 +647,18 @@ test_no_delivery (void **state)
     ps_msg_t *msg = ps_msg_new ();
     char peer [256];
     s_routing_id (link, "ps", 1, peer, sizeof peer);
-    const msgpack_object *header = s_coord_expect (&coord, peer, "register", S_WAIT_MS);
-    s_str_equal (header, "role", "ps");
-    s_str_equal (header, "endpoint", "tcp://127.0.0.1:7777");
+    const ps_proto_t *got = s_coord_expect (&coord, peer, PS_PROTO_REGISTER, S_WAIT_MS);
+    assert_string_equal (got->register_.role, "ps");
+    assert_string_equal (got->register_.endpoint, "tcp://127.0.0.1:7777");
     //  Its heartbeats say the link registered (it may time out soon after,
     //  so its flag could be missed); registers before them are stale.
     s_send_register_ok (&coord, peer, S_COORDINATOR, 50, 300);
-    s_coord_expect (&coord, peer, "heartbeat", S_WAIT_MS);
+    s_coord_expect (&coord, peer, PS_PROTO_HEARTBEAT, S_WAIT_MS);
     s_send_work (&coord, peer, 3, 1);
     s_owner_nothing (link, msg, 200);
 
     //  Silence: the link registers again, the owner hears nothing.
-    s_coord_expect (&coord, peer, "register", S_WAIT_MS);
+    s_coord_expect (&coord, peer, PS_PROTO_REGISTER, S_WAIT_MS);
     assert_false (ps_link_registered (link));
     s_owner_nothing (link, msg, 50);
     ps_msg_destroy (&msg);
@@ -760,19 +711,19 @@ test_owner_never_reads (void **state)
         s_send_work (&coord, peer, (uint64_t) i + 1, (uint64_t) i);
     //  Heartbeats continue while the owner's queue is full.
     for (int i = 0; i < 4; i++)
-        s_coord_expect (&coord, peer, "heartbeat", S_WAIT_MS);
+        s_coord_expect (&coord, peer, PS_PROTO_HEARTBEAT, S_WAIT_MS);
     assert_true (ps_link_registered (link));
 
     //  The owner then finds register_ok and the messages that fitted, in
     //  order.
     ps_msg_t *msg = ps_msg_new ();
-    s_owner_expect (link, msg, "register_ok", S_WAIT_MS);
+    s_owner_expect (link, msg, PS_PROTO_REGISTER_OK, S_WAIT_MS);
     int works = 0;
     uint64_t last_step = 0;
     ps_error_t err;
     while (ps_link_recv (link, msg, 100, &err) == 0) {
-        assert_string_equal (ps_msg_type (msg), "work");
-        uint64_t step = s_u64 (ps_msg_header (msg), "step");
+        assert_int_equal (ps_msg_proto (msg)->type, PS_PROTO_WORK);
+        uint64_t step = ps_msg_proto (msg)->work.step;
         assert_true (works == 0 || step > last_step);
         last_step = step;
         works++;
@@ -784,7 +735,7 @@ test_owner_never_reads (void **state)
     //  Fill the queue again and destroy with it full.
     for (int i = 0; i < flood; i++)
         s_send_work (&coord, peer, (uint64_t) i + 1, (uint64_t) i);
-    s_coord_expect (&coord, peer, "heartbeat", S_WAIT_MS);
+    s_coord_expect (&coord, peer, PS_PROTO_HEARTBEAT, S_WAIT_MS);
     s_link_destroy (&link);
     s_coord_close (&coord);
 }
@@ -798,7 +749,7 @@ test_destroy_prompt (void **state)
     s_coord_t coord;
     s_coord_open (&coord, "tcp://127.0.0.1:*");
     ps_link_t *link = s_link_new (coord.endpoint, "worker", 0, NULL, true, S_LONG_MS, S_LONG_MS);
-    s_coord_expect (&coord, NULL, "register", S_WAIT_MS);
+    s_coord_expect (&coord, NULL, PS_PROTO_REGISTER, S_WAIT_MS);
     s_link_destroy (&link);
 
     link = s_link_new (coord.endpoint, "worker", 0, NULL, true, 500, 3000);
@@ -828,18 +779,18 @@ test_two_links (void **state)
     }
     assert_true (ps_link_incarnation (links [0]) != ps_link_incarnation (links [1]));
     for (int i = 0; i < 2; i++) {
-        const msgpack_object *header = s_coord_expect (&coord, peers [i], "register", S_WAIT_MS);
-        assert_int_equal (s_u64 (header, "index"), (uint64_t) i);
-        assert_int_equal (s_u64 (header, "incarnation"), ps_link_incarnation (links [i]));
+        const ps_proto_t *got = s_coord_expect (&coord, peers [i], PS_PROTO_REGISTER, S_WAIT_MS);
+        assert_int_equal (got->register_.index, (uint64_t) i);
+        assert_int_equal (got->register_.incarnation, ps_link_incarnation (links [i]));
         s_send_register_ok (&coord, peers [i], S_COORDINATOR, 50, S_QUIET_MS);
     }
     for (int i = 0; i < 2; i++)
-        s_owner_expect (links [i], msgs [i], "register_ok", S_WAIT_MS);
+        s_owner_expect (links [i], msgs [i], PS_PROTO_REGISTER_OK, S_WAIT_MS);
     s_send_work (&coord, peers [0], 1, 100);
     s_send_work (&coord, peers [1], 2, 200);
     for (int i = 0; i < 2; i++) {
-        const msgpack_object *header = s_owner_expect (links [i], msgs [i], "work", S_WAIT_MS);
-        assert_int_equal (s_u64 (header, "step"), (uint64_t) (i + 1) * 100);
+        const ps_proto_t *got = s_owner_expect (links [i], msgs [i], PS_PROTO_WORK, S_WAIT_MS);
+        assert_int_equal (got->work.step, (uint64_t) (i + 1) * 100);
         s_owner_nothing (links [i], msgs [i], 20);
     }
     for (int i = 0; i < 2; i++) {
@@ -885,13 +836,13 @@ test_impostor_coordinator (void **state)
     char endpoint [64];
     snprintf (endpoint, sizeof endpoint, "%s", impostor.endpoint);
     ps_link_t *link = s_link_new (endpoint, "worker", 1, NULL, true, 50, S_QUIET_MS);
-    s_coord_refute (&impostor, "register", 500);
+    s_coord_refute (&impostor, PS_PROTO_REGISTER, 500);
     s_coord_close (&impostor);
     assert_false (ps_link_registered (link));
 
     s_coord_open_as (&impostor, "tcp://127.0.0.1:*", NULL);
     ps_link_t *other = s_link_new (impostor.endpoint, "worker", 2, NULL, true, 50, S_QUIET_MS);
-    s_coord_refute (&impostor, "register", 500);
+    s_coord_refute (&impostor, PS_PROTO_REGISTER, 500);
     assert_false (ps_link_registered (other));
     s_link_destroy (&other);
     s_coord_close (&impostor);
@@ -947,16 +898,16 @@ s_stopped_child (const char *endpoint, ps_curve_t *curve)
     ps_msg_t *msg = ps_msg_new ();
     int timeouts = 0;
     if (ps_link_recv (link, msg, S_WAIT_MS, &err) != 0
-    ||  strcmp (ps_msg_type (msg), "register_ok") != 0)
+    ||  ps_msg_proto (msg)->type != PS_PROTO_REGISTER_OK)
         timeouts = 100;
     bool over = false;
     double end = ps_clock_ms () + S_QUIET_MS;
     while (!over && timeouts < 100 && ps_clock_ms () < end) {
         if (ps_link_recv (link, msg, 50, &err) != 0)
             continue;
-        if (strcmp (ps_msg_type (msg), "error") == 0)
+        if (ps_msg_proto (msg)->type == PS_PROTO_ERROR)
             timeouts++;
-        over = strcmp (ps_msg_type (msg), "work") == 0;
+        over = ps_msg_proto (msg)->type == PS_PROTO_WORK;
     }
     if (!over)
         timeouts = 100;
@@ -986,13 +937,13 @@ test_stopped_process (void **state)
         _exit (s_stopped_child (endpoint, curve));
     s_coord_t coord;
     s_coord_open (&coord, endpoint);
-    s_coord_expect (&coord, NULL, "register", S_WAIT_MS);
+    s_coord_expect (&coord, NULL, PS_PROTO_REGISTER, S_WAIT_MS);
     char peer [256];
     snprintf (peer, sizeof peer, "%s", coord.peer);
     s_send_register_ok (&coord, peer, S_COORDINATOR, 50, S_STOP_TIMEOUT_MS);
     //  The registers the child queued before this coordinator was bound
     //  come in before its first heartbeat; only one after it would be new.
-    s_coord_expect (&coord, peer, "heartbeat", S_WAIT_MS);
+    s_coord_expect (&coord, peer, PS_PROTO_HEARTBEAT, S_WAIT_MS);
 
     //  Stopped for twice the timeout, then a second of heartbeats after
     //  resuming, then the work that ends the child's count.
@@ -1015,8 +966,8 @@ test_stopped_process (void **state)
             s_send_heartbeat (&coord, peer, S_COORDINATOR);
             next_beat += 50;
         }
-        const char *type = s_coord_recv (&coord, 5);
-        if (type && strcmp (type, "register") == 0)
+        const ps_proto_t *got = s_coord_recv (&coord, 5);
+        if (got && got->type == PS_PROTO_REGISTER)
             fail_msg ("the resumed process registered again");
     }
     s_send_work (&coord, peer, 1, 1);

@@ -1,7 +1,7 @@
 //  Unit tests for the worker's reports to the coordinator
 //  (worker/ps_reports.c), without processes: every work_request is caught
-//  where it would be sent, decoded and validated against the protocol
-//  schema, and its reports read back. Checked: reports go in the order
+//  where it would be sent, decoded by the generated codec (which checks it
+//  against the protocol), and its reports read from the typed message. Checked: reports go in the order
 //  they were made, at most 64 to a request; a request that is never
 //  answered puts its reports back in front of newer ones (at least once);
 //  an answered one drops them; a send that fails keeps them pending; the
@@ -21,7 +21,6 @@
 
 #include "ps_msg.h"
 #include "ps_reports.h"
-#include "ps_schema.h"
 
 //  What the send function caught: the last request, decoded.
 typedef struct {
@@ -42,26 +41,16 @@ s_send (void *arg, ps_writer_t *writer, ps_error_t *err)
     ps_error_t decode_err = { 0 };
     if (ps_msg_decode (caught->msg, &decode_err))
         fail_msg ("the work_request does not decode: %s", decode_err.msg);
-    assert_string_equal (ps_msg_type (caught->msg), "work_request");
+    assert_int_equal (ps_msg_proto (caught->msg)->type, PS_PROTO_WORK_REQUEST);
     caught->sends++;
     return 0;
 }
 
-static const msgpack_object *
-s_reports (s_catch_t *caught)
+//  The last request caught.
+static const ps_proto_work_request_t *
+s_request (s_catch_t *caught)
 {
-    const msgpack_object *reports = ps_obj_get (ps_msg_header (caught->msg), "reports");
-    assert_non_null (reports);
-    return reports;
-}
-
-static uint64_t
-s_uint (const msgpack_object *report, const char *key)
-{
-    const msgpack_object *obj = ps_obj_get (report, key);
-    if (!obj)
-        fail_msg ("the report has no %s", key);
-    return obj->via.u64;
+    return &ps_msg_proto (caught->msg)->work_request;
 }
 
 //  The steps of the last request's reports, in order, into steps; returns
@@ -69,11 +58,11 @@ s_uint (const msgpack_object *report, const char *key)
 static size_t
 s_steps (s_catch_t *caught, uint64_t *steps, size_t max)
 {
-    const msgpack_object *reports = s_reports (caught);
-    size_t n = reports->via.array.size;
+    const ps_proto_report_array_t *reports = &s_request (caught)->reports;
+    size_t n = reports->count;
     assert_true (n <= max);
     for (size_t i = 0; i < n; i++)
-        steps [i] = s_uint (&reports->via.array.ptr [i], "step");
+        steps [i] = reports->items [i].step;
     return n;
 }
 
@@ -102,7 +91,7 @@ test_order_and_forget (void **state)
     assert_true (ps_reports_ours (reports, id));
     //  The link's own ids count from 1 and are never the worker's.
     assert_false (ps_reports_ours (reports, 1));
-    assert_int_equal (s_uint (ps_msg_header (caught.msg), "want"), 1);
+    assert_int_equal (s_request (&caught)->want, 1);
     uint64_t steps [64];
     assert_int_equal (s_steps (&caught, steps, 64), 3);
     assert_int_equal (steps [0], 1);
@@ -118,7 +107,7 @@ test_order_and_forget (void **state)
     assert_int_equal (ps_reports_pending (reports), 5);
     assert_int_equal (ps_reports_send (reports, false, &err), 0);
     assert_true (ps_reports_outstanding (reports) > id);
-    assert_int_equal (s_uint (ps_msg_header (caught.msg), "want"), 0);
+    assert_int_equal (s_request (&caught)->want, 0);
     assert_int_equal (s_steps (&caught, steps, 64), 5);
     for (uint64_t i = 0; i < 5; i++)
         assert_int_equal (steps [i], i + 1);
@@ -197,24 +186,28 @@ test_fields (void **state)
     ps_reports_add (reports, &eval);
     ps_reports_add (reports, &failed);
     assert_int_equal (ps_reports_send (reports, true, &err), 0);
-    const msgpack_object *list = s_reports (&caught);
-    assert_int_equal (list->via.array.size, 4);
-    const msgpack_object *r = &list->via.array.ptr [0];
-    assert_true (ps_obj_str_eq (ps_obj_get (r, "kind"), "eval"));
-    assert_true (ps_obj_str_eq (ps_obj_get (r, "status"), "done"));
-    assert_int_equal (s_uint (r, "correct"), 80);
-    assert_null (ps_obj_get (r, "update"));
-    assert_null (ps_obj_get (r, "checksum"));
-    assert_null (ps_obj_get (r, "error"));
-    r = &list->via.array.ptr [1];
-    assert_true (ps_obj_str_eq (ps_obj_get (r, "kind"), "ring"));
-    assert_true (ps_obj_str_eq (ps_obj_get (r, "status"), "failed"));
-    assert_int_equal (s_uint (r, "update"), 41);
-    assert_int_equal (s_uint (r, "order"), 7);
-    r = &list->via.array.ptr [2];
-    assert_int_equal (s_uint (r, "checksum"), 0xabc);
-    r = &list->via.array.ptr [3];
-    assert_true (ps_obj_str_eq (ps_obj_get (r, "error"), "nonfinite: a gradient holds NaN"));
+    const ps_proto_report_array_t *list = &s_request (&caught)->reports;
+    assert_int_equal (list->count, 4);
+    const ps_proto_report_t *r = &list->items [0];
+    assert_string_equal (r->kind, "eval");
+    assert_string_equal (r->status, "done");
+    assert_int_equal (r->correct, 80);
+    assert_false (r->has_update);
+    assert_false (r->has_order);
+    assert_false (r->has_checksum);
+    assert_false (r->has_error);
+    r = &list->items [1];
+    assert_string_equal (r->kind, "ring");
+    assert_string_equal (r->status, "failed");
+    assert_true (r->has_update && r->has_order);
+    assert_int_equal (r->update, 41);
+    assert_int_equal (r->order, 7);
+    r = &list->items [2];
+    assert_true (r->has_checksum);
+    assert_int_equal (r->checksum, 0xabc);
+    r = &list->items [3];
+    assert_true (r->has_error);
+    assert_string_equal (r->error, "nonfinite: a gradient holds NaN");
     ps_reports_destroy (&reports);
     ps_msg_destroy (&caught.msg);
 }

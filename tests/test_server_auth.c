@@ -28,6 +28,7 @@
 
 #include "harness.h"
 #include "harness_case.h"
+#include "harness_wire.h"
 #include "ps_client.h"
 #include "ps_msg.h"
 
@@ -162,18 +163,12 @@ static int
 s_three_requests (void *dealer)
 {
     static uint64_t id = 1;
-    ps_writer_t writer;
+    ps_proto_partref_t part = { "auth/w", 0 };
+    harness_send (dealer, NULL, 0, &(ps_proto_t) { .type = PS_PROTO_PING, .id = id++ });
+    harness_send (dealer, NULL, 0, &(ps_proto_t) { .type = PS_PROTO_PULL, .id = id++,
+                                                   .pull.parts = { 1, &part } });
+    harness_send (dealer, NULL, 0, &(ps_proto_t) { .type = PS_PROTO_SHUTDOWN, .id = id++ });
     ps_error_t err;
-    ps_writer_init (&writer, "ping", id++, 0);
-    harness_ok (ps_writer_send (&writer, dealer, NULL, 0, NULL, 0, &err), &err);
-    ps_writer_reset (&writer, "pull", id++, 1);
-    ps_pack_key (&writer.pk, "parts");
-    msgpack_pack_array (&writer.pk, 1);
-    ps_pack_partref (&writer.pk, "auth/w", 0, 0);
-    harness_ok (ps_writer_send (&writer, dealer, NULL, 0, NULL, 0, &err), &err);
-    ps_writer_reset (&writer, "shutdown", id++, 0);
-    harness_ok (ps_writer_send (&writer, dealer, NULL, 0, NULL, 0, &err), &err);
-    ps_writer_fini (&writer);
     int replies = 0;
     ps_msg_t *reply = ps_msg_new ();
     zmq_pollitem_t item = { dealer, 0, ZMQ_POLLIN, 0 };

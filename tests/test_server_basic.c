@@ -538,12 +538,11 @@ s_hostile_server (void *arg)
     ps_msg_t *msg = ps_msg_new ();
     ps_error_t err;
     if (ps_msg_recv (msg, router, true, &err) == 0 && ps_msg_decode (msg, &err) == 0) {
+        ps_proto_t reply = { .type = PS_PROTO_ERROR, .id = ps_msg_id (msg),
+                             .error = { "ok", "all is well, honestly" } };
         ps_writer_t writer;
-        ps_writer_init (&writer, "error", ps_msg_id (msg), 2);
-        ps_pack_key (&writer.pk, "code");
-        ps_pack_str (&writer.pk, "ok");
-        ps_pack_key (&writer.pk, "message");
-        ps_pack_str (&writer.pk, "all is well, honestly");
+        ps_writer_init (&writer);
+        ps_writer_encode (&writer, &reply);
         zmq_msg_t *envelope;
         size_t nenvelope = ps_msg_envelope (msg, &envelope);
         ps_writer_send (&writer, router, envelope, nenvelope, NULL, 0, &err);

@@ -39,6 +39,7 @@
 
 #include "harness.h"
 #include "harness_case.h"
+#include "harness_wire.h"
 #include "ps_client.h"
 #include "ps_clock.h"
 #include "ps_msg.h"
@@ -154,41 +155,32 @@ s_bad_peer (harness_server_t *server, int b)
 static void
 s_bad_pulls (void *dealer, int n)
 {
+    ps_proto_partref_t part = { "bp/w", 0 };
+    ps_proto_t pull = { .type = PS_PROTO_PULL, .pull.parts = { 1, &part } };
     ps_writer_t writer;
-    ps_writer_init (&writer, "pull", 0, 0);
+    ps_writer_init (&writer);
     for (int i = 0; i < n; i++) {
-        ps_writer_reset (&writer, "pull", s_next_id++, 1);
-        ps_pack_key (&writer.pk, "parts");
-        msgpack_pack_array (&writer.pk, 1);
-        ps_pack_partref (&writer.pk, "bp/w", 0, 0);
+        pull.id = s_next_id++;
+        ps_writer_encode (&writer, &pull);
         if (zmq_send (dealer, writer.sbuf.data, writer.sbuf.size, ZMQ_DONTWAIT) < 0)
             assert_int_equal (zmq_errno (), EAGAIN);
     }
     ps_writer_fini (&writer);
 }
 
-//  The server-wide field key of a stats reply, asked on a fresh socket.
-static uint64_t
-s_server_stat (harness_server_t *server, const char *key)
+//  The server-wide counters of a stats reply, asked on a fresh socket
+//  (stats->partitions is left empty).
+static void
+s_server_stats (harness_server_t *server, ps_proto_stats_ok_t *stats)
 {
     void *dealer = s_dealer (server, "chief:0");
-    ps_writer_t writer;
-    ps_writer_init (&writer, "stats", s_next_id++, 0);
-    ps_error_t err;
-    harness_ok (ps_writer_send (&writer, dealer, NULL, 0, NULL, 0, &err), &err);
-    ps_writer_fini (&writer);
-    zmq_pollitem_t item = { dealer, 0, ZMQ_POLLIN, 0 };
-    assert_int_equal (zmq_poll (&item, 1, S_TIMEOUT_MS), 1);
+    harness_send (dealer, NULL, 0, &(ps_proto_t) { .type = PS_PROTO_STATS, .id = s_next_id++ });
     ps_msg_t *reply = ps_msg_new ();
-    harness_ok (ps_msg_recv (reply, dealer, false, &err), &err);
-    harness_ok (ps_msg_decode (reply, &err), &err);
-    assert_string_equal (ps_msg_type (reply), "stats_ok");
-    const msgpack_object *field = ps_obj_get (ps_msg_header (reply), key);
-    assert_non_null (field);
-    uint64_t value = field->via.u64;
+    *stats = harness_expect (dealer, reply, PS_PROTO_STATS_OK, S_TIMEOUT_MS)->stats_ok;
+    stats->partitions.count = 0;
+    stats->partitions.items = NULL;
     ps_msg_destroy (&reply);
     zmq_close (dealer);
-    return value;
 }
 
 //  Read what a bad peer was sent, until a second passes without a reply:
@@ -204,19 +196,13 @@ s_drain (int b, int *answered, int *refused)
 {
     *answered = *refused = 0;
     ps_msg_t *reply = ps_msg_new ();
-    ps_error_t err;
-    zmq_pollitem_t item = { s_bad [b], 0, ZMQ_POLLIN, 0 };
-    while (zmq_poll (&item, 1, *refused ? 1000 : S_TIMEOUT_MS) == 1) {
-        harness_ok (ps_msg_recv (reply, s_bad [b], false, &err), &err);
-        harness_ok (ps_msg_decode (reply, &err), &err);
-        if (strcmp (ps_msg_type (reply), "pull_ok") == 0)
+    const ps_proto_t *got;
+    while ((got = harness_recv (s_bad [b], reply, false, *refused ? 1000 : S_TIMEOUT_MS))) {
+        if (got->type == PS_PROTO_PULL_OK)
             (*answered)++;
         else {
-            assert_string_equal (ps_msg_type (reply), "error");
-            char code [32];
-            assert_int_equal (ps_obj_str (ps_obj_get (ps_msg_header (reply), "code"), code,
-                                          sizeof code), 0);
-            assert_string_equal (code, "too_big");
+            assert_int_equal (got->type, PS_PROTO_ERROR);
+            assert_string_equal (got->error.code, "too_big");
             (*refused)++;
         }
     }
@@ -228,11 +214,11 @@ static void
 s_wait_pending_zero (harness_server_t *server)
 {
     double start = ps_clock_ms ();
-    uint64_t pending;
-    while ((pending = s_server_stat (server, "pending")) != 0) {
+    ps_proto_stats_ok_t stats;
+    for (s_server_stats (server, &stats); stats.pending != 0; s_server_stats (server, &stats)) {
         if (ps_clock_ms () - start > S_TIMEOUT_MS)
             fail_msg ("the server still holds %llu bytes %d ms after the bad peers left",
-                      (unsigned long long) pending, S_TIMEOUT_MS);
+                      (unsigned long long) stats.pending, S_TIMEOUT_MS);
         usleep (20 * 1000);
     }
     print_message ("    pending bytes back to 0 %.0f ms after the bad peers left\n",
@@ -323,10 +309,12 @@ s_misbehave (const char *const *args, int nbad, long max_growth_mib)
     s_drain (0, &answered, &refused);
     print_message ("    bad peer 0: %d pulls answered, %d refused\n", answered, refused);
     assert_true (refused > 0);
-    assert_true (s_server_stat (server, "refused") > 0);
+    ps_proto_stats_ok_t stats;
+    s_server_stats (server, &stats);
+    assert_true (stats.refused > 0);
     //  The others leave without reading a thing: what the server holds for
     //  them is let go with their connections.
-    uint64_t held = s_server_stat (server, "pending");
+    uint64_t held = stats.pending;
     print_message ("    %llu bytes held for the peers that never read\n", (unsigned long long) held);
     assert_true (held > 4 * 1024 * 1024);
     if (held > (uint64_t) max_growth_mib / 2 * 1024 * 1024)

@@ -15,6 +15,11 @@
 //  other peers are served), the error count in stats, and exit status 0 on
 //  SIGTERM.
 //
+//  The hand-built headers are packed with msgpack-c's packer, so they can
+//  be wrong in any way; the requests that are not under test (the create,
+//  pings, pulls, stats) are encoded by the generated codec, and every reply
+//  is read through it.
+//
 //  The servers are secured, and every hand-built message comes from a key
 //  the server trusts with what its type asks, so that it reaches the code
 //  under test rather than the authorization in front of it: data-shaped
@@ -38,6 +43,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "harness_wire.h"
 #include "ps_client.h"
 #include "ps_msg.h"
 
@@ -162,12 +168,38 @@ s_send_message (void *socket, ps_writer_t *writer, size_t ntensors, const size_t
     ps_writer_fini (writer);
 }
 
-//  A writer with an empty buffer, for headers packed entirely by hand.
+//  A writer holding msg, encoded by the generated codec: a well-formed
+//  header, for the requests that are not under test.
 static void
-s_raw_writer (ps_writer_t *writer)
+s_typed (ps_writer_t *writer, const ps_proto_t *msg)
 {
-    msgpack_sbuffer_init (&writer->sbuf);
-    msgpack_packer_init (&writer->pk, &writer->sbuf, msgpack_sbuffer_write);
+    ps_writer_init (writer);
+    ps_writer_encode (writer, msg);
+}
+
+//  Pack a str by hand.
+static void
+s_pack_str (msgpack_packer *pk, const char *s)
+{
+    size_t len = strlen (s);
+    msgpack_pack_str (pk, len);
+    msgpack_pack_str_body (pk, s, len);
+}
+
+//  Start a header by hand in a fresh writer: a map of the common fields
+//  (version, type, id) and nfields more, which the caller packs next,
+//  right or wrong as the test wants them.
+static void
+s_hand_header (ps_writer_t *writer, const char *type, uint64_t id, size_t nfields)
+{
+    ps_writer_init (writer);
+    msgpack_pack_map (&writer->pk, (uint32_t) (3 + nfields));
+    s_pack_str (&writer->pk, "version");
+    msgpack_pack_uint32 (&writer->pk, PS_PROTO_VERSION);
+    s_pack_str (&writer->pk, "type");
+    s_pack_str (&writer->pk, type);
+    s_pack_str (&writer->pk, "id");
+    msgpack_pack_uint64 (&writer->pk, id);
 }
 
 static void
@@ -184,13 +216,13 @@ s_pack_tensor (msgpack_packer *pk, const char *var, uint64_t part, const uint64_
                size_t rank, uint64_t bytes)
 {
     msgpack_pack_map (pk, 4);
-    ps_pack_key (pk, "var");
-    ps_pack_str (pk, var);
-    ps_pack_key (pk, "part");
+    s_pack_str (pk, "var");
+    s_pack_str (pk, var);
+    s_pack_str (pk, "part");
     msgpack_pack_uint64 (pk, part);
-    ps_pack_key (pk, "shape");
+    s_pack_str (pk, "shape");
     s_pack_uints (pk, dims, rank);
-    ps_pack_key (pk, "bytes");
+    s_pack_str (pk, "bytes");
     msgpack_pack_uint64 (pk, bytes);
 }
 
@@ -206,12 +238,12 @@ s_pack_good_tensor (msgpack_packer *pk)
 static void
 s_begin_push (ps_writer_t *writer, const char *type, uint64_t id, size_t ntensors)
 {
-    ps_writer_init (writer, type, id, 3);
-    ps_pack_key (&writer->pk, "step");
+    s_hand_header (writer, type, id, 3);
+    s_pack_str (&writer->pk, "step");
     msgpack_pack_uint64 (&writer->pk, S_STEP);
-    ps_pack_key (&writer->pk, "worker");
+    s_pack_str (&writer->pk, "worker");
     msgpack_pack_uint32 (&writer->pk, 0);
-    ps_pack_key (&writer->pk, "tensors");
+    s_pack_str (&writer->pk, "tensors");
     msgpack_pack_array (&writer->pk, ntensors);
 }
 
@@ -230,23 +262,13 @@ s_wait (void *socket, int timeout_ms)
 }
 
 //  Receive and decode one reply into s_reply, or fail after S_TIMEOUT_MS.
-static void
+static const ps_proto_t *
 s_recv (void *socket)
 {
-    if (!s_wait (socket, S_TIMEOUT_MS))
+    const ps_proto_t *reply = harness_recv (socket, s_reply, false, S_TIMEOUT_MS);
+    if (!reply)
         fail_msg ("no reply within %d ms", S_TIMEOUT_MS);
-    ps_error_t err;
-    if (ps_msg_recv (s_reply, socket, false, &err) != 0 || ps_msg_decode (s_reply, &err) != 0)
-        fail_msg ("the reply does not decode: %s", err.msg);
-}
-
-static uint64_t
-s_reply_uint (const char *field)
-{
-    const msgpack_object *value = ps_obj_get (ps_msg_header (s_reply), field);
-    assert_non_null (value);
-    assert_int_equal (value->type, MSGPACK_OBJECT_POSITIVE_INTEGER);
-    return value->via.u64;
+    return reply;
 }
 
 //  A ping from socket gets ping_ok with its id; returns the partition count.
@@ -255,13 +277,13 @@ s_ping (void *socket)
 {
     uint64_t id = s_next_id++;
     ps_writer_t writer;
-    ps_writer_init (&writer, "ping", id, 0);
+    s_typed (&writer, &(ps_proto_t) { .type = PS_PROTO_PING, .id = id });
     s_send_message (socket, &writer, 0, NULL, NULL);
-    s_recv (socket);
-    if (strcmp (ps_msg_type (s_reply), "ping_ok") != 0)
+    const ps_proto_t *reply = s_recv (socket);
+    if (reply->type != PS_PROTO_PING_OK)
         fail_msg ("ping %llu got %s", (unsigned long long) id, ps_msg_type (s_reply));
-    assert_int_equal (ps_msg_id (s_reply), id);
-    return s_reply_uint ("partitions");
+    assert_int_equal (reply->id, id);
+    return reply->ping_ok.partitions;
 }
 
 //  The reply on socket is an error with the given code and id whose message
@@ -269,22 +291,19 @@ s_ping (void *socket)
 static void
 s_expect_error (void *socket, uint64_t id, const char *code, const char *const *words)
 {
-    s_recv (socket);
-    if (strcmp (ps_msg_type (s_reply), "error") != 0)
+    const ps_proto_t *reply = s_recv (socket);
+    if (reply->type != PS_PROTO_ERROR)
         fail_msg ("expected an error reply (%s), got %s", code, ps_msg_type (s_reply));
-    const msgpack_object *header = ps_msg_header (s_reply);
-    char got [64] = "", message [1024] = "";
-    assert_int_equal (ps_obj_str (ps_obj_get (header, "code"), got, sizeof got), 0);
-    assert_int_equal (ps_obj_str (ps_obj_get (header, "message"), message, sizeof message), 0);
+    const char *got = reply->error.code, *message = reply->error.message;
     print_message ("    refused %llu: %s: %s\n", (unsigned long long) id, got, message);
     if (strcmp (got, code) != 0)
         fail_msg ("expected code %s, got %s: %s", code, got, message);
     for (size_t i = 0; words && words [i]; i++)
         if (!strstr (message, words [i]))
             fail_msg ("error message \"%s\" does not mention \"%s\"", message, words [i]);
-    if (ps_msg_id (s_reply) != id)
+    if (reply->id != id)
         fail_msg ("error reply carries id %llu, the request had %llu",
-                  (unsigned long long) ps_msg_id (s_reply), (unsigned long long) id);
+                  (unsigned long long) reply->id, (unsigned long long) id);
     s_refused++;
     s_ping (socket);
 }
@@ -304,29 +323,17 @@ test_create_partition (void **state)
     (void) state;
     uint64_t id = s_next_id++;
     ps_writer_t writer;
-    ps_writer_init (&writer, "create", id, 1);
-    msgpack_packer *pk = &writer.pk;
-    ps_pack_key (pk, "partitions");
-    msgpack_pack_array (pk, 1);
-    msgpack_pack_map (pk, 5);
-    ps_pack_key (pk, "var");
-    ps_pack_str (pk, "m/w");
-    ps_pack_key (pk, "part");
-    msgpack_pack_uint32 (pk, 0);
-    ps_pack_key (pk, "shape");
-    s_pack_uints (pk, (uint64_t []) { S_ROWS, S_COLS }, 2);
-    ps_pack_key (pk, "rows");
-    s_pack_uints (pk, (uint64_t []) { 0, S_ROWS }, 2);
-    ps_pack_key (pk, "init");
-    msgpack_pack_map (pk, 1);
-    ps_pack_key (pk, "kind");
-    ps_pack_str (pk, "zeros");
+    ps_proto_partition_t part = {
+        .var = "m/w", .part = 0, .shape = { 2, (uint64_t []) { S_ROWS, S_COLS } },
+        .rows = { 2, (uint64_t []) { 0, S_ROWS } }, .init = { .kind = "zeros" } };
+    s_typed (&writer, &(ps_proto_t) { .type = PS_PROTO_CREATE, .id = id,
+                                      .create.partitions = { 1, &part } });
     s_send_message (s_chief, &writer, 0, NULL, NULL);
-    s_recv (s_chief);
-    assert_string_equal (ps_msg_type (s_reply), "create_ok");
-    assert_int_equal (ps_msg_id (s_reply), id);
-    assert_int_equal (s_reply_uint ("created"), 1);
-    assert_int_equal (s_reply_uint ("existing"), 0);
+    const ps_proto_t *reply = s_recv (s_chief);
+    assert_int_equal (reply->type, PS_PROTO_CREATE_OK);
+    assert_int_equal (reply->id, id);
+    assert_int_equal (reply->create_ok.created, 1);
+    assert_int_equal (reply->create_ok.existing, 0);
     assert_int_equal (s_ping (s_dealer), 1);
 }
 
@@ -347,9 +354,9 @@ test_undecodable_headers (void **state)
 
     //  A map that promises three entries and holds one.
     ps_writer_t writer;
-    s_raw_writer (&writer);
+    ps_writer_init (&writer);
     msgpack_pack_map (&writer.pk, 3);
-    ps_pack_key (&writer.pk, "version");
+    s_pack_str (&writer.pk, "version");
     msgpack_pack_uint32 (&writer.pk, 1);
     s_send_message (s_dealer, &writer, 0, NULL, NULL);
     S_REFUSED (0, "bad_message", "more elements than it holds");
@@ -362,17 +369,17 @@ test_undecodable_headers (void **state)
     S_REFUSED (0, "bad_message", "more elements than it holds");
 
     //  Valid msgpack, but an array, not a map.
-    s_raw_writer (&writer);
+    ps_writer_init (&writer);
     msgpack_pack_array (&writer.pk, 3);
     msgpack_pack_uint32 (&writer.pk, 1);
-    ps_pack_str (&writer.pk, "ping");
+    s_pack_str (&writer.pk, "ping");
     msgpack_pack_uint64 (&writer.pk, s_next_id++);
     s_send_message (s_dealer, &writer, 0, NULL, NULL);
     S_REFUSED (0, "bad_message", "map", "array");
 
     //  A bare string.
-    s_raw_writer (&writer);
-    ps_pack_str (&writer.pk, "ping");
+    ps_writer_init (&writer);
+    s_pack_str (&writer.pk, "ping");
     s_send_message (s_dealer, &writer, 0, NULL, NULL);
     S_REFUSED (0, "bad_message", "map", "str");
 
@@ -393,7 +400,7 @@ test_undecodable_headers (void **state)
     const void **frames = calloc (nframes, sizeof *frames);
     size_t *sizes = calloc (nframes, sizeof *sizes);
     assert_true (frames && sizes);
-    ps_writer_init (&writer, "ping", s_next_id++, 0);
+    s_typed (&writer, &(ps_proto_t) { .type = PS_PROTO_PING, .id = s_next_id++ });
     frames [0] = writer.sbuf.data;
     sizes [0] = writer.sbuf.size;
     for (size_t i = 1; i < nframes; i++)
@@ -415,40 +422,40 @@ test_header_errors (void **state)
 
     //  Protocol version 2, otherwise a good ping.
     uint64_t id = s_next_id++;
-    s_raw_writer (&writer);
+    ps_writer_init (&writer);
     msgpack_pack_map (&writer.pk, 3);
-    ps_pack_key (&writer.pk, "version");
+    s_pack_str (&writer.pk, "version");
     msgpack_pack_uint32 (&writer.pk, 2);
-    ps_pack_key (&writer.pk, "type");
-    ps_pack_str (&writer.pk, "ping");
-    ps_pack_key (&writer.pk, "id");
+    s_pack_str (&writer.pk, "type");
+    s_pack_str (&writer.pk, "ping");
+    s_pack_str (&writer.pk, "id");
     msgpack_pack_uint64 (&writer.pk, id);
     s_send_message (s_dealer, &writer, 0, NULL, NULL);
     S_REFUSED (id, "bad_version", "version 2");
 
     //  No version at all.
     id = s_next_id++;
-    s_raw_writer (&writer);
+    ps_writer_init (&writer);
     msgpack_pack_map (&writer.pk, 2);
-    ps_pack_key (&writer.pk, "type");
-    ps_pack_str (&writer.pk, "ping");
-    ps_pack_key (&writer.pk, "id");
+    s_pack_str (&writer.pk, "type");
+    s_pack_str (&writer.pk, "ping");
+    s_pack_str (&writer.pk, "id");
     msgpack_pack_uint64 (&writer.pk, id);
     s_send_message (s_dealer, &writer, 0, NULL, NULL);
     S_REFUSED (id, "bad_message", "version");
 
     //  An unknown message type.
     id = s_next_id++;
-    ps_writer_init (&writer, "frobnicate", id, 0);
+    s_hand_header (&writer, "frobnicate", id, 0);
     s_send_message (s_dealer, &writer, 0, NULL, NULL);
     S_REFUSED (id, "bad_message", "frobnicate");
 
     //  A push without its step.
     id = s_next_id++;
-    ps_writer_init (&writer, "push", id, 2);
-    ps_pack_key (&writer.pk, "worker");
+    s_hand_header (&writer, "push", id, 2);
+    s_pack_str (&writer.pk, "worker");
     msgpack_pack_uint32 (&writer.pk, 0);
-    ps_pack_key (&writer.pk, "tensors");
+    s_pack_str (&writer.pk, "tensors");
     msgpack_pack_array (&writer.pk, 1);
     s_pack_good_tensor (&writer.pk);
     s_send_message (s_dealer, &writer, 1, one, NULL);
@@ -456,12 +463,12 @@ test_header_errors (void **state)
 
     //  A push whose step is a string.
     id = s_next_id++;
-    ps_writer_init (&writer, "push", id, 3);
-    ps_pack_key (&writer.pk, "step");
-    ps_pack_str (&writer.pk, "seven");
-    ps_pack_key (&writer.pk, "worker");
+    s_hand_header (&writer, "push", id, 3);
+    s_pack_str (&writer.pk, "step");
+    s_pack_str (&writer.pk, "seven");
+    s_pack_str (&writer.pk, "worker");
     msgpack_pack_uint32 (&writer.pk, 0);
-    ps_pack_key (&writer.pk, "tensors");
+    s_pack_str (&writer.pk, "tensors");
     msgpack_pack_array (&writer.pk, 1);
     s_pack_good_tensor (&writer.pk);
     s_send_message (s_dealer, &writer, 1, one, NULL);
@@ -469,12 +476,12 @@ test_header_errors (void **state)
 
     //  A negative worker.
     id = s_next_id++;
-    ps_writer_init (&writer, "push", id, 3);
-    ps_pack_key (&writer.pk, "step");
+    s_hand_header (&writer, "push", id, 3);
+    s_pack_str (&writer.pk, "step");
     msgpack_pack_uint64 (&writer.pk, S_STEP);
-    ps_pack_key (&writer.pk, "worker");
+    s_pack_str (&writer.pk, "worker");
     msgpack_pack_int32 (&writer.pk, -1);
-    ps_pack_key (&writer.pk, "tensors");
+    s_pack_str (&writer.pk, "tensors");
     msgpack_pack_array (&writer.pk, 1);
     s_pack_good_tensor (&writer.pk);
     s_send_message (s_dealer, &writer, 1, one, NULL);
@@ -484,78 +491,72 @@ test_header_errors (void **state)
     id = s_next_id++;
     s_begin_push (&writer, "push", id, 1);
     msgpack_pack_map (&writer.pk, 4);
-    ps_pack_key (&writer.pk, "var");
-    ps_pack_str (&writer.pk, "m/w");
-    ps_pack_key (&writer.pk, "part");
+    s_pack_str (&writer.pk, "var");
+    s_pack_str (&writer.pk, "m/w");
+    s_pack_str (&writer.pk, "part");
     msgpack_pack_uint32 (&writer.pk, 0);
-    ps_pack_key (&writer.pk, "shape");
+    s_pack_str (&writer.pk, "shape");
     msgpack_pack_array (&writer.pk, 2);
-    ps_pack_str (&writer.pk, "4");
+    s_pack_str (&writer.pk, "4");
     msgpack_pack_uint32 (&writer.pk, S_COLS);
-    ps_pack_key (&writer.pk, "bytes");
+    s_pack_str (&writer.pk, "bytes");
     msgpack_pack_uint32 (&writer.pk, S_BYTES);
     s_send_message (s_dealer, &writer, 1, one, NULL);
     S_REFUSED (id, "bad_message", "tensors[0].shape[0]", "expected uint");
 
     //  The id itself is a string: it cannot be echoed, so 0 comes back.
-    s_raw_writer (&writer);
+    ps_writer_init (&writer);
     msgpack_pack_map (&writer.pk, 3);
-    ps_pack_key (&writer.pk, "version");
+    s_pack_str (&writer.pk, "version");
     msgpack_pack_uint32 (&writer.pk, 1);
-    ps_pack_key (&writer.pk, "type");
-    ps_pack_str (&writer.pk, "ping");
-    ps_pack_key (&writer.pk, "id");
-    ps_pack_str (&writer.pk, "one");
+    s_pack_str (&writer.pk, "type");
+    s_pack_str (&writer.pk, "ping");
+    s_pack_str (&writer.pk, "id");
+    s_pack_str (&writer.pk, "one");
     s_send_message (s_dealer, &writer, 0, NULL, NULL);
     S_REFUSED (0, "bad_message", "id", "expected uint");
 
     //  A key the schema does not know.
     id = s_next_id++;
-    ps_writer_init (&writer, "ping", id, 1);
-    ps_pack_key (&writer.pk, "colour");
-    ps_pack_str (&writer.pk, "blue");
+    s_hand_header (&writer, "ping", id, 1);
+    s_pack_str (&writer.pk, "colour");
+    s_pack_str (&writer.pk, "blue");
     s_send_message (s_dealer, &writer, 0, NULL, NULL);
     S_REFUSED (id, "bad_message", "unknown field 'colour'");
 
     //  The same key twice.
     id = s_next_id++;
-    ps_writer_init (&writer, "ping", id, 1);
-    ps_pack_key (&writer.pk, "type");
-    ps_pack_str (&writer.pk, "ping");
+    s_hand_header (&writer, "ping", id, 1);
+    s_pack_str (&writer.pk, "type");
+    s_pack_str (&writer.pk, "ping");
     s_send_message (s_dealer, &writer, 0, NULL, NULL);
     S_REFUSED (id, "bad_message", "'type'", "twice");
 
     //  A key that is not a string.
     id = s_next_id++;
-    ps_writer_init (&writer, "ping", id, 1);
+    s_hand_header (&writer, "ping", id, 1);
     msgpack_pack_uint32 (&writer.pk, 5);
-    ps_pack_str (&writer.pk, "five");
+    s_pack_str (&writer.pk, "five");
     s_send_message (s_dealer, &writer, 0, NULL, NULL);
     S_REFUSED (id, "bad_message", "key", "expected str");
 
     //  Reply types sent as requests, with all of their fields, by the one
     //  key that may send anything but data.
     id = s_next_id++;
-    ps_writer_init (&writer, "ping_ok", id, 2);
-    ps_pack_key (&writer.pk, "server");
-    ps_pack_str (&writer.pk, "impostor");
-    ps_pack_key (&writer.pk, "partitions");
-    msgpack_pack_uint32 (&writer.pk, 0);
+    s_typed (&writer, &(ps_proto_t) { .type = PS_PROTO_PING_OK, .id = id,
+                                      .ping_ok = { "impostor", 0 } });
     s_send_message (s_chief, &writer, 0, NULL, NULL);
     s_expect_error (s_chief, id, "bad_message", (const char *[]) { "reply", NULL });
 
     id = s_next_id++;
-    ps_writer_init (&writer, "error", id, 2);
-    ps_pack_key (&writer.pk, "code");
-    ps_pack_str (&writer.pk, "io");
-    ps_pack_key (&writer.pk, "message");
-    ps_pack_str (&writer.pk, "disk on fire");
+    s_typed (&writer, &(ps_proto_t) { .type = PS_PROTO_ERROR, .id = id,
+                                      .error = { "io", "disk on fire" } });
     s_send_message (s_chief, &writer, 0, NULL, NULL);
     s_expect_error (s_chief, id, "bad_message", (const char *[]) { "reply", NULL });
 
     //  A frame after a message type that carries none.
     id = s_next_id++;
-    ps_writer_init (&writer, "ping", id, 0);
+    s_typed (&writer, &(ps_proto_t) { .type = PS_PROTO_PING, .id = id });
     s_send_message (s_dealer, &writer, 1, one, NULL);
     S_REFUSED (id, "bad_message", "frames");
 }
@@ -640,14 +641,9 @@ test_frame_errors (void **state)
     };
     for (size_t i = 0; i < 2; i++) {
         id = s_next_id++;
-        ps_writer_init (&writer, "pull", id, 1);
-        ps_pack_key (&writer.pk, "parts");
-        msgpack_pack_array (&writer.pk, 1);
-        msgpack_pack_map (&writer.pk, 2);
-        ps_pack_key (&writer.pk, "var");
-        ps_pack_str (&writer.pk, missing [i].var);
-        ps_pack_key (&writer.pk, "part");
-        msgpack_pack_uint32 (&writer.pk, missing [i].part);
+        ps_proto_partref_t part = { missing [i].var, missing [i].part };
+        s_typed (&writer, &(ps_proto_t) { .type = PS_PROTO_PULL, .id = id,
+                                          .pull.parts = { 1, &part } });
         s_send_message (s_dealer, &writer, 0, NULL, NULL);
         S_REFUSED (id, "not_found", missing [i].named);
     }
@@ -673,20 +669,20 @@ test_round_fields (void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases [0]; i++) {
         uint64_t id = s_next_id++;
         ps_writer_t writer;
-        ps_writer_init (&writer, "push", id, 3 + cases [i].round + cases [i].steps);
-        ps_pack_key (&writer.pk, "step");
+        s_hand_header (&writer, "push", id, 3 + cases [i].round + cases [i].steps);
+        s_pack_str (&writer.pk, "step");
         msgpack_pack_uint64 (&writer.pk, S_STEP);
-        ps_pack_key (&writer.pk, "worker");
+        s_pack_str (&writer.pk, "worker");
         msgpack_pack_uint32 (&writer.pk, 0);
         if (cases [i].round) {
-            ps_pack_key (&writer.pk, "round");
+            s_pack_str (&writer.pk, "round");
             msgpack_pack_uint64 (&writer.pk, cases [i].round_value);
         }
         if (cases [i].steps) {
-            ps_pack_key (&writer.pk, "round_steps");
+            s_pack_str (&writer.pk, "round_steps");
             msgpack_pack_uint64 (&writer.pk, cases [i].steps_value);
         }
-        ps_pack_key (&writer.pk, "tensors");
+        s_pack_str (&writer.pk, "tensors");
         msgpack_pack_array (&writer.pk, 1);
         s_pack_good_tensor (&writer.pk);
         s_send_message (s_dealer, &writer, 1, (size_t []) { S_BYTES }, NULL);
@@ -775,23 +771,22 @@ test_stats_count_refusals (void **state)
     assert_true (s_refused > 0);
     uint64_t id = s_next_id++;
     ps_writer_t writer;
-    ps_writer_init (&writer, "stats", id, 0);
+    s_typed (&writer, &(ps_proto_t) { .type = PS_PROTO_STATS, .id = id });
     s_send_message (s_dealer, &writer, 0, NULL, NULL);
-    s_recv (s_dealer);
-    assert_string_equal (ps_msg_type (s_reply), "stats_ok");
-    assert_int_equal (ps_msg_id (s_reply), id);
-    uint64_t errors = s_reply_uint ("errors");
-    uint64_t requests = s_reply_uint ("requests");
+    const ps_proto_t *reply = s_recv (s_dealer);
+    assert_int_equal (reply->type, PS_PROTO_STATS_OK);
+    assert_int_equal (reply->id, id);
+    uint64_t errors = reply->stats_ok.errors;
+    uint64_t requests = reply->stats_ok.requests;
     print_message ("    stats: %llu requests, %llu errors; %u refusals seen\n",
                    (unsigned long long) requests, (unsigned long long) errors, s_refused);
     assert_true (errors >= s_refused);
     assert_true (requests >= errors);
-    const msgpack_object *parts = ps_obj_get (ps_msg_header (s_reply), "partitions");
-    assert_int_equal (parts->via.array.size, 1);
-    const msgpack_object *part = &parts->via.array.ptr [0];
-    assert_true (ps_obj_str_eq (ps_obj_get (part, "var"), "m/w"));
-    assert_int_equal (ps_obj_get (part, "updates")->via.u64, 0);
-    assert_int_equal (ps_obj_get (part, "duplicates")->via.u64, 0);
+    assert_int_equal (reply->stats_ok.partitions.count, 1);
+    const ps_proto_part_stats_t *part = &reply->stats_ok.partitions.items [0];
+    assert_string_equal (part->var, "m/w");
+    assert_int_equal (part->updates, 0);
+    assert_int_equal (part->duplicates, 0);
 }
 
 //  Through the client library: m/w still holds zeros, and step S_STEP,

@@ -26,7 +26,6 @@
 #include "harness.h"
 #include "ps_model.h"
 #include "ps_msg.h"
-#include "ps_schema.h"
 #include "ps_stepplan.h"
 #include "ps_wmode.h"
 
@@ -39,7 +38,7 @@ s_strdup (const char *s)
 }
 
 //  A plan for built-in model `name` on two servers (each variable whole on
-//  server v % 2), with the given data limits, as ps_plan_unpack would make.
+//  server v % 2), with the given data limits, as ps_plan_read would make.
 static void
 s_plan (ps_plan_t *plan, const char *name, uint64_t train_limit, uint64_t test_limit)
 {

@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """Hand-written code reads messages through the generated codec.
 
-The programs converted to the codec (schemas/gen_codec.py; README,
-Requests) read a message's fields from its struct (msg->work.step) and
-dispatch on msg->type; they must not slip back to reading the msgpack
-header by string key, packing headers by hand or comparing type names.
-This test fails, naming the file and line, when a program's source does
-any of that.
+The programs, their tests and the fuzz targets read a message's fields
+from its struct of the generated codec (schemas/gen_codec.py; README,
+Requests), as in msg->work.step, and dispatch on msg->type; they must not
+slip back to reading the msgpack header by string key, packing headers by
+hand through the helpers that did it, or comparing type names. (A test
+that sends malformed headers on purpose packs them with msgpack-c itself.)
+This test fails, naming the file and line, when a source does any of that.
 
 Usage: test_typed_messages.py SOURCE_ROOT
 """
@@ -14,7 +15,7 @@ import os
 import re
 import sys
 
-CONVERTED = ["ps", "worker", "coordinator"]
+CONVERTED = ["ps", "worker", "coordinator", "tests", "tests/fuzz"]
 FORBIDDEN = [
     (re.compile(r"\bps_obj_\w+\s*\("), "reads a header by string key (ps_obj_*)"),
     (re.compile(r"\bps_msg_header\s*\("), "reads the raw msgpack header"),

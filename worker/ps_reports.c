@@ -71,7 +71,7 @@ ps_reports_new (ps_reports_send_fn *send, void *arg)
     self->arg = arg;
     self->last_id = S_FIRST_ID - 1;
     self->window_start = ps_clock_ms ();
-    ps_writer_init (&self->writer, "work_request", 0, 0);
+    ps_writer_init (&self->writer);
     return self;
 }
 

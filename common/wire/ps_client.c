@@ -153,7 +153,7 @@ ps_client_new (const char *const *endpoints, int nservers, int timeout_ms, ps_cu
     self->servers = calloc ((size_t) nservers, sizeof (s_server_t));
     if (!self->servers)
         abort ();
-    ps_writer_init (&self->writer, "ping", 0, 0);
+    ps_writer_init (&self->writer);
     self->incoming = ps_msg_new ();
     self->items = calloc ((size_t) nservers, sizeof (zmq_pollitem_t));
     self->index = calloc ((size_t) nservers, sizeof (int));

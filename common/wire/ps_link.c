@@ -533,7 +533,7 @@ ps_link_new (const ps_link_config_t *config, ps_error_t *err)
     atomic_init (&self->failed, false);
     atomic_init (&self->stopping, false);
     self->incoming = ps_msg_new ();
-    ps_writer_init (&self->writer, "heartbeat", 0, 0);
+    ps_writer_init (&self->writer);
     if (s_incarnation (&self->incarnation, err) || s_open (self, err))
         goto fail;
     //  pthread_create orders the socket set-up above before the thread's

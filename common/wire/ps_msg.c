@@ -1,7 +1,6 @@
 //  The message codec; see ps_msg.h.
 
 #include "ps_msg.h"
-#include "ps_schema.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -300,13 +299,6 @@ ps_msg_id (ps_msg_t *self)
     return self->proto.id;
 }
 
-const msgpack_object *
-ps_msg_header (ps_msg_t *self)
-{
-    assert (self && self->decoded);
-    return &self->unpacked.data;
-}
-
 size_t
 ps_msg_tensor_count (ps_msg_t *self)
 {
@@ -375,149 +367,17 @@ ps_msg_property (ps_msg_t *self, const char *name)
     return self->nframes > 0 ? zmq_msg_gets (&self->frames [0], name) : NULL;
 }
 
-int
-ps_obj_str (const msgpack_object *obj, char *buf, size_t len)
-{
-    if (obj->type != MSGPACK_OBJECT_STR || obj->via.str.size >= len
-    ||  memchr (obj->via.str.ptr, 0, obj->via.str.size))
-        return PS_EINVAL;
-    memcpy (buf, obj->via.str.ptr, obj->via.str.size);
-    buf [obj->via.str.size] = 0;
-    return PS_OK;
-}
-
-bool
-ps_obj_str_eq (const msgpack_object *obj, const char *s)
-{
-    size_t len = strlen (s);
-    return obj->type == MSGPACK_OBJECT_STR && obj->via.str.size == len
-        && memcmp (obj->via.str.ptr, s, len) == 0;
-}
-
-double
-ps_obj_double (const msgpack_object *obj)
-{
-    switch (obj->type) {
-        case MSGPACK_OBJECT_FLOAT32:
-        case MSGPACK_OBJECT_FLOAT64:          return obj->via.f64;
-        case MSGPACK_OBJECT_POSITIVE_INTEGER: return (double) obj->via.u64;
-        case MSGPACK_OBJECT_NEGATIVE_INTEGER: return (double) obj->via.i64;
-        default:                              return 0;
-    }
-}
-
-int
-ps_obj_shape (const msgpack_object *obj, ps_shape_t *shape, ps_error_t *err)
-{
-    if (obj->type != MSGPACK_OBJECT_ARRAY)
-        return ps_error_set (err, PS_ESHAPE, "shape is not an array");
-    uint32_t rank = obj->via.array.size;
-    if (rank < 1 || rank > PS_MAX_RANK)
-        return ps_error_set (err, PS_ESHAPE, "rank %u is outside 1..%d", rank, PS_MAX_RANK);
-    int64_t dims [PS_MAX_RANK];
-    for (uint32_t i = 0; i < rank; i++) {
-        const msgpack_object *dim = &obj->via.array.ptr [i];
-        if (dim->type != MSGPACK_OBJECT_POSITIVE_INTEGER || dim->via.u64 > INT64_MAX)
-            return ps_error_set (err, PS_ESHAPE, "dimension %u is not a uint", i);
-        dims [i] = (int64_t) dim->via.u64;
-    }
-    return ps_shape_set (shape, dims, (int) rank, err);
-}
-
 void
-ps_writer_init (ps_writer_t *self, const char *type, uint64_t id, size_t nfields)
+ps_writer_init (ps_writer_t *self)
 {
     msgpack_sbuffer_init (&self->sbuf);
     msgpack_packer_init (&self->pk, &self->sbuf, msgpack_sbuffer_write);
-    ps_writer_reset (self, type, id, nfields);
-}
-
-void
-ps_writer_reset (ps_writer_t *self, const char *type, uint64_t id, size_t nfields)
-{
-    msgpack_sbuffer_clear (&self->sbuf);
-    msgpack_pack_map (&self->pk, (uint32_t) (3 + nfields));
-    ps_pack_key (&self->pk, "version");
-    msgpack_pack_uint32 (&self->pk, PS_PROTOCOL_VERSION);
-    ps_pack_key (&self->pk, "type");
-    ps_pack_str (&self->pk, type);
-    ps_pack_key (&self->pk, "id");
-    msgpack_pack_uint64 (&self->pk, id);
 }
 
 void
 ps_writer_fini (ps_writer_t *self)
 {
     msgpack_sbuffer_destroy (&self->sbuf);
-}
-
-void
-ps_pack_str (msgpack_packer *pk, const char *s)
-{
-    size_t len = strlen (s);
-    msgpack_pack_str (pk, len);
-    msgpack_pack_str_body (pk, s, len);
-}
-
-void
-ps_pack_key (msgpack_packer *pk, const char *key)
-{
-    ps_pack_str (pk, key);
-}
-
-void
-ps_pack_uint (msgpack_packer *pk, const char *key, uint64_t value)
-{
-    ps_pack_key (pk, key);
-    msgpack_pack_uint64 (pk, value);
-}
-
-void
-ps_pack_double (msgpack_packer *pk, const char *key, double value)
-{
-    ps_pack_key (pk, key);
-    msgpack_pack_double (pk, value);
-}
-
-int
-ps_obj_optimizer (const msgpack_object *obj, ps_opt_config_t *opt, ps_error_t *err)
-{
-    char kind [32];
-    ps_opt_kind_t parsed;
-    if (ps_obj_str (ps_obj_get (obj, "kind"), kind, sizeof kind))
-        return ps_error_set (err, PS_EINVAL, "optimizer.kind is too long");
-    int rc = ps_opt_kind_parse (kind, &parsed, err);
-    if (rc)
-        return rc;
-    ps_opt_config_default (opt, parsed);
-    for (int i = 0; i < PS_OPT_NDOUBLES; i++) {
-        const msgpack_object *field = ps_obj_get (obj, ps_opt_double_name (i));
-        if (field)
-            ps_opt_double_set (opt, i, ps_obj_double (field));
-    }
-    const msgpack_object *nesterov = ps_obj_get (obj, "nesterov");
-    if (nesterov)
-        opt->nesterov = nesterov->via.boolean;
-    rc = ps_opt_config_validate (opt, err);
-    return rc ? ps_error_prefix (err, rc, "optimizer") : 0;
-}
-
-void
-ps_pack_shape (msgpack_packer *pk, const ps_shape_t *shape)
-{
-    msgpack_pack_array (pk, (size_t) shape->rank);
-    for (int i = 0; i < shape->rank; i++)
-        msgpack_pack_uint64 (pk, (uint64_t) shape->dims [i]);
-}
-
-void
-ps_pack_partref (msgpack_packer *pk, const char *var, uint32_t part, size_t extra)
-{
-    msgpack_pack_map (pk, 2 + extra);
-    ps_pack_key (pk, "var");
-    ps_pack_str (pk, var);
-    ps_pack_key (pk, "part");
-    msgpack_pack_uint32 (pk, part);
 }
 
 int
@@ -584,7 +444,7 @@ ps_msg_send_error (void *socket, zmq_msg_t *envelope, size_t nenvelope,
                    uint64_t id, int code, const char *message, ps_error_t *err)
 {
     ps_writer_t writer;
-    ps_writer_init (&writer, "error", id, 0);
+    ps_writer_init (&writer);
     ps_writer_error (&writer, id, code, message);
     int rc = ps_writer_send (&writer, socket, envelope, nenvelope, NULL, 0, err);
     ps_writer_fini (&writer);

@@ -8,9 +8,11 @@
 //  aligned floats. A ps_msg_t is reused from message to message, so its
 //  buffers are allocated once.
 //
-//  Sending goes through a ps_writer_t, which packs the msgpack header; the
-//  tensor frames are handed over as zmq_msg_t, so the caller decides
-//  between zero-copy (zmq_msg_init_data) and an owned buffer.
+//  Messages are read and written as typed structs of the generated codec
+//  (ps_proto.h), never field by field by name. Sending goes through a
+//  ps_writer_t, which holds the header that codec encodes from a typed
+//  message; the tensor frames are handed over as zmq_msg_t, so the caller
+//  decides between zero-copy (zmq_msg_init_data) and an owned buffer.
 
 #ifndef PS_MSG_H_INCLUDED
 #define PS_MSG_H_INCLUDED
@@ -23,10 +25,7 @@
 #include <zmq.h>
 
 #include "ps_error.h"
-#include "ps_optimizer.h"
 #include "ps_proto.h"
-#include "ps_schema.h"
-#include "ps_shape.h"
 
 //  Limits that protect a receiver from a peer; larger is refused.
 #define PS_MSG_MAX_FRAMES     4096
@@ -65,12 +64,10 @@ int ps_msg_decode (ps_msg_t *self, ps_error_t *err);
 //  (proto->push.step); the tensor frames stay where ps_msg_tensor reads them.
 const ps_proto_t *ps_msg_proto (ps_msg_t *self);
 
-//  After a successful decode: the type's name (static string), id, header
-//  map (for code not yet converted to ps_msg_proto), number of tensor
-//  frames, and frame i's data as aligned floats.
+//  After a successful decode: the type's name (static string), id, number
+//  of tensor frames, and frame i's data as aligned floats.
 const char *ps_msg_type (ps_msg_t *self);
 uint64_t ps_msg_id (ps_msg_t *self);
-const msgpack_object *ps_msg_header (ps_msg_t *self);
 size_t ps_msg_tensor_count (ps_msg_t *self);
 const float *ps_msg_tensor (ps_msg_t *self, size_t index);
 
@@ -100,28 +97,6 @@ const char *ps_msg_property (ps_msg_t *self, const char *name);
 const char *ps_msg_peer_address (ps_msg_t *self);
 
 //  ---------------------------------------------------------------------
-//  Reading fields of a validated header. The schema has already checked
-//  presence and type of required fields; optional ones may be missing.
-
-//  Copy a str object into buf (NUL-terminated). Returns PS_EINVAL when it
-//  does not fit or holds a NUL byte.
-int ps_obj_str (const msgpack_object *obj, char *buf, size_t len);
-
-//  True when a str object equals s.
-bool ps_obj_str_eq (const msgpack_object *obj, const char *s);
-
-//  A float-typed field (float or integer) as a double.
-double ps_obj_double (const msgpack_object *obj);
-
-//  Read a "shape" array into shape, with ps_shape_set's checks.
-int ps_obj_shape (const msgpack_object *obj, ps_shape_t *shape, ps_error_t *err);
-
-//  Read an "optimizer" map into *opt: fields left out take the kind's
-//  Keras defaults, and the result is validated. Returns 0, or PS_EINVAL
-//  naming the field (*opt is then undefined).
-int ps_obj_optimizer (const msgpack_object *obj, ps_opt_config_t *opt, ps_error_t *err);
-
-//  ---------------------------------------------------------------------
 //  Writing a message.
 
 typedef struct {
@@ -129,26 +104,10 @@ typedef struct {
     msgpack_packer pk;
 } ps_writer_t;
 
-//  Start a header of the given type and id with nfields fields beyond the
-//  common ones; the caller then packs exactly nfields key/value pairs.
-void ps_writer_init (ps_writer_t *self, const char *type, uint64_t id, size_t nfields);
+//  An empty writer; ps_writer_encode packs a header into it, and its buffer
+//  is kept from message to message until ps_writer_fini.
+void ps_writer_init (ps_writer_t *self);
 void ps_writer_fini (ps_writer_t *self);
-
-//  Restart the header of an initialised writer, keeping its buffer.
-void ps_writer_reset (ps_writer_t *self, const char *type, uint64_t id, size_t nfields);
-
-//  Pack a str; pack a key then a value.
-void ps_pack_str (msgpack_packer *pk, const char *s);
-void ps_pack_key (msgpack_packer *pk, const char *key);
-void ps_pack_shape (msgpack_packer *pk, const ps_shape_t *shape);
-
-//  Pack a key and an unsigned integer, or a key and a float64.
-void ps_pack_uint (msgpack_packer *pk, const char *key, uint64_t value);
-void ps_pack_double (msgpack_packer *pk, const char *key, double value);
-
-//  Start a map naming a partition ({"var": var, "part": part, ...}) with
-//  extra more entries for the caller to pack.
-void ps_pack_partref (msgpack_packer *pk, const char *var, uint32_t part, size_t extra);
 
 //  Send envelope frames (may be 0), the header, then nframes tensor frames.
 //  The tensor frames are consumed (closed) whatever the result. Returns 0

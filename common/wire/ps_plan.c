@@ -187,20 +187,6 @@ ps_plan_read (ps_plan_t *plan, const ps_proto_plan_t *in, ps_error_t *err)
     return rc;
 }
 
-int
-ps_plan_unpack (ps_plan_t *plan, const msgpack_object *obj, ps_error_t *err)
-{
-    msgpack_zone *zone = msgpack_zone_new (MSGPACK_ZONE_CHUNK_SIZE);
-    if (!zone)
-        abort ();
-    ps_proto_plan_t in;
-    int rc = ps_proto_plan_decode (obj, zone, &in, err);
-    if (rc == 0)
-        rc = ps_plan_read (plan, &in, err);
-    msgpack_zone_free (zone);
-    return rc;
-}
-
 void
 ps_plan_release (ps_plan_t *plan)
 {

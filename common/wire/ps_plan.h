@@ -13,8 +13,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <msgpack.h>
-
 #include "ps_client.h"
 #include "ps_error.h"
 #include "ps_optimizer.h"
@@ -66,10 +64,6 @@ void ps_plan_proto_release (ps_proto_plan_t *out);
 //  copies (release it). Returns 0, or PS_EPROTO / PS_ESHAPE (changing
 //  nothing) when values are out of range or the placement is inconsistent.
 int ps_plan_read (ps_plan_t *plan, const ps_proto_plan_t *in, ps_error_t *err);
-
-//  The same from msgpack: decode a "plan" map (checking it as the codec
-//  does) and read it.
-int ps_plan_unpack (ps_plan_t *plan, const msgpack_object *obj, ps_error_t *err);
 
 //  Free what *plan owns and zero it. Also for plans built by hand with
 //  heap fields.

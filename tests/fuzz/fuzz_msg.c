@@ -1,17 +1,25 @@
 //  Fuzz target: the wire codec. The input is one multipart message in the
 //  framing of fuzz_frames.h (frame boundaries only; the message-end bit is
-//  ignored). ps_msg decodes its header and validates header and frames
-//  against schemas/protocol.json (ps_schema), as the server and every
-//  client do with what they receive. A message that passes is then read the
-//  way the handlers read one: every string, number, shape and optimizer in
-//  the header, and every float of every tensor frame.
+//  ignored). ps_msg parses its header and decodes it with the generated
+//  codec (ps_proto.h, from schemas/protocol.json), which checks it and the
+//  frames against the protocol, as the server and every client do with
+//  what they receive. The seeds hold one message of every type
+//  (fuzz_seeds.c), so each type's decoder is reached. A message that passes
+//  is then read the way the handlers read one: its shapes, optimizer,
+//  initializer and job plan through their conversions (ps_proto_conv.h,
+//  ps_plan.h), and every float of every tensor frame.
 //
 //  Oracles, beyond the sanitizers: a refusal carries one of the codec's
-//  codes and a message; an accepted message has a type the schema knows,
-//  and its tensor frames are as long as their shapes say.
+//  codes and a message; an accepted message has a type the protocol knows,
+//  its tensor frames are as long as their descriptions say, and it encodes
+//  again into a header that decodes to the same type and id and encodes
+//  to the very same bytes (so every field the decoder filled in is one the
+//  encoder can write, and nothing is lost on the way round).
 
 #include "fuzz_frames.h"
 #include "ps_msg.h"
+#include "ps_plan.h"
+#include "ps_proto_conv.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -27,57 +35,147 @@ s_fail (const char *what, const char *detail)
     abort ();
 }
 
-//  Read obj as the handlers would: strings into a name-sized buffer,
-//  numbers as doubles, shapes and optimizers with their parsers. The sum
-//  keeps the reads from being optimised away.
+//  The number of floats a shape describes, when ps_shape_set takes it.
 static double
-s_read (const msgpack_object *obj, const char *key, size_t key_len)
+s_shape (const ps_proto_uint_array_t *dims)
+{
+    ps_shape_t shape;
+    ps_error_t err;
+    return ps_proto_shape_get (dims, &shape, &err) == 0 ? (double) ps_shape_count (&shape) : 0;
+}
+
+static double
+s_tensors (const ps_proto_tensor_array_t *tensors)
 {
     double sum = 0;
-    char text [PS_NAME_MAX];
+    for (size_t i = 0; i < tensors->count; i++)
+        sum += s_shape (&tensors->items [i].shape);
+    return sum;
+}
+
+static double
+s_pulled (const ps_proto_pulled_array_t *pulled)
+{
+    double sum = 0;
+    for (size_t i = 0; i < pulled->count; i++)
+        sum += s_shape (&pulled->items [i].shape);
+    return sum;
+}
+
+static double
+s_optimizer (const ps_proto_optimizer_t *in)
+{
+    ps_opt_config_t opt;
     ps_error_t err;
-    if (key && key_len == 5 && memcmp (key, "shape", 5) == 0) {
-        ps_shape_t shape;
-        if (ps_obj_shape (obj, &shape, &err) == 0)
-            sum += (double) ps_shape_count (&shape);
-    }
-    if (key && key_len == 9 && memcmp (key, "optimizer", 9) == 0) {
-        ps_opt_config_t opt;
-        if (ps_obj_optimizer (obj, &opt, &err) == 0)
-            sum += opt.lr;
-    }
-    switch (obj->type) {
-        case MSGPACK_OBJECT_STR:
-            if (ps_obj_str (obj, text, sizeof text) == 0)
-                sum += ps_obj_str_eq (obj, text);
+    return ps_proto_optimizer_get (in, &opt, &err) == 0 ? opt.lr : 0;
+}
+
+//  Read the fields that handlers convert to our own types, as they would.
+//  The sum keeps the reads from being optimised away.
+static double
+s_read (const ps_proto_t *msg)
+{
+    double sum = 0;
+    ps_error_t err;
+    switch (msg->type) {
+        case PS_PROTO_CREATE:
+            for (size_t i = 0; i < msg->create.partitions.count; i++) {
+                const ps_proto_partition_t *part = &msg->create.partitions.items [i];
+                ps_init_t init;
+                sum += s_shape (&part->shape);
+                if (ps_proto_init_get (&part->init, &init, &err) == 0)
+                    sum += (double) init.seed;
+            }
             break;
-        case MSGPACK_OBJECT_ARRAY:
-            for (uint32_t i = 0; i < obj->via.array.size; i++)
-                sum += s_read (&obj->via.array.ptr [i], NULL, 0);
+        case PS_PROTO_PUSH:
+            sum += s_tensors (&msg->push.tensors);
             break;
-        case MSGPACK_OBJECT_MAP:
-            for (uint32_t i = 0; i < obj->via.map.size; i++) {
-                const msgpack_object *k = &obj->via.map.ptr [i].key;
-                sum += s_read (&obj->via.map.ptr [i].val,
-                               k->type == MSGPACK_OBJECT_STR ? k->via.str.ptr : NULL,
-                               k->type == MSGPACK_OBJECT_STR ? k->via.str.size : 0);
+        case PS_PROTO_PUSH_PULL:
+            sum += s_tensors (&msg->push_pull.tensors);
+            break;
+        case PS_PROTO_PULL_OK:
+            sum += s_pulled (&msg->pull_ok.tensors);
+            break;
+        case PS_PROTO_PUSH_PULL_OK:
+            sum += s_pulled (&msg->push_pull_ok.tensors);
+            break;
+        case PS_PROTO_SET_OPTIMIZER:
+            sum += s_optimizer (&msg->set_optimizer.optimizer);
+            break;
+        case PS_PROTO_STATS_OK:
+            for (size_t i = 0; i < msg->stats_ok.partitions.count; i++)
+                sum += s_shape (&msg->stats_ok.partitions.items [i].shape);
+            break;
+        case PS_PROTO_REGISTER_OK:
+            if (msg->register_ok.has_plan) {
+                ps_plan_t plan;
+                if (ps_plan_read (&plan, &msg->register_ok.plan, &err) == 0) {
+                    sum += (double) plan.nvars;
+                    ps_plan_release (&plan);
+                }
             }
             break;
         default:
-            sum += ps_obj_double (obj);
+            break;
     }
     return sum;
 }
 
+//  Encode msg into sbuf (cleared first) with the generated codec.
 static void
-s_check_accepted (ps_msg_t *msg, const size_t *sizes)
+s_encode (const ps_proto_t *msg, msgpack_sbuffer *sbuf)
 {
-    const char *type = ps_msg_type (msg);
-    if (!type || !*type)
+    msgpack_sbuffer_clear (sbuf);
+    msgpack_packer pk;
+    msgpack_packer_init (&pk, sbuf, msgpack_sbuffer_write);
+    if (ps_proto_encode (msg, &pk) != 0)
+        s_fail ("ps_proto_encode", "failed on a decoded message");
+}
+
+//  An accepted message goes round the codec: encoded, decoded (with the
+//  frames it came with) and encoded again, the two encodings the same.
+static void
+s_round_trip (const ps_proto_t *msg, const size_t *sizes, size_t count)
+{
+    static msgpack_sbuffer first, second;
+    static msgpack_unpacked unpacked;
+    static bool ready;
+    if (!ready) {
+        msgpack_sbuffer_init (&first);
+        msgpack_sbuffer_init (&second);
+        msgpack_unpacked_init (&unpacked);
+        ready = true;
+    }
+    s_encode (msg, &first);
+    size_t offset = 0;
+    if (msgpack_unpack_next (&unpacked, first.data, first.size, &offset) != MSGPACK_UNPACK_SUCCESS
+    ||  offset != first.size)
+        s_fail ("re-encoded header", "is not one msgpack value");
+    ps_proto_t again;
+    ps_error_t err = { 0 };
+    if (ps_proto_decode (&unpacked.data, sizes + 1, count - 1, unpacked.zone, &again, &err))
+        s_fail ("re-encoded header does not decode", err.msg);
+    if (again.type != msg->type || again.id != msg->id)
+        s_fail ("re-encoded header", "decodes to another type or id");
+    s_encode (&again, &second);
+    if (second.size != first.size || memcmp (second.data, first.data, first.size) != 0)
+        s_fail ("re-encoded header", "encodes to other bytes the second time");
+}
+
+static void
+s_check_accepted (ps_msg_t *msg, const size_t *sizes, size_t nframes)
+{
+    const ps_proto_t *proto = ps_msg_proto (msg);
+    if (proto->type <= PS_PROTO_NONE || proto->type >= PS_PROTO_NTYPES)
         s_fail ("accepted message", "has no type");
-    const msgpack_object *header = ps_msg_header (msg);
-    volatile double sum = s_read (header, NULL, 0);
+    const char *name = ps_msg_type (msg);
+    if (ps_proto_lookup (name, strlen (name)) != proto->type)
+        s_fail ("accepted message", "has a type name that names another type");
+    volatile double sum = s_read (proto);
+    s_round_trip (proto, sizes, nframes);
     size_t count = ps_msg_tensor_count (msg);
+    if (count > 0 && !ps_proto_info [proto->type].tensors)
+        s_fail ("accepted message", "has tensor frames its type does not carry");
     size_t bytes = 0;
     for (size_t i = 0; i < count; i++) {
         const float *tensor = ps_msg_tensor (msg, i);
@@ -123,7 +221,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     ps_error_t err = { 0 };
     int rc = ps_msg_decode (msg, &err);
     if (rc == 0)
-        s_check_accepted (msg, sizes);
+        s_check_accepted (msg, sizes, count);
     else
     if (rc != PS_EPROTO && rc != PS_EVERSION && rc != PS_ESHAPE)
         s_fail ("unexpected code from ps_msg_decode", ps_error_name (rc));

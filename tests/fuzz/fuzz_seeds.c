@@ -3,10 +3,11 @@
 //    fuzz_seeds VECTORS_JSON OUTDIR STAMP
 //
 //  writes OUTDIR/<target>/ for msg, server, snapshot, checkpoint and idx,
-//  then creates the file STAMP. The wire seeds come from schemas/vectors.json (each vector one
-//  message), and the server's also from sessions of requests built here
-//  with the codec's writer (create, then pushes, pulls, snapshots,
-//  restores, a fence, a shutdown). The file seeds are made by the code
+//  then creates the file STAMP. The wire seeds come from schemas/vectors.json
+//  (each vector one message) and from messages encoded here by the
+//  generated codec: for msg one of every message type, each optional field
+//  set; for the server sessions of requests (create, then pushes, pulls,
+//  snapshots, restores, a fence, a shutdown). The file seeds are made by the code
 //  that writes those files: snapshots of partitions of every optimizer
 //  kind (ps_partition_save), checkpoints (ps_checkpoint_commit) and IDX
 //  files raw and gzipped, so no binary seed is committed. The text seeds
@@ -18,7 +19,10 @@
 #include "ps_checkpoint.h"
 #include "ps_msg.h"
 #include "ps_partition.h"
+#include "ps_plan.h"
+#include "ps_proto_conv.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -143,7 +147,7 @@ s_vectors (const char *path)
 }
 
 //  ---------------------------------------------------------------------
-//  Server sessions
+//  Messages built with the generated codec
 
 typedef struct {
     const char *var;
@@ -154,15 +158,20 @@ static const s_var_t s_kernel = { "dense/kernel", 4, 3 };
 static const s_var_t s_bias = { "dense/bias", 3, 0 };
 static const s_var_t s_big = { "big", 1024, 80 };      //  over the server's inline limit
 
+#define S_MAX_VARS  2
+
 static uint64_t s_id;
 
-static void
-s_pack_dims (msgpack_packer *pk, const s_var_t *var)
+//  The message types a seed of the msg target has been written for.
+static bool s_covered [PS_PROTO_NTYPES];
+
+//  var's shape as the protocol's "shape", in storage (two entries).
+static ps_proto_uint_array_t
+s_dims (const s_var_t *var, uint64_t *storage)
 {
-    msgpack_pack_array (pk, var->cols ? 2 : 1);
-    msgpack_pack_uint64 (pk, (uint64_t) var->rows);
-    if (var->cols)
-        msgpack_pack_uint64 (pk, (uint64_t) var->cols);
+    storage [0] = (uint64_t) var->rows;
+    storage [1] = (uint64_t) var->cols;
+    return (ps_proto_uint_array_t) { var->cols ? 2 : 1, storage };
 }
 
 static size_t
@@ -171,10 +180,16 @@ s_floats (const s_var_t *var)
     return (size_t) (var->rows * (var->cols ? var->cols : 1));
 }
 
+//  Write msg, encoded by the generated codec, then one tensor frame per
+//  entry of grads (the message's tensors, in order), to file.
 static void
-s_send (FILE *file, ps_writer_t *writer, const s_var_t *const *grads, size_t ngrads)
+s_send (FILE *file, const ps_proto_t *msg, const s_var_t *const *grads, size_t ngrads)
 {
-    s_frame (file, writer->sbuf.data, writer->sbuf.size, ngrads == 0);
+    ps_writer_t writer;
+    ps_writer_init (&writer);
+    ps_writer_encode (&writer, msg);
+    s_frame (file, writer.sbuf.data, writer.sbuf.size, ngrads == 0);
+    ps_writer_fini (&writer);
     for (size_t i = 0; i < ngrads; i++) {
         static float grad [4096];
         if (s_floats (grads [i]) > sizeof grad / sizeof grad [0])
@@ -183,117 +198,139 @@ s_send (FILE *file, ps_writer_t *writer, const s_var_t *const *grads, size_t ngr
             grad [k] = 0.25f * (float) k - 1.0f;
         s_frame (file, grad, s_floats (grads [i]) * sizeof (float), i + 1 == ngrads);
     }
-    ps_writer_fini (writer);
+}
+
+//  A seed of the msg target holding msg alone. The generated decoder must
+//  take it back, frames included: a seed it refuses would leave that
+//  type's decoder to chance.
+static void
+s_message (const ps_proto_t *msg, const s_var_t *const *grads, size_t ngrads)
+{
+    char name [64];
+    snprintf (name, sizeof name, "typed-%s", ps_proto_info [msg->type].name);
+    FILE *file = s_create ("msg", name);
+    s_send (file, msg, grads, ngrads);
+    s_close (file);
+
+    ps_writer_t writer;
+    ps_writer_init (&writer);
+    ps_writer_encode (&writer, msg);
+    static float zeros [4096];
+    const void *frames [1 + S_MAX_VARS] = { writer.sbuf.data };
+    size_t sizes [1 + S_MAX_VARS] = { writer.sbuf.size };
+    assert (ngrads <= S_MAX_VARS);
+    for (size_t i = 0; i < ngrads; i++) {
+        frames [i + 1] = zeros;
+        sizes [i + 1] = s_floats (grads [i]) * sizeof (float);
+    }
+    ps_msg_t *decoded = ps_msg_new ();
+    ps_error_t err;
+    if (ps_msg_set (decoded, frames, sizes, 1 + ngrads))
+        s_die ("cannot hold the frames of the seed %s", name);
+    if (ps_msg_decode (decoded, &err))
+        s_die ("the seed %s does not decode: %s", name, err.msg);
+    ps_msg_destroy (&decoded);
+    ps_writer_fini (&writer);
+    s_covered [msg->type] = true;
 }
 
 static void
 s_create_vars (FILE *file, const s_var_t *const *vars, size_t count)
 {
-    ps_writer_t writer;
-    ps_writer_init (&writer, "create", ++s_id, 1);
-    msgpack_packer *pk = &writer.pk;
-    ps_pack_key (pk, "partitions");
-    msgpack_pack_array (pk, count);
+    ps_proto_partition_t parts [S_MAX_VARS];
+    uint64_t dims [S_MAX_VARS][2], rows [S_MAX_VARS][2];
+    assert (count <= S_MAX_VARS);
     for (size_t i = 0; i < count; i++) {
-        ps_pack_partref (pk, vars [i]->var, 0, 3);
-        ps_pack_key (pk, "shape");
-        s_pack_dims (pk, vars [i]);
-        ps_pack_key (pk, "rows");
-        msgpack_pack_array (pk, 2);
-        msgpack_pack_uint64 (pk, 0);
-        msgpack_pack_uint64 (pk, (uint64_t) vars [i]->rows);
-        ps_pack_key (pk, "init");
-        msgpack_pack_map (pk, 2);
-        ps_pack_key (pk, "kind");
-        ps_pack_str (pk, i % 2 ? "constant" : "glorot_uniform");
-        if (i % 2)
-            ps_pack_double (pk, "value", 0.5);
-        else
-            ps_pack_uint (pk, "seed", 42);
+        rows [i][0] = 0;
+        rows [i][1] = (uint64_t) vars [i]->rows;
+        parts [i] = (ps_proto_partition_t) {
+            .var = vars [i]->var, .part = 0, .shape = s_dims (vars [i], dims [i]),
+            .rows = { 2, rows [i] },
+            .init = i % 2 ? (ps_proto_init_t) { .kind = "constant", .has_value = true, .value = 0.5 }
+                          : (ps_proto_init_t) { .kind = "glorot_uniform", .has_seed = true,
+                                                .seed = 42 } };
     }
-    s_send (file, &writer, NULL, 0);
+    ps_proto_t msg = { .type = PS_PROTO_CREATE, .id = ++s_id,
+                       .create.partitions = { count, parts } };
+    s_send (file, &msg, NULL, 0);
 }
 
 //  A push or push-pull of step (generation 0: none) of vars.
 static void
-s_push (FILE *file, const char *type, uint64_t step, uint64_t generation,
+s_push (FILE *file, ps_proto_type_t type, uint64_t step, uint64_t generation,
         const s_var_t *const *vars, size_t count)
 {
-    ps_writer_t writer;
-    ps_writer_init (&writer, type, ++s_id, generation ? 4 : 3);
-    msgpack_packer *pk = &writer.pk;
-    ps_pack_uint (pk, "step", step);
-    ps_pack_uint (pk, "worker", 1);
-    if (generation)
-        ps_pack_uint (pk, "generation", generation);
-    ps_pack_key (pk, "tensors");
-    msgpack_pack_array (pk, count);
-    for (size_t i = 0; i < count; i++) {
-        ps_pack_partref (pk, vars [i]->var, 0, 2);
-        ps_pack_key (pk, "shape");
-        s_pack_dims (pk, vars [i]);
-        ps_pack_uint (pk, "bytes", s_floats (vars [i]) * sizeof (float));
-    }
-    s_send (file, &writer, vars, count);
+    ps_proto_tensor_t tensors [S_MAX_VARS];
+    uint64_t dims [S_MAX_VARS][2];
+    assert (count <= S_MAX_VARS);
+    for (size_t i = 0; i < count; i++)
+        tensors [i] = (ps_proto_tensor_t) { vars [i]->var, 0, s_dims (vars [i], dims [i]),
+                                            s_floats (vars [i]) * sizeof (float) };
+    ps_proto_t msg = { .type = type, .id = ++s_id };
+    if (type == PS_PROTO_PUSH)
+        msg.push = (ps_proto_push_t) { .step = step, .worker = 1, .has_generation = generation,
+                                       .generation = generation,
+                                       .tensors = { count, tensors } };
+    else
+        msg.push_pull = (ps_proto_push_pull_t) { .step = step, .worker = 1,
+                                                 .has_generation = generation,
+                                                 .generation = generation,
+                                                 .tensors = { count, tensors } };
+    s_send (file, &msg, vars, count);
 }
 
 static void
 s_pull (FILE *file, const s_var_t *const *vars, size_t count)
 {
-    ps_writer_t writer;
-    ps_writer_init (&writer, "pull", ++s_id, 1);
-    ps_pack_key (&writer.pk, "parts");
-    msgpack_pack_array (&writer.pk, count);
+    ps_proto_partref_t parts [S_MAX_VARS];
+    assert (count <= S_MAX_VARS);
     for (size_t i = 0; i < count; i++)
-        ps_pack_partref (&writer.pk, vars [i]->var, 0, 0);
-    s_send (file, &writer, NULL, 0);
+        parts [i] = (ps_proto_partref_t) { vars [i]->var, 0 };
+    ps_proto_t msg = { .type = PS_PROTO_PULL, .id = ++s_id, .pull.parts = { count, parts } };
+    s_send (file, &msg, NULL, 0);
 }
 
-//  A request with no fields, or one string or uint field.
+//  A request of a type with no fields.
 static void
-s_simple (FILE *file, const char *type, const char *key, const char *text, uint64_t number)
+s_simple (FILE *file, ps_proto_type_t type)
 {
-    ps_writer_t writer;
-    ps_writer_init (&writer, type, ++s_id, key ? 1 : 0);
-    if (key && text) {
-        ps_pack_key (&writer.pk, key);
-        ps_pack_str (&writer.pk, text);
-    }
-    else
-    if (key)
-        ps_pack_uint (&writer.pk, key, number);
-    s_send (file, &writer, NULL, 0);
+    s_send (file, &(ps_proto_t) { .type = type, .id = ++s_id }, NULL, 0);
 }
 
 static void
 s_set_optimizer (FILE *file, const char *kind, bool nesterov)
 {
-    ps_writer_t writer;
-    ps_writer_init (&writer, "set_optimizer", ++s_id, 1);
-    ps_pack_key (&writer.pk, "optimizer");
-    msgpack_pack_map (&writer.pk, nesterov ? 4 : 2);
-    ps_pack_key (&writer.pk, "kind");
-    ps_pack_str (&writer.pk, kind);
-    ps_pack_double (&writer.pk, "lr", 0.01);
-    if (nesterov) {
-        ps_pack_double (&writer.pk, "momentum", 0.9);
-        ps_pack_key (&writer.pk, "nesterov");
-        msgpack_pack_true (&writer.pk);
-    }
-    s_send (file, &writer, NULL, 0);
+    ps_proto_t msg = { .type = PS_PROTO_SET_OPTIMIZER, .id = ++s_id,
+                       .set_optimizer.optimizer = { .kind = kind, .has_lr = true, .lr = 0.01,
+                                                    .has_momentum = nesterov, .momentum = 0.9,
+                                                    .has_nesterov = nesterov,
+                                                    .nesterov = nesterov } };
+    s_send (file, &msg, NULL, 0);
 }
 
 static void
-s_restore_part (FILE *file, const char *dir, const s_var_t *var)
+s_snapshot (FILE *file, const char *dir)
 {
-    ps_writer_t writer;
-    ps_writer_init (&writer, "restore", ++s_id, 2);
-    ps_pack_key (&writer.pk, "dir");
-    ps_pack_str (&writer.pk, dir);
-    ps_pack_key (&writer.pk, "parts");
-    msgpack_pack_array (&writer.pk, 1);
-    ps_pack_partref (&writer.pk, var->var, 0, 0);
-    s_send (file, &writer, NULL, 0);
+    s_send (file, &(ps_proto_t) { .type = PS_PROTO_SNAPSHOT, .id = ++s_id,
+                                  .snapshot.dir = dir }, NULL, 0);
+}
+
+//  A restore of dir, of var alone when given.
+static void
+s_restore (FILE *file, const char *dir, const s_var_t *var)
+{
+    ps_proto_partref_t part = { var ? var->var : NULL, 0 };
+    ps_proto_t msg = { .type = PS_PROTO_RESTORE, .id = ++s_id,
+                       .restore = { .dir = dir, .has_parts = var != NULL,
+                                    .parts = { 1, &part } } };
+    s_send (file, &msg, NULL, 0);
+}
+
+static void
+s_fence (FILE *file, uint64_t generation)
+{
+    s_send (file, &(ps_proto_t) { .type = PS_PROTO_FENCE, .id = ++s_id,
+                                  .fence.generation = generation }, NULL, 0);
 }
 
 static void
@@ -305,38 +342,38 @@ s_sessions (void)
 
     FILE *file = s_create ("server", "session-train");
     s_create_vars (file, both, 2);
-    s_push (file, "push", 1, 0, both, 2);
+    s_push (file, PS_PROTO_PUSH, 1, 0, both, 2);
     s_pull (file, both, 2);
-    s_push (file, "push_pull", 2, 0, both, 2);
-    s_push (file, "push", 1, 0, kernel, 1);
-    s_simple (file, "stats", NULL, NULL, 0);
-    s_simple (file, "ping", NULL, NULL, 0);
+    s_push (file, PS_PROTO_PUSH_PULL, 2, 0, both, 2);
+    s_push (file, PS_PROTO_PUSH, 1, 0, kernel, 1);
+    s_simple (file, PS_PROTO_STATS);
+    s_simple (file, PS_PROTO_PING);
     s_close (file);
 
     file = s_create ("server", "session-optimizer");
     s_create_vars (file, both, 2);
     s_set_optimizer (file, "adam", false);
-    s_push (file, "push_pull", 1, 0, both, 2);
+    s_push (file, PS_PROTO_PUSH_PULL, 1, 0, both, 2);
     s_set_optimizer (file, "momentum", true);
-    s_push (file, "push", 3, 0, kernel, 1);
-    s_simple (file, "stats", NULL, NULL, 0);
+    s_push (file, PS_PROTO_PUSH, 3, 0, kernel, 1);
+    s_simple (file, PS_PROTO_STATS);
     s_close (file);
 
     file = s_create ("server", "session-snapshot");
     s_create_vars (file, both, 2);
-    s_push (file, "push", 1, 0, both, 2);
-    s_simple (file, "snapshot", "dir", "snap", 0);
-    s_push (file, "push", 2, 0, both, 2);
-    s_simple (file, "restore", "dir", "snap", 0);
-    s_restore_part (file, "snap", &s_bias);
+    s_push (file, PS_PROTO_PUSH, 1, 0, both, 2);
+    s_snapshot (file, "snap");
+    s_push (file, PS_PROTO_PUSH, 2, 0, both, 2);
+    s_restore (file, "snap", NULL);
+    s_restore (file, "snap", &s_bias);
     s_pull (file, both, 2);
     s_close (file);
 
     file = s_create ("server", "session-fence");
     s_create_vars (file, both, 2);
-    s_simple (file, "fence", "generation", NULL, 2);
-    s_push (file, "push", 1, 1, kernel, 1);
-    s_push (file, "push", 1, 2, kernel, 1);
+    s_fence (file, 2);
+    s_push (file, PS_PROTO_PUSH, 1, 1, kernel, 1);
+    s_push (file, PS_PROTO_PUSH, 1, 2, kernel, 1);
     s_close (file);
 
     file = s_create ("server", "session-pool");
@@ -345,10 +382,118 @@ s_sessions (void)
     s_close (file);
 
     file = s_create ("server", "session-shutdown");
-    s_simple (file, "ping", NULL, NULL, 0);
-    s_simple (file, "shutdown", NULL, NULL, 0);
-    s_simple (file, "ping", NULL, NULL, 0);
+    s_simple (file, PS_PROTO_PING);
+    s_simple (file, PS_PROTO_SHUTDOWN);
+    s_simple (file, PS_PROTO_PING);
     s_close (file);
+}
+
+//  One seed of the msg target per message type, every optional field of
+//  it set, so the fuzzer starts from each of the generated decoders.
+static void
+s_messages (void)
+{
+    const s_var_t *both [] = { &s_kernel, &s_bias };
+    uint64_t dims [2][2];
+    ps_proto_partref_t refs [] = { { s_kernel.var, 0 }, { s_bias.var, 0 } };
+    ps_proto_tensor_t tensors [] = {
+        { s_kernel.var, 0, s_dims (&s_kernel, dims [0]), s_floats (&s_kernel) * 4 },
+        { s_bias.var, 0, s_dims (&s_bias, dims [1]), s_floats (&s_bias) * 4 },
+    };
+    ps_proto_pulled_t pulled [] = {
+        { s_kernel.var, 0, tensors [0].shape, tensors [0].bytes, 5 },
+        { s_bias.var, 0, tensors [1].shape, tensors [1].bytes, 5 },
+    };
+    ps_proto_applied_t applied [] = { { s_kernel.var, 0, 6, false }, { s_bias.var, 0, 6, true } };
+    uint64_t rows [] = { 0, 4 };
+    ps_proto_partition_t partition = {
+        s_kernel.var, 0, tensors [0].shape, { 2, rows },
+        { .kind = "random_normal", .has_seed = true, .seed = 3, .has_value = true, .value = 1,
+          .has_low = true, .low = -1, .has_high = true, .high = 1, .has_mean = true, .mean = 0,
+          .has_stddev = true, .stddev = 0.05 } };
+    ps_proto_part_stats_t part_stats = { s_kernel.var, 0, tensors [0].shape, { 2, rows },
+                                         9, 1, 10, 480, 960, 0 };
+    ps_proto_snap_file_t files [] = { { s_kernel.var, 0, "dense_kernel-0.snap", 512, 77, 9 } };
+    ps_opt_config_t adam;
+    ps_opt_config_default (&adam, PS_OPT_ADAM);
+    ps_proto_optimizer_t optimizer;
+    ps_proto_optimizer_set (&optimizer, &adam);
+
+    //  The job plan of a register_ok, described by the code that sends one.
+    int64_t splits [] = { 0, 2, 4 };
+    int servers [] = { 0, 1 };
+    char *endpoints [] = { "tcp://127.0.0.1:5000", "tcp://127.0.0.1:5001" };
+    ps_plan_var_t var = { "dense/kernel", { 0 }, 2, splits, servers };
+    ps_error_t err;
+    if (ps_shape_set (&var.shape, (int64_t []) { 4, 3 }, 2, &err))
+        s_die ("ps_shape_set: %s", err.msg);
+    ps_plan_t plan = { .model = "{}", .batch_size = 32, .seed = 7, .data_dir = "/data",
+                       .train_limit = 100, .test_limit = 10, .threads = 2, .device = "cpu",
+                       .nservers = 2, .servers = endpoints, .nvars = 1, .vars = &var,
+                       .client_timeout_ms = 5000, .steps_per_epoch = 3, .total_steps = 9,
+                       .eval_batch = 64, .overlap = true, .sync = true, .optimizer = adam };
+    ps_proto_plan_t plan_proto;
+    ps_plan_to_proto (&plan, &plan_proto);
+
+    ps_proto_report_t reports [] = {
+        { .kind = "train", .status = "done", .step = 4, .generation = 1, .loss = 2.5,
+          .count = 32, .applied = 2, .compute_ms = 1.5, .comm_ms = 0.5 },
+        { .kind = "eval", .status = "failed", .step = 5, .generation = 1, .correct = 80,
+          .count = 100, .has_update = true, .update = 7, .has_checksum = true,
+          .checksum = 0xabc, .has_order = true, .order = 2, .has_error = true,
+          .error = "nonfinite: a gradient holds NaN" },
+    };
+    const char *members [] = { "tcp://127.0.0.1:6000", "tcp://127.0.0.1:6001" };
+    uint64_t tasks [] = { 0, 1 }, steps [] = { 8, 9 };
+
+    ps_proto_t all [] = {
+        { .type = PS_PROTO_PING },
+        { .type = PS_PROTO_PING_OK, .ping_ok = { "ps:0", 2 } },
+        { .type = PS_PROTO_CREATE, .create.partitions = { 1, &partition } },
+        { .type = PS_PROTO_CREATE_OK, .create_ok = { 1, 1 } },
+        { .type = PS_PROTO_PULL, .pull.parts = { 2, refs } },
+        { .type = PS_PROTO_PULL_OK, .pull_ok.tensors = { 2, pulled } },
+        { .type = PS_PROTO_PUSH, .push = { 12, 1, true, 2, true, 3, true, 2, { 2, tensors } } },
+        { .type = PS_PROTO_PUSH_OK, .push_ok.applied = { 2, applied } },
+        { .type = PS_PROTO_PUSH_PULL, .push_pull = { 13, 1, true, 2, { 2, tensors } } },
+        { .type = PS_PROTO_PUSH_PULL_OK, .push_pull_ok = { { 2, applied }, { 2, pulled } } },
+        { .type = PS_PROTO_SET_OPTIMIZER, .set_optimizer.optimizer = optimizer },
+        { .type = PS_PROTO_SET_OPTIMIZER_OK, .set_optimizer_ok.partitions = 2 },
+        { .type = PS_PROTO_STATS },
+        { .type = PS_PROTO_STATS_OK, .stats_ok = { { 1, &part_stats }, 40, 2, 0, 1, 0 } },
+        { .type = PS_PROTO_SNAPSHOT, .snapshot.dir = "snap" },
+        { .type = PS_PROTO_SNAPSHOT_OK, .snapshot_ok.files = { 1, files } },
+        { .type = PS_PROTO_FENCE, .fence.generation = 2 },
+        { .type = PS_PROTO_FENCE_OK },
+        { .type = PS_PROTO_RESTORE, .restore = { "snap", true, { 1, refs } } },
+        { .type = PS_PROTO_RESTORE_OK, .restore_ok.files = { 1, files } },
+        { .type = PS_PROTO_SHUTDOWN },
+        { .type = PS_PROTO_SHUTDOWN_OK },
+        { .type = PS_PROTO_REGISTER, .register_ = { "worker", 1, 0x1234, "", 4242 } },
+        { .type = PS_PROTO_REGISTER_OK, .register_ok = { 77, 100, 3000, true, plan_proto } },
+        { .type = PS_PROTO_HEARTBEAT, .heartbeat = { 0x1234, true, true } },
+        { .type = PS_PROTO_WORK_REQUEST, .work_request = { { 2, reports }, 1 } },
+        { .type = PS_PROTO_WORK, .work = {
+            .kind = "ring", .step = 4, .epoch = 1, .batch = 3, .generation = 2, .wait_ms = 0,
+            .has_ring = true, .ring = { 1, { 2, members }, { 2, tasks }, -1, "even" },
+            .has_update = true, .update = 6, .has_steps = true, .steps = { 2, steps },
+            .has_examples = true, .examples = 64, .has_lr = true, .lr = 0.001,
+            .has_shard = true, .shard = 1, .has_shards = true, .shards = 2,
+            .has_dir = true, .dir = "ckpt", .has_order = true, .order = 3,
+            .has_round = true, .round = 2, .has_round_steps = true, .round_steps = 2 } },
+        { .type = PS_PROTO_ABORT, .abort.generation = 3 },
+        { .type = PS_PROTO_ERROR, .error = { "not_found", "no partition dense/kernel/1" } },
+    };
+    for (size_t i = 0; i < sizeof all / sizeof all [0]; i++) {
+        all [i].id = ++s_id;
+        bool frames = ps_proto_info [all [i].type].tensors;
+        s_message (&all [i], frames ? both : NULL, frames ? 2 : 0);
+    }
+    ps_plan_proto_release (&plan_proto);
+    //  A message type added to protocol.json needs its seed here.
+    for (int type = 1; type < PS_PROTO_NTYPES; type++)
+        if (!s_covered [type])
+            s_die ("no msg seed of type %s", ps_proto_info [type].name);
 }
 
 //  ---------------------------------------------------------------------
@@ -564,6 +709,7 @@ main (int argc, char *argv [])
         s_make_dir (targets [i]);
     s_vectors (argv [1]);
     s_sessions ();
+    s_messages ();
     s_snapshots ();
     s_checkpoints ();
     s_idx_files ();

@@ -12,14 +12,15 @@
 //
 //  Findings, beyond the sanitizers: a message that gets no reply within
 //  S_REPLY_TIMEOUT_MS (the server must answer every request, refusing or
-//  not), a reply that does not validate against the schema, a reply of
-//  another type than the request's reply or "error", and a reply that
-//  carries another id than the request's.
+//  not), a reply that the generated codec does not decode, a reply of
+//  another type than the request's reply (the dispatch table's) or
+//  "error", and a reply that carries another id than the request's.
 //
 //  Two kinds of request are adjusted before they are sent, because they
 //  are legitimate and would otherwise harm the machine rather than find
 //  anything: "snapshot" and "restore" have their "dir" moved inside the
-//  scratch directory ("/" and ".." components cannot leave it), and a
+//  scratch directory ("/" and ".." components cannot leave it; the
+//  request is encoded again by the generated codec), and a
 //  "create" that would bring the partitions this input has created above
 //  S_MAX_FLOATS floats is not sent.
 
@@ -28,6 +29,7 @@
 #include "ps_clock.h"
 #include "ps_log.h"
 #include "ps_msg.h"
+#include "ps_proto_conv.h"
 #include "ps_server.h"
 
 #include <errno.h>
@@ -131,22 +133,20 @@ s_stop (s_running_t *running)
     ps_server_destroy (&running->server);
 }
 
-//  The floats a validated create request would allocate, counting every
+//  The floats a decoded create request would allocate, counting every
 //  partition it lists as new (those it cannot create count nothing).
 static int64_t
-s_create_floats (const msgpack_object *header)
+s_create_floats (const ps_proto_create_t *create)
 {
-    const msgpack_object *list = ps_obj_get (header, "partitions");
     int64_t total = 0;
-    for (uint32_t i = 0; i < list->via.array.size; i++) {
-        const msgpack_object *spec = &list->via.array.ptr [i];
-        const msgpack_object *rows = ps_obj_get (spec, "rows");
+    for (size_t i = 0; i < create->partitions.count; i++) {
+        const ps_proto_partition_t *spec = &create->partitions.items [i];
+        const ps_proto_uint_array_t *rows = &spec->rows;
         ps_shape_t shape, local;
-        if (ps_obj_shape (ps_obj_get (spec, "shape"), &shape, NULL) != 0
-        ||  rows->via.array.size != 2 || rows->via.array.ptr [0].via.u64 > INT64_MAX
-        ||  rows->via.array.ptr [1].via.u64 > INT64_MAX
-        ||  ps_shape_rows (&shape, (int64_t) rows->via.array.ptr [0].via.u64,
-                           (int64_t) rows->via.array.ptr [1].via.u64, &local, NULL) != 0)
+        if (ps_proto_shape_get (&spec->shape, &shape, NULL) != 0
+        ||  rows->count != 2 || rows->items [0] > INT64_MAX || rows->items [1] > INT64_MAX
+        ||  ps_shape_rows (&shape, (int64_t) rows->items [0], (int64_t) rows->items [1],
+                           &local, NULL) != 0)
             continue;
         int64_t count = ps_shape_count (&local);
         if (count > S_MAX_FLOATS)
@@ -158,10 +158,11 @@ s_create_floats (const msgpack_object *header)
 
 //  Write path under the snapshot root: its components follow the root,
 //  "." and ".." becoming "_", so the result stays inside the root. Other
-//  bytes (a NUL included, which the server refuses) are kept.
-static size_t
-s_confine (const char *path, size_t len, char *out, size_t out_len)
+//  bytes are kept (the codec has refused a NUL).
+static void
+s_confine (const char *path, char *out, size_t out_len)
 {
+    size_t len = strlen (path);
     size_t used = (size_t) snprintf (out, out_len, "%s", s_snap_root);
     size_t pos = 0;
     while (pos < len) {
@@ -181,28 +182,28 @@ s_confine (const char *path, size_t len, char *out, size_t out_len)
         }
         pos = end + 1;
     }
-    return used;
+    out [used] = 0;
 }
 
-//  Pack header again with its "dir" confined to the snapshot root.
+//  Encode request (a snapshot or restore) again into sbuf, with its "dir"
+//  confined to the snapshot root.
 static void
-s_pack_confined (const msgpack_object *header, msgpack_sbuffer *sbuf)
+s_encode_confined (const ps_proto_t *request, msgpack_sbuffer *sbuf)
 {
+    static char dir [4096];
+    ps_proto_t confined = *request;
+    if (confined.type == PS_PROTO_SNAPSHOT) {
+        s_confine (request->snapshot.dir, dir, sizeof dir);
+        confined.snapshot.dir = dir;
+    }
+    else {
+        s_confine (request->restore.dir, dir, sizeof dir);
+        confined.restore.dir = dir;
+    }
     msgpack_packer pk;
     msgpack_packer_init (&pk, sbuf, msgpack_sbuffer_write);
-    msgpack_pack_map (&pk, header->via.map.size);
-    for (uint32_t i = 0; i < header->via.map.size; i++) {
-        const msgpack_object_kv *kv = &header->via.map.ptr [i];
-        msgpack_pack_object (&pk, kv->key);
-        if (ps_obj_str_eq (&kv->key, "dir")) {
-            char dir [4096];
-            size_t len = s_confine (kv->val.via.str.ptr, kv->val.via.str.size, dir, sizeof dir);
-            msgpack_pack_str (&pk, len);
-            msgpack_pack_str_body (&pk, dir, len);
-        }
-        else
-            msgpack_pack_object (&pk, kv->val);
-    }
+    if (ps_proto_encode (&confined, &pk) != 0)
+        s_fail ("cannot encode a confined %s", ps_proto_info [confined.type].name);
 }
 
 //  Send one message and check its reply. Returns false when the server has
@@ -224,20 +225,22 @@ s_exchange (void *dealer, s_running_t *running, fuzz_frame_t *frames, size_t cou
     if (ps_msg_set (s_request, parts + first, sizes + first, count - first) != 0)
         s_fail ("ps_msg_set refused the request");
     ps_error_t err;
-    const char *type = NULL;
+    //  The request's type; PS_PROTO_NONE when the codec refused it.
+    ps_proto_type_t type = PS_PROTO_NONE;
     //  Owns the header sent in place of a snapshot's or restore's.
     msgpack_sbuffer confined;
     msgpack_sbuffer_init (&confined);
     if (ps_msg_decode (s_request, &err) == 0) {
-        type = ps_msg_type (s_request);
-        if (strcmp (type, "create") == 0) {
-            int64_t more = s_create_floats (ps_msg_header (s_request));
+        const ps_proto_t *request = ps_msg_proto (s_request);
+        type = request->type;
+        if (type == PS_PROTO_CREATE) {
+            int64_t more = s_create_floats (&request->create);
             if (more > S_MAX_FLOATS - *floats)
                 return true;
             *floats += more;
         }
-        if (strcmp (type, "snapshot") == 0 || strcmp (type, "restore") == 0) {
-            s_pack_confined (ps_msg_header (s_request), &confined);
+        if (type == PS_PROTO_SNAPSHOT || type == PS_PROTO_RESTORE) {
+            s_encode_confined (request, &confined);
             parts [first] = confined.data;
             sizes [first] = confined.size;
         }
@@ -261,7 +264,7 @@ s_exchange (void *dealer, s_running_t *running, fuzz_frame_t *frames, size_t cou
     } while (ready < 0);
     if (ready == 0)
         s_fail ("no reply within the timeout to a request of type %s (%s)",
-                type ? type : "(refused by the codec)",
+                type ? ps_proto_info [type].name : "(refused by the codec)",
                 atomic_load (&running->returned) ? "the server's loop has returned"
                                                  : "the server's loop is still running");
     //  Receive the reply's frames, dropping the echoed delimiter.
@@ -294,14 +297,15 @@ s_exchange (void *dealer, s_running_t *running, fuzz_frame_t *frames, size_t cou
         zmq_msg_close (&got [i]);
     if (ps_msg_decode (s_reply, &err) != 0)
         s_fail ("the reply does not validate: %s", err.msg);
-    const char *reply = ps_msg_type (s_reply);
-    const char *expect = type ? ps_schema_reply_type (type) : NULL;
-    if (strcmp (reply, "error") != 0 && (!expect || strcmp (reply, expect) != 0))
-        s_fail ("a %s request got a %s reply", type ? type : "refused", reply);
+    ps_proto_type_t reply = ps_msg_proto (s_reply)->type;
+    ps_proto_type_t expect = ps_proto_info [type].reply;
+    if (reply != PS_PROTO_ERROR && (expect == PS_PROTO_NONE || reply != expect))
+        s_fail ("a %s request got a %s reply", type ? ps_proto_info [type].name : "refused",
+                ps_proto_info [reply].name);
     if (ps_msg_id (s_reply) != id)
-        s_fail ("a %s reply carries id %llu, its request %llu", reply,
+        s_fail ("a %s reply carries id %llu, its request %llu", ps_proto_info [reply].name,
                 (unsigned long long) ps_msg_id (s_reply), (unsigned long long) id);
-    return !(type && strcmp (type, "shutdown") == 0 && strcmp (reply, "shutdown_ok") == 0);
+    return !(type == PS_PROTO_SHUTDOWN && reply == PS_PROTO_SHUTDOWN_OK);
 }
 
 int
