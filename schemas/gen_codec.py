@@ -12,7 +12,12 @@ authorization column, 'senders' in protocol.json).
 The decoder checks every field's presence and type, refuses unknown and
 repeated keys, strings holding a NUL byte, and tensor frames that disagree
 with their descriptions, and names the message and the field in its error
-("push: tensors[1].shape[0]: expected uint, got str"). Strings and arrays of
+("push: tensors[1].shape[0]: expected uint, got str"). It then checks the
+bounds a field states in protocol.json (BOUNDS below: minimum, maximum,
+finite, enum, maxLength, minItems, maxItems, and 'items' for the bounds of
+an array's elements), so hand-written code never re-checks them; a value
+out of bounds is refused as invalid, naming the message, the field and the
+bound ("push: round_steps: 0 is out of bounds, expected 1 to 4294967295"). Strings and arrays of
 a decoded message live in the msgpack zone of the header they came from, so
 decoding allocates nothing of its own; tensor frames are never copied.
 
@@ -36,6 +41,21 @@ PRIMS = {
 }
 
 
+# The bounds a field may state, and the kinds of field each applies to.
+# They read as in JSON Schema, except that maxLength counts bytes (names on
+# the wire are ASCII) and 'finite' (no NaN or infinity) is ours.
+BOUNDS = {
+    "minimum": ("uint", "int", "float"),
+    "maximum": ("uint", "int", "float"),
+    "finite": ("float",),
+    "enum": ("str",),
+    "maxLength": ("str",),
+    "minItems": ("array",),
+    "maxItems": ("array",),
+    "items": ("array",),
+}
+
+
 C_KEYWORDS = set("""auto break case char const continue default do double else enum
 extern float for goto if inline int long register restrict return short signed sizeof
 static struct switch typedef union unsigned void volatile while bool true false""".split())
@@ -55,6 +75,7 @@ class Gen:
         self.arrays = {}        # elem key -> (c type name, elem type expr)
         self.maps = []          # named map types in dependency order
         self.done = set()
+        self.enums = []         # the enum tables of str bounds, in emission order
         for name in self.types:
             self.visit(name)
         for spec in proto["messages"].values():
@@ -64,12 +85,50 @@ class Gen:
             if msg in self.types:
                 sys.exit("gen_codec: message '%s' has the name of a type" % msg)
 
-    # A field is a type expression, or {type: expr, optional: true}.
+    # A field is a type expression, or {type: expr, optional: true} with
+    # bounds beside them (BOUNDS).
     @staticmethod
     def unwrap(field):
         if isinstance(field, dict) and "type" in field:
             return field["type"], bool(field.get("optional"))
         return field, False
+
+    # The bounds a field states, checked against what its type allows, so
+    # a typo in protocol.json stops the build instead of checking nothing.
+    def bounds(self, field, where):
+        if not (isinstance(field, dict) and "type" in field):
+            return {}
+        out = {k: v for k, v in field.items() if k not in ("type", "optional", "doc")}
+        self.check_bounds(field["type"], out, where)
+        return out
+
+    def check_bounds(self, expr, bounds, where):
+        kind = self.kind(expr)
+        for name, value in bounds.items():
+            if name not in BOUNDS or kind not in BOUNDS[name]:
+                sys.exit("gen_codec: %s: bound '%s' does not apply to a %s" % (where, name, kind))
+            if name == "items":
+                self.check_bounds(self.elem(expr), value, where + "[]")
+            elif name == "enum":
+                if not value or not all(isinstance(v, str) for v in value):
+                    sys.exit("gen_codec: %s: enum must list strings" % where)
+            elif name == "finite":
+                if value is not True:
+                    sys.exit("gen_codec: %s: finite must be true" % where)
+            elif not isinstance(value, (int, float)) or isinstance(value, bool):
+                sys.exit("gen_codec: %s: %s must be a number" % (where, name))
+            elif kind == "uint" and not 0 <= value <= 2**64 - 1:
+                sys.exit("gen_codec: %s: %s is outside uint" % (where, name))
+            elif kind == "int" and not -2**63 <= value <= 2**63 - 1:
+                sys.exit("gen_codec: %s: %s is outside int" % (where, name))
+        if bounds.get("minimum", 0) > bounds.get("maximum", 2**64):
+            sys.exit("gen_codec: %s: minimum is above maximum" % where)
+
+    # The element type of an array type expression.
+    def elem(self, expr):
+        if isinstance(expr, str):
+            return self.elem(self.types[expr])
+        return expr["array"]
 
     def visit(self, name):
         if name in self.done:
@@ -295,9 +354,12 @@ def emit_header(gen):
     w("//  returns 0. Otherwise returns PS_EVERSION for another protocol version,")
     w("//  PS_EPROTO for a header that is not a map, an unknown type, a missing,")
     w("//  unknown, repeated or wrongly typed field, a string holding a NUL byte or")
-    w("//  a wrong frame count, or PS_ESHAPE when a tensor's shape, byte count and")
-    w("//  frame disagree, with err naming the message and the field; msg->id is")
-    w("//  then the request's id if the header held a valid one, else 0.")
+    w("//  a wrong frame count, PS_EINVAL for a value outside its field's bounds")
+    w("//  (protocol.json: minimum, maximum, finite, enum, maxLength, minItems,")
+    w("//  maxItems), or PS_ESHAPE when a tensor's shape, byte count and frame")
+    w("//  disagree, with err naming the message, the field and, for a bound, the")
+    w("//  bound; msg->id is then the request's id if the header held a valid")
+    w("//  one, else 0.")
     w("int ps_proto_decode (const msgpack_object *header, const size_t *frame_sizes,")
     w("                     size_t nframes, msgpack_zone *zone, ps_proto_t *msg,")
     w("                     ps_error_t *err);")
@@ -330,6 +392,85 @@ def emit_field_decode(gen, c, expr, target, indent):
         c.append("%src = s_decode_%s (val, &%s, ctx);" % (indent, kind, target))
     else:
         c.append("%src = s_decode_%s (val, &%s, ctx);" % (indent, gen.fn(expr), target))
+
+
+def c_number(kind, value):
+    if kind == "uint":
+        return "UINT64_MAX" if value == 2**64 - 1 else "UINT64_C (%d)" % value
+    if kind == "int":
+        return {-2**63: "INT64_MIN", 2**63 - 1: "INT64_MAX"}.get(value, "INT64_C (%d)" % value)
+    return repr(float(value))
+
+
+def emit_bounds(gen, c, expr, bounds, target, size, indent):
+    """The checks of a field's bounds, after its decoder succeeded; target
+    is the C lvalue holding the value and size, for a str, its length in
+    bytes. Each check is a compare or two on the hot path; only a failing
+    one calls out of line to word the error."""
+    if not bounds:
+        return
+    kind = gen.kind(expr)
+    ind = indent + "    "
+    if kind in ("uint", "int"):
+        lo = bounds.get("minimum", 0 if kind == "uint" else -2**63)
+        hi = bounds.get("maximum", 2**64 - 1 if kind == "uint" else 2**63 - 1)
+        tests = []
+        if lo > (0 if kind == "uint" else -2**63):
+            tests.append("%s < %s" % (target, c_number(kind, lo)))
+        if hi < (2**64 - 1 if kind == "uint" else 2**63 - 1):
+            tests.append("%s > %s" % (target, c_number(kind, hi)))
+        if tests:
+            c.append("%sif (rc == PS_OK && (%s))" % (indent, " || ".join(tests)))
+            c.append("%src = s_bound_%s (ctx, %s, %s, %s);"
+                     % (ind, kind, target, c_number(kind, lo), c_number(kind, hi)))
+    elif kind == "float":
+        lo = bounds.get("minimum")
+        hi = bounds.get("maximum")
+        finite = bounds.get("finite", False) or lo is not None or hi is not None
+        tests = []
+        if lo is None and hi is None:
+            tests.append("!isfinite (%s)" % target)
+        if lo is not None:
+            tests.append("!(%s >= %s)" % (target, c_number(kind, lo)))
+        if hi is not None:
+            tests.append("!(%s <= %s)" % (target, c_number(kind, hi)))
+        if finite:
+            c.append("%sif (rc == PS_OK && (%s))" % (indent, " || ".join(tests)))
+            c.append("%src = s_bound_float (ctx, %s, %s, %s);"
+                     % (ind, target, "-HUGE_VAL" if lo is None else c_number(kind, lo),
+                        "HUGE_VAL" if hi is None else c_number(kind, hi)))
+    elif kind == "str":
+        if "maxLength" in bounds:
+            c.append("%sif (rc == PS_OK && %s > %d)" % (indent, size, bounds["maxLength"]))
+            c.append("%src = s_bound_length (ctx, %s, %d);" % (ind, size, bounds["maxLength"]))
+        if "enum" in bounds:
+            table = "s_enum_%d" % len(gen.enums)
+            gen.enums.append("static const char *const %s [] = { %s, NULL };"
+                          % (table, ", ".join(c_string(v) for v in bounds["enum"])))
+            c.append("%sif (rc == PS_OK)" % indent)
+            c.append("%src = s_bound_enum (ctx, %s, %s);" % (ind, target, table))
+    elif kind == "array":
+        lo = bounds.get("minItems", 0)
+        hi = bounds.get("maxItems")
+        tests = []
+        if lo:
+            tests.append("%s.count < %d" % (target, lo))
+        if hi is not None:
+            tests.append("%s.count > %d" % (target, hi))
+        if tests:
+            c.append("%sif (rc == PS_OK && (%s))" % (indent, " || ".join(tests)))
+            c.append("%src = s_bound_items (ctx, %s.count, %d, %s);"
+                     % (ind, target, lo, "SIZE_MAX" if hi is None else "%d" % hi))
+        if "items" in bounds:
+            elem = gen.elem(expr)
+            c.append("%sfor (size_t i = 0; rc == PS_OK && i < %s.count; i++) {" % (indent, target))
+            c.append("%ssize_t at = strlen (ctx->path);" % ind)
+            c.append('%ssnprintf (ctx->path + at, sizeof ctx->path - at, "[%%zu]", i);' % ind)
+            item = "%s.items [i]" % target
+            emit_bounds(gen, c, elem, bounds["items"], item, "strlen (%s)" % item, ind)
+            c.append("%sif (rc == PS_OK)" % ind)
+            c.append("%s    ctx->path [at] = 0;" % ind)
+            c.append("%s}" % indent)
 
 
 def emit_value_encode(gen, c, expr, source, indent):
@@ -367,6 +508,8 @@ def emit_map_body(gen, c, fields, target, header=False):
         if optional:
             c.append("                %s = true;" % target("has_" + name))
         emit_field_decode(gen, c, expr, target(name), "                ")
+        emit_bounds(gen, c, expr, gen.bounds(fields[name], name), target(name),
+                    "val->via.str.size", "                ")
         c.append("                break;")
     c.append("        }")
     c.append("        if (rc)")
@@ -397,11 +540,15 @@ def emit_source(gen):
     w('#include "ps_proto.h"')
     w('#include "ps_shape.h"')
     w("")
+    w("#include <inttypes.h>")
+    w("#include <math.h>")
     w("#include <stdio.h>")
     w("#include <stdlib.h>")
     w("#include <string.h>")
     w("")
     w(RUNTIME)
+    enums_at = len(c)
+    w("")
     # Forward declarations of every decoder and encoder, since maps and
     # arrays refer to each other in either order.
     for name in gen.maps:
@@ -598,6 +745,8 @@ def emit_source(gen):
     w("    }")
     w("    return rc ? PS_EIO : PS_OK;")
     w("}")
+    if gen.enums:
+        c[enums_at] = "//  The values an enum field may take.\n" + "\n".join(gen.enums) + "\n"
     return "\n".join(c) + "\n"
 
 
@@ -747,6 +896,96 @@ s_decode_bool (const msgpack_object *obj, bool *out, s_ctx_t *ctx)
         return s_expected (ctx, "bool", obj);
     *out = obj->via.boolean;
     return PS_OK;
+}
+
+//  The errors of values out of their bounds: the message and field (the
+//  path), the value, and the bound it broke. They are called only when a
+//  check has failed, so the checks themselves stay a compare each.
+static int
+s_bound_uint (s_ctx_t *ctx, uint64_t value, uint64_t min, uint64_t max)
+{
+    char bound [64];
+    if (max == UINT64_MAX)
+        snprintf (bound, sizeof bound, "at least %" PRIu64, min);
+    else
+    if (min == 0)
+        snprintf (bound, sizeof bound, "at most %" PRIu64, max);
+    else
+        snprintf (bound, sizeof bound, "%" PRIu64 " to %" PRIu64, min, max);
+    return ps_error_set (ctx->err, PS_EINVAL, "%s: %" PRIu64 " is out of bounds, expected %s",
+                         ctx->path, value, bound);
+}
+
+static int
+s_bound_int (s_ctx_t *ctx, int64_t value, int64_t min, int64_t max)
+{
+    char bound [64];
+    if (max == INT64_MAX)
+        snprintf (bound, sizeof bound, "at least %" PRId64, min);
+    else
+    if (min == INT64_MIN)
+        snprintf (bound, sizeof bound, "at most %" PRId64, max);
+    else
+        snprintf (bound, sizeof bound, "%" PRId64 " to %" PRId64, min, max);
+    return ps_error_set (ctx->err, PS_EINVAL, "%s: %" PRId64 " is out of bounds, expected %s",
+                         ctx->path, value, bound);
+}
+
+static int
+s_bound_float (s_ctx_t *ctx, double value, double min, double max)
+{
+    char bound [80];
+    if (min == -HUGE_VAL && max == HUGE_VAL)
+        snprintf (bound, sizeof bound, "a finite number");
+    else
+    if (max == HUGE_VAL)
+        snprintf (bound, sizeof bound, "a finite number of at least %g", min);
+    else
+    if (min == -HUGE_VAL)
+        snprintf (bound, sizeof bound, "a finite number of at most %g", max);
+    else
+        snprintf (bound, sizeof bound, "%g to %g", min, max);
+    return ps_error_set (ctx->err, PS_EINVAL, "%s: %g is out of bounds, expected %s",
+                         ctx->path, value, bound);
+}
+
+static int
+s_bound_length (s_ctx_t *ctx, size_t length, size_t max)
+{
+    return ps_error_set (ctx->err, PS_EINVAL, "%s: a str of %zu bytes is out of bounds, "
+                         "expected at most %zu", ctx->path, length, max);
+}
+
+static int
+s_bound_items (s_ctx_t *ctx, size_t count, size_t min, size_t max)
+{
+    char bound [64];
+    if (min == max)
+        snprintf (bound, sizeof bound, "exactly %zu", min);
+    else
+    if (max == SIZE_MAX)
+        snprintf (bound, sizeof bound, "at least %zu", min);
+    else
+        snprintf (bound, sizeof bound, "%zu to %zu", min, max);
+    return ps_error_set (ctx->err, PS_EINVAL, "%s: an array of %zu items is out of bounds, "
+                         "expected %s", ctx->path, count, bound);
+}
+
+//  An enum is a short list of names, so a linear search is cheap; values
+//  is NULL-terminated.
+static int
+s_bound_enum (s_ctx_t *ctx, const char *value, const char *const *values)
+{
+    for (size_t i = 0; values [i]; i++)
+        if (strcmp (value, values [i]) == 0)
+            return PS_OK;
+    char expect [256] = "";
+    size_t used = 0;
+    for (size_t i = 0; values [i] && used < sizeof expect; i++)
+        used += (size_t) snprintf (expect + used, sizeof expect - used, "%s%s",
+                                   i ? ", " : "", values [i]);
+    return ps_error_set (ctx->err, PS_EINVAL, "%s: '%s' is out of bounds, expected one of %s",
+                         ctx->path, value, expect);
 }
 
 static int
