@@ -24,11 +24,17 @@ decoding allocates nothing of its own; tensor frames are never copied.
 The output is deterministic (fields in the order protocol.json lists them),
 so tests/golden/ holds a copy that a test compares with every build's.
 
+The C code that is the same for every protocol (decoding state, the
+primitive codecs, the errors, the frame checks, the decode entry point)
+lives beside this script in codec_runtime.c.in and codec_decode.c.in,
+copied verbatim into ps_proto.c.
+
 Usage: gen_codec.py PROTOCOL_JSON OUTPUT_H OUTPUT_C
 Python 3 standard library only.
 """
 
 import json
+import os
 import sys
 
 PRIMS = {
@@ -546,7 +552,7 @@ def emit_source(gen):
     w("#include <stdlib.h>")
     w("#include <string.h>")
     w("")
-    w(RUNTIME)
+    w(s_fragment("codec_runtime.c.in"))
     enums_at = len(c)
     w("")
     # Forward declarations of every decoder and encoder, since maps and
@@ -701,7 +707,7 @@ def emit_source(gen):
     w("    return 0;")
     w("}")
     w("")
-    w(TAIL)
+    w(s_fragment("codec_decode.c.in"))
     for name in gen.maps:
         w("int")
         w("ps_proto_%s_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_%s_t *out,"
@@ -750,404 +756,15 @@ def emit_source(gen):
     return "\n".join(c) + "\n"
 
 
-RUNTIME = r"""//  Decoding state: where errors go, where allocations come from, and the
-//  path of the field being read ("push: tensors[1].shape").
-typedef struct {
-    msgpack_zone *zone;
-    ps_error_t *err;
-    char path [256];
-} s_ctx_t;
 
-static const char *
-s_object_name (const msgpack_object *obj)
-{
-    switch (obj->type) {
-        case MSGPACK_OBJECT_NIL:              return "nil";
-        case MSGPACK_OBJECT_BOOLEAN:          return "bool";
-        case MSGPACK_OBJECT_POSITIVE_INTEGER: return "uint";
-        case MSGPACK_OBJECT_NEGATIVE_INTEGER: return "negative int";
-        case MSGPACK_OBJECT_FLOAT32:
-        case MSGPACK_OBJECT_FLOAT64:          return "float";
-        case MSGPACK_OBJECT_STR:              return "str";
-        case MSGPACK_OBJECT_BIN:              return "bin";
-        case MSGPACK_OBJECT_ARRAY:            return "array";
-        case MSGPACK_OBJECT_MAP:              return "map";
-        default:                              return "ext";
-    }
-}
 
-static int
-s_expected (s_ctx_t *ctx, const char *kind, const msgpack_object *obj)
-{
-    return ps_error_set (ctx->err, PS_EPROTO, "%s: expected %s, got %s",
-                         ctx->path, kind, s_object_name (obj));
-}
-
-//  The zone grows by chunks; only a failing malloc makes it fail, and the
-//  rest of the program treats that as fatal too.
-static void *
-s_alloc (s_ctx_t *ctx, size_t size)
-{
-    void *data = msgpack_zone_malloc (ctx->zone, size);
-    if (!data)
-        abort ();
-    memset (data, 0, size);
-    return data;
-}
-
-//  Paths read "push: tensors[0].shape": the message name, then fields.
-static void
-s_path_field (s_ctx_t *ctx, size_t used, const char *name)
-{
-    const char *dot = strchr (ctx->path, ':') ? "." : ": ";
-    snprintf (ctx->path + used, sizeof ctx->path - used, "%s%s", dot, name);
-}
-
-//  The index in names of entry i's key, after checking that the key is a
-//  str, known and not seen before in this map; or a negative error code.
-static int
-s_field (const msgpack_object *map, uint32_t i, const char *const *names, int nnames,
-         uint64_t *seen, s_ctx_t *ctx)
-{
-    const msgpack_object *key = &map->via.map.ptr [i].key;
-    if (key->type != MSGPACK_OBJECT_STR)
-        return ps_error_set (ctx->err, PS_EPROTO, "%s: map key %u is a %s, expected str",
-                             ctx->path, i, s_object_name (key));
-    for (int f = 0; f < nnames; f++)
-        if (strlen (names [f]) == key->via.str.size
-        &&  memcmp (names [f], key->via.str.ptr, key->via.str.size) == 0) {
-            if (*seen & (UINT64_C (1) << f))
-                return ps_error_set (ctx->err, PS_EPROTO, "%s: field '%s' appears twice",
-                                     ctx->path, names [f]);
-            *seen |= UINT64_C (1) << f;
-            return f;
-        }
-    return ps_error_set (ctx->err, PS_EPROTO, "%s: unknown field '%.*s'", ctx->path,
-                         (int) key->via.str.size, key->via.str.ptr);
-}
-
-static int
-s_missing (uint64_t seen, uint64_t required, const char *const *names, s_ctx_t *ctx)
-{
-    uint64_t missing = required & ~seen;
-    if (!missing)
-        return PS_OK;
-    int f = 0;
-    while (!(missing & (UINT64_C (1) << f)))
-        f++;
-    return ps_error_set (ctx->err, PS_EPROTO, "%s: missing field '%s'", ctx->path, names [f]);
-}
-
-static int
-s_decode_uint (const msgpack_object *obj, uint64_t *out, s_ctx_t *ctx)
-{
-    if (obj->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-        return s_expected (ctx, "uint", obj);
-    *out = obj->via.u64;
-    return PS_OK;
-}
-
-static int
-s_decode_int (const msgpack_object *obj, int64_t *out, s_ctx_t *ctx)
-{
-    if (obj->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-        *out = obj->via.i64;
-    else
-    if (obj->type == MSGPACK_OBJECT_POSITIVE_INTEGER && obj->via.u64 <= INT64_MAX)
-        *out = (int64_t) obj->via.u64;
-    else
-        return s_expected (ctx, obj->type == MSGPACK_OBJECT_POSITIVE_INTEGER
-                                ? "int below 2^63" : "int", obj);
-    return PS_OK;
-}
-
-static int
-s_decode_float (const msgpack_object *obj, double *out, s_ctx_t *ctx)
-{
-    switch (obj->type) {
-        case MSGPACK_OBJECT_FLOAT32:
-        case MSGPACK_OBJECT_FLOAT64:          *out = obj->via.f64; return PS_OK;
-        case MSGPACK_OBJECT_POSITIVE_INTEGER: *out = (double) obj->via.u64; return PS_OK;
-        case MSGPACK_OBJECT_NEGATIVE_INTEGER: *out = (double) obj->via.i64; return PS_OK;
-        default:                              return s_expected (ctx, "float", obj);
-    }
-}
-
-//  Strings are copied into the zone with a terminating NUL, so one holding
-//  a NUL byte would read as a shorter name: it is refused.
-static int
-s_decode_str (const msgpack_object *obj, const char **out, s_ctx_t *ctx)
-{
-    if (obj->type != MSGPACK_OBJECT_STR)
-        return s_expected (ctx, "str", obj);
-    if (memchr (obj->via.str.ptr, 0, obj->via.str.size))
-        return ps_error_set (ctx->err, PS_EPROTO, "%s: expected str without NUL bytes",
-                             ctx->path);
-    char *copy = s_alloc (ctx, obj->via.str.size + 1);
-    memcpy (copy, obj->via.str.ptr, obj->via.str.size);
-    *out = copy;
-    return PS_OK;
-}
-
-static int
-s_decode_bool (const msgpack_object *obj, bool *out, s_ctx_t *ctx)
-{
-    if (obj->type != MSGPACK_OBJECT_BOOLEAN)
-        return s_expected (ctx, "bool", obj);
-    *out = obj->via.boolean;
-    return PS_OK;
-}
-
-//  The errors of values out of their bounds: the message and field (the
-//  path), the value, and the bound it broke. They are called only when a
-//  check has failed, so the checks themselves stay a compare each.
-static int
-s_bound_uint (s_ctx_t *ctx, uint64_t value, uint64_t min, uint64_t max)
-{
-    char bound [64];
-    if (max == UINT64_MAX)
-        snprintf (bound, sizeof bound, "at least %" PRIu64, min);
-    else
-    if (min == 0)
-        snprintf (bound, sizeof bound, "at most %" PRIu64, max);
-    else
-        snprintf (bound, sizeof bound, "%" PRIu64 " to %" PRIu64, min, max);
-    return ps_error_set (ctx->err, PS_EINVAL, "%s: %" PRIu64 " is out of bounds, expected %s",
-                         ctx->path, value, bound);
-}
-
-static int
-s_bound_int (s_ctx_t *ctx, int64_t value, int64_t min, int64_t max)
-{
-    char bound [64];
-    if (max == INT64_MAX)
-        snprintf (bound, sizeof bound, "at least %" PRId64, min);
-    else
-    if (min == INT64_MIN)
-        snprintf (bound, sizeof bound, "at most %" PRId64, max);
-    else
-        snprintf (bound, sizeof bound, "%" PRId64 " to %" PRId64, min, max);
-    return ps_error_set (ctx->err, PS_EINVAL, "%s: %" PRId64 " is out of bounds, expected %s",
-                         ctx->path, value, bound);
-}
-
-static int
-s_bound_float (s_ctx_t *ctx, double value, double min, double max)
-{
-    char bound [80];
-    if (min == -HUGE_VAL && max == HUGE_VAL)
-        snprintf (bound, sizeof bound, "a finite number");
-    else
-    if (max == HUGE_VAL)
-        snprintf (bound, sizeof bound, "a finite number of at least %g", min);
-    else
-    if (min == -HUGE_VAL)
-        snprintf (bound, sizeof bound, "a finite number of at most %g", max);
-    else
-        snprintf (bound, sizeof bound, "%g to %g", min, max);
-    return ps_error_set (ctx->err, PS_EINVAL, "%s: %g is out of bounds, expected %s",
-                         ctx->path, value, bound);
-}
-
-static int
-s_bound_length (s_ctx_t *ctx, size_t length, size_t max)
-{
-    return ps_error_set (ctx->err, PS_EINVAL, "%s: a str of %zu bytes is out of bounds, "
-                         "expected at most %zu", ctx->path, length, max);
-}
-
-static int
-s_bound_items (s_ctx_t *ctx, size_t count, size_t min, size_t max)
-{
-    char bound [64];
-    if (min == max)
-        snprintf (bound, sizeof bound, "exactly %zu", min);
-    else
-    if (max == SIZE_MAX)
-        snprintf (bound, sizeof bound, "at least %zu", min);
-    else
-        snprintf (bound, sizeof bound, "%zu to %zu", min, max);
-    return ps_error_set (ctx->err, PS_EINVAL, "%s: an array of %zu items is out of bounds, "
-                         "expected %s", ctx->path, count, bound);
-}
-
-//  An enum is a short list of names, so a linear search is cheap; values
-//  is NULL-terminated.
-static int
-s_bound_enum (s_ctx_t *ctx, const char *value, const char *const *values)
-{
-    for (size_t i = 0; values [i]; i++)
-        if (strcmp (value, values [i]) == 0)
-            return PS_OK;
-    char expect [256] = "";
-    size_t used = 0;
-    for (size_t i = 0; values [i] && used < sizeof expect; i++)
-        used += (size_t) snprintf (expect + used, sizeof expect - used, "%s%s",
-                                   i ? ", " : "", values [i]);
-    return ps_error_set (ctx->err, PS_EINVAL, "%s: '%s' is out of bounds, expected one of %s",
-                         ctx->path, value, expect);
-}
-
-static int
-s_encode_uint (msgpack_packer *pk, uint64_t value)
-{
-    return msgpack_pack_uint64 (pk, value);
-}
-
-static int
-s_encode_int (msgpack_packer *pk, int64_t value)
-{
-    return msgpack_pack_int64 (pk, value);
-}
-
-static int
-s_encode_float (msgpack_packer *pk, double value)
-{
-    return msgpack_pack_double (pk, value);
-}
-
-static int
-s_encode_str (msgpack_packer *pk, const char *value)
-{
-    size_t len = strlen (value);
-    return msgpack_pack_str (pk, len) | msgpack_pack_str_body (pk, value, len);
-}
-
-static int
-s_encode_bool (msgpack_packer *pk, bool value)
-{
-    return value ? msgpack_pack_true (pk) : msgpack_pack_false (pk);
-}
-
-static int
-s_encode_key (msgpack_packer *pk, const char *key)
-{
-    return s_encode_str (pk, key);
-}
-
-static int
-s_encode_header (msgpack_packer *pk, const ps_proto_t *msg, size_t nfields)
-{
-    return msgpack_pack_map (pk, nfields)
-         | s_encode_key (pk, "version") | msgpack_pack_uint64 (pk, PS_PROTO_VERSION)
-         | s_encode_key (pk, "type") | s_encode_str (pk, ps_proto_info [msg->type].name)
-         | s_encode_key (pk, "id") | msgpack_pack_uint64 (pk, msg->id);
-}
-
-static int
-s_frame_count (const char *name, size_t described, size_t nframes, ps_error_t *err)
-{
-    return ps_error_set (err, PS_EPROTO, "%s: 'tensors' describes %zu frames, got %zu",
-                         name, described, nframes);
-}
-
-static int
-s_check_frame (const char *name, size_t i, const ps_proto_uint_array_t *dims,
-               uint64_t bytes, size_t frame_size, ps_error_t *err)
-{
-    int64_t values [PS_MAX_RANK];
-    size_t rank = dims->count;
-    for (size_t d = 0; d < rank && d < PS_MAX_RANK; d++)
-        values [d] = dims->items [d] > INT64_MAX ? -1 : (int64_t) dims->items [d];
-    ps_shape_t shape;
-    ps_error_t shape_err;
-    if (ps_shape_set (&shape, values, rank > PS_MAX_RANK ? PS_MAX_RANK + 1 : (int) rank,
-                      &shape_err))
-        return ps_error_set (err, PS_ESHAPE, "%s: tensors[%zu].shape: %s",
-                             name, i, shape_err.msg);
-    uint64_t expect = 4 * (uint64_t) ps_shape_count (&shape);
-    char text [128];
-    if (bytes != expect)
-        return ps_error_set (err, PS_ESHAPE,
-                             "%s: tensors[%zu]: shape %s needs %llu bytes, 'bytes' says %llu",
-                             name, i, ps_shape_str (&shape, text, sizeof text),
-                             (unsigned long long) expect, (unsigned long long) bytes);
-    if (frame_size != bytes)
-        return ps_error_set (err, PS_ESHAPE,
-                             "%s: tensors[%zu]: frame has %zu bytes, header says %llu",
-                             name, i, frame_size, (unsigned long long) bytes);
-    return PS_OK;
-}
-
-//  The value of key in map, or NULL: for the two header fields read before
-//  the message type, and so its decoder, is known.
-static const msgpack_object *
-s_get (const msgpack_object *map, const char *key)
-{
-    size_t len = strlen (key);
-    for (uint32_t i = 0; i < map->via.map.size; i++) {
-        const msgpack_object *k = &map->via.map.ptr [i].key;
-        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == len
-        &&  memcmp (k->via.str.ptr, key, len) == 0)
-            return &map->via.map.ptr [i].val;
-    }
-    return NULL;
-}
-"""
-
-TAIL = r"""ps_proto_type_t
-ps_proto_lookup (const char *name, size_t len)
-{
-    for (int type = 1; type < PS_PROTO_NTYPES; type++)
-        if (strlen (ps_proto_info [type].name) == len
-        &&  memcmp (ps_proto_info [type].name, name, len) == 0)
-            return (ps_proto_type_t) type;
-    return PS_PROTO_NONE;
-}
-
-bool
-ps_proto_may_send (ps_proto_type_t type, const char *task)
-{
-    return (ps_proto_role (task) & ps_proto_info [type].senders) != 0;
-}
-
-int
-ps_proto_decode (const msgpack_object *header, const size_t *frame_sizes, size_t nframes,
-                 msgpack_zone *zone, ps_proto_t *msg, ps_error_t *err)
-{
-    memset (msg, 0, sizeof *msg);
-    if (header->type != MSGPACK_OBJECT_MAP)
-        return ps_error_set (err, PS_EPROTO, "header: expected a map, got %s",
-                             s_object_name (header));
-    //  Pick up the id first, so an error reply can carry it.
-    const msgpack_object *id = s_get (header, "id");
-    if (id && id->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-        msg->id = id->via.u64;
-    //  The version comes next: a peer speaking another version may use
-    //  other fields, and deserves to hear about the version, not a field.
-    const msgpack_object *version = s_get (header, "version");
-    if (!version)
-        return ps_error_set (err, PS_EPROTO, "header: missing field 'version'");
-    if (version->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-        return ps_error_set (err, PS_EPROTO, "header: field 'version' is a %s, expected uint",
-                             s_object_name (version));
-    if (version->via.u64 != PS_PROTO_VERSION)
-        return ps_error_set (err, PS_EVERSION,
-                             "header: protocol version %llu is not supported, expected %d",
-                             (unsigned long long) version->via.u64, PS_PROTO_VERSION);
-    msg->version = version->via.u64;
-    const msgpack_object *name = s_get (header, "type");
-    if (!name || name->type != MSGPACK_OBJECT_STR)
-        return ps_error_set (err, PS_EPROTO, "header: field 'type' %s",
-                             name ? "is not a str" : "is missing");
-    ps_proto_type_t type = ps_proto_lookup (name->via.str.ptr, name->via.str.size);
-    if (type == PS_PROTO_NONE)
-        return ps_error_set (err, PS_EPROTO, "header: unknown message type '%.*s'",
-                             (int) name->via.str.size, name->via.str.ptr);
-    s_ctx_t ctx = { zone, err, "" };
-    snprintf (ctx.path, sizeof ctx.path, "%s", ps_proto_info [type].name);
-    uint64_t saved_id = msg->id;
-    msg->type = type;
-    int rc = s_decoders [type] (header, msg, &ctx);
-    if (rc == PS_OK)
-        rc = s_check_frames (msg, frame_sizes, nframes, err);
-    if (rc) {
-        memset (msg, 0, sizeof *msg);
-        msg->id = saved_id;
-    }
-    return rc;
-}
-"""
+def s_fragment(name):
+    """A C fragment of the runtime, beside this script, without its header
+    comment (the lines up to the first blank one), which speaks of the
+    fragment and not of ps_proto.c."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), name)) as f:
+        text = f.read()
+    return text.split("\n\n", 1)[1].rstrip("\n") + "\n"
 
 
 def main():
