@@ -3,6 +3,7 @@
 //  training (ps_coord.h). With --local it is the whole cluster: it starts
 //  the servers and workers as supervised child processes on 127.0.0.1.
 
+#include <assert.h>
 #include <errno.h>
 #include <float.h>
 #include <getopt.h>
@@ -20,6 +21,7 @@
 #include "ps_dataset.h"
 #include "ps_file.h"
 #include "ps_job.h"
+#include "ps_jobflags.h"
 #include "ps_launcher_local.h"
 #include "ps_log.h"
 #include "ps_mode.h"
@@ -103,17 +105,6 @@ s_usage (FILE *out)
         "Exit status 0 means the training completed.\n");
 }
 
-static int
-s_copy (const char *flag, const char *text, char *buf, size_t len)
-{
-    if (strlen (text) >= len) {
-        fprintf (stderr, "coordinator: %s: longer than %zu bytes\n", flag, len - 1);
-        return -1;
-    }
-    strcpy (buf, text);
-    return 0;
-}
-
 typedef struct {
     bool local;
     const char *keys_dir;
@@ -129,7 +120,7 @@ typedef struct {
     bool resume;
 } s_options_t;
 
-//  Apply the job flags (collected in order) on top of the job.
+//  The job flags, collected in order while the command line is read.
 typedef struct {
     int option;
     const char *value;
@@ -140,14 +131,11 @@ enum {
     O_LOCAL = 256, O_PS, O_WORKERS, O_EVALUATOR, O_NO_RESTART, O_DATA_PLANE, O_LOG_DIR,
     O_CLUSTER, O_JOB,
     O_RESUME, O_METRICS, O_HELP, O_KEYS, O_INSECURE, O_OUT,
-    //  Job flags from here on.
-    O_MODEL, O_EPOCHS, O_STEPS, O_BATCH, O_OPTIMIZER, O_LR, O_MODE, O_SEED, O_DATA, O_LIMIT,
-    O_TEST_LIMIT, O_CKPT_DIR, O_CKPT_STEPS, O_CKPT_SECONDS, O_KEEP, O_EVAL_EPOCHS, O_EVAL_STEPS,
-    O_HEARTBEAT, O_HEARTBEAT_TIMEOUT, O_REGISTER_TIMEOUT, O_THREADS, O_DEVICE, O_OVERLAP,
-    O_NONFINITE_RETRIES, O_STOP_ON_DIVERGENCE, O_STALENESS,
 };
 
-static const struct option s_long_options [] = {
+//  The program's own options; the job flags (ps_jobflags.h) join them in
+//  s_long_options.
+static const struct option s_own_options [] = {
     { "local", no_argument, NULL, O_LOCAL },
     { "ps", required_argument, NULL, O_PS },
     { "workers", required_argument, NULL, O_WORKERS },
@@ -162,143 +150,33 @@ static const struct option s_long_options [] = {
     { "keys", required_argument, NULL, O_KEYS },
     { "insecure", no_argument, NULL, O_INSECURE },
     { "data-plane", required_argument, NULL, O_DATA_PLANE },
-    { "model", required_argument, NULL, O_MODEL },
-    { "epochs", required_argument, NULL, O_EPOCHS },
-    { "steps", required_argument, NULL, O_STEPS },
-    { "batch", required_argument, NULL, O_BATCH },
-    { "optimizer", required_argument, NULL, O_OPTIMIZER },
-    { "lr", required_argument, NULL, O_LR },
-    { "mode", required_argument, NULL, O_MODE },
-    { "staleness", required_argument, NULL, O_STALENESS },
-    { "seed", required_argument, NULL, O_SEED },
-    { "data", required_argument, NULL, O_DATA },
-    { "limit", required_argument, NULL, O_LIMIT },
-    { "test-limit", required_argument, NULL, O_TEST_LIMIT },
-    { "checkpoint-dir", required_argument, NULL, O_CKPT_DIR },
-    { "checkpoint-steps", required_argument, NULL, O_CKPT_STEPS },
-    { "checkpoint-seconds", required_argument, NULL, O_CKPT_SECONDS },
-    { "keep", required_argument, NULL, O_KEEP },
-    { "eval-epochs", required_argument, NULL, O_EVAL_EPOCHS },
-    { "eval-steps", required_argument, NULL, O_EVAL_STEPS },
-    { "heartbeat-ms", required_argument, NULL, O_HEARTBEAT },
-    { "heartbeat-timeout-ms", required_argument, NULL, O_HEARTBEAT_TIMEOUT },
-    { "register-timeout-ms", required_argument, NULL, O_REGISTER_TIMEOUT },
-    { "threads", required_argument, NULL, O_THREADS },
-    { "device", required_argument, NULL, O_DEVICE },
-    { "overlap", no_argument, NULL, O_OVERLAP },
-    { "nonfinite-retries", required_argument, NULL, O_NONFINITE_RETRIES },
-    { "stop-on-divergence", no_argument, NULL, O_STOP_ON_DIVERGENCE },
     { NULL, 0, NULL, 0 },
 };
 
+//  The program's options and the job flags, for getopt_long.
+static const struct option *
+s_long_options (void)
+{
+    static struct option all [64];
+    size_t own = 0, job = 0;
+    while (s_own_options [own].name)
+        own++;
+    while (ps_jobflags_options [job].name)
+        job++;
+    assert (own + job < sizeof all / sizeof all [0]);
+    memcpy (all, s_own_options, own * sizeof all [0]);
+    memcpy (all + own, ps_jobflags_options, (job + 1) * sizeof all [0]);
+    return all;
+}
+
+//  The name of one of the program's own options.
 static const char *
 s_flag_name (int option)
 {
-    for (int i = 0; s_long_options [i].name; i++)
-        if (s_long_options [i].val == option)
-            return s_long_options [i].name;
+    for (int i = 0; s_own_options [i].name; i++)
+        if (s_own_options [i].val == option)
+            return s_own_options [i].name;
     return "?";
-}
-
-static int
-s_apply_flag (ps_job_t *job, int option, const char *value)
-{
-    char flag [64];
-    snprintf (flag, sizeof flag, "--%s", s_flag_name (option));
-    uint64_t u;
-    double d;
-    ps_error_t err;
-    switch (option) {
-        case O_MODEL:
-            return s_copy (flag, value, job->model, sizeof job->model);
-        case O_DATA:
-            return s_copy (flag, value, job->data_dir, sizeof job->data_dir);
-        case O_CKPT_DIR:
-            return s_copy (flag, value, job->checkpoint_dir, sizeof job->checkpoint_dir);
-        case O_OVERLAP:
-            job->overlap = true;
-            return 0;
-        case O_STOP_ON_DIVERGENCE:
-            job->stop_on_divergence = true;
-            return 0;
-        case O_DEVICE:
-            if (strcmp (value, "cpu") && strcmp (value, "gpu") && strcmp (value, "auto")) {
-                fprintf (stderr, "coordinator: %s \"%s\": expected cpu, gpu or auto\n", flag, value);
-                return -1;
-            }
-            return s_copy (flag, value, job->device, sizeof job->device);
-        case O_OPTIMIZER: {
-            ps_opt_kind_t kind;
-            if (ps_opt_kind_parse (value, &kind, &err)) {
-                fprintf (stderr, "coordinator: %s: %s\n", flag, err.msg);
-                return -1;
-            }
-            //  Another kind starts from its own defaults, as in a job file.
-            if (kind != job->optimizer.kind)
-                ps_opt_config_default (&job->optimizer, kind);
-            return 0;
-        }
-        case O_MODE:
-            if (ps_mode_parse (value, &job->mode, &err)) {
-                fprintf (stderr, "coordinator: %s: %s\n", flag, err.msg);
-                return -1;
-            }
-            return 0;
-        case O_STALENESS:
-            if (strcmp (value, "unbounded") == 0) {
-                job->staleness = PS_JOB_STALENESS_UNBOUNDED;
-                return 0;
-            }
-            if (ps_parse_uint (flag, value, 0, INT_MAX, &u, &err)) {
-                fprintf (stderr, "coordinator: %s, or unbounded\n", err.msg);
-                return -1;
-            }
-            job->staleness = (int) u;
-            return 0;
-        //  Ranges are checked by ps_job_validate, which names the key;
-        //  here only the form of the number.
-        case O_LR:
-        case O_CKPT_SECONDS:
-            if (ps_parse_double (flag, value, 0, false, DBL_MAX, &d, &err)) {
-                fprintf (stderr, "coordinator: %s\n", err.msg);
-                return -1;
-            }
-            *(option == O_LR ? &job->optimizer.lr : &job->checkpoint_seconds) = d;
-            return 0;
-        default:
-            break;
-    }
-    //  Whole numbers: their ranges are checked by ps_job_validate, which
-    //  names the key; here their form, and that they fit their field.
-    int *int_field = NULL;
-    uint64_t *u64_field = NULL;
-    switch (option) {
-        case O_EPOCHS: int_field = &job->epochs; break;
-        case O_BATCH: int_field = &job->batch_size; break;
-        case O_KEEP: int_field = &job->checkpoint_keep; break;
-        case O_EVAL_EPOCHS: int_field = &job->eval_epochs; break;
-        case O_HEARTBEAT: int_field = &job->heartbeat_ms; break;
-        case O_HEARTBEAT_TIMEOUT: int_field = &job->heartbeat_timeout_ms; break;
-        case O_REGISTER_TIMEOUT: int_field = &job->register_timeout_ms; break;
-        case O_THREADS: int_field = &job->worker_threads; break;
-        case O_STEPS: u64_field = &job->steps; break;
-        case O_SEED: u64_field = &job->seed; break;
-        case O_LIMIT: u64_field = &job->train_limit; break;
-        case O_TEST_LIMIT: u64_field = &job->test_limit; break;
-        case O_CKPT_STEPS: u64_field = &job->checkpoint_steps; break;
-        case O_EVAL_STEPS: u64_field = &job->eval_steps; break;
-        case O_NONFINITE_RETRIES: int_field = &job->nonfinite_retries; break;
-        default: return -1;
-    }
-    if (ps_parse_uint (flag, value, 0, int_field ? INT_MAX : UINT64_MAX, &u, &err)) {
-        fprintf (stderr, "coordinator: %s\n", err.msg);
-        return -1;
-    }
-    if (int_field)
-        *int_field = (int) u;
-    else
-        *u64_field = u;
-    return 0;
 }
 
 //  Load the model and check it against the data set's images and classes,
@@ -472,7 +350,7 @@ s_load_job (ps_job_t *job, int nps, const s_options_t *opt, const s_flag_t *flag
         return -1;
     }
     for (int f = 0; f < nflags; f++)
-        if (s_apply_flag (job, flags [f].option, flags [f].value))
+        if (ps_jobflags_apply (job, flags [f].option, flags [f].value))
             return -1;
     if (opt->local) {
         //  The default directories are new for every run, so there would be
@@ -534,7 +412,8 @@ main (int argc, char *argv [])
     ps_error_t err;
     //  The first option given that only a local cluster reads.
     const char *local_only = NULL;
-    while ((c = getopt_long (argc, argv, "", s_long_options, NULL)) != -1) {
+    const struct option *options = s_long_options ();
+    while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
         if (!local_only && c >= O_PS && c <= O_LOG_DIR)
             local_only = s_flag_name (c);
         switch (c) {
@@ -566,7 +445,7 @@ main (int argc, char *argv [])
                 *(c == O_PS ? &opt.local_ps : &opt.local_workers) = (int) u;
                 break;
             default:
-                if (c >= O_MODEL) {
+                if (ps_jobflags_is (c)) {
                     flags [nflags].option = c;
                     flags [nflags++].value = optarg;
                     break;

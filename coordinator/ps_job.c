@@ -3,8 +3,8 @@
 //  The schema is a standard JSON Schema (2020-12), compiled in
 //  (ps_job_schema_json) and checked by common/base/ps_jsonschema: which
 //  keys exist, their types, ranges and enum values, and the bounds that
-//  depend on an object's kind. The table s_keys below ties each key of
-//  the schema, by its JSON pointer, to its field of ps_job_t. Reading a
+//  depend on an object's kind. The key table (ps_jobkeys.h) ties each key
+//  of the schema, by its JSON pointer, to its field of ps_job_t. Reading a
 //  job validates the file against the schema, stores each key it names
 //  through the table, and then validates the whole job, as ps_job_validate
 //  does, by turning it into JSON through the same table. A bound changed in
@@ -35,93 +35,12 @@
 
 #include "ps_dataset.h"
 #include "ps_file.h"
+#include "ps_jobkeys.h"
 #include "ps_json.h"
 #include "ps_jsonschema.h"
 #include "ps_jsonvalue.h"
 
 extern const char ps_job_schema_json [];
-
-//  How a key's value is held in ps_job_t.
-typedef enum {
-    S_INT,              //  int; the schema bounds it within int
-    S_INT64,            //  int64_t
-    S_UINT64,           //  uint64_t; JSON carries at most INT64_MAX
-    S_DOUBLE,           //  double, finite
-    S_BOOL,             //  bool
-    S_TEXT,             //  char [size], NUL-terminated UTF-8
-    S_OPT_KIND,         //  ps_opt_kind_t, by name
-    S_LR_KIND,          //  ps_lr_kind_t, by name
-    S_PART_KIND,        //  ps_partitioner_kind_t, by name
-    S_MODE,             //  ps_mode_t, by name
-    S_BOUNDARIES,       //  lr_schedule.boundaries [nboundaries]
-    S_VALUES,           //  lr_schedule.values [nboundaries + 1], none when nboundaries is 0
-} s_store_t;
-
-#define S_KEY(path, store, member) \
-    { path, store, offsetof (ps_job_t, member), sizeof (((ps_job_t *) 0)->member) }
-
-static const struct {
-    const char *path;
-    s_store_t store;
-    size_t offset;
-    size_t size;
-} s_keys [] = {
-    S_KEY ("/model",                         S_TEXT,       model),
-    S_KEY ("/optimizer/kind",                S_OPT_KIND,   optimizer.kind),
-    S_KEY ("/optimizer/lr",                  S_DOUBLE,     optimizer.lr),
-    S_KEY ("/optimizer/momentum",            S_DOUBLE,     optimizer.momentum),
-    S_KEY ("/optimizer/nesterov",            S_BOOL,       optimizer.nesterov),
-    S_KEY ("/optimizer/beta1",               S_DOUBLE,     optimizer.beta1),
-    S_KEY ("/optimizer/beta2",               S_DOUBLE,     optimizer.beta2),
-    S_KEY ("/optimizer/epsilon",             S_DOUBLE,     optimizer.epsilon),
-    S_KEY ("/optimizer/initial_accumulator", S_DOUBLE,     optimizer.initial_accumulator),
-    S_KEY ("/optimizer/weight_decay",        S_DOUBLE,     optimizer.weight_decay),
-    S_KEY ("/optimizer/clip_value",          S_DOUBLE,     optimizer.clip_value),
-    S_KEY ("/optimizer/clip_norm",           S_DOUBLE,     optimizer.clip_norm),
-    S_KEY ("/lr_schedule/kind",              S_LR_KIND,    lr_schedule.kind),
-    S_KEY ("/lr_schedule/boundaries",        S_BOUNDARIES, lr_schedule.boundaries),
-    S_KEY ("/lr_schedule/values",            S_VALUES,     lr_schedule.values),
-    S_KEY ("/lr_schedule/alpha",             S_DOUBLE,     lr_schedule.alpha),
-    S_KEY ("/lr_schedule/decay_steps",       S_UINT64,     lr_schedule.decay_steps),
-    S_KEY ("/lr_schedule/warmup_steps",      S_UINT64,     lr_schedule.warmup_steps),
-    S_KEY ("/batch_size",                    S_INT,        batch_size),
-    S_KEY ("/epochs",                        S_INT,        epochs),
-    S_KEY ("/steps",                         S_UINT64,     steps),
-    S_KEY ("/mode",                          S_MODE,       mode),
-    S_KEY ("/staleness",                     S_INT,        staleness),
-    S_KEY ("/seed",                          S_UINT64,     seed),
-    S_KEY ("/data_dir",                      S_TEXT,       data_dir),
-    S_KEY ("/train_limit",                   S_UINT64,     train_limit),
-    S_KEY ("/test_limit",                    S_UINT64,     test_limit),
-    S_KEY ("/partitioner/kind",              S_PART_KIND,  partitioner.kind),
-    S_KEY ("/partitioner/num_shards",        S_INT,        partitioner.num_shards),
-    S_KEY ("/partitioner/min_shard_bytes",   S_INT64,      partitioner.min_shard_bytes),
-    S_KEY ("/partitioner/max_shard_bytes",   S_INT64,      partitioner.max_shard_bytes),
-    S_KEY ("/partitioner/max_shards",        S_INT,        partitioner.max_shards),
-    S_KEY ("/checkpoint/dir",                S_TEXT,       checkpoint_dir),
-    S_KEY ("/checkpoint/every_steps",        S_UINT64,     checkpoint_steps),
-    S_KEY ("/checkpoint/every_seconds",      S_DOUBLE,     checkpoint_seconds),
-    S_KEY ("/checkpoint/keep",               S_INT,        checkpoint_keep),
-    S_KEY ("/eval/every_epochs",             S_INT,        eval_epochs),
-    S_KEY ("/eval/every_steps",              S_UINT64,     eval_steps),
-    S_KEY ("/heartbeat/interval_ms",         S_INT,        heartbeat_ms),
-    S_KEY ("/heartbeat/timeout_ms",          S_INT,        heartbeat_timeout_ms),
-    S_KEY ("/register_timeout_ms",           S_INT,        register_timeout_ms),
-    S_KEY ("/overlap",                       S_BOOL,       overlap),
-    S_KEY ("/worker_threads",                S_INT,        worker_threads),
-    S_KEY ("/device",                        S_TEXT,       device),
-    S_KEY ("/log_seconds",                   S_DOUBLE,     log_seconds),
-    S_KEY ("/nonfinite_retries",             S_INT,        nonfinite_retries),
-    S_KEY ("/stop_on_divergence",            S_BOOL,       stop_on_divergence),
-};
-#define S_KEY_COUNT  (int) (sizeof s_keys / sizeof s_keys [0])
-
-//  Key pointers are short ("/partitioner/min_shard_bytes", "/lr_schedule/values/16").
-#define S_PATH_MAX  96
-
-
-//  The schema's name in messages about the schema itself.
-#define S_SCHEMA_NAME  "schemas/job.schema.json (built in)"
 
 //  A job file holds a few hundred bytes; a larger one is not a job file.
 #define S_FILE_MAX  ((size_t) 1 << 20)
@@ -130,256 +49,17 @@ static const struct {
 static const char *const s_mode_names [] = { "async", "mirrored", "ssp", "sync" };
 #define S_NMODES  (sizeof s_mode_names / sizeof s_mode_names [0])
 
-
-//  ---------------------------------------------------------------------
-//  The table
-
-static int
-s_key_index (const char *path)
-{
-    for (int i = 0; i < S_KEY_COUNT; i++)
-        if (strcmp (s_keys [i].path, path) == 0)
-            return i;
-    return -1;
-}
-
-//  The pointer of key in the object at prefix ("" at the top level).
-static void
-s_join (char *path, const char *prefix, const char *key)
-{
-    snprintf (path, S_PATH_MAX, "%s/%s", prefix, key);
-}
-
-//  The name of the enumerated value held by key `index` (a kind, the mode
-//  or the device).
-static const char *
-s_name_of (const ps_job_t *job, int index)
-{
-    const char *p = (const char *) job + s_keys [index].offset;
-    const char *name = NULL;
-    switch (s_keys [index].store) {
-        case S_OPT_KIND:
-            name = ps_opt_kind_name (*(const ps_opt_kind_t *) p);
-            break;
-        case S_LR_KIND:
-            name = ps_lr_kind_name (*(const ps_lr_kind_t *) p);
-            break;
-        case S_PART_KIND:
-            name = ps_partitioner_kind_name (*(const ps_partitioner_kind_t *) p);
-            break;
-        case S_MODE:
-            name = ps_mode_name (*(const ps_mode_t *) p);
-            break;
-        case S_TEXT:
-            name = p;
-            break;
-        default:
-            break;
-    }
-    return name ? name : "unknown";
-}
-
-//  Parse the name of an enumerated value into *value for store.
-static int
-s_parse_name (s_store_t store, const char *name, void *value, ps_error_t *err)
-{
-    switch (store) {
-        case S_OPT_KIND:
-            return ps_opt_kind_parse (name, value, err);
-        case S_LR_KIND:
-            return ps_lr_kind_parse (name, value, err);
-        case S_PART_KIND:
-            return ps_partitioner_kind_parse (name, value, err);
-        case S_MODE:
-            return ps_mode_parse (name, value, err);
-        default:
-            return ps_error_set (err, PS_EINVAL, "\"%s\" is no enumerated value", name);
-    }
-}
-
-//  The value of key `index` as JSON, or NULL when JSON cannot hold it (a
-//  number that is not finite, an integer past INT64_MAX, text that is not
-//  NUL-terminated UTF-8, a boundary count out of range; ps_job_validate
-//  names those before converting) or memory ran out.
-static json_t *
-s_get (const ps_job_t *job, int index)
-{
-    const char *p = (const char *) job + s_keys [index].offset;
-    const ps_lr_schedule_t *schedule = &job->lr_schedule;
-    int n = schedule->nboundaries;
-    switch (s_keys [index].store) {
-        case S_INT:
-            return json_integer (*(const int *) p);
-        case S_INT64:
-            return json_integer (*(const int64_t *) p);
-        case S_UINT64:
-            if (*(const uint64_t *) p > INT64_MAX)
-                return NULL;
-            return json_integer ((json_int_t) *(const uint64_t *) p);
-        case S_DOUBLE:
-            //  json_real refuses what is not finite.
-            return json_real (*(const double *) p);
-        case S_BOOL:
-            return json_boolean (*(const bool *) p);
-        case S_TEXT:
-            if (strnlen (p, s_keys [index].size) == s_keys [index].size)
-                return NULL;
-            return json_string (p);
-        case S_OPT_KIND:
-        case S_LR_KIND:
-        case S_PART_KIND:
-        case S_MODE:
-            return json_string (s_name_of (job, index));
-        case S_BOUNDARIES:
-        case S_VALUES: {
-            if (n < 0 || n > PS_JOB_MAX_BOUNDARIES)
-                return NULL;
-            json_t *array = json_array ();
-            //  Without boundaries there are no values either: values [0] of a
-            //  job that never had a piecewise schedule means nothing.
-            int count = s_keys [index].store == S_BOUNDARIES ? n : n > 0 ? n + 1 : 0;
-            const double *numbers = s_keys [index].store == S_BOUNDARIES
-                                  ? schedule->boundaries : schedule->values;
-            for (int i = 0; array && i < count; i++)
-                if (json_array_append_new (array, json_real (numbers [i]))) {
-                    json_decref (array);
-                    array = NULL;
-                }
-            return array;
-        }
-    }
-    return NULL;
-}
-
 //  ---------------------------------------------------------------------
 //  The schema: loading it and checking it against the table
-
-//  Whether the bounds of an integer key fit its field.
-static bool
-s_int_fits (const json_t *field, s_store_t store)
-{
-    const json_t *min = json_object_get (field, "minimum");
-    const json_t *max = json_object_get (field, "maximum");
-    if (!json_is_integer (min) || !json_is_integer (max))
-        return false;
-    json_int_t low = json_integer_value (min), high = json_integer_value (max);
-    return (store == S_INT && low >= INT_MIN && high <= INT_MAX)
-        || store == S_INT64
-        || (store == S_UINT64 && low >= 0);
-}
-
-//  Check one key of the schema: its type suits its field, its bounds fit
-//  the field, and each enum value is one the code knows.
-static int
-s_check_schema_key (const char *path, const json_t *field, int index, ps_error_t *err)
-{
-    const char *type = json_string_value (json_object_get (field, "type"));
-    const json_t *values = json_object_get (field, "enum");
-    s_store_t store = s_keys [index].store;
-    bool fits;
-    if (values) {
-        fits = json_is_array (values) && json_array_size (values) > 0;
-        size_t i;
-        const json_t *value;
-        json_array_foreach (values, i, value) {
-            const char *name = json_string_value (value);
-            union {
-                ps_opt_kind_t opt;
-                ps_lr_kind_t lr;
-                ps_partitioner_kind_t partitioner;
-                ps_mode_t mode;
-            } scratch;
-            fits = fits && name
-                && (store == S_TEXT ? strlen (name) < s_keys [index].size
-                                    : s_parse_name (store, name, &scratch, NULL) == 0);
-        }
-    }
-    else
-    if (!type)
-        fits = false;
-    else
-    if (strcmp (type, "integer") == 0)
-        fits = s_int_fits (field, store);
-    else
-    if (strcmp (type, "number") == 0)
-        fits = store == S_DOUBLE;
-    else
-    if (strcmp (type, "boolean") == 0)
-        fits = store == S_BOOL;
-    else
-    if (strcmp (type, "string") == 0) {
-        const json_t *max_length = json_object_get (field, "maxLength");
-        fits = store == S_TEXT && json_is_integer (max_length)
-            && json_integer_value (max_length) < (json_int_t) s_keys [index].size;
-    }
-    else
-    if (strcmp (type, "array") == 0) {
-        const json_t *max_items = json_object_get (field, "maxItems");
-        int most = store == S_BOUNDARIES ? PS_JOB_MAX_BOUNDARIES : PS_JOB_MAX_BOUNDARIES + 1;
-        const char *items = json_string_value (json_object_get (json_object_get (field, "items"),
-                                                                "type"));
-        fits = (store == S_BOUNDARIES || store == S_VALUES)
-            && json_is_integer (max_items) && json_integer_value (max_items) <= most
-            && items && strcmp (items, "number") == 0;
-    }
-    else
-        fits = false;
-    if (!fits)
-        return ps_error_set (err, PS_EINVAL, S_SCHEMA_NAME ": key %s of type \"%s\" does not "
-                             "suit its field of ps_job_t", path, type ? type : "enum");
-    return 0;
-}
-
-//  Whether a key of the schema is an object of keys of its own.
-static bool
-s_is_object (const json_t *field)
-{
-    const char *type = json_string_value (json_object_get (field, "type"));
-    return type && strcmp (type, "object") == 0;
-}
-
-//  Walk the schema's properties, checking each key against the table, and
-//  count the leaves.
-static int
-s_check_schema (const json_t *properties, const char *prefix, int *count, ps_error_t *err)
-{
-    const char *key;
-    const json_t *field;
-    json_object_foreach ((json_t *) properties, key, field) {
-        char path [S_PATH_MAX];
-        s_join (path, prefix, key);
-        int rc;
-        if (s_is_object (field))
-            rc = s_check_schema (json_object_get (field, "properties"), path, count, err);
-        else {
-            int index = s_key_index (path);
-            if (index < 0)
-                return ps_error_set (err, PS_EINVAL, S_SCHEMA_NAME ": key %s has no field in "
-                                     "ps_job_t", path);
-            rc = s_check_schema_key (path, field, index, err);
-            ++*count;
-        }
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
 
 //  Load the built-in schema and check it against the table.
 static ps_jsonschema_t *
 s_schema_load (ps_error_t *err)
 {
-    ps_jsonschema_t *schema = ps_jsonschema_parse (ps_job_schema_json, S_SCHEMA_NAME, err);
+    ps_jsonschema_t *schema = ps_jsonschema_parse (ps_job_schema_json, PS_JOB_SCHEMA_NAME, err);
     if (!schema)
         return NULL;
-    int count = 0;
-    const json_t *properties = json_object_get (ps_jsonschema_root (schema), "properties");
-    int rc = json_is_object (properties) ? s_check_schema (properties, "", &count, err)
-                                         : ps_error_set (err, PS_EINVAL, S_SCHEMA_NAME ": no "
-                                                         "\"properties\" object");
-    if (rc == 0 && count != S_KEY_COUNT)
-        rc = ps_error_set (err, PS_EINVAL, S_SCHEMA_NAME ": %d keys, but ps_job_t has %d",
-                           count, S_KEY_COUNT);
+    int rc = ps_jobkeys_check_schema (ps_jsonschema_root (schema), err);
     if (rc)
         ps_jsonschema_destroy (&schema);
     return schema;
@@ -442,40 +122,40 @@ static int
 s_store (s_overlay_t *self, int index, const json_t *value, ps_error_t *err)
 {
     ps_job_t *job = &self->job;
-    char *p = (char *) job + s_keys [index].offset;
+    char *p = (char *) job + ps_jobkeys [index].offset;
     ps_lr_schedule_t *schedule = &job->lr_schedule;
     size_t i;
     const json_t *item;
     int rc = 0;
-    switch (s_keys [index].store) {
-        case S_INT:
+    switch (ps_jobkeys [index].store) {
+        case PS_JOBKEY_INT:
             *(int *) p = (int) ps_jsonvalue_integer (value);
             break;
-        case S_INT64:
+        case PS_JOBKEY_INT64:
             *(int64_t *) p = (int64_t) ps_jsonvalue_integer (value);
             break;
-        case S_UINT64:
+        case PS_JOBKEY_UINT64:
             *(uint64_t *) p = (uint64_t) ps_jsonvalue_integer (value);
             break;
-        case S_DOUBLE:
+        case PS_JOBKEY_DOUBLE:
             *(double *) p = json_number_value (value);
             break;
-        case S_BOOL:
+        case PS_JOBKEY_BOOL:
             *(bool *) p = json_is_true (value);
             break;
-        case S_TEXT:
+        case PS_JOBKEY_TEXT:
             //  The schema counts characters; the field holds bytes. A NUL
             //  inside (jansson refuses \u0000) would cut the text short.
             if (strlen (json_string_value (value)) != json_string_length (value))
                 return ps_error_set (err, PS_EINVAL, "at %s: expected text without NUL "
-                                     "characters", s_keys [index].path);
-            if (json_string_length (value) >= s_keys [index].size)
+                                     "characters", ps_jobkeys [index].path);
+            if (json_string_length (value) >= ps_jobkeys [index].size)
                 return ps_error_set (err, PS_EINVAL, "at %s: expected a string of at most %zu "
-                                     "bytes, got %zu bytes", s_keys [index].path,
-                                     s_keys [index].size - 1, json_string_length (value));
-            snprintf (p, s_keys [index].size, "%s", json_string_value (value));
+                                     "bytes, got %zu bytes", ps_jobkeys [index].path,
+                                     ps_jobkeys [index].size - 1, json_string_length (value));
+            snprintf (p, ps_jobkeys [index].size, "%s", json_string_value (value));
             break;
-        case S_OPT_KIND: {
+        case PS_JOBKEY_OPT_KIND: {
             ps_opt_kind_t kind;
             rc = ps_opt_kind_parse (json_string_value (value), &kind, err);
             //  Another optimizer starts from its own defaults, so that a
@@ -485,18 +165,19 @@ s_store (s_overlay_t *self, int index, const json_t *value, ps_error_t *err)
                 ps_opt_config_default (&job->optimizer, kind);
             break;
         }
-        case S_LR_KIND:
-        case S_PART_KIND:
-        case S_MODE:
-            rc = s_parse_name (s_keys [index].store, json_string_value (value), p, err);
+        case PS_JOBKEY_LR_KIND:
+        case PS_JOBKEY_PART_KIND:
+        case PS_JOBKEY_MODE:
+            rc = ps_jobkeys_parse_name (ps_jobkeys [index].store, json_string_value (value), p,
+                                        err);
             break;
-        case S_BOUNDARIES:
+        case PS_JOBKEY_BOUNDARIES:
             schedule->nboundaries = (int) json_array_size (value);
             json_array_foreach (value, i, item)
                 schedule->boundaries [i] = json_number_value (item);
             self->boundaries_given = true;
             break;
-        case S_VALUES:
+        case PS_JOBKEY_VALUES:
             memset (schedule->values, 0, sizeof schedule->values);
             json_array_foreach (value, i, item)
                 schedule->values [i] = json_number_value (item);
@@ -513,9 +194,9 @@ s_overlay_object (s_overlay_t *self, const json_t *obj, const char *prefix, ps_e
 {
     //  The kind comes first: a new optimizer kind resets the keys given
     //  beside it.
-    char path [S_PATH_MAX];
-    s_join (path, prefix, "kind");
-    int kind_index = s_key_index (path);
+    char path [PS_JOBKEY_PATH_MAX];
+    ps_jobkeys_join (path, prefix, "kind");
+    int kind_index = ps_jobkeys_index (path);
     const json_t *kind = kind_index >= 0 ? json_object_get (obj, "kind") : NULL;
     int rc = kind ? s_store (self, kind_index, kind, err) : 0;
     const char *key;
@@ -523,8 +204,8 @@ s_overlay_object (s_overlay_t *self, const json_t *obj, const char *prefix, ps_e
     json_object_foreach ((json_t *) obj, key, value) {
         if (rc || value == kind)
             continue;
-        s_join (path, prefix, key);
-        int index = s_key_index (path);
+        ps_jobkeys_join (path, prefix, key);
+        int index = ps_jobkeys_index (path);
         rc = index >= 0 ? s_store (self, index, value, err)
                         : s_overlay_object (self, value, path, err);
     }
@@ -558,7 +239,7 @@ s_check_lengths (const s_overlay_t *self, const ps_job_t *before, ps_error_t *er
 //  Checking a whole job
 
 //  The job as JSON, following the schema's keys (its properties, at
-//  prefix); NULL as s_get.
+//  prefix); NULL as ps_jobkeys_get.
 static json_t *
 s_to_json (const ps_job_t *job, const json_t *properties, const char *prefix)
 {
@@ -568,13 +249,13 @@ s_to_json (const ps_job_t *job, const json_t *properties, const char *prefix)
     json_object_foreach ((json_t *) properties, key, field) {
         if (!obj)
             break;
-        char path [S_PATH_MAX];
-        s_join (path, prefix, key);
+        char path [PS_JOBKEY_PATH_MAX];
+        ps_jobkeys_join (path, prefix, key);
         json_t *value;
-        if (s_is_object (field))
+        if (ps_jobkeys_is_object (field))
             value = s_to_json (job, json_object_get (field, "properties"), path);
         else
-            value = s_get (job, s_key_index (path));
+            value = ps_jobkeys_get (job, ps_jobkeys_index (path));
         if (!value || json_object_set_new (obj, key, value)) {
             json_decref (obj);
             obj = NULL;
@@ -588,22 +269,22 @@ static int
 s_check_representable (const ps_job_t *job, ps_error_t *err)
 {
     const ps_lr_schedule_t *schedule = &job->lr_schedule;
-    for (int i = 0; i < S_KEY_COUNT; i++) {
-        const char *p = (const char *) job + s_keys [i].offset;
-        const char *path = s_keys [i].path;
-        s_store_t store = s_keys [i].store;
-        if (store == S_UINT64 && *(const uint64_t *) p > INT64_MAX)
+    for (int i = 0; i < ps_jobkeys_count; i++) {
+        const char *p = (const char *) job + ps_jobkeys [i].offset;
+        const char *path = ps_jobkeys [i].path;
+        ps_jobkey_store_t store = ps_jobkeys [i].store;
+        if (store == PS_JOBKEY_UINT64 && *(const uint64_t *) p > INT64_MAX)
             return ps_error_set (err, PS_EINVAL, "at %s: expected an integer in 0 .. %lld, "
                                  "got %llu", path, (long long) INT64_MAX,
                                  (unsigned long long) *(const uint64_t *) p);
-        if (store == S_DOUBLE && !isfinite (*(const double *) p))
+        if (store == PS_JOBKEY_DOUBLE && !isfinite (*(const double *) p))
             return ps_error_set (err, PS_EINVAL, "at %s: expected a finite number, got %g",
                                  path, *(const double *) p);
-        if (store == S_TEXT && strnlen (p, s_keys [i].size) == s_keys [i].size)
+        if (store == PS_JOBKEY_TEXT && strnlen (p, ps_jobkeys [i].size) == ps_jobkeys [i].size)
             return ps_error_set (err, PS_EINVAL, "at %s: expected a string of at most %zu "
                                  "bytes, got one without its terminating NUL", path,
-                                 s_keys [i].size - 1);
-        if (store == S_TEXT) {
+                                 ps_jobkeys [i].size - 1);
+        if (store == PS_JOBKEY_TEXT) {
             json_t *text = json_string (p);
             json_decref (text);
             if (!text)

@@ -245,11 +245,9 @@ s_resolve (ps_job_t *self, ps_table_t *table, ps_error_t *err)
     for (size_t i = 0; i < self->base.ntasks; i++) {
         const char *var = self->push ? tensors->items [i].var : req->pull.parts.items [i].var;
         uint64_t part = self->push ? tensors->items [i].part : req->pull.parts.items [i].part;
-        if (strlen (var) >= PS_NAME_MAX)
-            return ps_error_set (err, PS_EPROTO, "%s: entry %zu: variable name is longer than %d bytes",
-                                 type, i, PS_NAME_MAX - 1);
-        ps_partition_t *partition = part <= UINT32_MAX
-                                  ? ps_table_lookup (table, var, (uint32_t) part) : NULL;
+        //  The decoder holds names to PS_NAME_MAX - 1 bytes and parts
+        //  below 2^32 (protocol.json's bounds).
+        ps_partition_t *partition = ps_table_lookup (table, var, (uint32_t) part);
         if (!partition)
             return ps_error_set (err, PS_ENOTFOUND, "%s: entry %zu: no partition %s/%llu on this server",
                                  type, i, var, (unsigned long long) part);
@@ -326,11 +324,6 @@ s_check_round (ps_job_t *self, ps_error_t *err)
                              "must carry both 'round' and 'round_steps'",
                              push->has_round ? "round_steps" : "round",
                              push->has_round ? "round" : "round_steps");
-    if (push->has_round && push->round == 0)
-        return ps_error_set (err, PS_EINVAL, "push: field 'round' is 0: rounds count from 1");
-    if (push->has_round && (push->round_steps == 0 || push->round_steps > UINT32_MAX))
-        return ps_error_set (err, PS_EINVAL, "push: field 'round_steps' is %" PRIu64
-                             ": expected 1 to %" PRIu32, push->round_steps, UINT32_MAX);
     return PS_OK;
 }
 

@@ -12,18 +12,29 @@ authorization column, 'senders' in protocol.json).
 The decoder checks every field's presence and type, refuses unknown and
 repeated keys, strings holding a NUL byte, and tensor frames that disagree
 with their descriptions, and names the message and the field in its error
-("push: tensors[1].shape[0]: expected uint, got str"). Strings and arrays of
+("push: tensors[1].shape[0]: expected uint, got str"). It then checks the
+bounds a field states in protocol.json (BOUNDS below: minimum, maximum,
+finite, enum, maxLength, minItems, maxItems, and 'items' for the bounds of
+an array's elements), so hand-written code never re-checks them; a value
+out of bounds is refused as invalid, naming the message, the field and the
+bound ("push: round_steps: 0 is out of bounds, expected 1 to 4294967295"). Strings and arrays of
 a decoded message live in the msgpack zone of the header they came from, so
 decoding allocates nothing of its own; tensor frames are never copied.
 
 The output is deterministic (fields in the order protocol.json lists them),
 so tests/golden/ holds a copy that a test compares with every build's.
 
+The C code that is the same for every protocol (decoding state, the
+primitive codecs, the errors, the frame checks, the decode entry point)
+lives beside this script in codec_runtime.c.in and codec_decode.c.in,
+copied verbatim into ps_proto.c.
+
 Usage: gen_codec.py PROTOCOL_JSON OUTPUT_H OUTPUT_C
 Python 3 standard library only.
 """
 
 import json
+import os
 import sys
 
 PRIMS = {
@@ -33,6 +44,21 @@ PRIMS = {
     "float": "double",
     "str": "const char *",
     "bool": "bool",
+}
+
+
+# The bounds a field may state, and the kinds of field each applies to.
+# They read as in JSON Schema, except that maxLength counts bytes (names on
+# the wire are ASCII) and 'finite' (no NaN or infinity) is ours.
+BOUNDS = {
+    "minimum": ("uint", "int", "float"),
+    "maximum": ("uint", "int", "float"),
+    "finite": ("float",),
+    "enum": ("str",),
+    "maxLength": ("str",),
+    "minItems": ("array",),
+    "maxItems": ("array",),
+    "items": ("array",),
 }
 
 
@@ -55,6 +81,7 @@ class Gen:
         self.arrays = {}        # elem key -> (c type name, elem type expr)
         self.maps = []          # named map types in dependency order
         self.done = set()
+        self.enums = []         # the enum tables of str bounds, in emission order
         for name in self.types:
             self.visit(name)
         for spec in proto["messages"].values():
@@ -64,12 +91,50 @@ class Gen:
             if msg in self.types:
                 sys.exit("gen_codec: message '%s' has the name of a type" % msg)
 
-    # A field is a type expression, or {type: expr, optional: true}.
+    # A field is a type expression, or {type: expr, optional: true} with
+    # bounds beside them (BOUNDS).
     @staticmethod
     def unwrap(field):
         if isinstance(field, dict) and "type" in field:
             return field["type"], bool(field.get("optional"))
         return field, False
+
+    # The bounds a field states, checked against what its type allows, so
+    # a typo in protocol.json stops the build instead of checking nothing.
+    def bounds(self, field, where):
+        if not (isinstance(field, dict) and "type" in field):
+            return {}
+        out = {k: v for k, v in field.items() if k not in ("type", "optional", "doc")}
+        self.check_bounds(field["type"], out, where)
+        return out
+
+    def check_bounds(self, expr, bounds, where):
+        kind = self.kind(expr)
+        for name, value in bounds.items():
+            if name not in BOUNDS or kind not in BOUNDS[name]:
+                sys.exit("gen_codec: %s: bound '%s' does not apply to a %s" % (where, name, kind))
+            if name == "items":
+                self.check_bounds(self.elem(expr), value, where + "[]")
+            elif name == "enum":
+                if not value or not all(isinstance(v, str) for v in value):
+                    sys.exit("gen_codec: %s: enum must list strings" % where)
+            elif name == "finite":
+                if value is not True:
+                    sys.exit("gen_codec: %s: finite must be true" % where)
+            elif not isinstance(value, (int, float)) or isinstance(value, bool):
+                sys.exit("gen_codec: %s: %s must be a number" % (where, name))
+            elif kind == "uint" and not 0 <= value <= 2**64 - 1:
+                sys.exit("gen_codec: %s: %s is outside uint" % (where, name))
+            elif kind == "int" and not -2**63 <= value <= 2**63 - 1:
+                sys.exit("gen_codec: %s: %s is outside int" % (where, name))
+        if bounds.get("minimum", 0) > bounds.get("maximum", 2**64):
+            sys.exit("gen_codec: %s: minimum is above maximum" % where)
+
+    # The element type of an array type expression.
+    def elem(self, expr):
+        if isinstance(expr, str):
+            return self.elem(self.types[expr])
+        return expr["array"]
 
     def visit(self, name):
         if name in self.done:
@@ -295,9 +360,12 @@ def emit_header(gen):
     w("//  returns 0. Otherwise returns PS_EVERSION for another protocol version,")
     w("//  PS_EPROTO for a header that is not a map, an unknown type, a missing,")
     w("//  unknown, repeated or wrongly typed field, a string holding a NUL byte or")
-    w("//  a wrong frame count, or PS_ESHAPE when a tensor's shape, byte count and")
-    w("//  frame disagree, with err naming the message and the field; msg->id is")
-    w("//  then the request's id if the header held a valid one, else 0.")
+    w("//  a wrong frame count, PS_EINVAL for a value outside its field's bounds")
+    w("//  (protocol.json: minimum, maximum, finite, enum, maxLength, minItems,")
+    w("//  maxItems), or PS_ESHAPE when a tensor's shape, byte count and frame")
+    w("//  disagree, with err naming the message, the field and, for a bound, the")
+    w("//  bound; msg->id is then the request's id if the header held a valid")
+    w("//  one, else 0.")
     w("int ps_proto_decode (const msgpack_object *header, const size_t *frame_sizes,")
     w("                     size_t nframes, msgpack_zone *zone, ps_proto_t *msg,")
     w("                     ps_error_t *err);")
@@ -330,6 +398,85 @@ def emit_field_decode(gen, c, expr, target, indent):
         c.append("%src = s_decode_%s (val, &%s, ctx);" % (indent, kind, target))
     else:
         c.append("%src = s_decode_%s (val, &%s, ctx);" % (indent, gen.fn(expr), target))
+
+
+def c_number(kind, value):
+    if kind == "uint":
+        return "UINT64_MAX" if value == 2**64 - 1 else "UINT64_C (%d)" % value
+    if kind == "int":
+        return {-2**63: "INT64_MIN", 2**63 - 1: "INT64_MAX"}.get(value, "INT64_C (%d)" % value)
+    return repr(float(value))
+
+
+def emit_bounds(gen, c, expr, bounds, target, size, indent):
+    """The checks of a field's bounds, after its decoder succeeded; target
+    is the C lvalue holding the value and size, for a str, its length in
+    bytes. Each check is a compare or two on the hot path; only a failing
+    one calls out of line to word the error."""
+    if not bounds:
+        return
+    kind = gen.kind(expr)
+    ind = indent + "    "
+    if kind in ("uint", "int"):
+        lo = bounds.get("minimum", 0 if kind == "uint" else -2**63)
+        hi = bounds.get("maximum", 2**64 - 1 if kind == "uint" else 2**63 - 1)
+        tests = []
+        if lo > (0 if kind == "uint" else -2**63):
+            tests.append("%s < %s" % (target, c_number(kind, lo)))
+        if hi < (2**64 - 1 if kind == "uint" else 2**63 - 1):
+            tests.append("%s > %s" % (target, c_number(kind, hi)))
+        if tests:
+            c.append("%sif (rc == PS_OK && (%s))" % (indent, " || ".join(tests)))
+            c.append("%src = s_bound_%s (ctx, %s, %s, %s);"
+                     % (ind, kind, target, c_number(kind, lo), c_number(kind, hi)))
+    elif kind == "float":
+        lo = bounds.get("minimum")
+        hi = bounds.get("maximum")
+        finite = bounds.get("finite", False) or lo is not None or hi is not None
+        tests = []
+        if lo is None and hi is None:
+            tests.append("!isfinite (%s)" % target)
+        if lo is not None:
+            tests.append("!(%s >= %s)" % (target, c_number(kind, lo)))
+        if hi is not None:
+            tests.append("!(%s <= %s)" % (target, c_number(kind, hi)))
+        if finite:
+            c.append("%sif (rc == PS_OK && (%s))" % (indent, " || ".join(tests)))
+            c.append("%src = s_bound_float (ctx, %s, %s, %s);"
+                     % (ind, target, "-HUGE_VAL" if lo is None else c_number(kind, lo),
+                        "HUGE_VAL" if hi is None else c_number(kind, hi)))
+    elif kind == "str":
+        if "maxLength" in bounds:
+            c.append("%sif (rc == PS_OK && %s > %d)" % (indent, size, bounds["maxLength"]))
+            c.append("%src = s_bound_length (ctx, %s, %d);" % (ind, size, bounds["maxLength"]))
+        if "enum" in bounds:
+            table = "s_enum_%d" % len(gen.enums)
+            gen.enums.append("static const char *const %s [] = { %s, NULL };"
+                          % (table, ", ".join(c_string(v) for v in bounds["enum"])))
+            c.append("%sif (rc == PS_OK)" % indent)
+            c.append("%src = s_bound_enum (ctx, %s, %s);" % (ind, target, table))
+    elif kind == "array":
+        lo = bounds.get("minItems", 0)
+        hi = bounds.get("maxItems")
+        tests = []
+        if lo:
+            tests.append("%s.count < %d" % (target, lo))
+        if hi is not None:
+            tests.append("%s.count > %d" % (target, hi))
+        if tests:
+            c.append("%sif (rc == PS_OK && (%s))" % (indent, " || ".join(tests)))
+            c.append("%src = s_bound_items (ctx, %s.count, %d, %s);"
+                     % (ind, target, lo, "SIZE_MAX" if hi is None else "%d" % hi))
+        if "items" in bounds:
+            elem = gen.elem(expr)
+            c.append("%sfor (size_t i = 0; rc == PS_OK && i < %s.count; i++) {" % (indent, target))
+            c.append("%ssize_t at = strlen (ctx->path);" % ind)
+            c.append('%ssnprintf (ctx->path + at, sizeof ctx->path - at, "[%%zu]", i);' % ind)
+            item = "%s.items [i]" % target
+            emit_bounds(gen, c, elem, bounds["items"], item, "strlen (%s)" % item, ind)
+            c.append("%sif (rc == PS_OK)" % ind)
+            c.append("%s    ctx->path [at] = 0;" % ind)
+            c.append("%s}" % indent)
 
 
 def emit_value_encode(gen, c, expr, source, indent):
@@ -367,6 +514,8 @@ def emit_map_body(gen, c, fields, target, header=False):
         if optional:
             c.append("                %s = true;" % target("has_" + name))
         emit_field_decode(gen, c, expr, target(name), "                ")
+        emit_bounds(gen, c, expr, gen.bounds(fields[name], name), target(name),
+                    "val->via.str.size", "                ")
         c.append("                break;")
     c.append("        }")
     c.append("        if (rc)")
@@ -397,11 +546,15 @@ def emit_source(gen):
     w('#include "ps_proto.h"')
     w('#include "ps_shape.h"')
     w("")
+    w("#include <inttypes.h>")
+    w("#include <math.h>")
     w("#include <stdio.h>")
     w("#include <stdlib.h>")
     w("#include <string.h>")
     w("")
-    w(RUNTIME)
+    w(s_fragment("codec_runtime.c.in"))
+    enums_at = len(c)
+    w("")
     # Forward declarations of every decoder and encoder, since maps and
     # arrays refer to each other in either order.
     for name in gen.maps:
@@ -554,7 +707,7 @@ def emit_source(gen):
     w("    return 0;")
     w("}")
     w("")
-    w(TAIL)
+    w(s_fragment("codec_decode.c.in"))
     for name in gen.maps:
         w("int")
         w("ps_proto_%s_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_%s_t *out,"
@@ -598,317 +751,20 @@ def emit_source(gen):
     w("    }")
     w("    return rc ? PS_EIO : PS_OK;")
     w("}")
+    if gen.enums:
+        c[enums_at] = "//  The values an enum field may take.\n" + "\n".join(gen.enums) + "\n"
     return "\n".join(c) + "\n"
 
 
-RUNTIME = r"""//  Decoding state: where errors go, where allocations come from, and the
-//  path of the field being read ("push: tensors[1].shape").
-typedef struct {
-    msgpack_zone *zone;
-    ps_error_t *err;
-    char path [256];
-} s_ctx_t;
 
-static const char *
-s_object_name (const msgpack_object *obj)
-{
-    switch (obj->type) {
-        case MSGPACK_OBJECT_NIL:              return "nil";
-        case MSGPACK_OBJECT_BOOLEAN:          return "bool";
-        case MSGPACK_OBJECT_POSITIVE_INTEGER: return "uint";
-        case MSGPACK_OBJECT_NEGATIVE_INTEGER: return "negative int";
-        case MSGPACK_OBJECT_FLOAT32:
-        case MSGPACK_OBJECT_FLOAT64:          return "float";
-        case MSGPACK_OBJECT_STR:              return "str";
-        case MSGPACK_OBJECT_BIN:              return "bin";
-        case MSGPACK_OBJECT_ARRAY:            return "array";
-        case MSGPACK_OBJECT_MAP:              return "map";
-        default:                              return "ext";
-    }
-}
 
-static int
-s_expected (s_ctx_t *ctx, const char *kind, const msgpack_object *obj)
-{
-    return ps_error_set (ctx->err, PS_EPROTO, "%s: expected %s, got %s",
-                         ctx->path, kind, s_object_name (obj));
-}
-
-//  The zone grows by chunks; only a failing malloc makes it fail, and the
-//  rest of the program treats that as fatal too.
-static void *
-s_alloc (s_ctx_t *ctx, size_t size)
-{
-    void *data = msgpack_zone_malloc (ctx->zone, size);
-    if (!data)
-        abort ();
-    memset (data, 0, size);
-    return data;
-}
-
-//  Paths read "push: tensors[0].shape": the message name, then fields.
-static void
-s_path_field (s_ctx_t *ctx, size_t used, const char *name)
-{
-    const char *dot = strchr (ctx->path, ':') ? "." : ": ";
-    snprintf (ctx->path + used, sizeof ctx->path - used, "%s%s", dot, name);
-}
-
-//  The index in names of entry i's key, after checking that the key is a
-//  str, known and not seen before in this map; or a negative error code.
-static int
-s_field (const msgpack_object *map, uint32_t i, const char *const *names, int nnames,
-         uint64_t *seen, s_ctx_t *ctx)
-{
-    const msgpack_object *key = &map->via.map.ptr [i].key;
-    if (key->type != MSGPACK_OBJECT_STR)
-        return ps_error_set (ctx->err, PS_EPROTO, "%s: map key %u is a %s, expected str",
-                             ctx->path, i, s_object_name (key));
-    for (int f = 0; f < nnames; f++)
-        if (strlen (names [f]) == key->via.str.size
-        &&  memcmp (names [f], key->via.str.ptr, key->via.str.size) == 0) {
-            if (*seen & (UINT64_C (1) << f))
-                return ps_error_set (ctx->err, PS_EPROTO, "%s: field '%s' appears twice",
-                                     ctx->path, names [f]);
-            *seen |= UINT64_C (1) << f;
-            return f;
-        }
-    return ps_error_set (ctx->err, PS_EPROTO, "%s: unknown field '%.*s'", ctx->path,
-                         (int) key->via.str.size, key->via.str.ptr);
-}
-
-static int
-s_missing (uint64_t seen, uint64_t required, const char *const *names, s_ctx_t *ctx)
-{
-    uint64_t missing = required & ~seen;
-    if (!missing)
-        return PS_OK;
-    int f = 0;
-    while (!(missing & (UINT64_C (1) << f)))
-        f++;
-    return ps_error_set (ctx->err, PS_EPROTO, "%s: missing field '%s'", ctx->path, names [f]);
-}
-
-static int
-s_decode_uint (const msgpack_object *obj, uint64_t *out, s_ctx_t *ctx)
-{
-    if (obj->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-        return s_expected (ctx, "uint", obj);
-    *out = obj->via.u64;
-    return PS_OK;
-}
-
-static int
-s_decode_int (const msgpack_object *obj, int64_t *out, s_ctx_t *ctx)
-{
-    if (obj->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-        *out = obj->via.i64;
-    else
-    if (obj->type == MSGPACK_OBJECT_POSITIVE_INTEGER && obj->via.u64 <= INT64_MAX)
-        *out = (int64_t) obj->via.u64;
-    else
-        return s_expected (ctx, obj->type == MSGPACK_OBJECT_POSITIVE_INTEGER
-                                ? "int below 2^63" : "int", obj);
-    return PS_OK;
-}
-
-static int
-s_decode_float (const msgpack_object *obj, double *out, s_ctx_t *ctx)
-{
-    switch (obj->type) {
-        case MSGPACK_OBJECT_FLOAT32:
-        case MSGPACK_OBJECT_FLOAT64:          *out = obj->via.f64; return PS_OK;
-        case MSGPACK_OBJECT_POSITIVE_INTEGER: *out = (double) obj->via.u64; return PS_OK;
-        case MSGPACK_OBJECT_NEGATIVE_INTEGER: *out = (double) obj->via.i64; return PS_OK;
-        default:                              return s_expected (ctx, "float", obj);
-    }
-}
-
-//  Strings are copied into the zone with a terminating NUL, so one holding
-//  a NUL byte would read as a shorter name: it is refused.
-static int
-s_decode_str (const msgpack_object *obj, const char **out, s_ctx_t *ctx)
-{
-    if (obj->type != MSGPACK_OBJECT_STR)
-        return s_expected (ctx, "str", obj);
-    if (memchr (obj->via.str.ptr, 0, obj->via.str.size))
-        return ps_error_set (ctx->err, PS_EPROTO, "%s: expected str without NUL bytes",
-                             ctx->path);
-    char *copy = s_alloc (ctx, obj->via.str.size + 1);
-    memcpy (copy, obj->via.str.ptr, obj->via.str.size);
-    *out = copy;
-    return PS_OK;
-}
-
-static int
-s_decode_bool (const msgpack_object *obj, bool *out, s_ctx_t *ctx)
-{
-    if (obj->type != MSGPACK_OBJECT_BOOLEAN)
-        return s_expected (ctx, "bool", obj);
-    *out = obj->via.boolean;
-    return PS_OK;
-}
-
-static int
-s_encode_uint (msgpack_packer *pk, uint64_t value)
-{
-    return msgpack_pack_uint64 (pk, value);
-}
-
-static int
-s_encode_int (msgpack_packer *pk, int64_t value)
-{
-    return msgpack_pack_int64 (pk, value);
-}
-
-static int
-s_encode_float (msgpack_packer *pk, double value)
-{
-    return msgpack_pack_double (pk, value);
-}
-
-static int
-s_encode_str (msgpack_packer *pk, const char *value)
-{
-    size_t len = strlen (value);
-    return msgpack_pack_str (pk, len) | msgpack_pack_str_body (pk, value, len);
-}
-
-static int
-s_encode_bool (msgpack_packer *pk, bool value)
-{
-    return value ? msgpack_pack_true (pk) : msgpack_pack_false (pk);
-}
-
-static int
-s_encode_key (msgpack_packer *pk, const char *key)
-{
-    return s_encode_str (pk, key);
-}
-
-static int
-s_encode_header (msgpack_packer *pk, const ps_proto_t *msg, size_t nfields)
-{
-    return msgpack_pack_map (pk, nfields)
-         | s_encode_key (pk, "version") | msgpack_pack_uint64 (pk, PS_PROTO_VERSION)
-         | s_encode_key (pk, "type") | s_encode_str (pk, ps_proto_info [msg->type].name)
-         | s_encode_key (pk, "id") | msgpack_pack_uint64 (pk, msg->id);
-}
-
-static int
-s_frame_count (const char *name, size_t described, size_t nframes, ps_error_t *err)
-{
-    return ps_error_set (err, PS_EPROTO, "%s: 'tensors' describes %zu frames, got %zu",
-                         name, described, nframes);
-}
-
-static int
-s_check_frame (const char *name, size_t i, const ps_proto_uint_array_t *dims,
-               uint64_t bytes, size_t frame_size, ps_error_t *err)
-{
-    int64_t values [PS_MAX_RANK];
-    size_t rank = dims->count;
-    for (size_t d = 0; d < rank && d < PS_MAX_RANK; d++)
-        values [d] = dims->items [d] > INT64_MAX ? -1 : (int64_t) dims->items [d];
-    ps_shape_t shape;
-    ps_error_t shape_err;
-    if (ps_shape_set (&shape, values, rank > PS_MAX_RANK ? PS_MAX_RANK + 1 : (int) rank,
-                      &shape_err))
-        return ps_error_set (err, PS_ESHAPE, "%s: tensors[%zu].shape: %s",
-                             name, i, shape_err.msg);
-    uint64_t expect = 4 * (uint64_t) ps_shape_count (&shape);
-    char text [128];
-    if (bytes != expect)
-        return ps_error_set (err, PS_ESHAPE,
-                             "%s: tensors[%zu]: shape %s needs %llu bytes, 'bytes' says %llu",
-                             name, i, ps_shape_str (&shape, text, sizeof text),
-                             (unsigned long long) expect, (unsigned long long) bytes);
-    if (frame_size != bytes)
-        return ps_error_set (err, PS_ESHAPE,
-                             "%s: tensors[%zu]: frame has %zu bytes, header says %llu",
-                             name, i, frame_size, (unsigned long long) bytes);
-    return PS_OK;
-}
-
-//  The value of key in map, or NULL: for the two header fields read before
-//  the message type, and so its decoder, is known.
-static const msgpack_object *
-s_get (const msgpack_object *map, const char *key)
-{
-    size_t len = strlen (key);
-    for (uint32_t i = 0; i < map->via.map.size; i++) {
-        const msgpack_object *k = &map->via.map.ptr [i].key;
-        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == len
-        &&  memcmp (k->via.str.ptr, key, len) == 0)
-            return &map->via.map.ptr [i].val;
-    }
-    return NULL;
-}
-"""
-
-TAIL = r"""ps_proto_type_t
-ps_proto_lookup (const char *name, size_t len)
-{
-    for (int type = 1; type < PS_PROTO_NTYPES; type++)
-        if (strlen (ps_proto_info [type].name) == len
-        &&  memcmp (ps_proto_info [type].name, name, len) == 0)
-            return (ps_proto_type_t) type;
-    return PS_PROTO_NONE;
-}
-
-bool
-ps_proto_may_send (ps_proto_type_t type, const char *task)
-{
-    return (ps_proto_role (task) & ps_proto_info [type].senders) != 0;
-}
-
-int
-ps_proto_decode (const msgpack_object *header, const size_t *frame_sizes, size_t nframes,
-                 msgpack_zone *zone, ps_proto_t *msg, ps_error_t *err)
-{
-    memset (msg, 0, sizeof *msg);
-    if (header->type != MSGPACK_OBJECT_MAP)
-        return ps_error_set (err, PS_EPROTO, "header: expected a map, got %s",
-                             s_object_name (header));
-    //  Pick up the id first, so an error reply can carry it.
-    const msgpack_object *id = s_get (header, "id");
-    if (id && id->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-        msg->id = id->via.u64;
-    //  The version comes next: a peer speaking another version may use
-    //  other fields, and deserves to hear about the version, not a field.
-    const msgpack_object *version = s_get (header, "version");
-    if (!version)
-        return ps_error_set (err, PS_EPROTO, "header: missing field 'version'");
-    if (version->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-        return ps_error_set (err, PS_EPROTO, "header: field 'version' is a %s, expected uint",
-                             s_object_name (version));
-    if (version->via.u64 != PS_PROTO_VERSION)
-        return ps_error_set (err, PS_EVERSION,
-                             "header: protocol version %llu is not supported, expected %d",
-                             (unsigned long long) version->via.u64, PS_PROTO_VERSION);
-    msg->version = version->via.u64;
-    const msgpack_object *name = s_get (header, "type");
-    if (!name || name->type != MSGPACK_OBJECT_STR)
-        return ps_error_set (err, PS_EPROTO, "header: field 'type' %s",
-                             name ? "is not a str" : "is missing");
-    ps_proto_type_t type = ps_proto_lookup (name->via.str.ptr, name->via.str.size);
-    if (type == PS_PROTO_NONE)
-        return ps_error_set (err, PS_EPROTO, "header: unknown message type '%.*s'",
-                             (int) name->via.str.size, name->via.str.ptr);
-    s_ctx_t ctx = { zone, err, "" };
-    snprintf (ctx.path, sizeof ctx.path, "%s", ps_proto_info [type].name);
-    uint64_t saved_id = msg->id;
-    msg->type = type;
-    int rc = s_decoders [type] (header, msg, &ctx);
-    if (rc == PS_OK)
-        rc = s_check_frames (msg, frame_sizes, nframes, err);
-    if (rc) {
-        memset (msg, 0, sizeof *msg);
-        msg->id = saved_id;
-    }
-    return rc;
-}
-"""
+def s_fragment(name):
+    """A C fragment of the runtime, beside this script, without its header
+    comment (the lines up to the first blank one), which speaks of the
+    fragment and not of ps_proto.c."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), name)) as f:
+        text = f.read()
+    return text.split("\n\n", 1)[1].rstrip("\n") + "\n"
 
 
 def main():

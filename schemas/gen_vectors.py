@@ -46,6 +46,12 @@ T4 = {'var': 'dense/bias', 'part': 1, 'shape': [4], 'bytes': 16}
 G23 = f32(1, -2, 3.5, 0.25, 0, -1e-3)
 G4 = f32(0.5, 0.5, -0.5, 8)
 
+PLAN = {'model': '{}', 'batch_size': 32, 'seed': 1, 'data_dir': '/data', 'train_limit': 0,
+        'test_limit': 0, 'threads': 1, 'device': 'cpu', 'servers': ['tcp://127.0.0.1:5000'],
+        'variables': [{'var': 'w', 'shape': [4], 'splits': [0, 4], 'servers': [0]}],
+        'client_timeout_ms': 5000, 'steps_per_epoch': 10, 'total_steps': 100, 'eval_batch': 64,
+        'overlap': False, 'mode': 'async'}
+
 vectors = [
     vec('ping', hdr('ping', 1)),
     vec('ping_ok', hdr('ping_ok', 1, server='ps:0', partitions=3)),
@@ -85,6 +91,8 @@ vectors = [
     vec('shutdown', hdr('shutdown')),
     vec('heartbeat', hdr('heartbeat', incarnation=2**40 + 5)),
     vec('heartbeat of a finished run', hdr('heartbeat', incarnation=9, done=True)),
+    vec('register_ok with a plan', hdr('register_ok', coordinator=1, heartbeat_ms=100,
+                                       timeout_ms=1000, plan=PLAN)),
     vec('error reply', hdr('error', code='bad_shape', message='push: tensors[0]: frame has 20 bytes')),
 
     vec('unknown version', hdr('ping', version=2), expect='bad_version', contains='version 2'),
@@ -141,6 +149,67 @@ vectors = [
     vec('non-string key', None, raw=b'\x84\x01\x01' + msgpack.packb('version') + b'\x01'
         + msgpack.packb('type') + msgpack.packb('ping') + msgpack.packb('id') + b'\x07',
         expect='bad_message', contains='map key 0 is a uint'),
+
+    # Values of the right type outside their field's bounds (protocol.json's
+    # minimum, maximum, finite, enum, maxLength, minItems, maxItems): refused
+    # as invalid, naming the message, the field and the bound.
+    vec('round_steps of 0', hdr('push', step=1, worker=0, round=1, round_steps=0, tensors=[T4]),
+        [G4], expect='invalid', contains='push: round_steps: 0 is out of bounds, expected 1 to 4294967295'),
+    vec('round_steps above 2^32-1', hdr('push', step=1, worker=0, round=1, round_steps=2**32,
+                                         tensors=[T4]), [G4], expect='invalid',
+        contains='push: round_steps: 4294967296 is out of bounds, expected 1 to 4294967295'),
+    vec('round 0', hdr('push', step=1, worker=0, round=0, round_steps=1, tensors=[T4]), [G4],
+        expect='invalid', contains='push: round: 0 is out of bounds, expected at least 1'),
+    vec('fence at generation 0', hdr('fence', generation=0), expect='invalid',
+        contains='fence: generation: 0 is out of bounds, expected at least 1'),
+    vec('partition index above 2^32-1', hdr('pull', parts=[{'var': 'w', 'part': 0},
+                                                          {'var': 'w', 'part': 2**32}]),
+        expect='invalid',
+        contains='pull: parts[1].part: 4294967296 is out of bounds, expected at most 4294967295'),
+    vec('variable name of 128 bytes', hdr('push', step=1, worker=0,
+                                           tensors=[dict(T4, var='v' * 128)]), [G4],
+        expect='invalid',
+        contains='push: tensors[0].var: a str of 128 bytes is out of bounds, expected at most 127'),
+    vec('learning rate NaN', hdr('set_optimizer', optimizer={'kind': 'sgd', 'lr': float('nan')}),
+        expect='invalid',
+        contains='set_optimizer: optimizer.lr: nan is out of bounds, expected a finite number'),
+    vec('learning rate infinite', hdr('work', kind='train', step=1, epoch=0, batch=0, generation=1,
+                                      wait_ms=0, lr=float('inf')),
+        expect='invalid', contains='work: lr: inf is out of bounds, expected a finite number'),
+    vec('unknown optimizer', hdr('set_optimizer', optimizer={'kind': 'rmsprop'}), expect='invalid',
+        contains="set_optimizer: optimizer.kind: 'rmsprop' is out of bounds, expected one of "
+                 "sgd, momentum, adagrad, adam"),
+    vec('unknown role', hdr('register', role='chief', index=0, incarnation=1, endpoint='', pid=1),
+        expect='invalid', contains="register: role: 'chief' is out of bounds, expected one of "
+                                   "ps, worker, evaluator"),
+    vec('negative compute time', hdr('work_request', want=1, reports=[
+        {'kind': 'train', 'status': 'done', 'step': 1, 'generation': 1, 'loss': 0.5,
+         'correct': 1, 'count': 2, 'applied': 1, 'duplicates': 0, 'compute_ms': -1.5,
+         'comm_ms': 0.0}]), expect='invalid',
+        contains='work_request: reports[0].compute_ms: -1.5 is out of bounds, expected a finite '
+                 'number of at least 0'),
+    vec('rows of three numbers', hdr('create', partitions=[
+        {'var': 'w', 'part': 0, 'shape': [4], 'rows': [0, 2, 4], 'init': {'kind': 'zeros'}}]),
+        expect='invalid', contains='create: partitions[0].rows: an array of 3 items is out of '
+                                   'bounds, expected exactly 2'),
+    vec('row above 2^63-1', hdr('create', partitions=[
+        {'var': 'w', 'part': 0, 'shape': [4], 'rows': [0, 2**63], 'init': {'kind': 'zeros'}}]),
+        expect='invalid', contains='create: partitions[0].rows[1]: 9223372036854775808 is out of '
+                                   'bounds, expected at most 9223372036854775807'),
+    vec('ring root below -1', hdr('work', kind='ring', step=0, epoch=0, batch=0, generation=1,
+                                  wait_ms=0, ring={'rank': 0, 'members': ['tcp://a:1'],
+                                                   'tasks': [0], 'root': -2, 'load': ''}),
+        expect='invalid', contains='work: ring.root: -2 is out of bounds, expected at least -1'),
+    vec('plan of an unknown mode', hdr('register_ok', coordinator=1, heartbeat_ms=100,
+                                       timeout_ms=1000, plan=dict(PLAN, mode='ssp')),
+        expect='invalid', contains="register_ok: plan.mode: 'ssp' is out of bounds, expected one "
+                                   "of async, mirrored, sync"),
+    vec('plan of batch 0', hdr('register_ok', coordinator=1, heartbeat_ms=100, timeout_ms=1000,
+                               plan=dict(PLAN, batch_size=0)),
+        expect='invalid', contains='register_ok: plan.batch_size: 0 is out of bounds, expected 1 '
+                                   'to 1048576'),
+    vec('snapshot dir of 1025 bytes', hdr('snapshot', dir='d' * 1025), expect='invalid',
+        contains='snapshot: dir: a str of 1025 bytes is out of bounds, expected at most 1024'),
 ]
 
 here = os.path.dirname(os.path.abspath(__file__))

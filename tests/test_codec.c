@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,6 +208,109 @@ test_dispatch_table (void **state)
     assert_string_equal (ps_proto_info [PS_PROTO_PULL].senders_text, "a worker or an evaluator");
 }
 
+//  Encode msg, a message without tensor frames, and decode it back: the
+//  decoder's verdict, with its message in err.
+static int
+s_round_trip (const ps_proto_t *msg, ps_error_t *err)
+{
+    msgpack_sbuffer sbuf;
+    msgpack_sbuffer_init (&sbuf);
+    msgpack_packer pk;
+    msgpack_packer_init (&pk, &sbuf, msgpack_sbuffer_write);
+    assert_int_equal (ps_proto_encode (msg, &pk), 0);
+    const void *frames [] = { sbuf.data };
+    size_t sizes [] = { sbuf.size };
+    ps_msg_t *in = ps_msg_new ();
+    assert_int_equal (ps_msg_set (in, frames, sizes, 1), 0);
+    int rc = ps_msg_decode (in, err);
+    ps_msg_destroy (&in);
+    msgpack_sbuffer_destroy (&sbuf);
+    return rc;
+}
+
+//  The bounds of protocol.json are inclusive: a value on the bound is
+//  taken and the first one past it is refused as invalid, naming the
+//  field and the bound (schemas/vectors.json has more that are refused).
+static void
+test_bounds_edges (void **state)
+{
+    (void) state;
+    ps_error_t err;
+    ps_proto_t work = { .type = PS_PROTO_WORK, .id = 1,
+                        .work = { .kind = "train", .step = 1, .generation = 1,
+                                  .has_round = true, .round = 1,
+                                  .has_round_steps = true, .round_steps = UINT32_MAX } };
+    assert_int_equal (s_round_trip (&work, &err), 0);
+    work.work.round_steps = (uint64_t) UINT32_MAX + 1;
+    assert_int_equal (s_round_trip (&work, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "work: round_steps: 4294967296 is out of bounds, "
+                                      "expected 1 to 4294967295"));
+    work.work.round_steps = 1;
+    work.work.round = 0;
+    assert_int_equal (s_round_trip (&work, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "work: round: 0 is out of bounds"));
+    work.work.round = 1;
+
+    //  A signed bound: the ring's root is -1 (none) or a rank.
+    ps_proto_ring_spec_t ring = { .members = { 1, (const char *[]) { "tcp://127.0.0.1:1" } },
+                                  .tasks = { 1, (uint64_t []) { 0 } }, .root = -1, .load = "" };
+    work.work.kind = "ring";
+    work.work.has_ring = true;
+    work.work.ring = ring;
+    assert_int_equal (s_round_trip (&work, &err), 0);
+    work.work.ring.root = -2;
+    assert_int_equal (s_round_trip (&work, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "work: ring.root: -2 is out of bounds, expected at least -1"));
+    work.work.ring.root = 0;
+    work.work.kind = "dance";
+    assert_int_equal (s_round_trip (&work, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "work: kind: 'dance' is out of bounds, expected one of "
+                                      "train, eval, ring, save, wait, stop"));
+
+    //  Floats that must be finite: 0 and the largest double are, NaN and
+    //  the infinities are not.
+    ps_proto_t opt = { .type = PS_PROTO_SET_OPTIMIZER, .id = 2,
+                       .set_optimizer.optimizer = { .kind = "sgd", .has_lr = true, .lr = 0 } };
+    assert_int_equal (s_round_trip (&opt, &err), 0);
+    opt.set_optimizer.optimizer.lr = -1.7976931348623157e308;
+    assert_int_equal (s_round_trip (&opt, &err), 0);
+    const double bad [] = { NAN, HUGE_VAL, -HUGE_VAL };
+    for (size_t i = 0; i < sizeof bad / sizeof bad [0]; i++) {
+        opt.set_optimizer.optimizer.lr = bad [i];
+        assert_int_equal (s_round_trip (&opt, &err), PS_EINVAL);
+        assert_non_null (strstr (err.msg, "set_optimizer: optimizer.lr: "));
+        assert_non_null (strstr (err.msg, "expected a finite number"));
+    }
+
+    //  A float with a minimum: 0 is taken, anything below refused.
+    ps_proto_report_t report = { .kind = "train", .status = "done", .step = 1, .compute_ms = 0,
+                                 .comm_ms = 0 };
+    ps_proto_t request = { .type = PS_PROTO_WORK_REQUEST, .id = 3,
+                           .work_request = { .reports = { 1, &report }, .want = 1 } };
+    assert_int_equal (s_round_trip (&request, &err), 0);
+    report.comm_ms = -1e-9;
+    assert_int_equal (s_round_trip (&request, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "work_request: reports[0].comm_ms: "));
+
+    //  String lengths in bytes: a variable name of 127 bytes is taken,
+    //  one of 128 refused; the fence's generation starts at 1.
+    char name [129];
+    memset (name, 'v', 128);
+    name [127] = 0;
+    ps_proto_partref_t part = { name, UINT32_MAX };
+    ps_proto_t pull = { .type = PS_PROTO_PULL, .id = 4, .pull.parts = { 1, &part } };
+    assert_int_equal (s_round_trip (&pull, &err), 0);
+    name [127] = 'v';
+    name [128] = 0;
+    assert_int_equal (s_round_trip (&pull, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "pull: parts[0].var: a str of 128 bytes is out of bounds"));
+    ps_proto_t fence = { .type = PS_PROTO_FENCE, .id = 5, .fence.generation = 1 };
+    assert_int_equal (s_round_trip (&fence, &err), 0);
+    fence.fence.generation = 0;
+    assert_int_equal (s_round_trip (&fence, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "fence: generation: 0 is out of bounds, expected at least 1"));
+}
+
 //  A job plan described for register_ok, encoded, decoded and read back is
 //  the plan it was; a plan the worker cannot use is refused naming why.
 static void
@@ -276,6 +380,7 @@ main (int argc, char *argv [])
         cmocka_unit_test (test_nul_in_string),
         cmocka_unit_test (test_dispatch_table),
         cmocka_unit_test (test_plan_round_trip),
+        cmocka_unit_test (test_bounds_edges),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -651,7 +651,8 @@ test_frame_errors (void **state)
 
 //  A sync-mode push names its round and the round's step count together:
 //  one without the other, a round 0 and a round of no steps are refused,
-//  naming the field, and nothing is added.
+//  naming the field (the last two by the decoder, naming the bound), and
+//  nothing is added.
 static void
 test_round_fields (void **state)
 {
@@ -663,8 +664,8 @@ test_round_fields (void **state)
     } cases [] = {
         { true, false, 1, 0, "'round_steps' is missing", "both" },
         { false, true, 0, 2, "'round' is missing", "both" },
-        { true, true, 0, 2, "'round' is 0", "from 1" },
-        { true, true, 1, 0, "'round_steps' is 0", "expected 1" },
+        { true, true, 0, 2, "round: 0 is out of bounds", "at least 1" },
+        { true, true, 1, 0, "round_steps: 0 is out of bounds", "expected 1 to 4294967295" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases [0]; i++) {
         uint64_t id = s_next_id++;

@@ -1,26 +1,26 @@
-//  The GPU device probe, CUDA implementation; see ps_gpu.h.
+//  The GPU device probe, CUDA implementation; see ps_gpu.h. Its CUDA
+//  calls are checked with the GPU engine's PS_CUDA (ps_gpucall.cuh), so a
+//  failure reads the same here as anywhere in the engine.
 
 #include "ps_gpu.h"
+#include "ps_gpucall.cuh"
 
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <string.h>
 
-//  Report a failed CUDA call by name, with CUDA's own words for the error.
-#define S_CHECK(call, code)                                                   \
-    do {                                                                      \
-        cudaError_t s_rc = (call);                                            \
-        if (s_rc != cudaSuccess) {                                            \
-            rc = ps_error_set (err, (code), "%s: %s", #call,                  \
-                               cudaGetErrorString (s_rc));                    \
-            goto done;                                                        \
-        }                                                                     \
-    } while (0)
+//  The first device's properties; PS_EIO naming the call when CUDA cannot
+//  read them.
+static int
+s_properties (cudaDeviceProp *prop, ps_error_t *err)
+{
+    PS_CUDA (cudaGetDeviceProperties (prop, 0));
+    return PS_OK;
+}
 
 int
 ps_gpu_probe (ps_gpu_info_t *info, ps_error_t *err)
 {
-    int rc = PS_OK;
     cudaDeviceProp prop;
     memset (info, 0, sizeof *info);
     //  Without a driver or a device the count fails; both mean the same to
@@ -28,40 +28,45 @@ ps_gpu_probe (ps_gpu_info_t *info, ps_error_t *err)
     cudaError_t count_rc = cudaGetDeviceCount (&info->count);
     if (count_rc != cudaSuccess) {
         info->count = 0;
-        rc = ps_error_set (err, PS_ENOTFOUND, "no CUDA device was found (cudaGetDeviceCount: %s)",
-                           cudaGetErrorString (count_rc));
-        goto done;
+        return ps_error_set (err, PS_ENOTFOUND, "no CUDA device was found (cudaGetDeviceCount: %s)",
+                             cudaGetErrorString (count_rc));
     }
-    if (info->count == 0) {
-        rc = ps_error_set (err, PS_ENOTFOUND, "no CUDA device was found");
-        goto done;
-    }
-    S_CHECK (cudaGetDeviceProperties (&prop, 0), PS_ENOTFOUND);
+    if (info->count == 0)
+        return ps_error_set (err, PS_ENOTFOUND, "no CUDA device was found");
+    //  A device whose properties cannot be read is no device to use either.
+    if (s_properties (&prop, err))
+        return ps_error_prefix (err, PS_ENOTFOUND, "no usable CUDA device");
     snprintf (info->name, sizeof info->name, "%s", prop.name);
     info->memory = prop.totalGlobalMem;
     info->major = prop.major;
     info->minor = prop.minor;
-done:
-    return rc;
+    return PS_OK;
+}
+
+//  The round trip itself, into buffers the caller frees whatever the
+//  outcome, so each checked call may return early.
+static int
+s_roundtrip (const float *data, size_t n, float **pinned, float **device, ps_error_t *err)
+{
+    size_t bytes = n * sizeof (float);
+    PS_CUDA (cudaSetDevice (0));
+    PS_CUDA (cudaMallocHost ((void **) pinned, bytes));
+    PS_CUDA (cudaMalloc ((void **) device, bytes));
+    memcpy (*pinned, data, bytes);
+    PS_CUDA (cudaMemcpy (*device, *pinned, bytes, cudaMemcpyHostToDevice));
+    memset (*pinned, 0, bytes);
+    PS_CUDA (cudaMemcpy (*pinned, *device, bytes, cudaMemcpyDeviceToHost));
+    if (memcmp (*pinned, data, bytes) != 0)
+        return ps_error_set (err, PS_ECORRUPT, "data came back from the device changed");
+    return PS_OK;
 }
 
 int
 ps_gpu_roundtrip (const float *data, size_t n, ps_error_t *err)
 {
-    int rc = PS_OK;
     float *pinned = NULL;
     float *device = NULL;
-    size_t bytes = n * sizeof (float);
-    S_CHECK (cudaSetDevice (0), PS_EIO);
-    S_CHECK (cudaMallocHost ((void **) &pinned, bytes), PS_EIO);
-    S_CHECK (cudaMalloc ((void **) &device, bytes), PS_EIO);
-    memcpy (pinned, data, bytes);
-    S_CHECK (cudaMemcpy (device, pinned, bytes, cudaMemcpyHostToDevice), PS_EIO);
-    memset (pinned, 0, bytes);
-    S_CHECK (cudaMemcpy (pinned, device, bytes, cudaMemcpyDeviceToHost), PS_EIO);
-    if (memcmp (pinned, data, bytes) != 0)
-        rc = ps_error_set (err, PS_ECORRUPT, "data came back from the device changed");
-done:
+    int rc = s_roundtrip (data, n, &pinned, &device, err);
     if (device && cudaFree (device) != cudaSuccess && rc == PS_OK)
         rc = ps_error_set (err, PS_EIO, "cudaFree failed");
     if (pinned && cudaFreeHost (pinned) != cudaSuccess && rc == PS_OK)

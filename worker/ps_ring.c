@@ -1,8 +1,9 @@
 //  Ring collectives; see ps_ring.h. This file is the algorithm: the
-//  schedule of the all-reduce and the broadcast, the collective's loop,
-//  messages held for a later ring or collective, and formation; the
-//  sockets are the transport's (ps_ring_transport.h), as gloo writes its
-//  algorithms against transport::Pair.
+//  collective's loop over the schedule of the all-reduce and the broadcast
+//  (whose arithmetic is ps_ring_schedule.h's), messages held for a later
+//  ring or collective, and formation; the sockets are the transport's
+//  (ps_ring_transport.h), as gloo writes its algorithms against
+//  transport::Pair.
 //
 //  The schedule. A collective is a list of send rounds and a list of
 //  receive rounds; each round moves one contiguous range of the vector
@@ -52,6 +53,7 @@
 
 #include "ps_clock.h"
 #include "ps_log.h"
+#include "ps_ring_schedule.h"
 #include "ps_ring_transport.h"
 
 //  The default chunk is PS_RING_DEFAULT_CHUNK (ps_ring.h), 1 MiB. Swept
@@ -112,18 +114,14 @@ struct _ps_ring_t {
     ps_ring_stats_t stats;
 };
 
-typedef enum { S_ALLREDUCE, S_BROADCAST } s_op_kind_t;
-
-//  One collective in progress; see "The schedule" above.
+//  One collective in progress: its schedule (ps_ring_schedule.h; see
+//  "The schedule" above) and where this member is in it.
 typedef struct {
     ps_ring_t *ring;
-    s_op_kind_t kind;
+    ps_ring_schedule_t sched;
     unsigned char *data;
-    size_t total;               //  bytes
     size_t elem;                //  bytes per element: 4 (floats) or 1
     size_t chunk;               //  bytes per message at most, a multiple of elem
-    int root;                   //  of a broadcast
-    int send_rounds, recv_rounds, free_rounds;
 
     int send_round;
     size_t send_pos;            //  bytes of the round sent
@@ -329,69 +327,21 @@ ps_ring_stats (const ps_ring_t *self, ps_ring_stats_t *stats)
 //  ---------------------------------------------------------------------
 //  The schedule
 
-//  The segment that member sends in all-reduce round `round`.
-static int
-s_segment (int n, int member, int round)
-{
-    int s = round < n - 1 ? member - round : member + 1 - (round - (n - 1));
-    return ((s % n) + n) % n;
-}
-
-//  The byte range moved in a send round (or a receive round, which is the
-//  predecessor's send round).
-static void
-s_range (const s_op_t *op, bool sending, int round, size_t *begin, size_t *len)
-{
-    if (op->kind == S_BROADCAST) {
-        *begin = 0;
-        *len = op->total;
-        return;
-    }
-    ps_ring_t *self = op->ring;
-    int n = self->n;
-    int member = sending ? self->rank : (self->rank + n - 1) % n;
-    size_t s = (size_t) s_segment (n, member, round);
-    size_t count = op->total / sizeof (float);
-    size_t base = count / (size_t) n;
-    size_t extra = count % (size_t) n;
-    *begin = (s * base + (s < extra ? s : extra)) * sizeof (float);
-    *len = (base + (s < extra)) * sizeof (float);
-}
-
-static void
-s_round_kind (const s_op_t *op, int round, unsigned *kind, unsigned *within)
-{
-    int n = op->ring->n;
-    if (op->kind == S_BROADCAST) {
-        *kind = PS_RING_KIND_BROADCAST;
-        *within = 0;
-    }
-    else
-    if (round < n - 1) {
-        *kind = PS_RING_KIND_REDUCE_SCATTER;
-        *within = (unsigned) round;
-    }
-    else {
-        *kind = PS_RING_KIND_ALL_GATHER;
-        *within = (unsigned) (round - (n - 1));
-    }
-}
-
 //  Move the cursors past finished (and empty) rounds.
 static void
 s_skip_done (s_op_t *op)
 {
     size_t begin, len;
-    while (op->send_round < op->send_rounds) {
-        s_range (op, true, op->send_round, &begin, &len);
+    while (op->send_round < op->sched.send_rounds) {
+        ps_ring_schedule_range (&op->sched, true, op->send_round, &begin, &len);
         if (op->send_pos < len)
             break;
         op->send_round++;
         op->send_pos = 0;
         op->send_index = 0;
     }
-    while (op->recv_round < op->recv_rounds) {
-        s_range (op, false, op->recv_round, &begin, &len);
+    while (op->recv_round < op->sched.recv_rounds) {
+        ps_ring_schedule_range (&op->sched, false, op->recv_round, &begin, &len);
         if (op->recv_pos < len)
             break;
         op->recv_round++;
@@ -405,13 +355,13 @@ static void
 s_describe (const s_op_t *op, char *buf, size_t size)
 {
     const ps_ring_t *self = op->ring;
-    if (op->kind == S_ALLREDUCE)
+    if (!op->sched.broadcast)
         snprintf (buf, size, "all-reduce of %zu floats (ring %" PRIx64 ", collective %" PRIu64
-                  ", member %d of %d)", op->total / sizeof (float), self->ring_id, self->seq,
+                  ", member %d of %d)", op->sched.total / sizeof (float), self->ring_id, self->seq,
                   self->rank, self->n);
     else
         snprintf (buf, size, "broadcast of %zu bytes from member %d (ring %" PRIx64
-                  ", collective %" PRIu64 ", member %d of %d)", op->total, op->root,
+                  ", collective %" PRIu64 ", member %d of %d)", op->sched.total, op->sched.root,
                   self->ring_id, self->seq, self->rank, self->n);
 }
 
@@ -425,12 +375,12 @@ s_send (s_op_t *op, size_t offset, size_t size, ps_error_t *err)
 {
     ps_ring_t *self = op->ring;
     unsigned kind, within;
-    s_round_kind (op, op->send_round, &kind, &within);
+    ps_ring_schedule_round_kind (&op->sched, op->send_round, &kind, &within);
     ps_ring_header_t h = {
         .kind = (uint16_t) kind, .round = within,
-        .root = (uint32_t) (op->kind == S_BROADCAST ? op->root : 0),
+        .root = (uint32_t) (op->sched.broadcast ? op->sched.root : 0),
         .ring = self->ring_id, .seq = self->seq, .index = op->send_index,
-        .offset = offset, .length = size, .total = op->total
+        .offset = offset, .length = size, .total = op->sched.total
     };
     return ps_ring_transport_send (self->transport, &h, op->data, err);
 }
@@ -441,14 +391,14 @@ static int
 s_send_ready (s_op_t *op, bool *progress, ps_error_t *err)
 {
     op->send_blocked = false;
-    while (op->send_round < op->send_rounds) {
+    while (op->send_round < op->sched.send_rounds) {
         size_t begin, len;
-        s_range (op, true, op->send_round, &begin, &len);
+        ps_ring_schedule_range (&op->sched, true, op->send_round, &begin, &len);
         //  How much of the round's range may go: all of it in a free
         //  round, else what the receive round it depends on has brought.
         size_t ready = len;
-        if (op->send_round >= op->free_rounds) {
-            int needs = op->send_round - op->free_rounds;
+        if (op->send_round >= op->sched.free_rounds) {
+            int needs = op->send_round - op->sched.free_rounds;
             ready = op->recv_round > needs ? len : op->recv_round == needs ? op->recv_pos : 0;
         }
         if (ready <= op->send_pos)
@@ -497,7 +447,7 @@ s_apply (s_op_t *op, const ps_ring_header_t *h, zmq_msg_t *payload, ps_error_t *
     ps_ring_t *self = op->ring;
     const char *predecessor = ps_ring_transport_predecessor (self->transport);
     char what [256];
-    if (op->recv_round >= op->recv_rounds) {
+    if (op->recv_round >= op->sched.recv_rounds) {
         s_describe (op, what, sizeof what);
         return ps_error_set (err, PS_EPROTO, "%s: an unexpected %s message %" PRIu64 " from %s "
                              "after all this member expects (do the members run the same "
@@ -505,23 +455,23 @@ s_apply (s_op_t *op, const ps_ring_header_t *h, zmq_msg_t *payload, ps_error_t *
                              predecessor);
     }
     unsigned kind, within;
-    s_round_kind (op, op->recv_round, &kind, &within);
+    ps_ring_schedule_round_kind (&op->sched, op->recv_round, &kind, &within);
     if (h->kind != kind || h->round != within
-    ||  (op->kind == S_BROADCAST && h->root != (uint32_t) op->root)) {
+    ||  (op->sched.broadcast && h->root != (uint32_t) op->sched.root)) {
         s_describe (op, what, sizeof what);
         return ps_error_set (err, PS_EPROTO, "%s: %s round %" PRIu32 " (root %" PRIu32 ") came "
                              "from %s where %s round %u was expected (do the members run the "
                              "same collectives?)", what, ps_ring_kind_name (h->kind), h->round, h->root,
                              predecessor, ps_ring_kind_name (kind), within);
     }
-    if (h->total != op->total) {
+    if (h->total != op->sched.total) {
         s_describe (op, what, sizeof what);
         return ps_error_set (err, PS_EPROTO, "%s: %s sent a slice of a %" PRIu64 "-byte vector; "
                              "this member's is %zu bytes", what, predecessor, h->total,
-                             op->total);
+                             op->sched.total);
     }
     size_t begin, len;
-    s_range (op, false, op->recv_round, &begin, &len);
+    ps_ring_schedule_range (&op->sched, false, op->recv_round, &begin, &len);
     if (h->offset != begin + op->recv_pos || h->length > len - op->recv_pos
     ||  h->length % op->elem) {
         s_describe (op, what, sizeof what);
@@ -611,18 +561,18 @@ s_timed_out (s_op_t *op, double since, ps_error_t *err)
     char what [256];
     s_describe (op, what, sizeof what);
     char waiting [512];
-    if (op->recv_round < op->recv_rounds) {
+    if (op->recv_round < op->sched.recv_rounds) {
         size_t begin, len;
-        s_range (op, false, op->recv_round, &begin, &len);
+        ps_ring_schedule_range (&op->sched, false, op->recv_round, &begin, &len);
         snprintf (waiting, sizeof waiting, "waiting for round %d of %d from %s (%zu of its %zu "
-                  "bytes came)", op->recv_round + 1, op->recv_rounds,
+                  "bytes came)", op->recv_round + 1, op->sched.recv_rounds,
                   ps_ring_transport_predecessor (self->transport),
                   op->recv_pos, len);
     }
     else
-    if (op->send_round < op->send_rounds)
+    if (op->send_round < op->sched.send_rounds)
         snprintf (waiting, sizeof waiting, "%s takes no more (round %d of %d)", successor,
-                  op->send_round + 1, op->send_rounds);
+                  op->send_round + 1, op->sched.send_rounds);
     else
         snprintf (waiting, sizeof waiting, "%s has not taken the last %zu messages",
                   successor, ps_ring_transport_outstanding (self->transport));
@@ -664,12 +614,12 @@ s_run (s_op_t *op, ps_error_t *err)
         rc = s_send_ready (op, &progress, err);
         //  One message at a time, so that what it made ready to send goes
         //  out before the next is reduced.
-        if (rc == PS_OK && op->recv_round < op->recv_rounds)
+        if (rc == PS_OK && op->recv_round < op->sched.recv_rounds)
             rc = s_receive_one (op, &busy, &progress, err);
         if (rc)
             return rc;
-        bool sent_all = op->send_round >= op->send_rounds;
-        bool received_all = op->recv_round >= op->recv_rounds;
+        bool sent_all = op->send_round >= op->sched.send_rounds;
+        bool received_all = op->recv_round >= op->sched.recv_rounds;
         size_t outstanding = ps_ring_transport_outstanding (self->transport);
         if (outstanding < outstanding_was)
             progress = true;
@@ -766,10 +716,9 @@ ps_ring_allreduce (ps_ring_t *self, float *data, size_t count, ps_error_t *err)
     }
     size_t chunk = self->chunk_bytes / sizeof (float) * sizeof (float);
     s_op_t op = {
-        .ring = self, .kind = S_ALLREDUCE, .data = (unsigned char *) data,
-        .total = count * sizeof (float), .elem = sizeof (float),
-        .chunk = chunk ? chunk : sizeof (float),
-        .send_rounds = 2 * (self->n - 1), .recv_rounds = 2 * (self->n - 1), .free_rounds = 1
+        .ring = self, .data = (unsigned char *) data,
+        .sched = ps_ring_schedule_allreduce (count * sizeof (float), self->n, self->rank),
+        .elem = sizeof (float), .chunk = chunk ? chunk : sizeof (float)
     };
     return s_collective (&op, err);
 }
@@ -791,13 +740,10 @@ ps_ring_broadcast (ps_ring_t *self, int root, void *data, size_t bytes, ps_error
         self->stats.collectives++;
         return PS_OK;
     }
-    //  The root only sends, the member before it only receives, and the
-    //  others forward each chunk as soon as it has come.
-    int place = (self->rank - root + self->n) % self->n;
     s_op_t op = {
-        .ring = self, .kind = S_BROADCAST, .data = data, .total = bytes, .elem = 1,
-        .chunk = self->chunk_bytes, .root = root,
-        .send_rounds = place < self->n - 1, .recv_rounds = place > 0, .free_rounds = place == 0
+        .ring = self, .data = data,
+        .sched = ps_ring_schedule_broadcast (bytes, self->n, self->rank, root),
+        .elem = 1, .chunk = self->chunk_bytes
     };
     return s_collective (&op, err);
 }

@@ -183,7 +183,8 @@ s_ring (ps_wmode_t *self, const ps_work_t *work)
     bool tasks_ok = ring && ring->tasks.count == n;
     for (size_t i = 0; tasks_ok && i < n; i++)
         tasks_ok = ring->tasks.items [i] <= 65535;
-    if (!ring || n < 1 || n > S_MAX_RING || rank >= n || root < -1 || root >= (int64_t) n
+    //  The decoder has refused a root below -1 (protocol.json's bounds).
+    if (!ring || n < 1 || n > S_MAX_RING || rank >= n || root >= (int64_t) n
     ||  !tasks_ok || strlen (ring->load) >= sizeof join.load) {
         ps_warn ("the coordinator sent a ring order without a valid ring (rank %" PRIu64
                  " of %zu, root %" PRId64 "); reporting it failed", rank, n, root);

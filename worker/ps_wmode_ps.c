@@ -219,10 +219,12 @@ ps_wmode_ps_settle (ps_wmode_t *self, ps_error_t *err)
 static int
 s_push_round (ps_wmode_t *self, const ps_work_t *work, ps_report_t *report, ps_error_t *err)
 {
-    if (work->round_steps == 0 || work->round_steps > UINT32_MAX)
+    //  The decoder holds a round_steps it got to 1..2^32-1; 0 means the
+    //  work came with a round but without its step count.
+    if (work->round_steps == 0)
         return ps_error_set (err, PS_EPROTO, "train step %" PRIu64 " of round %" PRIu64
-                             ": the work's round_steps is %" PRIu64 ", expected 1 to %" PRIu32,
-                             work->step, work->round, work->round_steps, UINT32_MAX);
+                             ": the work carries 'round' but no 'round_steps'",
+                             work->step, work->round);
     double t0 = ps_clock_ms ();
     ps_client_set_generation (self->client, work->generation);
     ps_push_info_t info;

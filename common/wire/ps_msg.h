@@ -54,7 +54,8 @@ int ps_msg_set (ps_msg_t *self, const void *const *frames, const size_t *sizes,
 
 //  Parse the header and decode it with the generated codec (ps_proto.h),
 //  which checks it and the frames against the protocol. Returns 0, or
-//  PS_EVERSION / PS_EPROTO / PS_ESHAPE with a message naming the problem.
+//  PS_EVERSION / PS_EPROTO / PS_ESHAPE / PS_EINVAL (a value out of its
+//  field's bounds) with a message naming the problem.
 //  The request id is available even when decoding fails, if the header got
 //  as far as holding one.
 int ps_msg_decode (ps_msg_t *self, ps_error_t *err);

@@ -60,9 +60,10 @@ typedef struct {
 void ps_plan_to_proto (const ps_plan_t *plan, ps_proto_plan_t *out);
 void ps_plan_proto_release (ps_proto_plan_t *out);
 
-//  Read a decoded "plan" (register_ok's plan) into *plan, which owns
-//  copies (release it). Returns 0, or PS_EPROTO / PS_ESHAPE (changing
-//  nothing) when values are out of range or the placement is inconsistent.
+//  Read a decoded "plan" (register_ok's plan, whose values the decoder has
+//  held to protocol.json's bounds) into *plan, which owns copies (release
+//  it). Returns 0, or PS_EPROTO / PS_ESHAPE (changing nothing) when the
+//  fields disagree with each other or the placement is inconsistent.
 int ps_plan_read (ps_plan_t *plan, const ps_proto_plan_t *in, ps_error_t *err);
 
 //  Free what *plan owns and zero it. Also for plans built by hand with

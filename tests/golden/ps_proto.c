@@ -4,6 +4,8 @@
 #include "ps_proto.h"
 #include "ps_shape.h"
 
+#include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,6 +158,96 @@ s_decode_bool (const msgpack_object *obj, bool *out, s_ctx_t *ctx)
     return PS_OK;
 }
 
+//  The errors of values out of their bounds: the message and field (the
+//  path), the value, and the bound it broke. They are called only when a
+//  check has failed, so the checks themselves stay a compare each.
+static int
+s_bound_uint (s_ctx_t *ctx, uint64_t value, uint64_t min, uint64_t max)
+{
+    char bound [64];
+    if (max == UINT64_MAX)
+        snprintf (bound, sizeof bound, "at least %" PRIu64, min);
+    else
+    if (min == 0)
+        snprintf (bound, sizeof bound, "at most %" PRIu64, max);
+    else
+        snprintf (bound, sizeof bound, "%" PRIu64 " to %" PRIu64, min, max);
+    return ps_error_set (ctx->err, PS_EINVAL, "%s: %" PRIu64 " is out of bounds, expected %s",
+                         ctx->path, value, bound);
+}
+
+static int
+s_bound_int (s_ctx_t *ctx, int64_t value, int64_t min, int64_t max)
+{
+    char bound [64];
+    if (max == INT64_MAX)
+        snprintf (bound, sizeof bound, "at least %" PRId64, min);
+    else
+    if (min == INT64_MIN)
+        snprintf (bound, sizeof bound, "at most %" PRId64, max);
+    else
+        snprintf (bound, sizeof bound, "%" PRId64 " to %" PRId64, min, max);
+    return ps_error_set (ctx->err, PS_EINVAL, "%s: %" PRId64 " is out of bounds, expected %s",
+                         ctx->path, value, bound);
+}
+
+static int
+s_bound_float (s_ctx_t *ctx, double value, double min, double max)
+{
+    char bound [80];
+    if (min == -HUGE_VAL && max == HUGE_VAL)
+        snprintf (bound, sizeof bound, "a finite number");
+    else
+    if (max == HUGE_VAL)
+        snprintf (bound, sizeof bound, "a finite number of at least %g", min);
+    else
+    if (min == -HUGE_VAL)
+        snprintf (bound, sizeof bound, "a finite number of at most %g", max);
+    else
+        snprintf (bound, sizeof bound, "%g to %g", min, max);
+    return ps_error_set (ctx->err, PS_EINVAL, "%s: %g is out of bounds, expected %s",
+                         ctx->path, value, bound);
+}
+
+static int
+s_bound_length (s_ctx_t *ctx, size_t length, size_t max)
+{
+    return ps_error_set (ctx->err, PS_EINVAL, "%s: a str of %zu bytes is out of bounds, "
+                         "expected at most %zu", ctx->path, length, max);
+}
+
+static int
+s_bound_items (s_ctx_t *ctx, size_t count, size_t min, size_t max)
+{
+    char bound [64];
+    if (min == max)
+        snprintf (bound, sizeof bound, "exactly %zu", min);
+    else
+    if (max == SIZE_MAX)
+        snprintf (bound, sizeof bound, "at least %zu", min);
+    else
+        snprintf (bound, sizeof bound, "%zu to %zu", min, max);
+    return ps_error_set (ctx->err, PS_EINVAL, "%s: an array of %zu items is out of bounds, "
+                         "expected %s", ctx->path, count, bound);
+}
+
+//  An enum is a short list of names, so a linear search is cheap; values
+//  is NULL-terminated.
+static int
+s_bound_enum (s_ctx_t *ctx, const char *value, const char *const *values)
+{
+    for (size_t i = 0; values [i]; i++)
+        if (strcmp (value, values [i]) == 0)
+            return PS_OK;
+    char expect [256] = "";
+    size_t used = 0;
+    for (size_t i = 0; values [i] && used < sizeof expect; i++)
+        used += (size_t) snprintf (expect + used, sizeof expect - used, "%s%s",
+                                   i ? ", " : "", values [i]);
+    return ps_error_set (ctx->err, PS_EINVAL, "%s: '%s' is out of bounds, expected one of %s",
+                         ctx->path, value, expect);
+}
+
 static int
 s_encode_uint (msgpack_packer *pk, uint64_t value)
 {
@@ -251,6 +343,16 @@ s_get (const msgpack_object *map, const char *key)
     }
     return NULL;
 }
+
+//  The values an enum field may take.
+static const char *const s_enum_0 [] = { "zeros", "constant", "uniform", "glorot_uniform", "normal", NULL };
+static const char *const s_enum_1 [] = { "sgd", "momentum", "adagrad", "adam", NULL };
+static const char *const s_enum_2 [] = { "cpu", "gpu", "auto", NULL };
+static const char *const s_enum_3 [] = { "async", "mirrored", "sync", NULL };
+static const char *const s_enum_4 [] = { "train", "eval", "ring", "save", NULL };
+static const char *const s_enum_5 [] = { "done", "failed", NULL };
+static const char *const s_enum_6 [] = { "ps", "worker", "evaluator", NULL };
+static const char *const s_enum_7 [] = { "train", "eval", "ring", "save", "wait", "stop", NULL };
 
 static int s_decode_partref (const msgpack_object *obj, ps_proto_partref_t *out, s_ctx_t *ctx);
 static int s_encode_partref (msgpack_packer *pk, const ps_proto_partref_t *in);
@@ -672,9 +774,13 @@ s_decode_partref (const msgpack_object *obj, ps_proto_partref_t *out, s_ctx_t *c
         switch (field) {
             case 0:
                 rc = s_decode_str (val, &out->var, ctx);
+                if (rc == PS_OK && val->via.str.size > 127)
+                    rc = s_bound_length (ctx, val->via.str.size, 127);
                 break;
             case 1:
                 rc = s_decode_uint (val, &out->part, ctx);
+                if (rc == PS_OK && (out->part > UINT64_C (4294967295)))
+                    rc = s_bound_uint (ctx, out->part, UINT64_C (0), UINT64_C (4294967295));
                 break;
         }
         if (rc)
@@ -714,9 +820,13 @@ s_decode_tensor (const msgpack_object *obj, ps_proto_tensor_t *out, s_ctx_t *ctx
         switch (field) {
             case 0:
                 rc = s_decode_str (val, &out->var, ctx);
+                if (rc == PS_OK && val->via.str.size > 127)
+                    rc = s_bound_length (ctx, val->via.str.size, 127);
                 break;
             case 1:
                 rc = s_decode_uint (val, &out->part, ctx);
+                if (rc == PS_OK && (out->part > UINT64_C (4294967295)))
+                    rc = s_bound_uint (ctx, out->part, UINT64_C (0), UINT64_C (4294967295));
                 break;
             case 2:
                 rc = s_decode_uint_array (val, &out->shape, ctx);
@@ -766,6 +876,8 @@ s_decode_init (const msgpack_object *obj, ps_proto_init_t *out, s_ctx_t *ctx)
         switch (field) {
             case 0:
                 rc = s_decode_str (val, &out->kind, ctx);
+                if (rc == PS_OK)
+                    rc = s_bound_enum (ctx, out->kind, s_enum_0);
                 break;
             case 1:
                 out->has_seed = true;
@@ -774,22 +886,32 @@ s_decode_init (const msgpack_object *obj, ps_proto_init_t *out, s_ctx_t *ctx)
             case 2:
                 out->has_value = true;
                 rc = s_decode_float (val, &out->value, ctx);
+                if (rc == PS_OK && (!isfinite (out->value)))
+                    rc = s_bound_float (ctx, out->value, -HUGE_VAL, HUGE_VAL);
                 break;
             case 3:
                 out->has_low = true;
                 rc = s_decode_float (val, &out->low, ctx);
+                if (rc == PS_OK && (!isfinite (out->low)))
+                    rc = s_bound_float (ctx, out->low, -HUGE_VAL, HUGE_VAL);
                 break;
             case 4:
                 out->has_high = true;
                 rc = s_decode_float (val, &out->high, ctx);
+                if (rc == PS_OK && (!isfinite (out->high)))
+                    rc = s_bound_float (ctx, out->high, -HUGE_VAL, HUGE_VAL);
                 break;
             case 5:
                 out->has_mean = true;
                 rc = s_decode_float (val, &out->mean, ctx);
+                if (rc == PS_OK && (!isfinite (out->mean)))
+                    rc = s_bound_float (ctx, out->mean, -HUGE_VAL, HUGE_VAL);
                 break;
             case 6:
                 out->has_stddev = true;
                 rc = s_decode_float (val, &out->stddev, ctx);
+                if (rc == PS_OK && (!isfinite (out->stddev)))
+                    rc = s_bound_float (ctx, out->stddev, -HUGE_VAL, HUGE_VAL);
                 break;
         }
         if (rc)
@@ -851,15 +973,29 @@ s_decode_partition (const msgpack_object *obj, ps_proto_partition_t *out, s_ctx_
         switch (field) {
             case 0:
                 rc = s_decode_str (val, &out->var, ctx);
+                if (rc == PS_OK && val->via.str.size > 127)
+                    rc = s_bound_length (ctx, val->via.str.size, 127);
                 break;
             case 1:
                 rc = s_decode_uint (val, &out->part, ctx);
+                if (rc == PS_OK && (out->part > UINT64_C (4294967295)))
+                    rc = s_bound_uint (ctx, out->part, UINT64_C (0), UINT64_C (4294967295));
                 break;
             case 2:
                 rc = s_decode_uint_array (val, &out->shape, ctx);
                 break;
             case 3:
                 rc = s_decode_uint_array (val, &out->rows, ctx);
+                if (rc == PS_OK && (out->rows.count < 2 || out->rows.count > 2))
+                    rc = s_bound_items (ctx, out->rows.count, 2, 2);
+                for (size_t i = 0; rc == PS_OK && i < out->rows.count; i++) {
+                    size_t at = strlen (ctx->path);
+                    snprintf (ctx->path + at, sizeof ctx->path - at, "[%zu]", i);
+                    if (rc == PS_OK && (out->rows.items [i] > UINT64_C (9223372036854775807)))
+                        rc = s_bound_uint (ctx, out->rows.items [i], UINT64_C (0), UINT64_C (9223372036854775807));
+                    if (rc == PS_OK)
+                        ctx->path [at] = 0;
+                }
                 break;
             case 4:
                 rc = s_decode_init (val, &out->init, ctx);
@@ -908,14 +1044,20 @@ s_decode_optimizer (const msgpack_object *obj, ps_proto_optimizer_t *out, s_ctx_
         switch (field) {
             case 0:
                 rc = s_decode_str (val, &out->kind, ctx);
+                if (rc == PS_OK)
+                    rc = s_bound_enum (ctx, out->kind, s_enum_1);
                 break;
             case 1:
                 out->has_lr = true;
                 rc = s_decode_float (val, &out->lr, ctx);
+                if (rc == PS_OK && (!isfinite (out->lr)))
+                    rc = s_bound_float (ctx, out->lr, -HUGE_VAL, HUGE_VAL);
                 break;
             case 2:
                 out->has_momentum = true;
                 rc = s_decode_float (val, &out->momentum, ctx);
+                if (rc == PS_OK && (!isfinite (out->momentum)))
+                    rc = s_bound_float (ctx, out->momentum, -HUGE_VAL, HUGE_VAL);
                 break;
             case 3:
                 out->has_nesterov = true;
@@ -924,30 +1066,44 @@ s_decode_optimizer (const msgpack_object *obj, ps_proto_optimizer_t *out, s_ctx_
             case 4:
                 out->has_beta1 = true;
                 rc = s_decode_float (val, &out->beta1, ctx);
+                if (rc == PS_OK && (!isfinite (out->beta1)))
+                    rc = s_bound_float (ctx, out->beta1, -HUGE_VAL, HUGE_VAL);
                 break;
             case 5:
                 out->has_beta2 = true;
                 rc = s_decode_float (val, &out->beta2, ctx);
+                if (rc == PS_OK && (!isfinite (out->beta2)))
+                    rc = s_bound_float (ctx, out->beta2, -HUGE_VAL, HUGE_VAL);
                 break;
             case 6:
                 out->has_epsilon = true;
                 rc = s_decode_float (val, &out->epsilon, ctx);
+                if (rc == PS_OK && (!isfinite (out->epsilon)))
+                    rc = s_bound_float (ctx, out->epsilon, -HUGE_VAL, HUGE_VAL);
                 break;
             case 7:
                 out->has_initial_accumulator = true;
                 rc = s_decode_float (val, &out->initial_accumulator, ctx);
+                if (rc == PS_OK && (!isfinite (out->initial_accumulator)))
+                    rc = s_bound_float (ctx, out->initial_accumulator, -HUGE_VAL, HUGE_VAL);
                 break;
             case 8:
                 out->has_weight_decay = true;
                 rc = s_decode_float (val, &out->weight_decay, ctx);
+                if (rc == PS_OK && (!isfinite (out->weight_decay)))
+                    rc = s_bound_float (ctx, out->weight_decay, -HUGE_VAL, HUGE_VAL);
                 break;
             case 9:
                 out->has_clip_value = true;
                 rc = s_decode_float (val, &out->clip_value, ctx);
+                if (rc == PS_OK && (!isfinite (out->clip_value)))
+                    rc = s_bound_float (ctx, out->clip_value, -HUGE_VAL, HUGE_VAL);
                 break;
             case 10:
                 out->has_clip_norm = true;
                 rc = s_decode_float (val, &out->clip_norm, ctx);
+                if (rc == PS_OK && (!isfinite (out->clip_norm)))
+                    rc = s_bound_float (ctx, out->clip_norm, -HUGE_VAL, HUGE_VAL);
                 break;
         }
         if (rc)
@@ -1025,9 +1181,13 @@ s_decode_pulled (const msgpack_object *obj, ps_proto_pulled_t *out, s_ctx_t *ctx
         switch (field) {
             case 0:
                 rc = s_decode_str (val, &out->var, ctx);
+                if (rc == PS_OK && val->via.str.size > 127)
+                    rc = s_bound_length (ctx, val->via.str.size, 127);
                 break;
             case 1:
                 rc = s_decode_uint (val, &out->part, ctx);
+                if (rc == PS_OK && (out->part > UINT64_C (4294967295)))
+                    rc = s_bound_uint (ctx, out->part, UINT64_C (0), UINT64_C (4294967295));
                 break;
             case 2:
                 rc = s_decode_uint_array (val, &out->shape, ctx);
@@ -1082,9 +1242,13 @@ s_decode_applied (const msgpack_object *obj, ps_proto_applied_t *out, s_ctx_t *c
         switch (field) {
             case 0:
                 rc = s_decode_str (val, &out->var, ctx);
+                if (rc == PS_OK && val->via.str.size > 127)
+                    rc = s_bound_length (ctx, val->via.str.size, 127);
                 break;
             case 1:
                 rc = s_decode_uint (val, &out->part, ctx);
+                if (rc == PS_OK && (out->part > UINT64_C (4294967295)))
+                    rc = s_bound_uint (ctx, out->part, UINT64_C (0), UINT64_C (4294967295));
                 break;
             case 2:
                 rc = s_decode_uint (val, &out->version, ctx);
@@ -1134,9 +1298,13 @@ s_decode_part_stats (const msgpack_object *obj, ps_proto_part_stats_t *out, s_ct
         switch (field) {
             case 0:
                 rc = s_decode_str (val, &out->var, ctx);
+                if (rc == PS_OK && val->via.str.size > 127)
+                    rc = s_bound_length (ctx, val->via.str.size, 127);
                 break;
             case 1:
                 rc = s_decode_uint (val, &out->part, ctx);
+                if (rc == PS_OK && (out->part > UINT64_C (4294967295)))
+                    rc = s_bound_uint (ctx, out->part, UINT64_C (0), UINT64_C (4294967295));
                 break;
             case 2:
                 rc = s_decode_uint_array (val, &out->shape, ctx);
@@ -1216,6 +1384,8 @@ s_decode_placed_var (const msgpack_object *obj, ps_proto_placed_var_t *out, s_ct
         switch (field) {
             case 0:
                 rc = s_decode_str (val, &out->var, ctx);
+                if (rc == PS_OK && val->via.str.size > 127)
+                    rc = s_bound_length (ctx, val->via.str.size, 127);
                 break;
             case 1:
                 rc = s_decode_uint_array (val, &out->shape, ctx);
@@ -1271,6 +1441,8 @@ s_decode_plan (const msgpack_object *obj, ps_proto_plan_t *out, s_ctx_t *ctx)
                 break;
             case 1:
                 rc = s_decode_uint (val, &out->batch_size, ctx);
+                if (rc == PS_OK && (out->batch_size < UINT64_C (1) || out->batch_size > UINT64_C (1048576)))
+                    rc = s_bound_uint (ctx, out->batch_size, UINT64_C (1), UINT64_C (1048576));
                 break;
             case 2:
                 rc = s_decode_uint (val, &out->seed, ctx);
@@ -1286,18 +1458,28 @@ s_decode_plan (const msgpack_object *obj, ps_proto_plan_t *out, s_ctx_t *ctx)
                 break;
             case 6:
                 rc = s_decode_uint (val, &out->threads, ctx);
+                if (rc == PS_OK && (out->threads < UINT64_C (1) || out->threads > UINT64_C (1024)))
+                    rc = s_bound_uint (ctx, out->threads, UINT64_C (1), UINT64_C (1024));
                 break;
             case 7:
                 rc = s_decode_str (val, &out->device, ctx);
+                if (rc == PS_OK)
+                    rc = s_bound_enum (ctx, out->device, s_enum_2);
                 break;
             case 8:
                 rc = s_decode_str_array (val, &out->servers, ctx);
+                if (rc == PS_OK && (out->servers.count > 4096))
+                    rc = s_bound_items (ctx, out->servers.count, 0, 4096);
                 break;
             case 9:
                 rc = s_decode_placed_var_array (val, &out->variables, ctx);
+                if (rc == PS_OK && (out->variables.count < 1 || out->variables.count > 65536))
+                    rc = s_bound_items (ctx, out->variables.count, 1, 65536);
                 break;
             case 10:
                 rc = s_decode_uint (val, &out->client_timeout_ms, ctx);
+                if (rc == PS_OK && (out->client_timeout_ms < UINT64_C (1) || out->client_timeout_ms > UINT64_C (3600000)))
+                    rc = s_bound_uint (ctx, out->client_timeout_ms, UINT64_C (1), UINT64_C (3600000));
                 break;
             case 11:
                 rc = s_decode_uint (val, &out->steps_per_epoch, ctx);
@@ -1307,6 +1489,8 @@ s_decode_plan (const msgpack_object *obj, ps_proto_plan_t *out, s_ctx_t *ctx)
                 break;
             case 13:
                 rc = s_decode_uint (val, &out->eval_batch, ctx);
+                if (rc == PS_OK && (out->eval_batch < UINT64_C (1) || out->eval_batch > UINT64_C (1048576)))
+                    rc = s_bound_uint (ctx, out->eval_batch, UINT64_C (1), UINT64_C (1048576));
                 break;
             case 14:
                 rc = s_decode_bool (val, &out->overlap, ctx);
@@ -1314,6 +1498,8 @@ s_decode_plan (const msgpack_object *obj, ps_proto_plan_t *out, s_ctx_t *ctx)
             case 15:
                 out->has_mode = true;
                 rc = s_decode_str (val, &out->mode, ctx);
+                if (rc == PS_OK)
+                    rc = s_bound_enum (ctx, out->mode, s_enum_3);
                 break;
             case 16:
                 out->has_optimizer = true;
@@ -1391,9 +1577,13 @@ s_decode_report (const msgpack_object *obj, ps_proto_report_t *out, s_ctx_t *ctx
         switch (field) {
             case 0:
                 rc = s_decode_str (val, &out->kind, ctx);
+                if (rc == PS_OK)
+                    rc = s_bound_enum (ctx, out->kind, s_enum_4);
                 break;
             case 1:
                 rc = s_decode_str (val, &out->status, ctx);
+                if (rc == PS_OK)
+                    rc = s_bound_enum (ctx, out->status, s_enum_5);
                 break;
             case 2:
                 rc = s_decode_uint (val, &out->step, ctx);
@@ -1418,9 +1608,13 @@ s_decode_report (const msgpack_object *obj, ps_proto_report_t *out, s_ctx_t *ctx
                 break;
             case 9:
                 rc = s_decode_float (val, &out->compute_ms, ctx);
+                if (rc == PS_OK && (!(out->compute_ms >= 0.0)))
+                    rc = s_bound_float (ctx, out->compute_ms, 0.0, HUGE_VAL);
                 break;
             case 10:
                 rc = s_decode_float (val, &out->comm_ms, ctx);
+                if (rc == PS_OK && (!(out->comm_ms >= 0.0)))
+                    rc = s_bound_float (ctx, out->comm_ms, 0.0, HUGE_VAL);
                 break;
             case 11:
                 out->has_update = true;
@@ -1519,6 +1713,8 @@ s_decode_ring_spec (const msgpack_object *obj, ps_proto_ring_spec_t *out, s_ctx_
                 break;
             case 3:
                 rc = s_decode_int (val, &out->root, ctx);
+                if (rc == PS_OK && (out->root < INT64_C (-1)))
+                    rc = s_bound_int (ctx, out->root, INT64_C (-1), INT64_MAX);
                 break;
             case 4:
                 rc = s_decode_str (val, &out->load, ctx);
@@ -1567,9 +1763,13 @@ s_decode_snap_file (const msgpack_object *obj, ps_proto_snap_file_t *out, s_ctx_
         switch (field) {
             case 0:
                 rc = s_decode_str (val, &out->var, ctx);
+                if (rc == PS_OK && val->via.str.size > 127)
+                    rc = s_bound_length (ctx, val->via.str.size, 127);
                 break;
             case 1:
                 rc = s_decode_uint (val, &out->part, ctx);
+                if (rc == PS_OK && (out->part > UINT64_C (4294967295)))
+                    rc = s_bound_uint (ctx, out->part, UINT64_C (0), UINT64_C (4294967295));
                 break;
             case 2:
                 rc = s_decode_str (val, &out->file, ctx);
@@ -1839,10 +2039,14 @@ s_decode_msg_push (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
             case 6:
                 msg->push.has_round = true;
                 rc = s_decode_uint (val, &msg->push.round, ctx);
+                if (rc == PS_OK && (msg->push.round < UINT64_C (1)))
+                    rc = s_bound_uint (ctx, msg->push.round, UINT64_C (1), UINT64_MAX);
                 break;
             case 7:
                 msg->push.has_round_steps = true;
                 rc = s_decode_uint (val, &msg->push.round_steps, ctx);
+                if (rc == PS_OK && (msg->push.round_steps < UINT64_C (1) || msg->push.round_steps > UINT64_C (4294967295)))
+                    rc = s_bound_uint (ctx, msg->push.round_steps, UINT64_C (1), UINT64_C (4294967295));
                 break;
             case 8:
                 rc = s_decode_tensor_array (val, &msg->push.tensors, ctx);
@@ -2127,6 +2331,8 @@ s_decode_msg_snapshot (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
                 break;
             case 3:
                 rc = s_decode_str (val, &msg->snapshot.dir, ctx);
+                if (rc == PS_OK && val->via.str.size > 1024)
+                    rc = s_bound_length (ctx, val->via.str.size, 1024);
                 break;
         }
         if (rc)
@@ -2191,6 +2397,8 @@ s_decode_msg_fence (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
                 break;
             case 3:
                 rc = s_decode_uint (val, &msg->fence.generation, ctx);
+                if (rc == PS_OK && (msg->fence.generation < UINT64_C (1)))
+                    rc = s_bound_uint (ctx, msg->fence.generation, UINT64_C (1), UINT64_MAX);
                 break;
         }
         if (rc)
@@ -2252,6 +2460,8 @@ s_decode_msg_restore (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
                 break;
             case 3:
                 rc = s_decode_str (val, &msg->restore.dir, ctx);
+                if (rc == PS_OK && val->via.str.size > 1024)
+                    rc = s_bound_length (ctx, val->via.str.size, 1024);
                 break;
             case 4:
                 msg->restore.has_parts = true;
@@ -2378,6 +2588,8 @@ s_decode_msg_register (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
                 break;
             case 3:
                 rc = s_decode_str (val, &msg->register_.role, ctx);
+                if (rc == PS_OK)
+                    rc = s_bound_enum (ctx, msg->register_.role, s_enum_6);
                 break;
             case 4:
                 rc = s_decode_uint (val, &msg->register_.index, ctx);
@@ -2535,6 +2747,8 @@ s_decode_msg_work (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
                 break;
             case 3:
                 rc = s_decode_str (val, &msg->work.kind, ctx);
+                if (rc == PS_OK)
+                    rc = s_bound_enum (ctx, msg->work.kind, s_enum_7);
                 break;
             case 4:
                 rc = s_decode_uint (val, &msg->work.step, ctx);
@@ -2570,6 +2784,8 @@ s_decode_msg_work (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
             case 13:
                 msg->work.has_lr = true;
                 rc = s_decode_float (val, &msg->work.lr, ctx);
+                if (rc == PS_OK && (!isfinite (msg->work.lr)))
+                    rc = s_bound_float (ctx, msg->work.lr, -HUGE_VAL, HUGE_VAL);
                 break;
             case 14:
                 msg->work.has_shard = true;
@@ -2578,6 +2794,8 @@ s_decode_msg_work (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
             case 15:
                 msg->work.has_shards = true;
                 rc = s_decode_uint (val, &msg->work.shards, ctx);
+                if (rc == PS_OK && (msg->work.shards < UINT64_C (1)))
+                    rc = s_bound_uint (ctx, msg->work.shards, UINT64_C (1), UINT64_MAX);
                 break;
             case 16:
                 msg->work.has_dir = true;
@@ -2590,10 +2808,14 @@ s_decode_msg_work (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
             case 18:
                 msg->work.has_round = true;
                 rc = s_decode_uint (val, &msg->work.round, ctx);
+                if (rc == PS_OK && (msg->work.round < UINT64_C (1)))
+                    rc = s_bound_uint (ctx, msg->work.round, UINT64_C (1), UINT64_MAX);
                 break;
             case 19:
                 msg->work.has_round_steps = true;
                 rc = s_decode_uint (val, &msg->work.round_steps, ctx);
+                if (rc == PS_OK && (msg->work.round_steps < UINT64_C (1) || msg->work.round_steps > UINT64_C (4294967295)))
+                    rc = s_bound_uint (ctx, msg->work.round_steps, UINT64_C (1), UINT64_C (4294967295));
                 break;
         }
         if (rc)

@@ -522,9 +522,12 @@ bool ps_proto_may_send (ps_proto_type_t type, const char *task);
 //  returns 0. Otherwise returns PS_EVERSION for another protocol version,
 //  PS_EPROTO for a header that is not a map, an unknown type, a missing,
 //  unknown, repeated or wrongly typed field, a string holding a NUL byte or
-//  a wrong frame count, or PS_ESHAPE when a tensor's shape, byte count and
-//  frame disagree, with err naming the message and the field; msg->id is
-//  then the request's id if the header held a valid one, else 0.
+//  a wrong frame count, PS_EINVAL for a value outside its field's bounds
+//  (protocol.json: minimum, maximum, finite, enum, maxLength, minItems,
+//  maxItems), or PS_ESHAPE when a tensor's shape, byte count and frame
+//  disagree, with err naming the message, the field and, for a bound, the
+//  bound; msg->id is then the request's id if the header held a valid
+//  one, else 0.
 int ps_proto_decode (const msgpack_object *header, const size_t *frame_sizes,
                      size_t nframes, msgpack_zone *zone, ps_proto_t *msg,
                      ps_error_t *err);

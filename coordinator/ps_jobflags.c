@@ -1,0 +1,182 @@
+//  The coordinator's job flags; see ps_jobflags.h.
+
+#include "ps_jobflags.h"
+
+#include <float.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ps_mode.h"
+#include "ps_optimizer.h"
+#include "ps_parse.h"
+
+enum {
+    O_MODEL = PS_JOBFLAGS_FIRST,
+    O_EPOCHS, O_STEPS, O_BATCH, O_OPTIMIZER, O_LR, O_MODE, O_STALENESS, O_SEED, O_DATA, O_LIMIT,
+    O_TEST_LIMIT, O_CKPT_DIR, O_CKPT_STEPS, O_CKPT_SECONDS, O_KEEP, O_EVAL_EPOCHS, O_EVAL_STEPS,
+    O_HEARTBEAT, O_HEARTBEAT_TIMEOUT, O_REGISTER_TIMEOUT, O_THREADS, O_DEVICE, O_OVERLAP,
+    O_NONFINITE_RETRIES, O_STOP_ON_DIVERGENCE,
+};
+
+const struct option ps_jobflags_options [] = {
+    { "model", required_argument, NULL, O_MODEL },
+    { "epochs", required_argument, NULL, O_EPOCHS },
+    { "steps", required_argument, NULL, O_STEPS },
+    { "batch", required_argument, NULL, O_BATCH },
+    { "optimizer", required_argument, NULL, O_OPTIMIZER },
+    { "lr", required_argument, NULL, O_LR },
+    { "mode", required_argument, NULL, O_MODE },
+    { "staleness", required_argument, NULL, O_STALENESS },
+    { "seed", required_argument, NULL, O_SEED },
+    { "data", required_argument, NULL, O_DATA },
+    { "limit", required_argument, NULL, O_LIMIT },
+    { "test-limit", required_argument, NULL, O_TEST_LIMIT },
+    { "checkpoint-dir", required_argument, NULL, O_CKPT_DIR },
+    { "checkpoint-steps", required_argument, NULL, O_CKPT_STEPS },
+    { "checkpoint-seconds", required_argument, NULL, O_CKPT_SECONDS },
+    { "keep", required_argument, NULL, O_KEEP },
+    { "eval-epochs", required_argument, NULL, O_EVAL_EPOCHS },
+    { "eval-steps", required_argument, NULL, O_EVAL_STEPS },
+    { "heartbeat-ms", required_argument, NULL, O_HEARTBEAT },
+    { "heartbeat-timeout-ms", required_argument, NULL, O_HEARTBEAT_TIMEOUT },
+    { "register-timeout-ms", required_argument, NULL, O_REGISTER_TIMEOUT },
+    { "threads", required_argument, NULL, O_THREADS },
+    { "device", required_argument, NULL, O_DEVICE },
+    { "overlap", no_argument, NULL, O_OVERLAP },
+    { "nonfinite-retries", required_argument, NULL, O_NONFINITE_RETRIES },
+    { "stop-on-divergence", no_argument, NULL, O_STOP_ON_DIVERGENCE },
+    { NULL, 0, NULL, 0 },
+};
+
+bool
+ps_jobflags_is (int option)
+{
+    for (int i = 0; ps_jobflags_options [i].name; i++)
+        if (ps_jobflags_options [i].val == option)
+            return true;
+    return false;
+}
+
+static const char *
+s_name (int option)
+{
+    for (int i = 0; ps_jobflags_options [i].name; i++)
+        if (ps_jobflags_options [i].val == option)
+            return ps_jobflags_options [i].name;
+    return "?";
+}
+
+//  Copy a string flag into its field of len bytes.
+static int
+s_copy (const char *flag, const char *text, char *buf, size_t len)
+{
+    if (strlen (text) >= len) {
+        fprintf (stderr, "coordinator: %s: longer than %zu bytes\n", flag, len - 1);
+        return -1;
+    }
+    strcpy (buf, text);
+    return 0;
+}
+
+int
+ps_jobflags_apply (ps_job_t *job, int option, const char *value)
+{
+    char flag [64];
+    snprintf (flag, sizeof flag, "--%s", s_name (option));
+    uint64_t u;
+    double d;
+    ps_error_t err;
+    switch (option) {
+        case O_MODEL:
+            return s_copy (flag, value, job->model, sizeof job->model);
+        case O_DATA:
+            return s_copy (flag, value, job->data_dir, sizeof job->data_dir);
+        case O_CKPT_DIR:
+            return s_copy (flag, value, job->checkpoint_dir, sizeof job->checkpoint_dir);
+        case O_OVERLAP:
+            job->overlap = true;
+            return 0;
+        case O_STOP_ON_DIVERGENCE:
+            job->stop_on_divergence = true;
+            return 0;
+        case O_DEVICE:
+            if (strcmp (value, "cpu") && strcmp (value, "gpu") && strcmp (value, "auto")) {
+                fprintf (stderr, "coordinator: %s \"%s\": expected cpu, gpu or auto\n", flag, value);
+                return -1;
+            }
+            return s_copy (flag, value, job->device, sizeof job->device);
+        case O_OPTIMIZER: {
+            ps_opt_kind_t kind;
+            if (ps_opt_kind_parse (value, &kind, &err)) {
+                fprintf (stderr, "coordinator: %s: %s\n", flag, err.msg);
+                return -1;
+            }
+            //  Another kind starts from its own defaults, as in a job file.
+            if (kind != job->optimizer.kind)
+                ps_opt_config_default (&job->optimizer, kind);
+            return 0;
+        }
+        case O_MODE:
+            if (ps_mode_parse (value, &job->mode, &err)) {
+                fprintf (stderr, "coordinator: %s: %s\n", flag, err.msg);
+                return -1;
+            }
+            return 0;
+        case O_STALENESS:
+            if (strcmp (value, "unbounded") == 0) {
+                job->staleness = PS_JOB_STALENESS_UNBOUNDED;
+                return 0;
+            }
+            if (ps_parse_uint (flag, value, 0, INT_MAX, &u, &err)) {
+                fprintf (stderr, "coordinator: %s, or unbounded\n", err.msg);
+                return -1;
+            }
+            job->staleness = (int) u;
+            return 0;
+        //  Ranges are checked by ps_job_validate, which names the key;
+        //  here only the form of the number.
+        case O_LR:
+        case O_CKPT_SECONDS:
+            if (ps_parse_double (flag, value, 0, false, DBL_MAX, &d, &err)) {
+                fprintf (stderr, "coordinator: %s\n", err.msg);
+                return -1;
+            }
+            *(option == O_LR ? &job->optimizer.lr : &job->checkpoint_seconds) = d;
+            return 0;
+        default:
+            break;
+    }
+    //  Whole numbers: their ranges are checked by ps_job_validate, which
+    //  names the key; here their form, and that they fit their field.
+    int *int_field = NULL;
+    uint64_t *u64_field = NULL;
+    switch (option) {
+        case O_EPOCHS: int_field = &job->epochs; break;
+        case O_BATCH: int_field = &job->batch_size; break;
+        case O_KEEP: int_field = &job->checkpoint_keep; break;
+        case O_EVAL_EPOCHS: int_field = &job->eval_epochs; break;
+        case O_HEARTBEAT: int_field = &job->heartbeat_ms; break;
+        case O_HEARTBEAT_TIMEOUT: int_field = &job->heartbeat_timeout_ms; break;
+        case O_REGISTER_TIMEOUT: int_field = &job->register_timeout_ms; break;
+        case O_THREADS: int_field = &job->worker_threads; break;
+        case O_STEPS: u64_field = &job->steps; break;
+        case O_SEED: u64_field = &job->seed; break;
+        case O_LIMIT: u64_field = &job->train_limit; break;
+        case O_TEST_LIMIT: u64_field = &job->test_limit; break;
+        case O_CKPT_STEPS: u64_field = &job->checkpoint_steps; break;
+        case O_EVAL_STEPS: u64_field = &job->eval_steps; break;
+        case O_NONFINITE_RETRIES: int_field = &job->nonfinite_retries; break;
+        default: return -1;
+    }
+    if (ps_parse_uint (flag, value, 0, int_field ? INT_MAX : UINT64_MAX, &u, &err)) {
+        fprintf (stderr, "coordinator: %s\n", err.msg);
+        return -1;
+    }
+    if (int_field)
+        *int_field = (int) u;
+    else
+        *u64_field = u;
+    return 0;
+}
