@@ -408,7 +408,7 @@ s_messages (void)
     uint64_t rows [] = { 0, 4 };
     ps_proto_partition_t partition = {
         s_kernel.var, 0, tensors [0].shape, { 2, rows },
-        { .kind = "random_normal", .has_seed = true, .seed = 3, .has_value = true, .value = 1,
+        { .kind = "normal", .has_seed = true, .seed = 3, .has_value = true, .value = 1,
           .has_low = true, .low = -1, .has_high = true, .high = 1, .has_mean = true, .mean = 0,
           .has_stddev = true, .stddev = 0.05 } };
     ps_proto_part_stats_t part_stats = { s_kernel.var, 0, tensors [0].shape, { 2, rows },
