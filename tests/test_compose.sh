@@ -35,8 +35,10 @@ project=pscompose$$
 # at step 300 (three checkpoints in) and a server once the worker is back
 # and 100 more steps are done, each when the metrics show its moment; the
 # run is only as long as that takes on a fast machine, with room to spare
-# (on 2 cores the server is crashed near step 1000, and the run lasts
-# about 40 s). A checkpoint every 100 steps and a heartbeat timeout of 2 s
+# (on the loaded 2-core development machine the server is crashed near
+# step 850 of 4800, and the run takes 70 to 90 s; a machine that trains
+# four times as fast still crashes it before 80%, which the test checks).
+# A checkpoint every 100 steps and a heartbeat timeout of 2 s
 # so recovery is quick. Every checkpoint is kept (48 of about 4 MB), so
 # the one a recovery loads is still there for check_run.py to verify.
 steps_per_epoch=200
