@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: install what is missing, build, run every test in a
 # release build and again in an AddressSanitizer + UBSan build, run every
-# libFuzzer target for 20 seconds in a clang fuzz build, and end with the
+# libFuzzer target for 10 seconds in a clang fuzz build, and end with the
 # line "N passed, N failed, N skipped" over all three, after a line for
 # each skipped test with the reason it printed.
 set -u
@@ -33,7 +33,8 @@ run_config build "" || status=1
 run_config build-asan "--no-suite system" -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false \
   -Dcuda=disabled || status=1
 # The fuzz build (clang, libFuzzer, ASan + UBSan, no CUDA) holds only the
-# fuzz targets; its suite runs each for 20 s on its seeds, two at a time.
+# fuzz targets; its suite runs each for 10 s on its seeds, two at a time
+# (-Dfuzz_seconds; README.md, Fuzzing).
 CC=clang run_config build-fuzz "--suite fuzz" -Dfuzz=true -Dbuildtype=debugoptimized || status=1
 
 python3 - build build-asan build-fuzz <<'PY'

@@ -105,7 +105,7 @@ run_block () {
   # id is its pid, so that everything it starts can be stopped together.
   (cd "$dir" && export T="$dir" && exec setsid bash -e -o pipefail "$script") \
     >"$log" 2>&1 </dev/null &
-  local pid=$! status="" deadline=$((SECONDS + limit))
+  local pid=$! status="" started=$SECONDS deadline=$((SECONDS + limit))
   pgid=$pid
   missing=""
   while :; do
@@ -141,7 +141,7 @@ run_block () {
   elif ! expects_met "$log"; then
     fail_block "$at" "no line of its output matches the expected '$missing'" "$log"
   else
-    echo "PASS: README.md:$at ran as written (shortened by ${#shortens[@]} sed script(s))"
+    echo "PASS: README.md:$at ran as written in $((SECONDS - started)) s (shortened by ${#shortens[@]} sed script(s))"
     ran=$((ran + 1))
   fi
 }

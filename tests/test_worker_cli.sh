@@ -89,7 +89,13 @@ expect "--data with a FIFO for a file" 1 \
 env TF_CONFIG="{\"cluster\": {$chief_ok}, \"task\": {\"type\": \"worker\", \"index\": 0}}" \
   "$worker" >"$work/out" 2>&1 &
 pid=$!
-sleep 1
+# SIGTERM once it says it is registering (a generous 30 s for a loaded
+# machine), not after a guessed while.
+for _ in $(seq 300); do
+  grep -qF "registering with the coordinator" "$work/out" && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
 kill -TERM "$pid"
 for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 if kill -0 "$pid" 2>/dev/null; then

@@ -52,12 +52,17 @@ next checkpoint written.
   netfault.py --runs 50 --seed S the soak: 50 runs of random faults
   netfault.py --scenario async:kill:worker,mirrored:cut:worker   chosen ones
 
+Each invocation first trains a fault-free run of each mode it needs;
+--baseline-cache FILE keeps their results for the next invocation with the
+same programs and job (the test suite's groups share one such file).
+
 Needs root (namespaces, mounts); without it, or without a kernel feature,
 what cannot run prints "SKIP: <reason>" and the exit status is 77 (SKIP)
 unless something failed.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -881,6 +886,58 @@ SHORT = {
 }
 
 
+class BaselineCache:
+    """The accuracy of fault-free runs that passed, kept in a JSON file
+    between invocations (--baseline-cache), so that the test suite's
+    groups, which run the same fault-free runs, train each mode's once per
+    build. An entry's key is a digest of everything a fault-free run's
+    result depends on: the three programs' and the harness's files, the
+    mode and the options that make the job; anything rebuilt or changed
+    makes a new key. Without a file nothing is kept."""
+
+    def __init__(self, path, bins, opts):
+        self.path = path
+        self.entries = {}
+        if not path:
+            return
+        h = hashlib.sha256()
+        here = os.path.dirname(os.path.abspath(__file__))
+        for f in [bins["coordinator"], bins["ps"], bins["worker"],
+                  os.path.join(here, "netfault.py"), os.path.join(here, "check_run.py")]:
+            with open(f, "rb") as fh:
+                h.update(hashlib.sha256(fh.read()).digest())
+        h.update(json.dumps([opts.job_seed, opts.servers, opts.workers, opts.limit,
+                             opts.test_limit, opts.epochs, opts.ckpt_steps,
+                             opts.ckpt_mb]).encode())
+        self.digest = h.hexdigest()
+        try:
+            with open(path, encoding="utf-8") as f:
+                self.entries = json.load(f)
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as e:
+            # A damaged cache costs a fault-free run, nothing else.
+            log("baseline cache %s unreadable (%s): not used" % (path, e))
+        if not isinstance(self.entries, dict):
+            self.entries = {}
+
+    def get(self, mode):
+        if not self.path:
+            return None
+        acc = self.entries.get("%s %s" % (mode, self.digest))
+        return acc if isinstance(acc, float) else None
+
+    def put(self, mode, accuracy):
+        if not self.path or not isinstance(accuracy, float):
+            return
+        self.entries["%s %s" % (mode, self.digest)] = accuracy
+        # Written whole and renamed, so a reader never sees half a file.
+        tmp = "%s.%d.tmp" % (self.path, os.getpid())
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.entries, f, indent=1)
+        os.replace(tmp, self.path)
+
+
 def table(results, baselines):
     rows = {}
     for r in results:
@@ -940,6 +997,9 @@ def main():
                     "PS_COORDINATOR... variables, else ./build)")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--keep", action="store_true", help="keep every run's directory")
+    ap.add_argument("--baseline-cache", metavar="FILE", default=None,
+                    help="reuse the accuracy of a fault-free run that passed, kept in FILE, "
+                    "for the same programs and job (the test suite's groups share one)")
     opts = ap.parse_args()
 
     build = opts.build or "build"
@@ -1005,10 +1065,19 @@ def main():
     opts.workdir = opts.workdir or tempfile.mkdtemp(prefix="netfault-")
     os.makedirs(opts.workdir, exist_ok=True)
 
-    # Fault-free runs of each mode, the accuracy the others are held to.
+    # Fault-free runs of each mode, the accuracy the others are held to;
+    # one that passed is reused from the cache for the same programs and
+    # job.
     baselines = {}
     results = []
+    cache = BaselineCache(opts.baseline_cache, bins, opts)
     for mode in sorted({m for m, _, _ in plan}):
+        cached = cache.get(mode)
+        if cached is not None:
+            log("%s fault-free: accuracy %.4f, from a run of the same programs and job "
+                "in %s" % (mode, cached, opts.baseline_cache))
+            baselines[mode] = cached
+            continue
         r = run_once(opts, bins, mode, [], "%s fault-free" % mode, tag, None, True)
         log("%s fault-free: %s in %.1f s, accuracy %s" % (
             mode, "completed" if r["completed"] else "FAILED", r["wall"], r.get("accuracy")))
@@ -1019,6 +1088,7 @@ def main():
             print("netfault: the fault-free %s run failed; see %s" % (mode, r["dir"]))
             return 1
         baselines[mode] = r["accuracy"]
+        cache.put(mode, r["accuracy"])
 
     for k, (mode, faults, required) in enumerate(plan):
         name = "run %d %s" % (k + 1, mode)

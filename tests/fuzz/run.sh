@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run one libFuzzer target of the fuzz build, or replay its inputs.
 #
-#   tests/fuzz/run.sh TARGET [SECONDS]          fuzz for a short while (default 20 s), as the test suite does
+#   tests/fuzz/run.sh TARGET [SECONDS]          fuzz for a short while (default 10 s), as the test suite does
 #   tests/fuzz/run.sh --long TARGET [SECONDS]   fuzz for long (default 3600 s) on a corpus kept between runs
 #   tests/fuzz/run.sh --replay TARGET           run the target's inputs once each, without libFuzzer
 #
@@ -31,7 +31,7 @@ if [ $# -lt 1 ] || [ $# -gt 2 ] || { [ $mode = replay ] && [ $# -ne 1 ]; }; then
   exit 2
 fi
 target=$1
-seconds=${2:-$([ $mode = long ] && echo 3600 || echo 20)}
+seconds=${2:-$([ $mode = long ] && echo 3600 || echo 10)}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 
 case $target in
