@@ -38,7 +38,8 @@
 //       stopped worker leaves the clock, so the other goes on without it;
 //    n. sync mode: a run in which every step is recorded once and every
 //       partition applies one update per round (--overlap ignored, with a
-//       warning), and the kill -9 cases of c. (without restarts) and e.
+//       warning), the kill -9 cases of c. (without restarts) and e., and
+//       d.: a stopped worker is dropped from the rounds and comes back.
 //  In sync mode a partition applies a round's steps as one update, so
 //  "exactly once per step" reads there as: every step in every
 //  partition's ledger once, and the same number of updates everywhere,
@@ -1223,10 +1224,11 @@ s_wait_back (s_run_t *run, size_t after, pid_t pid, int timeout_ms)
     }
 }
 
-//  Under ssp, wait while worker:1 is stopped (declared failed at event
-//  index failed_at) for the steps done to pass, by more than twice the
-//  bound, the last progress before: had it stayed in the clock, the other
-//  worker would be held within S + 1 steps of it.
+//  Under ssp or sync, wait while worker:1 is stopped (declared failed at
+//  event index failed_at) for the steps done to pass, by more than twice
+//  the ssp bound, the last progress before: had it stayed in the clock,
+//  the other worker would be held within S + 1 steps of it; had it stayed
+//  in sync's rounds, no round would close.
 static void
 s_wait_clock_moves (s_run_t *run, size_t failed_at)
 {
@@ -1325,9 +1327,11 @@ s_stop_worker (const char *name, const char *const *mode)
     uint64_t duplicates = s_check_done (run, total, 2);
     //  The late push was refused by the servers' ledgers: duplicates, and
     //  still exactly total updates everywhere (checked above).
-    if (duplicates == 0)
+    if (duplicates == 0) {
+        s_print_logs (run);
         fail_msg ("no duplicate push: the stopped worker's step was not pushed late, or was "
                   "applied twice");
+    }
     //  The same process came back: no new incarnation.
     assert_int_equal (s_count_match (run->rows, s_ev_min ("registered", "worker", 1,
                                                           "restarted", 1)), 0);
@@ -2732,6 +2736,19 @@ test_sync_kill_server (void **state)
     s_kill_server ("sync: kill -9 server", s_sync_args);
 }
 
+//  Under sync the stopped worker, declared failed, no longer counts: its
+//  step goes to the other worker, which finishes the open round and trains
+//  the next rounds alone (no deadlock: the steps done pass the last
+//  progress before by several rounds while it is stopped), and it trains
+//  rounds again once it is back; its late push of the step it held is a
+//  duplicate, and every round is applied once on every partition.
+static void
+test_sync_stop_worker (void **state)
+{
+    (void) state;
+    s_stop_worker ("sync: SIGSTOP worker", s_sync_args);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -2783,6 +2800,7 @@ main (int argc, char **argv)
         cmocka_unit_test_teardown (test_sync_run, s_teardown),
         cmocka_unit_test_teardown (test_sync_kill_worker, s_teardown),
         cmocka_unit_test_teardown (test_sync_kill_server, s_teardown),
+        cmocka_unit_test_teardown (test_sync_stop_worker, s_teardown),
         cmocka_unit_test_teardown (test_local_run, s_teardown),
         cmocka_unit_test_teardown (test_manual_tfconfig, s_teardown),
         cmocka_unit_test_teardown (test_manual_files, s_teardown),
