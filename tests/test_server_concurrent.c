@@ -31,6 +31,11 @@
 
 static harness_server_t s_servers [2];
 
+//  The rows of "big" that its partitions 0, 1 and 2 begin at, and its end;
+//  the elements of "small" likewise.
+static const int64_t s_big_split [] = { 0, 1600, 2800, S_BIG_ROWS };
+static const int64_t s_small_split [] = { 0, 5, 10 };
+
 static const char *s_endpoints [] = { s_servers [0].endpoint, s_servers [1].endpoint };
 
 //  Declare the variables "big" and "small" on client.
@@ -43,9 +48,9 @@ s_declare (ps_client_t *client, ps_error_t *err)
     ps_init_t zeros;
     ps_init_default (&zeros, PS_INIT_ZEROS);
     if (ps_client_add_variable (client, "big", &big, &zeros, 3,
-                                (int64_t []) { 0, 1600, 2800, S_BIG_ROWS }, (int []) { 0, 1, 0 }, err) < 0
+                                s_big_split, (int []) { 0, 1, 0 }, err) < 0
     ||  ps_client_add_variable (client, "small", &small, &zeros, 2,
-                                (int64_t []) { 0, 5, 10 }, (int []) { 1, 0 }, err) < 0)
+                                s_small_split, (int []) { 1, 0 }, err) < 0)
         return err->code;
     return 0;
 }
@@ -272,12 +277,10 @@ test_concurrent_rounds_whole (void **state)
                           stats [0].part, (unsigned long long) stats [0].updates);
             //  The rows of big, or the elements of small, the partition holds.
             bool is_big = strcmp (stats [i].var, "big") == 0;
-            static const size_t big_rows [] = { 0, 1600, 2800, S_BIG_ROWS };
-            static const size_t small_at [] = { 0, 5, 10 };
-            size_t from = is_big ? big_rows [stats [i].part] * S_BIG_COLS
-                                 : small_at [stats [i].part];
-            size_t to = is_big ? big_rows [stats [i].part + 1] * S_BIG_COLS
-                               : small_at [stats [i].part + 1];
+            const int64_t *split = is_big ? s_big_split : s_small_split;
+            size_t row = is_big ? S_BIG_COLS : 1;
+            size_t from = (size_t) split [stats [i].part] * row;
+            size_t to = (size_t) split [stats [i].part + 1] * row;
             float *v = is_big ? big : small;
             for (size_t e = from; e < to; e++)
                 if (v [e] != -(float) stats [0].updates)
