@@ -25,7 +25,7 @@
 #include "ps_client.h"
 
 #define S_CLIENTS   4
-#define S_STEPS     40          //  per client
+#define S_STEPS     10          //  per client
 #define S_BIG_ROWS  4000        //  x 300 floats: 4.8 MB, goes to the pool
 #define S_BIG_COLS  300
 
@@ -173,12 +173,14 @@ test_concurrent_pushes_sum_exactly (void **state)
 }
 
 //  Client c pushes S_ROUND_PUSHES one-step rounds of gradient 1, its k-th
-//  round numbered 2k + c + 1, so that the two clients' rounds interleave
+//  round numbered S_ROUND_CLIENTS k + c + 1, so that the clients' rounds
+//  interleave
 //  and a server often takes one's round after the other's later one:
 //  such a push is refused. Refused or not, each push is whole on each
 //  server. Exits 0, or 1 when a server gave an answer other than success
 //  or a refusal of the round.
 #define S_ROUND_PUSHES  300
+#define S_ROUND_CLIENTS 2
 
 static int
 s_round_pusher (int c)
@@ -200,7 +202,7 @@ s_round_pusher (int c)
         small [i] = 1;
     const float *grads [] = { big, small };
     for (int k = 0; k < S_ROUND_PUSHES; k++) {
-        uint64_t round = 2 * (uint64_t) k + (uint64_t) c + 1;
+        uint64_t round = S_ROUND_CLIENTS * (uint64_t) k + (uint64_t) c + 1;
         ps_push_info_t info;
         int rc = ps_client_push_round (client, round, (uint32_t) c, round, 1, grads, &info, &err);
         if (rc && !(rc == PS_EINVAL && strstr (err.msg, "round"))) {
@@ -236,19 +238,19 @@ test_concurrent_rounds_whole (void **state)
     ps_opt_config_default (&opt, PS_OPT_SGD);
     opt.lr = 1;
     assert_int_equal (ps_client_set_optimizer (clients.control, &opt, &err), 0);
-    for (int c = 0; c < 2; c++) {
+    for (int c = 0; c < S_ROUND_CLIENTS; c++) {
         char task [16];
         snprintf (task, sizeof task, "worker:%d", c);
         harness_curve (task);
     }
-    pid_t pids [2];
-    for (int c = 0; c < 2; c++) {
+    pid_t pids [S_ROUND_CLIENTS];
+    for (int c = 0; c < S_ROUND_CLIENTS; c++) {
         pids [c] = fork ();
         assert_true (pids [c] >= 0);
         if (pids [c] == 0)
             _exit (s_round_pusher (c));
     }
-    for (int c = 0; c < 2; c++) {
+    for (int c = 0; c < S_ROUND_CLIENTS; c++) {
         int status;
         assert_int_equal (waitpid (pids [c], &status, 0), pids [c]);
         assert_true (WIFEXITED (status));
@@ -293,7 +295,7 @@ test_concurrent_rounds_whole (void **state)
     //  Some rounds went through on each server.
     assert_true (total > 0);
     print_message ("    rounds applied on the 2 servers together: %llu of 2 x %d pushed\n",
-                   (unsigned long long) total, 2 * S_ROUND_PUSHES);
+                   (unsigned long long) total, S_ROUND_CLIENTS * S_ROUND_PUSHES);
     free (big);
     harness_clients_close (&clients);
     for (int i = 0; i < 2; i++)
