@@ -516,6 +516,8 @@ static void
 s_forget (ps_mode_ps_t *self, int index)
 {
     self->holds [index].held = false;
+    if (self->evaluating [index] && self->policy && self->policy->evaluating)
+        self->policy->evaluating (self->arg, index, false);
     self->evaluating [index] = false;
 }
 
@@ -549,6 +551,13 @@ ps_mode_ps_request (void *self_, ps_peer_t *peer, ps_role_t role, int index, uin
     ps_mode_ps_t *self = self_;
     s_take_reports (self, peer, role, index, req);
     bool want = req->want > 0;
+    //  A task asks for work once its evaluation is done and reported (its
+    //  report was taken above): one whose evaluation the queue still holds
+    //  never had the answer that handed it over (a registration of its
+    //  link swallowed it), so the evaluation goes to the next that asks.
+    const ps_eval_t *busy = ps_evalq_busy (self->host->evalq);
+    if (want && busy && busy->role == role && busy->index == index)
+        ps_evalq_lost (self->host->evalq, role, index);
     if (role != PS_ROLE_WORKER) {
         s_answer (self, peer, role, index, id, want);
         return;

@@ -13,13 +13,14 @@
 //  histogram, a failed worker leaving the clock with its step requeued, a
 //  worker heard again joining it, a long hold answered "wait", the held
 //  request answered "stop" at the end, and an evaluating worker holding
-//  nobody back. Sync: a round's steps handed out with the round, the next
-//  round only once every step of it is done, a request with nothing in
-//  flight held until the next round opens (one with its step in flight
-//  told to wait at once), an evaluation only for a worker with nothing
-//  in flight, a failed worker's step handed to another with the same
-//  round, a checkpoint waiting for the open round, and the rounds in the
-//  done record.
+//  nobody back (registered again meanwhile, or having lost the answer
+//  that handed it the evaluation). Sync: a round's steps handed out with
+//  the round, the next round only once every step of it is done, a
+//  request with nothing in flight held until the next round opens (one
+//  with its step in flight told to wait at once), an evaluation only for
+//  a worker with nothing in flight, a failed worker's step handed to
+//  another with the same round, a checkpoint waiting for the open round,
+//  and the rounds in the done record.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -468,6 +469,35 @@ test_ssp_eval (void **state)
     s_close (fx);
 }
 
+//  A worker that registers again while it evaluates is back in the clock
+//  (its result may still come), and one that asks for work without the
+//  result of the evaluation it was handed never had that answer: the
+//  evaluation goes to the next that asks.
+static void
+test_ssp_eval_again (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture_with (PS_MODE_SSP, 1);
+    fx->host.state = PS_RUN_RUNNING;
+    ps_evalq_ask (fx->evalq, 1, 0);
+    s_ask (fx, 1);
+    assert_string_equal (fx->log.last [1], "eval");
+    fx->ops->joined (fx->mode, PS_ROLE_WORKER, 1, false);
+    s_report_t evaluated = { "eval", "done", 0, 100, 0, 0, NULL };
+    s_request (fx, 1, true, &evaluated, 1);
+    assert_string_equal (fx->log.last [1], "train");
+    assert_int_equal (fx->log.last_step [1], 1);
+    ps_evalq_ask (fx->evalq, 1, 1);
+    s_ask (fx, 0);
+    assert_string_equal (fx->log.last [0], "eval");
+    s_ask (fx, 0);
+    assert_string_equal (fx->log.last [0], "eval");
+    s_request (fx, 0, true, &(s_report_t) { "eval", "done", 1, 100, 0, 0, NULL }, 1);
+    assert_string_equal (fx->log.last [0], "train");
+    assert_int_equal (fx->log.last_step [0], 2);
+    s_close (fx);
+}
+
 static void
 test_ssp_failure (void **state)
 {
@@ -780,6 +810,7 @@ main (void)
         cmocka_unit_test (test_mirrored_step_lost),
         cmocka_unit_test (test_ssp_clock),
         cmocka_unit_test (test_ssp_eval),
+        cmocka_unit_test (test_ssp_eval_again),
         cmocka_unit_test (test_ssp_failure),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
