@@ -510,8 +510,9 @@ s_note_eval (ps_mode_ps_t *self, int index)
         self->policy->evaluating (self->arg, index, evaluating);
 }
 
-//  Worker index failed or registered again: the request it had held and
-//  the evaluation it had are no longer its.
+//  Worker index failed or registered again: the request it had held is
+//  not one it waits for, and the policy counts it back from any
+//  evaluation (a result that comes yet is taken as ever).
 static void
 s_forget (ps_mode_ps_t *self, int index)
 {
@@ -563,9 +564,9 @@ ps_mode_ps_request (void *self_, ps_peer_t *peer, ps_role_t role, int index, uin
         return;
     }
     //  A worker asks again only when it gave up on its last request: a
-    //  request held still is one it no longer waits for.
-    //  Back from an evaluation (its report taken) before it is answered;
-    //  answered, it may be evaluating.
+    //  request held still is one it no longer waits for. It is back from
+    //  any evaluation before it is answered, and may be evaluating once
+    //  answered.
     s_hold_t *hold = &self->holds [index];
     hold->held = false;
     s_note_eval (self, index);
