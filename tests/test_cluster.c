@@ -1326,8 +1326,12 @@ s_stop_worker (const char *name, const char *const *mode)
     s_run_finish (run, 0);
     uint64_t duplicates = s_check_done (run, total, 2);
     //  The late push was refused by the servers' ledgers: duplicates, and
-    //  still exactly total updates everywhere (checked above).
-    if (duplicates == 0) {
+    //  still exactly total updates everywhere (checked above). A sync
+    //  worker may push nothing late: it pulls before every step and, between
+    //  rounds, waits for the answer that hands it the next step; stopped in
+    //  one of those waits it can wake to find that step given up (about one
+    //  run in ten here), and exactly once is then all there is to see.
+    if (duplicates == 0 && !s_has_arg (mode, "sync")) {
         s_print_logs (run);
         fail_msg ("no duplicate push: the stopped worker's step was not pushed late, or was "
                   "applied twice");
