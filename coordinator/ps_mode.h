@@ -29,14 +29,16 @@
 //      live workers) <= S; otherwise its request is held until a
 //      completion frees it (`advance` serves it); `task_failed` (and the
 //      roster's silence, which reaches the mode through it) drops w from
-//      the minimum, so a killed or stopped worker never holds the clock,
+//      the minimum, as does an evaluation while it runs, so a killed,
+//      stopped or evaluating worker never holds the clock,
 //      and `joined` / `rejoined` put it back at the current minimum; a
 //      checkpoint drains exactly as async's, and `report` adds the
 //      measured staleness distribution to the done record.
 //    - sync (ps_mode_sync.c): rounds of one step per live worker, all
 //      carrying the round's number, by which the servers sum the round's
 //      gradients and apply their mean once. A worker is handed a step of
-//      the open round (else "wait"); the next round opens only when every
+//      the open round (else its request is held, or answered "wait" while
+//      a step of it is in flight); the next round opens only when every
 //      step of this one is done; a failed worker's step goes back to the
 //      round for another worker (the servers' ledgers keep it exactly
 //      once); a checkpoint is taken only between rounds; and `report`

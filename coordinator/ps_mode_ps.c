@@ -31,6 +31,7 @@ struct _ps_mode_ps_t {
     void *arg;
     int nworkers;
     s_hold_t *holds;                    //  one per worker task
+    bool *evaluating;                   //  per worker task: told the policy so
     //  A server failed: dispatch is paused until every server is back and
     //  restored.
     bool recovering;
@@ -55,7 +56,8 @@ ps_mode_ps_new (ps_mode_host_t *host, const ps_mode_ps_policy_t *policy, void *a
     self->arg = arg;
     self->nworkers = ps_roster_count (host->roster, PS_ROLE_WORKER);
     self->holds = calloc ((size_t) self->nworkers + 1, sizeof *self->holds);
-    if (!self->holds)
+    self->evaluating = calloc ((size_t) self->nworkers + 1, sizeof *self->evaluating);
+    if (!self->holds || !self->evaluating)
         abort ();
     return self;
 }
@@ -66,6 +68,7 @@ ps_mode_ps_destroy (ps_mode_ps_t **self_p)
     ps_mode_ps_t *self = *self_p;
     if (self) {
         free (self->holds);
+        free (self->evaluating);
         free (self);
         *self_p = NULL;
     }
@@ -403,6 +406,13 @@ s_take_reports (ps_mode_ps_t *self, ps_peer_t *peer, ps_role_t role, int index,
     }
 }
 
+//  Whether worker index holds a step in flight.
+static bool
+s_busy (ps_mode_ps_t *self, int index)
+{
+    return ps_schedule_worker_in_flight (self->host->schedule, index) > 0;
+}
+
 //  Answer request id of role:index, if it needs no training step: "stop"
 //  when the run is stopping, an evaluation when one is due and role:index
 //  should have it (want: the task asks for work). Returns true when it
@@ -418,9 +428,12 @@ s_answer_other (ps_mode_ps_t *self, ps_peer_t *peer, ps_role_t role, int index, 
         return true;
     }
     //  Evaluation goes to the evaluator when one is alive, else to the
-    //  first worker that asks.
-    if (want && !ps_evalq_busy (host->evalq) && host->state != PS_RUN_STARTING
-    &&  (role == PS_ROLE_EVALUATOR || ps_roster_alive (host->roster, PS_ROLE_EVALUATOR) == 0)) {
+    //  first worker that asks (for a policy that says so, the first that
+    //  holds no step in flight).
+    bool may_eval = role == PS_ROLE_EVALUATOR
+                    || (ps_roster_alive (host->roster, PS_ROLE_EVALUATOR) == 0
+                        && !(self->policy && self->policy->eval_idle && s_busy (self, index)));
+    if (want && may_eval && !ps_evalq_busy (host->evalq) && host->state != PS_RUN_STARTING) {
         const ps_eval_t *eval = ps_evalq_take (host->evalq, role, index, host->generation,
                                                ps_clock_ms ());
         if (eval) {
@@ -454,8 +467,7 @@ s_hand_out (ps_mode_ps_t *self, ps_peer_t *peer, int index, uint64_t id)
 static void
 s_wait (ps_mode_ps_t *self, ps_peer_t *peer, uint64_t id)
 {
-    s_reply (self, peer, id, "wait", 0, 0, 0,
-             self->policy && self->policy->wait_ms ? self->policy->wait_ms : S_WAIT_MS);
+    s_reply (self, peer, id, "wait", 0, 0, 0, S_WAIT_MS);
 }
 
 //  Answer request id of role:index (want: it asks for work): stop, an
@@ -478,11 +490,36 @@ s_answer (ps_mode_ps_t *self, ps_peer_t *peer, ps_role_t role, int index, uint64
                 return true;
         }
         else
-        if (self->policy && self->policy->hold && !paused)
+        if (self->policy && self->policy->hold && !paused && !s_busy (self, index))
             return false;
     }
     s_wait (self, peer, id);
     return true;
+}
+
+//  Tell the policy when worker index starts or stops evaluating.
+static void
+s_note_eval (ps_mode_ps_t *self, int index)
+{
+    const ps_eval_t *busy = ps_evalq_busy (self->host->evalq);
+    bool evaluating = busy && busy->role == PS_ROLE_WORKER && busy->index == index;
+    if (evaluating == self->evaluating [index])
+        return;
+    self->evaluating [index] = evaluating;
+    if (self->policy && self->policy->evaluating)
+        self->policy->evaluating (self->arg, index, evaluating);
+}
+
+//  Worker index failed or registered again: the request it had held is
+//  not one it waits for, and the policy counts it back from any
+//  evaluation (a result that comes yet is taken as ever).
+static void
+s_forget (ps_mode_ps_t *self, int index)
+{
+    self->holds [index].held = false;
+    if (self->evaluating [index] && self->policy && self->policy->evaluating)
+        self->policy->evaluating (self->arg, index, false);
+    self->evaluating [index] = false;
 }
 
 //  Serve the held requests the policy lets go now (a completion moved
@@ -496,8 +533,10 @@ s_serve_held (ps_mode_ps_t *self, double now)
         if (!hold->held)
             continue;
         ps_peer_t *peer = ps_roster_peer (self->host->roster, PS_ROLE_WORKER, w);
-        if (s_answer (self, peer, PS_ROLE_WORKER, w, hold->id, true))
+        if (s_answer (self, peer, PS_ROLE_WORKER, w, hold->id, true)) {
             hold->held = false;
+            s_note_eval (self, w);
+        }
         else
         if (now - hold->since_ms > PS_MODE_HOLD_MS) {
             s_wait (self, peer, hold->id);
@@ -513,16 +552,27 @@ ps_mode_ps_request (void *self_, ps_peer_t *peer, ps_role_t role, int index, uin
     ps_mode_ps_t *self = self_;
     s_take_reports (self, peer, role, index, req);
     bool want = req->want > 0;
+    //  A task asks for work once its evaluation is done and reported (its
+    //  report was taken above): one whose evaluation the queue still holds
+    //  never had the answer that handed it over (a registration of its
+    //  link swallowed it), so the evaluation goes to the next that asks.
+    const ps_eval_t *busy = ps_evalq_busy (self->host->evalq);
+    if (want && busy && busy->role == role && busy->index == index)
+        ps_evalq_lost (self->host->evalq, role, index);
     if (role != PS_ROLE_WORKER) {
         s_answer (self, peer, role, index, id, want);
         return;
     }
     //  A worker asks again only when it gave up on its last request: a
-    //  request held still is one it no longer waits for.
+    //  request held still is one it no longer waits for. It is back from
+    //  any evaluation before it is answered, and may be evaluating once
+    //  answered.
     s_hold_t *hold = &self->holds [index];
     hold->held = false;
+    s_note_eval (self, index);
     if (!s_answer (self, peer, role, index, id, want))
         *hold = (s_hold_t) { .held = true, .id = id, .since_ms = ps_clock_ms () };
+    s_note_eval (self, index);
 }
 
 //  A worker's registration: a new process, or the same one again, holds
@@ -534,7 +584,7 @@ ps_mode_ps_joined (void *self_, ps_role_t role, int index, bool fresh)
     ps_mode_ps_t *self = self_;
     if (role != PS_ROLE_WORKER)
         return;
-    self->holds [index].held = false;
+    s_forget (self, index);
     if (self->policy && self->policy->joined)
         self->policy->joined (self->arg, index);
 }
@@ -554,7 +604,7 @@ ps_mode_ps_task_failed (void *self_, ps_role_t role, int index)
     ps_mode_ps_t *self = self_;
     if (role != PS_ROLE_WORKER)
         return 0;
-    self->holds [index].held = false;
+    s_forget (self, index);
     size_t released = ps_schedule_release_worker (self->host->schedule, index);
     if (self->policy && self->policy->left)
         self->policy->left (self->arg, index);

@@ -22,10 +22,11 @@
 //  What a mode adds to this comes in as a policy (ps_mode_ps_policy_t):
 //  when a worker may have a step (ssp: while it is no more than S steps
 //  ahead of the slowest; sync: while the open round has one), whether a
-//  refused request is held rather than answered "wait", what a train
-//  answer carries besides the step, what a checkpoint waits for, what a
-//  rewind resets, what a worker's start, completion, departure and return
-//  move, and what the done record adds. Async has none. A mode's
+//  refused request is held rather than answered "wait", who may evaluate
+//  and what an evaluating worker changes, what a train answer carries
+//  besides the step, what a checkpoint waits for, what a rewind resets,
+//  what a worker's start, completion, departure and return move, and what
+//  the done record adds. Async has none. A mode's
 //  operations (ps_mode.h) are then these functions, whose `self` is the
 //  ps_mode_ps_t its new made.
 
@@ -45,8 +46,19 @@ typedef struct {
     bool (*may_hand) (void *arg, int index, bool paused);
     //  A request may_hand refused while no checkpoint pauses dispatch is
     //  held, not answered "wait": it is served as soon as may_hand lets
-    //  it (advance tries), or answered "wait" after PS_MODE_HOLD_MS.
+    //  it (advance tries), or answered "wait" after PS_MODE_HOLD_MS. Only
+    //  a worker that holds no step in flight is held: a worker asks for
+    //  its next work before it pushes its step, and the step's completion
+    //  goes with its next request, which a held one would keep back.
     bool hold;
+    //  An evaluation goes only to a worker that holds no step in flight,
+    //  whose completion would otherwise wait for the evaluation (sync: a
+    //  round closes only once every step of it is reported).
+    bool eval_idle;
+    //  Worker index was handed an evaluation (evaluating true), or is back
+    //  from it: its report came, it asks for other work, it failed or
+    //  registered again.
+    void (*evaluating) (void *arg, int index, bool evaluating);
     //  Worker index is handed step: work is the answer, not sent yet, for
     //  the policy to set the optional fields it carries.
     void (*handed) (void *arg, int index, uint64_t step, ps_proto_work_t *work);
@@ -64,9 +76,6 @@ typedef struct {
     void (*left) (void *arg, int index);
     //  The done record (ps_mode.h's report).
     void (*report) (void *arg, json_t *record);
-    //  How long a worker told to wait sleeps before it asks again (0: the
-    //  default, 20 ms).
-    uint64_t wait_ms;
 } ps_mode_ps_policy_t;
 
 //  The servers' side of host's run, with policy (NULL: async's) and its

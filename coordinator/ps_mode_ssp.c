@@ -51,6 +51,15 @@ s_joined (void *arg, int index)
     ps_sspclock_join (self->clock, (uint32_t) index);
 }
 
+//  A worker that evaluates is away from the clock meanwhile: its clock
+//  does not move while it evaluates, which would hold the others back.
+static void
+s_evaluating (void *arg, int index, bool evaluating)
+{
+    s_ssp_t *self = arg;
+    ps_sspclock_away (self->clock, (uint32_t) index, evaluating);
+}
+
 //  A failed worker no longer holds the others back (its steps went back to
 //  the queue).
 static void
@@ -92,6 +101,7 @@ s_report (void *arg, json_t *record)
 static const ps_mode_ps_policy_t s_policy = {
     .may_hand = s_may_hand,
     .hold = true,
+    .evaluating = s_evaluating,
     .handed = s_handed,
     .completed = s_completed,
     .joined = s_joined,

@@ -12,9 +12,10 @@
 //  take it for lost). A worker that fails, or is silent past the heartbeat
 //  timeout, leaves the clock, and its steps go back to the queue, so it
 //  never holds the others back; when it is heard again, or a new process
-//  registers for it, it joins at the slowest live worker's clock. The
-//  done record's "staleness" says how far ahead of the slowest each step
-//  started. Its operations are ps_mode_ssp (ps_mode.h); nothing else is
+//  registers for it, it joins at the slowest live worker's clock. A
+//  worker that evaluates is away from the clock until its result comes,
+//  so that the others do not wait for it meanwhile. The done record's
+//  "staleness" says how far ahead of the slowest each step started. Its operations are ps_mode_ssp (ps_mode.h); nothing else is
 //  public.
 
 #ifndef PS_MODE_SSP_H_INCLUDED

@@ -20,6 +20,7 @@ typedef struct {
     uint64_t rounds;
     uint64_t round_steps;
     double round_ms;
+    double round_ms_max;
 } s_sync_t;
 
 //  How many of the open round's steps are done. Every step before the
@@ -40,7 +41,10 @@ s_close_if_done (s_sync_t *self)
     self->open = false;
     self->rounds++;
     self->round_steps += self->steps;
-    self->round_ms += ps_clock_ms () - self->opened_ms;
+    double ms = ps_clock_ms () - self->opened_ms;
+    self->round_ms += ms;
+    if (ms > self->round_ms_max)
+        self->round_ms_max = ms;
 }
 
 //  Open the next round: the steps after those done, one per live worker,
@@ -121,6 +125,7 @@ s_report (void *arg, json_t *record)
     json_object_set_new (record, "round_steps_mean",
                          json_real ((double) self->round_steps / rounds));
     json_object_set_new (record, "round_ms_mean", json_real (self->round_ms / rounds));
+    json_object_set_new (record, "round_ms_max", json_real (self->round_ms_max));
 }
 
 static const ps_mode_ps_policy_t s_policy = {
@@ -129,10 +134,13 @@ static const ps_mode_ps_policy_t s_policy = {
     .drained = s_drained,
     .rewound = s_rewound,
     .report = s_report,
-    //  A worker waits for the rest of its round, which is done within a
-    //  step's time: it asks again soon, or the round would often end long
-    //  before the others hear of it.
-    .wait_ms = 2,
+    //  A worker that has pushed its step and finds the round handed out
+    //  waits for the next round: its request is held and answered when
+    //  the round closes and the next one opens, not polled for.
+    .hold = true,
+    //  An evaluation goes to a worker whose step is reported: the round
+    //  would wait for the evaluation otherwise.
+    .eval_idle = true,
 };
 
 //  Overlap would push a step while computing the next one on parameters
@@ -182,10 +190,13 @@ const ps_mode_ops_t ps_mode_sync = {
     .destroy = s_destroy,
     .plan = s_plan,
     .setup = ps_mode_ps_setup,
+    .joined = ps_mode_ps_joined,
+    .rejoined = ps_mode_ps_rejoined,
     .request = ps_mode_ps_request,
     .task_failed = ps_mode_ps_task_failed,
     .server_failed = ps_mode_ps_server_failed,
     .advance = ps_mode_ps_advance,
     .final_checkpoint = ps_mode_ps_final_checkpoint,
     .report = ps_mode_ps_report,
+    .stop = ps_mode_ps_stop,
 };

@@ -19,9 +19,17 @@
 //  that added it already answers a repeat). A checkpoint lets the open
 //  round finish and is taken between rounds, since a partition with a
 //  round half added cannot be saved; a recovery discards the open round
-//  with the rest of what the restore rewinds. The done record gains the
-//  rounds, their mean step count and their mean time. Its operations are
-//  ps_mode_sync (ps_mode.h); nothing else is public.
+//  with the rest of what the restore rewinds.
+//
+//  A worker asks for its next work before it pushes its step. Finding the
+//  round handed out, it is told to wait, pushes, and asks again with the
+//  step's completion; that request is held until the round closes and the
+//  next one opens (no polling). An evaluation goes only to a worker whose
+//  step is reported, so that no round waits for an evaluation; the others
+//  take the evaluating worker's share of the rounds meanwhile. The done
+//  record gains the rounds, their mean step count, and their mean and
+//  longest time. Its operations are ps_mode_sync (ps_mode.h); nothing
+//  else is public.
 
 #ifndef PS_MODE_SYNC_H_INCLUDED
 #define PS_MODE_SYNC_H_INCLUDED

@@ -8,6 +8,7 @@
 
 typedef struct {
     bool live;
+    bool away;                  //  live, and evaluating: not counted
     uint64_t clock;             //  steps finished
 } s_worker_t;
 
@@ -45,16 +46,17 @@ ps_sspclock_destroy (ps_sspclock_t **self_p)
     }
 }
 
-//  The slowest live worker's clock and whether any worker is live. A
-//  linear scan: a cluster has tens of workers, and the loop asks once per
-//  step hand-out.
+//  The slowest clock of the live workers that are not away, and whether
+//  there is one. A linear scan: a cluster has tens of workers, and the
+//  loop asks once per step hand-out.
 static bool
 s_slowest (const ps_sspclock_t *self, uint64_t *slowest)
 {
     bool any = false;
     *slowest = 0;
     for (uint32_t i = 0; i < self->count; i++)
-        if (self->workers [i].live && (!any || self->workers [i].clock < *slowest)) {
+        if (self->workers [i].live && !self->workers [i].away
+        &&  (!any || self->workers [i].clock < *slowest)) {
             *slowest = self->workers [i].clock;
             any = true;
         }
@@ -70,6 +72,7 @@ ps_sspclock_join (ps_sspclock_t *self, uint32_t w)
     uint64_t slowest;
     self->workers [w].clock = s_slowest (self, &slowest) ? slowest : 0;
     self->workers [w].live = true;
+    self->workers [w].away = false;
 }
 
 void
@@ -77,12 +80,26 @@ ps_sspclock_leave (ps_sspclock_t *self, uint32_t w)
 {
     assert (self && w < self->count);
     self->workers [w].live = false;
+    self->workers [w].away = false;
+}
+
+void
+ps_sspclock_away (ps_sspclock_t *self, uint32_t w, bool away)
+{
+    assert (self && w < self->count);
+    s_worker_t *worker = &self->workers [w];
+    if (!worker->live || worker->away == away)
+        return;
+    uint64_t slowest;
+    if (!away && s_slowest (self, &slowest) && worker->clock < slowest)
+        worker->clock = slowest;
+    worker->away = away;
 }
 
 bool
 ps_sspclock_may_start (const ps_sspclock_t *self, uint32_t w)
 {
-    assert (self && w < self->count && self->workers [w].live);
+    assert (self && w < self->count && self->workers [w].live && !self->workers [w].away);
     if (self->staleness == PS_SSPCLOCK_UNBOUNDED)
         return true;
     uint64_t slowest;
@@ -93,7 +110,7 @@ ps_sspclock_may_start (const ps_sspclock_t *self, uint32_t w)
 void
 ps_sspclock_started (ps_sspclock_t *self, uint32_t w)
 {
-    assert (self && w < self->count && self->workers [w].live);
+    assert (self && w < self->count && self->workers [w].live && !self->workers [w].away);
     uint64_t slowest;
     s_slowest (self, &slowest);
     uint64_t lead = self->workers [w].clock - slowest;

@@ -11,6 +11,8 @@
 //  its heartbeat timeout, leaves the clock, so it cannot hold the others
 //  back; when it (or its replacement) joins again its clock starts at the
 //  slowest live worker's, so it neither waits nor holds anyone back.
+//  A worker that evaluates is away for as long: while it does not train,
+//  it does not hold the others back either.
 //
 //  The clock also measures what it bounds: at every start, how far the
 //  starting worker is ahead of the slowest live one (0 .. S), as a
@@ -42,7 +44,15 @@ void ps_sspclock_join (ps_sspclock_t *self, uint32_t w);
 //  Worker w failed or was stopped: it no longer holds anyone back.
 void ps_sspclock_leave (ps_sspclock_t *self, uint32_t w);
 
-//  Whether live worker w may start a step now.
+//  Live worker w is away from training (it evaluates): it keeps its
+//  clock but no longer holds anyone back, as if it had left. Back, its
+//  clock becomes the slowest of the others' if it fell behind it, so that
+//  it neither holds anyone back on its return nor, since its clock never
+//  goes back, runs further ahead of them than the bound. Leaving or
+//  joining ends an absence.
+void ps_sspclock_away (ps_sspclock_t *self, uint32_t w, bool away);
+
+//  Whether live worker w, not away, may start a step now.
 bool ps_sspclock_may_start (const ps_sspclock_t *self, uint32_t w);
 
 //  Worker w starts a step (ps_sspclock_may_start said yes): count how far

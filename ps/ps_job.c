@@ -71,26 +71,58 @@ s_reply_sent (void *data, void *hint)
 //  ---------------------------------------------------------------------
 //  Tasks, on the serving thread or the pool's
 
-//  Apply task i's gradient (and copy out the fresh values), or pull.
+//  Record task i's failure, if it is the job's first.
+static void
+s_fail_task (ps_job_t *self, size_t i, const ps_error_t *err)
+{
+    int expected = 0;
+    if (atomic_compare_exchange_strong (&self->failed, &expected, (int) i + 1))
+        self->err = *err;
+}
+
+//  Add a sync push's step to its round on every partition at once, all or
+//  nothing (ps_partition_push_rounds): its first task does it all.
+static void
+s_push_rounds (ps_job_t *self)
+{
+    size_t n = self->base.ntasks;
+    const float **grads = calloc (n + 1, sizeof *grads);
+    int *outcomes = calloc (n + 1, sizeof *outcomes);
+    bool *applied = calloc (n + 1, sizeof *applied);    //  not in the reply
+    if (!grads || !outcomes || !applied)
+        abort ();
+    for (size_t i = 0; i < n; i++)
+        grads [i] = ps_msg_tensor (self->msg, i);
+    ps_error_t err;
+    int rc = ps_partition_push_rounds (self->parts, n, self->fields.step, self->fields.round,
+                                       (uint32_t) self->fields.round_steps, grads, outcomes,
+                                       applied, self->versions, &err);
+    if (rc < 0)
+        s_fail_task (self, 0, &err);
+    for (size_t i = 0; i < n; i++)
+        self->duplicate [i] = rc == PS_OK && outcomes [i] == PS_DUPLICATE;
+    free (grads);
+    free (outcomes);
+    free (applied);
+}
+
+//  Apply task i's gradient (and copy out the fresh values), or pull. A
+//  sync push's round is added by its first task for every partition.
 static void
 s_run_task (ps_job_t *self, size_t i)
 {
     ps_error_t err;
     float *out = self->pull ? zmq_msg_data (&self->out [i]) : NULL;
+    if (self->push && self->fields.round) {
+        if (i == 0)
+            s_push_rounds (self);
+    }
+    else
     if (self->push) {
-        bool applied;               //  whether the round was applied: not in the reply
-        int rc = self->fields.round
-               ? ps_partition_push_round (self->parts [i], self->fields.step, self->fields.round,
-                                          (uint32_t) self->fields.round_steps,
-                                          ps_msg_tensor (self->msg, i), &applied,
-                                          &self->versions [i], &err)
-               : ps_partition_push (self->parts [i], self->fields.step,
+        int rc = ps_partition_push (self->parts [i], self->fields.step,
                                     ps_msg_tensor (self->msg, i), out, &self->versions [i], &err);
-        if (rc < 0) {
-            int expected = 0;
-            if (atomic_compare_exchange_strong (&self->failed, &expected, (int) i + 1))
-                self->err = err;
-        }
+        if (rc < 0)
+            s_fail_task (self, i, &err);
         self->duplicate [i] = rc == PS_DUPLICATE;
     }
     else

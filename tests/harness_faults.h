@@ -20,9 +20,13 @@ void cluster_kill_worker (const char *name, bool restart, const char *const *mod
 
 //  A worker stopped an eighth of the way into a run of 4 epochs, while it
 //  holds a step: declared failed by the heartbeat timeout, its step goes
-//  to the other worker, its late push is a duplicate, and after SIGCONT
-//  the same process comes back. Under ssp it leaves the clock meanwhile.
-void cluster_stop_worker (const char *name, const char *const *mode, int examples);
+//  to the other worker, and after SIGCONT the same process comes back.
+//  Under ssp it leaves the clock meanwhile, under sync the rounds. With
+//  late_push, its push of the step it held must come, late, and be
+//  refused as a duplicate; without, the push may never come (see
+//  test_cluster_sync), and exactly once is all there is to check.
+void cluster_stop_worker (const char *name, const char *const *mode, int examples,
+                          bool late_push);
 
 //  A server killed a third of the way into a run of 3 epochs recovers
 //  from the newest checkpoint.

@@ -61,7 +61,7 @@ static void
 test_stop_worker (void **state)
 {
     (void) state;
-    cluster_stop_worker ("SIGSTOP worker", NULL, 12800);
+    cluster_stop_worker ("SIGSTOP worker", NULL, 12800, true);
 }
 
 

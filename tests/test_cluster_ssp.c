@@ -63,7 +63,7 @@ static void
 test_ssp_stop_worker (void **state)
 {
     (void) state;
-    cluster_stop_worker ("ssp: SIGSTOP worker", cluster_ssp_args, 12800);
+    cluster_stop_worker ("ssp: SIGSTOP worker", cluster_ssp_args, 12800, true);
 }
 
 

@@ -1,10 +1,10 @@
 //  The cluster in sync mode (synchronous training on the servers):
 //    n. a run in which every step is recorded once and every partition
 //       applies one update per round (--overlap ignored, with a warning),
-//       and the kill -9 cases of a worker (without restarts), of a server
-//       and of the coordinator (harness_faults.h), on half of async's
-//       data: a round waits for its slowest step, so sync trains more
-//       slowly on 2 cores.
+//       the kill -9 cases of a worker (without restarts), of a server and
+//       of the coordinator, and SIGSTOP of a worker (harness_faults.h), on
+//       half of async's data: a round waits for its slowest step, so sync
+//       trains more slowly on 2 cores.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -79,6 +79,22 @@ test_sync_kill_coordinator (void **state)
     cluster_kill_coordinator ("sync: kill -9 coordinator", cluster_sync_args, 6400);
 }
 
+//  Under sync the stopped worker, declared failed, no longer counts: its
+//  step goes to the other worker, which finishes the open round and trains
+//  the next rounds alone (no deadlock: the steps done pass the last
+//  progress before by several rounds while it is stopped), and it trains
+//  rounds again once it is back; every round is applied once on every
+//  partition. Its late push is not required: a sync worker pulls before
+//  every step and, between rounds, waits for the answer that hands it the
+//  next step; stopped in one of those waits, it wakes to find that step
+//  given up (about one run in ten), and pushes nothing late.
+static void
+test_sync_stop_worker (void **state)
+{
+    (void) state;
+    cluster_stop_worker ("sync: SIGSTOP worker", cluster_sync_args, 6400, false);
+}
+
 int
 main (void)
 {
@@ -86,6 +102,7 @@ main (void)
         cmocka_unit_test_teardown (test_sync_run, cluster_teardown),
         cmocka_unit_test_teardown (test_sync_kill_worker, cluster_teardown),
         cmocka_unit_test_teardown (test_sync_kill_server, cluster_teardown),
+        cmocka_unit_test_teardown (test_sync_stop_worker, cluster_teardown),
         cmocka_unit_test_teardown (test_sync_kill_coordinator, cluster_teardown),
     };
     return CLUSTER_MAIN ("sync", tests);

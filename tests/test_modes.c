@@ -11,12 +11,16 @@
 //  survivor completed it. Ssp: a worker two steps ahead of the slowest
 //  held (S = 1) and served when a completion frees it, the staleness
 //  histogram, a failed worker leaving the clock with its step requeued, a
-//  worker heard again joining it, a long hold answered "wait", and the
-//  held request answered "stop" at the end. Sync: a round's steps handed
-//  out with the round, the next round only once every step of it is
-//  done, a failed worker's step handed to another with the same round, a
-//  checkpoint waiting for the open round, and the rounds in the done
-//  record.
+//  worker heard again joining it, a long hold answered "wait", the held
+//  request answered "stop" at the end, and an evaluating worker holding
+//  nobody back (registered again meanwhile, or having lost the answer
+//  that handed it the evaluation). Sync: a round's steps handed out with
+//  the round, the next round only once every step of it is done, a
+//  request with nothing in flight held until the next round opens (one
+//  with its step in flight told to wait at once), an evaluation only for
+//  a worker with nothing in flight, a failed worker's step handed to
+//  another with the same round, a checkpoint waiting for the open round,
+//  and the rounds in the done record.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -427,6 +431,73 @@ test_ssp_clock (void **state)
     s_close (fx);
 }
 
+//  A worker that evaluates does not hold the others back: its clock stays
+//  while it evaluates, and the other runs past the bound meanwhile; back,
+//  it starts level with the slowest other.
+static void
+test_ssp_eval (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture_with (PS_MODE_SSP, 1);
+    fx->host.state = PS_RUN_RUNNING;
+    ps_evalq_ask (fx->evalq, 1, 0);
+    s_ask (fx, 1);
+    assert_string_equal (fx->log.last [1], "eval");
+    s_ask (fx, 0);
+    for (uint64_t step = 2; step <= 5; step++) {
+        s_done_and_ask (fx, 0);
+        assert_string_equal (fx->log.last [0], "train");
+        assert_int_equal (fx->log.last_step [0], step);
+    }
+    //  Back with its result, worker 1 is level with worker 0 (clock 4):
+    //  it may start, and worker 0 one ahead of it still may too.
+    s_report_t evaluated = { "eval", "done", 0, 100, 0, 0, NULL };
+    s_request (fx, 1, true, &evaluated, 1);
+    assert_string_equal (fx->log.last [1], "train");
+    assert_int_equal (fx->log.last_step [1], 6);
+    s_done_and_ask (fx, 0);
+    assert_int_equal (fx->log.last_step [0], 7);
+    //  Two ahead of worker 1 now: held.
+    int sent = fx->log.sent [0];
+    s_done_and_ask (fx, 0);
+    assert_int_equal (fx->log.sent [0], sent);
+    json_t *record = json_object ();
+    fx->ops->report (fx->mode, record, NULL, 6);
+    assert_int_equal (json_integer_value (json_object_get (json_object_get (record, "staleness"),
+                                                           "max")), 1);
+    json_decref (record);
+    s_close (fx);
+}
+
+//  A worker that registers again while it evaluates is back in the clock
+//  (its result may still come), and one that asks for work without the
+//  result of the evaluation it was handed never had that answer: the
+//  evaluation goes to the next that asks.
+static void
+test_ssp_eval_again (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture_with (PS_MODE_SSP, 1);
+    fx->host.state = PS_RUN_RUNNING;
+    ps_evalq_ask (fx->evalq, 1, 0);
+    s_ask (fx, 1);
+    assert_string_equal (fx->log.last [1], "eval");
+    fx->ops->joined (fx->mode, PS_ROLE_WORKER, 1, false);
+    s_report_t evaluated = { "eval", "done", 0, 100, 0, 0, NULL };
+    s_request (fx, 1, true, &evaluated, 1);
+    assert_string_equal (fx->log.last [1], "train");
+    assert_int_equal (fx->log.last_step [1], 1);
+    ps_evalq_ask (fx->evalq, 1, 1);
+    s_ask (fx, 0);
+    assert_string_equal (fx->log.last [0], "eval");
+    s_ask (fx, 0);
+    assert_string_equal (fx->log.last [0], "eval");
+    s_request (fx, 0, true, &(s_report_t) { "eval", "done", 1, 100, 0, 0, NULL }, 1);
+    assert_string_equal (fx->log.last [0], "train");
+    assert_int_equal (fx->log.last_step [0], 2);
+    s_close (fx);
+}
+
 static void
 test_ssp_failure (void **state)
 {
@@ -521,27 +592,73 @@ test_sync_rounds (void **state)
     s_assert_train (fx, 0, 1, 1, 2);
     s_ask (fx, 1);
     s_assert_train (fx, 1, 2, 1, 2);
-    //  Worker 0 is done first: round 1 is not, so it waits.
+    //  Worker 0 is done first: round 1 is not, so its request is held,
+    //  not answered (the worker does not poll), however often the loop
+    //  goes round.
+    int sent = fx->log.sent [0];
     s_done (fx, 0, 1);
-    assert_string_equal (fx->log.last [0], "wait");
-    assert_int_equal (fx->log.round [0], 0);
-    //  Worker 1's completion ends round 1; it gets round 3's first step.
+    fx->ops->advance (fx->mode, ps_clock_ms ());
+    assert_int_equal (fx->log.sent [0], sent);
+    //  Worker 1's completion ends round 1; it gets round 3's first step,
+    //  and the held worker 0 the second at once.
     s_done (fx, 1, 2);
     assert_int_equal (fx->log.completed, 2);
     s_assert_train (fx, 1, 3, 3, 2);
-    s_ask (fx, 0);
+    fx->ops->advance (fx->mode, ps_clock_ms ());
+    assert_int_equal (fx->log.sent [0], sent + 1);
     s_assert_train (fx, 0, 4, 3, 2);
-    //  Nothing more while round 3 is open, even for a worker with none.
-    s_done (fx, 0, 4);
+    //  A worker asks before it pushes its step: with the round handed out
+    //  it is told to wait at once, not held, for the step's completion
+    //  goes with its next request and the round needs it.
+    s_ask (fx, 0);
     assert_string_equal (fx->log.last [0], "wait");
+    assert_int_equal (fx->log.round [0], 0);
+    //  Nothing more while round 3 is open, even for a worker with none.
+    sent = fx->log.sent [0];
+    s_done (fx, 0, 4);
+    fx->ops->advance (fx->mode, ps_clock_ms ());
+    assert_int_equal (fx->log.sent [0], sent);
     s_done (fx, 1, 3);
     s_assert_train (fx, 1, 5, 5, 2);
+    fx->ops->advance (fx->mode, ps_clock_ms ());
+    s_assert_train (fx, 0, 6, 5, 2);
     json_t *record = json_object (), *mismatches = json_array ();
     fx->ops->report (fx->mode, record, mismatches, 4);
     assert_int_equal (json_integer_value (json_object_get (record, "rounds")), 2);
     assert_true (json_real_value (json_object_get (record, "round_steps_mean")) == 2.0);
     json_decref (record);
     json_decref (mismatches);
+    s_close (fx);
+}
+
+//  An evaluation goes to a worker whose step is reported, never with its
+//  step in flight (the step's completion, and so its round, would wait
+//  for the evaluation); the other worker trains the rounds meanwhile.
+static void
+test_sync_eval (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture (PS_MODE_SYNC);
+    fx->host.state = PS_RUN_RUNNING;
+    s_ask (fx, 0);
+    s_ask (fx, 1);
+    ps_evalq_ask (fx->evalq, 1, 0);
+    //  Worker 0 asks before it pushes step 1: "wait", not the evaluation.
+    s_ask (fx, 0);
+    assert_string_equal (fx->log.last [0], "wait");
+    //  Its next request carries step 1's completion: now it evaluates.
+    s_done (fx, 0, 1);
+    assert_string_equal (fx->log.last [0], "eval");
+    //  Round 1 closes without it, and worker 1 takes both steps of round
+    //  3, the second as it asks before pushing the first.
+    s_done (fx, 1, 2);
+    s_assert_train (fx, 1, 3, 3, 2);
+    s_ask (fx, 1);
+    s_assert_train (fx, 1, 4, 3, 2);
+    s_report_t evaluated = { "eval", "done", 0, 100, 0, 0, NULL };
+    s_request (fx, 0, true, &evaluated, 1);
+    double loss, accuracy;
+    assert_true (ps_evalq_latest (fx->evalq, &loss, &accuracy));
     s_close (fx);
 }
 
@@ -686,11 +803,14 @@ main (void)
         cmocka_unit_test (test_async_nonfinite),
         cmocka_unit_test (test_async_eval_and_end),
         cmocka_unit_test (test_sync_rounds),
+        cmocka_unit_test (test_sync_eval),
         cmocka_unit_test (test_sync_rehand),
         cmocka_unit_test (test_sync_checkpoint_drain),
         cmocka_unit_test (test_mirrored_ring),
         cmocka_unit_test (test_mirrored_step_lost),
         cmocka_unit_test (test_ssp_clock),
+        cmocka_unit_test (test_ssp_eval),
+        cmocka_unit_test (test_ssp_eval_again),
         cmocka_unit_test (test_ssp_failure),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

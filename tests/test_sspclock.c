@@ -3,7 +3,9 @@
 //  checked against the clocks the test keeps itself; the slowest live
 //  worker can always start, so the clock never deadlocks; S = 0 is lock
 //  step; a worker that leaves stops holding the others back and joins
-//  again at the slowest live worker's clock; the histogram counts what the
+//  again at the slowest live worker's clock; a worker away evaluating
+//  holds nobody back and comes back no further behind than the slowest
+//  other, its clock never going back; the histogram counts what the
 //  starts saw.
 
 #include <stdarg.h>
@@ -78,6 +80,56 @@ test_leave_and_join (void **state)
     ps_sspclock_finished (clock, 2);
     ps_sspclock_join (clock, 2);
     assert_int_equal (ps_sspclock_of (clock, 2), 3);
+    ps_sspclock_destroy (&clock);
+}
+
+//  A worker that evaluates is away: the others run past the bound while it
+//  is, and back, it starts where the slowest other is, not behind them
+//  (which would hold them back again until it caught up).
+static void
+test_away (void **state)
+{
+    (void) state;
+    ps_sspclock_t *clock = ps_sspclock_new (3, 1);
+    for (uint32_t w = 0; w < 3; w++)
+        ps_sspclock_join (clock, w);
+    //  Worker 2 takes one step, then evaluates; workers 0 and 1 run 6
+    //  steps each, which the bound of 1 would stop at 2 were it counted.
+    ps_sspclock_started (clock, 2);
+    ps_sspclock_finished (clock, 2);
+    ps_sspclock_away (clock, 2, true);
+    ps_sspclock_away (clock, 2, true);
+    for (int i = 0; i < 6; i++)
+        for (uint32_t w = 0; w < 2; w++) {
+            assert_true (ps_sspclock_may_start (clock, w));
+            ps_sspclock_started (clock, w);
+            ps_sspclock_finished (clock, w);
+        }
+    assert_int_equal (ps_sspclock_slowest (clock), 6);
+    assert_int_equal (ps_sspclock_of (clock, 2), 1);
+    //  Back, it is at the slowest other's clock: it may start, and so may
+    //  the others, none ahead of anyone.
+    ps_sspclock_away (clock, 2, false);
+    assert_int_equal (ps_sspclock_of (clock, 2), 6);
+    for (uint32_t w = 0; w < 3; w++)
+        assert_true (ps_sspclock_may_start (clock, w));
+    //  A worker ahead of the others when it leaves to evaluate keeps its
+    //  clock: it is not let further ahead of them than the bound.
+    ps_sspclock_started (clock, 0);
+    ps_sspclock_finished (clock, 0);
+    ps_sspclock_away (clock, 0, true);
+    ps_sspclock_away (clock, 0, false);
+    assert_int_equal (ps_sspclock_of (clock, 0), 7);
+    ps_sspclock_started (clock, 0);
+    ps_sspclock_finished (clock, 0);
+    assert_false (ps_sspclock_may_start (clock, 0));
+    //  Leaving ends an absence: joining again counts it at once.
+    ps_sspclock_away (clock, 1, true);
+    ps_sspclock_leave (clock, 1);
+    ps_sspclock_join (clock, 1);
+    assert_int_equal (ps_sspclock_slowest (clock), 6);
+    uint64_t counts [PS_SSPCLOCK_BUCKETS];
+    assert_true (ps_sspclock_histogram (clock, counts) <= 1);
     ps_sspclock_destroy (&clock);
 }
 
@@ -164,6 +216,7 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_lock_step),
         cmocka_unit_test (test_leave_and_join),
+        cmocka_unit_test (test_away),
         cmocka_unit_test (test_random_schedules),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -288,52 +288,110 @@ ps_partition_check_round (ps_partition_t *self, uint64_t step, uint64_t round, u
     return PS_OK;
 }
 
+//  Add step's gradient grad to the open round (s_round_check said yes),
+//  and apply the round's mean when this is its last step. Called with the
+//  lock held. Returns PS_OK, or the ledger's error.
+static int
+s_round_add (ps_partition_t *self, uint64_t step, uint64_t round, uint32_t steps,
+             const float *grad, bool *applied, ps_error_t *err)
+{
+    int rc = ps_ledger_mark (self->ledger, step, err);
+    if (rc != PS_OK)
+        return rc;
+    if (self->round_added == 0) {
+        memcpy (self->round_sum, grad, self->count * sizeof (float));
+        self->round = round;
+        self->round_steps = steps;
+    }
+    else
+        for (size_t i = 0; i < self->count; i++)
+            self->round_sum [i] += grad [i];
+    self->round_added++;
+    if (self->round_added == self->round_steps) {
+        float scale = 1.0f / (float) self->round_steps;
+        for (size_t i = 0; i < self->count; i++)
+            self->round_sum [i] *= scale;
+        self->opt_t++;
+        ps_opt_apply (&self->opt, self->values, self->round_sum, self->slots, self->count,
+                      self->opt_t);
+        self->stats.updates++;
+        self->round_applied = round;
+        self->round_added = 0;
+        *applied = true;
+    }
+    return PS_OK;
+}
+
+static int
+s_by_address (const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) *(ps_partition_t *const *) a;
+    uintptr_t y = (uintptr_t) *(ps_partition_t *const *) b;
+    return x < y ? -1 : x > y;
+}
+
+int
+ps_partition_push_rounds (ps_partition_t *const *parts, size_t n, uint64_t step, uint64_t round,
+                          uint32_t steps, const float *const *grads, int *outcomes,
+                          bool *applied, uint64_t *versions, ps_error_t *err)
+{
+    assert (parts || n == 0);
+    //  Every lock is taken before anything is checked, in address order so
+    //  that two requests naming the same partitions cannot wait on each
+    //  other, and held until every partition has added the step: a push
+    //  of another round checked in between would find some partitions
+    //  added to and others not.
+    ps_partition_t **locked = malloc ((n + 1) * sizeof *locked);
+    if (!locked)
+        abort ();
+    memcpy (locked, parts, n * sizeof *locked);
+    qsort (locked, n, sizeof *locked, s_by_address);
+    for (size_t i = 0; i < n; i++)
+        pthread_mutex_lock (&locked [i]->lock);
+    //  A repeat is answered as one whatever its round says: a late copy of
+    //  a step of a round applied long ago is harmless.
+    int rc = PS_OK;
+    size_t refused = 0;
+    for (size_t i = 0; i < n; i++)
+        applied [i] = false;
+    for (size_t i = 0; i < n && rc == PS_OK; i++) {
+        outcomes [i] = ps_ledger_contains (parts [i]->ledger, step) ? PS_DUPLICATE : PS_OK;
+        if (outcomes [i] == PS_OK)
+            rc = s_round_check (parts [i], round, steps, err);
+        refused = i;
+    }
+    //  The ledger's room for the step was reserved when the request was
+    //  checked (ps_partition_reserve_step), so its mark does not fail
+    //  here after another partition has added the step.
+    for (size_t i = 0; i < n && rc == PS_OK; i++) {
+        ps_partition_t *self = parts [i];
+        if (outcomes [i] == PS_OK) {
+            rc = s_round_add (self, step, round, steps, grads [i], &applied [i], err);
+            refused = i;
+        }
+        else
+            self->stats.duplicates++;
+        if (rc == PS_OK)
+            self->stats.bytes_in += self->count * sizeof (float);
+    }
+    for (size_t i = 0; i < n; i++)
+        versions [i] = parts [i]->stats.updates;
+    for (size_t i = 0; i < n; i++)
+        pthread_mutex_unlock (&locked [i]->lock);
+    free (locked);
+    if (rc < 0)
+        ps_error_prefix (err, rc, "partition %s/%u", parts [refused]->var, parts [refused]->part);
+    return rc;
+}
+
 int
 ps_partition_push_round (ps_partition_t *self, uint64_t step, uint64_t round, uint32_t steps,
                          const float *grad, bool *applied, uint64_t *version, ps_error_t *err)
 {
-    assert (self);
-    *applied = false;
-    pthread_mutex_lock (&self->lock);
-    //  A repeat is answered as one whatever its round says: a late copy of
-    //  a step of a round applied long ago is harmless.
-    int rc = ps_ledger_contains (self->ledger, step) ? PS_DUPLICATE
-           : s_round_check (self, round, steps, err);
-    if (rc == PS_OK)
-        rc = ps_ledger_mark (self->ledger, step, err);
-    if (rc == PS_OK) {
-        if (self->round_added == 0) {
-            memcpy (self->round_sum, grad, self->count * sizeof (float));
-            self->round = round;
-            self->round_steps = steps;
-        }
-        else
-            for (size_t i = 0; i < self->count; i++)
-                self->round_sum [i] += grad [i];
-        self->round_added++;
-        if (self->round_added == self->round_steps) {
-            float scale = 1.0f / (float) self->round_steps;
-            for (size_t i = 0; i < self->count; i++)
-                self->round_sum [i] *= scale;
-            self->opt_t++;
-            ps_opt_apply (&self->opt, self->values, self->round_sum, self->slots, self->count,
-                          self->opt_t);
-            self->stats.updates++;
-            self->round_applied = round;
-            self->round_added = 0;
-            *applied = true;
-        }
-    }
-    else
-    if (rc == PS_DUPLICATE)
-        self->stats.duplicates++;
-    if (rc >= 0)
-        self->stats.bytes_in += self->count * sizeof (float);
-    *version = self->stats.updates;
-    pthread_mutex_unlock (&self->lock);
-    if (rc < 0)
-        ps_error_prefix (err, rc, "partition %s/%u", self->var, self->part);
-    return rc;
+    int outcome;
+    int rc = ps_partition_push_rounds (&self, 1, step, round, steps, &grad, &outcome, applied,
+                                       version, err);
+    return rc < 0 ? rc : outcome;
 }
 
 void

@@ -94,12 +94,28 @@ int ps_partition_push_round (ps_partition_t *self, uint64_t step, uint64_t round
                              uint32_t steps, const float *grad, bool *applied,
                              uint64_t *version, ps_error_t *err);
 
+//  ps_partition_push_round for the n partitions of one request (each named
+//  once; grads [i] for parts [i]), as one step: every partition is locked
+//  while the round is checked on all of them and the step added to all,
+//  so that a push racing another (of the same round, or of another round
+//  on the same partitions) is added whole or refused whole, never added to
+//  some partitions and refused by others. outcomes [i] receives PS_OK or
+//  PS_DUPLICATE, applied [i] whether the push applied the round there and
+//  versions [i] the update count. Returns 0, or the first partition's
+//  error, naming it, with nothing changed anywhere; the ledgers' room for
+//  step must have been reserved (ps_partition_reserve_step).
+int ps_partition_push_rounds (ps_partition_t *const *parts, size_t n, uint64_t step,
+                              uint64_t round, uint32_t steps, const float *const *grads,
+                              int *outcomes, bool *applied, uint64_t *versions,
+                              ps_error_t *err);
+
 //  Whether ps_partition_push_round would take step of round (of steps
 //  steps) now: 0 when it would add it or answer it as a repeat, else the
 //  error it would give, naming the partition. A server checks every
-//  partition of a push with this before any adds, so that a push is
-//  refused whole; the partitions' rounds change only by pushes, which the
-//  coordinator hands out for one round at a time.
+//  partition of a push with this when the request arrives, to refuse it
+//  before reserving anything; ps_partition_push_rounds checks again with
+//  the partitions locked, since another push may change their rounds
+//  before this one runs.
 int ps_partition_check_round (ps_partition_t *self, uint64_t step, uint64_t round,
                               uint32_t steps, ps_error_t *err);
 
