@@ -33,10 +33,29 @@
 //  A partition larger than this travels alone.
 #define S_REQUEST_BYTES  (4u << 20)
 
+//  How long a socket closed with a request still going out (a call that
+//  timed out) keeps its pipe open. With a linger of 0, libzmq 4.3.4 closes
+//  the pipe at once, and a connection that fails before that close has
+//  gone round ZeroMQ's threads, while the engine is between two frames of
+//  a message, makes it assert ("Resource temporarily unavailable
+//  (src/session_base.cpp:260)", libzmq issue #3442): seen in a worker that
+//  resumed after a SIGSTOP to find its push timed out and its servers gone
+//  at once (tests/test_client_close.c reproduces it). While the linger
+//  lasts, a failing connection finds the rest of the message readable and
+//  drops it cleanly. The risk is only moved to the end of the linger, where
+//  a server must have read nothing for the call's timeout plus the linger
+//  and its connection fail at that very moment. 200 ms outlasts any delay
+//  between ZeroMQ's threads on a loaded machine (the race was seen up to 8
+//  ms after the close), yet keeps the price small: a call to a server that
+//  is down returns its buffers this much after its timeout, and a process
+//  that exits just after such a call waits as long in zmq_ctx_term.
+#define S_CLOSE_LINGER_MS 200
+
 //  How long to wait for ZeroMQ to release zero-copy frames after a socket
-//  was closed on timeout. It drops them at once in practice; past this the
-//  caller's buffers could still be read later, which is not survivable.
-#define S_RELEASE_WAIT_MS 10000
+//  was closed on timeout. It drops them at the end of the linger at the
+//  latest; past this the caller's buffers could still be read later,
+//  which is not survivable.
+#define S_RELEASE_WAIT_MS (S_CLOSE_LINGER_MS + 10000)
 
 typedef struct {
     int var;
@@ -110,7 +129,7 @@ s_connect (ps_client_t *self, s_server_t *server, ps_error_t *err)
     char task [32];
     snprintf (task, sizeof task, "ps:%d", (int) (server - self->servers));
     server->socket = zmq_socket (self->ctx, ZMQ_DEALER);
-    int linger = 0;
+    int linger = S_CLOSE_LINGER_MS;
     //  No send limit: frames are the caller's buffers, lent zero-copy, and
     //  a server that is down must not block a send past the call's timeout.
     int hwm = 0;

@@ -8,6 +8,9 @@
 //  once, and gathers the replies. Gradients are sent zero-copy straight
 //  from the caller's buffers, which is why every call waits until ZeroMQ has
 //  let go of them before it returns, on success, error and timeout alike.
+//  After a timeout that takes up to 200 ms more: the sockets of servers
+//  that did not answer are closed with that linger, since closing them
+//  at once in the middle of a message can abort the process (ps_client.c).
 //
 //  Every reply is validated against the protocol schema. Errors come back
 //  as codes with a message naming the server and what it said.
