@@ -15,7 +15,7 @@
 //  number of updates everywhere, one per round.
 //
 //  PS_TEST_SCALE (default 1) scales the data subsets, for slow builds
-//  (the sanitizer build runs the cluster tests at 0.5); PS_TEST_FILTER (a
+//  (the sanitizer build runs the cluster tests at 0.25); PS_TEST_FILTER (a
 //  cmocka pattern) runs only the cases it matches.
 
 #ifndef PS_HARNESS_CLUSTER_H_INCLUDED

@@ -22,11 +22,13 @@ void cluster_kill_worker (const char *name, bool restart, const char *const *mod
 //  holds a step: declared failed by the heartbeat timeout, its step goes
 //  to the other worker, and after SIGCONT the same process comes back.
 //  Under ssp it leaves the clock meanwhile, under sync the rounds. With
-//  late_push, its push of the step it held must come, late, and be
-//  refused as a duplicate; without, the push may never come (see
-//  test_cluster_sync), and exactly once is all there is to check.
+//  holds_step, the mode keeps a training worker holding a step at all
+//  times, so the stopped worker must have held one (released when it was
+//  declared failed) and its push of it must come, late, and be refused as
+//  a duplicate; without (sync, see test_cluster_sync), it may have been
+//  stopped between steps, and exactly once is all there is to check.
 void cluster_stop_worker (const char *name, const char *const *mode, int examples,
-                          bool late_push);
+                          bool holds_step);
 
 //  A server killed a third of the way into a run of 3 epochs recovers
 //  from the newest checkpoint.

@@ -84,10 +84,11 @@ test_sync_kill_coordinator (void **state)
 //  the next rounds alone (no deadlock: the steps done pass the last
 //  progress before by several rounds while it is stopped), and it trains
 //  rounds again once it is back; every round is applied once on every
-//  partition. Its late push is not required: a sync worker pulls before
-//  every step and, between rounds, waits for the answer that hands it the
-//  next step; stopped in one of those waits, it wakes to find that step
-//  given up (about one run in ten), and pushes nothing late.
+//  partition. That it held a step, and pushed it late, is not required: a
+//  sync worker waits between rounds with no step in hand (its request is
+//  held until the next round opens), and one stopped while waiting for
+//  the answer that hands it a step wakes to find that step given up
+//  (about one run in ten), so it pushes nothing late.
 static void
 test_sync_stop_worker (void **state)
 {
