@@ -26,6 +26,10 @@
 //  requests (push, push_pull, pull, ping, stats and the undecodable) as
 //  worker:0, control-shaped ones (create, and reply types sent as
 //  requests) as chief:0.
+//
+//  This file is longer than the project's 800 lines on purpose: its cases
+//  send one kind of thing, malformed input, to the same server through the
+//  same raw socket.
 
 #include <stdarg.h>
 #include <stddef.h>
