@@ -55,6 +55,56 @@ s_declare (ps_client_t *client, ps_error_t *err)
     return 0;
 }
 
+//  Start both servers with threads apply threads each, open the test's
+//  clients (chief:0) on them, create the variables, and set SGD with
+//  lr = 1.
+static void
+s_start (harness_clients_t *clients, const char *threads)
+{
+    for (int i = 0; i < 2; i++)
+        assert_int_equal (harness_server_start (&s_servers [i], i,
+                                                (const char *[]) { "--threads", threads, NULL }),
+                          0);
+    ps_error_t err;
+    assert_int_equal (harness_clients_open (clients, s_endpoints, 2, 10000, false, &err), 0);
+    assert_int_equal (s_declare (clients->control, &err), 0);
+    assert_int_equal (s_declare (clients->data, &err), 0);
+    assert_int_equal (ps_client_create (clients->control, &err), 0);
+    ps_opt_config_t opt;
+    ps_opt_config_default (&opt, PS_OPT_SGD);
+    opt.lr = 1;
+    assert_int_equal (ps_client_set_optimizer (clients->control, &opt, &err), 0);
+}
+
+//  Run n client processes at once, client c as worker:c running fn (c),
+//  and wait until each has exited 0. The children inherit their
+//  identities: one made after the fork would start its authenticator in
+//  the ZeroMQ context that this process's threads serve, which a child
+//  does not have.
+static void
+s_run_clients (int n, int (*fn) (int))
+{
+    for (int c = 0; c < n; c++) {
+        char task [16];
+        snprintf (task, sizeof task, "worker:%d", c);
+        harness_curve (task);
+    }
+    pid_t pids [8];
+    assert_true (n <= 8);
+    for (int c = 0; c < n; c++) {
+        pids [c] = fork ();
+        assert_true (pids [c] >= 0);
+        if (pids [c] == 0)
+            _exit (fn (c));
+    }
+    for (int c = 0; c < n; c++) {
+        int status;
+        assert_int_equal (waitpid (pids [c], &status, 0), pids [c]);
+        assert_true (WIFEXITED (status));
+        assert_int_equal (WEXITSTATUS (status), 0);
+    }
+}
+
 //  The gradient of client c at its k-th step: small integers, different
 //  per element, client and step.
 static float
@@ -100,40 +150,10 @@ static void
 test_concurrent_pushes_sum_exactly (void **state)
 {
     (void) state;
-    for (int i = 0; i < 2; i++)
-        assert_int_equal (harness_server_start (&s_servers [i], i, (const char *[]) { "--threads", "2", NULL }), 0);
     ps_error_t err;
     harness_clients_t clients;
-    assert_int_equal (harness_clients_open (&clients, s_endpoints, 2, 10000, false, &err), 0);
-    assert_int_equal (s_declare (clients.control, &err), 0);
-    assert_int_equal (s_declare (clients.data, &err), 0);
-    assert_int_equal (ps_client_create (clients.control, &err), 0);
-    ps_opt_config_t opt;
-    ps_opt_config_default (&opt, PS_OPT_SGD);
-    opt.lr = 1;
-    assert_int_equal (ps_client_set_optimizer (clients.control, &opt, &err), 0);
-
-    //  The children inherit their identities: one made after the fork
-    //  would start its authenticator in the ZeroMQ context that this
-    //  process's threads serve, which a child does not have.
-    for (int c = 0; c < S_CLIENTS; c++) {
-        char task [16];
-        snprintf (task, sizeof task, "worker:%d", c);
-        harness_curve (task);
-    }
-    pid_t pids [S_CLIENTS];
-    for (int c = 0; c < S_CLIENTS; c++) {
-        pids [c] = fork ();
-        assert_true (pids [c] >= 0);
-        if (pids [c] == 0)
-            _exit (s_pusher (c));
-    }
-    for (int c = 0; c < S_CLIENTS; c++) {
-        int status;
-        assert_int_equal (waitpid (pids [c], &status, 0), pids [c]);
-        assert_true (WIFEXITED (status));
-        assert_int_equal (WEXITSTATUS (status), 0);
-    }
+    s_start (&clients, "2");
+    s_run_clients (S_CLIENTS, s_pusher);
     size_t nbig = ps_client_variable_size (clients.data, 0);
     float *big = malloc (nbig * sizeof (float));
     float small [10];
@@ -226,36 +246,10 @@ static void
 test_concurrent_rounds_whole (void **state)
 {
     (void) state;
-    for (int i = 0; i < 2; i++)
-        assert_int_equal (harness_server_start (&s_servers [i], i, (const char *[]) { "--threads", "4", NULL }), 0);
     ps_error_t err;
     harness_clients_t clients;
-    assert_int_equal (harness_clients_open (&clients, s_endpoints, 2, 10000, false, &err), 0);
-    assert_int_equal (s_declare (clients.control, &err), 0);
-    assert_int_equal (s_declare (clients.data, &err), 0);
-    assert_int_equal (ps_client_create (clients.control, &err), 0);
-    ps_opt_config_t opt;
-    ps_opt_config_default (&opt, PS_OPT_SGD);
-    opt.lr = 1;
-    assert_int_equal (ps_client_set_optimizer (clients.control, &opt, &err), 0);
-    for (int c = 0; c < S_ROUND_CLIENTS; c++) {
-        char task [16];
-        snprintf (task, sizeof task, "worker:%d", c);
-        harness_curve (task);
-    }
-    pid_t pids [S_ROUND_CLIENTS];
-    for (int c = 0; c < S_ROUND_CLIENTS; c++) {
-        pids [c] = fork ();
-        assert_true (pids [c] >= 0);
-        if (pids [c] == 0)
-            _exit (s_round_pusher (c));
-    }
-    for (int c = 0; c < S_ROUND_CLIENTS; c++) {
-        int status;
-        assert_int_equal (waitpid (pids [c], &status, 0), pids [c]);
-        assert_true (WIFEXITED (status));
-        assert_int_equal (WEXITSTATUS (status), 0);
-    }
+    s_start (&clients, "4");
+    s_run_clients (S_ROUND_CLIENTS, s_round_pusher);
     //  On each server every partition applied the same rounds: the same
     //  number of updates, as many steps in its ledger, and every value
     //  minus that count (gradient 1, SGD with lr = 1).
