@@ -668,6 +668,21 @@ cluster_check_eval_step (const json_t *eval, int e, uint64_t per_epoch, uint64_t
 }
 
 
+void
+cluster_free_ports (int *ports, int n)
+{
+    for (int i = 0; i < n; i++) {
+        bool taken;
+        do {
+            ports [i] = harness_free_port ();
+            assert_true (ports [i] > 0);
+            taken = false;
+            for (int j = 0; j < i; j++)
+                taken |= ports [j] == ports [i];
+        } while (taken);
+    }
+}
+
 pid_t
 cluster_start_task (cluster_run_t *run, const char *program, const char *const *args,
                     const char *const *env, const char *name)

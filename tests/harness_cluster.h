@@ -212,6 +212,9 @@ void cluster_summary (cluster_run_t *run, const char *fmt, ...);
 //  next epoch before the epoch's last). The last is after the last step.
 void cluster_check_eval_step (const json_t *eval, int e, uint64_t per_epoch, uint64_t total);
 
+//  n loopback ports, all different, that nobody listens on now.
+void cluster_free_ports (int *ports, int n);
+
 //  Start ps-server or ps-worker with args, env and a log in the run's
 //  directory; the teardown kills it if the test fails.
 pid_t cluster_start_task (cluster_run_t *run, const char *program, const char *const *args, const char *const *env, const char *name);

@@ -144,16 +144,7 @@ s_manual (bool files, bool hang)
                                           : files ? "by hand, cluster files"
                                           : "by hand, TF_CONFIG");
     int ports [5];
-    for (int i = 0; i < 5; i++) {
-        bool taken;
-        do {
-            ports [i] = harness_free_port ();
-            assert_true (ports [i] > 0);
-            taken = false;
-            for (int j = 0; j < i; j++)
-                taken |= ports [j] == ports [i];
-        } while (taken);
-    }
+    cluster_free_ports (ports, 5);
     char cluster [512];
     snprintf (cluster, sizeof cluster, "{\"chief\": [\"127.0.0.1:%d\"], \"ps\": [\"127.0.0.1:%d\", "
               "\"127.0.0.1:%d\"], \"worker\": [\"127.0.0.1:%d\", \"127.0.0.1:%d\"]}", ports [0],

@@ -220,16 +220,7 @@ s_rogue_cluster (cluster_run_t *run, int nslots, int nworkers, int limit, int te
 {
     int ports [3 + 4];
     assert_true (nslots <= 4);
-    for (int i = 0; i < 3 + nslots; i++) {
-        bool taken;
-        do {
-            ports [i] = harness_free_port ();
-            assert_true (ports [i] > 0);
-            taken = false;
-            for (int j = 0; j < i; j++)
-                taken |= ports [j] == ports [i];
-        } while (taken);
-    }
+    cluster_free_ports (ports, 3 + nslots);
     char workers [256] = "";
     for (int w = 0; w < nslots; w++)
         snprintf (workers + strlen (workers), sizeof workers - strlen (workers),
