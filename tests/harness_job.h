@@ -1,5 +1,6 @@
-//  The job tests' fixture (test_job, test_job_errors): a temporary
-//  directory per case into which a case writes job files and loads them,
+//  The job tests' fixture (test_job, test_job_errors, test_jobflags): a
+//  temporary directory per case into which a case writes job files and
+//  loads them,
 //  failing the case with the loader's message when a file it expects to
 //  load is refused, and the JSON files of the source tree (the schema, the
 //  example job) that the cases compare jobs with. It lives in its own
