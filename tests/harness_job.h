@@ -1,11 +1,10 @@
 //  The job tests' fixture (test_job, test_job_errors, test_jobflags): a
 //  temporary directory per case into which a case writes job files and
-//  loads them,
-//  failing the case with the loader's message when a file it expects to
-//  load is refused, and the JSON files of the source tree (the schema, the
-//  example job) that the cases compare jobs with. It lives in its own
-//  library because it links the coordinator's job module, which the
-//  other tests do not need.
+//  loads them, failing the case with the loader's message when a file it
+//  expects to load is refused, and the JSON files of the source tree (the
+//  schema, the example job) that the cases compare jobs with. It lives in
+//  its own library because it links the coordinator's job module, which
+//  the other tests do not need.
 
 #ifndef PS_HARNESS_JOB_H_INCLUDED
 #define PS_HARNESS_JOB_H_INCLUDED
