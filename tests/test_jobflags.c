@@ -1,0 +1,214 @@
+//  Unit tests for the coordinator's job flags (coordinator/ps_jobflags.c),
+//  which test_coordinator_cli reaches only through the program: every
+//  flag is a getopt_long option with a value of its own, clear of a
+//  program's, and sets its field of the job; an optimizer of another kind
+//  starts from that kind's defaults while naming the kind in force keeps
+//  the rate; ssp's staleness takes "unbounded"; and a value of the wrong
+//  form, or too long or too large for its field, is refused with a message
+//  on stderr naming the flag, leaving the job as it was. Ranges are
+//  ps_job_validate's (test_job), not the flags'.
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness_job.h"
+#include "ps_jobflags.h"
+
+//  The getopt_long value of the flag called name. Fails the case when
+//  there is none.
+static int
+s_option (const char *name)
+{
+    for (int i = 0; ps_jobflags_options [i].name; i++)
+        if (strcmp (ps_jobflags_options [i].name, name) == 0)
+            return ps_jobflags_options [i].val;
+    fail_msg ("no job flag --%s", name);
+    return -1;
+}
+
+static void
+s_apply (ps_job_t *job, const char *name, const char *value)
+{
+    if (ps_jobflags_apply (job, s_option (name), value))
+        fail_msg ("--%s %s was refused", name, value ? value : "");
+}
+
+//  Applying --name value fails, the job stays as it was, and what the
+//  flag wrote to stderr (read back from a file in the case's directory)
+//  names the flag and holds fragment.
+static void
+s_assert_refused (harness_job_fixture_t *fx, const char *name, const char *value,
+                  const char *fragment)
+{
+    ps_job_t job;
+    ps_job_default (&job, 2);
+    ps_job_t before;
+    memcpy (&before, &job, sizeof job);
+    char log [128];
+    snprintf (log, sizeof log, "%s/stderr.txt", fx->dir);
+    fflush (stderr);
+    int saved = dup (STDERR_FILENO);
+    assert_true (saved >= 0);
+    int fd = open (log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true (fd >= 0);
+    assert_int_equal (dup2 (fd, STDERR_FILENO), STDERR_FILENO);
+    assert_int_equal (close (fd), 0);
+    int rc = ps_jobflags_apply (&job, s_option (name), value);
+    fflush (stderr);
+    assert_int_equal (dup2 (saved, STDERR_FILENO), STDERR_FILENO);
+    assert_int_equal (close (saved), 0);
+    size_t len;
+    char *text = (char *) harness_slurp (log, &len);
+    if (rc != -1)
+        fail_msg ("--%s %s gave %d, expected -1", name, value, rc);
+    char flag [64];
+    snprintf (flag, sizeof flag, "--%s", name);
+    if (!strstr (text, flag) || !strstr (text, fragment))
+        fail_msg ("--%s %s: message \"%s\" lacks %s or \"%s\"", name, value, text, flag,
+                  fragment);
+    free (text);
+    assert_memory_equal (&job, &before, sizeof job);
+}
+
+static void
+test_options (void **state)
+{
+    (void) state;
+    int count = 0;
+    for (int i = 0; ps_jobflags_options [i].name; i++, count++) {
+        int val = ps_jobflags_options [i].val;
+        assert_true (val >= PS_JOBFLAGS_FIRST);
+        assert_true (ps_jobflags_is (val));
+        assert_null (ps_jobflags_options [i].flag);
+        for (int j = 0; j < i; j++)
+            if (ps_jobflags_options [j].val == val
+            ||  strcmp (ps_jobflags_options [j].name, ps_jobflags_options [i].name) == 0)
+                fail_msg ("--%s and --%s share a value or a name", ps_jobflags_options [j].name,
+                          ps_jobflags_options [i].name);
+    }
+    assert_true (count >= 26);
+    //  A program's own options and getopt's answers are not job flags.
+    assert_false (ps_jobflags_is ('h'));
+    assert_false (ps_jobflags_is ('?'));
+    assert_false (ps_jobflags_is (-1));
+    assert_false (ps_jobflags_is (PS_JOBFLAGS_FIRST - 1));
+}
+
+static void
+test_apply (void **state)
+{
+    (void) state;
+    ps_job_t job;
+    ps_job_default (&job, 2);
+    s_apply (&job, "model", "/srv/models/m.json");
+    s_apply (&job, "epochs", "7");
+    s_apply (&job, "steps", "18446744073709551615");
+    s_apply (&job, "batch", "128");
+    s_apply (&job, "lr", "0.25");
+    s_apply (&job, "mode", "ssp");
+    s_apply (&job, "staleness", "0");
+    s_apply (&job, "seed", "12345678901234567");
+    s_apply (&job, "data", "/data/fashion");
+    s_apply (&job, "limit", "1000");
+    s_apply (&job, "test-limit", "500");
+    s_apply (&job, "checkpoint-dir", "/tmp/ckpt");
+    s_apply (&job, "checkpoint-steps", "100");
+    s_apply (&job, "checkpoint-seconds", "30.5");
+    s_apply (&job, "keep", "5");
+    s_apply (&job, "eval-epochs", "2");
+    s_apply (&job, "eval-steps", "250");
+    s_apply (&job, "heartbeat-ms", "250");
+    s_apply (&job, "heartbeat-timeout-ms", "2000");
+    s_apply (&job, "register-timeout-ms", "30000");
+    s_apply (&job, "threads", "4");
+    s_apply (&job, "device", "auto");
+    s_apply (&job, "overlap", NULL);
+    s_apply (&job, "nonfinite-retries", "3");
+    s_apply (&job, "stop-on-divergence", NULL);
+    assert_string_equal (job.model, "/srv/models/m.json");
+    assert_int_equal (job.epochs, 7);
+    assert_true (job.steps == UINT64_MAX);
+    assert_int_equal (job.batch_size, 128);
+    assert_true (job.optimizer.lr == 0.25);
+    assert_int_equal (job.mode, PS_MODE_SSP);
+    assert_int_equal (job.staleness, 0);
+    assert_true (job.seed == 12345678901234567ULL);
+    assert_string_equal (job.data_dir, "/data/fashion");
+    assert_int_equal (job.train_limit, 1000);
+    assert_int_equal (job.test_limit, 500);
+    assert_string_equal (job.checkpoint_dir, "/tmp/ckpt");
+    assert_int_equal (job.checkpoint_steps, 100);
+    assert_true (job.checkpoint_seconds == 30.5);
+    assert_int_equal (job.checkpoint_keep, 5);
+    assert_int_equal (job.eval_epochs, 2);
+    assert_int_equal (job.eval_steps, 250);
+    assert_int_equal (job.heartbeat_ms, 250);
+    assert_int_equal (job.heartbeat_timeout_ms, 2000);
+    assert_int_equal (job.register_timeout_ms, 30000);
+    assert_int_equal (job.worker_threads, 4);
+    assert_string_equal (job.device, "auto");
+    assert_true (job.overlap);
+    assert_int_equal (job.nonfinite_retries, 3);
+    assert_true (job.stop_on_divergence);
+
+    s_apply (&job, "staleness", "unbounded");
+    assert_int_equal (job.staleness, PS_JOB_STALENESS_UNBOUNDED);
+
+    //  The kind in force keeps the rate; another kind starts from its own
+    //  defaults, as in a job file.
+    ps_opt_kind_t kind = job.optimizer.kind;
+    s_apply (&job, "optimizer", ps_opt_kind_name (kind));
+    assert_true (job.optimizer.lr == 0.25);
+    s_apply (&job, "optimizer", "sgd");
+    ps_opt_config_t sgd;
+    ps_opt_config_default (&sgd, PS_OPT_SGD);
+    assert_memory_equal (&job.optimizer, &sgd, sizeof sgd);
+}
+
+static void
+test_refused (void **state)
+{
+    harness_job_fixture_t *fx = *state;
+    s_assert_refused (fx, "epochs", "three", "three");
+    s_assert_refused (fx, "epochs", "-1", "-1");
+    s_assert_refused (fx, "epochs", "2147483648", "2147483648");
+    s_assert_refused (fx, "steps", "18446744073709551616", "18446744073709551616");
+    s_assert_refused (fx, "seed", "1.5", "1.5");
+    s_assert_refused (fx, "lr", "fast", "fast");
+    s_assert_refused (fx, "checkpoint-seconds", "", "");
+    s_assert_refused (fx, "staleness", "-1", "or unbounded");
+    s_assert_refused (fx, "mode", "bsp", "unknown mode \"bsp\"");
+    s_assert_refused (fx, "optimizer", "rmsprop", "rmsprop");
+    s_assert_refused (fx, "device", "tpu", "expected cpu, gpu or auto");
+    //  A path longer than its field.
+    ps_job_t job;
+    char *path = malloc (sizeof job.data_dir + 1);
+    assert_non_null (path);
+    memset (path, 'x', sizeof job.data_dir);
+    path [sizeof job.data_dir] = 0;
+    s_assert_refused (fx, "data", path, "longer than");
+    s_assert_refused (fx, "model", path, "longer than");
+    s_assert_refused (fx, "checkpoint-dir", path, "longer than");
+    free (path);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_options),
+        cmocka_unit_test (test_apply),
+        cmocka_unit_test_setup_teardown (test_refused, harness_job_setup, harness_dir_teardown),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
