@@ -134,18 +134,9 @@ s_remove_at (int dir_fd, const char *name, const char *path, ps_error_t *err)
         return ps_error_set (err, PS_EIO, "directory %s: fdopendir failed: %s",
                              path, strerror (error));
     }
-    int rc = PS_OK;
-    while (rc == PS_OK) {
-        errno = 0;
-        struct dirent *entry = readdir (dir);
-        if (!entry) {
-            if (errno != 0)
-                rc = ps_error_set (err, PS_EIO, "directory %s: readdir failed: %s",
-                                   path, strerror (errno));
-            break;
-        }
-        if (strcmp (entry->d_name, ".") == 0 || strcmp (entry->d_name, "..") == 0)
-            continue;
+    int rc;
+    struct dirent *entry;
+    while ((rc = ps_file_next_entry (dir, path, &entry, err)) == 1) {
         size_t child_len = strlen (path) + strlen (entry->d_name) + 2;
         char *child = malloc (child_len);
         if (!child) {
@@ -156,12 +147,30 @@ s_remove_at (int dir_fd, const char *name, const char *path, ps_error_t *err)
         snprintf (child, child_len, "%s/%s", path, entry->d_name);
         rc = s_remove_at (dirfd (dir), entry->d_name, child, err);
         free (child);
+        if (rc != PS_OK)
+            break;
     }
     if (closedir (dir) != 0 && rc == PS_OK)
         rc = ps_error_set (err, PS_EIO, "directory %s: close failed: %s", path, strerror (errno));
     if (rc == PS_OK && unlinkat (dir_fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
         rc = ps_error_set (err, PS_EIO, "directory %s: rmdir failed: %s", path, strerror (errno));
     return rc;
+}
+
+int
+ps_file_next_entry (DIR *dir, const char *path, struct dirent **entry, ps_error_t *err)
+{
+    for (;;) {
+        errno = 0;
+        struct dirent *next = readdir (dir);
+        if (!next)
+            return errno == 0 ? 0 : ps_error_set (err, PS_EIO, "directory %s: readdir failed: %s",
+                                                  path, strerror (errno));
+        if (strcmp (next->d_name, ".") != 0 && strcmp (next->d_name, "..") != 0) {
+            *entry = next;
+            return 1;
+        }
+    }
 }
 
 int

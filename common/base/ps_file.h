@@ -17,6 +17,7 @@
 #ifndef PS_FILE_H_INCLUDED
 #define PS_FILE_H_INCLUDED
 
+#include <dirent.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,6 +47,11 @@ int ps_file_write_atomic (const char *path, const char *tmp, ps_file_writer_fn *
 //  A path that does not exist is fine. Returns 0 or PS_EIO naming the
 //  entry and the call that failed.
 int ps_file_remove_tree (const char *path, ps_error_t *err);
+
+//  The next entry of dir, opened from path, other than "." and "..": 1 with
+//  *entry set, 0 at the end, or PS_EIO naming path when readdir fails
+//  (which a bare readdir loop would take for the end).
+int ps_file_next_entry (DIR *dir, const char *path, struct dirent **entry, ps_error_t *err);
 
 //  Open path for reading, refusing at once what is not a regular file
 //  (the open itself does not wait on a FIFO). Returns a blocking,

@@ -8,6 +8,7 @@
 
 #include "ps_ckpt_layout.h"
 #include "ps_client.h"
+#include "ps_file.h"
 #include "ps_shape.h"
 #include "ps_snapshot.h"
 
@@ -168,16 +169,9 @@ ps_ckpt_layout_list (const char *root, uint64_t **steps, size_t *count, ps_error
                              root, strerror (errno));
     uint64_t *list = NULL;
     size_t used = 0, capacity = 0;
-    int rc = PS_OK;
-    while (rc == PS_OK) {
-        errno = 0;
-        struct dirent *entry = readdir (dir);
-        if (!entry) {
-            if (errno != 0)
-                rc = ps_error_set (err, PS_EIO, "checkpoint root %s: readdir failed: %s",
-                                   root, strerror (errno));
-            break;
-        }
+    int rc;
+    struct dirent *entry;
+    while ((rc = ps_file_next_entry (dir, root, &entry, err)) == 1) {
         uint64_t step;
         if (!ps_ckpt_layout_parse (entry->d_name, &step))
             continue;

@@ -167,16 +167,9 @@ s_list_sources (const char *src_dir, s_sources_t *sources, ps_error_t *err)
         return ps_error_set (err, errno == ENOENT ? PS_ENOTFOUND : PS_EIO,
                              "reshard: opendir (%s) failed: %s", src_dir, strerror (errno));
     size_t capacity = 0;
-    int rc = PS_OK;
-    while (rc == PS_OK) {
-        errno = 0;
-        struct dirent *entry = readdir (dir);
-        if (!entry) {
-            if (errno != 0)
-                rc = ps_error_set (err, PS_EIO, "reshard: readdir (%s) failed: %s",
-                                   src_dir, strerror (errno));
-            break;
-        }
+    int rc;
+    struct dirent *entry;
+    while ((rc = ps_file_next_entry (dir, src_dir, &entry, err)) == 1) {
         size_t len = strlen (entry->d_name);
         if (len <= 5 || strcmp (entry->d_name + len - 5, ".snap") != 0)
             continue;
