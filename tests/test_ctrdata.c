@@ -8,7 +8,11 @@
 //  rebuilt when the data changes, or kept in the cache directory when the
 //  data's directory is not writable; a truncated or damaged gzip file and a
 //  mostly malformed file refused naming the file; an overlong line counted
-//  as malformed. Every case works in its own temporary directory.
+//  as malformed. And the generator, tests/gen_ctr (its path is the
+//  program's argument): deterministic in its seed, the same rows plain and
+//  gzip-compressed, files the reader takes without a malformed line, and a
+//  planted.json that describes them. Every case works in its own
+//  temporary directory.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +30,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <jansson.h>
+
+#include "harness.h"
 #include "harness_case.h"
 #include "harness_rand.h"
 #include "ps_ctrdata.h"
@@ -541,9 +548,106 @@ test_bad_files (void **state)
     assert_int_equal (err.code, PS_ENOTFOUND);
 }
 
-int
-main (void)
+static const char *s_gen_ctr;
+
+//  Run gen_ctr with args (NULL-terminated, after the program) and return
+//  its exit status; its output goes to dir/gen.log.
+static int
+s_run_gen (const char *dir, const char *const *args)
 {
+    const char *argv [16] = { s_gen_ctr };
+    for (int i = 0; args [i]; i++)
+        argv [i + 1] = args [i];
+    char log [256];
+    snprintf (log, sizeof log, "%s/gen.log", dir);
+    pid_t pid = harness_spawn (argv, NULL, log);
+    assert_true (pid > 0);
+    int status = harness_wait_or_kill (pid, 120000);
+    if (status != 0)
+        harness_print_log (log);
+    return status;
+}
+
+static void
+test_generator (void **state)
+{
+    fixture_t *fx = *state;
+    char a [128], b [128], c [128], path [256], other [256];
+    snprintf (a, sizeof a, "%s/a", fx->dir);
+    snprintf (b, sizeof b, "%s/b", fx->dir);
+    snprintf (c, sizeof c, "%s/c", fx->dir);
+    const char *plain [] = { "--out", a, "--train-rows", "3000", "--test-rows", "1000",
+                             "--seed", "4", "--cardinalities", "small", NULL };
+    const char *gzip [] = { "--out", b, "--train-rows", "3000", "--test-rows", "1000",
+                            "--seed", "4", "--cardinalities", "small", "--gzip", NULL };
+    const char *libsvm [] = { "--out", c, "--train-rows", "500", "--test-rows", "100",
+                              "--seed", "4", "--format", "libsvm", NULL };
+    assert_int_equal (s_run_gen (fx->dir, plain), 0);
+    assert_int_equal (s_run_gen (fx->dir, gzip), 0);
+    assert_int_equal (s_run_gen (fx->dir, libsvm), 0);
+
+    //  The gzip file holds the same bytes as the plain one.
+    snprintf (path, sizeof path, "%s/train.txt", a);
+    size_t len;
+    uint8_t *text = harness_slurp (path, &len);
+    snprintf (other, sizeof other, "%s/train.txt.gz", b);
+    gzFile gz = gzopen (other, "rb");
+    assert_non_null (gz);
+    uint8_t *unzipped = malloc (len + 1);
+    assert_non_null (unzipped);
+    assert_int_equal (gzread (gz, unzipped, (unsigned) len + 1), (int) len);
+    assert_int_equal (gzclose (gz), Z_OK);
+    assert_memory_equal (text, unzipped, len);
+    free (unzipped);
+    free (text);
+
+    //  The reader takes both splits whole.
+    ps_error_t err = { 0 };
+    const char *files [3] = { "train.txt", "test.txt.gz", "train.txt" };
+    const char *dirs [3] = { a, b, c };
+    const uint64_t lines [3] = { 3000, 1000, 500 };
+    for (int k = 0; k < 3; k++) {
+        snprintf (path, sizeof path, "%s/%s", dirs [k], files [k]);
+        ps_ctrfile_t *file = ps_ctrfile_open (path, k == 2 ? PS_CTR_LIBSVM : PS_CTR_CRITEO,
+                                              NULL, &err);
+        harness_ok (file ? 0 : err.code, &err);
+        assert_int_equal (ps_ctrfile_lines (file), lines [k]);
+        assert_int_equal (ps_ctrindex_malformed (ps_ctrfile_index (file)), 0);
+        ps_ctrfile_destroy (&file);
+    }
+
+    //  planted.json describes what was written, and is the same for the
+    //  same seed.
+    snprintf (path, sizeof path, "%s/planted.json", a);
+    json_error_t jerr;
+    json_t *doc = json_load_file (path, 0, &jerr);
+    assert_non_null (doc);
+    json_t *train = json_object_get (json_object_get (doc, "splits"), "train");
+    assert_int_equal (json_integer_value (json_object_get (train, "rows")), 3000);
+    double rate = json_real_value (json_object_get (train, "positive_rate"));
+    double auc = json_real_value (json_object_get (train, "auc"));
+    double logloss = json_real_value (json_object_get (train, "logloss"));
+    if (rate < 0.2 || rate > 0.3 || auc < 0.75 || auc > 0.95 || logloss < 0.2 || logloss > 0.6)
+        fail_msg ("planted model: positive rate %g, AUC %g, log loss %g", rate, auc, logloss);
+    assert_string_equal (json_string_value (json_object_get (doc, "cardinalities")), "small");
+    json_decref (doc);
+
+    //  Bad arguments: a usage error, exit 2.
+    const char *bad [] = { "--out", a, "--train-rows", "0", "--test-rows", "1", "--seed", "1",
+                           NULL };
+    assert_int_equal (s_run_gen (fx->dir, bad), 2);
+    snprintf (path, sizeof path, "%s/gen.log", fx->dir);
+    assert_true (harness_file_contains (path, "--train-rows"));
+}
+
+int
+main (int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf (stderr, "usage: test_ctrdata PATH-OF-GEN_CTR\n");
+        return 2;
+    }
+    s_gen_ctr = argv [1];
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_criteo_line),
         cmocka_unit_test (test_libsvm_line),
@@ -551,6 +655,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_index_reuse, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_cache_dir, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_bad_files, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_generator, s_setup, harness_dir_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
