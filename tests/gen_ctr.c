@@ -39,7 +39,7 @@
 #define S_ZIPF     1.2          //  the exponent of each field's power law
 #define S_POSITIVE 0.25         //  the positive rate the intercept is tuned to
 #define S_PILOT    20000        //  rows the intercept is tuned on
-#define S_DRAWS    64           //  counter-based draws per row
+#define S_DRAWS    128          //  counter-based draws per row (92 are used)
 
 //  The Kaggle Display Advertising Challenge's per-field cardinalities (as
 //  counted in DLRM's preprocessing of its train.txt), and a small setting
