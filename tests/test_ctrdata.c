@@ -292,7 +292,7 @@ test_plain_gzip_ranges (void **state)
     char *text = s_make_criteo (LINES, bad, 99, &len);
     harness_spit (fx->plain, (const uint8_t *) text, len);
     s_write_gzip_members (fx->gz, text, len);
-    free (text);
+    const char *lines = text;
     size_t malformed = 0, good_before [LINES + 1];
     for (size_t i = 0; i < LINES; i++) {
         good_before [i] = i - malformed;
@@ -352,6 +352,20 @@ test_plain_gzip_ranges (void **state)
         assert_int_equal (part->malformed, count - part->n);
         s_assert_same (all, good_before [first], part, part->n);
     }
+    //  The gzip file's points in the middle resume raw deflate data with
+    //  its window; a read from one of them across the end of the first
+    //  member (after a read at the end, so that the reader must go back)
+    //  steps over the member's trailer into the second.
+    const ps_ctrindex_t *gz_index = ps_ctrfile_index (gz);
+    size_t cross = 0, passed = 0;
+    while (passed < len / 2)
+        passed += (size_t) (strchr (lines + passed, '\n') - (lines + passed)) + 1, cross++;
+    assert_true (ps_ctrindex_point (gz_index, cross - 5)->window_len > 0);
+    assert_true (ps_ctrindex_point (gz_index, cross - 5)->line > 0);
+    harness_ok (ps_ctrfile_read (gz, LINES - 10, 10, part, &err), &err);
+    harness_ok (ps_ctrfile_read (gz, cross - 5, 10, part, &err), &err);
+    assert_int_equal (part->n, good_before [cross + 5] - good_before [cross - 5]);
+    s_assert_same (all, good_before [cross - 5], part, part->n);
     //  A range outside the file, or larger than the batch, is refused.
     assert_int_equal (ps_ctrfile_read (plain, LINES - 5, 6, part, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "not inside its 3000 lines"));
@@ -362,6 +376,7 @@ test_plain_gzip_ranges (void **state)
     ps_ctrfile_destroy (&plain);
     ps_ctrfile_destroy (&gz);
     assert_null (gz);
+    free (text);
 }
 
 static void
