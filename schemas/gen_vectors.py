@@ -52,6 +52,15 @@ PLAN = {'model': '{}', 'batch_size': 32, 'seed': 1, 'data_dir': '/data', 'train_
         'client_timeout_ms': 5000, 'steps_per_epoch': 10, 'total_steps': 100, 'eval_batch': 64,
         'overlap': False, 'mode': 'async'}
 
+# The plan of a click-through-rate job: its data fields follow data_dir, in
+# protocol.json's order, which the encoder keeps.
+CRITEO_PLAN = {}
+for key, value in PLAN.items():
+    CRITEO_PLAN[key] = 'lr' if key == 'model' else value
+    if key == 'data_dir':
+        CRITEO_PLAN.update(data_format='criteo', train_data='/data/train.txt.gz',
+                           test_data='/data/test.txt.gz')
+
 vectors = [
     vec('ping', hdr('ping', 1)),
     vec('ping_ok', hdr('ping_ok', 1, server='ps:0', partitions=3)),
@@ -188,6 +197,16 @@ vectors = [
          'comm_ms': 0.0}]), expect='invalid',
         contains='work_request: reports[0].compute_ms: -1.5 is out of bounds, expected a finite '
                  'number of at least 0'),
+    vec('eval report with an AUC', hdr('work_request', reports=[
+        {'kind': 'eval', 'status': 'done', 'step': 40, 'generation': 1, 'loss': 512.25,
+         'correct': 800, 'count': 1000, 'applied': 0, 'duplicates': 0, 'compute_ms': 12.5,
+         'comm_ms': 3.0, 'auc': 0.8125}], want=1)),
+    vec('AUC above 1', hdr('work_request', want=1, reports=[
+        {'kind': 'eval', 'status': 'done', 'step': 40, 'generation': 1, 'loss': 512.25,
+         'correct': 800, 'count': 1000, 'applied': 0, 'duplicates': 0, 'compute_ms': 12.5,
+         'comm_ms': 3.0, 'auc': 1.5}]), expect='invalid',
+        contains='work_request: reports[0].auc: 1.5 is out of bounds, expected a finite number '
+                 'from 0 to 1'),
     vec('rows of three numbers', hdr('create', partitions=[
         {'var': 'w', 'part': 0, 'shape': [4], 'rows': [0, 2, 4], 'init': {'kind': 'zeros'}}]),
         expect='invalid', contains='create: partitions[0].rows: an array of 3 items is out of '
@@ -208,6 +227,13 @@ vectors = [
                                plan=dict(PLAN, batch_size=0)),
         expect='invalid', contains='register_ok: plan.batch_size: 0 is out of bounds, expected 1 '
                                    'to 1048576'),
+    vec('plan of Criteo data', hdr('register_ok', coordinator=1, heartbeat_ms=100,
+                                   timeout_ms=1000,
+                                   plan=CRITEO_PLAN)),
+    vec('plan of an unknown data format', hdr('register_ok', coordinator=1, heartbeat_ms=100,
+                                              timeout_ms=1000, plan=dict(PLAN, data_format='csv')),
+        expect='invalid', contains="register_ok: plan.data_format: 'csv' is out of bounds, "
+                                   "expected one of idx, criteo, libsvm"),
     vec('snapshot dir of 1025 bytes', hdr('snapshot', dir='d' * 1025), expect='invalid',
         contains='snapshot: dir: a str of 1025 bytes is out of bounds, expected at most 1024'),
 ]

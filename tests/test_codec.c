@@ -357,7 +357,28 @@ test_plan_round_trip (void **state)
     assert_true (back.overlap);
     assert_false (back.mirrored);
     assert_int_equal (back.optimizer.kind, PS_OPT_ADAM);
+    //  An image plan reads as idx data with no files; a Criteo plan keeps
+    //  its files, and one without them is refused.
+    assert_string_equal (back.data_format, "idx");
+    assert_null (back.train_data);
     ps_plan_release (&back);
+
+    ps_proto_plan_t text;
+    strcpy (plan.data_format, "criteo");
+    plan.train_data = "/data/train.txt";
+    plan.test_data = "/data/test.txt.gz";
+    ps_plan_to_proto (&plan, &text);
+    assert_int_equal (ps_plan_read (&back, &text, &err), 0);
+    assert_string_equal (back.data_format, "criteo");
+    assert_string_equal (back.train_data, "/data/train.txt");
+    assert_string_equal (back.test_data, "/data/test.txt.gz");
+    ps_plan_release (&back);
+    text.has_test_data = false;
+    assert_int_equal (ps_plan_read (&back, &text, &err), PS_EPROTO);
+    assert_non_null (strstr (err.msg, "data_format criteo needs both 'train_data' and 'test_data'"));
+    ps_plan_proto_release (&text);
+    plan.data_format [0] = 0;
+    plan.train_data = plan.test_data = NULL;
 
     //  A partition placed on a server the plan does not list.
     servers [0] = 2;

@@ -35,6 +35,9 @@ ps_plan_to_proto (const ps_plan_t *plan, ps_proto_plan_t *out)
     *out = (ps_proto_plan_t) {
         .model = plan->model, .batch_size = (uint64_t) plan->batch_size, .seed = plan->seed,
         .data_dir = plan->data_dir, .train_limit = plan->train_limit,
+        .has_data_format = plan->data_format [0] != 0, .data_format = plan->data_format,
+        .has_train_data = plan->train_data != NULL, .train_data = plan->train_data,
+        .has_test_data = plan->test_data != NULL, .test_data = plan->test_data,
         .test_limit = plan->test_limit, .threads = (uint64_t) plan->threads,
         .device = plan->device,
         .servers = { (size_t) plan->nservers, (const char **) plan->servers },
@@ -127,6 +130,10 @@ ps_plan_read (ps_plan_t *plan, const ps_proto_plan_t *in, ps_error_t *err)
     tmp.mirrored = in->has_mode && strcmp (in->mode, "mirrored") == 0;
     tmp.sync = in->has_mode && strcmp (in->mode, "sync") == 0;
     size_t nservers = in->servers.count, nvars = in->variables.count;
+    bool text_data = in->has_data_format && strcmp (in->data_format, "idx") != 0;
+    if (text_data && (!in->has_train_data || !in->has_test_data))
+        return ps_error_set (err, PS_EPROTO, "plan: data_format %s needs both 'train_data' "
+                             "and 'test_data'", in->data_format);
     if (nservers < 1 && !tmp.mirrored)
         return ps_error_set (err, PS_EPROTO, "plan: no servers, which only a mirrored plan "
                              "may have");
@@ -150,6 +157,12 @@ ps_plan_read (ps_plan_t *plan, const ps_proto_plan_t *in, ps_error_t *err)
     tmp.overlap = in->overlap;
     tmp.model = s_strdup (in->model);
     tmp.data_dir = s_strdup (in->data_dir);
+    snprintf (tmp.data_format, sizeof tmp.data_format, "%s",
+              in->has_data_format ? in->data_format : "idx");
+    if (in->has_train_data)
+        tmp.train_data = s_strdup (in->train_data);
+    if (in->has_test_data)
+        tmp.test_data = s_strdup (in->test_data);
     tmp.servers = calloc (nservers + 1, sizeof (char *));
     tmp.vars = calloc (nvars, sizeof (ps_plan_var_t));
     if (!tmp.servers || !tmp.vars)
@@ -173,6 +186,8 @@ ps_plan_release (ps_plan_t *plan)
 {
     free (plan->model);
     free (plan->data_dir);
+    free (plan->train_data);
+    free (plan->test_data);
     if (plan->servers)
         for (int s = 0; s < plan->nservers; s++)
             free (plan->servers [s]);

@@ -32,6 +32,12 @@ typedef struct {
     int batch_size;
     uint64_t seed;
     char *data_dir;
+    //  Click-through-rate models read text files rather than IDX ones:
+    //  data_format is "criteo" or "libsvm" for them ("idx" for the image
+    //  models, whose data is in data_dir), and train_data and test_data
+    //  are the files (NULL for idx).
+    char data_format [8];
+    char *train_data, *test_data;
     uint64_t train_limit, test_limit;
     int threads;
     char device [8];            //  cpu, gpu or auto

@@ -347,12 +347,13 @@ s_get (const msgpack_object *map, const char *key)
 //  The values an enum field may take.
 static const char *const s_enum_0 [] = { "zeros", "constant", "uniform", "glorot_uniform", "normal", NULL };
 static const char *const s_enum_1 [] = { "sgd", "momentum", "adagrad", "adam", NULL };
-static const char *const s_enum_2 [] = { "cpu", "gpu", "auto", NULL };
-static const char *const s_enum_3 [] = { "async", "mirrored", "sync", NULL };
-static const char *const s_enum_4 [] = { "train", "eval", "ring", "save", NULL };
-static const char *const s_enum_5 [] = { "done", "failed", NULL };
-static const char *const s_enum_6 [] = { "ps", "worker", "evaluator", NULL };
-static const char *const s_enum_7 [] = { "train", "eval", "ring", "save", "wait", "stop", NULL };
+static const char *const s_enum_2 [] = { "idx", "criteo", "libsvm", NULL };
+static const char *const s_enum_3 [] = { "cpu", "gpu", "auto", NULL };
+static const char *const s_enum_4 [] = { "async", "mirrored", "sync", NULL };
+static const char *const s_enum_5 [] = { "train", "eval", "ring", "save", NULL };
+static const char *const s_enum_6 [] = { "done", "failed", NULL };
+static const char *const s_enum_7 [] = { "ps", "worker", "evaluator", NULL };
+static const char *const s_enum_8 [] = { "train", "eval", "ring", "save", "wait", "stop", NULL };
 
 static int s_decode_partref (const msgpack_object *obj, ps_proto_partref_t *out, s_ctx_t *ctx);
 static int s_encode_partref (msgpack_packer *pk, const ps_proto_partref_t *in);
@@ -1425,12 +1426,12 @@ s_decode_plan (const msgpack_object *obj, ps_proto_plan_t *out, s_ctx_t *ctx)
     if (obj->type != MSGPACK_OBJECT_MAP)
         return s_expected (ctx, "map", obj);
     memset (out, 0, sizeof *out);
-    static const char *const names [] = { "model", "batch_size", "seed", "data_dir", "train_limit", "test_limit", "threads", "device", "servers", "variables", "client_timeout_ms", "steps_per_epoch", "total_steps", "eval_batch", "overlap", "mode", "optimizer" };
+    static const char *const names [] = { "model", "batch_size", "seed", "data_dir", "data_format", "train_data", "test_data", "train_limit", "test_limit", "threads", "device", "servers", "variables", "client_timeout_ms", "steps_per_epoch", "total_steps", "eval_batch", "overlap", "mode", "optimizer" };
     uint64_t seen = 0;
     size_t used = strlen (ctx->path);
     for (uint32_t i = 0; i < obj->via.map.size; i++) {
         const msgpack_object *val = &obj->via.map.ptr [i].val;
-        int field = s_field (obj, i, names, 17, &seen, ctx);
+        int field = s_field (obj, i, names, 20, &seen, ctx);
         if (field < 0)
             return field;
         s_path_field (ctx, used, names [field]);
@@ -1451,57 +1452,75 @@ s_decode_plan (const msgpack_object *obj, ps_proto_plan_t *out, s_ctx_t *ctx)
                 rc = s_decode_str (val, &out->data_dir, ctx);
                 break;
             case 4:
-                rc = s_decode_uint (val, &out->train_limit, ctx);
+                out->has_data_format = true;
+                rc = s_decode_str (val, &out->data_format, ctx);
+                if (rc == PS_OK)
+                    rc = s_bound_enum (ctx, out->data_format, s_enum_2);
                 break;
             case 5:
-                rc = s_decode_uint (val, &out->test_limit, ctx);
+                out->has_train_data = true;
+                rc = s_decode_str (val, &out->train_data, ctx);
+                if (rc == PS_OK && val->via.str.size > 4096)
+                    rc = s_bound_length (ctx, val->via.str.size, 4096);
                 break;
             case 6:
+                out->has_test_data = true;
+                rc = s_decode_str (val, &out->test_data, ctx);
+                if (rc == PS_OK && val->via.str.size > 4096)
+                    rc = s_bound_length (ctx, val->via.str.size, 4096);
+                break;
+            case 7:
+                rc = s_decode_uint (val, &out->train_limit, ctx);
+                break;
+            case 8:
+                rc = s_decode_uint (val, &out->test_limit, ctx);
+                break;
+            case 9:
                 rc = s_decode_uint (val, &out->threads, ctx);
                 if (rc == PS_OK && (out->threads < UINT64_C (1) || out->threads > UINT64_C (1024)))
                     rc = s_bound_uint (ctx, out->threads, UINT64_C (1), UINT64_C (1024));
                 break;
-            case 7:
+            case 10:
                 rc = s_decode_str (val, &out->device, ctx);
                 if (rc == PS_OK)
-                    rc = s_bound_enum (ctx, out->device, s_enum_2);
+                    rc = s_bound_enum (ctx, out->device, s_enum_3);
                 break;
-            case 8:
+            case 11:
                 rc = s_decode_str_array (val, &out->servers, ctx);
                 if (rc == PS_OK && (out->servers.count > 4096))
                     rc = s_bound_items (ctx, out->servers.count, 0, 4096);
                 break;
-            case 9:
+            case 12:
                 rc = s_decode_placed_var_array (val, &out->variables, ctx);
                 if (rc == PS_OK && (out->variables.count < 1 || out->variables.count > 65536))
                     rc = s_bound_items (ctx, out->variables.count, 1, 65536);
                 break;
-            case 10:
+            case 13:
                 rc = s_decode_uint (val, &out->client_timeout_ms, ctx);
                 if (rc == PS_OK && (out->client_timeout_ms < UINT64_C (1) || out->client_timeout_ms > UINT64_C (3600000)))
                     rc = s_bound_uint (ctx, out->client_timeout_ms, UINT64_C (1), UINT64_C (3600000));
                 break;
-            case 11:
+            case 14:
                 rc = s_decode_uint (val, &out->steps_per_epoch, ctx);
                 break;
-            case 12:
+            case 15:
                 rc = s_decode_uint (val, &out->total_steps, ctx);
                 break;
-            case 13:
+            case 16:
                 rc = s_decode_uint (val, &out->eval_batch, ctx);
                 if (rc == PS_OK && (out->eval_batch < UINT64_C (1) || out->eval_batch > UINT64_C (1048576)))
                     rc = s_bound_uint (ctx, out->eval_batch, UINT64_C (1), UINT64_C (1048576));
                 break;
-            case 14:
+            case 17:
                 rc = s_decode_bool (val, &out->overlap, ctx);
                 break;
-            case 15:
+            case 18:
                 out->has_mode = true;
                 rc = s_decode_str (val, &out->mode, ctx);
                 if (rc == PS_OK)
-                    rc = s_bound_enum (ctx, out->mode, s_enum_3);
+                    rc = s_bound_enum (ctx, out->mode, s_enum_4);
                 break;
-            case 16:
+            case 19:
                 out->has_optimizer = true;
                 rc = s_decode_optimizer (val, &out->optimizer, ctx);
                 break;
@@ -1510,13 +1529,13 @@ s_decode_plan (const msgpack_object *obj, ps_proto_plan_t *out, s_ctx_t *ctx)
             return rc;
         ctx->path [used] = 0;
     }
-    return s_missing (seen, UINT64_C (0x7fff), names, ctx);
+    return s_missing (seen, UINT64_C (0x3ff8f), names, ctx);
 }
 
 static int
 s_encode_plan (msgpack_packer *pk, const ps_proto_plan_t *in)
 {
-    int rc = msgpack_pack_map (pk, 15 + in->has_mode + in->has_optimizer);
+    int rc = msgpack_pack_map (pk, 15 + in->has_data_format + in->has_train_data + in->has_test_data + in->has_mode + in->has_optimizer);
     rc |= s_encode_key (pk, "model");
     rc |= s_encode_str (pk, in->model);
     rc |= s_encode_key (pk, "batch_size");
@@ -1525,6 +1544,18 @@ s_encode_plan (msgpack_packer *pk, const ps_proto_plan_t *in)
     rc |= s_encode_uint (pk, in->seed);
     rc |= s_encode_key (pk, "data_dir");
     rc |= s_encode_str (pk, in->data_dir);
+    if (in->has_data_format) {
+        rc |= s_encode_key (pk, "data_format");
+        rc |= s_encode_str (pk, in->data_format);
+    }
+    if (in->has_train_data) {
+        rc |= s_encode_key (pk, "train_data");
+        rc |= s_encode_str (pk, in->train_data);
+    }
+    if (in->has_test_data) {
+        rc |= s_encode_key (pk, "test_data");
+        rc |= s_encode_str (pk, in->test_data);
+    }
     rc |= s_encode_key (pk, "train_limit");
     rc |= s_encode_uint (pk, in->train_limit);
     rc |= s_encode_key (pk, "test_limit");
@@ -1564,12 +1595,12 @@ s_decode_report (const msgpack_object *obj, ps_proto_report_t *out, s_ctx_t *ctx
     if (obj->type != MSGPACK_OBJECT_MAP)
         return s_expected (ctx, "map", obj);
     memset (out, 0, sizeof *out);
-    static const char *const names [] = { "kind", "status", "step", "generation", "loss", "correct", "count", "applied", "duplicates", "compute_ms", "comm_ms", "update", "checksum", "order", "error" };
+    static const char *const names [] = { "kind", "status", "step", "generation", "loss", "correct", "count", "applied", "duplicates", "compute_ms", "comm_ms", "update", "checksum", "auc", "order", "error" };
     uint64_t seen = 0;
     size_t used = strlen (ctx->path);
     for (uint32_t i = 0; i < obj->via.map.size; i++) {
         const msgpack_object *val = &obj->via.map.ptr [i].val;
-        int field = s_field (obj, i, names, 15, &seen, ctx);
+        int field = s_field (obj, i, names, 16, &seen, ctx);
         if (field < 0)
             return field;
         s_path_field (ctx, used, names [field]);
@@ -1578,12 +1609,12 @@ s_decode_report (const msgpack_object *obj, ps_proto_report_t *out, s_ctx_t *ctx
             case 0:
                 rc = s_decode_str (val, &out->kind, ctx);
                 if (rc == PS_OK)
-                    rc = s_bound_enum (ctx, out->kind, s_enum_4);
+                    rc = s_bound_enum (ctx, out->kind, s_enum_5);
                 break;
             case 1:
                 rc = s_decode_str (val, &out->status, ctx);
                 if (rc == PS_OK)
-                    rc = s_bound_enum (ctx, out->status, s_enum_5);
+                    rc = s_bound_enum (ctx, out->status, s_enum_6);
                 break;
             case 2:
                 rc = s_decode_uint (val, &out->step, ctx);
@@ -1625,10 +1656,16 @@ s_decode_report (const msgpack_object *obj, ps_proto_report_t *out, s_ctx_t *ctx
                 rc = s_decode_uint (val, &out->checksum, ctx);
                 break;
             case 13:
+                out->has_auc = true;
+                rc = s_decode_float (val, &out->auc, ctx);
+                if (rc == PS_OK && (!(out->auc >= 0.0) || !(out->auc <= 1.0)))
+                    rc = s_bound_float (ctx, out->auc, 0.0, 1.0);
+                break;
+            case 14:
                 out->has_order = true;
                 rc = s_decode_uint (val, &out->order, ctx);
                 break;
-            case 14:
+            case 15:
                 out->has_error = true;
                 rc = s_decode_str (val, &out->error, ctx);
                 break;
@@ -1643,7 +1680,7 @@ s_decode_report (const msgpack_object *obj, ps_proto_report_t *out, s_ctx_t *ctx
 static int
 s_encode_report (msgpack_packer *pk, const ps_proto_report_t *in)
 {
-    int rc = msgpack_pack_map (pk, 11 + in->has_update + in->has_checksum + in->has_order + in->has_error);
+    int rc = msgpack_pack_map (pk, 11 + in->has_update + in->has_checksum + in->has_auc + in->has_order + in->has_error);
     rc |= s_encode_key (pk, "kind");
     rc |= s_encode_str (pk, in->kind);
     rc |= s_encode_key (pk, "status");
@@ -1673,6 +1710,10 @@ s_encode_report (msgpack_packer *pk, const ps_proto_report_t *in)
     if (in->has_checksum) {
         rc |= s_encode_key (pk, "checksum");
         rc |= s_encode_uint (pk, in->checksum);
+    }
+    if (in->has_auc) {
+        rc |= s_encode_key (pk, "auc");
+        rc |= s_encode_float (pk, in->auc);
     }
     if (in->has_order) {
         rc |= s_encode_key (pk, "order");
@@ -2589,7 +2630,7 @@ s_decode_msg_register (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
             case 3:
                 rc = s_decode_str (val, &msg->register_.role, ctx);
                 if (rc == PS_OK)
-                    rc = s_bound_enum (ctx, msg->register_.role, s_enum_6);
+                    rc = s_bound_enum (ctx, msg->register_.role, s_enum_7);
                 break;
             case 4:
                 rc = s_decode_uint (val, &msg->register_.index, ctx);
@@ -2748,7 +2789,7 @@ s_decode_msg_work (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
             case 3:
                 rc = s_decode_str (val, &msg->work.kind, ctx);
                 if (rc == PS_OK)
-                    rc = s_bound_enum (ctx, msg->work.kind, s_enum_7);
+                    rc = s_bound_enum (ctx, msg->work.kind, s_enum_8);
                 break;
             case 4:
                 rc = s_decode_uint (val, &msg->work.step, ctx);

@@ -213,6 +213,12 @@ typedef struct {
     uint64_t batch_size;
     uint64_t seed;
     const char *data_dir;
+    bool has_data_format;
+    const char *data_format;
+    bool has_train_data;
+    const char *train_data;
+    bool has_test_data;
+    const char *test_data;
     uint64_t train_limit;
     uint64_t test_limit;
     uint64_t threads;
@@ -246,6 +252,8 @@ typedef struct {
     uint64_t update;
     bool has_checksum;
     uint64_t checksum;
+    bool has_auc;
+    double auc;
     bool has_order;
     uint64_t order;
     bool has_error;
