@@ -692,7 +692,7 @@ test_check_push (void **state)
     harness_ok (ps_sparse_check_push (table, 1, ids, 4, &err), &err);
     assert_int_equal (ps_sparse_check_push (table, PS_LEDGER_MAX_SPAN + 5, ids, 4, &err),
                       PS_EINVAL);
-    assert_non_null (strstr (err.msg, "table emb_c7"));
+    assert_non_null (strstr (err.msg, "table emb_c7: ledger: step"));
     float grads [8] = { 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f };
     ps_sparse_push_result_t result;
     harness_ok (ps_sparse_push (table, 1, ids, 4, grads, &result), NULL);
