@@ -294,7 +294,7 @@ ps_sparse_file_open (const char *path, ps_sparse_file_t *file, ps_error_t *err)
     if (size < PS_SPARSE_FILE_HEADER + PS_SPARSE_FILE_TRAILER) {
         //  Too short to map usefully; read what there is to tell a file
         //  of another kind from a truncated one.
-        uint8_t head [PS_SPARSE_FILE_HEADER];
+        uint8_t head [PS_SPARSE_FILE_HEADER + PS_SPARSE_FILE_TRAILER];
         ssize_t n;
         do
             n = read (fd, head, size);

@@ -299,6 +299,9 @@ s_cmp_u64 (const void *a, const void *b)
 static void
 s_evicted_compact (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st)
 {
+    //  An empty list may have no array, which qsort must not be given.
+    if (!st->nevicted)
+        return;
     qsort (st->evicted, st->nevicted, sizeof (uint64_t), s_cmp_u64);
     size_t kept = 0;
     for (size_t i = 0; i < st->nevicted; i++) {
