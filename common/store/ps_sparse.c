@@ -36,6 +36,9 @@
 
 //  Ids of a push grouped by stripe at a time, on the stack.
 #define S_WINDOW  1024
+//  How many ids ahead a push loads rows, and twice that their index
+//  entries.
+#define S_AHEAD   4
 
 struct _ps_sparse_t {
     ps_sparse_layout_t layout;
@@ -210,6 +213,12 @@ ps_sparse_push (ps_sparse_t *self, uint64_t step, const uint64_t *ids, size_t n,
             ps_sparse_stripe_t *st = &self->stripes [s];
             pthread_mutex_lock (&st->lock);
             for (uint32_t j = begin [s]; j < begin [s + 1]; j++) {
+                if (j + 2 * S_AHEAD < begin [s + 1])
+                    ps_sparse_stripe_prefetch (st, &self->layout, hashes [order [j + 2 * S_AHEAD]],
+                                               false);
+                if (j + S_AHEAD < begin [s + 1])
+                    ps_sparse_stripe_prefetch (st, &self->layout, hashes [order [j + S_AHEAD]],
+                                               true);
                 size_t i = order [j];
                 ps_sparse_stripe_push (st, &self->layout, ids [start + i], hashes [i],
                                        grads + (start + i) * dim, step, result);

@@ -610,6 +610,23 @@ ps_sparse_stripe_push (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
     result->applied++;
 }
 
+void
+ps_sparse_stripe_prefetch (const ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
+                           uint64_t hash, bool row)
+{
+    if (!self->index)
+        return;
+    const uint32_t *entry = &self->index [(uint32_t) hash & self->mask];
+    if (!row)
+        __builtin_prefetch (entry);
+    else
+    if (*entry) {
+        const uint8_t *p = (const uint8_t *) s_row (layout, self, *entry - 1);
+        __builtin_prefetch (p, 1);
+        __builtin_prefetch (p + 64, 1);
+    }
+}
+
 size_t
 ps_sparse_stripe_evict (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
                         uint32_t s, uint64_t now)

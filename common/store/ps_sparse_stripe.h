@@ -67,6 +67,13 @@ void ps_sparse_stripe_push (ps_sparse_stripe_t *self, const ps_sparse_layout_t *
                             uint64_t id, uint64_t hash, const float *grad, uint64_t step,
                             ps_sparse_push_result_t *result);
 
+//  Start loading what a push of the id with this hash will read: with
+//  row false its index entry, with row true the row the entry names
+//  (the entry itself best loaded a few ids before). A table several
+//  times larger than the caches spends most of a push waiting for these.
+void ps_sparse_stripe_prefetch (const ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
+                                uint64_t hash, bool row);
+
 //  Evict what the TTL and stripe s's share of the capacity ask for, now
 //  being the newest step the table has applied. Returns the rows evicted.
 size_t ps_sparse_stripe_evict (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
