@@ -25,7 +25,6 @@
 #include "ps_sparse_stripe.h"
 
 #include <assert.h>
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
