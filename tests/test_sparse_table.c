@@ -1,7 +1,7 @@
 //  Unit tests for embedding tables: the spec (common/model/ps_tablespec.c)
-//  and one server's shard (common/store/ps_sparse.c). The shard is run
+//  and one server's shard (common/store/ps_sparse.c, ps_sparse_stripe.c). The shard is run
 //  under random pushes against a reference written here, a plain array of
-//  rows with the rules documented at the top of ps_sparse.c (admission by
+//  rows with the rules documented at the top of ps_sparse_stripe.c (admission by
 //  a count-min sketch, TTL sweeps, capacity per stripe with LRU and LFU
 //  order), and compared after every push: every row's value by pull, the
 //  stats, and every row's counters and slots, the admission counters and

@@ -43,7 +43,7 @@ typedef struct _ps_sparse_t ps_sparse_t;
 //  bits of ps_sparse_hash (id), a hash independent of
 //  ps_tablespec_shard_of's, so that the ids one server holds still spread
 //  over all its stripes. Capacity eviction and the admission filter work
-//  per stripe (the rules are at the top of ps_sparse.c and in
+//  per stripe (the rules are at the top of ps_sparse_stripe.c and in
 //  schemas/checkpoint.md); tests that model them and readers of the file
 //  format use these.
 #define PS_SPARSE_STRIPES  64
