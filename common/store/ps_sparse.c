@@ -467,6 +467,9 @@ ps_sparse_differs (ps_sparse_t *a, ps_sparse_t *b, char *buf, size_t len)
         buf = scratch;
         len = sizeof scratch;
     }
+    //  A table is itself; locking it twice below would hang.
+    if (a == b)
+        return false;
     if (ps_tablespec_differs (&a->layout.spec, &b->layout.spec, buf, len))
         return true;
     const char *name = a->layout.spec.name;
