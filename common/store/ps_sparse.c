@@ -5,8 +5,8 @@
 //  lock, and a step ledger behind another. A push marks its step in the
 //  ledger first, so that a repeat applies nothing; then takes its ids a
 //  window at a time, grouped by stripe, each stripe locked once per
-//  window; then lets every stripe it touched evict. A pull locks one
-//  stripe per id and creates nothing. A save copies one stripe at a time
+//  window; then lets every stripe it touched evict. A pull groups its ids
+//  the same way and creates nothing. A save copies one stripe at a time
 //  under its lock and writes it outside, so pushes wait only for the copy
 //  of their stripe. A failed full save leaves the table without a full
 //  snapshot (the stripes copied have lost their marks), so that an
@@ -33,10 +33,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
-//  Ids of a push grouped by stripe at a time, on the stack.
+//  Ids of a push or pull grouped by stripe at a time, on the stack.
 #define S_WINDOW  1024
-//  How many ids ahead a push loads rows, and twice that their index
-//  entries.
+//  How many ids ahead a push or pull loads rows, and twice that their
+//  index entries.
 #define S_AHEAD   4
 
 struct _ps_sparse_t {
@@ -110,19 +110,72 @@ ps_sparse_spec (ps_sparse_t *self)
     return &self->layout.spec;
 }
 
+//  A window of a request's ids grouped by stripe: the ids of stripe s are
+//  order [begin [s] .. begin [s + 1]), in their order in the request.
+typedef struct {
+    uint64_t hashes [S_WINDOW];
+    uint16_t order [S_WINDOW];
+    uint32_t begin [PS_SPARSE_STRIPES + 1];
+} s_window_t;
+
+//  Group ids [0, m), m <= S_WINDOW, by stripe: a counting sort.
+static void
+s_window_fill (s_window_t *w, const uint64_t *ids, size_t m)
+{
+    memset (w->begin, 0, sizeof w->begin);
+    for (size_t i = 0; i < m; i++) {
+        w->hashes [i] = ps_sparse_hash (ids [i]);
+        w->begin [(w->hashes [i] >> 58) + 1]++;
+    }
+    for (uint32_t s = 0; s < PS_SPARSE_STRIPES; s++)
+        w->begin [s + 1] += w->begin [s];
+    uint32_t next [PS_SPARSE_STRIPES];
+    memcpy (next, w->begin, sizeof next);
+    for (size_t i = 0; i < m; i++)
+        w->order [next [w->hashes [i] >> 58]++] = (uint16_t) i;
+}
+
+//  Before the j-th id of stripe s's group is used: load the index entry
+//  of the id 2 * S_AHEAD on and the row of the id S_AHEAD on.
+static void
+s_window_prefetch (const s_window_t *w, ps_sparse_t *self, uint32_t s, uint32_t j)
+{
+    const ps_sparse_stripe_t *st = &self->stripes [s];
+    if (j + 2 * S_AHEAD < w->begin [s + 1])
+        ps_sparse_stripe_prefetch (st, &self->layout, w->hashes [w->order [j + 2 * S_AHEAD]],
+                                   false);
+    if (j + S_AHEAD < w->begin [s + 1])
+        ps_sparse_stripe_prefetch (st, &self->layout, w->hashes [w->order [j + S_AHEAD]], true);
+}
+
 void
 ps_sparse_pull (ps_sparse_t *self, const uint64_t *ids, size_t n, float *out)
 {
     assert (self);
     uint32_t dim = self->layout.spec.dim;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t hash = ps_sparse_hash (ids [i]);
-        ps_sparse_stripe_t *st = &self->stripes [hash >> 58];
-        pthread_mutex_lock (&st->lock);
-        bool found = ps_sparse_stripe_read (st, &self->layout, ids [i], hash, out + i * dim);
-        pthread_mutex_unlock (&st->lock);
-        if (!found)
-            ps_tablespec_init_row (&self->layout.spec, ids [i], out + i * dim);
+    s_window_t w;
+    bool found [S_WINDOW];
+    for (size_t start = 0; start < n; start += S_WINDOW) {
+        size_t m = n - start < S_WINDOW ? n - start : S_WINDOW;
+        s_window_fill (&w, ids + start, m);
+        for (uint32_t s = 0; s < PS_SPARSE_STRIPES; s++) {
+            if (w.begin [s] == w.begin [s + 1])
+                continue;
+            ps_sparse_stripe_t *st = &self->stripes [s];
+            pthread_mutex_lock (&st->lock);
+            for (uint32_t j = w.begin [s]; j < w.begin [s + 1]; j++) {
+                s_window_prefetch (&w, self, s, j);
+                size_t i = w.order [j];
+                found [i] = ps_sparse_stripe_read (st, &self->layout, ids [start + i], w.hashes [i],
+                                                   out + (start + i) * dim);
+            }
+            pthread_mutex_unlock (&st->lock);
+        }
+        //  Initial values are computed outside the locks.
+        for (size_t i = 0; i < m; i++)
+            if (!found [i])
+                ps_tablespec_init_row (&self->layout.spec, ids [start + i],
+                                       out + (start + i) * dim);
     }
     atomic_fetch_add_explicit (&self->pulls, n, memory_order_relaxed);
 }
@@ -186,40 +239,23 @@ ps_sparse_push (ps_sparse_t *self, uint64_t step, const uint64_t *ids, size_t n,
         return rc;
 
     //  Ids go to their stripes a window at a time, each stripe locked once
-    //  per window; the counting sort keeps a stripe's ids in their order.
+    //  per window, a stripe's ids in their order in the push.
     uint32_t dim = self->layout.spec.dim;
     uint64_t touched = 0;
-    uint64_t hashes [S_WINDOW];
-    uint16_t order [S_WINDOW];
-    uint32_t begin [PS_SPARSE_STRIPES + 1];
+    s_window_t w;
     for (size_t start = 0; start < n; start += S_WINDOW) {
         size_t m = n - start < S_WINDOW ? n - start : S_WINDOW;
-        memset (begin, 0, sizeof begin);
-        for (size_t i = 0; i < m; i++) {
-            hashes [i] = ps_sparse_hash (ids [start + i]);
-            begin [(hashes [i] >> 58) + 1]++;
-        }
-        for (uint32_t s = 0; s < PS_SPARSE_STRIPES; s++)
-            begin [s + 1] += begin [s];
-        uint32_t next [PS_SPARSE_STRIPES];
-        memcpy (next, begin, sizeof next);
-        for (size_t i = 0; i < m; i++)
-            order [next [hashes [i] >> 58]++] = (uint16_t) i;
+        s_window_fill (&w, ids + start, m);
         for (uint32_t s = 0; s < PS_SPARSE_STRIPES; s++) {
-            if (begin [s] == begin [s + 1])
+            if (w.begin [s] == w.begin [s + 1])
                 continue;
             touched |= UINT64_C (1) << s;
             ps_sparse_stripe_t *st = &self->stripes [s];
             pthread_mutex_lock (&st->lock);
-            for (uint32_t j = begin [s]; j < begin [s + 1]; j++) {
-                if (j + 2 * S_AHEAD < begin [s + 1])
-                    ps_sparse_stripe_prefetch (st, &self->layout, hashes [order [j + 2 * S_AHEAD]],
-                                               false);
-                if (j + S_AHEAD < begin [s + 1])
-                    ps_sparse_stripe_prefetch (st, &self->layout, hashes [order [j + S_AHEAD]],
-                                               true);
-                size_t i = order [j];
-                ps_sparse_stripe_push (st, &self->layout, ids [start + i], hashes [i],
+            for (uint32_t j = w.begin [s]; j < w.begin [s + 1]; j++) {
+                s_window_prefetch (&w, self, s, j);
+                size_t i = w.order [j];
+                ps_sparse_stripe_push (st, &self->layout, ids [start + i], w.hashes [i],
                                        grads + (start + i) * dim, step, result);
             }
             pthread_mutex_unlock (&st->lock);
