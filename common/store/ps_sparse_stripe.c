@@ -1,8 +1,8 @@
 //  One stripe of a sparse table shard; see ps_sparse_stripe.h.
 //
-//  Layout. A stripe has an index and slabs. A row is a slot of a slab: id, last-update
-//  step, update count (also Adam's per-row t), then value [dim] and slots
-//  [dim * nslots], padded to 8 bytes. Slabs ("chunks") are allocated as
+//  Layout. A stripe has an index and slabs. A row is a slot of a slab:
+//  id, last-update step, update count (also Adam's per-row t), then value
+//  [dim] and slots [dim * nslots], padded to 8 bytes. Slabs ("chunks") are allocated as
 //  the stripe grows and never moved or freed before the table is: chunk k
 //  holds 16 << min (k, K) rows, K chosen so that a chunk stays within
 //  256 KiB, and starts with a bitmap of its rows' dirty marks. The index
@@ -21,8 +21,8 @@
 //  (ps_mix_draw (ps_mix64 (shard_seed) ^ ps_mix64 (id + 1), count) >> 11) * 2^-53
 //  < admit_prob. Counters are not decayed or reset, so an evicted id that
 //  was admitted once comes back on its next push. The width per stripe is
-//  the power of two nearest above 2 * capacity / 64, from 64 to 2^16, and
-//  2^14 without a capacity: 4 MiB per shard at most.
+//  the smallest power of two from 64 with 64 * width >= 2 * capacity, at
+//  most 2^16 (16 MiB per shard), and 2^14 without a capacity (4 MiB).
 //
 //  Eviction. After a push has applied its rows, every stripe that holds
 //  one of its ids (created, updated or dropped), with N the newest step
