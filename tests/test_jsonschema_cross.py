@@ -167,7 +167,8 @@ def main():
         docs = [(f, load(f)) for f in files]
         for md in ("README.md", os.path.join("schemas", name + ".md")):
             for i, block in enumerate(json_blocks(os.path.join(root, md))):
-                is_model = isinstance(block, dict) and "input_shape" in block
+                is_model = isinstance(block, dict) and ("input_shape" in block
+                                                        or "inputs" in block)
                 if is_model == (name == "model"):
                     docs.append(("%s, JSON example %d" % (md, i + 1), block))
         if len(docs) < 2:
