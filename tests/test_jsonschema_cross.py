@@ -158,7 +158,7 @@ CTR_CHANGES = [
     (["layers", 0, "optimizer"], {"kind": "ftrl", "lr_power": 0.5, "l1": 0.1}),
     (["layers", 0, "optimizer"], {"kind": "adagrad", "momentum": 0.9}),
     (["layers", 0, "admission"], {"count": 3, "probability": 0}),
-    (["layers", 0, "admission"], {"count": 70000}),
+    (["layers", 0, "admission"], {"count": 256}),
     (["layers", 0, "eviction"], {"capacity": 1000, "ttl": 50, "policy": "lfu"}),
     (["layers", 0, "eviction"], {"policy": "fifo"}),
     (["layers", 1], {"type": "Concatenate", "axis": 1}),
