@@ -119,6 +119,8 @@ expect "dlrm on LIBSVM data" 1 "model \"dlrm\" takes 13 dense features and 26 fi
   --test-data "$work/svm/test.txt"
 expect "an image model with --test-data" 2 "--test-data and --format are for click-through-rate models" -- \
   "$worker" --standalone --model mlp --test-data "$test"
+expect "--eval-steps with a CTR model" 2 "--eval-steps is for image classifiers" -- \
+  "$worker" --standalone --model lr --eval-steps 10 --data "$train" --test-data "$test"
 expect "a bad --format" 2 "--format" -- \
   "$worker" --standalone --model lr --format csv --data "$train" --test-data "$test"
 expect "a missing training file" 1 "$work/nosuch.txt" -- \

@@ -402,6 +402,13 @@ main (int argc, char *argv [])
     //  loaded here only to tell which (an unknown one is reported below).
     ps_model_t *model = ps_model_load (cfg.model, NULL);
     const ps_ctrmodel_t *ctr = model ? ps_model_ctr (model) : NULL;
+    if (ctr && (cfg.eval_steps || cfg.device == PS_DEVICE_GPU)) {
+        ps_error ("%s is for image classifiers; a click-through-rate model trains on the CPU "
+                  "and evaluates after each epoch", cfg.eval_steps ? "--eval-steps"
+                                                                   : "--device gpu");
+        ps_model_destroy (&model);
+        return 2;
+    }
     if (ctr) {
         ps_ctrstandalone_config_t ctr_cfg;
         ps_ctrstandalone_config_default (&ctr_cfg);

@@ -87,10 +87,9 @@ ps_ctrnet_new (const ps_model_t *model, int max_batch, ps_error_t *err)
         if ((size_t) ps_model_layer (model, i)->out_c > widest)
             widest = (size_t) ps_model_layer (model, i)->out_c;
     size_t n = (size_t) max_batch;
-    bool ok = true;
     self->tables = calloc ((size_t) self->ntables, sizeof *self->tables);
     self->acts = calloc ((size_t) self->last + 1, sizeof *self->acts);
-    ok = self->tables && self->acts;
+    bool ok = self->tables && self->acts;
     for (int t = 0; ok && t < self->ntables; t++) {
         self->tables [t].dim = ctr->tables [t].spec.dim;
         ok = (self->tables [t].map = ps_idmap_new (n)) != NULL;

@@ -201,8 +201,9 @@ s_train_step (s_run_t *run, uint64_t step, double *loss_sum, ps_error_t *err)
     return rc;
 }
 
-//  Evaluate the current model on the test file (at most limit lines, 0:
-//  all): *logloss and *auc, and the time it took into run->eval_ms.
+//  Evaluate the current model on the test file (its first test_limit
+//  lines when that is set): *logloss and *auc, and in *ms and
+//  run->eval_ms the time it took.
 static int
 s_evaluate (s_run_t *run, double *logloss, double *auc, double *ms, ps_error_t *err)
 {
