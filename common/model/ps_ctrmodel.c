@@ -8,6 +8,7 @@
 
 #include "ps_ctrmodel.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
