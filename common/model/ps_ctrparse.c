@@ -8,6 +8,7 @@
 
 #include <assert.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,82 +59,141 @@ s_decimal (const char *text, size_t len, uint64_t *value)
     return true;
 }
 
-//  Integer feature text of Criteo: empty, a whole number, or a negative
-//  one; *feature receives log (1 + x) with empty and negative as 0.
-static bool
-s_criteo_integer (const char *text, size_t len, float *feature)
+//  log (1 + x) for the small counts that most integer features hold,
+//  computed once: the logarithm is otherwise a good part of a line's cost.
+#define S_LOG1P_TABLE 1024
+static float s_log1p [S_LOG1P_TABLE];
+static pthread_once_t s_log1p_once = PTHREAD_ONCE_INIT;
+
+static void
+s_log1p_fill (void)
 {
-    uint64_t x = 0;
-    if (len == 0) {
-        *feature = 0.0f;
-        return true;
-    }
-    if (text [0] == '-') {
-        if (!s_decimal (text + 1, len - 1, &x))
-            return false;
-        *feature = 0.0f;
-        return true;
-    }
-    if (!s_decimal (text, len, &x))
-        return false;
-    *feature = (float) log1p ((double) x);
-    return true;
+    for (int x = 0; x < S_LOG1P_TABLE; x++)
+        s_log1p [x] = (float) log1p ((double) x);
 }
 
-static int
-s_parse_criteo (ps_ctrbatch_t *batch, const char *line, size_t len, ps_error_t *err)
+//  The field of a Criteo line that starts at p: up to the next tab.
+static size_t
+s_field_len (const char *p, const char *end)
 {
-    const char *p = line, *end = line + len;
+    const char *tab = memchr (p, '\t', (size_t) (end - p));
+    return (size_t) ((tab ? tab : end) - p);
+}
+
+//  Why a Criteo line failed at column (0 label, 1..13 I1..I13, then
+//  C1..C26) whose field starts at p: its field count when that is wrong,
+//  else what is wrong with the field.
+static int
+s_criteo_error (const char *line, const char *end, int column, const char *p, ps_error_t *err)
+{
     size_t columns = 1;
     for (const char *t = line; (t = memchr (t, '\t', (size_t) (end - t))); t++)
         columns++;
     if (columns != S_CRITEO_COLUMNS)
         return ps_error_set (err, PS_ECORRUPT, "%zu tab-separated fields, expected %d",
                              columns, S_CRITEO_COLUMNS);
+    size_t flen = s_field_len (p, end);
+    int shown = (int) (flen < S_QUOTE ? flen : S_QUOTE);
+    if (column == 0)
+        return ps_error_set (err, PS_ECORRUPT, "label \"%.*s\", expected 0 or 1", shown, p);
+    if (column <= PS_CTR_CRITEO_DENSE)
+        return ps_error_set (err, PS_ECORRUPT, "I%d \"%.*s\", expected a whole number or "
+                             "nothing", column, shown, p);
+    return ps_error_set (err, PS_ECORRUPT, "C%d \"%.*s\", expected 8 hex digits or nothing",
+                         column - PS_CTR_CRITEO_DENSE, shown, p);
+}
+
+//  Read Criteo integer field text at *p, stopping at the first character
+//  that is not part of it, into *feature: log (1 + x), with nothing and a
+//  negative x giving 0. False when it is not a whole number below 2^64.
+static bool
+s_criteo_integer (const char **p, const char *end, float *feature)
+{
+    const char *q = *p;
+    bool negative = q < end && *q == '-';
+    if (negative)
+        q++;
+    const char *digits = q;
+    uint64_t x = 0;
+    for (; q < end && *q >= '0' && *q <= '9'; q++) {
+        unsigned digit = (unsigned) (*q - '0');
+        if (x > (UINT64_MAX - digit) / 10)
+            return false;
+        x = x * 10 + digit;
+    }
+    if (negative && q == digits)
+        return false;
+    *p = q;
+    if (negative)
+        *feature = 0.0f;
+    else
+        *feature = x < S_LOG1P_TABLE ? s_log1p [x] : (float) log1p ((double) x);
+    return true;
+}
+
+//  Read Criteo categorical field text at *p: 8 hex digits, or nothing
+//  (PS_CTR_CRITEO_EMPTY), into *value. False for anything else.
+static bool
+s_criteo_category (const char **p, const char *end, uint64_t *value)
+{
+    const char *q = *p;
+    if (q == end || *q == '\t') {
+        *value = PS_CTR_CRITEO_EMPTY;
+        return true;
+    }
+    if (end - q < 8)
+        return false;
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        int digit = s_hex_digit (q [i]);
+        if (digit < 0)
+            return false;
+        v = v << 4 | (uint64_t) digit;
+    }
+    *p = q + 8;
+    *value = v;
+    return true;
+}
+
+//  One pass over the line: each field is read up to the first character
+//  that is not part of it, which must then be the tab before the next
+//  field, or the end of the line after the last. Only a failing line is
+//  looked at again, to say why.
+static int
+s_parse_criteo (ps_ctrbatch_t *batch, const char *line, size_t len, ps_error_t *err)
+{
+    pthread_once (&s_log1p_once, s_log1p_fill);
     int rc = ps_ctrbatch_reserve_ids (batch, PS_CTR_CRITEO_FIELDS, err);
     if (rc)
         return rc;
+    const char *p = line, *end = line + len;
     size_t n = batch->n;
     float *dense = batch->dense + n * PS_CTR_CRITEO_DENSE;
     uint32_t first = batch->offsets [n * PS_CTR_CRITEO_FIELDS];
     float label = 0;
     for (int column = 0; column < S_CRITEO_COLUMNS; column++) {
-        const char *q = memchr (p, '\t', (size_t) (end - p));
-        if (!q)
-            q = end;
-        size_t flen = (size_t) (q - p);
-        int shown = (int) (flen < S_QUOTE ? flen : S_QUOTE);
+        const char *field = p;
+        bool ok;
         if (column == 0) {
-            if (flen != 1 || (p [0] != '0' && p [0] != '1'))
-                return ps_error_set (err, PS_ECORRUPT, "label \"%.*s\", expected 0 or 1",
-                                     shown, p);
-            label = p [0] == '1' ? 1.0f : 0.0f;
+            ok = p < end && (*p == '0' || *p == '1');
+            if (ok)
+                label = *p++ == '1' ? 1.0f : 0.0f;
         }
         else
-        if (column <= PS_CTR_CRITEO_DENSE) {
-            if (!s_criteo_integer (p, flen, &dense [column - 1]))
-                return ps_error_set (err, PS_ECORRUPT, "I%d \"%.*s\", expected a whole "
-                                     "number or nothing", column, shown, p);
-        }
+        if (column <= PS_CTR_CRITEO_DENSE)
+            ok = s_criteo_integer (&p, end, &dense [column - 1]);
         else {
-            int field = column - 1 - PS_CTR_CRITEO_DENSE;
-            uint64_t value = PS_CTR_CRITEO_EMPTY;
-            if (flen != 0) {
-                bool hex = flen == 8;
-                value = 0;
-                for (size_t i = 0; hex && i < flen; i++) {
-                    int digit = s_hex_digit (p [i]);
-                    hex = digit >= 0;
-                    value = value << 4 | (uint64_t) (digit & 0xf);
-                }
-                if (!hex)
-                    return ps_error_set (err, PS_ECORRUPT, "C%d \"%.*s\", expected 8 hex "
-                                         "digits or nothing", field + 1, shown, p);
-            }
-            batch->ids [first + (uint32_t) field] = ps_ctrparse_criteo_id ((unsigned) field,
-                                                                           value);
+            int f = column - 1 - PS_CTR_CRITEO_DENSE;
+            uint64_t value;
+            ok = s_criteo_category (&p, end, &value);
+            if (ok)
+                batch->ids [first + (uint32_t) f] = ps_ctrparse_criteo_id ((unsigned) f, value);
         }
-        p = q + 1;
+        bool last = column == S_CRITEO_COLUMNS - 1;
+        if (!ok || (last ? p != end : p == end || *p != '\t'))
+            return s_criteo_error (line, end, column, field, err);
+        if (!last)
+            p++;
     }
     batch->labels [n] = label;
     for (int f = 0; f < PS_CTR_CRITEO_FIELDS; f++)

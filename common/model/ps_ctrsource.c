@@ -395,13 +395,6 @@ ps_ctrsource_line (const ps_ctrsource_t *self)
     return self->line;
 }
 
-uint64_t
-ps_ctrsource_offset (const ps_ctrsource_t *self)
-{
-    assert (self);
-    return self->buf_out + self->beg;
-}
-
 void
 ps_ctrsource_take_points (ps_ctrsource_t *self, ps_ctrpoint_t **points, size_t *count)
 {

@@ -69,9 +69,6 @@ int ps_ctrsource_next (ps_ctrsource_t *self, const char **line, size_t *len,
 //  The number (from 0) of the line the next call returns.
 uint64_t ps_ctrsource_line (const ps_ctrsource_t *self);
 
-//  The uncompressed bytes read so far from the start of the file.
-uint64_t ps_ctrsource_offset (const ps_ctrsource_t *self);
-
 //  Hand the points recorded since the start (when it was given a span) to
 //  the caller: *points (free each window, then the array) and their
 //  count. Call it at the end of the file, when every point has its line.
