@@ -110,14 +110,17 @@ expect "LIBSVM data with a spec for it" 0 "epoch 1/1: train loss|test AUC" -- \
   --data "$work/svm/train.txt" --test-data "$work/svm/test.txt"
 
 # --- the summary and the mistakes -------------------------------------------------
-expect "--summary --model dlrm" 0 "inputs 13 dense, 26 fields|embedding/f0 .. embedding/f25|total parameters: 143105" -- \
+expect "--summary --model dlrm" 0 \
+  "inputs 13 dense, 26 fields|embedding/f0 .. embedding/f25|total parameters: 143105" -- \
   "$worker" --summary --model dlrm
 expect "no --test-data" 1 "--test-data FILE" -- \
   "$worker" --standalone --model lr --data "$train"
-expect "dlrm on LIBSVM data" 1 "model \"dlrm\" takes 13 dense features and 26 fields|libsvm data|has 0 and 1" -- \
+expect "dlrm on LIBSVM data" 1 \
+  "model \"dlrm\" takes 13 dense features and 26 fields|libsvm data|has 0 and 1" -- \
   "$worker" --standalone --model dlrm --format libsvm --data "$work/svm/train.txt" \
   --test-data "$work/svm/test.txt"
-expect "an image model with --test-data" 2 "--test-data and --format are for click-through-rate models" -- \
+expect "an image model with --test-data" 2 \
+  "--test-data and --format are for click-through-rate models" -- \
   "$worker" --standalone --model mlp --test-data "$test"
 expect "--eval-steps with a CTR model" 2 "--eval-steps is for image classifiers" -- \
   "$worker" --standalone --model lr --eval-steps 10 --data "$train" --test-data "$test"

@@ -280,13 +280,12 @@ s_train (s_run_t *run, ps_ctrstandalone_result_t *result, ps_error_t *err)
     if (steps == 0)
         return ps_error_set (err, PS_EINVAL, "%s: no lines to train on", cfg->train_path);
     size_t dense_params = ps_model_param_count (run->model);
+    const ps_opt_config_t *opt = cfg->optimizer_given ? &cfg->optimizer : &run->ctr->optimizer;
     ps_info ("training model \"%s\" (%d tables, %zu dense parameters, %s %g) on %s: %llu "
              "lines, batch %d, %d epoch%s; testing on %s: %llu lines", ps_model_name (run->model),
-             run->ctr->table_count, dense_params,
-             ps_opt_kind_name (cfg->optimizer_given ? cfg->optimizer.kind
-                                                    : run->ctr->optimizer.kind),
-             cfg->optimizer_given ? cfg->optimizer.lr : run->ctr->optimizer.lr, cfg->train_path,
-             (unsigned long long) lines, cfg->batch, cfg->epochs, cfg->epochs == 1 ? "" : "s", cfg->test_path,
+             run->ctr->table_count, dense_params, ps_opt_kind_name (opt->kind), opt->lr,
+             cfg->train_path, (unsigned long long) lines, cfg->batch, cfg->epochs,
+             cfg->epochs == 1 ? "" : "s", cfg->test_path,
              (unsigned long long) ps_ctrfile_lines (run->test));
     uint64_t step = 0, malformed = 0, examples = 0;
     double loss_sum = 0, busy = 0, test_loss = 0, test_auc = 0;

@@ -183,7 +183,8 @@ s_resolve_layer (ps_model_t *self, int index, const json_t *obj, const json_t *f
                                  "but its input is flat ([%d])", where,
                                  kind == PS_LAYER_CONV2D ? "Conv2D" : "MaxPool2D", *c);
         int k [2], s [2];
-        s_size2 (ps_schemadoc_field (obj, fields, kind == PS_LAYER_CONV2D ? "kernel_size" : "pool_size"), k);
+        s_size2 (ps_schemadoc_field (obj, fields,
+                                     kind == PS_LAYER_CONV2D ? "kernel_size" : "pool_size"), k);
         const json_t *strides = ps_schemadoc_field (obj, fields, "strides");
         if (strides)
             s_size2 (strides, s);
