@@ -29,7 +29,10 @@
 //                   "dropped": ..., "evicted": ..., "steps": ..., "bytes": ...}, ...]}
 //  with T the wall seconds from the start of training to the evaluation,
 //  R the same less the earlier evaluations, M the evaluation's
-//  milliseconds, and "steps" of a table the steps its ledger holds.
+//  milliseconds; in the done record "steps" counts every epoch's, while
+//  "examples", "train_loss" and "examples_per_s" are the last epoch's,
+//  "malformed" counts the training lines skipped, and a table's "steps"
+//  the steps its ledger holds (every step, once).
 
 #ifndef PS_CTRSTANDALONE_H_INCLUDED
 #define PS_CTRSTANDALONE_H_INCLUDED
