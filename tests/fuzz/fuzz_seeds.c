@@ -353,6 +353,27 @@ s_sessions (void)
     s_simple (file, PS_PROTO_PING);
     s_close (file);
 
+    //  Embedding tables: one of rows of width 2 (s_sparse16: two ids, or
+    //  two rows, per frame), pushed, pulled and push-pulled.
+    file = s_create ("server", "session-sparse");
+    ps_tablespec_t spec;
+    ps_tablespec_default (&spec, "emb", 2);
+    ps_proto_tablespec_t tablespec;
+    ps_proto_tablespec_set (&tablespec, &spec);
+    s_send (file, &(ps_proto_t) { .type = PS_PROTO_TABLE_CREATE, .id = ++s_id,
+                                  .table_create = { { 1, &tablespec }, 0, 1 } }, NULL, 0);
+    ps_proto_sparse_ref_t sref = { "emb", 2, 2 };
+    const s_var_t *sparse [] = { &s_sparse16, &s_sparse16 };
+    s_send (file, &(ps_proto_t) { .type = PS_PROTO_SPARSE_PUSH, .id = ++s_id,
+                                  .sparse_push = { 1, 0, false, 0, { 1, &sref } } }, sparse, 2);
+    s_send (file, &(ps_proto_t) { .type = PS_PROTO_SPARSE_PULL, .id = ++s_id,
+                                  .sparse_pull.tables = { 1, &sref } }, sparse, 1);
+    s_send (file, &(ps_proto_t) { .type = PS_PROTO_SPARSE_PUSH_PULL, .id = ++s_id,
+                                  .sparse_push_pull = { 2, 0, false, 0, { 1, &sref },
+                                                        { 0, NULL } } }, sparse, 2);
+    s_simple (file, PS_PROTO_STATS);
+    s_close (file);
+
     file = s_create ("server", "session-optimizer");
     s_create_vars (file, both, 2);
     s_set_optimizer (file, "adam", false);
@@ -463,12 +484,12 @@ s_messages (void)
         { .type = PS_PROTO_SET_OPTIMIZER, .set_optimizer.optimizer = optimizer },
         { .type = PS_PROTO_SET_OPTIMIZER_OK, .set_optimizer_ok.partitions = 2 },
         { .type = PS_PROTO_STATS },
-        { .type = PS_PROTO_STATS_OK, .stats_ok = { { 1, &part_stats }, 40, 2, 0, 1, 0 } },
+        { .type = PS_PROTO_STATS_OK, .stats_ok = { { 1, &part_stats }, 40, 2, 0, 1, 0, { 0, NULL } } },
         { .type = PS_PROTO_SNAPSHOT, .snapshot.dir = "snap" },
         { .type = PS_PROTO_SNAPSHOT_OK, .snapshot_ok.files = { 1, files } },
         { .type = PS_PROTO_FENCE, .fence.generation = 2 },
         { .type = PS_PROTO_FENCE_OK },
-        { .type = PS_PROTO_RESTORE, .restore = { "snap", true, { 1, refs } } },
+        { .type = PS_PROTO_RESTORE, .restore = { "snap", true, { 1, refs }, false, NULL } },
         { .type = PS_PROTO_RESTORE_OK, .restore_ok.files = { 1, files } },
         { .type = PS_PROTO_SHUTDOWN },
         { .type = PS_PROTO_SHUTDOWN_OK },
