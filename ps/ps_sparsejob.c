@@ -8,6 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+//  A pull that no push precedes is cut into tasks of this many ids, so
+//  that the pool's threads share a large one: a pull changes nothing, and
+//  its ids' rows land in disjoint parts of the reply frame.
+#define S_PULL_CHUNK  4096
+
 //  A pushed table: its ids and gradients, read in place, and the outcome.
 typedef struct {
     ps_tshard_t *tshard;        //  linked
@@ -19,6 +24,11 @@ typedef struct {
     ps_sparse_push_result_t result;
     size_t nonfinite;           //  index + 1 of the first NaN or infinity, or 0
 } s_push_entry_t;
+
+//  A part of a pull that is a task of its own: ids [begin, end) of entry.
+typedef struct {
+    size_t entry, begin, end;
+} s_chunk_t;
 
 //  A pulled table: its ids, read in place, and the task that pulls it.
 typedef struct {
@@ -48,8 +58,8 @@ struct _ps_sparsejob_t {
     size_t npush;
     s_pull_entry_t *pulls;
     size_t npull;
-    size_t *solo;               //  the pull entries that are tasks of their own
-    size_t nsolo;
+    s_chunk_t *chunks;          //  the pulls that are tasks of their own
+    size_t nchunks;
     zmq_msg_t *out;             //  one reply frame per pull entry
     size_t nout;                //  reply frames made
     ps_proto_sparse_applied_t *applied;     //  the reply's entries
@@ -59,21 +69,24 @@ struct _ps_sparsejob_t {
 //  ---------------------------------------------------------------------
 //  Tasks, on the serving thread or the pool's
 
+//  Pull ids [begin, end) of pull entry j into their rows of its reply frame.
 static void
-s_pull_entry (ps_sparsejob_t *self, size_t j)
+s_pull_entry (ps_sparsejob_t *self, size_t j, size_t begin, size_t end)
 {
     s_pull_entry_t *entry = &self->pulls [j];
-    ps_sparse_pull (ps_tshard_table (entry->tshard), entry->ids, entry->count,
-                    zmq_msg_data (&self->out [j]));
+    float *rows = zmq_msg_data (&self->out [j]);
+    ps_sparse_pull (ps_tshard_table (entry->tshard), entry->ids + begin, end - begin,
+                    rows + begin * ps_tshard_dim (entry->tshard));
 }
 
 //  Task i: push entry i, then the pulls that follow it; or, past the
-//  pushes, a pull of its own.
+//  pushes, a chunk of a pull.
 static void
 s_run_task (ps_sparsejob_t *self, size_t i)
 {
     if (i >= self->npush) {
-        s_pull_entry (self, self->solo [i - self->npush]);
+        const s_chunk_t *chunk = &self->chunks [i - self->npush];
+        s_pull_entry (self, chunk->entry, chunk->begin, chunk->end);
         return;
     }
     //  The table's ledger decides, under its lock, whether the step was
@@ -93,7 +106,7 @@ s_run_task (ps_sparsejob_t *self, size_t i)
                       ps_tshard_name (entry->tshard), self->step);
     for (size_t j = 0; j < self->npull; j++)
         if (self->pulls [j].after == i)
-            s_pull_entry (self, j);
+            s_pull_entry (self, j, 0, self->pulls [j].count);
 }
 
 static void
@@ -191,11 +204,10 @@ ps_sparsejob_new (ps_msg_t *msg, ps_peer_t *peer)
     self->npull = self->pull_refs->count;
     self->pushes = calloc (self->npush + 1, sizeof *self->pushes);
     self->pulls = calloc (self->npull + 1, sizeof *self->pulls);
-    self->solo = calloc (self->npull + 1, sizeof *self->solo);
     self->out = calloc (self->npull + 1, sizeof *self->out);
     self->applied = calloc (self->npush + 1, sizeof *self->applied);
     self->rows = calloc (self->npull + 1, sizeof *self->rows);
-    if (!self->pushes || !self->pulls || !self->solo || !self->out || !self->applied
+    if (!self->pushes || !self->pulls || !self->out || !self->applied
     ||  !self->rows)
         abort ();
     self->bytes = ps_msg_tensor_bytes (msg);
@@ -223,7 +235,7 @@ ps_sparsejob_destroy (ps_sparsejob_t **self_p)
     ps_msg_t *msg = self->msg;
     free (self->pushes);
     free (self->pulls);
-    free (self->solo);
+    free (self->chunks);
     free (self->out);
     free (self->applied);
     free (self->rows);
@@ -308,9 +320,22 @@ s_prepare_pulls (ps_sparsejob_t *self, ps_tables_t *tables, ps_error_t *err)
         for (size_t i = 0; i < self->npush; i++)
             if (self->pushes [i].tshard == entry->tshard)
                 entry->after = i;
-        if (entry->after == SIZE_MAX)
-            self->solo [self->nsolo++] = j;
     }
+    //  The pulls no push precedes, in chunks.
+    size_t nchunks = 0;
+    for (size_t j = 0; j < self->npull; j++)
+        if (self->pulls [j].after == SIZE_MAX)
+            nchunks += (self->pulls [j].count + S_PULL_CHUNK - 1) / S_PULL_CHUNK;
+    self->chunks = calloc (nchunks + 1, sizeof *self->chunks);
+    if (!self->chunks)
+        abort ();
+    for (size_t j = 0; j < self->npull; j++)
+        for (size_t begin = 0; self->pulls [j].after == SIZE_MAX
+                               && begin < self->pulls [j].count; begin += S_PULL_CHUNK) {
+            size_t end = self->pulls [j].count - begin > S_PULL_CHUNK ? begin + S_PULL_CHUNK
+                                                                      : self->pulls [j].count;
+            self->chunks [self->nchunks++] = (s_chunk_t) { j, begin, end };
+        }
     return PS_OK;
 }
 
@@ -342,7 +367,7 @@ ps_sparsejob_prepare (ps_sparsejob_t *self, ps_tables_t *tables, uint64_t fence,
         self->nout++;
         self->bytes += size;
     }
-    self->base.ntasks = self->npush + self->nsolo;
+    self->base.ntasks = self->npush + self->nchunks;
     return rc;
 }
 

@@ -9,7 +9,8 @@
 //  anything is applied. Its tasks then run on the calling thread or on the
 //  pool (ps_pool.h): one per pushed table, each followed by the pulls of
 //  that table a push-pull asks for (so they read the rows after the push),
-//  and one per other pulled table. A push's gradients are all scanned for
+//  and the other pulls cut into tasks of a few thousand ids. (A table's
+//  push is one task: its ledger records the step once, for all its ids.) A push's gradients are all scanned for
 //  NaN and infinities before any table applies its own. Ids and gradients
 //  are read in place from the request's frames; rows are pulled straight
 //  into the reply frames. What the job holds is charged to its peer

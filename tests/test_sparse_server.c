@@ -547,6 +547,8 @@ test_snapshot_full_incremental_restore (void **state)
     const ps_proto_t *reply = s_snapshot (s_chief, "snap-full", NULL);
     assert_int_equal (reply->type, PS_PROTO_SNAPSHOT_OK);
     assert_true (reply->snapshot_ok.tables.count >= 1);
+    float at_full [10 * 4];
+    s_pull ("snap/emb", dim, ids, 10, at_full);
     for (uint64_t step = 5; step <= 6; step++) {
         s_entry_t entry = { "snap/emb", dim, ids + 2, 5, grads };
         s_push (step, &entry);
@@ -574,6 +576,15 @@ test_snapshot_full_incremental_restore (void **state)
         "--checkpoint-root", s_root, NULL }), 0);
     void *chief = harness_dealer (s_ctx, s_fresh.endpoint, "chief:0", "ps:1");
     void *worker = harness_dealer (s_ctx, s_fresh.endpoint, "worker:0", "ps:1");
+    //  The full snapshot alone, then the pair over it.
+    reply = s_restore (chief, "snap-full", NULL);
+    if (reply->type == PS_PROTO_ERROR)
+        fail_msg ("restore: %s: %s", reply->error.code, reply->error.message);
+    assert_int_equal (s_pull_on (worker, "snap/emb", dim, ids, 10)->type, PS_PROTO_SPARSE_PULL_OK);
+    assert_memory_equal (ps_msg_tensor (s_reply, 0), at_full, sizeof at_full);
+    //  An incremental file whose full file is not in base: refused by name.
+    s_expect_error (s_restore (chief, "snap-inc", "snap-pre"), "not_found",
+                    "snap-pre/snap%2Femb.shard0of2.full.table");
     reply = s_restore (chief, "snap-inc", "snap-full");
     if (reply->type == PS_PROTO_ERROR)
         fail_msg ("restore: %s: %s", reply->error.code, reply->error.message);
