@@ -397,9 +397,11 @@ s_restore_table (ps_control_t *self, const char *dir, const char *base_dir, cons
     snprintf (path, sizeof path, "%s/%s", dir, file);
     int rc = ps_ckpt_root_check (self->root, path, err);
     if (rc == PS_OK && base_dir) {
-        //  The full file's name is the incremental one's with its suffix.
-        snprintf (full_path, sizeof full_path, "%s/%.*s.full.table", base_dir,
-                  (int) (strlen (file) - strlen (".incr.table")), file);
+        char full_file [PATH_MAX];
+        if (ps_tables_full_filename (file, full_file, sizeof full_file))
+            return ps_error_set (err, PS_EINVAL, "restore: %s is not an incremental table file",
+                                 file);
+        snprintf (full_path, sizeof full_path, "%s/%s", base_dir, full_file);
         rc = ps_ckpt_root_check (self->root, full_path, err);
     }
     if (rc)

@@ -273,3 +273,15 @@ ps_tables_parse_filename (const char *file, uint32_t *shard, uint32_t *shards, b
         return false;
     return *shard < *shards;
 }
+
+int
+ps_tables_full_filename (const char *incr_file, char *buf, size_t len)
+{
+    uint32_t shard, shards;
+    bool full;
+    if (!ps_tables_parse_filename (incr_file, &shard, &shards, &full) || full)
+        return PS_EINVAL;
+    size_t stem = strlen (incr_file) - strlen (S_INCR_SUFFIX);
+    int n = snprintf (buf, len, "%.*s%s", (int) stem, incr_file, S_FULL_SUFFIX);
+    return n < 0 || (size_t) n >= len ? PS_EINVAL : PS_OK;
+}

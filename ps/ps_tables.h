@@ -51,6 +51,11 @@ int ps_tables_filename (const char *name, uint32_t shard, uint32_t shards, bool 
 bool ps_tables_parse_filename (const char *file, uint32_t *shard, uint32_t *shards,
                                bool *full);
 
+//  The name of the full file an incremental file (so named) follows.
+//  Returns 0, or PS_EINVAL when file is no incremental file's name or buf
+//  is too small.
+int ps_tables_full_filename (const char *incr_file, char *buf, size_t len);
+
 //  A shard of one reference holding table (taken), shard `shard` of
 //  `shards` (shard < shards).
 ps_tshard_t *ps_tshard_new (ps_sparse_t *table, uint32_t shard, uint32_t shards);
