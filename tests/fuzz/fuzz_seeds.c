@@ -157,6 +157,9 @@ typedef struct {
 static const s_var_t s_kernel = { "dense/kernel", 4, 3 };
 static const s_var_t s_bias = { "dense/bias", 3, 0 };
 static const s_var_t s_big = { "big", 1024, 80 };      //  over the server's inline limit
+//  16 bytes: the ids frame or the rows frame of a sparse entry of two ids
+//  and rows of width 2.
+static const s_var_t s_sparse16 = { "sparse", 4, 0 };
 
 #define S_MAX_VARS  2
 
@@ -350,6 +353,27 @@ s_sessions (void)
     s_simple (file, PS_PROTO_PING);
     s_close (file);
 
+    //  Embedding tables: one of rows of width 2 (s_sparse16: two ids, or
+    //  two rows, per frame), pushed, pulled and push-pulled.
+    file = s_create ("server", "session-sparse");
+    ps_tablespec_t spec;
+    ps_tablespec_default (&spec, "emb", 2);
+    ps_proto_tablespec_t tablespec;
+    ps_proto_tablespec_set (&tablespec, &spec);
+    s_send (file, &(ps_proto_t) { .type = PS_PROTO_TABLE_CREATE, .id = ++s_id,
+                                  .table_create = { { 1, &tablespec }, 0, 1 } }, NULL, 0);
+    ps_proto_sparse_ref_t sref = { "emb", 2, 2 };
+    const s_var_t *sparse [] = { &s_sparse16, &s_sparse16 };
+    s_send (file, &(ps_proto_t) { .type = PS_PROTO_SPARSE_PUSH, .id = ++s_id,
+                                  .sparse_push = { 1, 0, false, 0, { 1, &sref } } }, sparse, 2);
+    s_send (file, &(ps_proto_t) { .type = PS_PROTO_SPARSE_PULL, .id = ++s_id,
+                                  .sparse_pull.tables = { 1, &sref } }, sparse, 1);
+    s_send (file, &(ps_proto_t) { .type = PS_PROTO_SPARSE_PUSH_PULL, .id = ++s_id,
+                                  .sparse_push_pull = { 2, 0, false, 0, { 1, &sref },
+                                                        { 0, NULL } } }, sparse, 2);
+    s_simple (file, PS_PROTO_STATS);
+    s_close (file);
+
     file = s_create ("server", "session-optimizer");
     s_create_vars (file, both, 2);
     s_set_optimizer (file, "adam", false);
@@ -460,12 +484,12 @@ s_messages (void)
         { .type = PS_PROTO_SET_OPTIMIZER, .set_optimizer.optimizer = optimizer },
         { .type = PS_PROTO_SET_OPTIMIZER_OK, .set_optimizer_ok.partitions = 2 },
         { .type = PS_PROTO_STATS },
-        { .type = PS_PROTO_STATS_OK, .stats_ok = { { 1, &part_stats }, 40, 2, 0, 1, 0 } },
+        { .type = PS_PROTO_STATS_OK, .stats_ok = { { 1, &part_stats }, 40, 2, 0, 1, 0, { 0, NULL } } },
         { .type = PS_PROTO_SNAPSHOT, .snapshot.dir = "snap" },
         { .type = PS_PROTO_SNAPSHOT_OK, .snapshot_ok.files = { 1, files } },
         { .type = PS_PROTO_FENCE, .fence.generation = 2 },
         { .type = PS_PROTO_FENCE_OK },
-        { .type = PS_PROTO_RESTORE, .restore = { "snap", true, { 1, refs } } },
+        { .type = PS_PROTO_RESTORE, .restore = { "snap", true, { 1, refs }, false, NULL } },
         { .type = PS_PROTO_RESTORE_OK, .restore_ok.files = { 1, files } },
         { .type = PS_PROTO_SHUTDOWN },
         { .type = PS_PROTO_SHUTDOWN_OK },
@@ -490,6 +514,35 @@ s_messages (void)
         s_message (&all [i], frames ? both : NULL, frames ? 2 : 0);
     }
     ps_plan_proto_release (&plan_proto);
+
+    //  Embedding tables: one entry of two ids and rows of width 2 (16
+    //  bytes each), so an entry's ids and rows frames are s_sparse16's.
+    const s_var_t *sparse [] = { &s_sparse16, &s_sparse16 };
+    ps_tablespec_t spec;
+    ps_tablespec_default (&spec, "emb", 2);
+    ps_proto_tablespec_t tablespec;
+    ps_proto_tablespec_set (&tablespec, &spec);
+    ps_proto_sparse_ref_t sref = { "emb", 2, 2 };
+    ps_proto_sparse_applied_t sapplied = { "emb", 2, 1, 0, false };
+    ps_proto_t tables [] = {
+        { .type = PS_PROTO_TABLE_CREATE, .table_create = { { 1, &tablespec }, 0, 1 } },
+        { .type = PS_PROTO_TABLE_CREATE_OK, .table_create_ok = { 1, 0 } },
+        { .type = PS_PROTO_SPARSE_PULL, .sparse_pull.tables = { 1, &sref } },
+        { .type = PS_PROTO_SPARSE_PULL_OK, .sparse_pull_ok.tables = { 1, &sref } },
+        { .type = PS_PROTO_SPARSE_PUSH, .sparse_push = { 4, 1, true, 2, { 1, &sref } } },
+        { .type = PS_PROTO_SPARSE_PUSH_OK, .sparse_push_ok.applied = { 1, &sapplied } },
+        { .type = PS_PROTO_SPARSE_PUSH_PULL, .sparse_push_pull = { 5, 1, true, 2, { 1, &sref },
+                                                                   { 0, NULL } } },
+        { .type = PS_PROTO_SPARSE_PUSH_PULL_OK, .sparse_push_pull_ok = { { 1, &sapplied },
+                                                                         { 1, &sref } } },
+    };
+    for (size_t i = 0; i < sizeof tables / sizeof tables [0]; i++) {
+        tables [i].id = ++s_id;
+        size_t nframes = ps_proto_info [tables [i].type].tensors;
+        if (tables [i].type == PS_PROTO_SPARSE_PUSH || tables [i].type == PS_PROTO_SPARSE_PUSH_PULL)
+            nframes = 2;
+        s_message (&tables [i], nframes ? sparse : NULL, nframes);
+    }
     //  A message type added to protocol.json needs its seed here.
     for (int type = 1; type < PS_PROTO_NTYPES; type++)
         if (!s_covered [type])

@@ -22,7 +22,10 @@
 //  scratch directory ("/" and ".." components cannot leave it; the
 //  request is encoded again by the generated codec), and a
 //  "create" that would bring the partitions this input has created above
-//  S_MAX_FLOATS floats is not sent.
+//  S_MAX_FLOATS floats is not sent, nor a "table_create" of more than
+//  S_MAX_TABLES tables or that would go over that budget, each table
+//  counting for S_MAX_FLOATS / S_MAX_TABLES floats (an empty table shard
+//  holds a few MiB of stripes).
 
 #include "fuzz_frames.h"
 #include "fuzz_scratch.h"
@@ -48,6 +51,7 @@
 #define S_REPLY_TIMEOUT_MS  15000
 #define S_MAX_FRAMES        512
 #define S_MAX_FLOATS        ((int64_t) 1 << 20)
+#define S_MAX_TABLES        8
 
 typedef struct {
     ps_server_t *server;
@@ -236,6 +240,15 @@ s_exchange (void *dealer, s_running_t *running, fuzz_frame_t *frames, size_t cou
         if (type == PS_PROTO_CREATE) {
             int64_t more = s_create_floats (&request->create);
             if (more > S_MAX_FLOATS - *floats)
+                return true;
+            *floats += more;
+        }
+        //  Counted as floats' worth of S_MAX_FLOATS / S_MAX_TABLES each.
+        if (type == PS_PROTO_TABLE_CREATE) {
+            int64_t more = (int64_t) request->table_create.tables.count
+                         * (S_MAX_FLOATS / S_MAX_TABLES);
+            if (request->table_create.tables.count > S_MAX_TABLES
+            ||  more > S_MAX_FLOATS - *floats)
                 return true;
             *floats += more;
         }
