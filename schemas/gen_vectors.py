@@ -240,8 +240,7 @@ vectors = [
         {'kind': 'eval', 'status': 'done', 'step': 40, 'generation': 1, 'loss': 512.25,
          'correct': 800, 'count': 1000, 'applied': 0, 'duplicates': 0, 'compute_ms': 12.5,
          'comm_ms': 3.0, 'auc': 1.5}]), expect='invalid',
-        contains='work_request: reports[0].auc: 1.5 is out of bounds, expected a finite number '
-                 'from 0 to 1'),
+        contains='work_request: reports[0].auc: 1.5 is out of bounds, expected 0 to 1'),
     vec('rows of three numbers', hdr('create', partitions=[
         {'var': 'w', 'part': 0, 'shape': [4], 'rows': [0, 2, 4], 'init': {'kind': 'zeros'}}]),
         expect='invalid', contains='create: partitions[0].rows: an array of 3 items is out of '
