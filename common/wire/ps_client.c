@@ -7,10 +7,12 @@
 //  (the header and zero-copy frames being built, the requests in flight,
 //  matching replies and waiting for ZeroMQ to release the caller's
 //  buffers) is shared by every call; and the calls themselves (pull, push,
-//  stats, snapshot, restore, fence) are each a short use of it. Cutting
-//  either part out would make the client's private state (servers,
-//  partitions, the request being built) a header shared by two files,
-//  which is the coupling the split of ps_coord.c removed.
+//  stats, snapshot, restore, fence, and the coordinator's calls for
+//  embedding tables: table_create, their stats, snapshot and restore) are
+//  each a short use of it. Cutting either part out would make the
+//  client's private state (servers, partitions, the request being built) a
+//  header shared by two files, which is the coupling the split of
+//  ps_coord.c removed.
 
 #include "ps_client.h"
 #include "ps_clock.h"
