@@ -954,10 +954,19 @@ ps_client_restore (ps_client_t *self, const char *dir, ps_error_t *err)
 
 int
 ps_client_restore_tables (ps_client_t *self, const char *dir, const char *base,
-                          ps_error_t *err)
+                          size_t ntables, ps_error_t *err)
 {
     assert (self);
-    return s_restore (self, dir, base, true, err);
+    int rc = s_restore (self, dir, base, true, err);
+    for (size_t r = 0; rc == PS_OK && r < self->nrequests; r++) {
+        size_t restored = ps_msg_proto (self->requests [r].reply)->restore_ok.tables.count;
+        if (restored != ntables)
+            rc = ps_error_set (err, PS_ENOTFOUND, "server %s restored %zu table shards from "
+                               "%s, expected %zu (one per table): a table file is missing",
+                               self->servers [self->requests [r].server].endpoint, restored,
+                               dir, ntables);
+    }
+    return rc;
 }
 
 int
