@@ -484,6 +484,106 @@ test_push_pull (void **state)
     free (want);
 }
 
+//  Three workers' pushes in flight at once, each over the inline limit so
+//  that the pool applies them side by side, onto overlapping ids of one
+//  table that grows as they land: every step is applied exactly once, and
+//  each row ends as the reference says (SGD of gradient 1 per push that
+//  names it: its initial value less 0.5 per push, in float as the server
+//  does it).
+static void
+test_concurrent_growth (void **state)
+{
+    (void) state;
+    enum { WORKERS = 3, STEPS = 6, PER_PUSH = 13312, POOL = 30000 };
+    const uint32_t dim = 4;
+    ps_tablespec_t spec = s_spec ("grow/emb", dim);
+    spec.opt.kind = PS_ROWOPT_SGD;
+    spec.opt.lr = 0.5;
+    s_create (&spec);
+    uint64_t rand = 77;
+    uint64_t *pool = malloc (POOL * sizeof *pool);
+    uint32_t *touches = calloc (POOL, sizeof *touches);
+    uint64_t *ids = malloc ((size_t) WORKERS * STEPS * PER_PUSH * sizeof *ids);
+    float *ones = malloc ((size_t) PER_PUSH * dim * sizeof *ones);
+    assert_true (pool && touches && ids && ones);
+    s_ids (&spec, &rand, pool, POOL);
+    for (size_t k = 0; k < (size_t) PER_PUSH * dim; k++)
+        ones [k] = 1;
+    //  Each push names PER_PUSH distinct ids of the pool: a window of it
+    //  at a random start.
+    for (size_t p = 0; p < WORKERS * STEPS; p++) {
+        size_t start = (size_t) (harness_splitmix (&rand) % POOL);
+        for (size_t k = 0; k < PER_PUSH; k++) {
+            size_t at = (start + k) % POOL;
+            ids [p * PER_PUSH + k] = pool [at];
+            touches [at]++;
+        }
+    }
+    void *workers [WORKERS];
+    char task [32];
+    for (int w = 0; w < WORKERS; w++) {
+        snprintf (task, sizeof task, "worker:%d", w);
+        workers [w] = harness_dealer (s_ctx, s_server.endpoint, task, "ps:0");
+    }
+    for (size_t step = 0; step < STEPS; step++)
+        for (int w = 0; w < WORKERS; w++) {
+            size_t p = step * WORKERS + (size_t) w;
+            ps_proto_sparse_ref_t ref = { "grow/emb", PER_PUSH, dim };
+            ps_proto_t msg = { .type = PS_PROTO_SPARSE_PUSH, .id = s_id++,
+                               .sparse_push = { 100 + p, (uint64_t) w, false, 0, { 1, &ref } } };
+            const void *data [] = { ids + p * PER_PUSH, ones };
+            size_t sizes [] = { PER_PUSH * sizeof (uint64_t), PER_PUSH * dim * sizeof (float) };
+            harness_send_frames (workers [w], &msg, data, sizes, 2);
+        }
+    size_t updated = 0;
+    for (int w = 0; w < WORKERS; w++)
+        for (size_t step = 0; step < STEPS; step++) {
+            const ps_proto_t *reply = harness_expect (workers [w], s_reply,
+                                                      PS_PROTO_SPARSE_PUSH_OK, S_TIMEOUT_MS);
+            assert_false (reply->sparse_push_ok.applied.items [0].duplicate);
+            updated += reply->sparse_push_ok.applied.items [0].applied;
+        }
+    assert_int_equal (updated, (size_t) WORKERS * STEPS * PER_PUSH);
+    //  A step pushed again by another worker: applied once, so a duplicate.
+    ps_proto_sparse_ref_t ref = { "grow/emb", PER_PUSH, dim };
+    ps_proto_t msg = { .type = PS_PROTO_SPARSE_PUSH, .id = s_id++,
+                       .sparse_push = { 100, 2, false, 0, { 1, &ref } } };
+    const void *data [] = { ids, ones };
+    size_t sizes [] = { PER_PUSH * sizeof (uint64_t), PER_PUSH * dim * sizeof (float) };
+    harness_send_frames (workers [2], &msg, data, sizes, 2);
+    assert_true (harness_expect (workers [2], s_reply, PS_PROTO_SPARSE_PUSH_OK, S_TIMEOUT_MS)
+                 ->sparse_push_ok.applied.items [0].duplicate);
+
+    size_t live = 0;
+    for (size_t i = 0; i < POOL; i++)
+        live += touches [i] > 0;
+    ps_proto_table_stats_t stats = s_table_stats ("grow/emb");
+    assert_int_equal (stats.rows, live);
+    assert_int_equal (stats.created, live);
+    assert_int_equal (stats.pushes, WORKERS * STEPS);
+    assert_int_equal (stats.steps, WORKERS * STEPS);
+    assert_int_equal (stats.duplicates, 1);
+    assert_int_equal (stats.row_updates, (uint64_t) WORKERS * STEPS * PER_PUSH);
+    float *got = malloc ((size_t) POOL * dim * sizeof *got);
+    assert_non_null (got);
+    s_pull ("grow/emb", dim, pool, POOL, got);
+    for (size_t i = 0; i < POOL; i++) {
+        float want [4];
+        ps_tablespec_init_row (&spec, pool [i], want);
+        for (uint32_t t = 0; t < touches [i]; t++)
+            for (uint32_t j = 0; j < dim; j++)
+                want [j] = want [j] - 0.5f;
+        assert_memory_equal (got + i * dim, want, sizeof want);
+    }
+    for (int w = 0; w < WORKERS; w++)
+        zmq_close (workers [w]);
+    free (got);
+    free (pool);
+    free (touches);
+    free (ids);
+    free (ones);
+}
+
 static void
 test_authorization (void **state)
 {
@@ -763,6 +863,7 @@ main (void)
         cmocka_unit_test (test_refusals_change_nothing),
         cmocka_unit_test (test_admission),
         cmocka_unit_test (test_push_pull),
+        cmocka_unit_test (test_concurrent_growth),
         cmocka_unit_test (test_authorization),
         cmocka_unit_test (test_snapshot_full_incremental_restore),
         cmocka_unit_test (test_cluster_checkpoint_dir),
