@@ -309,11 +309,15 @@ ps_ckpt_ctl_commit (ps_ckpt_ctl_t *self, const ps_ckpt_cut_t *cut, ps_snap_file_
     ps_info ("checkpoint %s: step %" PRIu64 ", %zu files%s, %.1f MB, written in %.1f ms, "
              "dispatch paused %.1f ms", dir, self->step, nfiles, tables, bytes / 1e6,
              now - self->t0, pause);
-    ps_report_event (self->report, "checkpoint",
-                     json_pack ("{s:I, s:s, s:I, s:I, s:f, s:f}", "step", (json_int_t) self->step,
-                                "dir", dir, "files", (json_int_t) nfiles,
-                                "bytes", (json_int_t) bytes, "write_ms", now - self->t0,
-                                "pause_ms", pause));
+    json_t *event = json_pack ("{s:I, s:s, s:I, s:I, s:f, s:f}", "step", (json_int_t) self->step,
+                               "dir", dir, "files", (json_int_t) nfiles,
+                               "bytes", (json_int_t) bytes, "write_ms", now - self->t0,
+                               "pause_ms", pause);
+    if (self->tables) {
+        json_object_set_new (event, "table_files", json_integer ((json_int_t) cut->ntables));
+        json_object_set_new (event, "incremental", json_boolean (!full));
+    }
+    ps_report_event (self->report, "checkpoint", event);
     self->count++;
     self->failures = 0;
     if (full) {
