@@ -7,10 +7,12 @@
 //  (the header and zero-copy frames being built, the requests in flight,
 //  matching replies and waiting for ZeroMQ to release the caller's
 //  buffers) is shared by every call; and the calls themselves (pull, push,
-//  stats, snapshot, restore, fence) are each a short use of it. Cutting
-//  either part out would make the client's private state (servers,
-//  partitions, the request being built) a header shared by two files,
-//  which is the coupling the split of ps_coord.c removed.
+//  stats, snapshot, restore, fence, and the coordinator's calls for
+//  embedding tables: table_create, their stats, snapshot and restore) are
+//  each a short use of it. Cutting either part out would make the
+//  client's private state (servers, partitions, the request being built) a
+//  header shared by two files, which is the coupling the split of
+//  ps_coord.c removed.
 
 #include "ps_client.h"
 #include "ps_clock.h"
@@ -830,9 +832,39 @@ ps_client_stats (ps_client_t *self, int server, ps_part_stats_t **stats, size_t 
     return PS_OK;
 }
 
+//  The table files of the snapshot replies of the current call.
+static void
+s_table_files (ps_client_t *self, ps_table_file_t **tables, size_t *ntables)
+{
+    size_t total = 0;
+    for (size_t r = 0; r < self->nrequests; r++)
+        total += ps_msg_proto (self->requests [r].reply)->snapshot_ok.tables.count;
+    *tables = calloc (total + 1, sizeof (ps_table_file_t));
+    if (!*tables)
+        abort ();
+    *ntables = 0;
+    for (size_t r = 0; r < self->nrequests; r++) {
+        const ps_proto_table_file_array_t *list
+            = &ps_msg_proto (self->requests [r].reply)->snapshot_ok.tables;
+        for (size_t i = 0; i < list->count; i++) {
+            const ps_proto_table_file_t *entry = &list->items [i];
+            ps_table_file_t *out = &(*tables) [(*ntables)++];
+            out->server = self->requests [r].server;
+            snprintf (out->table, sizeof out->table, "%s", entry->table);
+            snprintf (out->file, sizeof out->file, "%s", entry->file);
+            out->shard = (uint32_t) entry->shard;
+            out->shards = (uint32_t) entry->shards;
+            out->full = entry->full;
+            out->rows = entry->rows;
+            out->steps = entry->steps;
+        }
+    }
+}
+
 int
-ps_client_snapshot (ps_client_t *self, const char *dir, ps_snap_file_t **files, size_t *count,
-                    ps_error_t *err)
+ps_client_snapshot_tables (ps_client_t *self, const char *dir, const char *base,
+                           ps_snap_file_t **files, size_t *count, ps_table_file_t **tables,
+                           size_t *ntables, ps_error_t *err)
 {
     assert (self);
     s_start (self);
@@ -840,7 +872,9 @@ ps_client_snapshot (ps_client_t *self, const char *dir, ps_snap_file_t **files, 
     for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
         ps_proto_t msg;
         s_begin (self, s, 0, 0, PS_PROTO_SNAPSHOT, &msg);
-        msg.snapshot.dir = dir;
+        msg.snapshot = (ps_proto_snapshot_t) { .dir = dir, .has_incremental = base != NULL,
+                                               .incremental = base != NULL,
+                                               .has_base = base != NULL, .base = base };
         rc = s_send (self, &msg, 0, err);
     }
     int collected = s_collect (self, PS_PROTO_SNAPSHOT_OK, err);
@@ -870,30 +904,177 @@ ps_client_snapshot (ps_client_t *self, const char *dir, ps_snap_file_t **files, 
             out->version = entry->version;
         }
     }
+    if (tables)
+        s_table_files (self, tables, ntables);
     return PS_OK;
+}
+
+int
+ps_client_snapshot (ps_client_t *self, const char *dir, ps_snap_file_t **files, size_t *count,
+                    ps_error_t *err)
+{
+    return ps_client_snapshot_tables (self, dir, NULL, files, count, NULL, NULL, err);
+}
+
+//  Restore from dir (and base, unless NULL): every server with
+//  partitions of the layout, or with all_servers every server, each
+//  naming its own partitions.
+static int
+s_restore (ps_client_t *self, const char *dir, const char *base, bool all_servers,
+           ps_error_t *err)
+{
+    s_start (self);
+    int rc = PS_OK;
+    for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
+        s_server_t *server = &self->servers [s];
+        if (server->nparts == 0 && !all_servers)
+            continue;
+        ps_proto_t msg;
+        s_begin (self, s, 0, server->nparts, PS_PROTO_RESTORE, &msg);
+        ps_proto_partref_t *refs = s_items (self, server->nparts + 1, sizeof *refs, 0, NULL);
+        for (size_t i = 0; i < server->nparts; i++) {
+            const s_part_t *part = &self->parts [server->parts [i]];
+            refs [i] = (ps_proto_partref_t) { self->vars [part->var].name, part->part };
+        }
+        msg.restore = (ps_proto_restore_t) { .dir = dir, .has_parts = true,
+                                             .parts = { server->nparts, refs },
+                                             .has_base = base != NULL, .base = base };
+        rc = s_send (self, &msg, 0, err);
+    }
+    int collected = s_collect (self, PS_PROTO_RESTORE_OK, err);
+    return rc ? rc : collected;
 }
 
 int
 ps_client_restore (ps_client_t *self, const char *dir, ps_error_t *err)
 {
     assert (self);
+    return s_restore (self, dir, NULL, false, err);
+}
+
+int
+ps_client_restore_tables (ps_client_t *self, const char *dir, const char *base,
+                          size_t ntables, ps_error_t *err)
+{
+    assert (self);
+    int rc = s_restore (self, dir, base, true, err);
+    for (size_t r = 0; rc == PS_OK && r < self->nrequests; r++) {
+        size_t restored = ps_msg_proto (self->requests [r].reply)->restore_ok.tables.count;
+        if (restored != ntables)
+            rc = ps_error_set (err, PS_ENOTFOUND, "server %s restored %zu table shards from "
+                               "%s, expected %zu (one per table): a table file is missing",
+                               self->servers [self->requests [r].server].endpoint, restored,
+                               dir, ntables);
+    }
+    return rc;
+}
+
+int
+ps_client_table_create (ps_client_t *self, const ps_tablespec_t *specs, size_t count,
+                        ps_error_t *err)
+{
+    assert (self);
     s_start (self);
     int rc = PS_OK;
     for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
-        s_server_t *server = &self->servers [s];
-        if (server->nparts == 0)
-            continue;
         ps_proto_t msg;
-        s_begin (self, s, 0, server->nparts, PS_PROTO_RESTORE, &msg);
-        ps_proto_partref_t *refs = s_items (self, server->nparts, sizeof *refs, 0, NULL);
-        for (size_t i = 0; i < server->nparts; i++) {
-            const s_part_t *part = &self->parts [server->parts [i]];
-            refs [i] = (ps_proto_partref_t) { self->vars [part->var].name, part->part };
-        }
-        msg.restore = (ps_proto_restore_t) { .dir = dir, .has_parts = true,
-                                             .parts = { server->nparts, refs } };
+        s_begin (self, s, 0, 0, PS_PROTO_TABLE_CREATE, &msg);
+        ps_proto_tablespec_t *out = s_items (self, count + 1, sizeof *out, 0, NULL);
+        for (size_t t = 0; t < count; t++)
+            ps_proto_tablespec_set (&out [t], &specs [t]);
+        msg.table_create = (ps_proto_table_create_t) { .tables = { count, out },
+                                                       .shard = (uint64_t) s,
+                                                       .shards = (uint64_t) self->nservers };
         rc = s_send (self, &msg, 0, err);
     }
-    int collected = s_collect (self, PS_PROTO_RESTORE_OK, err);
+    int collected = s_collect (self, PS_PROTO_TABLE_CREATE_OK, err);
     return rc ? rc : collected;
+}
+
+int
+ps_client_table_stats (ps_client_t *self, int server, ps_table_stats_t **stats, size_t *count,
+                       ps_error_t *err)
+{
+    assert (self);
+    int rc = s_simple (self, server, PS_PROTO_STATS, err);
+    if (rc)
+        return rc;
+    const ps_proto_table_stats_array_t *list
+        = &ps_msg_proto (self->requests [0].reply)->stats_ok.tables;
+    *count = list->count;
+    *stats = calloc (*count + 1, sizeof (ps_table_stats_t));
+    if (!*stats)
+        abort ();
+    for (size_t i = 0; i < *count; i++) {
+        const ps_proto_table_stats_t *in = &list->items [i];
+        ps_table_stats_t *out = &(*stats) [i];
+        snprintf (out->table, sizeof out->table, "%s", in->table);
+        out->dim = (uint32_t) in->dim;
+        out->shard = (uint32_t) in->shard;
+        out->shards = (uint32_t) in->shards;
+        out->rows = in->rows;
+        out->created = in->created;
+        out->evicted = in->evicted;
+        out->dropped = in->dropped;
+        out->pushes = in->pushes;
+        out->duplicates = in->duplicates;
+        out->row_updates = in->row_updates;
+        out->pulls = in->pulls;
+        out->steps = in->steps;
+        out->nonfinite = in->nonfinite;
+        out->bytes = in->bytes;
+    }
+    return PS_OK;
+}
+
+//  Room for n frames in the request being built.
+static void
+s_frames_reserve (ps_client_t *self, size_t n)
+{
+    if (n <= self->frames_cap)
+        return;
+    self->frames_cap = n;
+    self->frames = realloc (self->frames, self->frames_cap * sizeof (zmq_msg_t));
+    if (!self->frames)
+        abort ();
+}
+
+int
+ps_client_exchange (ps_client_t *self, const ps_client_request_t *requests, size_t n,
+                    ps_proto_type_t reply_type, ps_msg_t **replies, ps_error_t *err)
+{
+    assert (self && (requests || n == 0) && (replies || n == 0));
+    s_start (self);
+    int rc = PS_OK;
+    for (size_t r = 0; r < n && rc == PS_OK; r++) {
+        const ps_client_request_t *request = &requests [r];
+        if (request->server < 0 || request->server >= self->nservers) {
+            rc = ps_error_set (err, PS_EINVAL, "no server %d", request->server);
+            break;
+        }
+        ps_proto_t head;
+        s_begin (self, request->server, 0, 0, request->msg->type, &head);
+        request->msg->id = head.id;
+        s_frames_reserve (self, request->nframes);
+        for (size_t i = 0; i < request->nframes; i++) {
+            //  An empty frame (a table with no id on this server) has no
+            //  buffer for ZeroMQ to release.
+            if (request->sizes [i] == 0) {
+                zmq_msg_init (&self->frames [i]);
+                continue;
+            }
+            atomic_fetch_add (&self->outstanding, 1);
+            if (zmq_msg_init_data (&self->frames [i], (void *) request->data [i],
+                                   request->sizes [i], s_frame_release,
+                                   &self->outstanding) != 0)
+                abort ();
+        }
+        rc = s_send (self, request->msg, request->nframes, err);
+    }
+    int collected = s_collect (self, reply_type, err);
+    if (rc == PS_OK)
+        rc = collected;
+    for (size_t r = 0; r < n && rc == PS_OK; r++)
+        replies [r] = self->requests [r].reply;
+    return rc;
 }

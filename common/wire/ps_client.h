@@ -24,8 +24,10 @@
 #include "ps_curve.h"
 #include "ps_error.h"
 #include "ps_init.h"
+#include "ps_msg.h"
 #include "ps_optimizer.h"
 #include "ps_shape.h"
+#include "ps_tablespec.h"
 
 typedef struct _ps_client_t ps_client_t;
 
@@ -55,6 +57,27 @@ typedef struct {
     uint32_t crc;
     uint64_t version;
 } ps_snap_file_t;
+
+//  One table shard's counters, from ps_client_table_stats (stats_ok's
+//  tables in schemas/protocol.json).
+typedef struct {
+    char table [PS_NAME_MAX];
+    uint32_t dim, shard, shards;
+    uint64_t rows, created, evicted, dropped;
+    uint64_t pushes, duplicates, row_updates, pulls;
+    uint64_t steps;             //  distinct steps in the shard's ledger
+    uint64_t nonfinite, bytes;
+} ps_table_stats_t;
+
+//  One table shard's snapshot file, from ps_client_snapshot_tables.
+typedef struct {
+    int server;
+    char table [PS_NAME_MAX];
+    uint32_t shard, shards;
+    char file [PS_NAME_MAX * 3 + 64];
+    bool full;                  //  false: incremental, after its base
+    uint64_t rows, steps;
+} ps_table_file_t;
 
 //  Connect to nservers servers; server i is task ps:i of the cluster.
 //  timeout_ms bounds each call's wait for replies. With curve (this
@@ -125,6 +148,35 @@ int ps_client_snapshot (ps_client_t *self, const char *dir, ps_snap_file_t **fil
 //  Have every server load its partitions of the layout from dir.
 int ps_client_restore (ps_client_t *self, const char *dir, ps_error_t *err);
 
+//  Embedding tables: create server i's shard i of each of the count
+//  tables in specs on every server i of the nservers (table_create: a
+//  table that exists with the same spec and shard is kept as it is, so
+//  this may be repeated, as after a server's restart).
+int ps_client_table_create (ps_client_t *self, const ps_tablespec_t *specs, size_t count,
+                            ps_error_t *err);
+
+//  The counters of every table shard on server. *stats is allocated (free
+//  it) with *count entries, in table name order.
+int ps_client_table_stats (ps_client_t *self, int server, ps_table_stats_t **stats,
+                           size_t *count, ps_error_t *err);
+
+//  As ps_client_snapshot, and the table shards too: whole, or with base
+//  (not NULL) only what changed since each shard's last full snapshot,
+//  which must be base. *tables (free it) receives the *ntables table
+//  files written.
+int ps_client_snapshot_tables (ps_client_t *self, const char *dir, const char *base,
+                               ps_snap_file_t **files, size_t *count, ps_table_file_t **tables,
+                               size_t *ntables, ps_error_t *err);
+
+//  As ps_client_restore, on every server, and each server's table shards
+//  from the table files in dir: full ones, or with base (not NULL) the
+//  incremental ones in dir read on top of the full ones in base. Every
+//  server must restore ntables shards (its shard of each table): one that
+//  found fewer files is PS_ENOTFOUND naming it, since its tables would
+//  otherwise go on empty.
+int ps_client_restore_tables (ps_client_t *self, const char *dir, const char *base,
+                              size_t ntables, ps_error_t *err);
+
 //  Tag every later push and push-pull with generation (0: untagged), so
 //  that a server fenced at another generation refuses it.
 void ps_client_set_generation (ps_client_t *self, uint64_t generation);
@@ -135,5 +187,28 @@ int ps_client_fence (ps_client_t *self, uint64_t generation, ps_error_t *err);
 
 //  Ask server to stop.
 int ps_client_shutdown (ps_client_t *self, int server, ps_error_t *err);
+
+//  A request that another client of the same servers builds (the
+//  worker's sparse client, ps_sparse_client.h) and this client's request
+//  machinery sends: msg (its type and fields; the client sets the id) to
+//  server, followed by nframes frames, frame i the sizes [i] bytes at
+//  data [i], lent zero-copy as a push's gradients are.
+typedef struct {
+    int server;
+    ps_proto_t *msg;
+    const void *const *data;
+    const size_t *sizes;
+    size_t nframes;
+} ps_client_request_t;
+
+//  Send requests [0..n), all in flight at once, and gather their replies
+//  of type reply_type with the timeout and error reporting of every call
+//  here; replies [i] receives the reply to requests [i], decoded and
+//  checked against the protocol, valid until the next call on self.
+//  Returns 0, or the first error naming the server (its error reply, a
+//  reply of another type, a timeout); the frames have been let go of in
+//  every case.
+int ps_client_exchange (ps_client_t *self, const ps_client_request_t *requests, size_t n,
+                        ps_proto_type_t reply_type, ps_msg_t **replies, ps_error_t *err);
 
 #endif
