@@ -19,6 +19,7 @@
 #include "ps_coord.h"
 #include "ps_curve.h"
 #include "ps_dataset.h"
+#include "ps_jobdata.h"
 #include "ps_file.h"
 #include "ps_job.h"
 #include "ps_jobflags.h"
@@ -81,7 +82,12 @@ s_usage (FILE *out)
         "  --seed N            (default 1)\n"
         "  --data DIR          (default " PS_DATASET_DEFAULT_DIR ")\n"
         "  --limit N           first N training examples   --test-limit N\n"
+        "  --data-format F     idx (default: IDX files in --data), or criteo or libsvm\n"
+        "                      text for a click-through-rate model (lr, dlrm)\n"
+        "  --train-data FILE   --test-data FILE   its text files (absolute paths)\n"
         "  --checkpoint-dir D  --checkpoint-steps N   --checkpoint-seconds S   --keep K\n"
+        "  --full-every K      every K-th checkpoint writes the tables whole, the\n"
+        "                      others incremental (default 1: always whole)\n"
         "  --eval-epochs N     evaluate every N epochs (default 1; 0 = never)\n"
         "  --eval-steps N      also evaluate every N steps\n"
         "  --heartbeat-ms N    (default 500)   --heartbeat-timeout-ms N (default 3000)\n"
@@ -179,9 +185,9 @@ s_flag_name (int option)
     return "?";
 }
 
-//  Load the model and check it against the data set's images and classes,
-//  reading only the IDX headers. Returns the model (which the run uses)
-//  and the training examples, or NULL after printing what is wrong.
+//  Load the model and check it against the job's data (ps_jobdata.h).
+//  Returns the model (which the run uses) and the training examples, or
+//  NULL after printing what is wrong.
 static ps_model_t *
 s_load_model (const ps_job_t *job, size_t *train_count)
 {
@@ -191,20 +197,8 @@ s_load_model (const ps_job_t *job, size_t *train_count)
         fprintf (stderr, "coordinator: model: %s\n", err.msg);
         return NULL;
     }
-    size_t test_count;
-    int rows, cols, test_rows, test_cols;
-    int rc = ps_dataset_probe (job->data_dir, PS_SPLIT_TRAIN, (size_t) job->train_limit,
-                               train_count, &rows, &cols, &err);
-    if (rc == 0)
-        rc = ps_dataset_probe (job->data_dir, PS_SPLIT_TEST, (size_t) job->test_limit,
-                               &test_count, &test_rows, &test_cols, &err);
-    if (rc == 0 && (test_rows != rows || test_cols != cols))
-        rc = ps_error_set (&err, PS_ESHAPE, "%s: the test images are %dx%d, the training "
-                           "images %dx%d", job->data_dir, test_rows, test_cols, rows, cols);
-    if (rc == 0)
-        rc = ps_model_check_input (model, rows, cols, PS_DATASET_CLASSES, &err);
-    if (rc) {
-        fprintf (stderr, "coordinator: %s: %s\n", job->data_dir, err.msg);
+    if (ps_jobdata_check (job, model, train_count, &err)) {
+        fprintf (stderr, "coordinator: %s\n", err.msg);
         ps_model_destroy (&model);
     }
     return model;

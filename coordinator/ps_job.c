@@ -354,6 +354,23 @@ s_validate (const ps_job_t *job, const ps_jsonschema_t *schema, bool between_key
         return ps_error_set (err, PS_EINVAL, "at /checkpoint/every_seconds: expected 0 "
                              "while checkpoint.dir is empty (no checkpoints), got %g",
                              job->checkpoint_seconds);
+    bool text_data = strcmp (job->data_format, "idx") != 0;
+    if (text_data && (!job->train_data [0] || !job->test_data [0]))
+        return ps_error_set (err, PS_EINVAL, "at /%s: expected a file of %s data (data_format "
+                             "is %s), got none", job->train_data [0] ? "test_data" : "train_data",
+                             job->data_format, job->data_format);
+    if (!text_data && (job->train_data [0] || job->test_data [0]))
+        return ps_error_set (err, PS_EINVAL, "at /%s: expected no file while data_format is "
+                             "idx (the IDX files are in data_dir), got \"%s\"; set data_format "
+                             "to criteo or libsvm", job->train_data [0] ? "train_data"
+                             : "test_data", job->train_data [0] ? job->train_data
+                             : job->test_data);
+    if (text_data && (job->train_limit || job->test_limit))
+        return ps_error_set (err, PS_EINVAL, "at /%s: expected 0 with %s data (a step is a "
+                             "block of lines of the whole file), got %llu",
+                             job->train_limit ? "train_limit" : "test_limit", job->data_format,
+                             (unsigned long long) (job->train_limit ? job->train_limit
+                                                                    : job->test_limit));
     if (job->heartbeat_timeout_ms <= job->heartbeat_ms)
         return ps_error_set (err, PS_EINVAL, "at /heartbeat/timeout_ms: expected more than "
                              "heartbeat.interval_ms (%d), got %d", job->heartbeat_ms,
@@ -378,8 +395,10 @@ ps_job_default (ps_job_t *job, int nservers)
     job->mode = PS_MODE_ASYNC;
     job->staleness = 3;
     job->checkpoint_keep = 3;
+    job->checkpoint_full_every = 1;
     job->seed = 1;
     snprintf (job->data_dir, sizeof job->data_dir, "%s", PS_DATASET_DEFAULT_DIR);
+    snprintf (job->data_format, sizeof job->data_format, "idx");
     ps_partitioner_default (&job->partitioner, nservers);
     job->eval_epochs = 1;
     job->heartbeat_ms = 500;

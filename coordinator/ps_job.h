@@ -43,8 +43,16 @@ typedef struct {
     uint64_t checkpoint_steps;          //  every N steps; 0 = not by steps
     double checkpoint_seconds;          //  every T seconds; 0 = not by time
     int checkpoint_keep;                //  newest K kept; >= 1 (default 3)
+    int checkpoint_full_every;          //  every K-th checkpoint full, the others
+                                        //  incremental (tables only); >= 1 (default 1)
     uint64_t seed;                      //  weights, shuffle, dropout
     char data_dir [PS_JOB_PATH_MAX];
+    //  A click-through-rate model's data: "criteo" or "libsvm" text files
+    //  (schemas/data.md); "idx" for the image models, whose files are in
+    //  data_dir.
+    char data_format [8];
+    char train_data [PS_JOB_PATH_MAX];  //  "" unless data_format is criteo or libsvm
+    char test_data [PS_JOB_PATH_MAX];
     uint64_t train_limit;               //  first N training examples; 0 = all
     uint64_t test_limit;                //  first N test examples; 0 = all
     ps_partitioner_t partitioner;       //  "partitioner": {"kind": ..., ...}

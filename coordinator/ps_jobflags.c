@@ -17,7 +17,8 @@ enum {
     O_EPOCHS, O_STEPS, O_BATCH, O_OPTIMIZER, O_LR, O_MODE, O_STALENESS, O_SEED, O_DATA, O_LIMIT,
     O_TEST_LIMIT, O_CKPT_DIR, O_CKPT_STEPS, O_CKPT_SECONDS, O_KEEP, O_EVAL_EPOCHS, O_EVAL_STEPS,
     O_HEARTBEAT, O_HEARTBEAT_TIMEOUT, O_REGISTER_TIMEOUT, O_THREADS, O_DEVICE, O_OVERLAP,
-    O_NONFINITE_RETRIES, O_STOP_ON_DIVERGENCE,
+    O_NONFINITE_RETRIES, O_STOP_ON_DIVERGENCE, O_DATA_FORMAT, O_TRAIN_DATA, O_TEST_DATA,
+    O_FULL_EVERY,
 };
 
 const struct option ps_jobflags_options [] = {
@@ -47,6 +48,10 @@ const struct option ps_jobflags_options [] = {
     { "overlap", no_argument, NULL, O_OVERLAP },
     { "nonfinite-retries", required_argument, NULL, O_NONFINITE_RETRIES },
     { "stop-on-divergence", no_argument, NULL, O_STOP_ON_DIVERGENCE },
+    { "data-format", required_argument, NULL, O_DATA_FORMAT },
+    { "train-data", required_argument, NULL, O_TRAIN_DATA },
+    { "test-data", required_argument, NULL, O_TEST_DATA },
+    { "full-every", required_argument, NULL, O_FULL_EVERY },
     { NULL, 0, NULL, 0 },
 };
 
@@ -95,6 +100,17 @@ ps_jobflags_apply (ps_job_t *job, int option, const char *value)
             return s_copy (flag, value, job->data_dir, sizeof job->data_dir);
         case O_CKPT_DIR:
             return s_copy (flag, value, job->checkpoint_dir, sizeof job->checkpoint_dir);
+        case O_TRAIN_DATA:
+            return s_copy (flag, value, job->train_data, sizeof job->train_data);
+        case O_TEST_DATA:
+            return s_copy (flag, value, job->test_data, sizeof job->test_data);
+        case O_DATA_FORMAT:
+            if (strcmp (value, "idx") && strcmp (value, "criteo") && strcmp (value, "libsvm")) {
+                fprintf (stderr, "coordinator: %s \"%s\": expected idx, criteo or libsvm\n",
+                         flag, value);
+                return -1;
+            }
+            return s_copy (flag, value, job->data_format, sizeof job->data_format);
         case O_OVERLAP:
             job->overlap = true;
             return 0;
@@ -168,6 +184,7 @@ ps_jobflags_apply (ps_job_t *job, int option, const char *value)
         case O_CKPT_STEPS: u64_field = &job->checkpoint_steps; break;
         case O_EVAL_STEPS: u64_field = &job->eval_steps; break;
         case O_NONFINITE_RETRIES: int_field = &job->nonfinite_retries; break;
+        case O_FULL_EVERY: int_field = &job->checkpoint_full_every; break;
         default: return -1;
     }
     if (ps_parse_uint (flag, value, 0, int_field ? INT_MAX : UINT64_MAX, &u, &err)) {

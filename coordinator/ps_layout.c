@@ -20,6 +20,11 @@ ps_layout_plan (ps_plan_t *plan, const ps_job_t *job, const ps_model_t *model,
         abort ();
     plan->batch_size = job->batch_size;
     plan->seed = job->seed;
+    snprintf (plan->data_format, sizeof plan->data_format, "%s", job->data_format);
+    if (strcmp (job->data_format, "idx") != 0
+    &&  (!(plan->train_data = strdup (job->train_data))
+         || !(plan->test_data = strdup (job->test_data))))
+        abort ();
     plan->train_limit = job->train_limit;
     plan->test_limit = job->test_limit;
     plan->threads = job->worker_threads;

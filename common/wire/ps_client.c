@@ -830,9 +830,39 @@ ps_client_stats (ps_client_t *self, int server, ps_part_stats_t **stats, size_t 
     return PS_OK;
 }
 
+//  The table files of the snapshot replies of the current call.
+static void
+s_table_files (ps_client_t *self, ps_table_file_t **tables, size_t *ntables)
+{
+    size_t total = 0;
+    for (size_t r = 0; r < self->nrequests; r++)
+        total += ps_msg_proto (self->requests [r].reply)->snapshot_ok.tables.count;
+    *tables = calloc (total + 1, sizeof (ps_table_file_t));
+    if (!*tables)
+        abort ();
+    *ntables = 0;
+    for (size_t r = 0; r < self->nrequests; r++) {
+        const ps_proto_table_file_array_t *list
+            = &ps_msg_proto (self->requests [r].reply)->snapshot_ok.tables;
+        for (size_t i = 0; i < list->count; i++) {
+            const ps_proto_table_file_t *entry = &list->items [i];
+            ps_table_file_t *out = &(*tables) [(*ntables)++];
+            out->server = self->requests [r].server;
+            snprintf (out->table, sizeof out->table, "%s", entry->table);
+            snprintf (out->file, sizeof out->file, "%s", entry->file);
+            out->shard = (uint32_t) entry->shard;
+            out->shards = (uint32_t) entry->shards;
+            out->full = entry->full;
+            out->rows = entry->rows;
+            out->steps = entry->steps;
+        }
+    }
+}
+
 int
-ps_client_snapshot (ps_client_t *self, const char *dir, ps_snap_file_t **files, size_t *count,
-                    ps_error_t *err)
+ps_client_snapshot_tables (ps_client_t *self, const char *dir, const char *base,
+                           ps_snap_file_t **files, size_t *count, ps_table_file_t **tables,
+                           size_t *ntables, ps_error_t *err)
 {
     assert (self);
     s_start (self);
@@ -840,7 +870,9 @@ ps_client_snapshot (ps_client_t *self, const char *dir, ps_snap_file_t **files, 
     for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
         ps_proto_t msg;
         s_begin (self, s, 0, 0, PS_PROTO_SNAPSHOT, &msg);
-        msg.snapshot.dir = dir;
+        msg.snapshot = (ps_proto_snapshot_t) { .dir = dir, .has_incremental = base != NULL,
+                                               .incremental = base != NULL,
+                                               .has_base = base != NULL, .base = base };
         rc = s_send (self, &msg, 0, err);
     }
     int collected = s_collect (self, PS_PROTO_SNAPSHOT_OK, err);
@@ -870,30 +902,116 @@ ps_client_snapshot (ps_client_t *self, const char *dir, ps_snap_file_t **files, 
             out->version = entry->version;
         }
     }
+    if (tables)
+        s_table_files (self, tables, ntables);
     return PS_OK;
+}
+
+int
+ps_client_snapshot (ps_client_t *self, const char *dir, ps_snap_file_t **files, size_t *count,
+                    ps_error_t *err)
+{
+    return ps_client_snapshot_tables (self, dir, NULL, files, count, NULL, NULL, err);
+}
+
+//  Restore from dir (and base, unless NULL): every server with
+//  partitions of the layout, or with all_servers every server, each
+//  naming its own partitions.
+static int
+s_restore (ps_client_t *self, const char *dir, const char *base, bool all_servers,
+           ps_error_t *err)
+{
+    s_start (self);
+    int rc = PS_OK;
+    for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
+        s_server_t *server = &self->servers [s];
+        if (server->nparts == 0 && !all_servers)
+            continue;
+        ps_proto_t msg;
+        s_begin (self, s, 0, server->nparts, PS_PROTO_RESTORE, &msg);
+        ps_proto_partref_t *refs = s_items (self, server->nparts + 1, sizeof *refs, 0, NULL);
+        for (size_t i = 0; i < server->nparts; i++) {
+            const s_part_t *part = &self->parts [server->parts [i]];
+            refs [i] = (ps_proto_partref_t) { self->vars [part->var].name, part->part };
+        }
+        msg.restore = (ps_proto_restore_t) { .dir = dir, .has_parts = true,
+                                             .parts = { server->nparts, refs },
+                                             .has_base = base != NULL, .base = base };
+        rc = s_send (self, &msg, 0, err);
+    }
+    int collected = s_collect (self, PS_PROTO_RESTORE_OK, err);
+    return rc ? rc : collected;
 }
 
 int
 ps_client_restore (ps_client_t *self, const char *dir, ps_error_t *err)
 {
     assert (self);
+    return s_restore (self, dir, NULL, false, err);
+}
+
+int
+ps_client_restore_tables (ps_client_t *self, const char *dir, const char *base,
+                          ps_error_t *err)
+{
+    assert (self);
+    return s_restore (self, dir, base, true, err);
+}
+
+int
+ps_client_table_create (ps_client_t *self, const ps_tablespec_t *specs, size_t count,
+                        ps_error_t *err)
+{
+    assert (self);
     s_start (self);
     int rc = PS_OK;
     for (int s = 0; s < self->nservers && rc == PS_OK; s++) {
-        s_server_t *server = &self->servers [s];
-        if (server->nparts == 0)
-            continue;
         ps_proto_t msg;
-        s_begin (self, s, 0, server->nparts, PS_PROTO_RESTORE, &msg);
-        ps_proto_partref_t *refs = s_items (self, server->nparts, sizeof *refs, 0, NULL);
-        for (size_t i = 0; i < server->nparts; i++) {
-            const s_part_t *part = &self->parts [server->parts [i]];
-            refs [i] = (ps_proto_partref_t) { self->vars [part->var].name, part->part };
-        }
-        msg.restore = (ps_proto_restore_t) { .dir = dir, .has_parts = true,
-                                             .parts = { server->nparts, refs } };
+        s_begin (self, s, 0, 0, PS_PROTO_TABLE_CREATE, &msg);
+        ps_proto_tablespec_t *out = s_items (self, count + 1, sizeof *out, 0, NULL);
+        for (size_t t = 0; t < count; t++)
+            ps_proto_tablespec_set (&out [t], &specs [t]);
+        msg.table_create = (ps_proto_table_create_t) { .tables = { count, out },
+                                                       .shard = (uint64_t) s,
+                                                       .shards = (uint64_t) self->nservers };
         rc = s_send (self, &msg, 0, err);
     }
-    int collected = s_collect (self, PS_PROTO_RESTORE_OK, err);
+    int collected = s_collect (self, PS_PROTO_TABLE_CREATE_OK, err);
     return rc ? rc : collected;
+}
+
+int
+ps_client_table_stats (ps_client_t *self, int server, ps_table_stats_t **stats, size_t *count,
+                       ps_error_t *err)
+{
+    assert (self);
+    int rc = s_simple (self, server, PS_PROTO_STATS, err);
+    if (rc)
+        return rc;
+    const ps_proto_table_stats_array_t *list
+        = &ps_msg_proto (self->requests [0].reply)->stats_ok.tables;
+    *count = list->count;
+    *stats = calloc (*count + 1, sizeof (ps_table_stats_t));
+    if (!*stats)
+        abort ();
+    for (size_t i = 0; i < *count; i++) {
+        const ps_proto_table_stats_t *in = &list->items [i];
+        ps_table_stats_t *out = &(*stats) [i];
+        snprintf (out->table, sizeof out->table, "%s", in->table);
+        out->dim = (uint32_t) in->dim;
+        out->shard = (uint32_t) in->shard;
+        out->shards = (uint32_t) in->shards;
+        out->rows = in->rows;
+        out->created = in->created;
+        out->evicted = in->evicted;
+        out->dropped = in->dropped;
+        out->pushes = in->pushes;
+        out->duplicates = in->duplicates;
+        out->row_updates = in->row_updates;
+        out->pulls = in->pulls;
+        out->steps = in->steps;
+        out->nonfinite = in->nonfinite;
+        out->bytes = in->bytes;
+    }
+    return PS_OK;
 }

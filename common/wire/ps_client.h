@@ -26,6 +26,7 @@
 #include "ps_init.h"
 #include "ps_optimizer.h"
 #include "ps_shape.h"
+#include "ps_tablespec.h"
 
 typedef struct _ps_client_t ps_client_t;
 
@@ -55,6 +56,27 @@ typedef struct {
     uint32_t crc;
     uint64_t version;
 } ps_snap_file_t;
+
+//  One table shard's counters, from ps_client_table_stats (stats_ok's
+//  tables in schemas/protocol.json).
+typedef struct {
+    char table [PS_NAME_MAX];
+    uint32_t dim, shard, shards;
+    uint64_t rows, created, evicted, dropped;
+    uint64_t pushes, duplicates, row_updates, pulls;
+    uint64_t steps;             //  distinct steps in the shard's ledger
+    uint64_t nonfinite, bytes;
+} ps_table_stats_t;
+
+//  One table shard's snapshot file, from ps_client_snapshot_tables.
+typedef struct {
+    int server;
+    char table [PS_NAME_MAX];
+    uint32_t shard, shards;
+    char file [PS_NAME_MAX * 3 + 64];
+    bool full;                  //  false: incremental, after its base
+    uint64_t rows, steps;
+} ps_table_file_t;
 
 //  Connect to nservers servers; server i is task ps:i of the cluster.
 //  timeout_ms bounds each call's wait for replies. With curve (this
@@ -124,6 +146,32 @@ int ps_client_snapshot (ps_client_t *self, const char *dir, ps_snap_file_t **fil
 
 //  Have every server load its partitions of the layout from dir.
 int ps_client_restore (ps_client_t *self, const char *dir, ps_error_t *err);
+
+//  Embedding tables: create server i's shard i of each of the count
+//  tables in specs on every server i of the nservers (table_create: a
+//  table that exists with the same spec and shard is kept as it is, so
+//  this may be repeated, as after a server's restart).
+int ps_client_table_create (ps_client_t *self, const ps_tablespec_t *specs, size_t count,
+                            ps_error_t *err);
+
+//  The counters of every table shard on server. *stats is allocated (free
+//  it) with *count entries, in table name order.
+int ps_client_table_stats (ps_client_t *self, int server, ps_table_stats_t **stats,
+                           size_t *count, ps_error_t *err);
+
+//  As ps_client_snapshot, and the table shards too: whole, or with base
+//  (not NULL) only what changed since each shard's last full snapshot,
+//  which must be base. *tables (free it) receives the *ntables table
+//  files written.
+int ps_client_snapshot_tables (ps_client_t *self, const char *dir, const char *base,
+                               ps_snap_file_t **files, size_t *count, ps_table_file_t **tables,
+                               size_t *ntables, ps_error_t *err);
+
+//  As ps_client_restore, on every server, and each server's table shards
+//  from the table files in dir: full ones, or with base (not NULL) the
+//  incremental ones in dir read on top of the full ones in base.
+int ps_client_restore_tables (ps_client_t *self, const char *dir, const char *base,
+                              ps_error_t *err);
 
 //  Tag every later push and push-pull with generation (0: untagged), so
 //  that a server fenced at another generation refuses it.

@@ -1,0 +1,101 @@
+//  The job's data; see ps_jobdata.h.
+
+#include "ps_jobdata.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "ps_ctrdata.h"
+#include "ps_dataset.h"
+#include "ps_log.h"
+
+//  The IDX files' headers against an image model.
+static int
+s_check_idx (const ps_job_t *job, const ps_model_t *model, size_t *train_count,
+             ps_error_t *err)
+{
+    size_t test_count;
+    int rows, cols, test_rows, test_cols;
+    int rc = ps_dataset_probe (job->data_dir, PS_SPLIT_TRAIN, (size_t) job->train_limit,
+                               train_count, &rows, &cols, err);
+    if (rc == 0)
+        rc = ps_dataset_probe (job->data_dir, PS_SPLIT_TEST, (size_t) job->test_limit,
+                               &test_count, &test_rows, &test_cols, err);
+    if (rc == 0 && (test_rows != rows || test_cols != cols))
+        rc = ps_error_set (err, PS_ESHAPE, "the test images are %dx%d, the training images "
+                           "%dx%d", test_rows, test_cols, rows, cols);
+    if (rc == 0)
+        rc = ps_model_check_input (model, rows, cols, PS_DATASET_CLASSES, err);
+    return rc ? ps_error_prefix (err, rc, "%s", job->data_dir) : 0;
+}
+
+//  Open one text file (building or finding its index) and count its
+//  lines, saying what the index found malformed.
+static int
+s_count_lines (const char *key, const char *path, ps_ctrformat_t format, uint64_t *lines,
+               ps_error_t *err)
+{
+    ps_ctrfile_t *file = ps_ctrfile_open (path, format, NULL, err);
+    if (!file)
+        return ps_error_prefix (err, err->code, "%s", key);
+    const ps_ctrindex_t *index = ps_ctrfile_index (file);
+    *lines = ps_ctrfile_lines (file);
+    if (ps_ctrindex_malformed (index))
+        ps_warn ("%s %s: %" PRIu64 " of %" PRIu64 " lines are malformed and skipped (the "
+                 "first, line %" PRIu64 ": %s)", key, path, ps_ctrindex_malformed (index),
+                 *lines, ps_ctrindex_first_malformed (index), ps_ctrindex_first_reason (index));
+    ps_ctrfile_destroy (&file);
+    if (*lines == 0)
+        return ps_error_set (err, PS_EINVAL, "%s %s: expected examples, got an empty file",
+                             key, path);
+    return 0;
+}
+
+//  The text files against a click-through-rate model, and the mode.
+static int
+s_check_text (const ps_job_t *job, const ps_model_t *model, const ps_ctrmodel_t *ctr,
+              size_t *train_count, ps_error_t *err)
+{
+    const char *name = ps_model_name (model);
+    if (job->mode != PS_MODE_ASYNC && job->mode != PS_MODE_SSP)
+        return ps_error_set (err, PS_EINVAL, "at /mode: mode %s cannot train model \"%s\", a "
+                             "click-through-rate model whose embedding tables live on the "
+                             "servers and take each step's rows on their own; use async or "
+                             "ssp", ps_mode_name (job->mode), name);
+    ps_ctrformat_t format;
+    int rc = ps_ctrformat_parse (job->data_format, &format, err);
+    if (rc)
+        return ps_error_prefix (err, rc, "at /data_format");
+    //  What a line of each format gives (ps_ctrbatch.h).
+    int dense = format == PS_CTR_CRITEO ? PS_CTR_CRITEO_DENSE : 0;
+    int fields = format == PS_CTR_CRITEO ? PS_CTR_CRITEO_FIELDS : 1;
+    if (ctr->dense != dense || ctr->fields != fields)
+        return ps_error_set (err, PS_EINVAL, "at /data_format: model \"%s\" takes %d dense "
+                             "features and %d categorical fields, but a %s line has %d and %d",
+                             name, ctr->dense, ctr->fields, job->data_format, dense, fields);
+    uint64_t train_lines, test_lines;
+    if ((rc = s_count_lines ("train_data", job->train_data, format, &train_lines, err))
+    ||  (rc = s_count_lines ("test_data", job->test_data, format, &test_lines, err)))
+        return rc;
+    *train_count = (size_t) train_lines;
+    return 0;
+}
+
+int
+ps_jobdata_check (const ps_job_t *job, const ps_model_t *model, size_t *train_count,
+                  ps_error_t *err)
+{
+    const ps_ctrmodel_t *ctr = ps_model_ctr (model);
+    bool text = strcmp (job->data_format, "idx") != 0;
+    if (ctr && !text)
+        return ps_error_set (err, PS_EINVAL, "at /data_format: model \"%s\" is a "
+                             "click-through-rate model and reads criteo or libsvm text, not "
+                             "the IDX images of %s; set data_format, train_data and test_data",
+                             ps_model_name (model), job->data_dir);
+    if (!ctr && text)
+        return ps_error_set (err, PS_EINVAL, "at /data_format: model \"%s\" is an image "
+                             "classifier and reads IDX files (data_format idx, data_dir), not "
+                             "%s text", ps_model_name (model), job->data_format);
+    return ctr ? s_check_text (job, model, ctr, train_count, err)
+               : s_check_idx (job, model, train_count, err);
+}
