@@ -611,18 +611,21 @@ test_refusals (void **state)
     const s_data_t *data = s_small ();
     s_refused ("sync with lr", "lr", "criteo", data->train,
                (const char *[]) { "--mode", "sync", NULL },
-               (const char *[]) { "sync", "lr", NULL });
+               (const char *[]) { "mode sync", "\"lr\"", NULL });
     s_refused ("mirrored with dlrm", "dlrm", "criteo", data->train,
                (const char *[]) { "--mode", "mirrored", NULL },
-               (const char *[]) { "mirrored", "dlrm", NULL });
-    char missing [PATH_MAX + 16];
+               (const char *[]) { "mode mirrored", "\"dlrm\"", NULL });
+    char missing [PATH_MAX];
     snprintf (missing, sizeof missing, "%s/nosuch.txt", s_root);
     s_refused ("a missing training file", "lr", "criteo", missing, NULL,
-               (const char *[]) { missing, NULL });
-    //  lr takes 13 dense features and 26 fields; LIBSVM data has none.
+               (const char *[]) { missing, "not found", NULL });
+    //  lr takes 13 dense features and 26 fields, a LIBSVM line none and
+    //  one; an image classifier takes no text at all.
     s_refused ("lr on libsvm data", "lr", "libsvm", data->train, NULL,
-               (const char *[]) { "libsvm", "lr", NULL });
-    char bad [PATH_MAX + 16];
+               (const char *[]) { "\"lr\"", "libsvm", NULL });
+    s_refused ("cnn on criteo data", "cnn", "criteo", data->train, NULL,
+               (const char *[]) { "\"cnn\"", "criteo", NULL });
+    char bad [PATH_MAX];
     snprintf (bad, sizeof bad, "%s/bad.txt", s_root);
     assert_int_equal (harness_write_file (bad, "1\tnot\tcriteo\n0\tat\tall\n"), 0);
     s_refused ("a mostly malformed file", "lr", "criteo", bad, NULL,
