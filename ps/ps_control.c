@@ -203,6 +203,18 @@ s_table_file (ps_tshard_t *tshard, const char *file, bool full)
                                      ps_sparse_steps_applied (ps_tshard_table (tshard)) };
 }
 
+//  Whether base names the snapshot written into dir: the same directory,
+//  or dir renamed as a checkpoint is when committed (ckpt-<step>.tmp
+//  becomes ckpt-<step>: common/store/ps_checkpoint.h), which is the only
+//  name the snapshot has once it is usable.
+static bool
+s_same_snapshot (const char *dir, const char *base)
+{
+    size_t len = strlen (base);
+    return strcmp (dir, base) == 0
+        || (strncmp (dir, base, len) == 0 && strcmp (dir + len, ".tmp") == 0);
+}
+
 //  An incremental snapshot holds what changed since each table's last full
 //  snapshot, which must be the one the request names as its base: else
 //  the pair would not restore the table. Checked for every table before
@@ -226,7 +238,7 @@ s_check_base (ps_control_t *self, const ps_proto_snapshot_t *req, ps_error_t *er
                                "since it was created or restored, so none can be in base %s: "
                                "take a full one first", ps_tshard_name (list [i]), req->base);
         else
-        if (strcmp (last, req->base) != 0)
+        if (!s_same_snapshot (last, req->base))
             rc = ps_error_set (err, PS_EINVAL, "snapshot: table %s: its last full snapshot is "
                                "in %s, not in base %s", ps_tshard_name (list [i]), last,
                                req->base);
@@ -419,6 +431,14 @@ s_restore_table (ps_control_t *self, const char *dir, const char *base_dir, cons
         ps_sparse_destroy (&table);
         return ps_error_set (err, PS_ECORRUPT, "restore: file %s holds table %s (file %s)",
                              path, name, expect);
+    }
+    //  A cluster's servers write their shards into one directory: a
+    //  server that holds a shard of the table takes that shard's file and
+    //  leaves the other servers' ones.
+    ps_tshard_t *held = ps_tables_lookup (self->tables, name);
+    if (held && (ps_tshard_shard (held) != shard || ps_tshard_shards (held) != shards)) {
+        ps_sparse_destroy (&table);
+        return PS_OK;
     }
     size_t i = restored->count++;
     restored->tshards [i] = ps_tshard_new (table, shard, shards);

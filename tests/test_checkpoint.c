@@ -1,5 +1,6 @@
 //  Unit tests for writing checkpoints (common/store/ps_checkpoint.c): the
-//  layout a commit leaves, the manifest it writes, pruning, committing a
+//  layout a commit leaves, the manifest it writes, pruning (and the bases
+//  of incremental checkpoints it keeps), committing a
 //  step again, the arguments a commit refuses before it writes anything,
 //  the leftovers of a simulated crash and the next begin that clears them,
 //  and a root that begin cannot create. Reading checkpoints back
@@ -352,6 +353,67 @@ test_commit_refusals (void **state)
 }
 
 
+//  Begin, snapshot and commit checkpoint `step` of root keeping `keep`,
+//  naming base_step's checkpoint as its base (0: none, a full one).
+static int
+s_commit_with_base (const char *root, uint64_t step, uint64_t base_step, int keep,
+                    ps_error_t *err)
+{
+    char tmpdir [256], base [64];
+    ps_snap_file_t files [NFILES];
+    assert_int_equal (ps_checkpoint_begin (root, step, tmpdir, sizeof tmpdir, NULL), PS_OK);
+    harness_ckpt_snapshot (tmpdir, step, files);
+    json_t *manifest = harness_ckpt_manifest (step, 0.01);
+    if (base_step) {
+        ps_ckpt_layout_dirname (base, sizeof base, base_step, "");
+        json_object_set_new (manifest, PS_CHECKPOINT_BASE, json_string (base));
+    }
+    int rc = ps_checkpoint_commit (root, step, tmpdir, manifest, files, NFILES, keep, NULL, 0,
+                                   err);
+    json_decref (manifest);
+    return rc;
+}
+
+//  Whether checkpoint step of root exists.
+static bool
+s_kept (const char *root, uint64_t step)
+{
+    char path [256];
+    harness_ckpt_dir (path, sizeof path, root, step, "");
+    return harness_ckpt_exists (path);
+}
+
+//  Pruning never removes the full checkpoint that a kept incremental one
+//  names as its base, however old; once no kept one needs it, it goes. A
+//  base that is not an older checkpoint of the root is refused before
+//  anything is written.
+static void
+test_prune_keeps_bases (void **state)
+{
+    harness_ckpt_fixture_t *fx = *state;
+    ps_error_t err = { 0 };
+    //  Full 1, incremental 2 and 3 on top of it, keeping 2: 3 and 2 are
+    //  the newest, and both need 1.
+    assert_int_equal (s_commit_with_base (fx->root, 1, 0, 2, &err), PS_OK);
+    assert_int_equal (s_commit_with_base (fx->root, 2, 1, 2, &err), PS_OK);
+    assert_int_equal (s_commit_with_base (fx->root, 3, 1, 2, &err), PS_OK);
+    assert_true (s_kept (fx->root, 1) && s_kept (fx->root, 2) && s_kept (fx->root, 3));
+    //  Full 4: 4 and 3 are kept, 3 still needs 1, and 2 goes.
+    assert_int_equal (s_commit_with_base (fx->root, 4, 0, 2, &err), PS_OK);
+    assert_true (s_kept (fx->root, 1) && s_kept (fx->root, 3) && s_kept (fx->root, 4));
+    assert_false (s_kept (fx->root, 2));
+    //  Incremental 5 on 4: 5 and 4 are kept, and 1 is needed no more.
+    assert_int_equal (s_commit_with_base (fx->root, 5, 4, 2, &err), PS_OK);
+    assert_true (s_kept (fx->root, 4) && s_kept (fx->root, 5));
+    assert_false (s_kept (fx->root, 1) || s_kept (fx->root, 3));
+    //  A base that is gone, or not older, is refused, naming it.
+    assert_int_equal (s_commit_with_base (fx->root, 6, 2, 2, &err), PS_ENOTFOUND);
+    assert_non_null (strstr (err.msg, "ckpt-000000000002"));
+    assert_int_equal (s_commit_with_base (fx->root, 7, 7, 2, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "older checkpoint"));
+    assert_false (s_kept (fx->root, 6) || s_kept (fx->root, 7));
+}
+
 //  A crash at any point of a checkpoint leaves directories that latest
 //  ignores, and the next begin of the same step clears its temporary one.
 static void
@@ -440,6 +502,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_commit_layout, harness_ckpt_setup,
                                          harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_prune, harness_ckpt_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_prune_keeps_bases, harness_ckpt_setup,
+                                         harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_recommit_same_step, harness_ckpt_setup,
                                          harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_commit_refusals, harness_ckpt_setup,

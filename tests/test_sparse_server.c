@@ -17,7 +17,9 @@
 //  push-pull reads the rows after its push, on the pool for a large one.
 //  A full snapshot and an incremental one after it, restored into a fresh
 //  server, give bit-identical pulls, the same counters and ledger, and
-//  the same admission counts. Evaluators may pull but not push, workers
+//  the same admission counts. A cluster's checkpoint directory, renamed
+//  after the servers wrote into it, is the base of the next incremental
+//  snapshot, and restoring it gives each server its own shard. Evaluators may pull but not push, workers
 //  may not create tables.
 
 #include <stdarg.h>
@@ -621,6 +623,77 @@ test_snapshot_full_incremental_restore (void **state)
     assert_int_equal (harness_server_stop (&s_fresh, SIGTERM), 0);
 }
 
+//  What a coordinator does with a cluster's checkpoint: every server
+//  snapshots into one directory, ckpt-<step>.tmp, which is then renamed
+//  ckpt-<step> (common/store/ps_checkpoint.h). The next incremental
+//  snapshot names the renamed directory as its base, and a restore from
+//  it gives each server its own shard of a table whose other shards'
+//  files lie beside it.
+static void
+test_cluster_checkpoint_dir (void **state)
+{
+    (void) state;
+    const uint32_t dim = 2;
+    ps_tablespec_t spec = s_spec ("ckpt/emb", dim);
+    s_create (&spec);
+    assert_int_equal (harness_server_start (&s_fresh, 1, (const char *[]) {
+        "--checkpoint-root", s_root, NULL }), 0);
+    void *chief = harness_dealer (s_ctx, s_fresh.endpoint, "chief:0", "ps:1");
+    void *worker = harness_dealer (s_ctx, s_fresh.endpoint, "worker:0", "ps:1");
+    assert_int_equal (s_create_on (chief, &spec, 1, 1, S_SHARDS)->type,
+                      PS_PROTO_TABLE_CREATE_OK);
+    uint64_t rand = 77, ids0 [4], ids1 [4];
+    s_ids (&spec, &rand, ids0, 4);
+    for (size_t i = 0; i < 4; i++)
+        do
+            ids1 [i] = harness_splitmix (&rand);
+        while (ps_tablespec_shard_of (ids1 [i], spec.shard_seed, S_SHARDS) != 1);
+    float grads [4 * 2] = { 0.5f, -0.25f, 0.125f, 1, -1, 0.75f, 0.5f, -0.5f };
+    s_entry_t entry0 = { "ckpt/emb", dim, ids0, 4, grads }, entry1 = { "ckpt/emb", dim, ids1, 4,
+                                                                      grads };
+    s_push (1, &entry0);
+    assert_int_equal (s_push_on (worker, 1, false, 0, &entry1, 1)->type, PS_PROTO_SPARSE_PUSH_OK);
+    assert_int_equal (s_snapshot (s_chief, "ckpt-000000000001.tmp", NULL)->type,
+                      PS_PROTO_SNAPSHOT_OK);
+    assert_int_equal (s_snapshot (chief, "ckpt-000000000001.tmp", NULL)->type,
+                      PS_PROTO_SNAPSHOT_OK);
+    float want0 [4 * 2], want1 [4 * 2];
+    s_pull ("ckpt/emb", dim, ids0, 4, want0);
+    assert_int_equal (s_pull_on (worker, "ckpt/emb", dim, ids1, 4)->type,
+                      PS_PROTO_SPARSE_PULL_OK);
+    memcpy (want1, ps_msg_tensor (s_reply, 0), sizeof want1);
+    char from [128], to [128];
+    snprintf (from, sizeof from, "%s/ckpt-000000000001.tmp", s_root);
+    snprintf (to, sizeof to, "%s/ckpt-000000000001", s_root);
+    assert_int_equal (rename (from, to), 0);
+
+    //  The incremental snapshot after the commit names the committed
+    //  directory as its base.
+    s_push (2, &entry0);
+    const ps_proto_t *reply = s_snapshot (s_chief, "ckpt-000000000002.tmp", "ckpt-000000000001");
+    if (reply->type == PS_PROTO_ERROR)
+        fail_msg ("incremental snapshot: %s: %s", reply->error.code, reply->error.message);
+    //  Restoring the full checkpoint, each server takes its own shard's
+    //  file and leaves the other's.
+    reply = s_restore (s_chief, "ckpt-000000000001", NULL);
+    if (reply->type == PS_PROTO_ERROR)
+        fail_msg ("restore: %s: %s", reply->error.code, reply->error.message);
+    assert_int_equal (s_table_stats ("ckpt/emb").shard, 0);
+    float got [4 * 2];
+    s_pull ("ckpt/emb", dim, ids0, 4, got);
+    assert_memory_equal (got, want0, sizeof got);
+    reply = s_restore (chief, "ckpt-000000000001", NULL);
+    if (reply->type == PS_PROTO_ERROR)
+        fail_msg ("restore: %s: %s", reply->error.code, reply->error.message);
+    assert_int_equal (s_table_stats_on (worker, "ckpt/emb").shard, 1);
+    assert_int_equal (s_pull_on (worker, "ckpt/emb", dim, ids1, 4)->type,
+                      PS_PROTO_SPARSE_PULL_OK);
+    assert_memory_equal (ps_msg_tensor (s_reply, 0), want1, sizeof want1);
+    zmq_close (chief);
+    zmq_close (worker);
+    assert_int_equal (harness_server_stop (&s_fresh, SIGTERM), 0);
+}
+
 //  Last: once fenced, a push must carry the fence's generation.
 static void
 test_fence (void **state)
@@ -692,6 +765,7 @@ main (void)
         cmocka_unit_test (test_push_pull),
         cmocka_unit_test (test_authorization),
         cmocka_unit_test (test_snapshot_full_incremental_restore),
+        cmocka_unit_test (test_cluster_checkpoint_dir),
         cmocka_unit_test (test_fence),
     };
     return harness_finish (cmocka_run_group_tests (tests, s_setup, s_teardown));

@@ -168,9 +168,11 @@ s_check_files (const char *tmpdir, const ps_snap_file_t *files, size_t nfiles, p
 }
 
 //  Check that the caller's manifest is an object without the keys this
-//  module writes.
+//  module writes, and that its "base", if any, names an older checkpoint
+//  of root that is there.
 static int
-s_check_caller (const json_t *manifest, const char *tmpdir, ps_error_t *err)
+s_check_caller (const json_t *manifest, const char *root, uint64_t step, const char *tmpdir,
+                ps_error_t *err)
 {
     if (!json_is_object (manifest))
         return ps_error_set (err, PS_EINVAL, "checkpoint %s: the manifest is not a JSON object",
@@ -181,7 +183,23 @@ s_check_caller (const json_t *manifest, const char *tmpdir, ps_error_t *err)
                                  "checkpoint %s: the manifest holds key \"%s\", which the"
                                  " checkpoint module writes itself (expected none of format,"
                                  " version, created, step, files)", tmpdir, s_reserved [i]);
-    return PS_OK;
+    const json_t *base = json_object_get (manifest, PS_CHECKPOINT_BASE);
+    if (!base)
+        return PS_OK;
+    uint64_t base_step;
+    const char *name = json_string_value (base);
+    if (!name || !ps_ckpt_layout_parse (name, &base_step) || base_step >= step)
+        return ps_error_set (err, PS_EINVAL, "checkpoint %s: the manifest's \"%s\" is not "
+                             "the name of an older checkpoint (expected ckpt-<step> with a step "
+                             "below %llu)", tmpdir, PS_CHECKPOINT_BASE, (unsigned long long) step);
+    char dir [PATH_MAX], path [PATH_MAX];
+    int rc = ps_ckpt_layout_join (dir, sizeof dir, root, name, err);
+    if (rc == PS_OK)
+        rc = ps_ckpt_layout_join (path, sizeof path, dir, PS_CHECKPOINT_MANIFEST, err);
+    if (rc == PS_OK && access (path, F_OK) != 0)
+        rc = ps_error_set (err, PS_ENOTFOUND, "checkpoint %s: its base %s is gone (%s: %s)",
+                           tmpdir, name, path, strerror (errno));
+    return rc;
 }
 
 //  The time now as an ISO 8601 UTC string ("2025-01-31T12:34:56Z").
@@ -370,10 +388,31 @@ s_install (const char *root, const char *tmpdir, const char *final, uint64_t ste
     return PS_OK;
 }
 
+//  The step of the base that checkpoint `step` of root names in its
+//  manifest, or false when it names none (or the manifest cannot be read:
+//  such a checkpoint is no incremental one that a resume could use).
+static bool
+s_base_of (const char *root, uint64_t step, uint64_t *base)
+{
+    char name [64], dir [PATH_MAX], path [PATH_MAX];
+    ps_ckpt_layout_dirname (name, sizeof name, step, "");
+    if (ps_ckpt_layout_join (dir, sizeof dir, root, name, NULL)
+    ||  ps_ckpt_layout_join (path, sizeof path, dir, PS_CHECKPOINT_MANIFEST, NULL))
+        return false;
+    json_t *manifest = json_load_file (path, 0, NULL);
+    const char *text = json_string_value (json_object_get (manifest, PS_CHECKPOINT_BASE));
+    bool found = text && ps_ckpt_layout_parse (text, base);
+    json_decref (manifest);
+    return found;
+}
+
 //  Remove the checkpoints beyond the newest keep, never the one just
 //  committed at step: it counts as one of the keep, and the others are
-//  the newest by step. Failures are logged, not returned: the checkpoint
-//  is committed by now, and an old one left behind costs only space.
+//  the newest by step. A checkpoint that a kept one names as its base
+//  (an incremental checkpoint's full one) is kept too, whatever its age:
+//  the kept one cannot be restored without it. Failures are logged, not
+//  returned: the checkpoint is committed by now, and an old one left
+//  behind costs only space.
 static void
 s_prune (const char *root, uint64_t step, int keep)
 {
@@ -385,14 +424,26 @@ s_prune (const char *root, uint64_t step, int keep)
                  root, err.msg);
         return;
     }
-    int kept = 1;
+    bool *kept = calloc (count + 1, sizeof (bool));
+    if (!kept)
+        abort ();
+    int nkept = 1;
+    for (size_t i = 0; i < count; i++)
+        if (steps [i] == step || nkept++ < keep)
+            kept [i] = true;
+    //  Bases are older than what names them and steps run newest first,
+    //  so one pass reaches a base's own base too.
     for (size_t i = 0; i < count; i++) {
-        if (steps [i] == step)
+        uint64_t base;
+        if (!kept [i] || !s_base_of (root, steps [i], &base))
             continue;
-        if (kept < keep) {
-            kept++;
+        for (size_t j = i + 1; j < count; j++)
+            if (steps [j] == base)
+                kept [j] = true;
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (kept [i])
             continue;
-        }
         char name [64], path [PATH_MAX], manifest [PATH_MAX];
         ps_ckpt_layout_dirname (name, sizeof name, steps [i], "");
         if (ps_ckpt_layout_join (path, sizeof path, root, name, &err)
@@ -409,6 +460,7 @@ s_prune (const char *root, uint64_t step, int keep)
         if (ps_file_remove_tree (path, &err))
             ps_warn ("checkpoint %s: cannot remove it: %s", path, err.msg);
     }
+    free (kept);
     free (steps);
 }
 
@@ -446,7 +498,7 @@ ps_checkpoint_commit (const char *root, uint64_t step, const char *tmpdir,
     if (rc == PS_OK && dir)
         rc = ps_ckpt_layout_check_room (final, len, err);
     if (rc == PS_OK)
-        rc = s_check_caller (manifest, tmpdir, err);
+        rc = s_check_caller (manifest, root, step, tmpdir, err);
     if (rc)
         return rc;
     rc = s_check_files (tmpdir, files, nfiles, err);

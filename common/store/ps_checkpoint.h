@@ -42,6 +42,11 @@
 #include "ps_client.h"
 #include "ps_error.h"
 
+//  The manifest key by which an incremental checkpoint names its base,
+//  the checkpoint (ckpt-<step>, of the same root) that holds the full
+//  files its incremental ones are read on top of.
+#define PS_CHECKPOINT_BASE  "base"
+
 //  Create the root when missing (and its parents), then a fresh
 //  ckpt-<step>.tmp in it (removing a stale one left by a crash, and
 //  nothing else). tmpdir receives its path. Returns 0, PS_EINVAL when step
@@ -69,7 +74,10 @@ int ps_checkpoint_scratch (const char *root, const char *name, char *dir, size_t
 //  "crc32", "version"}. Rename tmpdir to ckpt-<step> (replacing a
 //  checkpoint of the same step), fsync the root, and remove all but keep
 //  (>= 1) checkpoints: the one just committed stays, with the newest others
-//  by step (a failure to remove one is logged, not returned). dir (may be
+//  by step and every checkpoint that one of those names as its base (a
+//  failure to remove one is logged, not returned). A manifest's "base"
+//  (PS_CHECKPOINT_BASE), when given, must name an older checkpoint of
+//  root that is there (PS_EINVAL, PS_ENOTFOUND). dir (may be
 //  NULL) receives the final path. Returns 0; PS_EINVAL for a bad argument
 //  (keep, step, tmpdir, len, a reserved key, a bad or repeated file name),
 //  found before anything is written; PS_ENOTFOUND / PS_ESHAPE / PS_ECORRUPT
