@@ -14,6 +14,7 @@
 #include "ps_clock.h"
 #include "ps_ctrdata.h"
 #include "ps_ctrnet.h"
+#include "ps_ctrplan.h"
 #include "ps_floats.h"
 #include "ps_log.h"
 #include "ps_model.h"
@@ -75,23 +76,6 @@ s_close (s_run_t *run)
     ps_model_destroy (&run->model);
 }
 
-//  Open a data file and say what its index found wrong in it.
-static ps_ctrfile_t *
-s_open_data (const char *path, ps_ctrformat_t format, ps_error_t *err)
-{
-    ps_ctrfile_t *file = ps_ctrfile_open (path, format, NULL, err);
-    if (!file)
-        return NULL;
-    const ps_ctrindex_t *index = ps_ctrfile_index (file);
-    if (ps_ctrindex_malformed (index))
-        ps_warn ("%s: %llu of %llu lines are malformed and skipped (the first, line %llu: %s)",
-                 path, (unsigned long long) ps_ctrindex_malformed (index),
-                 (unsigned long long) ps_ctrindex_lines (index),
-                 (unsigned long long) ps_ctrindex_first_malformed (index),
-                 ps_ctrindex_first_reason (index));
-    return file;
-}
-
 //  Load the model and the data, and make the tables, the replica and the
 //  engine. Returns 0 or the error.
 static int
@@ -111,19 +95,15 @@ s_open (s_run_t *run, ps_error_t *err)
                              "--test-data and --format are for click-through-rate models "
                              "(lr, dlrm or a spec with \"inputs\")", ps_model_name (run->model));
     int max_n = cfg->batch > S_EVAL_BATCH ? cfg->batch : S_EVAL_BATCH;
-    if (!(run->train = s_open_data (cfg->train_path, cfg->format, err))
-    ||  !(run->test = s_open_data (cfg->test_path, cfg->format, err))
+    if (!(run->train = ps_ctrplan_open_data (cfg->train_path, cfg->format, err))
+    ||  !(run->test = ps_ctrplan_open_data (cfg->test_path, cfg->format, err))
     ||  !(run->batch = ps_ctrbatch_new (cfg->format, (size_t) max_n, err)))
         return err->code;
-    if (run->batch->ndense != (size_t) run->ctr->dense
-    ||  run->batch->nfields != (size_t) run->ctr->fields)
-        return ps_error_set (err, PS_ESHAPE, "model \"%s\" takes %d dense features and %d "
-                             "fields, but %s data (%s) has %zu and %zu",
-                             ps_model_name (run->model), run->ctr->dense, run->ctr->fields,
-                             ps_ctrformat_name (cfg->format), cfg->train_path,
-                             run->batch->ndense, run->batch->nfields);
+    int rc = ps_ctrplan_check_shape (run->model, run->batch, cfg->train_path, err);
+    if (rc)
+        return rc;
     ps_opt_config_t opt = cfg->optimizer_given ? cfg->optimizer : run->ctr->optimizer;
-    int rc = ps_opt_config_validate (&opt, err);
+    rc = ps_opt_config_validate (&opt, err);
     if (rc)
         return rc;
     if (!(run->net = ps_ctrnet_new (run->model, max_n, err))

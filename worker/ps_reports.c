@@ -135,6 +135,7 @@ s_proto_report (const ps_report_t *report, ps_proto_report_t *out)
         .has_update = report->has_update, .update = report->update,
         .has_order = report->has_update, .order = report->order,
         .has_checksum = report->has_checksum, .checksum = report->checksum,
+        .has_auc = report->has_auc, .auc = report->auc,
         .has_error = *report->error != 0, .error = report->error,
     };
 }

@@ -57,6 +57,8 @@ typedef struct {
     uint64_t order;             //  the order's number, echoed
     bool has_checksum;          //  carries a replica's checksum (an evaluation)
     uint64_t checksum;
+    bool has_auc;               //  carries the AUC of a CTR model's evaluation
+    double auc;
     char error [400];           //  why a failed step failed, when it matters to the
                                 //  coordinator ("nonfinite: ..."); "" otherwise
 } ps_report_t;

@@ -2,6 +2,7 @@
 
 #include "ps_stepplan.h"
 
+#include <cblas.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +14,13 @@
 struct _ps_stepplan_t {
     ps_plan_t plan;
     ps_model_t *model;
+    bool trains;                //  false for an evaluator
+    //  An image model's data and backend, or a CTR model's files and
+    //  engine (ps_ctrplan.h): one or the other.
     ps_dataset_t *train;        //  NULL for an evaluator
     ps_dataset_t *test;
     ps_backend_t *backend;
+    ps_ctrplan_t *ctr;
     float *x;                   //  a batch of inputs and its labels
     uint8_t *labels;
 };
@@ -26,10 +31,19 @@ s_str_eq (const char *a, const char *b)
     return strcmp (a, b) == 0;
 }
 
+//  Equal strings, or both absent.
+static bool
+s_opt_eq (const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp (a, b) == 0);
+}
+
 ps_stepplan_change_t
 ps_stepplan_compare (const ps_plan_t *a, const ps_plan_t *b)
 {
     if (!s_str_eq (a->model, b->model) || !s_str_eq (a->data_dir, b->data_dir)
+    ||  !s_str_eq (a->data_format, b->data_format) || !s_opt_eq (a->train_data, b->train_data)
+    ||  !s_opt_eq (a->test_data, b->test_data)
     ||  a->batch_size != b->batch_size || a->eval_batch != b->eval_batch
     ||  a->train_limit != b->train_limit || a->test_limit != b->test_limit
     ||  a->threads != b->threads || !s_str_eq (a->device, b->device))
@@ -91,6 +105,13 @@ s_check (const ps_stepplan_t *self, const ps_plan_t *plan, ps_error_t *err)
     int rc = ps_stepplan_check_variables (plan, self->model, err);
     if (rc)
         return rc;
+    if (self->ctr && self->trains && plan->steps_per_epoch
+    &&  plan->steps_per_epoch != ps_ctrplan_blocks (self->ctr, plan->batch_size))
+        return ps_error_set (err, PS_EINVAL, "the plan has %" PRIu64 " steps per epoch, but "
+                             "the %" PRIu64 " training lines of %s make %" PRIu64 " batches "
+                             "of %d", plan->steps_per_epoch,
+                             ps_ctrplan_train_lines (self->ctr), plan->train_data,
+                             ps_ctrplan_blocks (self->ctr, plan->batch_size), plan->batch_size);
     if (self->train && plan->steps_per_epoch
     &&  plan->steps_per_epoch != ps_dataset_batches (self->train, plan->batch_size))
         return ps_error_set (err, PS_EINVAL, "the plan has %" PRIu64 " steps per epoch, but "
@@ -101,6 +122,30 @@ s_check (const ps_stepplan_t *self, const ps_plan_t *plan, ps_error_t *err)
     return 0;
 }
 
+//  A CTR model: open its files and make its engine, on the CPU (the
+//  engine has no GPU backend yet, so a GPU asked for by name is refused;
+//  "auto" takes the CPU).
+static int
+s_build_ctr (ps_stepplan_t *self, const char *device_name, ps_error_t *err)
+{
+    const ps_plan_t *plan = &self->plan;
+    ps_device_t device;
+    int rc = ps_device_parse (device_name ? device_name : plan->device, &device, err);
+    if (rc)
+        return rc;
+    if (device == PS_DEVICE_GPU)
+        return ps_error_set (err, PS_EINVAL, "model \"%s\" is a click-through-rate model, "
+                             "which trains on the CPU only; device gpu is not available for "
+                             "it (use cpu or auto)", ps_model_name (self->model));
+    if (!(self->ctr = ps_ctrplan_new (plan, self->model, self->trains, err)))
+        return err->code;
+    //  At a batch of 512 the MLP's GEMMs are too small for OpenBLAS's
+    //  threads to pay for their hand-offs (ps_ctrstandalone.c measured it),
+    //  and the cluster's other processes want the cores.
+    openblas_set_num_threads (1);
+    return s_check (self, plan, err);
+}
+
 //  Build the model, load the data and make the backend and buffers.
 static int
 s_build (ps_stepplan_t *self, bool train, const char *device_name, int threads,
@@ -109,6 +154,9 @@ s_build (ps_stepplan_t *self, bool train, const char *device_name, int threads,
     const ps_plan_t *plan = &self->plan;
     if (!(self->model = ps_model_parse (plan->model, "the plan's model", err)))
         return err->code;
+    self->trains = train;
+    if (ps_model_ctr (self->model))
+        return s_build_ctr (self, device_name, err);
     if (train
     &&  !(self->train = ps_dataset_load (plan->data_dir, PS_SPLIT_TRAIN,
                                          (size_t) plan->train_limit, err)))
@@ -162,6 +210,7 @@ ps_stepplan_destroy (ps_stepplan_t **self_p)
     if (!self)
         return;
     ps_backend_destroy (&self->backend);
+    ps_ctrplan_destroy (&self->ctr);
     ps_dataset_destroy (&self->train);
     ps_dataset_destroy (&self->test);
     ps_model_destroy (&self->model);
@@ -213,7 +262,13 @@ ps_stepplan_test (const ps_stepplan_t *self)
 bool
 ps_stepplan_trains (const ps_stepplan_t *self)
 {
-    return self->train != NULL;
+    return self->trains;
+}
+
+ps_ctrplan_t *
+ps_stepplan_ctr (ps_stepplan_t *self)
+{
+    return self->ctr;
 }
 
 int

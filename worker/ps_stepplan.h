@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "ps_backend.h"
+#include "ps_ctrplan.h"
 #include "ps_dataset.h"
 #include "ps_error.h"
 #include "ps_model.h"
@@ -44,7 +45,9 @@ int ps_stepplan_check_variables (const ps_plan_t *plan, const ps_model_t *model,
 typedef struct _ps_stepplan_t ps_stepplan_t;
 
 //  Build what plan asks for: the model, the data (the test split only when
-//  train is false: an evaluator), the backend on device (NULL: the plan's)
+//  train is false: an evaluator), for an image model the backend on
+//  device (NULL: the plan's), for a CTR model its files and engine
+//  (ps_ctrplan.h, on the CPU: device gpu is refused)
 //  with threads (0: the plan's) and the buffers of the larger of the
 //  training and evaluation batches; then check the plan as
 //  ps_stepplan_replace does. Takes the plan over, whatever the result.
@@ -63,8 +66,11 @@ int ps_stepplan_replace (ps_stepplan_t *self, ps_plan_t *plan, ps_error_t *err);
 
 const ps_plan_t *ps_stepplan_plan (const ps_stepplan_t *self);
 const ps_model_t *ps_stepplan_model (const ps_stepplan_t *self);
+//  An image model's backend and test set (NULL for a CTR model).
 ps_backend_t *ps_stepplan_backend (ps_stepplan_t *self);
 const ps_dataset_t *ps_stepplan_test (const ps_stepplan_t *self);
+//  A CTR model's files and engine (NULL for an image model).
+ps_ctrplan_t *ps_stepplan_ctr (ps_stepplan_t *self);
 
 //  Whether the training data was loaded (a worker, not an evaluator).
 bool ps_stepplan_trains (const ps_stepplan_t *self);

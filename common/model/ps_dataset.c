@@ -301,22 +301,28 @@ s_uniform (uint64_t key, uint64_t *counter, uint32_t bound)
 }
 
 void
-ps_dataset_permutation (const ps_dataset_t *self, uint64_t seed, uint64_t epoch,
-                        uint32_t *perm)
+ps_dataset_shuffle (uint64_t seed, uint64_t epoch, uint32_t count, uint32_t *perm)
 {
-    assert (self);
-    assert (perm);
-    for (size_t i = 0; i < self->count; i++)
-        perm [i] = (uint32_t) i;
+    assert (perm || count == 0);
+    for (uint32_t i = 0; i < count; i++)
+        perm [i] = i;
     uint64_t key = ps_mix64 (seed ^ ps_mix64 (epoch + S_SHUFFLE_TAG));
     uint64_t counter = 0;
-    //  IDX dimensions are 32-bit, so count and i + 1 fit in uint32_t.
-    for (size_t i = self->count - 1; i > 0; i--) {
-        uint32_t j = s_uniform (key, &counter, (uint32_t) (i + 1));
+    for (uint32_t i = count ? count - 1 : 0; i > 0; i--) {
+        uint32_t j = s_uniform (key, &counter, i + 1);
         uint32_t swap = perm [i];
         perm [i] = perm [j];
         perm [j] = swap;
     }
+}
+
+void
+ps_dataset_permutation (const ps_dataset_t *self, uint64_t seed, uint64_t epoch,
+                        uint32_t *perm)
+{
+    assert (self);
+    //  IDX dimensions are 32-bit, so the count fits in uint32_t.
+    ps_dataset_shuffle (seed, epoch, (uint32_t) self->count, perm);
 }
 
 //  Copy example i to slot k of x and labels.

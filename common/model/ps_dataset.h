@@ -67,6 +67,11 @@ size_t ps_dataset_batches (const ps_dataset_t *self, int batch);
 void ps_dataset_permutation (const ps_dataset_t *self, uint64_t seed, uint64_t epoch,
                              uint32_t *perm);
 
+//  Write into perm [0, count) epoch `epoch`'s shuffle of count items for
+//  `seed`, the one ps_dataset_permutation uses (see ps_dataset.c): the
+//  order of a CTR epoch's blocks of lines (worker/ps_ctrplan.h) too.
+void ps_dataset_shuffle (uint64_t seed, uint64_t epoch, uint32_t count, uint32_t *perm);
+
 //  Copy batch b of epoch `epoch` into x (batch * rows * cols floats) and
 //  labels (batch bytes); returns the number of examples copied (batch, or
 //  fewer for the last batch; the slots past it are left alone), or

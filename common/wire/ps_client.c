@@ -1015,3 +1015,55 @@ ps_client_table_stats (ps_client_t *self, int server, ps_table_stats_t **stats, 
     }
     return PS_OK;
 }
+
+//  Room for n frames in the request being built.
+static void
+s_frames_reserve (ps_client_t *self, size_t n)
+{
+    if (n <= self->frames_cap)
+        return;
+    self->frames_cap = n;
+    self->frames = realloc (self->frames, self->frames_cap * sizeof (zmq_msg_t));
+    if (!self->frames)
+        abort ();
+}
+
+int
+ps_client_exchange (ps_client_t *self, const ps_client_request_t *requests, size_t n,
+                    ps_proto_type_t reply_type, ps_msg_t **replies, ps_error_t *err)
+{
+    assert (self && (requests || n == 0) && (replies || n == 0));
+    s_start (self);
+    int rc = PS_OK;
+    for (size_t r = 0; r < n && rc == PS_OK; r++) {
+        const ps_client_request_t *request = &requests [r];
+        if (request->server < 0 || request->server >= self->nservers) {
+            rc = ps_error_set (err, PS_EINVAL, "no server %d", request->server);
+            break;
+        }
+        ps_proto_t head;
+        s_begin (self, request->server, 0, 0, request->msg->type, &head);
+        request->msg->id = head.id;
+        s_frames_reserve (self, request->nframes);
+        for (size_t i = 0; i < request->nframes; i++) {
+            //  An empty frame (a table with no id on this server) has no
+            //  buffer for ZeroMQ to release.
+            if (request->sizes [i] == 0) {
+                zmq_msg_init (&self->frames [i]);
+                continue;
+            }
+            atomic_fetch_add (&self->outstanding, 1);
+            if (zmq_msg_init_data (&self->frames [i], (void *) request->data [i],
+                                   request->sizes [i], s_frame_release,
+                                   &self->outstanding) != 0)
+                abort ();
+        }
+        rc = s_send (self, request->msg, request->nframes, err);
+    }
+    int collected = s_collect (self, reply_type, err);
+    if (rc == PS_OK)
+        rc = collected;
+    for (size_t r = 0; r < n && rc == PS_OK; r++)
+        replies [r] = self->requests [r].reply;
+    return rc;
+}

@@ -24,6 +24,7 @@
 #include "ps_curve.h"
 #include "ps_error.h"
 #include "ps_init.h"
+#include "ps_msg.h"
 #include "ps_optimizer.h"
 #include "ps_shape.h"
 #include "ps_tablespec.h"
@@ -183,5 +184,28 @@ int ps_client_fence (ps_client_t *self, uint64_t generation, ps_error_t *err);
 
 //  Ask server to stop.
 int ps_client_shutdown (ps_client_t *self, int server, ps_error_t *err);
+
+//  A request that another client of the same servers builds (the
+//  worker's sparse client, ps_sparse_client.h) and this client's request
+//  machinery sends: msg (its type and fields; the client sets the id) to
+//  server, followed by nframes frames, frame i the sizes [i] bytes at
+//  data [i], lent zero-copy as a push's gradients are.
+typedef struct {
+    int server;
+    ps_proto_t *msg;
+    const void *const *data;
+    const size_t *sizes;
+    size_t nframes;
+} ps_client_request_t;
+
+//  Send requests [0..n), all in flight at once, and gather their replies
+//  of type reply_type with the timeout and error reporting of every call
+//  here; replies [i] receives the reply to requests [i], decoded and
+//  checked against the protocol, valid until the next call on self.
+//  Returns 0, or the first error naming the server (its error reply, a
+//  reply of another type, a timeout); the frames have been let go of in
+//  every case.
+int ps_client_exchange (ps_client_t *self, const ps_client_request_t *requests, size_t n,
+                        ps_proto_type_t reply_type, ps_msg_t **replies, ps_error_t *err);
 
 #endif
