@@ -40,6 +40,7 @@
 
 #include "harness.h"
 #include "harness_cluster.h"
+#include "ps_checkpoint.h"
 #include "ps_clock.h"
 #include "ps_sparse.h"
 #include "ps_tables.h"
@@ -241,7 +242,7 @@ s_wait_incremental (cluster_run_t *run, char *dir, size_t len)
         snprintf (manifest, sizeof manifest, "%s/MANIFEST.json", dir);
         json_t *root = json_load_file (manifest, 0, NULL);
         assert_non_null (root);
-        bool incremental = json_object_get (root, "base") != NULL;
+        bool incremental = json_object_get (root, PS_CHECKPOINT_BASE) != NULL;
         json_decref (root);
         if (incremental)
             return step;
@@ -260,7 +261,7 @@ s_base_of (const char *ckpt, char *base, size_t len)
     json_t *root = json_load_file (manifest, 0, &error);
     if (!root)
         fail_msg ("%s: %s", manifest, error.text);
-    const char *name = json_string_value (json_object_get (root, "base"));
+    const char *name = json_string_value (json_object_get (root, PS_CHECKPOINT_BASE));
     if (!name)
         base [0] = 0;
     else
