@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ps_checkpoint.h"
 #include "ps_clock.h"
@@ -37,6 +38,16 @@ struct _ps_ckpt_ctl_t {
     char tmp [PS_JOB_PATH_MAX + 64];
     int count;
     int failures;               //  in a row, since the last good one
+
+    //  Embedding tables (ps_ckpt_ctl_set_tables): their specs, the last
+    //  full checkpoint every server's tables follow (relative to the root;
+    //  "" when the next must be full), the checkpoints since it, and the
+    //  base of the one being written ("" when full).
+    const json_t *tables;
+    char last_full [PS_JOB_PATH_MAX + 64];
+    int since_full;
+    char base [PS_JOB_PATH_MAX + 64];
+    char opened [PS_JOB_PATH_MAX + 64];     //  ps_ckpt_ctl_open's, as last_full
 };
 
 ps_ckpt_ctl_t *
@@ -62,6 +73,18 @@ ps_ckpt_ctl_destroy (ps_ckpt_ctl_t **self_p)
 {
     free (*self_p);
     *self_p = NULL;
+}
+
+void
+ps_ckpt_ctl_set_tables (ps_ckpt_ctl_t *self, const json_t *specs)
+{
+    self->tables = json_array_size (specs) > 0 ? specs : NULL;
+}
+
+const char *
+ps_ckpt_ctl_base (const ps_ckpt_ctl_t *self)
+{
+    return self->base [0] ? self->base : NULL;
 }
 
 bool
@@ -123,6 +146,12 @@ ps_ckpt_ctl_begin (ps_ckpt_ctl_t *self, double now, uint64_t *step, char *tmp, s
         self->pause_ms = now;
     self->state = PS_CKPT_WRITING;
     *step = self->step;
+    //  Every full_every-th checkpoint is full; the others follow the last
+    //  full one, while the servers' tables still do.
+    int every = self->job->checkpoint_full_every;
+    bool incremental = self->tables && every > 1 && self->last_full [0]
+                       && self->since_full + 1 < every;
+    snprintf (self->base, sizeof self->base, "%s", incremental ? self->last_full : "");
     int rc = ps_checkpoint_begin (self->job->checkpoint_dir, self->step, self->tmp,
                                   sizeof self->tmp, err);
     snprintf (tmp, len, "%s", self->tmp);
@@ -179,9 +208,47 @@ s_manifest (ps_ckpt_ctl_t *self, const ps_ckpt_cut_t *cut, json_t *done, json_t 
                          json_integer ((json_int_t) ps_schedule_total (self->schedule)));
     json_object_set_new (manifest, "job", json_incref ((json_t *) self->job_json));
     json_object_set_new (manifest, "layout", json_incref ((json_t *) self->layout));
+    if (self->tables) {
+        json_t *files = json_array ();
+        for (size_t i = 0; i < cut->ntables; i++) {
+            const ps_table_file_t *file = &cut->tables [i];
+            json_array_append_new (files, json_pack ("{s:s, s:i, s:s, s:i, s:i, s:b, s:I, s:I}",
+                                                     "file", file->file, "server", file->server,
+                                                     "table", file->table, "shard", file->shard,
+                                                     "shards", file->shards, "full", file->full,
+                                                     "rows", (json_int_t) file->rows,
+                                                     "steps", (json_int_t) file->steps));
+        }
+        json_object_set_new (manifest, "tables",
+                             json_pack ("{s:i, s:O, s:o}", "shards", self->nservers,
+                                        "specs", self->tables, "files", files));
+        if (self->base [0])
+            json_object_set_new (manifest, PS_CHECKPOINT_BASE, json_string (self->base));
+    }
     if (cut->extra)
         json_object_update (manifest, cut->extra);
     return manifest;
+}
+
+//  The table files of a checkpoint: one per table per server, each of the
+//  kind (full or incremental) asked for.
+static int
+s_check_tables (const ps_ckpt_ctl_t *self, const ps_ckpt_cut_t *cut, ps_error_t *err)
+{
+    size_t expected = self->tables ? json_array_size (self->tables) * (size_t) self->nservers
+                                   : 0;
+    if (cut->ntables != expected)
+        return ps_error_set (err, PS_ESHAPE, "%zu table files were written for %zu table "
+                             "shards", cut->ntables, expected);
+    bool full = self->base [0] == 0;
+    for (size_t i = 0; i < cut->ntables; i++)
+        if (cut->tables [i].full != full || cut->tables [i].shards != (uint32_t) self->nservers
+        ||  cut->tables [i].shard != (uint32_t) cut->tables [i].server)
+            return ps_error_set (err, PS_ESHAPE, "ps:%d wrote %s, expected the %s file of "
+                                 "its shard %d of %d", cut->tables [i].server,
+                                 cut->tables [i].file, full ? "full" : "incremental",
+                                 cut->tables [i].server, self->nservers);
+    return 0;
 }
 
 int
@@ -197,6 +264,8 @@ ps_ckpt_ctl_commit (ps_ckpt_ctl_t *self, const ps_ckpt_cut_t *cut, ps_snap_file_
     if (rc == 0 && nfiles != expected)
         rc = ps_error_set (&err, PS_ESHAPE, "%zu snapshot files were written for %zu "
                            "partitions", nfiles, expected);
+    if (rc == 0)
+        rc = s_check_tables (self, cut, &err);
     json_t *done = NULL, *cursor = NULL;
     if (rc == 0)
         rc = s_done_set_json (self, &done, &cursor, &err);
@@ -207,6 +276,9 @@ ps_ckpt_ctl_commit (ps_ckpt_ctl_t *self, const ps_ckpt_cut_t *cut, ps_snap_file_
         json_decref (manifest);
     }
     json_decref (cut->extra);
+    free (cut->tables);
+    bool full = self->base [0] == 0;
+    self->base [0] = 0;
     uint64_t bytes = 0;
     for (size_t i = 0; i < nfiles; i++)
         bytes += files [i].bytes;
@@ -223,6 +295,10 @@ ps_ckpt_ctl_commit (ps_ckpt_ctl_t *self, const ps_ckpt_cut_t *cut, ps_snap_file_
         self->retry_ms = now + S_RETRY_MS;
         self->failures++;
         self->pause_ms = 0;
+        //  The servers' tables may follow the failed full snapshot now,
+        //  which no checkpoint holds: the next one is full.
+        if (full)
+            self->last_full [0] = 0;
         return rc;
     }
     double pause = self->pause_ms > 0 ? now - self->pause_ms : now - self->t0;
@@ -236,6 +312,12 @@ ps_ckpt_ctl_commit (ps_ckpt_ctl_t *self, const ps_ckpt_cut_t *cut, ps_snap_file_
                                 "pause_ms", pause));
     self->count++;
     self->failures = 0;
+    if (full) {
+        snprintf (self->last_full, sizeof self->last_full, "%s", ps_checkpoint_name (root, dir));
+        self->since_full = 0;
+    }
+    else
+        self->since_full++;
     self->done_ms = now;
     self->done = self->step;
     self->pause_ms = 0;
@@ -289,6 +371,20 @@ s_job_mismatch (const ps_ckpt_ctl_t *self, const json_t *manifest)
     if ((uint64_t) json_integer_value (json_object_get (job, "train_limit"))
         != self->job->train_limit)
         return "train_limit";
+    //  A job from before the CTR data keys trained on IDX data.
+    const char *format = json_string_value (json_object_get (job, "data_format"));
+    if (strcmp (format ? format : "idx", self->job->data_format) != 0)
+        return "data_format";
+    const char *train = json_string_value (json_object_get (job, "train_data"));
+    if (strcmp (train ? train : "", self->job->train_data) != 0)
+        return "train_data";
+    const json_t *tables = json_object_get (manifest, "tables");
+    if (!json_equal (json_object_get (tables, "specs"), self->tables)
+    &&  (self->tables || json_array_size (json_object_get (tables, "specs")) > 0))
+        return "set of embedding tables (their specs)";
+    if (self->tables
+    &&  json_integer_value (json_object_get (tables, "shards")) != self->nservers)
+        return "number of servers (the embedding tables' shards)";
     return NULL;
 }
 
@@ -335,8 +431,18 @@ ps_ckpt_ctl_open (ps_ckpt_ctl_t *self, char *dir, char *src, size_t len, json_t 
     if (mismatch)
         rc = ps_error_set (err, PS_EINVAL, "checkpoint %s was written by a job with another "
                            "%s; use another checkpoint directory or the same job", dir, mismatch);
-    if (rc == 0 && json_equal (json_object_get (*manifest, "layout"), self->layout))
+    self->opened [0] = 0;
+    if (rc == 0 && json_equal (json_object_get (*manifest, "layout"), self->layout)) {
         snprintf (src, len, "%s", dir);
+        snprintf (self->opened, sizeof self->opened, "%s",
+                  ps_checkpoint_name (self->job->checkpoint_dir, dir));
+    }
+    else
+    if (rc == 0 && self->tables)
+        rc = ps_error_set (err, PS_EINVAL, "checkpoint %s places the dense variables otherwise "
+                           "than this run, and a run with embedding tables is not "
+                           "re-partitioned; resume it with the partitioner and servers it "
+                           "was written with", dir);
     else
     //  Written in the other mode, or with another placement: the same
     //  values and optimizer state, cut into this run's partitions.
@@ -372,6 +478,11 @@ ps_ckpt_ctl_rewind (ps_ckpt_ctl_t *self, const json_t *manifest, double now,
         return rc;
     if (watermark_p)
         *watermark_p = watermark;
+    //  The servers' tables follow the checkpoint restored when it is a
+    //  full one loaded as it is; after an incremental one they follow none.
+    snprintf (self->last_full, sizeof self->last_full, "%s",
+              json_object_get (manifest, PS_CHECKPOINT_BASE) ? "" : self->opened);
+    self->since_full = 0;
     self->done = ps_schedule_done_count (self->schedule);
     self->done_ms = now;
     return 0;

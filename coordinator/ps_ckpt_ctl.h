@@ -51,12 +51,15 @@ typedef enum {
 } ps_ckpt_final_t;
 
 //  What a checkpoint records besides the schedule's done set: the run's
-//  generation and learning rate, and keys of the mode's own (a JSON
-//  object or NULL; taken).
+//  generation and learning rate, keys of the mode's own (a JSON object or
+//  NULL; taken), and the embedding table files the servers wrote (taken;
+//  NULL when the run has no tables).
 typedef struct {
     uint64_t generation;
     double lr;
     json_t *extra;
+    ps_table_file_t *tables;
+    size_t ntables;
 } ps_ckpt_cut_t;
 
 //  Checkpoints of job (its checkpoint.* keys) for a run placed as plan
@@ -67,6 +70,21 @@ ps_ckpt_ctl_t *ps_ckpt_ctl_new (const ps_job_t *job, const ps_plan_t *plan, cons
                                 const json_t *job_json, int nservers, ps_schedule_t *schedule,
                                 ps_report_t *report);
 void ps_ckpt_ctl_destroy (ps_ckpt_ctl_t **self_p);
+
+//  The run's embedding tables, as the manifest records them (a JSON array
+//  of specs, one per table; kept, not taken): their shards are on every
+//  server, so each checkpoint must hold one file per table per server.
+//  With tables, checkpoint.full_every K > 1 makes all but every K-th
+//  checkpoint incremental: its table files hold only what changed since
+//  the last full checkpoint, which its manifest names as its "base" (and
+//  which pruning keeps while it is needed). A checkpoint after a failed
+//  full one, after a restore from an incremental one, or after a
+//  re-partitioned restore, is full.
+void ps_ckpt_ctl_set_tables (ps_ckpt_ctl_t *self, const json_t *specs);
+
+//  The base of the checkpoint begun (a directory relative to the root, as
+//  a snapshot request names it), or NULL when it is a full one.
+const char *ps_ckpt_ctl_base (const ps_ckpt_ctl_t *self);
 
 //  Whether the job keeps checkpoints (has a checkpoint directory).
 bool ps_ckpt_ctl_enabled (const ps_ckpt_ctl_t *self);

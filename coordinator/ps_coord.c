@@ -79,6 +79,7 @@ typedef struct {
     ps_plan_t plan;
     json_t *layout;             //  the placement, as a checkpoint records it
     json_t *job_json;           //  the job, as a checkpoint records it
+    json_t *tables;             //  the embedding tables' specs, likewise
 
     const ps_mode_ops_t *ops;
     void *mode;
@@ -470,18 +471,25 @@ s_host_finish (void *loop, double now)
     }
     double wall = (now - ps_report_start_ms (self->report)) / 1e3;
     double samples_s = wall > 0 ? ps_report_samples (self->report) / wall : 0;
-    double test_loss = NAN, test_accuracy = NAN;
-    bool have_eval = ps_evalq_latest (self->evalq, &test_loss, &test_accuracy);
+    double test_loss = NAN, test_accuracy = NAN, test_auc = NAN;
+    bool have_eval = ps_evalq_latest (self->evalq, &test_loss, &test_accuracy, &test_auc);
     json_t *mismatches = json_array ();
     json_t *servers = ps_outcome_servers (self->host.client, self->cfg->nservers, done,
                                           mismatches);
+    json_t *tables = ps_model_ctr (self->cfg->model)
+                   ? ps_outcome_tables (self->host.client, self->cfg->nservers, done, mismatches)
+                   : NULL;
     json_t *workers = json_array ();
     for (int w = 0; w < ps_roster_count (self->roster, PS_ROLE_WORKER); w++)
         json_array_append_new (workers, json_integer (
             (json_int_t) ps_roster_peer (self->roster, PS_ROLE_WORKER, w)->steps));
     ps_report_tty_clear (self->report);
-    ps_info ("training done: %" PRIu64 " steps in %.1f s (%.0f samples/s), test accuracy %.4f",
-             done, wall, samples_s, have_eval ? test_accuracy : NAN);
+    if (isfinite (test_auc))
+        ps_info ("training done: %" PRIu64 " steps in %.1f s (%.0f samples/s), test AUC %.4f, "
+                 "test log loss %.4f", done, wall, samples_s, test_auc, test_loss);
+    else
+        ps_info ("training done: %" PRIu64 " steps in %.1f s (%.0f samples/s), test accuracy "
+                 "%.4f", done, wall, samples_s, have_eval ? test_accuracy : NAN);
     json_t *record = json_pack ("{s:I, s:I, s:I, s:f, s:f, s:o, s:i, s:i, s:i, s:o, s:o}",
                                 "steps", (json_int_t) done, "total", (json_int_t) self->host.total,
                                 "steps_per_epoch", (json_int_t) self->host.steps_per_epoch,
@@ -503,6 +511,13 @@ s_host_finish (void *loop, double now)
     json_object_set_new (record, "test_loss", have_eval && isfinite (test_loss)
                                               ? json_real (test_loss) : json_null ());
     json_object_set_new (record, "mode", json_string (self->ops->name));
+    if (tables) {
+        json_object_set_new (record, "test_auc", isfinite (test_auc) ? json_real (test_auc)
+                                                                     : json_null ());
+        json_object_set_new (record, "test_logloss", have_eval && isfinite (test_loss)
+                                                     ? json_real (test_loss) : json_null ());
+        json_object_set_new (record, "tables", tables);
+    }
     if (self->ops->report)
         self->ops->report (self->mode, record, mismatches, done);
     json_object_set_new (record, "verified", json_boolean (json_array_size (mismatches) == 0));
@@ -676,6 +691,9 @@ s_prepare (s_coord_t *self)
         return s_fail (self, PS_EINVAL, "%s", "the job cannot be written as JSON"), -1;
     self->ckpt = ps_ckpt_ctl_new (job, &self->plan, self->layout, self->job_json,
                                   self->cfg->nservers, self->schedule, self->report);
+    if (!(self->tables = ps_layout_tables_json (model)))
+        return s_fail (self, PS_ETOOBIG, "%s", "no memory for the tables' specs"), -1;
+    ps_ckpt_ctl_set_tables (self->ckpt, self->tables);
     self->host.ckpt = self->ckpt;
     for (int s = 0; s < self->cfg->nservers && self->placement; s++)
         ps_info ("ps:%d holds %.2f MB", s, ps_placement_server_bytes (self->placement, s) / 1e6);
@@ -738,6 +756,7 @@ s_close (s_coord_t *self)
     ps_placement_destroy (&self->placement);
     ps_plan_release (&self->plan);
     json_decref (self->layout);
+    json_decref (self->tables);
     json_decref (self->job_json);
     ps_evalq_destroy (&self->evalq);
     ps_admit_destroy (&self->admit);
@@ -807,7 +826,10 @@ s_turn (s_coord_t *self)
     if (!self->finished)
         s_advance (self, now);
     if (self->host.state == PS_RUN_RUNNING) {
+        double loss, accuracy, auc;
+        ps_evalq_latest (self->evalq, &loss, &accuracy, &auc);
         ps_progress_t where = {
+            .has_auc = isfinite (auc), .test_auc = auc,
             .done = ps_schedule_done_count (self->schedule), .total = self->host.total,
             .steps_per_epoch = self->host.steps_per_epoch,
             .workers_alive = ps_roster_alive (self->roster, PS_ROLE_WORKER),

@@ -16,7 +16,7 @@ struct _ps_evalq_t {
     ps_eval_t out;
     bool have;
     uint64_t last_step;
-    double test_loss, test_accuracy;
+    double test_loss, test_accuracy, test_auc;
 };
 
 ps_evalq_t *
@@ -92,29 +92,40 @@ ps_evalq_lost (ps_evalq_t *self, ps_role_t role, int index)
 
 void
 ps_evalq_result (ps_evalq_t *self, double loss, uint64_t correct, uint64_t count,
-                 const char *who, int task, double now)
+                 double auc, const char *who, int task, double now)
 {
     self->busy = false;
     if (count == 0)
         return;
     self->test_loss = loss / count;
     self->test_accuracy = (double) correct / count;
+    self->test_auc = auc;
     self->have = true;
     self->last_step = self->out.step;
     const ps_eval_t *e = &self->out;
     ps_report_tty_clear (self->report);
-    ps_info ("evaluation after epoch %" PRIu64 " (step %" PRIu64 "): test loss %.4f, test "
-             "accuracy %.4f (%s:%d, %.0f ms)", e->epoch, e->step, self->test_loss,
-             self->test_accuracy, who, task, now - e->sent_ms);
-    ps_report_event (self->report, "eval",
-                     json_pack ("{s:I, s:I, s:f, s:f, s:I, s:f, s:f, s:s, s:i}",
+    if (isfinite (auc))
+        ps_info ("evaluation after epoch %" PRIu64 " (step %" PRIu64 "): test AUC %.4f, test "
+                 "log loss %.4f, test accuracy %.4f (%s:%d, %.0f ms)", e->epoch, e->step, auc,
+                 self->test_loss, self->test_accuracy, who, task, now - e->sent_ms);
+    else
+        ps_info ("evaluation after epoch %" PRIu64 " (step %" PRIu64 "): test loss %.4f, test "
+                 "accuracy %.4f (%s:%d, %.0f ms)", e->epoch, e->step, self->test_loss,
+                 self->test_accuracy, who, task, now - e->sent_ms);
+    json_t *record = json_pack ("{s:I, s:I, s:f, s:f, s:I, s:f, s:f, s:s, s:i}",
                                 "epoch", (json_int_t) e->epoch, "step", (json_int_t) e->step,
                                 "test_loss", isfinite (self->test_loss) ? self->test_loss : -1.0,
                                 "test_accuracy", self->test_accuracy,
                                 "count", (json_int_t) count,
                                 "params_at_s",
                                 (e->sent_ms - ps_report_start_ms (self->report)) / 1e3,
-                                "eval_ms", now - e->sent_ms, "role", who, "task", task));
+                                "eval_ms", now - e->sent_ms, "role", who, "task", task);
+    if (isfinite (auc)) {
+        json_object_set_new (record, "test_auc", json_real (auc));
+        json_object_set_new (record, "test_logloss", isfinite (self->test_loss)
+                                                     ? json_real (self->test_loss) : json_null ());
+    }
+    ps_report_event (self->report, "eval", record);
 }
 
 void
@@ -139,11 +150,14 @@ ps_evalq_final (ps_evalq_t *self, uint64_t epoch, uint64_t done)
 }
 
 bool
-ps_evalq_latest (const ps_evalq_t *self, double *test_loss, double *test_accuracy)
+ps_evalq_latest (const ps_evalq_t *self, double *test_loss, double *test_accuracy,
+                 double *test_auc)
 {
+    *test_auc = NAN;
     if (self->have) {
         *test_loss = self->test_loss;
         *test_accuracy = self->test_accuracy;
+        *test_auc = self->test_auc;
     }
     return self->have;
 }

@@ -56,10 +56,12 @@ void ps_evalq_requeue (ps_evalq_t *self);
 void ps_evalq_lost (ps_evalq_t *self, ps_role_t role, int index);
 
 //  The evaluation in flight finished: loss summed over count examples, of
-//  which correct were predicted right, by task `task` of `who` (a role's
-//  name, or "ring"). Logged and written as an "eval" record.
+//  which correct were predicted right, and for a click-through-rate model
+//  the AUC over them (NAN for others), by task `task` of `who` (a role's
+//  name, or "ring"). Logged and written as an "eval" record, which for a
+//  CTR model also holds test_auc and test_logloss (the mean loss).
 void ps_evalq_result (ps_evalq_t *self, double loss, uint64_t correct, uint64_t count,
-                      const char *who, int task, double now);
+                      double auc, const char *who, int task, double now);
 
 //  The parameters were rewound to step `after`: drop what lies past it.
 void ps_evalq_rewind (ps_evalq_t *self, uint64_t after);
@@ -68,7 +70,9 @@ void ps_evalq_rewind (ps_evalq_t *self, uint64_t after);
 //  otherwise asks for it (once) and returns false.
 bool ps_evalq_final (ps_evalq_t *self, uint64_t epoch, uint64_t done);
 
-//  The latest result: false when there is none.
-bool ps_evalq_latest (const ps_evalq_t *self, double *test_loss, double *test_accuracy);
+//  The latest result (*test_auc NAN when it has none): false when there
+//  is none.
+bool ps_evalq_latest (const ps_evalq_t *self, double *test_loss, double *test_accuracy,
+                      double *test_auc);
 
 #endif

@@ -80,3 +80,38 @@ ps_layout_json (const ps_plan_t *plan)
     }
     return layout;
 }
+
+json_t *
+ps_layout_tables_json (const ps_model_t *model)
+{
+    json_t *tables = json_array ();
+    const ps_ctrmodel_t *ctr = ps_model_ctr (model);
+    for (int t = 0; ctr && t < ctr->table_count; t++) {
+        const ps_tablespec_t *spec = &ctr->tables [t].spec;
+        const ps_rowopt_t *opt = &spec->opt;
+        json_t *init = json_pack ("{s:s, s:I, s:f, s:f, s:f, s:f, s:f}",
+                                  "kind", ps_init_kind_name (spec->init.kind),
+                                  "seed", (json_int_t) spec->init.seed,
+                                  "value", spec->init.value, "low", spec->init.low,
+                                  "high", spec->init.high, "mean", spec->init.mean,
+                                  "stddev", spec->init.stddev);
+        json_t *optimizer = json_pack ("{s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+                                       "kind", ps_rowopt_kind_name (opt->kind), "lr", opt->lr,
+                                       "beta1", opt->beta1, "beta2", opt->beta2,
+                                       "epsilon", opt->epsilon,
+                                       "initial_accumulator", opt->initial_accumulator,
+                                       "l1", opt->l1, "l2", opt->l2, "lr_power", opt->lr_power,
+                                       "beta", opt->beta);
+        json_array_append_new (tables,
+                               json_pack ("{s:s, s:i, s:o, s:o, s:i, s:f, s:I, s:I, s:s, s:I}",
+                                          "name", spec->name, "dim", (int) spec->dim,
+                                          "init", init, "optimizer", optimizer,
+                                          "admit_count", (int) spec->admit_count,
+                                          "admit_prob", spec->admit_prob,
+                                          "capacity", (json_int_t) spec->capacity,
+                                          "ttl", (json_int_t) spec->ttl,
+                                          "policy", ps_evict_policy_name (spec->policy),
+                                          "shard_seed", (json_int_t) spec->shard_seed));
+    }
+    return tables;
+}

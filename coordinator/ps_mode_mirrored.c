@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -680,7 +681,7 @@ s_end_eval (s_mirror_t *self, bool all)
                                 (json_int_t) (eval ? eval->step : 0), "updates",
                                 (json_int_t) self->committed, "equal", equal,
                                 "checksums", sums));
-    ps_evalq_result (host->evalq, self->ev_loss, self->ev_correct, self->ev_count, "ring",
+    ps_evalq_result (host->evalq, self->ev_loss, self->ev_correct, self->ev_count, NAN, "ring",
                      self->ring_n, ps_clock_ms ());
 }
 

@@ -115,7 +115,8 @@ s_follow_lr (ps_mode_ps_t *self, uint64_t step)
         s_set_lr (self, lr);
 }
 
-//  Every server snapshots its partitions, then the manifest.
+//  Every server snapshots its partitions and its table shards (whole, or
+//  incremental after the control's base), then the manifest.
 static int
 s_take_checkpoint (ps_mode_ps_t *self)
 {
@@ -128,10 +129,31 @@ s_take_checkpoint (ps_mode_ps_t *self)
     int rc = ps_ckpt_ctl_begin (host->ckpt, ps_clock_ms (), &step, tmp, sizeof tmp, &err);
     if (rc)
         return rc;
-    rc = ps_client_snapshot (host->client, ps_checkpoint_name (host->job->checkpoint_dir, tmp),
-                             &files, &nfiles, &err);
     ps_ckpt_cut_t cut = { .generation = host->generation, .lr = host->lr };
+    rc = ps_client_snapshot_tables (host->client,
+                                    ps_checkpoint_name (host->job->checkpoint_dir, tmp),
+                                    ps_ckpt_ctl_base (host->ckpt), &files, &nfiles, &cut.tables,
+                                    &cut.ntables, &err);
     return ps_ckpt_ctl_commit (host->ckpt, &cut, files, nfiles, rc, &err, ps_clock_ms ());
+}
+
+//  Create the model's embedding tables on every server (a no-op for the
+//  shards a server holds already), as at the start and before a restore,
+//  which a restarted server needs to know its shard by.
+static int
+s_create_tables (ps_mode_ps_t *self, ps_error_t *err)
+{
+    const ps_ctrmodel_t *ctr = ps_model_ctr (self->host->cfg->model);
+    if (!ctr)
+        return 0;
+    ps_tablespec_t *specs = calloc ((size_t) ctr->table_count + 1, sizeof *specs);
+    if (!specs)
+        abort ();
+    for (int t = 0; t < ctr->table_count; t++)
+        specs [t] = ctr->tables [t].spec;
+    int rc = ps_client_table_create (self->host->client, specs, (size_t) ctr->table_count, err);
+    free (specs);
+    return rc ? ps_error_prefix (err, rc, "creating the embedding tables") : 0;
 }
 
 //  Restore every server from the newest valid checkpoint and rewind the
@@ -154,8 +176,15 @@ s_restore (void *self_, const char *why)
     }
     uint64_t before = ps_schedule_done_count (host->schedule);
     double t0 = ps_clock_ms ();
-    rc = ps_client_restore (host->client, ps_checkpoint_name (host->job->checkpoint_dir, src),
-                            &err);
+    //  An incremental checkpoint's table files are read on top of its
+    //  base's full ones.
+    const char *base = json_string_value (json_object_get (manifest, PS_CHECKPOINT_BASE));
+    const char *name = ps_checkpoint_name (host->job->checkpoint_dir, src);
+    if (!ps_model_ctr (host->cfg->model))
+        rc = ps_client_restore (host->client, name, &err);
+    else
+    if ((rc = s_create_tables (self, &err)) == 0)
+        rc = ps_client_restore_tables (host->client, name, base, &err);
     if (rc && self->recovering && (rc == PS_ETIMEDOUT || rc == PS_EIO || rc == PS_EREMOTE)) {
         //  Another server failed meanwhile, or is not serving yet: stay
         //  paused and try again once the failure handling has caught up.
@@ -235,6 +264,10 @@ ps_mode_ps_setup (void *self_)
         //  on from the servers' current values.
         if ((rc = ps_client_create (host->client, &err)) != 0) {
             ps_mode_fail (host, rc, "creating the partitions: %s", err.msg);
+            return -1;
+        }
+        if ((rc = s_create_tables (self, &err)) != 0) {
+            ps_mode_fail (host, rc, "%s", err.msg);
             return -1;
         }
         if (s_set_lr (self, s_lr_at (self, 1))) {
@@ -336,6 +369,7 @@ s_on_eval_report (ps_mode_ps_t *self, ps_role_t role, int index,
         return;
     }
     ps_evalq_result (host->evalq, report->loss, report->correct, report->count,
+                     report->has_auc ? report->auc : NAN,
                      ps_role_name (role), index, ps_clock_ms ());
 }
 

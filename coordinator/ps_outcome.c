@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 json_t *
 ps_outcome_servers (ps_client_t *client, int nservers, uint64_t done, json_t *mismatches)
@@ -49,6 +50,69 @@ ps_outcome_servers (ps_client_t *client, int nservers, uint64_t done, json_t *mi
     return servers;
 }
 
+//  The done record's entry of table name in tables, added when missing.
+static json_t *
+s_table_entry (json_t *tables, const char *name, int nservers)
+{
+    size_t i;
+    json_t *entry;
+    json_array_foreach (tables, i, entry)
+        if (strcmp (json_string_value (json_object_get (entry, "table")), name) == 0)
+            return entry;
+    json_t *steps = json_array ();
+    for (int s = 0; s < nservers; s++)
+        json_array_append_new (steps, json_null ());
+    json_t *pushes = json_deep_copy (steps);
+    entry = json_pack ("{s:s, s:i, s:i, s:i, s:i, s:o, s:o}", "table", name, "rows", 0,
+                       "created", 0, "evicted", 0, "dropped", 0, "shard_steps", steps,
+                       "shard_pushes", pushes);
+    json_array_append_new (tables, entry);
+    return entry;
+}
+
+//  Add n to entry's counter key.
+static void
+s_add (json_t *entry, const char *key, uint64_t n)
+{
+    json_int_t was = json_integer_value (json_object_get (entry, key));
+    json_object_set_new (entry, key, json_integer (was + (json_int_t) n));
+}
+
+json_t *
+ps_outcome_tables (ps_client_t *client, int nservers, uint64_t done, json_t *mismatches)
+{
+    json_t *tables = json_array ();
+    for (int s = 0; s < nservers && client; s++) {
+        ps_table_stats_t *stats = NULL;
+        size_t count = 0;
+        ps_error_t err;
+        if (ps_client_table_stats (client, s, &stats, &count, &err) != 0) {
+            json_array_append_new (mismatches,
+                json_pack ("{s:s, s:i, s:s}", "role", "ps", "task", s, "error", err.msg));
+            continue;
+        }
+        for (size_t t = 0; t < count; t++) {
+            json_t *entry = s_table_entry (tables, stats [t].table, nservers);
+            s_add (entry, "rows", stats [t].rows);
+            s_add (entry, "created", stats [t].created);
+            s_add (entry, "evicted", stats [t].evicted);
+            s_add (entry, "dropped", stats [t].dropped);
+            json_array_set_new (json_object_get (entry, "shard_steps"), (size_t) s,
+                                json_integer ((json_int_t) stats [t].steps));
+            json_array_set_new (json_object_get (entry, "shard_pushes"), (size_t) s,
+                                json_integer ((json_int_t) stats [t].pushes));
+            if (stats [t].steps != done)
+                json_array_append_new (mismatches,
+                    json_pack ("{s:s, s:i, s:s, s:i, s:I, s:I}", "role", "ps", "task", s,
+                               "table", stats [t].table, "shard", (int) stats [t].shard,
+                               "recorded", (json_int_t) stats [t].steps,
+                               "expected", (json_int_t) done));
+        }
+        free (stats);
+    }
+    return tables;
+}
+
 void
 ps_outcome_describe (const json_t *mismatches, char *list, size_t size)
 {
@@ -59,10 +123,17 @@ ps_outcome_describe (const json_t *mismatches, char *list, size_t size)
         const char *role = json_string_value (json_object_get (m, "role"));
         int task = (int) json_integer_value (json_object_get (m, "task"));
         const char *var = json_string_value (json_object_get (m, "var"));
+        const char *table = json_string_value (json_object_get (m, "table"));
         const char *error = json_string_value (json_object_get (m, "error"));
         char item [192];
         if (error)
             snprintf (item, sizeof item, "%s:%d could not be asked (%s)", role, task, error);
+        else
+        if (table)
+            snprintf (item, sizeof item, "%s:%d table %s shard %d applied %" JSON_INTEGER_FORMAT
+                      " steps", role, task, table,
+                      (int) json_integer_value (json_object_get (m, "shard")),
+                      json_integer_value (json_object_get (m, "recorded")));
         else
         if (var)
             snprintf (item, sizeof item, "%s:%d %s part %d recorded %" JSON_INTEGER_FORMAT,

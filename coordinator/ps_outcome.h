@@ -22,6 +22,17 @@
 json_t *ps_outcome_servers (ps_client_t *client, int nservers, uint64_t done,
                             json_t *mismatches);
 
+//  Ask each of nservers servers for its embedding table shards' counters:
+//  returns the done record's "tables" array, one object per table, in name
+//  order, with its rows, created, evicted and dropped counts summed over
+//  the servers, "shard_steps", the distinct steps each shard's ledger
+//  holds (by server: what a restore keeps), and "shard_pushes", the pushes
+//  each shard applied since it was created or last restored; appends to mismatches each shard that did not apply `done`
+//  steps (every step pushes to every shard, so each shard applies each
+//  step once), and each server that could not be asked.
+json_t *ps_outcome_tables (ps_client_t *client, int nservers, uint64_t done,
+                           json_t *mismatches);
+
 //  The mismatches as one line ("ps:0 w part 1 recorded 9; ..."), cut
 //  with "..." to fit len bytes.
 void ps_outcome_describe (const json_t *mismatches, char *list, size_t len);

@@ -201,9 +201,12 @@ ps_report_progress (ps_report_t *self, double now, const ps_progress_t *where)
         snprintf (loss_text, sizeof loss_text, "%.4f", loss);
         snprintf (acc_text, sizeof acc_text, "%.4f", acc);
     }
+    char auc_text [32] = "";
+    if (where->has_auc)
+        snprintf (auc_text, sizeof auc_text, "  test AUC %.4f", where->test_auc);
     snprintf (line, sizeof line, "epoch %" PRIu64 "/%" PRIu64 "  step %" PRIu64 "/%" PRIu64
-              "  %.0f samples/s  loss %s  acc %s  ETA %s  workers %d/%d",
-              epoch, epochs, done, total, samples_s, loss_text, acc_text, eta_text,
+              "  %.0f samples/s  loss %s  acc %s%s  ETA %s  workers %d/%d",
+              epoch, epochs, done, total, samples_s, loss_text, acc_text, auc_text, eta_text,
               where->workers_alive, where->workers);
     if (tty_due) {
         fprintf (stderr, "\r\033[K%s", line);
@@ -225,6 +228,8 @@ ps_report_progress (ps_report_t *self, double now, const ps_progress_t *where)
                                  "window_steps", (json_int_t) self->w_steps,
                                  "workers_alive", where->workers_alive);
         json_object_set_new (obj, "eta_s", eta >= 0 ? json_real (eta) : json_null ());
+        if (where->has_auc)
+            json_object_set_new (obj, "test_auc", json_real (where->test_auc));
         //  How the workers spent their steps: computing, or waiting on the
         //  servers (pulls and pushes), and pushes the ledgers ignored.
         double busy = self->w_compute_ms + self->w_comm_ms;

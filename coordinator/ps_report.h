@@ -32,10 +32,13 @@ typedef struct {
     double loss, compute_ms, comm_ms;
 } ps_step_report_t;
 
-//  Where the run stands, for a progress line.
+//  Where the run stands, for a progress line; with has_auc, the latest
+//  evaluation's AUC of a click-through-rate model.
 typedef struct {
     uint64_t done, total, steps_per_epoch;
     int workers_alive, workers;
+    bool has_auc;
+    double test_auc;
 } ps_progress_t;
 
 //  Open the report. metrics_path (NULL: none) is opened for appending;

@@ -354,8 +354,8 @@ test_async_eval_and_end (void **state)
     assert_string_equal (fx->log.last [1], "eval");
     s_report_t done = { "eval", "done", 0, 100, 0, 0, NULL };
     s_request (fx, 1, false, &done, 1);
-    double loss, accuracy;
-    assert_true (ps_evalq_latest (fx->evalq, &loss, &accuracy));
+    double loss, accuracy, auc;
+    assert_true (ps_evalq_latest (fx->evalq, &loss, &accuracy, &auc));
     assert_true (accuracy == 0.5);
     //  Every step done: advance hands over to the loop's finish.
     for (uint64_t s = 1; s <= 20; s++) {
@@ -657,8 +657,8 @@ test_sync_eval (void **state)
     s_assert_train (fx, 1, 4, 3, 2);
     s_report_t evaluated = { "eval", "done", 0, 100, 0, 0, NULL };
     s_request (fx, 0, true, &evaluated, 1);
-    double loss, accuracy;
-    assert_true (ps_evalq_latest (fx->evalq, &loss, &accuracy));
+    double loss, accuracy, auc;
+    assert_true (ps_evalq_latest (fx->evalq, &loss, &accuracy, &auc));
     s_close (fx);
 }
 
