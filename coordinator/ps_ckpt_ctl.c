@@ -302,9 +302,13 @@ ps_ckpt_ctl_commit (ps_ckpt_ctl_t *self, const ps_ckpt_cut_t *cut, ps_snap_file_
         return rc;
     }
     double pause = self->pause_ms > 0 ? now - self->pause_ms : now - self->t0;
-    ps_info ("checkpoint %s: step %" PRIu64 ", %zu files, %.1f MB, written in %.1f ms, "
-             "dispatch paused %.1f ms", dir, self->step, nfiles, bytes / 1e6, now - self->t0,
-             pause);
+    char tables [64] = "";
+    if (self->tables)
+        snprintf (tables, sizeof tables, " and %zu %s table files", cut->ntables,
+                  full ? "full" : "incremental");
+    ps_info ("checkpoint %s: step %" PRIu64 ", %zu files%s, %.1f MB, written in %.1f ms, "
+             "dispatch paused %.1f ms", dir, self->step, nfiles, tables, bytes / 1e6,
+             now - self->t0, pause);
     ps_report_event (self->report, "checkpoint",
                      json_pack ("{s:I, s:s, s:I, s:I, s:f, s:f}", "step", (json_int_t) self->step,
                                 "dir", dir, "files", (json_int_t) nfiles,

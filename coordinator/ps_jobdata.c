@@ -35,9 +35,13 @@ static int
 s_count_lines (const char *key, const char *path, ps_ctrformat_t format, uint64_t *lines,
                ps_error_t *err)
 {
-    ps_ctrfile_t *file = ps_ctrfile_open (path, format, NULL, err);
-    if (!file)
-        return ps_error_prefix (err, err->code, "%s", key);
+    ps_error_t why;
+    ps_ctrfile_t *file = ps_ctrfile_open (path, format, NULL, &why);
+    if (!file) {
+        if (err)
+            *err = why;
+        return ps_error_prefix (err, why.code, "%s", key);
+    }
     const ps_ctrindex_t *index = ps_ctrfile_index (file);
     *lines = ps_ctrfile_lines (file);
     if (ps_ctrindex_malformed (index))

@@ -2,6 +2,7 @@
 
 #include "ps_layout.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,9 +90,13 @@ ps_layout_tables_json (const ps_model_t *model)
     for (int t = 0; ctr && t < ctr->table_count; t++) {
         const ps_tablespec_t *spec = &ctr->tables [t].spec;
         const ps_rowopt_t *opt = &spec->opt;
-        json_t *init = json_pack ("{s:s, s:I, s:f, s:f, s:f, s:f, s:f}",
-                                  "kind", ps_init_kind_name (spec->init.kind),
-                                  "seed", (json_int_t) spec->init.seed,
+        //  Seeds are 64-bit and JSON integers are signed: they are written
+        //  as decimal strings.
+        char seed [24], shard_seed [24];
+        snprintf (seed, sizeof seed, "%" PRIu64, spec->init.seed);
+        snprintf (shard_seed, sizeof shard_seed, "%" PRIu64, spec->shard_seed);
+        json_t *init = json_pack ("{s:s, s:s, s:f, s:f, s:f, s:f, s:f}",
+                                  "kind", ps_init_kind_name (spec->init.kind), "seed", seed,
                                   "value", spec->init.value, "low", spec->init.low,
                                   "high", spec->init.high, "mean", spec->init.mean,
                                   "stddev", spec->init.stddev);
@@ -103,7 +108,7 @@ ps_layout_tables_json (const ps_model_t *model)
                                        "l1", opt->l1, "l2", opt->l2, "lr_power", opt->lr_power,
                                        "beta", opt->beta);
         json_array_append_new (tables,
-                               json_pack ("{s:s, s:i, s:o, s:o, s:i, s:f, s:I, s:I, s:s, s:I}",
+                               json_pack ("{s:s, s:i, s:o, s:o, s:i, s:f, s:I, s:I, s:s, s:s}",
                                           "name", spec->name, "dim", (int) spec->dim,
                                           "init", init, "optimizer", optimizer,
                                           "admit_count", (int) spec->admit_count,
@@ -111,7 +116,7 @@ ps_layout_tables_json (const ps_model_t *model)
                                           "capacity", (json_int_t) spec->capacity,
                                           "ttl", (json_int_t) spec->ttl,
                                           "policy", ps_evict_policy_name (spec->policy),
-                                          "shard_seed", (json_int_t) spec->shard_seed));
+                                          "shard_seed", shard_seed));
     }
     return tables;
 }

@@ -184,7 +184,9 @@ s_restore (void *self_, const char *why)
         rc = ps_client_restore (host->client, name, &err);
     else
     if ((rc = s_create_tables (self, &err)) == 0)
-        rc = ps_client_restore_tables (host->client, name, base, &err);
+        rc = ps_client_restore_tables (host->client, name, base,
+                                       (size_t) ps_model_ctr (host->cfg->model)->table_count,
+                                       &err);
     if (rc && self->recovering && (rc == PS_ETIMEDOUT || rc == PS_EIO || rc == PS_EREMOTE)) {
         //  Another server failed meanwhile, or is not serving yet: stay
         //  paused and try again once the failure handling has caught up.

@@ -2,8 +2,9 @@
 //  (coordinator/ps_ckpt_ctl.c), on real files in a temporary directory
 //  and with a fake clock: when a checkpoint is due, the state machine
 //  IDLE -> DRAINING -> WRITING -> IDLE, a failure held back before the
-//  next try, the final checkpoint's retries and give-up, and opening the
-//  newest checkpoint (and refusing one of another job).
+//  next try, the final checkpoint's retries and give-up, opening the
+//  newest checkpoint (and refusing one of another job), and a run with
+//  tables: full and incremental checkpoints by checkpoint.full_every.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -224,6 +226,104 @@ test_none (void **state)
     assert_null (manifest);
 }
 
+//  Take one checkpoint of a run with one table on its one server at now:
+//  the server writes the kind the control asks for, or the other kind with
+//  wrong_kind. Returns what commit returns; *base gets the base asked for
+//  ("" when full).
+static int
+s_take_table (s_fixture_t *fx, double now, bool wrong_kind, char *base, size_t len)
+{
+    ps_ckpt_ctl_pause (fx->ctl, now);
+    char tmp [600];
+    uint64_t step;
+    ps_error_t err = { 0 };
+    assert_int_equal (ps_ckpt_ctl_begin (fx->ctl, now + 1, &step, tmp, sizeof tmp, &err), 0);
+    const char *asked = ps_ckpt_ctl_base (fx->ctl);
+    snprintf (base, len, "%s", asked ? asked : "");
+    ps_ckpt_cut_t cut = { .generation = 9, .lr = 0.5, .ntables = 1,
+                          .tables = calloc (1, sizeof (ps_table_file_t)) };
+    assert_non_null (cut.tables);
+    bool full = (asked == NULL) != wrong_kind;
+    cut.tables [0] = (ps_table_file_t) { .server = 0, .shard = 0, .shards = 1, .full = full };
+    snprintf (cut.tables [0].table, sizeof cut.tables [0].table, "t");
+    snprintf (cut.tables [0].file, sizeof cut.tables [0].file, "t.shard0of1.%s.table",
+              full ? "full" : "incr");
+    return ps_ckpt_ctl_commit (fx->ctl, &cut, NULL, 0, 0, &err, now + 2);
+}
+
+//  With tables and full_every 3, every third checkpoint is full and the
+//  others name the last full one as their base; a commit whose table files
+//  are of the other kind fails, and the checkpoint after a failed full one
+//  is full. A checkpoint restored from an incremental one leaves the
+//  servers' tables following no full one, so the next is full; one of a
+//  run with other tables (or none) is refused by name.
+static void
+test_tables_full_every (void **state)
+{
+    s_fixture_t *fx = *state;
+    fx->job.checkpoint_full_every = 3;
+    json_t *specs = json_pack ("[{s:s, s:i}]", "name", "t", "dim", 4);
+    ps_ckpt_ctl_set_tables (fx->ctl, specs);
+    char base [600], first [64];
+    double now = 100;
+    const char *expect [] = { "", "first", "first", "", "fourth", "fourth" };
+    char fourth [64] = "";
+    for (int i = 0; i < 6; i++, now += 10) {
+        s_train (fx, 1);
+        assert_int_equal (s_take_table (fx, now, false, base, sizeof base), 0);
+        const char *want = strcmp (expect [i], "first") == 0 ? first
+                         : strcmp (expect [i], "fourth") == 0 ? fourth : "";
+        if (strcmp (base, want) != 0)
+            fail_msg ("checkpoint %d: base \"%s\", expected \"%s\"", i, base, want);
+        char name [64];
+        snprintf (name, sizeof name, "ckpt-%012llu",
+                  (unsigned long long) ps_schedule_done_count (fx->schedule));
+        if (i == 0)
+            snprintf (first, sizeof first, "%s", name);
+        if (i == 3)
+            snprintf (fourth, sizeof fourth, "%s", name);
+    }
+    //  The newest is incremental: its manifest names its base, and its
+    //  files are listed with their kind.
+    char dir [600], src [600];
+    json_t *manifest;
+    ps_error_t err;
+    assert_int_equal (ps_ckpt_ctl_open (fx->ctl, dir, src, sizeof dir, &manifest, &err), 0);
+    assert_string_equal (json_string_value (json_object_get (manifest, "base")), fourth);
+    json_t *tables = json_object_get (manifest, "tables");
+    assert_int_equal (json_integer_value (json_object_get (tables, "shards")), 1);
+    assert_true (json_equal (json_object_get (tables, "specs"), specs));
+    assert_false (json_is_true (json_object_get (json_array_get (json_object_get (tables,
+                                                                                  "files"), 0),
+                                                 "full")));
+    //  A full checkpoint was due; the server wrote an incremental file.
+    s_train (fx, 1);
+    assert_int_equal (s_take_table (fx, now, true, base, sizeof base), PS_ESHAPE);
+    assert_string_equal (base, "");
+    //  An incremental one was due after the full one that then failed:
+    //  none is, the next is full.
+    s_train (fx, 1);
+    assert_int_equal (s_take_table (fx, now + 5000, false, base, sizeof base), 0);
+    assert_string_equal (base, "");
+    s_train (fx, 1);
+    assert_int_equal (s_take_table (fx, now + 5010, false, base, sizeof base), 0);
+    assert_true (base [0] != 0);
+    //  Restored from the incremental checkpoint opened above: the next is
+    //  full.
+    assert_int_equal (ps_ckpt_ctl_rewind (fx->ctl, manifest, now + 5020, NULL, &err), 0);
+    s_train (fx, 1);
+    assert_int_equal (s_take_table (fx, now + 5030, false, base, sizeof base), 0);
+    assert_string_equal (base, "");
+    json_decref (manifest);
+    //  A run without tables does not resume from a checkpoint with them.
+    ps_ckpt_ctl_t *plain = ps_ckpt_ctl_new (&fx->job, &fx->plan, fx->layout, fx->job_json, 1,
+                                            fx->schedule, fx->report);
+    assert_int_equal (ps_ckpt_ctl_open (plain, dir, src, sizeof dir, &manifest, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "set of embedding tables"));
+    ps_ckpt_ctl_destroy (&plain);
+    json_decref (specs);
+}
+
 int
 main (void)
 {
@@ -235,6 +335,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_final_written, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_other_job, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_none, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_tables_full_every, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

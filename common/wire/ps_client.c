@@ -7,10 +7,12 @@
 //  (the header and zero-copy frames being built, the requests in flight,
 //  matching replies and waiting for ZeroMQ to release the caller's
 //  buffers) is shared by every call; and the calls themselves (pull, push,
-//  stats, snapshot, restore, fence) are each a short use of it. Cutting
-//  either part out would make the client's private state (servers,
-//  partitions, the request being built) a header shared by two files,
-//  which is the coupling the split of ps_coord.c removed.
+//  stats, snapshot, restore, fence, and the coordinator's calls for
+//  embedding tables: table_create, their stats, snapshot and restore) are
+//  each a short use of it. Cutting either part out would make the
+//  client's private state (servers, partitions, the request being built) a
+//  header shared by two files, which is the coupling the split of
+//  ps_coord.c removed.
 
 #include "ps_client.h"
 #include "ps_clock.h"
@@ -952,10 +954,19 @@ ps_client_restore (ps_client_t *self, const char *dir, ps_error_t *err)
 
 int
 ps_client_restore_tables (ps_client_t *self, const char *dir, const char *base,
-                          ps_error_t *err)
+                          size_t ntables, ps_error_t *err)
 {
     assert (self);
-    return s_restore (self, dir, base, true, err);
+    int rc = s_restore (self, dir, base, true, err);
+    for (size_t r = 0; rc == PS_OK && r < self->nrequests; r++) {
+        size_t restored = ps_msg_proto (self->requests [r].reply)->restore_ok.tables.count;
+        if (restored != ntables)
+            rc = ps_error_set (err, PS_ENOTFOUND, "server %s restored %zu table shards from "
+                               "%s, expected %zu (one per table): a table file is missing",
+                               self->servers [self->requests [r].server].endpoint, restored,
+                               dir, ntables);
+    }
+    return rc;
 }
 
 int

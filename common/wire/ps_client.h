@@ -170,9 +170,12 @@ int ps_client_snapshot_tables (ps_client_t *self, const char *dir, const char *b
 
 //  As ps_client_restore, on every server, and each server's table shards
 //  from the table files in dir: full ones, or with base (not NULL) the
-//  incremental ones in dir read on top of the full ones in base.
+//  incremental ones in dir read on top of the full ones in base. Every
+//  server must restore ntables shards (its shard of each table): one that
+//  found fewer files is PS_ENOTFOUND naming it, since its tables would
+//  otherwise go on empty.
 int ps_client_restore_tables (ps_client_t *self, const char *dir, const char *base,
-                              ps_error_t *err);
+                              size_t ntables, ps_error_t *err);
 
 //  Tag every later push and push-pull with generation (0: untagged), so
 //  that a server fenced at another generation refuses it.
