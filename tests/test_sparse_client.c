@@ -284,9 +284,9 @@ test_wrong_width_refused (void **state)
 }
 
 //  A server stopped in the middle of a call (SIGSTOP: it holds the
-//  connection but never answers, as one that hangs or dies unseen):
-//  the call fails with a timeout naming that server, within the client's
-//  timeout and its linger.
+//  connection but never answers, as one that hangs or dies unseen), and
+//  then one killed: the call fails with a timeout naming that server,
+//  within the client's timeout and its linger.
 static void
 test_server_stops_answering (void **state)
 {
@@ -343,8 +343,15 @@ test_server_stops_answering (void **state)
     //  The victim may have read the first push before it stopped, or not.
     assert_true (info.duplicates >= S_TABLES);
     assert_int_equal (info.shards + info.duplicates, 2 * S_TABLES);
+    //  Killed outright: the same error, naming it, within the same time.
+    assert_true (harness_server_stop (&victim, SIGKILL) == 128 + SIGKILL);
+    t0 = ps_clock_ms ();
+    assert_int_equal (ps_sparse_client_pull (client, ids, counts, rows, &err), PS_ETIMEDOUT);
+    ms = ps_clock_ms () - t0;
+    if (!strstr (err.msg, victim.endpoint))
+        fail_msg ("the timeout does not name the server %s: %s", victim.endpoint, err.msg);
+    assert_true (ms < timeout_ms + 10000);
     ps_sparse_client_destroy (&client);
-    harness_server_stop (&victim, SIGKILL);
 }
 
 //  ---------------------------------------------------------------------

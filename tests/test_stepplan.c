@@ -23,11 +23,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <math.h>
+#include <stdio.h>
+
 #include "harness.h"
+#include "ps_dataset.h"
 #include "ps_model.h"
 #include "ps_msg.h"
 #include "ps_stepplan.h"
 #include "ps_wmode.h"
+#include "ps_wmode_ctr.h"
 
 static char *
 s_strdup (const char *s)
@@ -430,6 +435,153 @@ test_mirrored_mode (void **state)
     ps_stepplan_destroy (&stepplan);
 }
 
+//  ---------------------------------------------------------------------
+//  Click-through-rate models (worker/ps_ctrplan.c, ps_wmode_ctr.c)
+
+#define S_CTR_LINES  1000
+#define S_CTR_BAD    500        //  the line (from 0) that is malformed
+
+//  A Criteo file of S_CTR_LINES lines in dir: line i has I1 = i and C1 =
+//  i in hex, except line S_CTR_BAD, which has too few fields.
+static char *
+s_criteo_file (const char *dir, const char *name)
+{
+    char path [512];
+    snprintf (path, sizeof path, "%s/%s", dir, name);
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    for (int i = 0; i < S_CTR_LINES; i++) {
+        if (i == S_CTR_BAD) {
+            fprintf (file, "1\t2\t3\n");
+            continue;
+        }
+        fprintf (file, "%d\t%d", i % 4 == 0, i);
+        for (int f = 1; f < 13; f++)
+            fputc ('\t', file);
+        fprintf (file, "\t%08x", (unsigned) i);
+        for (int f = 1; f < 26; f++)
+            fputc ('\t', file);
+        fputc ('\n', file);
+    }
+    assert_int_equal (fclose (file), 0);
+    return s_strdup (path);
+}
+
+//  A plan of model lr on the Criteo file at path, batch 64 (16 blocks of
+//  the file, the last of 40 lines).
+static void
+s_ctr_plan (ps_plan_t *plan, const char *path)
+{
+    s_plan (plan, "lr", 0, 0);
+    plan->batch_size = 64;
+    snprintf (plan->data_format, sizeof plan->data_format, "criteo");
+    plan->train_data = s_strdup (path);
+    plan->test_data = s_strdup (path);
+}
+
+//  Batch b of epoch e is block pi_e (b), ps_dataset_shuffle's order of
+//  the blocks for the plan's seed: every line is read once an epoch, the
+//  malformed one skipped, the last block short; two epochs differ.
+static void
+test_ctr_blocks (void **state)
+{
+    (void) state;
+    char dir [64];
+    harness_tmpdir (dir, sizeof dir);
+    char *path = s_criteo_file (dir, "train.txt");
+    ps_plan_t plan;
+    s_ctr_plan (&plan, path);
+    plan.steps_per_epoch = 16;
+    ps_error_t err = { 0 };
+    ps_stepplan_t *stepplan = ps_stepplan_new (&plan, true, NULL, 0, &err);
+    if (!stepplan)
+        fail_msg ("a CTR step plan refused: %s", err.msg);
+    assert_true (ps_stepplan_trains (stepplan));
+    assert_null (ps_stepplan_backend (stepplan));
+    ps_ctrplan_t *ctr = ps_stepplan_ctr (stepplan);
+    assert_non_null (ctr);
+    assert_int_equal (ps_ctrplan_blocks (ctr, 64), 16);
+    uint32_t orders [2][16];
+    for (uint64_t epoch = 0; epoch < 2; epoch++) {
+        uint32_t perm [16];
+        ps_dataset_shuffle (7, epoch, 16, perm);
+        int seen [S_CTR_LINES] = { 0 };
+        for (uint64_t b = 0; b < 16; b++) {
+            int n = ps_ctrplan_load_train (ctr, 7, epoch, b, 64, &err);
+            if (n < 0)
+                fail_msg ("epoch %llu batch %llu: %s", (unsigned long long) epoch,
+                          (unsigned long long) b, err.msg);
+            const ps_ctrbatch_t *batch = ps_ctrplan_batch (ctr);
+            assert_int_equal (batch->first_line, (uint64_t) perm [b] * 64);
+            assert_int_equal (batch->lines, perm [b] == 15 ? 40 : 64);
+            assert_int_equal ((uint64_t) n, batch->lines - batch->malformed);
+            for (int i = 0; i < n; i++) {
+                int line = (int) lrint (expm1 (batch->dense [i * batch->ndense]));
+                assert_true (line >= 0 && line < S_CTR_LINES);
+                seen [line]++;
+            }
+            orders [epoch][b] = perm [b];
+        }
+        for (int line = 0; line < S_CTR_LINES; line++)
+            assert_int_equal (seen [line], line == S_CTR_BAD ? 0 : 1);
+    }
+    assert_true (memcmp (orders [0], orders [1], sizeof orders [0]) != 0);
+    assert_int_equal (ps_ctrplan_load_train (ctr, 7, 0, 16, 64, &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "batch 16 of epoch 0"));
+    ps_stepplan_destroy (&stepplan);
+    free (path);
+    harness_rmtree (dir);
+}
+
+//  The plan's steps per epoch against the file's blocks, a GPU asked for
+//  by name, sync mode, and an evaluator, which opens the test file only.
+static void
+test_ctr_refused (void **state)
+{
+    (void) state;
+    char dir [64];
+    harness_tmpdir (dir, sizeof dir);
+    char *path = s_criteo_file (dir, "data.txt");
+    ps_error_t err = { 0 };
+    ps_plan_t plan;
+    s_ctr_plan (&plan, path);
+    plan.steps_per_epoch = 17;
+    assert_null (ps_stepplan_new (&plan, true, NULL, 0, &err));
+    assert_non_null (strstr (err.msg, "17 steps per epoch"));
+    assert_non_null (strstr (err.msg, "1000 training lines"));
+    assert_non_null (strstr (err.msg, "16 batches of 64"));
+    s_ctr_plan (&plan, path);
+    assert_null (ps_stepplan_new (&plan, true, "gpu", 0, &err));
+    assert_non_null (strstr (err.msg, "\"lr\""));
+    assert_non_null (strstr (err.msg, "gpu"));
+    //  A training file that is not there, named.
+    s_ctr_plan (&plan, path);
+    free (plan.train_data);
+    plan.train_data = s_strdup ("/nonexistent/train.txt");
+    assert_null (ps_stepplan_new (&plan, true, NULL, 0, &err));
+    assert_non_null (strstr (err.msg, "/nonexistent/train.txt"));
+    //  An evaluator does not need it.
+    s_ctr_plan (&plan, path);
+    free (plan.train_data);
+    plan.train_data = s_strdup ("/nonexistent/train.txt");
+    plan.sync = true;
+    assert_true (ps_wmode_find (&plan) == &ps_wmode_ctr);
+    ps_stepplan_t *evaluator = ps_stepplan_new (&plan, false, NULL, 0, &err);
+    if (!evaluator)
+        fail_msg ("evaluator's step plan refused: %s", err.msg);
+    assert_false (ps_stepplan_trains (evaluator));
+    int n = ps_ctrplan_load_test (ps_stepplan_ctr (evaluator), 0, 100, &err);
+    assert_int_equal (n, 100);
+    //  Sync mode does not train a CTR model: refused naming both.
+    ps_wmode_env_t env = { .stepplan = evaluator, .evaluator = true };
+    assert_null (ps_wmode_ctr.create (&env, &err));
+    assert_non_null (strstr (err.msg, "sync mode"));
+    assert_non_null (strstr (err.msg, "\"lr\""));
+    ps_stepplan_destroy (&evaluator);
+    free (path);
+    harness_rmtree (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -445,6 +597,8 @@ main (int argc, char **argv)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_compare),
         cmocka_unit_test (test_check_variables),
+        cmocka_unit_test (test_ctr_blocks),
+        cmocka_unit_test (test_ctr_refused),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

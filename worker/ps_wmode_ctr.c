@@ -13,6 +13,7 @@
 #include "ps_clock.h"
 #include "ps_floats.h"
 #include "ps_log.h"
+#include "ps_pusher.h"
 #include "ps_sparse_client.h"
 
 struct _ps_wmode_t {
@@ -22,6 +23,7 @@ struct _ps_wmode_t {
     const ps_ctrmodel_t *ctr;
     int ntables;
     ps_client_t *client;        //  the dense variables
+    ps_pusher_t *pusher;        //  pushes them while the rows are pushed
     ps_sparse_client_t *sparse; //  the tables
     int nvars;
     float *params, *grads;      //  the flat dense vectors (ps_model.h's offsets)
@@ -52,6 +54,9 @@ s_destroy (ps_wmode_t **self_p)
     ps_wmode_t *self = *self_p;
     if (!self)
         return;
+    //  A push still in flight (after a fatal error) ends within the
+    //  client's timeout first.
+    ps_pusher_destroy (&self->pusher);
     ps_client_destroy (&self->client);
     ps_sparse_client_destroy (&self->sparse);
     ps_binmetrics_destroy (&self->metrics);
@@ -138,6 +143,7 @@ s_create (const ps_wmode_env_t *env, ps_error_t *err)
         return NULL;
     }
     free (specs);
+    self->pusher = ps_pusher_new ();
     return self;
 }
 
@@ -207,8 +213,9 @@ s_push_failed (ps_wmode_t *self, const ps_work_t *work, ps_report_t *report, int
                   ps_error_name (PS_ENONFINITE), local->msg);
 }
 
-//  Push the step's row gradients to every server, then its dense gradient
-//  with push-pull, which brings back the dense values after it. A batch
+//  Push the step's dense gradient with push-pull, which brings back the
+//  dense values after it, on the pusher's thread, while this thread
+//  pushes its row gradients to every server; then wait for both. A batch
 //  with no example pushes empty entries and a zero gradient, so that the
 //  step is recorded everywhere all the same. Fills report.
 static void
@@ -223,21 +230,25 @@ s_push (ps_wmode_t *self, const ps_work_t *work, ps_report_t *report, int n)
     //  generation's parameters (a fence).
     ps_sparse_client_set_generation (self->sparse, work->generation);
     ps_client_set_generation (self->client, work->generation);
+    if (self->nvars)
+        ps_pusher_post (self->pusher, self->client, work->step, (uint32_t) self->index,
+                        self->grad_parts, self->values);
     ps_sparse_push_info_t sparse;
+    ps_error_t sparse_err, dense_err;
+    int sparse_rc = ps_sparse_client_push (self->sparse, work->step, (uint32_t) self->index,
+                                           self->ids, self->counts, self->row_grads, &sparse,
+                                           &sparse_err);
     ps_push_info_t dense = { 0, 0 };
-    ps_error_t local;
-    int rc = ps_sparse_client_push (self->sparse, work->step, (uint32_t) self->index,
-                                    self->ids, self->counts, self->row_grads, &sparse, &local);
-    if (rc) {
-        s_push_failed (self, work, report, rc, "pushing the row gradients", &local);
+    double ms;
+    int dense_rc = self->nvars ? ps_pusher_wait (self->pusher, &dense, &ms, &dense_err) : 0;
+    //  Either push may have been applied when the other failed: the step
+    //  tried again is answered duplicate where it was.
+    if (sparse_rc)
+        s_push_failed (self, work, report, sparse_rc, "pushing the row gradients", &sparse_err);
+    if (dense_rc)
+        s_push_failed (self, work, report, dense_rc, "pushing the dense gradient", &dense_err);
+    if (sparse_rc || dense_rc)
         return;
-    }
-    if (self->nvars
-    &&  (rc = ps_client_push_pull (self->client, work->step, (uint32_t) self->index,
-                                   self->grad_parts, self->values, &dense, &local))) {
-        s_push_failed (self, work, report, rc, "pushing the dense gradient", &local);
-        return;
-    }
     //  Push-pull brought back the dense values after this push: the
     //  freshest there are.
     self->fresh = true;

@@ -9,9 +9,10 @@
 //  dense variables when the values it holds are not the servers' of the
 //  work's generation), computes with the engine (ps_ctrnet.h), and pushes
 //  the row gradients to every server (an empty entry where a table has no
-//  id of the step, so every shard's ledger records the step) and the
-//  dense gradient with push-pull, both tagged with the step id and the
-//  generation. Each push is waited for: the overlap of step k's push with
+//  id of the step, so every shard's ledger records the step) while the
+//  pusher's thread (ps_pusher.h) pushes the dense gradient with
+//  push-pull, both tagged with the step id and the generation. Both are
+//  waited for before the step ends: the overlap of step k's push with
 //  step k + 1's computation is not done for these models. A failed pull
 //  or push is reported failed and the next step pulls afresh; a step that
 //  is tried again is answered duplicate by the ledgers that have it.
