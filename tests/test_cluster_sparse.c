@@ -8,12 +8,14 @@
 //    c. kill -9 of a worker: the run completes, every step applied exactly
 //       once by every dense partition and every table shard;
 //    d. kill -9 of a server with incremental checkpoints: the coordinator
-//       restores it, tables included, from the newest checkpoint (an
-//       incremental one on top of its full base), and the run completes
-//       exactly once;
+//       restores the servers, tables included, from the newest checkpoint
+//       (an incremental one on top of its full base), and the run
+//       completes exactly once; the checkpoint's table files, read here
+//       with ps_sparse_load, hold exactly its steps, and the tables hold
+//       exactly its rows and those created since the restore;
 //    e. --resume of a run from an incremental checkpoint trains on to the
-//       end exactly once, and the keep rule never removes a full
-//       checkpoint that a kept incremental one needs;
+//       end exactly once, from the checkpoint's rows, and the keep rule
+//       never removes a full checkpoint that a kept incremental one needs;
 //    f. the mistakes: a CTR model in sync or mirrored mode, a missing data
 //       file, a format the model cannot take, a mostly malformed file, each
 //       refused with a message naming it.
@@ -367,6 +369,22 @@ s_check_checkpoint_tables (const char *ckpt, json_int_t step, size_t ntables)
     return rows;
 }
 
+//  Every server restored its shards of lr's table from the checkpoint ckpt
+//  (holding rows rows) and counts the rows created since: with nothing
+//  evicted, the done record's rows are exactly the checkpoint's and those,
+//  so a restore that lost or invented a row fails here.
+static void
+s_check_rows_since (cluster_run_t *run, uint64_t rows, const char *ckpt)
+{
+    json_t *done = cluster_find (run->rows, "done", -1);
+    json_t *table = json_array_get (json_object_get (done, "tables"), 0);
+    if (cluster_int (table, "rows") != (json_int_t) rows + cluster_int (table, "created"))
+        fail_msg ("%s: table %s holds %lld rows, expected the %" PRIu64 " restored from %s and "
+                  "the %lld created since", run->name, cluster_str (table, "table"),
+                  (long long) cluster_int (table, "rows"), rows, ckpt,
+                  (long long) cluster_int (table, "created"));
+}
+
 //  ---------------------------------------------------------------------
 //  a. Training to the planted AUC
 
@@ -543,6 +561,8 @@ test_kill_server (void **state)
     //  The checkpoint it restored holds, in each shard's full file and the
     //  incremental one on top, exactly the steps before it.
     uint64_t rows = s_check_checkpoint_tables (restored, restored_step, s_lr.ntables);
+    s_check_rows_since (run, rows, restored);
+    json_t *table = json_array_get (json_object_get (done, "tables"), 0);
     //  The final checkpoint holds the finished tables: as many rows as the
     //  done record counts over the servers.
     char names [16][64], last [PATH_MAX + 64];
@@ -551,7 +571,6 @@ test_kill_server (void **state)
     assert_true (count >= 1);
     snprintf (last, sizeof last, "%s/%s", root, names [count - 1]);
     assert_int_equal (strtoll (names [count - 1] + 5, NULL, 10), total);
-    json_t *table = json_array_get (json_object_get (done, "tables"), 0);
     assert_int_equal (s_check_checkpoint_tables (last, (json_int_t) total, s_lr.ntables),
                       cluster_int (table, "rows"));
     cluster_check_no_children (run, 0, NULL);
@@ -613,6 +632,8 @@ test_resume_incremental (void **state)
     cluster_run_start (resumed, NULL);
     cluster_run_finish (resumed, 0);
     s_check_done (resumed, total, &s_lr);
+    s_check_rows_since (resumed, s_check_checkpoint_tables (newest, newest_step, s_lr.ntables),
+                        newest);
     json_t *recovered = cluster_find (resumed->rows, "recovered", 0);
     assert_non_null (recovered);
     assert_string_equal (cluster_str (recovered, "reason"), "resuming");
