@@ -277,8 +277,11 @@ s_wait_incremental (cluster_run_t *run, char *dir, size_t len)
         json_decref (ckpt);
         char manifest [PATH_MAX + 32];
         snprintf (manifest, sizeof manifest, "%s/MANIFEST.json", dir);
-        json_t *root = json_load_file (manifest, 0, NULL);
-        assert_non_null (root);
+        json_error_t error;
+        json_t *root = json_load_file (manifest, 0, &error);
+        //  Gone only if pruned, several checkpoints later: far too late.
+        if (!root)
+            fail_msg ("%s: %s: %s", run->name, manifest, error.text);
         const char *base = json_string_value (json_object_get (root, PS_CHECKPOINT_BASE));
         uint64_t base_step = 0;
         if (base)
