@@ -28,6 +28,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -246,6 +247,7 @@ typedef struct {
     uint64_t step, generation;
     uint64_t order, update;     //  mirrored mode's
     const char *error;
+    double auc;                 //  a CTR model's evaluation; 0: none
 } s_report_t;
 
 //  Worker w asks (want) with its reports.
@@ -263,6 +265,7 @@ s_request (s_fixture_t *fx, int w, bool want, const s_report_t *reports, int n)
             .has_update = true, .update = r->update, .has_checksum = true, .checksum = 77,
             .has_order = r->order != 0, .order = r->order,
             .has_error = r->error != NULL, .error = r->error,
+            .has_auc = r->auc > 0, .auc = r->auc,
         };
     }
     ps_proto_work_request_t req = {
@@ -293,7 +296,7 @@ test_async_steps (void **state)
     s_ask (fx, 1);
     assert_int_equal (fx->log.last_step [1], 2);
     //  Worker 0 completes its step and gets the next.
-    s_report_t done1 = { "train", "done", 1, 100, 0, 0, NULL };
+    s_report_t done1 = { "train", "done", 1, 100, 0, 0, NULL, 0 };
     s_request (fx, 0, true, &done1, 1);
     assert_int_equal (fx->log.completed, 1);
     assert_int_equal (fx->log.counted, 1);
@@ -301,16 +304,16 @@ test_async_steps (void **state)
     //  Worker 1 fails: its step goes back to the queue, and to worker 0.
     assert_true (ps_roster_fail (fx->roster, PS_ROLE_WORKER, 1));
     assert_int_equal (fx->ops->task_failed (fx->mode, PS_ROLE_WORKER, 1), 1);
-    s_report_t done3 = { "train", "done", 3, 100, 0, 0, NULL };
+    s_report_t done3 = { "train", "done", 3, 100, 0, 0, NULL, 0 };
     s_request (fx, 0, true, &done3, 1);
     assert_int_equal (fx->log.last_step [0], 2);
     //  Worker 1's late completion of step 2 is not its to make.
-    s_report_t late = { "train", "done", 2, 100, 0, 0, NULL };
+    s_report_t late = { "train", "done", 2, 100, 0, 0, NULL, 0 };
     s_request (fx, 1, false, &late, 1);
     assert_int_equal (fx->log.completed, 2);
     assert_int_equal (fx->host.refused_reports, 1);
     //  A report of an older generation says nothing.
-    s_report_t old = { "train", "done", 2, 99, 0, 0, NULL };
+    s_report_t old = { "train", "done", 2, 99, 0, 0, NULL, 0 };
     s_request (fx, 0, false, &old, 1);
     assert_int_equal (fx->log.completed, 2);
     assert_int_equal (ps_schedule_in_flight (fx->schedule), 1);
@@ -325,7 +328,7 @@ test_async_nonfinite (void **state)
     fx->host.state = PS_RUN_RUNNING;
     s_ask (fx, 0);
     uint64_t step = fx->log.last_step [0];
-    s_report_t refused = { "train", "failed", step, 100, 0, 0, "nonfinite gradient" };
+    s_report_t refused = { "train", "failed", step, 100, 0, 0, "nonfinite gradient", 0 };
     //  Retried nonfinite_retries times, each time the same step again.
     for (int i = 0; i < fx->job.nonfinite_retries; i++) {
         s_request (fx, 0, true, &refused, 1);
@@ -349,14 +352,23 @@ test_async_eval_and_end (void **state)
     s_ask (fx, 1);
     assert_string_equal (fx->log.last [1], "eval");
     //  A failed evaluation waits again, for the next to ask.
-    s_report_t failed = { "eval", "failed", 0, 100, 0, 0, NULL };
+    s_report_t failed = { "eval", "failed", 0, 100, 0, 0, NULL, 0 };
     s_request (fx, 1, true, &failed, 1);
     assert_string_equal (fx->log.last [1], "eval");
-    s_report_t done = { "eval", "done", 0, 100, 0, 0, NULL };
+    s_report_t done = { "eval", "done", 0, 100, 0, 0, NULL, 0 };
     s_request (fx, 1, false, &done, 1);
     double loss, accuracy, auc;
     assert_true (ps_evalq_latest (fx->evalq, &loss, &accuracy, &auc));
     assert_true (accuracy == 0.5);
+    assert_true (isnan (auc));
+    //  A CTR model's evaluation carries its AUC through.
+    ps_evalq_ask (fx->evalq, 1, 0);
+    s_ask (fx, 1);
+    assert_string_equal (fx->log.last [1], "eval");
+    s_report_t ctr = { "eval", "done", 0, 100, 0, 0, NULL, 0.75 };
+    s_request (fx, 1, false, &ctr, 1);
+    assert_true (ps_evalq_latest (fx->evalq, &loss, &accuracy, &auc));
+    assert_true (auc == 0.75 && loss == 60.0 / 50);
     //  Every step done: advance hands over to the loop's finish.
     for (uint64_t s = 1; s <= 20; s++) {
         uint64_t step;
@@ -377,7 +389,7 @@ test_async_eval_and_end (void **state)
 static void
 s_done_and_ask (s_fixture_t *fx, int w)
 {
-    s_report_t done = { "train", "done", fx->log.last_step [w], fx->host.generation, 0, 0, NULL };
+    s_report_t done = { "train", "done", fx->log.last_step [w], fx->host.generation, 0, 0, NULL, 0 };
     s_request (fx, w, true, &done, 1);
 }
 
@@ -451,7 +463,7 @@ test_ssp_eval (void **state)
     }
     //  Back with its result, worker 1 is level with worker 0 (clock 4):
     //  it may start, and worker 0 one ahead of it still may too.
-    s_report_t evaluated = { "eval", "done", 0, 100, 0, 0, NULL };
+    s_report_t evaluated = { "eval", "done", 0, 100, 0, 0, NULL, 0 };
     s_request (fx, 1, true, &evaluated, 1);
     assert_string_equal (fx->log.last [1], "train");
     assert_int_equal (fx->log.last_step [1], 6);
@@ -483,7 +495,7 @@ test_ssp_eval_again (void **state)
     s_ask (fx, 1);
     assert_string_equal (fx->log.last [1], "eval");
     fx->ops->joined (fx->mode, PS_ROLE_WORKER, 1, false);
-    s_report_t evaluated = { "eval", "done", 0, 100, 0, 0, NULL };
+    s_report_t evaluated = { "eval", "done", 0, 100, 0, 0, NULL, 0 };
     s_request (fx, 1, true, &evaluated, 1);
     assert_string_equal (fx->log.last [1], "train");
     assert_int_equal (fx->log.last_step [1], 1);
@@ -492,7 +504,7 @@ test_ssp_eval_again (void **state)
     assert_string_equal (fx->log.last [0], "eval");
     s_ask (fx, 0);
     assert_string_equal (fx->log.last [0], "eval");
-    s_request (fx, 0, true, &(s_report_t) { "eval", "done", 1, 100, 0, 0, NULL }, 1);
+    s_request (fx, 0, true, &(s_report_t) { "eval", "done", 1, 100, 0, 0, NULL, 0 }, 1);
     assert_string_equal (fx->log.last [0], "train");
     assert_int_equal (fx->log.last_step [0], 2);
     s_close (fx);
@@ -552,7 +564,7 @@ s_ring_reports (s_fixture_t *fx, const char *kind, uint64_t order, uint64_t upda
 {
     for (int w = 0; w < S_NWORKERS; w++) {
         s_report_t r = { kind, "done", fx->log.last_step [w], fx->host.generation, order,
-                         update, NULL };
+                         update, NULL, 0 };
         s_request (fx, w, true, &r, 1);
     }
 }
@@ -561,7 +573,7 @@ s_ring_reports (s_fixture_t *fx, const char *kind, uint64_t order, uint64_t upda
 static void
 s_done (s_fixture_t *fx, int w, uint64_t step)
 {
-    s_report_t done = { "train", "done", step, 100, 0, 0, NULL };
+    s_report_t done = { "train", "done", step, 100, 0, 0, NULL, 0 };
     s_request (fx, w, true, &done, 1);
 }
 
@@ -655,7 +667,7 @@ test_sync_eval (void **state)
     s_assert_train (fx, 1, 3, 3, 2);
     s_ask (fx, 1);
     s_assert_train (fx, 1, 4, 3, 2);
-    s_report_t evaluated = { "eval", "done", 0, 100, 0, 0, NULL };
+    s_report_t evaluated = { "eval", "done", 0, 100, 0, 0, NULL, 0 };
     s_request (fx, 0, true, &evaluated, 1);
     double loss, accuracy, auc;
     assert_true (ps_evalq_latest (fx->evalq, &loss, &accuracy, &auc));
@@ -678,7 +690,7 @@ test_sync_rehand (void **state)
     s_done (fx, 0, 1);
     s_assert_train (fx, 0, 2, 1, 2);
     //  The failed worker's late completion is not its to make.
-    s_report_t late = { "train", "done", 2, 100, 0, 0, NULL };
+    s_report_t late = { "train", "done", 2, 100, 0, 0, NULL, 0 };
     s_request (fx, 1, false, &late, 1);
     assert_int_equal (fx->log.completed, 1);
     s_done (fx, 0, 2);
@@ -699,7 +711,7 @@ test_sync_checkpoint_drain (void **state)
     s_ask (fx, 0);
     ps_ckpt_ctl_pause (fx->ckpt, 1.0);
     //  Nothing in flight, but step 2 of round 1 is not done: no snapshot.
-    s_report_t done1 = { "train", "done", 1, 100, 0, 0, NULL };
+    s_report_t done1 = { "train", "done", 1, 100, 0, 0, NULL, 0 };
     s_request (fx, 0, false, &done1, 1);
     assert_int_equal (ps_schedule_in_flight (fx->schedule), 0);
     fx->ops->advance (fx->mode, 2.0);
@@ -752,7 +764,7 @@ test_mirrored_ring (void **state)
     assert_int_equal (fx->log.last_step [0], 3);
     //  Worker 1 dies in the next step after worker 0 applied it: the step
     //  counts, since a survivor completed it, and the ring is formed anew.
-    s_report_t r0 = { "train", "done", 3, fx->host.generation, 3, 2, NULL };
+    s_report_t r0 = { "train", "done", 3, fx->host.generation, 3, 2, NULL, 0 };
     s_request (fx, 0, true, &r0, 1);
     assert_true (ps_roster_fail (fx->roster, PS_ROLE_WORKER, 1));
     fx->ops->task_failed (fx->mode, PS_ROLE_WORKER, 1);
@@ -786,7 +798,7 @@ test_mirrored_step_lost (void **state)
     //  to the queue, to be trained by the next ring.
     assert_true (ps_roster_fail (fx->roster, PS_ROLE_WORKER, 1));
     fx->ops->task_failed (fx->mode, PS_ROLE_WORKER, 1);
-    s_report_t r0 = { "train", "failed", 1, fx->host.generation, 2, 0, NULL };
+    s_report_t r0 = { "train", "failed", 1, fx->host.generation, 2, 0, NULL, 0 };
     s_request (fx, 0, true, &r0, 1);
     fx->ops->advance (fx->mode, 0);
     assert_int_equal (ps_schedule_done_count (fx->schedule), 0);

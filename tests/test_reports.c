@@ -5,7 +5,7 @@
 //  they were made, at most 64 to a request; a request that is never
 //  answered puts its reports back in front of newer ones (at least once);
 //  an answered one drops them; a send that fails keeps them pending; the
-//  mode's optional fields (update and order, checksum, error) go only
+//  mode's optional fields (update and order, checksum, AUC, error) go only
 //  when set; request ids are the worker's own; and a queue held past its
 //  bound drops the oldest report.
 
@@ -178,7 +178,8 @@ test_fields (void **state)
     ps_report_t ring = { .kind = PS_WORK_RING, .generation = 3, .has_update = true,
                          .update = 41, .order = 7 };
     ps_report_t eval = { .kind = PS_WORK_EVAL, .done = true, .step = 10, .has_update = true,
-                         .update = 42, .order = 8, .has_checksum = true, .checksum = 0xabc };
+                         .update = 42, .order = 8, .has_checksum = true, .checksum = 0xabc,
+                         .has_auc = true, .auc = 0.8125 };
     ps_report_t failed = { .kind = PS_WORK_TRAIN, .step = 11 };
     snprintf (failed.error, sizeof failed.error, "nonfinite: a gradient holds NaN");
     ps_reports_add (reports, &plain);
@@ -195,6 +196,7 @@ test_fields (void **state)
     assert_false (r->has_update);
     assert_false (r->has_order);
     assert_false (r->has_checksum);
+    assert_false (r->has_auc);
     assert_false (r->has_error);
     r = &list->items [1];
     assert_string_equal (r->kind, "ring");
@@ -205,6 +207,8 @@ test_fields (void **state)
     r = &list->items [2];
     assert_true (r->has_checksum);
     assert_int_equal (r->checksum, 0xabc);
+    assert_true (r->has_auc);
+    assert_true (r->auc == 0.8125);
     r = &list->items [3];
     assert_true (r->has_error);
     assert_string_equal (r->error, "nonfinite: a gradient holds NaN");

@@ -23,6 +23,11 @@
 //              in, and the coordinator hands out the next round only then,
 //              so the next step's pull sees it. Async and sync share the
 //              servers' side (ps_wmode_ps.h).
+//    async, for CTR models  (ps_wmode_ctr.c) a plan whose data is Criteo
+//              or LIBSVM text: async with embedding tables, each step
+//              pulling its rows and pushing their gradients to every
+//              server beside the dense push-pull; ps_wmode_find picks it
+//              whatever the plan's mode, and it refuses sync and mirrored.
 //
 //  How ssp fits these operations without touching the loop (and how sync
 //  was first planned; it needed no abort nor a fenced pull, since the
@@ -146,5 +151,6 @@ const ps_wmode_ops_t *ps_wmode_find (const ps_plan_t *plan);
 extern const ps_wmode_ops_t ps_wmode_async;
 extern const ps_wmode_ops_t ps_wmode_mirrored;
 extern const ps_wmode_ops_t ps_wmode_sync;
+extern const ps_wmode_ops_t ps_wmode_ctr;
 
 #endif

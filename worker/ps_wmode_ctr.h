@@ -31,8 +31,6 @@
 
 #include "ps_wmode.h"
 
-extern const ps_wmode_ops_t ps_wmode_ctr;
-
 //  Whether plan's data is text for a CTR model (data_format criteo or
 //  libsvm), which ps_wmode_ctr serves whatever the plan's mode.
 bool ps_wmode_ctr_plan (const ps_plan_t *plan);

@@ -285,6 +285,9 @@ s_build (ps_ctrindex_t *self, const char *path, int fd, ps_error_t *err)
         ps_ctrsource_take_points (source, &self->points, &self->count);
     if (rc == 0 && self->count == 0) {
         //  An empty file: one point at its start, for a uniform format.
+        //  The reader's points, none of which starts a line, come as an
+        //  array of no entries that is freed all the same.
+        free (self->points);
         self->points = calloc (1, sizeof (ps_ctrpoint_t));
         self->count = self->points ? 1 : 0;
         if (!self->points)

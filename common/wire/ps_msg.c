@@ -150,9 +150,12 @@ ps_msg_set (ps_msg_t *self, const void *const *frames, const size_t *sizes, size
 static void
 s_align_tensors (ps_msg_t *self)
 {
+    //  An empty frame has nothing to align (ZeroMQ keeps a small frame
+    //  inside its message struct, at any address), and no scratch is
+    //  allocated for it: copying it would pass memcpy a NULL buffer.
     size_t needed = 0;
     for (size_t i = 1; i < self->nframes; i++)
-        if ((uintptr_t) zmq_msg_data (&self->frames [i]) % sizeof (uint64_t))
+        if (self->sizes [i] && (uintptr_t) zmq_msg_data (&self->frames [i]) % sizeof (uint64_t))
             needed += (self->sizes [i] + 63) & ~(size_t) 63;
     if (needed > self->scratch_size) {
         free (self->scratch);
@@ -164,7 +167,7 @@ s_align_tensors (ps_msg_t *self)
     size_t used = 0;
     for (size_t i = 1; i < self->nframes; i++) {
         const char *data = zmq_msg_data (&self->frames [i]);
-        if ((uintptr_t) data % sizeof (uint64_t)) {
+        if (self->sizes [i] && (uintptr_t) data % sizeof (uint64_t)) {
             memcpy (self->scratch + used, data, self->sizes [i]);
             data = self->scratch + used;
             used += (self->sizes [i] + 63) & ~(size_t) 63;
