@@ -2,8 +2,9 @@
 //  tables on the servers, on data from tests/gen_ctr (a planted logistic
 //  model, small cardinalities), on a local cluster of 2 servers and 2
 //  workers:
-//    a. lr in async mode reaches the planted model's test AUC less 0.01;
-//       dlrm trains to an AUC well above chance;
+//    a. lr in async mode reaches the planted model's test AUC less 0.01,
+//       dlrm less 0.02; evaluation creates no rows (a test file of new ids
+//       leaves the tables as the usual one does);
 //    b. lr in ssp mode;
 //    c. kill -9 of a worker: the run completes, every step applied exactly
 //       once by every dense partition and every table shard;
@@ -29,6 +30,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <ctype.h>
 #include <dirent.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -45,6 +47,7 @@
 #include "ps_checkpoint.h"
 #include "ps_ckpt_layout.h"
 #include "ps_clock.h"
+#include "ps_ctrparse.h"
 #include "ps_sparse.h"
 #include "ps_tables.h"
 
@@ -437,6 +440,66 @@ test_dlrm_async (void **state)
     cluster_run_destroy (run);
 }
 
+//  A copy of the Criteo file from at to, each categorical value's digits
+//  complemented (x -> ~x): the same examples, all of whose ids are new.
+static void
+s_foreign_ids (const char *from, const char *to)
+{
+    FILE *in = fopen (from, "r");
+    FILE *out = fopen (to, "w");
+    assert_non_null (in);
+    assert_non_null (out);
+    int c, field = 0;
+    while ((c = fgetc (in)) != EOF) {
+        if (c == '\t')
+            field++;
+        else
+        if (c == '\n')
+            field = 0;
+        else
+        if (field > PS_CTR_CRITEO_DENSE) {
+            //  A hex digit d becomes 15 - d.
+            assert_true (isxdigit (c));
+            int d = c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+            c = "fedcba9876543210" [d];
+        }
+        assert_true (fputc (c, out) != EOF);
+    }
+    assert_int_equal (fclose (in), 0);
+    assert_int_equal (fclose (out), 0);
+}
+
+//  Evaluation pulls rows and never creates one: a run evaluated on a test
+//  file whose every id is new holds exactly the rows of a run evaluated on
+//  the usual test file (the same training ids), not one per new id.
+static void
+test_eval_creates_no_rows (void **state)
+{
+    (void) state;
+    const s_data_t *data = s_small ();
+    s_data_t foreign = *data;
+    snprintf (foreign.test, sizeof foreign.test, "%s/foreign-test.txt", s_root);
+    s_foreign_ids (data->test, foreign.test);
+    uint64_t total = s_steps_per_epoch (data);
+    json_int_t rows [2];
+    const s_data_t *sets [2] = { data, &foreign };
+    for (int i = 0; i < 2; i++) {
+        cluster_run_t *run = s_run_new (i ? "lr, new ids to evaluate" : "lr, evaluated as usual",
+                                        &s_lr, sets [i], 1);
+        cluster_run_start (run, NULL);
+        cluster_run_finish (run, 0);
+        json_t *done = s_check_done (run, total, &s_lr);
+        rows [i] = cluster_int (json_array_get (json_object_get (done, "tables"), 0), "rows");
+        cluster_summary (run, "%lld rows, test AUC %.4f", (long long) rows [i],
+                         cluster_real (done, "test_auc"));
+        cluster_run_destroy (run);
+    }
+    if (rows [1] != rows [0])
+        fail_msg ("evaluating on %d lines of new ids left %lld rows, evaluating on the usual "
+                  "test file %lld: evaluation created rows", 4000, (long long) rows [1],
+                  (long long) rows [0]);
+}
+
 //  ---------------------------------------------------------------------
 //  b. ssp
 
@@ -750,6 +813,7 @@ main (void)
         cmocka_unit_test_teardown (test_refusals, cluster_teardown),
         cmocka_unit_test_teardown (test_lr_async, cluster_teardown),
         cmocka_unit_test_teardown (test_dlrm_async, cluster_teardown),
+        cmocka_unit_test_teardown (test_eval_creates_no_rows, cluster_teardown),
         cmocka_unit_test_teardown (test_lr_ssp, cluster_teardown),
         cmocka_unit_test_teardown (test_kill_worker, cluster_teardown),
         cmocka_unit_test_teardown (test_kill_server, cluster_teardown),
