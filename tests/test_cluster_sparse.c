@@ -3,8 +3,9 @@
 //  model, small cardinalities), on a local cluster of 2 servers and 2
 //  workers:
 //    a. lr in async mode reaches the planted model's test AUC less 0.01,
-//       dlrm less 0.02; evaluation creates no rows (a test file of new ids
-//       leaves the tables as the usual one does);
+//       dlrm less 0.02; the tables hold a row per id trained on and no
+//       other: gzip-compressed files give the plain files' rows, and
+//       evaluating on a file of new ids creates none;
 //    b. lr in ssp mode;
 //    c. kill -9 of a worker: the run completes, every step applied exactly
 //       once by every dense partition and every table shard;
@@ -34,6 +35,7 @@
 #include <dirent.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,9 +72,10 @@ typedef struct {
 static char s_root [64];        //  where the data sets live
 
 //  Generate (once) a data set of train_rows and test_rows lines in
-//  s_root/name, and read the planted model's test AUC.
+//  s_root/name, gzip-compressed or not, and read the planted model's test
+//  AUC.
 static const s_data_t *
-s_data (s_data_t *data, const char *name, int train_rows, int test_rows, int seed)
+s_data (s_data_t *data, const char *name, int train_rows, int test_rows, int seed, bool gzip)
 {
     if (data->rows)
         return data;
@@ -88,7 +91,8 @@ s_data (s_data_t *data, const char *name, int train_rows, int test_rows, int see
     snprintf (test, sizeof test, "%d", test_rows);
     snprintf (seeds, sizeof seeds, "%d", seed);
     const char *argv [] = { gen, "--out", dir, "--train-rows", rows, "--test-rows", test,
-                            "--seed", seeds, "--cardinalities", "small", NULL };
+                            "--seed", seeds, "--cardinalities", "small",
+                            gzip ? "--gzip" : NULL, NULL };
     pid_t pid = harness_spawn (argv, NULL, log);
     assert_true (pid > 0);
     if (harness_wait_or_kill (pid, CLUSTER_RUN_MS) != 0) {
@@ -104,8 +108,9 @@ s_data (s_data_t *data, const char *name, int train_rows, int test_rows, int see
     json_t *split = json_object_get (json_object_get (root, "splits"), "test");
     data->planted_auc = cluster_real (split, "auc");
     json_decref (root);
-    snprintf (data->train, sizeof data->train, "%s/train.txt", dir);
-    snprintf (data->test, sizeof data->test, "%s/test.txt", dir);
+    const char *suffix = gzip ? ".gz" : "";
+    snprintf (data->train, sizeof data->train, "%s/train.txt%s", dir, suffix);
+    snprintf (data->test, sizeof data->test, "%s/test.txt%s", dir, suffix);
     data->rows = train_rows;
     return data;
 }
@@ -115,20 +120,33 @@ s_data (s_data_t *data, const char *name, int train_rows, int test_rows, int see
 //  test_ctr_standalone.sh), the same at every PS_TEST_SCALE (lr and dlrm
 //  train it in seconds even in the sanitizer build), and a smaller one of
 //  128 batches, scaled by PS_TEST_SCALE down to 32, for ssp and the runs
-//  around failures: enough steps that a kill lands mid-run.
-static s_data_t s_large_data, s_small_data;
+//  around failures: enough steps that a kill lands mid-run; and the small
+//  one again, gzip-compressed.
+static s_data_t s_large_data, s_small_data, s_small_gz_data;
 
 static const s_data_t *
 s_large (void)
 {
-    return s_data (&s_large_data, "large", 100000, 20000, 1);
+    return s_data (&s_large_data, "large", 100000, 20000, 1, false);
+}
+
+static int
+s_small_rows (void)
+{
+    int rows = (int) (128 * S_BATCH * cluster_scale ());
+    return rows < 32 * S_BATCH ? 32 * S_BATCH : rows;
 }
 
 static const s_data_t *
 s_small (void)
 {
-    int rows = (int) (128 * S_BATCH * cluster_scale ());
-    return s_data (&s_small_data, "small", rows < 32 * S_BATCH ? 32 * S_BATCH : rows, 4000, 2);
+    return s_data (&s_small_data, "small", s_small_rows (), 4000, 2, false);
+}
+
+static const s_data_t *
+s_small_gz (void)
+{
+    return s_data (&s_small_gz_data, "small-gz", s_small_rows (), 4000, 2, true);
 }
 
 static uint64_t
@@ -469,35 +487,41 @@ s_foreign_ids (const char *from, const char *to)
     assert_int_equal (fclose (out), 0);
 }
 
-//  Evaluation pulls rows and never creates one: a run evaluated on a test
-//  file whose every id is new holds exactly the rows of a run evaluated on
-//  the usual test file (the same training ids), not one per new id.
+//  The tables hold a row for each id trained on, and only those: the same
+//  examples gzip-compressed (which the workers read block by block
+//  through the index's access points) give the same rows as the plain
+//  files, and so does a test file whose every id is new, as evaluation
+//  pulls rows and never creates one. Asynchronous training's order of
+//  pushes differs from run to run; its ids, and so the rows, do not.
 static void
-test_eval_creates_no_rows (void **state)
+test_rows_by_ids (void **state)
 {
     (void) state;
     const s_data_t *data = s_small ();
     s_data_t foreign = *data;
     snprintf (foreign.test, sizeof foreign.test, "%s/foreign-test.txt", s_root);
     s_foreign_ids (data->test, foreign.test);
+    const s_data_t *sets [3] = { data, s_small_gz (), &foreign };
+    const char *names [3] = { "lr, plain files", "lr, gzip files", "lr, new ids to evaluate" };
     uint64_t total = s_steps_per_epoch (data);
-    json_int_t rows [2];
-    const s_data_t *sets [2] = { data, &foreign };
-    for (int i = 0; i < 2; i++) {
-        cluster_run_t *run = s_run_new (i ? "lr, new ids to evaluate" : "lr, evaluated as usual",
-                                        &s_lr, sets [i], 1);
+    json_int_t rows [3];
+    double auc [3];
+    for (int i = 0; i < 3; i++) {
+        cluster_run_t *run = s_run_new (names [i], &s_lr, sets [i], 1);
         cluster_run_start (run, NULL);
         cluster_run_finish (run, 0);
         json_t *done = s_check_done (run, total, &s_lr);
         rows [i] = cluster_int (json_array_get (json_object_get (done, "tables"), 0), "rows");
-        cluster_summary (run, "%lld rows, test AUC %.4f", (long long) rows [i],
-                         cluster_real (done, "test_auc"));
+        auc [i] = cluster_real (done, "test_auc");
+        cluster_summary (run, "%lld rows, test AUC %.4f", (long long) rows [i], auc [i]);
         cluster_run_destroy (run);
     }
-    if (rows [1] != rows [0])
-        fail_msg ("evaluating on %d lines of new ids left %lld rows, evaluating on the usual "
-                  "test file %lld: evaluation created rows", 4000, (long long) rows [1],
-                  (long long) rows [0]);
+    if (rows [1] != rows [0] || fabs (auc [1] - auc [0]) > 0.01)
+        fail_msg ("from gzip files: %lld rows, test AUC %.4f; from the plain ones: %lld rows, "
+                  "%.4f", (long long) rows [1], auc [1], (long long) rows [0], auc [0]);
+    if (rows [2] != rows [0])
+        fail_msg ("evaluating on a file of new ids left %lld rows, on the usual one %lld: "
+                  "evaluation created rows", (long long) rows [2], (long long) rows [0]);
 }
 
 //  ---------------------------------------------------------------------
@@ -813,7 +837,7 @@ main (void)
         cmocka_unit_test_teardown (test_refusals, cluster_teardown),
         cmocka_unit_test_teardown (test_lr_async, cluster_teardown),
         cmocka_unit_test_teardown (test_dlrm_async, cluster_teardown),
-        cmocka_unit_test_teardown (test_eval_creates_no_rows, cluster_teardown),
+        cmocka_unit_test_teardown (test_rows_by_ids, cluster_teardown),
         cmocka_unit_test_teardown (test_lr_ssp, cluster_teardown),
         cmocka_unit_test_teardown (test_kill_worker, cluster_teardown),
         cmocka_unit_test_teardown (test_kill_server, cluster_teardown),
