@@ -282,6 +282,30 @@ s_check_done (cluster_run_t *run, uint64_t total, const s_model_t *model)
     return done;
 }
 
+//  The full checkpoint an incremental one follows (its manifest's base,
+//  a checkpoint of the same root), or "" for a full one.
+static void
+s_base_of (const char *ckpt, char *base, size_t len)
+{
+    char manifest [PATH_MAX + 32];
+    snprintf (manifest, sizeof manifest, "%s/MANIFEST.json", ckpt);
+    json_error_t error;
+    json_t *root = json_load_file (manifest, 0, &error);
+    //  A checkpoint is gone only once pruned: far too late for a case.
+    if (!root)
+        fail_msg ("%s: %s", manifest, error.text);
+    const char *name = json_string_value (json_object_get (root, PS_CHECKPOINT_BASE));
+    uint64_t step;
+    if (!name)
+        base [0] = 0;
+    else {
+        assert_true (ps_ckpt_layout_parse (name, &step));
+        int parent = (int) (strrchr (ckpt, '/') - ckpt);
+        snprintf (base, len, "%.*s/%s", parent, ckpt, name);
+    }
+    json_decref (root);
+}
+
 //  Wait for the first incremental checkpoint whose base is not the
 //  initial checkpoint (of step 0, whose tables are empty): a restore of
 //  it reads rows from both files. Returns its step, and its directory in
@@ -296,51 +320,15 @@ s_wait_incremental (cluster_run_t *run, char *dir, size_t len)
         json_int_t step = cluster_int (ckpt, "step");
         snprintf (dir, len, "%s", cluster_str (ckpt, "dir"));
         json_decref (ckpt);
-        char manifest [PATH_MAX + 32];
-        snprintf (manifest, sizeof manifest, "%s/MANIFEST.json", dir);
-        json_error_t error;
-        json_t *root = json_load_file (manifest, 0, &error);
-        //  Gone only if pruned, several checkpoints later: far too late.
-        if (!root)
-            fail_msg ("%s: %s: %s", run->name, manifest, error.text);
-        const char *base = json_string_value (json_object_get (root, PS_CHECKPOINT_BASE));
+        char base [PATH_MAX + 64];
         uint64_t base_step = 0;
-        if (base)
-            assert_true (ps_ckpt_layout_parse (base, &base_step));
-        json_decref (root);
+        s_base_of (dir, base, sizeof base);
+        if (base [0])
+            assert_true (ps_ckpt_layout_parse (strrchr (base, '/') + 1, &base_step));
         if (base_step > 0)
             return step;
         from = step + 1;
     }
-}
-
-//  The full checkpoint an incremental one follows (its manifest's base,
-//  relative to the checkpoint root or absolute), or "" for a full one.
-static void
-s_base_of (const char *ckpt, char *base, size_t len)
-{
-    char manifest [PATH_MAX + 32];
-    snprintf (manifest, sizeof manifest, "%s/MANIFEST.json", ckpt);
-    json_error_t error;
-    json_t *root = json_load_file (manifest, 0, &error);
-    if (!root)
-        fail_msg ("%s: %s", manifest, error.text);
-    const char *name = json_string_value (json_object_get (root, PS_CHECKPOINT_BASE));
-    if (!name)
-        base [0] = 0;
-    else
-    if (name [0] == '/')
-        snprintf (base, len, "%s", name);
-    else {
-        //  Beside the checkpoint, in the same root.
-        char parent [PATH_MAX];
-        snprintf (parent, sizeof parent, "%s", ckpt);
-        char *slash = strrchr (parent, '/');
-        assert_non_null (slash);
-        *slash = 0;
-        snprintf (base, len, "%s/%s", parent, name);
-    }
-    json_decref (root);
 }
 
 //  Load every table shard of the checkpoint ckpt (an incremental file on
