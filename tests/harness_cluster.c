@@ -475,6 +475,14 @@ s_resumed_at (const json_t *rows)
 uint64_t
 cluster_check_done (cluster_run_t *run, uint64_t total, int nservers)
 {
+    return cluster_check_done_vars (run, total, nservers, cluster_cnn_vars, CLUSTER_CNN_VARS);
+}
+
+uint64_t
+cluster_check_done_vars (cluster_run_t *run, uint64_t total, int nservers,
+                         const char *const *vars, size_t nvars)
+{
+    assert_true (nvars >= 1 && nvars <= CLUSTER_MAX_VARS);
     assert_int_equal (run->status, 0);
     cluster_check_logs (run);
     assert_int_equal (cluster_count (run->rows, "failed"), 0);
@@ -529,7 +537,7 @@ cluster_check_done (cluster_run_t *run, uint64_t total, int nservers)
                 assert_true (rounds > 0 && rounds < (json_int_t) updates_each);
         }
     }
-    int seen [CLUSTER_CNN_VARS][CLUSTER_MAX_PARTS];
+    int seen [CLUSTER_MAX_VARS][CLUSTER_MAX_PARTS];
     memset (seen, 0, sizeof seen);
     uint64_t duplicates = 0;
     size_t s;
@@ -547,9 +555,9 @@ cluster_check_done (cluster_run_t *run, uint64_t total, int nservers)
             const char *var = cluster_str (part, "var");
             json_int_t index = cluster_int (part, "part");
             size_t v = 0;
-            while (v < CLUSTER_CNN_VARS && strcmp (cluster_cnn_vars [v], var) != 0)
+            while (v < nvars && strcmp (vars [v], var) != 0)
                 v++;
-            if (v == CLUSTER_CNN_VARS || index < 0 || index >= CLUSTER_MAX_PARTS)
+            if (v == nvars || index < 0 || index >= CLUSTER_MAX_PARTS)
                 fail_msg ("%s: ps:%zu holds an unexpected partition %s part %lld", run->name, s,
                           var, (long long) index);
             seen [v][index]++;
@@ -568,16 +576,16 @@ cluster_check_done (cluster_run_t *run, uint64_t total, int nservers)
         duplicates += (uint64_t) dups;
     }
     //  Each variable is split into parts 0..n-1, each held once.
-    for (size_t v = 0; v < CLUSTER_CNN_VARS; v++) {
+    for (size_t v = 0; v < nvars; v++) {
         int parts = 0;
         while (parts < CLUSTER_MAX_PARTS && seen [v][parts] == 1)
             parts++;
         if (parts == 0)
-            fail_msg ("%s: no server holds %s", run->name, cluster_cnn_vars [v]);
+            fail_msg ("%s: no server holds %s", run->name, vars [v]);
         for (int p = parts; p < CLUSTER_MAX_PARTS; p++)
             if (seen [v][p])
                 fail_msg ("%s: %s part %d is held %d times, or parts before it are missing",
-                          run->name, cluster_cnn_vars [v], p, seen [v][p]);
+                          run->name, vars [v], p, seen [v][p]);
     }
 
     //  The counters agree with the events.

@@ -196,6 +196,13 @@ void cluster_check_no_children (cluster_run_t *run, int timeout_ms, double *gone
 //  over the partitions.
 uint64_t cluster_check_done (cluster_run_t *run, uint64_t total, int nservers);
 
+//  The same checks for a model whose variables are vars [0 .. nvars), at
+//  most CLUSTER_MAX_VARS (the dense variables of a CTR model; its tables
+//  are the caller's to check).
+#define CLUSTER_MAX_VARS      16
+uint64_t cluster_check_done_vars (cluster_run_t *run, uint64_t total, int nservers,
+                                  const char *const *vars, size_t nvars);
+
 //  An ssp run's done record (mode: the run's mode flags; NULL, async, or
 //  another mode than ssp: nothing to check) says how far ahead of the
 //  slowest live worker each step started: never more than the bound, in a
