@@ -22,6 +22,7 @@
 #include "ps_init.h"
 #include "ps_mix.h"
 
+#include <assert.h>
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -58,10 +59,9 @@ s_float_range (double x)
 //  itself; such values are moved to the largest float below high so that
 //  the interval stays half open, as the header promises.
 static void
-s_fill_uniform (uint64_t seed, double low, double high, int64_t offset,
+s_fill_uniform (uint64_t key, double low, double high, int64_t offset,
                 int64_t count, float *out)
 {
-    uint64_t key = ps_mix64 (seed);
     double width = high - low;
     float top = (float) high;
     float below_top = nextafterf (top, -INFINITY);
@@ -72,10 +72,9 @@ s_fill_uniform (uint64_t seed, double low, double high, int64_t offset,
 }
 
 static void
-s_fill_normal (uint64_t seed, double mean, double stddev, int64_t offset,
+s_fill_normal (uint64_t key, double mean, double stddev, int64_t offset,
                int64_t count, float *out)
 {
-    uint64_t key = ps_mix64 (seed);
     for (int64_t i = 0; i < count; i++) {
         uint64_t counter = 2 * (uint64_t) (offset + i);
         double u0 = s_draw (key, counter);
@@ -205,16 +204,40 @@ ps_init_fill (const ps_init_t *init, const ps_shape_t *shape,
                 out [i] = (float) init->value;
             break;
         case PS_INIT_UNIFORM:
-            s_fill_uniform (init->seed, init->low, init->high, offset, count, out);
+            s_fill_uniform (ps_mix64 (init->seed), init->low, init->high, offset, count, out);
             break;
         case PS_INIT_GLOROT_UNIFORM: {
             double limit = s_glorot_limit (shape);
-            s_fill_uniform (init->seed, -limit, limit, offset, count, out);
+            s_fill_uniform (ps_mix64 (init->seed), -limit, limit, offset, count, out);
             break;
         }
         case PS_INIT_NORMAL:
-            s_fill_normal (init->seed, init->mean, init->stddev, offset, count, out);
+            s_fill_normal (ps_mix64 (init->seed), init->mean, init->stddev, offset, count, out);
             break;
     }
     return PS_OK;
+}
+
+void
+ps_init_fill_keyed (const ps_init_t *init, uint64_t key, size_t count, float *out)
+{
+    switch (init->kind) {
+        case PS_INIT_ZEROS:
+            memset (out, 0, sizeof (float) * count);
+            break;
+        case PS_INIT_CONSTANT:
+            for (size_t i = 0; i < count; i++)
+                out [i] = (float) init->value;
+            break;
+        case PS_INIT_UNIFORM:
+            s_fill_uniform (key, init->low, init->high, 0, (int64_t) count, out);
+            break;
+        case PS_INIT_GLOROT_UNIFORM:
+            //  No shape, no fans: ps_init.h says the caller refuses it.
+            assert (!"glorot_uniform needs a shape");
+            break;
+        case PS_INIT_NORMAL:
+            s_fill_normal (key, init->mean, init->stddev, 0, (int64_t) count, out);
+            break;
+    }
 }

@@ -11,6 +11,7 @@
 #ifndef PS_INIT_H_INCLUDED
 #define PS_INIT_H_INCLUDED
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ps_error.h"
@@ -51,6 +52,14 @@ int ps_init_validate (const ps_init_t *init, ps_error_t *err);
 //  [row_begin, row_end) of a variable of full shape `shape`.
 int ps_init_fill (const ps_init_t *init, const ps_shape_t *shape,
                   int64_t row_begin, int64_t row_end, float *out, ps_error_t *err);
+
+//  Fill out [0, count) with draws 0, 1, ... of the stream whose hashed
+//  seed is key (ps_mix.h), by the same formulas as ps_init_fill: what an
+//  embedding row uses, keyed by its table's seed and its id
+//  (ps_tablespec_init_row), having no place in a shaped variable. The
+//  parameters are valid (ps_init_validate) and the kind is not
+//  glorot_uniform, which needs a shape for its fans.
+void ps_init_fill_keyed (const ps_init_t *init, uint64_t key, size_t count, float *out);
 
 #ifdef __cplusplus
 }

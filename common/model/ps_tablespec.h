@@ -34,6 +34,10 @@ extern "C" {
 //  the memory a single push may ask for.
 #define PS_TABLESPEC_MAX_DIM  4096
 
+//  The largest admit_count: the counting filter's counters are bytes that
+//  saturate at this value (ps_sparse.c).
+#define PS_TABLESPEC_MAX_ADMIT_COUNT  255
+
 //  The per-row optimizers (ps_rowopt.h applies them):
 //    SGD:      w -= lr * g
 //    Adagrad:  a += g^2;  w -= lr * g / sqrt (a + eps)          (one slot)
