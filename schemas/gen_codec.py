@@ -654,11 +654,14 @@ def emit_source(gen):
     w("    const char *name = ps_proto_info [msg->type].name;")
     w("    switch (msg->type) {")
     for name, spec in msgs.items():
+        if isinstance(spec["frames"], dict):
+            emit_entry_frames(w, name, spec["frames"]["per_entry"])
+            continue
         if spec["frames"] != "tensors":
             continue
         w("        case PS_PROTO_%s:" % name.upper())
         w("            if (msg->%s.tensors.count != nframes)" % name)
-        w("                return s_frame_count (name, msg->%s.tensors.count, nframes, err);"
+        w("                return s_frame_count (name, \"'tensors'\", msg->%s.tensors.count, nframes, err);"
           % name)
         w("            for (size_t i = 0; i < nframes; i++) {")
         w("                int rc = s_check_frame (name, i, &msg->%s.tensors.items [i].shape," % name)
@@ -684,7 +687,7 @@ def emit_source(gen):
             sys.exit("gen_codec: message '%s' has no 'senders'" % name)
         w("    [PS_PROTO_%s] = { %s, %s, %s, %s, %s }," % (
             name.upper(), c_string(name), reply,
-            "true" if spec["frames"] == "tensors" else "false",
+            "false" if spec["frames"] == "none" else "true",
             role_mask(gen, spec["senders"]), c_string(role_text(gen, spec["senders"]))))
     w("};")
     w("")
@@ -756,6 +759,45 @@ def emit_source(gen):
     return "\n".join(c) + "\n"
 
 
+
+
+# The frames of a sparse message (protocol.json: "frames": {"per_entry":
+# [{"field": F, "frames": [KIND, ...]}, ...]}): for each entry of array
+# field F in turn, one frame per KIND, the groups in the order listed. An
+# entry is a sparse_ref (count, dim); an "ids" frame holds count uint64, a
+# "rows" frame count * dim float32.
+FRAME_KINDS = ("ids", "rows")
+
+
+def emit_entry_frames(w, name, groups):
+    member = cname(name)
+    w("        case PS_PROTO_%s: {" % name.upper())
+    w("            size_t described = 0;")
+    for group in groups:
+        for kind in group["frames"]:
+            if kind not in FRAME_KINDS:
+                sys.exit("gen_codec: message '%s': unknown frame kind '%s'" % (name, kind))
+        w("            described += %d * msg->%s.%s.count;"
+          % (len(group["frames"]), member, cname(group["field"])))
+    what = " and ".join("'%s'" % g["field"] for g in groups)
+    w("            if (described != nframes)")
+    w("                return s_frame_count (name, %s, described, nframes, err);" % c_string(what))
+    w("            size_t frame = 0;")
+    w("            int rc;")
+    for group in groups:
+        field = group["field"]
+        w("            for (size_t i = 0; i < msg->%s.%s.count; i++) {" % (member, cname(field)))
+        w("                const ps_proto_sparse_ref_t *ref = &msg->%s.%s.items [i];"
+          % (member, cname(field)))
+        for kind in group["frames"]:
+            w("                rc = s_check_entry_frame (name, %s, i, %s, ref->count, ref->dim,"
+              % (c_string(field), "true" if kind == "rows" else "false"))
+            w("                                          frame_sizes [frame++], err);")
+            w("                if (rc)")
+            w("                    return rc;")
+        w("            }")
+    w("            return PS_OK;")
+    w("        }")
 
 
 def s_fragment(name):

@@ -46,6 +46,15 @@ T4 = {'var': 'dense/bias', 'part': 1, 'shape': [4], 'bytes': 16}
 G23 = f32(1, -2, 3.5, 0.25, 0, -1e-3)
 G4 = f32(0.5, 0.5, -0.5, 8)
 
+# Embedding tables: an entry, its ids (uint64 little-endian) and rows.
+SREF = {'table': 'emb_c1', 'count': 1, 'dim': 2}
+SREF1 = SREF
+IDS1 = struct.pack('<Q', 2**63 + 5)
+IDS3 = struct.pack('<3Q', 1, 0xdeadbeef, 2**64 - 1)
+ROW2 = f32(0.25, -1.5)
+TFILE = {'table': 'emb_c1', 'shard': 1, 'shards': 2, 'file': 'emb_c1.shard1of2.full.table',
+         'full': True, 'rows': 900, 'steps': 40}
+
 PLAN = {'model': '{}', 'batch_size': 32, 'seed': 1, 'data_dir': '/data', 'train_limit': 0,
         'test_limit': 0, 'threads': 1, 'device': 'cpu', 'servers': ['tcp://127.0.0.1:5000'],
         'variables': [{'var': 'w', 'shape': [4], 'splits': [0, 4], 'servers': [0]}],
@@ -81,13 +90,39 @@ vectors = [
     vec('stats_ok', hdr('stats_ok', partitions=[
         {'var': 'w', 'part': 0, 'shape': [4, 2], 'rows': [0, 4], 'updates': 3,
          'duplicates': 1, 'recorded': 3, 'bytes_in': 128, 'bytes_out': 96, 'nonfinite': 2}],
-        requests=10, errors=1, pending=4096, refused=2, dropped=0)),
+        requests=10, errors=1, pending=4096, refused=2, dropped=0, tables=[
+            {'table': 'emb_c1', 'dim': 16, 'shard': 1, 'shards': 2, 'rows': 900, 'created': 1000,
+             'evicted': 100, 'dropped': 37, 'pushes': 40, 'duplicates': 1, 'row_updates': 5000,
+             'pulls': 6000, 'steps': 40, 'nonfinite': 0, 'bytes': 123456}])),
     vec('snapshot', hdr('snapshot', dir='ckpt-1')),
     vec('snapshot_ok', hdr('snapshot_ok', files=[
         {'var': 'w', 'part': 0, 'file': 'w.part0.snap', 'bytes': 200, 'crc32': 4294967295,
-         'version': 3}])),
+         'version': 3}], tables=[TFILE])),
     vec('restore without parts', hdr('restore', dir='ckpt-1')),
     vec('restore with parts', hdr('restore', dir='ckpt-1', parts=[{'var': 'w', 'part': 0}])),
+    vec('snapshot incremental', hdr('snapshot', dir='ckpt-3', incremental=True, base='ckpt-1')),
+    vec('restore of an incremental snapshot', hdr('restore', dir='ckpt-3', base='ckpt-1')),
+    vec('restore_ok with a table', hdr('restore_ok', files=[], tables=[
+        TFILE, dict(TFILE, file='emb_c1.shard1of2.incr.table', full=False, rows=7, steps=9)])),
+    vec('table_create', hdr('table_create', tables=[
+        {'name': 'emb_c1', 'dim': 16, 'init': {'kind': 'uniform', 'seed': 3, 'low': -0.05, 'high': 0.05},
+         'optimizer': {'kind': 'ftrl', 'lr': 0.05, 'l1': 0.001, 'l2': 0.0, 'lr_power': -0.5},
+         'admit_count': 2, 'admit_prob': 0.5, 'capacity': 1000000, 'ttl': 5000, 'policy': 'lfu',
+         'shard_seed': 7},
+        {'name': 'lr_w', 'dim': 1}], shard=1, shards=2)),
+    vec('table_create_ok', hdr('table_create_ok', created=1, existing=1)),
+    vec('sparse_pull of two tables', hdr('sparse_pull', tables=[dict(SREF, count=3), SREF1]),
+        [IDS3, IDS1]),
+    vec('sparse_pull_ok', hdr('sparse_pull_ok', tables=[SREF1]), [ROW2]),
+    vec('sparse_push', hdr('sparse_push', step=12, worker=1, generation=2,
+                           tables=[SREF1, dict(SREF, count=3, dim=1)]), [IDS1, ROW2, IDS3, f32(1, 2, 3)]),
+    vec('sparse_push_ok', hdr('sparse_push_ok', applied=[
+        {'table': 'emb_c1', 'applied': 3, 'created': 2, 'dropped': 1, 'duplicate': False}])),
+    vec('sparse_push_pull', hdr('sparse_push_pull', step=3, worker=0, push=[SREF1],
+                                pull=[dict(SREF, count=3)]), [IDS1, ROW2, IDS3]),
+    vec('sparse_push_pull_ok', hdr('sparse_push_pull_ok', applied=[
+        {'table': 'emb_c1', 'applied': 1, 'created': 0, 'dropped': 0, 'duplicate': True}],
+        tables=[SREF1]), [ROW2]),
     vec('shutdown', hdr('shutdown')),
     vec('heartbeat', hdr('heartbeat', incarnation=2**40 + 5)),
     vec('heartbeat of a finished run', hdr('heartbeat', incarnation=9, done=True)),
@@ -208,6 +243,25 @@ vectors = [
                                plan=dict(PLAN, batch_size=0)),
         expect='invalid', contains='register_ok: plan.batch_size: 0 is out of bounds, expected 1 '
                                    'to 1048576'),
+    vec('sparse_pull with one frame too few', hdr('sparse_pull', tables=[SREF1, SREF1]), [IDS1],
+        expect='bad_message', contains="sparse_pull: 'tables' describes 2 frames, got 1"),
+    vec('sparse_pull ids frame of a wrong size', hdr('sparse_pull', tables=[dict(SREF, count=2)]),
+        [IDS3], expect='bad_shape',
+        contains='sparse_pull: tables[0]: ids frame has 24 bytes, expected 2 ids of 8 bytes'),
+    vec('sparse_push rows frame of a wrong size', hdr('sparse_push', step=1, worker=0,
+                                                      tables=[SREF1]), [IDS1, f32(1)],
+        expect='bad_shape',
+        contains='sparse_push: tables[0]: rows frame has 4 bytes, expected 1 rows of 8 bytes'),
+    vec('sparse_push of a huge count', hdr('sparse_push', step=1, worker=0,
+                                           tables=[dict(SREF, count=2**62)]), [IDS1, ROW2],
+        expect='bad_shape', contains='ids frame has 8 bytes, expected 4611686018427387904 ids'),
+    vec('table dim of 0', hdr('table_create', tables=[{'name': 'e', 'dim': 0}], shard=0, shards=1),
+        expect='invalid', contains='table_create: tables[0].dim: 0 is out of bounds, expected 1 to 4096'),
+    vec('table_create of 0 shards', hdr('table_create', tables=[], shard=0, shards=0),
+        expect='invalid', contains='table_create: shards: 0 is out of bounds'),
+    vec('unknown row optimizer', hdr('table_create', tables=[
+        {'name': 'e', 'dim': 4, 'optimizer': {'kind': 'momentum'}}], shard=0, shards=1),
+        expect='invalid', contains="tables[0].optimizer.kind: 'momentum' is out of bounds"),
     vec('snapshot dir of 1025 bytes', hdr('snapshot', dir='d' * 1025), expect='invalid',
         contains='snapshot: dir: a str of 1025 bytes is out of bounds, expected at most 1024'),
 ]

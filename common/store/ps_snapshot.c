@@ -16,6 +16,7 @@
 #include "ps_snapshot.h"
 
 #include <assert.h>
+#include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -462,18 +463,18 @@ ps_snapshot_release (ps_snapshot_t *snap)
 }
 
 int
-ps_snapshot_filename (const char *var, uint32_t part, char *buf, size_t len)
+ps_snapshot_escape (const char *name, char *buf, size_t len)
 {
-    assert (var);
+    assert (name);
     static const char hex [] = "0123456789ABCDEF";
     size_t used = 0;
-    for (const unsigned char *p = (const unsigned char *) var; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *) name; *p; p++) {
         bool plain = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z')
                   || (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' || *p == '-';
         size_t need = plain ? 1 : 3;
         //  Keep room for the terminating NUL.
-        if (used + need >= len)
-            return PS_EINVAL;
+        if (used + need >= len || used + need > INT_MAX)
+            return -1;
         if (plain)
             buf [used++] = (char) *p;
         else {
@@ -482,6 +483,18 @@ ps_snapshot_filename (const char *var, uint32_t part, char *buf, size_t len)
             buf [used++] = hex [*p & 15];
         }
     }
+    if (len)
+        buf [used] = 0;
+    return (int) used;
+}
+
+int
+ps_snapshot_filename (const char *var, uint32_t part, char *buf, size_t len)
+{
+    int escaped = ps_snapshot_escape (var, buf, len);
+    if (escaped < 0)
+        return PS_EINVAL;
+    size_t used = (size_t) escaped;
     int n = snprintf (buf + used, len - used, ".part%u.snap", part);
     if (n < 0 || (size_t) n >= len - used)
         return PS_EINVAL;

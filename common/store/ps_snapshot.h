@@ -62,6 +62,11 @@ void ps_snapshot_release (ps_snapshot_t *snap);
 //  Returns PS_EINVAL when buf is too small.
 int ps_snapshot_filename (const char *var, uint32_t part, char *buf, size_t len);
 
+//  The escaped name alone, as ps_snapshot_filename writes it (the start of
+//  a file name for other files named after a variable or a table). Returns
+//  its length, or -1 when buf is too small.
+int ps_snapshot_escape (const char *name, char *buf, size_t len);
+
 //  The size of a snapshot file and its CRC-32 trailer (the checksum of all
 //  bytes before it), read without loading the file: what a checkpoint
 //  manifest records. Returns 0, or PS_EIO / PS_ENOTFOUND / PS_EINVAL (not

@@ -143,15 +143,16 @@ ps_msg_set (ps_msg_t *self, const void *const *frames, const size_t *sizes, size
     return self->nframes ? PS_OK : PS_EPROTO;
 }
 
-//  Give every tensor frame an aligned address. ZeroMQ hands out large
-//  frames in their own malloc'd block (aligned), but small ones may sit at
-//  any offset inside its shared receive buffer; those few get copied.
+//  Give every tensor frame an address aligned for its widest element (the
+//  uint64 ids of a sparse message). ZeroMQ hands out large frames in their
+//  own malloc'd block (aligned), but small ones may sit at any offset
+//  inside its shared receive buffer; those few get copied.
 static void
 s_align_tensors (ps_msg_t *self)
 {
     size_t needed = 0;
     for (size_t i = 1; i < self->nframes; i++)
-        if ((uintptr_t) zmq_msg_data (&self->frames [i]) % sizeof (float))
+        if ((uintptr_t) zmq_msg_data (&self->frames [i]) % sizeof (uint64_t))
             needed += (self->sizes [i] + 63) & ~(size_t) 63;
     if (needed > self->scratch_size) {
         free (self->scratch);
@@ -163,7 +164,7 @@ s_align_tensors (ps_msg_t *self)
     size_t used = 0;
     for (size_t i = 1; i < self->nframes; i++) {
         const char *data = zmq_msg_data (&self->frames [i]);
-        if ((uintptr_t) data % sizeof (float)) {
+        if ((uintptr_t) data % sizeof (uint64_t)) {
             memcpy (self->scratch + used, data, self->sizes [i]);
             data = self->scratch + used;
             used += (self->sizes [i] + 63) & ~(size_t) 63;
@@ -311,6 +312,13 @@ ps_msg_tensor (ps_msg_t *self, size_t index)
 {
     assert (self && self->decoded && index + 1 < self->nframes);
     return self->tensors [index];
+}
+
+const uint64_t *
+ps_msg_ids (ps_msg_t *self, size_t index)
+{
+    assert (self && self->decoded && index + 1 < self->nframes);
+    return (const uint64_t *) (const void *) self->tensors [index];
 }
 
 int

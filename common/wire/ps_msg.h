@@ -72,6 +72,10 @@ uint64_t ps_msg_id (ps_msg_t *self);
 size_t ps_msg_tensor_count (ps_msg_t *self);
 const float *ps_msg_tensor (ps_msg_t *self, size_t index);
 
+//  After a successful decode of a sparse message: frame i (counted as
+//  ps_msg_tensor counts) as the row ids it holds, aligned.
+const uint64_t *ps_msg_ids (ps_msg_t *self, size_t index);
+
 //  Move tensor frame `index` out of the message into *frame (initialised by
 //  this call), so a reply can reuse its buffer: a push-pull writes the fresh
 //  values over the gradient it has applied and sends that frame back,

@@ -1,8 +1,9 @@
 //  Conversions between the generated protocol structs (ps_proto.h) and
 //  ps-cluster's own types: a shape, an optimizer configuration, an
 //  initializer. The codec checks a field's wire type; these check what the
-//  value means (a shape's rank and dimensions, an optimizer's ranges), so a
-//  handler gets a value it can use or an error naming what was wrong.
+//  value means (a shape's rank and dimensions, an optimizer's ranges, a
+//  table's spec), so a handler gets a value it can use or an error naming
+//  what was wrong.
 
 #ifndef PS_PROTO_CONV_H_INCLUDED
 #define PS_PROTO_CONV_H_INCLUDED
@@ -14,6 +15,7 @@
 #include "ps_optimizer.h"
 #include "ps_proto.h"
 #include "ps_shape.h"
+#include "ps_tablespec.h"
 
 //  Read a "shape" field into shape, with ps_shape_set's checks. Returns 0
 //  or PS_ESHAPE.
@@ -36,5 +38,19 @@ void ps_proto_optimizer_set (ps_proto_optimizer_t *out, const ps_opt_config_t *o
 //  Read an "init" field into *init: fields left out take the kind's
 //  defaults, and the result is validated. Returns 0 or PS_EINVAL.
 int ps_proto_init_get (const ps_proto_init_t *in, ps_init_t *init, ps_error_t *err);
+
+//  Describe init as an "init" field, the fields of its kind present.
+void ps_proto_init_set (ps_proto_init_t *out, const ps_init_t *init);
+
+//  Read a "tablespec" field into *spec: fields left out take
+//  ps_tablespec_default's values (an optimizer's, its kind's Keras
+//  defaults), and the result is validated (ps_tablespec_validate). Returns
+//  0, or PS_EINVAL naming the table and the field.
+int ps_proto_tablespec_get (const ps_proto_tablespec_t *in, ps_tablespec_t *spec,
+                            ps_error_t *err);
+
+//  Describe spec as a "tablespec" field, every field present; out points
+//  into spec (its name), which must outlive the encoding.
+void ps_proto_tablespec_set (ps_proto_tablespec_t *out, const ps_tablespec_t *spec);
 
 #endif

@@ -157,6 +157,9 @@ typedef struct {
 static const s_var_t s_kernel = { "dense/kernel", 4, 3 };
 static const s_var_t s_bias = { "dense/bias", 3, 0 };
 static const s_var_t s_big = { "big", 1024, 80 };      //  over the server's inline limit
+//  16 bytes: the ids frame or the rows frame of a sparse entry of two ids
+//  and rows of width 2.
+static const s_var_t s_sparse16 = { "sparse", 4, 0 };
 
 #define S_MAX_VARS  2
 
@@ -490,6 +493,35 @@ s_messages (void)
         s_message (&all [i], frames ? both : NULL, frames ? 2 : 0);
     }
     ps_plan_proto_release (&plan_proto);
+
+    //  Embedding tables: one entry of two ids and rows of width 2 (16
+    //  bytes each), so an entry's ids and rows frames are s_sparse16's.
+    const s_var_t *sparse [] = { &s_sparse16, &s_sparse16 };
+    ps_tablespec_t spec;
+    ps_tablespec_default (&spec, "emb", 2);
+    ps_proto_tablespec_t tablespec;
+    ps_proto_tablespec_set (&tablespec, &spec);
+    ps_proto_sparse_ref_t sref = { "emb", 2, 2 };
+    ps_proto_sparse_applied_t sapplied = { "emb", 2, 1, 0, false };
+    ps_proto_t tables [] = {
+        { .type = PS_PROTO_TABLE_CREATE, .table_create = { { 1, &tablespec }, 0, 1 } },
+        { .type = PS_PROTO_TABLE_CREATE_OK, .table_create_ok = { 1, 0 } },
+        { .type = PS_PROTO_SPARSE_PULL, .sparse_pull.tables = { 1, &sref } },
+        { .type = PS_PROTO_SPARSE_PULL_OK, .sparse_pull_ok.tables = { 1, &sref } },
+        { .type = PS_PROTO_SPARSE_PUSH, .sparse_push = { 4, 1, true, 2, { 1, &sref } } },
+        { .type = PS_PROTO_SPARSE_PUSH_OK, .sparse_push_ok.applied = { 1, &sapplied } },
+        { .type = PS_PROTO_SPARSE_PUSH_PULL, .sparse_push_pull = { 5, 1, true, 2, { 1, &sref },
+                                                                   { 0, NULL } } },
+        { .type = PS_PROTO_SPARSE_PUSH_PULL_OK, .sparse_push_pull_ok = { { 1, &sapplied },
+                                                                         { 1, &sref } } },
+    };
+    for (size_t i = 0; i < sizeof tables / sizeof tables [0]; i++) {
+        tables [i].id = ++s_id;
+        size_t nframes = ps_proto_info [tables [i].type].tensors;
+        if (tables [i].type == PS_PROTO_SPARSE_PUSH || tables [i].type == PS_PROTO_SPARSE_PUSH_PULL)
+            nframes = 2;
+        s_message (&tables [i], nframes ? sparse : NULL, nframes);
+    }
     //  A message type added to protocol.json needs its seed here.
     for (int type = 1; type < PS_PROTO_NTYPES; type++)
         if (!s_covered [type])

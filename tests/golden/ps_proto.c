@@ -295,10 +295,29 @@ s_encode_header (msgpack_packer *pk, const ps_proto_t *msg, size_t nfields)
 }
 
 static int
-s_frame_count (const char *name, size_t described, size_t nframes, ps_error_t *err)
+s_frame_count (const char *name, const char *field, size_t described, size_t nframes,
+               ps_error_t *err)
 {
-    return ps_error_set (err, PS_EPROTO, "%s: 'tensors' describes %zu frames, got %zu",
-                         name, described, nframes);
+    return ps_error_set (err, PS_EPROTO, "%s: %s describes %zu frames, got %zu",
+                         name, field, described, nframes);
+}
+
+//  A frame of a sparse message's entry i of field: its ids (8 bytes each)
+//  or, with rows, count rows of dim float32. The decoder has held dim to
+//  1..4096, so count * dim * 4 can overflow only for a count no frame
+//  could hold, which is refused before it is multiplied.
+static int
+s_check_entry_frame (const char *name, const char *field, size_t i, bool rows,
+                     uint64_t count, uint64_t dim, size_t frame_size, ps_error_t *err)
+{
+    uint64_t width = rows ? 4 * dim : 8;
+    if (count > frame_size / width || count * width != frame_size)
+        return ps_error_set (err, PS_ESHAPE,
+                             "%s: %s[%zu]: %s frame has %zu bytes, expected %llu %s of %llu bytes",
+                             name, field, i, rows ? "rows" : "ids", frame_size,
+                             (unsigned long long) count, rows ? "rows" : "ids",
+                             (unsigned long long) width);
+    return PS_OK;
 }
 
 static int
@@ -351,8 +370,10 @@ static const char *const s_enum_2 [] = { "cpu", "gpu", "auto", NULL };
 static const char *const s_enum_3 [] = { "async", "mirrored", "sync", NULL };
 static const char *const s_enum_4 [] = { "train", "eval", "ring", "save", NULL };
 static const char *const s_enum_5 [] = { "done", "failed", NULL };
-static const char *const s_enum_6 [] = { "ps", "worker", "evaluator", NULL };
-static const char *const s_enum_7 [] = { "train", "eval", "ring", "save", "wait", "stop", NULL };
+static const char *const s_enum_6 [] = { "sgd", "adagrad", "adam", "ftrl", NULL };
+static const char *const s_enum_7 [] = { "lru", "lfu", NULL };
+static const char *const s_enum_8 [] = { "ps", "worker", "evaluator", NULL };
+static const char *const s_enum_9 [] = { "train", "eval", "ring", "save", "wait", "stop", NULL };
 
 static int s_decode_partref (const msgpack_object *obj, ps_proto_partref_t *out, s_ctx_t *ctx);
 static int s_encode_partref (msgpack_packer *pk, const ps_proto_partref_t *in);
@@ -380,6 +401,18 @@ static int s_decode_ring_spec (const msgpack_object *obj, ps_proto_ring_spec_t *
 static int s_encode_ring_spec (msgpack_packer *pk, const ps_proto_ring_spec_t *in);
 static int s_decode_snap_file (const msgpack_object *obj, ps_proto_snap_file_t *out, s_ctx_t *ctx);
 static int s_encode_snap_file (msgpack_packer *pk, const ps_proto_snap_file_t *in);
+static int s_decode_rowopt (const msgpack_object *obj, ps_proto_rowopt_t *out, s_ctx_t *ctx);
+static int s_encode_rowopt (msgpack_packer *pk, const ps_proto_rowopt_t *in);
+static int s_decode_tablespec (const msgpack_object *obj, ps_proto_tablespec_t *out, s_ctx_t *ctx);
+static int s_encode_tablespec (msgpack_packer *pk, const ps_proto_tablespec_t *in);
+static int s_decode_sparse_ref (const msgpack_object *obj, ps_proto_sparse_ref_t *out, s_ctx_t *ctx);
+static int s_encode_sparse_ref (msgpack_packer *pk, const ps_proto_sparse_ref_t *in);
+static int s_decode_sparse_applied (const msgpack_object *obj, ps_proto_sparse_applied_t *out, s_ctx_t *ctx);
+static int s_encode_sparse_applied (msgpack_packer *pk, const ps_proto_sparse_applied_t *in);
+static int s_decode_table_stats (const msgpack_object *obj, ps_proto_table_stats_t *out, s_ctx_t *ctx);
+static int s_encode_table_stats (msgpack_packer *pk, const ps_proto_table_stats_t *in);
+static int s_decode_table_file (const msgpack_object *obj, ps_proto_table_file_t *out, s_ctx_t *ctx);
+static int s_encode_table_file (msgpack_packer *pk, const ps_proto_table_file_t *in);
 static int s_decode_applied_array (const msgpack_object *obj, ps_proto_applied_array_t *out, s_ctx_t *ctx);
 static int s_encode_applied_array (msgpack_packer *pk, const ps_proto_applied_array_t *in);
 static int s_decode_part_stats_array (const msgpack_object *obj, ps_proto_part_stats_array_t *out, s_ctx_t *ctx);
@@ -396,8 +429,18 @@ static int s_decode_report_array (const msgpack_object *obj, ps_proto_report_arr
 static int s_encode_report_array (msgpack_packer *pk, const ps_proto_report_array_t *in);
 static int s_decode_snap_file_array (const msgpack_object *obj, ps_proto_snap_file_array_t *out, s_ctx_t *ctx);
 static int s_encode_snap_file_array (msgpack_packer *pk, const ps_proto_snap_file_array_t *in);
+static int s_decode_sparse_applied_array (const msgpack_object *obj, ps_proto_sparse_applied_array_t *out, s_ctx_t *ctx);
+static int s_encode_sparse_applied_array (msgpack_packer *pk, const ps_proto_sparse_applied_array_t *in);
+static int s_decode_sparse_ref_array (const msgpack_object *obj, ps_proto_sparse_ref_array_t *out, s_ctx_t *ctx);
+static int s_encode_sparse_ref_array (msgpack_packer *pk, const ps_proto_sparse_ref_array_t *in);
 static int s_decode_str_array (const msgpack_object *obj, ps_proto_str_array_t *out, s_ctx_t *ctx);
 static int s_encode_str_array (msgpack_packer *pk, const ps_proto_str_array_t *in);
+static int s_decode_table_file_array (const msgpack_object *obj, ps_proto_table_file_array_t *out, s_ctx_t *ctx);
+static int s_encode_table_file_array (msgpack_packer *pk, const ps_proto_table_file_array_t *in);
+static int s_decode_table_stats_array (const msgpack_object *obj, ps_proto_table_stats_array_t *out, s_ctx_t *ctx);
+static int s_encode_table_stats_array (msgpack_packer *pk, const ps_proto_table_stats_array_t *in);
+static int s_decode_tablespec_array (const msgpack_object *obj, ps_proto_tablespec_array_t *out, s_ctx_t *ctx);
+static int s_encode_tablespec_array (msgpack_packer *pk, const ps_proto_tablespec_array_t *in);
 static int s_decode_tensor_array (const msgpack_object *obj, ps_proto_tensor_array_t *out, s_ctx_t *ctx);
 static int s_encode_tensor_array (msgpack_packer *pk, const ps_proto_tensor_array_t *in);
 static int s_decode_uint_array (const msgpack_object *obj, ps_proto_uint_array_t *out, s_ctx_t *ctx);
@@ -660,6 +703,70 @@ s_encode_snap_file_array (msgpack_packer *pk, const ps_proto_snap_file_array_t *
 }
 
 static int
+s_decode_sparse_applied_array (const msgpack_object *obj, ps_proto_sparse_applied_array_t *out, s_ctx_t *ctx)
+{
+    if (obj->type != MSGPACK_OBJECT_ARRAY)
+        return s_expected (ctx, "array", obj);
+    out->count = obj->via.array.size;
+    out->items = NULL;
+    if (out->count == 0)
+        return PS_OK;
+    out->items = s_alloc (ctx, out->count * sizeof *out->items);
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.array.size; i++) {
+        const msgpack_object *val = &obj->via.array.ptr [i];
+        int rc;
+        snprintf (ctx->path + used, sizeof ctx->path - used, "[%u]", i);
+        rc = s_decode_sparse_applied (val, &out->items [i], ctx);
+        if (rc)
+            return rc;
+    }
+    ctx->path [used] = 0;
+    return PS_OK;
+}
+
+static int
+s_encode_sparse_applied_array (msgpack_packer *pk, const ps_proto_sparse_applied_array_t *in)
+{
+    int rc = msgpack_pack_array (pk, in->count);
+    for (size_t i = 0; i < in->count; i++)
+        rc |= s_encode_sparse_applied (pk, &in->items [i]);
+    return rc;
+}
+
+static int
+s_decode_sparse_ref_array (const msgpack_object *obj, ps_proto_sparse_ref_array_t *out, s_ctx_t *ctx)
+{
+    if (obj->type != MSGPACK_OBJECT_ARRAY)
+        return s_expected (ctx, "array", obj);
+    out->count = obj->via.array.size;
+    out->items = NULL;
+    if (out->count == 0)
+        return PS_OK;
+    out->items = s_alloc (ctx, out->count * sizeof *out->items);
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.array.size; i++) {
+        const msgpack_object *val = &obj->via.array.ptr [i];
+        int rc;
+        snprintf (ctx->path + used, sizeof ctx->path - used, "[%u]", i);
+        rc = s_decode_sparse_ref (val, &out->items [i], ctx);
+        if (rc)
+            return rc;
+    }
+    ctx->path [used] = 0;
+    return PS_OK;
+}
+
+static int
+s_encode_sparse_ref_array (msgpack_packer *pk, const ps_proto_sparse_ref_array_t *in)
+{
+    int rc = msgpack_pack_array (pk, in->count);
+    for (size_t i = 0; i < in->count; i++)
+        rc |= s_encode_sparse_ref (pk, &in->items [i]);
+    return rc;
+}
+
+static int
 s_decode_str_array (const msgpack_object *obj, ps_proto_str_array_t *out, s_ctx_t *ctx)
 {
     if (obj->type != MSGPACK_OBJECT_ARRAY)
@@ -688,6 +795,102 @@ s_encode_str_array (msgpack_packer *pk, const ps_proto_str_array_t *in)
     int rc = msgpack_pack_array (pk, in->count);
     for (size_t i = 0; i < in->count; i++)
         rc |= s_encode_str (pk, in->items [i]);
+    return rc;
+}
+
+static int
+s_decode_table_file_array (const msgpack_object *obj, ps_proto_table_file_array_t *out, s_ctx_t *ctx)
+{
+    if (obj->type != MSGPACK_OBJECT_ARRAY)
+        return s_expected (ctx, "array", obj);
+    out->count = obj->via.array.size;
+    out->items = NULL;
+    if (out->count == 0)
+        return PS_OK;
+    out->items = s_alloc (ctx, out->count * sizeof *out->items);
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.array.size; i++) {
+        const msgpack_object *val = &obj->via.array.ptr [i];
+        int rc;
+        snprintf (ctx->path + used, sizeof ctx->path - used, "[%u]", i);
+        rc = s_decode_table_file (val, &out->items [i], ctx);
+        if (rc)
+            return rc;
+    }
+    ctx->path [used] = 0;
+    return PS_OK;
+}
+
+static int
+s_encode_table_file_array (msgpack_packer *pk, const ps_proto_table_file_array_t *in)
+{
+    int rc = msgpack_pack_array (pk, in->count);
+    for (size_t i = 0; i < in->count; i++)
+        rc |= s_encode_table_file (pk, &in->items [i]);
+    return rc;
+}
+
+static int
+s_decode_table_stats_array (const msgpack_object *obj, ps_proto_table_stats_array_t *out, s_ctx_t *ctx)
+{
+    if (obj->type != MSGPACK_OBJECT_ARRAY)
+        return s_expected (ctx, "array", obj);
+    out->count = obj->via.array.size;
+    out->items = NULL;
+    if (out->count == 0)
+        return PS_OK;
+    out->items = s_alloc (ctx, out->count * sizeof *out->items);
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.array.size; i++) {
+        const msgpack_object *val = &obj->via.array.ptr [i];
+        int rc;
+        snprintf (ctx->path + used, sizeof ctx->path - used, "[%u]", i);
+        rc = s_decode_table_stats (val, &out->items [i], ctx);
+        if (rc)
+            return rc;
+    }
+    ctx->path [used] = 0;
+    return PS_OK;
+}
+
+static int
+s_encode_table_stats_array (msgpack_packer *pk, const ps_proto_table_stats_array_t *in)
+{
+    int rc = msgpack_pack_array (pk, in->count);
+    for (size_t i = 0; i < in->count; i++)
+        rc |= s_encode_table_stats (pk, &in->items [i]);
+    return rc;
+}
+
+static int
+s_decode_tablespec_array (const msgpack_object *obj, ps_proto_tablespec_array_t *out, s_ctx_t *ctx)
+{
+    if (obj->type != MSGPACK_OBJECT_ARRAY)
+        return s_expected (ctx, "array", obj);
+    out->count = obj->via.array.size;
+    out->items = NULL;
+    if (out->count == 0)
+        return PS_OK;
+    out->items = s_alloc (ctx, out->count * sizeof *out->items);
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.array.size; i++) {
+        const msgpack_object *val = &obj->via.array.ptr [i];
+        int rc;
+        snprintf (ctx->path + used, sizeof ctx->path - used, "[%u]", i);
+        rc = s_decode_tablespec (val, &out->items [i], ctx);
+        if (rc)
+            return rc;
+    }
+    ctx->path [used] = 0;
+    return PS_OK;
+}
+
+static int
+s_encode_tablespec_array (msgpack_packer *pk, const ps_proto_tablespec_array_t *in)
+{
+    int rc = msgpack_pack_array (pk, in->count);
+    for (size_t i = 0; i < in->count; i++)
+        rc |= s_encode_tablespec (pk, &in->items [i]);
     return rc;
 }
 
@@ -1811,6 +2014,539 @@ s_encode_snap_file (msgpack_packer *pk, const ps_proto_snap_file_t *in)
 }
 
 static int
+s_decode_rowopt (const msgpack_object *obj, ps_proto_rowopt_t *out, s_ctx_t *ctx)
+{
+    if (obj->type != MSGPACK_OBJECT_MAP)
+        return s_expected (ctx, "map", obj);
+    memset (out, 0, sizeof *out);
+    static const char *const names [] = { "kind", "lr", "beta1", "beta2", "epsilon", "initial_accumulator", "l1", "l2", "lr_power", "beta" };
+    uint64_t seen = 0;
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.map.size; i++) {
+        const msgpack_object *val = &obj->via.map.ptr [i].val;
+        int field = s_field (obj, i, names, 10, &seen, ctx);
+        if (field < 0)
+            return field;
+        s_path_field (ctx, used, names [field]);
+        int rc = PS_OK;
+        switch (field) {
+            case 0:
+                rc = s_decode_str (val, &out->kind, ctx);
+                if (rc == PS_OK)
+                    rc = s_bound_enum (ctx, out->kind, s_enum_6);
+                break;
+            case 1:
+                out->has_lr = true;
+                rc = s_decode_float (val, &out->lr, ctx);
+                if (rc == PS_OK && (!isfinite (out->lr)))
+                    rc = s_bound_float (ctx, out->lr, -HUGE_VAL, HUGE_VAL);
+                break;
+            case 2:
+                out->has_beta1 = true;
+                rc = s_decode_float (val, &out->beta1, ctx);
+                if (rc == PS_OK && (!isfinite (out->beta1)))
+                    rc = s_bound_float (ctx, out->beta1, -HUGE_VAL, HUGE_VAL);
+                break;
+            case 3:
+                out->has_beta2 = true;
+                rc = s_decode_float (val, &out->beta2, ctx);
+                if (rc == PS_OK && (!isfinite (out->beta2)))
+                    rc = s_bound_float (ctx, out->beta2, -HUGE_VAL, HUGE_VAL);
+                break;
+            case 4:
+                out->has_epsilon = true;
+                rc = s_decode_float (val, &out->epsilon, ctx);
+                if (rc == PS_OK && (!isfinite (out->epsilon)))
+                    rc = s_bound_float (ctx, out->epsilon, -HUGE_VAL, HUGE_VAL);
+                break;
+            case 5:
+                out->has_initial_accumulator = true;
+                rc = s_decode_float (val, &out->initial_accumulator, ctx);
+                if (rc == PS_OK && (!isfinite (out->initial_accumulator)))
+                    rc = s_bound_float (ctx, out->initial_accumulator, -HUGE_VAL, HUGE_VAL);
+                break;
+            case 6:
+                out->has_l1 = true;
+                rc = s_decode_float (val, &out->l1, ctx);
+                if (rc == PS_OK && (!isfinite (out->l1)))
+                    rc = s_bound_float (ctx, out->l1, -HUGE_VAL, HUGE_VAL);
+                break;
+            case 7:
+                out->has_l2 = true;
+                rc = s_decode_float (val, &out->l2, ctx);
+                if (rc == PS_OK && (!isfinite (out->l2)))
+                    rc = s_bound_float (ctx, out->l2, -HUGE_VAL, HUGE_VAL);
+                break;
+            case 8:
+                out->has_lr_power = true;
+                rc = s_decode_float (val, &out->lr_power, ctx);
+                if (rc == PS_OK && (!isfinite (out->lr_power)))
+                    rc = s_bound_float (ctx, out->lr_power, -HUGE_VAL, HUGE_VAL);
+                break;
+            case 9:
+                out->has_beta = true;
+                rc = s_decode_float (val, &out->beta, ctx);
+                if (rc == PS_OK && (!isfinite (out->beta)))
+                    rc = s_bound_float (ctx, out->beta, -HUGE_VAL, HUGE_VAL);
+                break;
+        }
+        if (rc)
+            return rc;
+        ctx->path [used] = 0;
+    }
+    return s_missing (seen, UINT64_C (0x1), names, ctx);
+}
+
+static int
+s_encode_rowopt (msgpack_packer *pk, const ps_proto_rowopt_t *in)
+{
+    int rc = msgpack_pack_map (pk, 1 + in->has_lr + in->has_beta1 + in->has_beta2 + in->has_epsilon + in->has_initial_accumulator + in->has_l1 + in->has_l2 + in->has_lr_power + in->has_beta);
+    rc |= s_encode_key (pk, "kind");
+    rc |= s_encode_str (pk, in->kind);
+    if (in->has_lr) {
+        rc |= s_encode_key (pk, "lr");
+        rc |= s_encode_float (pk, in->lr);
+    }
+    if (in->has_beta1) {
+        rc |= s_encode_key (pk, "beta1");
+        rc |= s_encode_float (pk, in->beta1);
+    }
+    if (in->has_beta2) {
+        rc |= s_encode_key (pk, "beta2");
+        rc |= s_encode_float (pk, in->beta2);
+    }
+    if (in->has_epsilon) {
+        rc |= s_encode_key (pk, "epsilon");
+        rc |= s_encode_float (pk, in->epsilon);
+    }
+    if (in->has_initial_accumulator) {
+        rc |= s_encode_key (pk, "initial_accumulator");
+        rc |= s_encode_float (pk, in->initial_accumulator);
+    }
+    if (in->has_l1) {
+        rc |= s_encode_key (pk, "l1");
+        rc |= s_encode_float (pk, in->l1);
+    }
+    if (in->has_l2) {
+        rc |= s_encode_key (pk, "l2");
+        rc |= s_encode_float (pk, in->l2);
+    }
+    if (in->has_lr_power) {
+        rc |= s_encode_key (pk, "lr_power");
+        rc |= s_encode_float (pk, in->lr_power);
+    }
+    if (in->has_beta) {
+        rc |= s_encode_key (pk, "beta");
+        rc |= s_encode_float (pk, in->beta);
+    }
+    return rc;
+}
+
+static int
+s_decode_tablespec (const msgpack_object *obj, ps_proto_tablespec_t *out, s_ctx_t *ctx)
+{
+    if (obj->type != MSGPACK_OBJECT_MAP)
+        return s_expected (ctx, "map", obj);
+    memset (out, 0, sizeof *out);
+    static const char *const names [] = { "name", "dim", "init", "optimizer", "admit_count", "admit_prob", "capacity", "ttl", "policy", "shard_seed" };
+    uint64_t seen = 0;
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.map.size; i++) {
+        const msgpack_object *val = &obj->via.map.ptr [i].val;
+        int field = s_field (obj, i, names, 10, &seen, ctx);
+        if (field < 0)
+            return field;
+        s_path_field (ctx, used, names [field]);
+        int rc = PS_OK;
+        switch (field) {
+            case 0:
+                rc = s_decode_str (val, &out->name, ctx);
+                if (rc == PS_OK && val->via.str.size > 127)
+                    rc = s_bound_length (ctx, val->via.str.size, 127);
+                break;
+            case 1:
+                rc = s_decode_uint (val, &out->dim, ctx);
+                if (rc == PS_OK && (out->dim < UINT64_C (1) || out->dim > UINT64_C (4096)))
+                    rc = s_bound_uint (ctx, out->dim, UINT64_C (1), UINT64_C (4096));
+                break;
+            case 2:
+                out->has_init = true;
+                rc = s_decode_init (val, &out->init, ctx);
+                break;
+            case 3:
+                out->has_optimizer = true;
+                rc = s_decode_rowopt (val, &out->optimizer, ctx);
+                break;
+            case 4:
+                out->has_admit_count = true;
+                rc = s_decode_uint (val, &out->admit_count, ctx);
+                if (rc == PS_OK && (out->admit_count > UINT64_C (4294967295)))
+                    rc = s_bound_uint (ctx, out->admit_count, UINT64_C (0), UINT64_C (4294967295));
+                break;
+            case 5:
+                out->has_admit_prob = true;
+                rc = s_decode_float (val, &out->admit_prob, ctx);
+                if (rc == PS_OK && (!(out->admit_prob >= 0.0) || !(out->admit_prob <= 1.0)))
+                    rc = s_bound_float (ctx, out->admit_prob, 0.0, 1.0);
+                break;
+            case 6:
+                out->has_capacity = true;
+                rc = s_decode_uint (val, &out->capacity, ctx);
+                break;
+            case 7:
+                out->has_ttl = true;
+                rc = s_decode_uint (val, &out->ttl, ctx);
+                break;
+            case 8:
+                out->has_policy = true;
+                rc = s_decode_str (val, &out->policy, ctx);
+                if (rc == PS_OK)
+                    rc = s_bound_enum (ctx, out->policy, s_enum_7);
+                break;
+            case 9:
+                out->has_shard_seed = true;
+                rc = s_decode_uint (val, &out->shard_seed, ctx);
+                break;
+        }
+        if (rc)
+            return rc;
+        ctx->path [used] = 0;
+    }
+    return s_missing (seen, UINT64_C (0x3), names, ctx);
+}
+
+static int
+s_encode_tablespec (msgpack_packer *pk, const ps_proto_tablespec_t *in)
+{
+    int rc = msgpack_pack_map (pk, 2 + in->has_init + in->has_optimizer + in->has_admit_count + in->has_admit_prob + in->has_capacity + in->has_ttl + in->has_policy + in->has_shard_seed);
+    rc |= s_encode_key (pk, "name");
+    rc |= s_encode_str (pk, in->name);
+    rc |= s_encode_key (pk, "dim");
+    rc |= s_encode_uint (pk, in->dim);
+    if (in->has_init) {
+        rc |= s_encode_key (pk, "init");
+        rc |= s_encode_init (pk, &in->init);
+    }
+    if (in->has_optimizer) {
+        rc |= s_encode_key (pk, "optimizer");
+        rc |= s_encode_rowopt (pk, &in->optimizer);
+    }
+    if (in->has_admit_count) {
+        rc |= s_encode_key (pk, "admit_count");
+        rc |= s_encode_uint (pk, in->admit_count);
+    }
+    if (in->has_admit_prob) {
+        rc |= s_encode_key (pk, "admit_prob");
+        rc |= s_encode_float (pk, in->admit_prob);
+    }
+    if (in->has_capacity) {
+        rc |= s_encode_key (pk, "capacity");
+        rc |= s_encode_uint (pk, in->capacity);
+    }
+    if (in->has_ttl) {
+        rc |= s_encode_key (pk, "ttl");
+        rc |= s_encode_uint (pk, in->ttl);
+    }
+    if (in->has_policy) {
+        rc |= s_encode_key (pk, "policy");
+        rc |= s_encode_str (pk, in->policy);
+    }
+    if (in->has_shard_seed) {
+        rc |= s_encode_key (pk, "shard_seed");
+        rc |= s_encode_uint (pk, in->shard_seed);
+    }
+    return rc;
+}
+
+static int
+s_decode_sparse_ref (const msgpack_object *obj, ps_proto_sparse_ref_t *out, s_ctx_t *ctx)
+{
+    if (obj->type != MSGPACK_OBJECT_MAP)
+        return s_expected (ctx, "map", obj);
+    memset (out, 0, sizeof *out);
+    static const char *const names [] = { "table", "count", "dim" };
+    uint64_t seen = 0;
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.map.size; i++) {
+        const msgpack_object *val = &obj->via.map.ptr [i].val;
+        int field = s_field (obj, i, names, 3, &seen, ctx);
+        if (field < 0)
+            return field;
+        s_path_field (ctx, used, names [field]);
+        int rc = PS_OK;
+        switch (field) {
+            case 0:
+                rc = s_decode_str (val, &out->table, ctx);
+                if (rc == PS_OK && val->via.str.size > 127)
+                    rc = s_bound_length (ctx, val->via.str.size, 127);
+                break;
+            case 1:
+                rc = s_decode_uint (val, &out->count, ctx);
+                break;
+            case 2:
+                rc = s_decode_uint (val, &out->dim, ctx);
+                if (rc == PS_OK && (out->dim < UINT64_C (1) || out->dim > UINT64_C (4096)))
+                    rc = s_bound_uint (ctx, out->dim, UINT64_C (1), UINT64_C (4096));
+                break;
+        }
+        if (rc)
+            return rc;
+        ctx->path [used] = 0;
+    }
+    return s_missing (seen, UINT64_C (0x7), names, ctx);
+}
+
+static int
+s_encode_sparse_ref (msgpack_packer *pk, const ps_proto_sparse_ref_t *in)
+{
+    int rc = msgpack_pack_map (pk, 3);
+    rc |= s_encode_key (pk, "table");
+    rc |= s_encode_str (pk, in->table);
+    rc |= s_encode_key (pk, "count");
+    rc |= s_encode_uint (pk, in->count);
+    rc |= s_encode_key (pk, "dim");
+    rc |= s_encode_uint (pk, in->dim);
+    return rc;
+}
+
+static int
+s_decode_sparse_applied (const msgpack_object *obj, ps_proto_sparse_applied_t *out, s_ctx_t *ctx)
+{
+    if (obj->type != MSGPACK_OBJECT_MAP)
+        return s_expected (ctx, "map", obj);
+    memset (out, 0, sizeof *out);
+    static const char *const names [] = { "table", "applied", "created", "dropped", "duplicate" };
+    uint64_t seen = 0;
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.map.size; i++) {
+        const msgpack_object *val = &obj->via.map.ptr [i].val;
+        int field = s_field (obj, i, names, 5, &seen, ctx);
+        if (field < 0)
+            return field;
+        s_path_field (ctx, used, names [field]);
+        int rc = PS_OK;
+        switch (field) {
+            case 0:
+                rc = s_decode_str (val, &out->table, ctx);
+                if (rc == PS_OK && val->via.str.size > 127)
+                    rc = s_bound_length (ctx, val->via.str.size, 127);
+                break;
+            case 1:
+                rc = s_decode_uint (val, &out->applied, ctx);
+                break;
+            case 2:
+                rc = s_decode_uint (val, &out->created, ctx);
+                break;
+            case 3:
+                rc = s_decode_uint (val, &out->dropped, ctx);
+                break;
+            case 4:
+                rc = s_decode_bool (val, &out->duplicate, ctx);
+                break;
+        }
+        if (rc)
+            return rc;
+        ctx->path [used] = 0;
+    }
+    return s_missing (seen, UINT64_C (0x1f), names, ctx);
+}
+
+static int
+s_encode_sparse_applied (msgpack_packer *pk, const ps_proto_sparse_applied_t *in)
+{
+    int rc = msgpack_pack_map (pk, 5);
+    rc |= s_encode_key (pk, "table");
+    rc |= s_encode_str (pk, in->table);
+    rc |= s_encode_key (pk, "applied");
+    rc |= s_encode_uint (pk, in->applied);
+    rc |= s_encode_key (pk, "created");
+    rc |= s_encode_uint (pk, in->created);
+    rc |= s_encode_key (pk, "dropped");
+    rc |= s_encode_uint (pk, in->dropped);
+    rc |= s_encode_key (pk, "duplicate");
+    rc |= s_encode_bool (pk, in->duplicate);
+    return rc;
+}
+
+static int
+s_decode_table_stats (const msgpack_object *obj, ps_proto_table_stats_t *out, s_ctx_t *ctx)
+{
+    if (obj->type != MSGPACK_OBJECT_MAP)
+        return s_expected (ctx, "map", obj);
+    memset (out, 0, sizeof *out);
+    static const char *const names [] = { "table", "dim", "shard", "shards", "rows", "created", "evicted", "dropped", "pushes", "duplicates", "row_updates", "pulls", "steps", "nonfinite", "bytes" };
+    uint64_t seen = 0;
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.map.size; i++) {
+        const msgpack_object *val = &obj->via.map.ptr [i].val;
+        int field = s_field (obj, i, names, 15, &seen, ctx);
+        if (field < 0)
+            return field;
+        s_path_field (ctx, used, names [field]);
+        int rc = PS_OK;
+        switch (field) {
+            case 0:
+                rc = s_decode_str (val, &out->table, ctx);
+                if (rc == PS_OK && val->via.str.size > 127)
+                    rc = s_bound_length (ctx, val->via.str.size, 127);
+                break;
+            case 1:
+                rc = s_decode_uint (val, &out->dim, ctx);
+                break;
+            case 2:
+                rc = s_decode_uint (val, &out->shard, ctx);
+                break;
+            case 3:
+                rc = s_decode_uint (val, &out->shards, ctx);
+                break;
+            case 4:
+                rc = s_decode_uint (val, &out->rows, ctx);
+                break;
+            case 5:
+                rc = s_decode_uint (val, &out->created, ctx);
+                break;
+            case 6:
+                rc = s_decode_uint (val, &out->evicted, ctx);
+                break;
+            case 7:
+                rc = s_decode_uint (val, &out->dropped, ctx);
+                break;
+            case 8:
+                rc = s_decode_uint (val, &out->pushes, ctx);
+                break;
+            case 9:
+                rc = s_decode_uint (val, &out->duplicates, ctx);
+                break;
+            case 10:
+                rc = s_decode_uint (val, &out->row_updates, ctx);
+                break;
+            case 11:
+                rc = s_decode_uint (val, &out->pulls, ctx);
+                break;
+            case 12:
+                rc = s_decode_uint (val, &out->steps, ctx);
+                break;
+            case 13:
+                rc = s_decode_uint (val, &out->nonfinite, ctx);
+                break;
+            case 14:
+                rc = s_decode_uint (val, &out->bytes, ctx);
+                break;
+        }
+        if (rc)
+            return rc;
+        ctx->path [used] = 0;
+    }
+    return s_missing (seen, UINT64_C (0x7fff), names, ctx);
+}
+
+static int
+s_encode_table_stats (msgpack_packer *pk, const ps_proto_table_stats_t *in)
+{
+    int rc = msgpack_pack_map (pk, 15);
+    rc |= s_encode_key (pk, "table");
+    rc |= s_encode_str (pk, in->table);
+    rc |= s_encode_key (pk, "dim");
+    rc |= s_encode_uint (pk, in->dim);
+    rc |= s_encode_key (pk, "shard");
+    rc |= s_encode_uint (pk, in->shard);
+    rc |= s_encode_key (pk, "shards");
+    rc |= s_encode_uint (pk, in->shards);
+    rc |= s_encode_key (pk, "rows");
+    rc |= s_encode_uint (pk, in->rows);
+    rc |= s_encode_key (pk, "created");
+    rc |= s_encode_uint (pk, in->created);
+    rc |= s_encode_key (pk, "evicted");
+    rc |= s_encode_uint (pk, in->evicted);
+    rc |= s_encode_key (pk, "dropped");
+    rc |= s_encode_uint (pk, in->dropped);
+    rc |= s_encode_key (pk, "pushes");
+    rc |= s_encode_uint (pk, in->pushes);
+    rc |= s_encode_key (pk, "duplicates");
+    rc |= s_encode_uint (pk, in->duplicates);
+    rc |= s_encode_key (pk, "row_updates");
+    rc |= s_encode_uint (pk, in->row_updates);
+    rc |= s_encode_key (pk, "pulls");
+    rc |= s_encode_uint (pk, in->pulls);
+    rc |= s_encode_key (pk, "steps");
+    rc |= s_encode_uint (pk, in->steps);
+    rc |= s_encode_key (pk, "nonfinite");
+    rc |= s_encode_uint (pk, in->nonfinite);
+    rc |= s_encode_key (pk, "bytes");
+    rc |= s_encode_uint (pk, in->bytes);
+    return rc;
+}
+
+static int
+s_decode_table_file (const msgpack_object *obj, ps_proto_table_file_t *out, s_ctx_t *ctx)
+{
+    if (obj->type != MSGPACK_OBJECT_MAP)
+        return s_expected (ctx, "map", obj);
+    memset (out, 0, sizeof *out);
+    static const char *const names [] = { "table", "shard", "shards", "file", "full", "rows", "steps" };
+    uint64_t seen = 0;
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.map.size; i++) {
+        const msgpack_object *val = &obj->via.map.ptr [i].val;
+        int field = s_field (obj, i, names, 7, &seen, ctx);
+        if (field < 0)
+            return field;
+        s_path_field (ctx, used, names [field]);
+        int rc = PS_OK;
+        switch (field) {
+            case 0:
+                rc = s_decode_str (val, &out->table, ctx);
+                if (rc == PS_OK && val->via.str.size > 127)
+                    rc = s_bound_length (ctx, val->via.str.size, 127);
+                break;
+            case 1:
+                rc = s_decode_uint (val, &out->shard, ctx);
+                break;
+            case 2:
+                rc = s_decode_uint (val, &out->shards, ctx);
+                break;
+            case 3:
+                rc = s_decode_str (val, &out->file, ctx);
+                break;
+            case 4:
+                rc = s_decode_bool (val, &out->full, ctx);
+                break;
+            case 5:
+                rc = s_decode_uint (val, &out->rows, ctx);
+                break;
+            case 6:
+                rc = s_decode_uint (val, &out->steps, ctx);
+                break;
+        }
+        if (rc)
+            return rc;
+        ctx->path [used] = 0;
+    }
+    return s_missing (seen, UINT64_C (0x7f), names, ctx);
+}
+
+static int
+s_encode_table_file (msgpack_packer *pk, const ps_proto_table_file_t *in)
+{
+    int rc = msgpack_pack_map (pk, 7);
+    rc |= s_encode_key (pk, "table");
+    rc |= s_encode_str (pk, in->table);
+    rc |= s_encode_key (pk, "shard");
+    rc |= s_encode_uint (pk, in->shard);
+    rc |= s_encode_key (pk, "shards");
+    rc |= s_encode_uint (pk, in->shards);
+    rc |= s_encode_key (pk, "file");
+    rc |= s_encode_str (pk, in->file);
+    rc |= s_encode_key (pk, "full");
+    rc |= s_encode_bool (pk, in->full);
+    rc |= s_encode_key (pk, "rows");
+    rc |= s_encode_uint (pk, in->rows);
+    rc |= s_encode_key (pk, "steps");
+    rc |= s_encode_uint (pk, in->steps);
+    return rc;
+}
+
+static int
 s_decode_msg_ping (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
 {
     static const char *const names [] = { "version", "type", "id" };
@@ -2264,12 +3000,12 @@ s_decode_msg_stats (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
 static int
 s_decode_msg_stats_ok (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
 {
-    static const char *const names [] = { "version", "type", "id", "partitions", "requests", "errors", "pending", "refused", "dropped" };
+    static const char *const names [] = { "version", "type", "id", "partitions", "requests", "errors", "pending", "refused", "dropped", "tables" };
     uint64_t seen = 0;
     size_t used = strlen (ctx->path);
     for (uint32_t i = 0; i < obj->via.map.size; i++) {
         const msgpack_object *val = &obj->via.map.ptr [i].val;
-        int field = s_field (obj, i, names, 9, &seen, ctx);
+        int field = s_field (obj, i, names, 10, &seen, ctx);
         if (field < 0)
             return field;
         s_path_field (ctx, used, names [field]);
@@ -2300,23 +3036,26 @@ s_decode_msg_stats_ok (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
             case 8:
                 rc = s_decode_uint (val, &msg->stats_ok.dropped, ctx);
                 break;
+            case 9:
+                rc = s_decode_table_stats_array (val, &msg->stats_ok.tables, ctx);
+                break;
         }
         if (rc)
             return rc;
         ctx->path [used] = 0;
     }
-    return s_missing (seen, UINT64_C (0x1ff), names, ctx);
+    return s_missing (seen, UINT64_C (0x3ff), names, ctx);
 }
 
 static int
 s_decode_msg_snapshot (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
 {
-    static const char *const names [] = { "version", "type", "id", "dir" };
+    static const char *const names [] = { "version", "type", "id", "dir", "incremental", "base" };
     uint64_t seen = 0;
     size_t used = strlen (ctx->path);
     for (uint32_t i = 0; i < obj->via.map.size; i++) {
         const msgpack_object *val = &obj->via.map.ptr [i].val;
-        int field = s_field (obj, i, names, 4, &seen, ctx);
+        int field = s_field (obj, i, names, 6, &seen, ctx);
         if (field < 0)
             return field;
         s_path_field (ctx, used, names [field]);
@@ -2334,6 +3073,16 @@ s_decode_msg_snapshot (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
                 if (rc == PS_OK && val->via.str.size > 1024)
                     rc = s_bound_length (ctx, val->via.str.size, 1024);
                 break;
+            case 4:
+                msg->snapshot.has_incremental = true;
+                rc = s_decode_bool (val, &msg->snapshot.incremental, ctx);
+                break;
+            case 5:
+                msg->snapshot.has_base = true;
+                rc = s_decode_str (val, &msg->snapshot.base, ctx);
+                if (rc == PS_OK && val->via.str.size > 1024)
+                    rc = s_bound_length (ctx, val->via.str.size, 1024);
+                break;
         }
         if (rc)
             return rc;
@@ -2345,12 +3094,12 @@ s_decode_msg_snapshot (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
 static int
 s_decode_msg_snapshot_ok (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
 {
-    static const char *const names [] = { "version", "type", "id", "files" };
+    static const char *const names [] = { "version", "type", "id", "files", "tables" };
     uint64_t seen = 0;
     size_t used = strlen (ctx->path);
     for (uint32_t i = 0; i < obj->via.map.size; i++) {
         const msgpack_object *val = &obj->via.map.ptr [i].val;
-        int field = s_field (obj, i, names, 4, &seen, ctx);
+        int field = s_field (obj, i, names, 5, &seen, ctx);
         if (field < 0)
             return field;
         s_path_field (ctx, used, names [field]);
@@ -2366,12 +3115,15 @@ s_decode_msg_snapshot_ok (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *c
             case 3:
                 rc = s_decode_snap_file_array (val, &msg->snapshot_ok.files, ctx);
                 break;
+            case 4:
+                rc = s_decode_table_file_array (val, &msg->snapshot_ok.tables, ctx);
+                break;
         }
         if (rc)
             return rc;
         ctx->path [used] = 0;
     }
-    return s_missing (seen, UINT64_C (0xf), names, ctx);
+    return s_missing (seen, UINT64_C (0x1f), names, ctx);
 }
 
 static int
@@ -2440,12 +3192,12 @@ s_decode_msg_fence_ok (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
 static int
 s_decode_msg_restore (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
 {
-    static const char *const names [] = { "version", "type", "id", "dir", "parts" };
+    static const char *const names [] = { "version", "type", "id", "dir", "parts", "base" };
     uint64_t seen = 0;
     size_t used = strlen (ctx->path);
     for (uint32_t i = 0; i < obj->via.map.size; i++) {
         const msgpack_object *val = &obj->via.map.ptr [i].val;
-        int field = s_field (obj, i, names, 5, &seen, ctx);
+        int field = s_field (obj, i, names, 6, &seen, ctx);
         if (field < 0)
             return field;
         s_path_field (ctx, used, names [field]);
@@ -2467,6 +3219,12 @@ s_decode_msg_restore (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
                 msg->restore.has_parts = true;
                 rc = s_decode_partref_array (val, &msg->restore.parts, ctx);
                 break;
+            case 5:
+                msg->restore.has_base = true;
+                rc = s_decode_str (val, &msg->restore.base, ctx);
+                if (rc == PS_OK && val->via.str.size > 1024)
+                    rc = s_bound_length (ctx, val->via.str.size, 1024);
+                break;
         }
         if (rc)
             return rc;
@@ -2478,12 +3236,12 @@ s_decode_msg_restore (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
 static int
 s_decode_msg_restore_ok (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
 {
-    static const char *const names [] = { "version", "type", "id", "files" };
+    static const char *const names [] = { "version", "type", "id", "files", "tables" };
     uint64_t seen = 0;
     size_t used = strlen (ctx->path);
     for (uint32_t i = 0; i < obj->via.map.size; i++) {
         const msgpack_object *val = &obj->via.map.ptr [i].val;
-        int field = s_field (obj, i, names, 4, &seen, ctx);
+        int field = s_field (obj, i, names, 5, &seen, ctx);
         if (field < 0)
             return field;
         s_path_field (ctx, used, names [field]);
@@ -2499,12 +3257,15 @@ s_decode_msg_restore_ok (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ct
             case 3:
                 rc = s_decode_snap_file_array (val, &msg->restore_ok.files, ctx);
                 break;
+            case 4:
+                rc = s_decode_table_file_array (val, &msg->restore_ok.tables, ctx);
+                break;
         }
         if (rc)
             return rc;
         ctx->path [used] = 0;
     }
-    return s_missing (seen, UINT64_C (0xf), names, ctx);
+    return s_missing (seen, UINT64_C (0x1f), names, ctx);
 }
 
 static int
@@ -2589,7 +3350,7 @@ s_decode_msg_register (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
             case 3:
                 rc = s_decode_str (val, &msg->register_.role, ctx);
                 if (rc == PS_OK)
-                    rc = s_bound_enum (ctx, msg->register_.role, s_enum_6);
+                    rc = s_bound_enum (ctx, msg->register_.role, s_enum_8);
                 break;
             case 4:
                 rc = s_decode_uint (val, &msg->register_.index, ctx);
@@ -2748,7 +3509,7 @@ s_decode_msg_work (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
             case 3:
                 rc = s_decode_str (val, &msg->work.kind, ctx);
                 if (rc == PS_OK)
-                    rc = s_bound_enum (ctx, msg->work.kind, s_enum_7);
+                    rc = s_bound_enum (ctx, msg->work.kind, s_enum_9);
                 break;
             case 4:
                 rc = s_decode_uint (val, &msg->work.step, ctx);
@@ -2892,6 +3653,301 @@ s_decode_msg_error (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
     return s_missing (seen, UINT64_C (0x1f), names, ctx);
 }
 
+static int
+s_decode_msg_table_create (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
+{
+    static const char *const names [] = { "version", "type", "id", "tables", "shard", "shards" };
+    uint64_t seen = 0;
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.map.size; i++) {
+        const msgpack_object *val = &obj->via.map.ptr [i].val;
+        int field = s_field (obj, i, names, 6, &seen, ctx);
+        if (field < 0)
+            return field;
+        s_path_field (ctx, used, names [field]);
+        int rc = PS_OK;
+        switch (field) {
+            case 0:
+                break;      //  read before the body
+            case 1:
+                break;      //  read before the body
+            case 2:
+                rc = s_decode_uint (val, &msg->id, ctx);
+                break;
+            case 3:
+                rc = s_decode_tablespec_array (val, &msg->table_create.tables, ctx);
+                break;
+            case 4:
+                rc = s_decode_uint (val, &msg->table_create.shard, ctx);
+                if (rc == PS_OK && (msg->table_create.shard > UINT64_C (4294967294)))
+                    rc = s_bound_uint (ctx, msg->table_create.shard, UINT64_C (0), UINT64_C (4294967294));
+                break;
+            case 5:
+                rc = s_decode_uint (val, &msg->table_create.shards, ctx);
+                if (rc == PS_OK && (msg->table_create.shards < UINT64_C (1) || msg->table_create.shards > UINT64_C (4294967295)))
+                    rc = s_bound_uint (ctx, msg->table_create.shards, UINT64_C (1), UINT64_C (4294967295));
+                break;
+        }
+        if (rc)
+            return rc;
+        ctx->path [used] = 0;
+    }
+    return s_missing (seen, UINT64_C (0x3f), names, ctx);
+}
+
+static int
+s_decode_msg_table_create_ok (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
+{
+    static const char *const names [] = { "version", "type", "id", "created", "existing" };
+    uint64_t seen = 0;
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.map.size; i++) {
+        const msgpack_object *val = &obj->via.map.ptr [i].val;
+        int field = s_field (obj, i, names, 5, &seen, ctx);
+        if (field < 0)
+            return field;
+        s_path_field (ctx, used, names [field]);
+        int rc = PS_OK;
+        switch (field) {
+            case 0:
+                break;      //  read before the body
+            case 1:
+                break;      //  read before the body
+            case 2:
+                rc = s_decode_uint (val, &msg->id, ctx);
+                break;
+            case 3:
+                rc = s_decode_uint (val, &msg->table_create_ok.created, ctx);
+                break;
+            case 4:
+                rc = s_decode_uint (val, &msg->table_create_ok.existing, ctx);
+                break;
+        }
+        if (rc)
+            return rc;
+        ctx->path [used] = 0;
+    }
+    return s_missing (seen, UINT64_C (0x1f), names, ctx);
+}
+
+static int
+s_decode_msg_sparse_pull (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
+{
+    static const char *const names [] = { "version", "type", "id", "tables" };
+    uint64_t seen = 0;
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.map.size; i++) {
+        const msgpack_object *val = &obj->via.map.ptr [i].val;
+        int field = s_field (obj, i, names, 4, &seen, ctx);
+        if (field < 0)
+            return field;
+        s_path_field (ctx, used, names [field]);
+        int rc = PS_OK;
+        switch (field) {
+            case 0:
+                break;      //  read before the body
+            case 1:
+                break;      //  read before the body
+            case 2:
+                rc = s_decode_uint (val, &msg->id, ctx);
+                break;
+            case 3:
+                rc = s_decode_sparse_ref_array (val, &msg->sparse_pull.tables, ctx);
+                break;
+        }
+        if (rc)
+            return rc;
+        ctx->path [used] = 0;
+    }
+    return s_missing (seen, UINT64_C (0xf), names, ctx);
+}
+
+static int
+s_decode_msg_sparse_pull_ok (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
+{
+    static const char *const names [] = { "version", "type", "id", "tables" };
+    uint64_t seen = 0;
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.map.size; i++) {
+        const msgpack_object *val = &obj->via.map.ptr [i].val;
+        int field = s_field (obj, i, names, 4, &seen, ctx);
+        if (field < 0)
+            return field;
+        s_path_field (ctx, used, names [field]);
+        int rc = PS_OK;
+        switch (field) {
+            case 0:
+                break;      //  read before the body
+            case 1:
+                break;      //  read before the body
+            case 2:
+                rc = s_decode_uint (val, &msg->id, ctx);
+                break;
+            case 3:
+                rc = s_decode_sparse_ref_array (val, &msg->sparse_pull_ok.tables, ctx);
+                break;
+        }
+        if (rc)
+            return rc;
+        ctx->path [used] = 0;
+    }
+    return s_missing (seen, UINT64_C (0xf), names, ctx);
+}
+
+static int
+s_decode_msg_sparse_push (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
+{
+    static const char *const names [] = { "version", "type", "id", "step", "worker", "generation", "tables" };
+    uint64_t seen = 0;
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.map.size; i++) {
+        const msgpack_object *val = &obj->via.map.ptr [i].val;
+        int field = s_field (obj, i, names, 7, &seen, ctx);
+        if (field < 0)
+            return field;
+        s_path_field (ctx, used, names [field]);
+        int rc = PS_OK;
+        switch (field) {
+            case 0:
+                break;      //  read before the body
+            case 1:
+                break;      //  read before the body
+            case 2:
+                rc = s_decode_uint (val, &msg->id, ctx);
+                break;
+            case 3:
+                rc = s_decode_uint (val, &msg->sparse_push.step, ctx);
+                break;
+            case 4:
+                rc = s_decode_uint (val, &msg->sparse_push.worker, ctx);
+                break;
+            case 5:
+                msg->sparse_push.has_generation = true;
+                rc = s_decode_uint (val, &msg->sparse_push.generation, ctx);
+                break;
+            case 6:
+                rc = s_decode_sparse_ref_array (val, &msg->sparse_push.tables, ctx);
+                break;
+        }
+        if (rc)
+            return rc;
+        ctx->path [used] = 0;
+    }
+    return s_missing (seen, UINT64_C (0x5f), names, ctx);
+}
+
+static int
+s_decode_msg_sparse_push_ok (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
+{
+    static const char *const names [] = { "version", "type", "id", "applied" };
+    uint64_t seen = 0;
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.map.size; i++) {
+        const msgpack_object *val = &obj->via.map.ptr [i].val;
+        int field = s_field (obj, i, names, 4, &seen, ctx);
+        if (field < 0)
+            return field;
+        s_path_field (ctx, used, names [field]);
+        int rc = PS_OK;
+        switch (field) {
+            case 0:
+                break;      //  read before the body
+            case 1:
+                break;      //  read before the body
+            case 2:
+                rc = s_decode_uint (val, &msg->id, ctx);
+                break;
+            case 3:
+                rc = s_decode_sparse_applied_array (val, &msg->sparse_push_ok.applied, ctx);
+                break;
+        }
+        if (rc)
+            return rc;
+        ctx->path [used] = 0;
+    }
+    return s_missing (seen, UINT64_C (0xf), names, ctx);
+}
+
+static int
+s_decode_msg_sparse_push_pull (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
+{
+    static const char *const names [] = { "version", "type", "id", "step", "worker", "generation", "push", "pull" };
+    uint64_t seen = 0;
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.map.size; i++) {
+        const msgpack_object *val = &obj->via.map.ptr [i].val;
+        int field = s_field (obj, i, names, 8, &seen, ctx);
+        if (field < 0)
+            return field;
+        s_path_field (ctx, used, names [field]);
+        int rc = PS_OK;
+        switch (field) {
+            case 0:
+                break;      //  read before the body
+            case 1:
+                break;      //  read before the body
+            case 2:
+                rc = s_decode_uint (val, &msg->id, ctx);
+                break;
+            case 3:
+                rc = s_decode_uint (val, &msg->sparse_push_pull.step, ctx);
+                break;
+            case 4:
+                rc = s_decode_uint (val, &msg->sparse_push_pull.worker, ctx);
+                break;
+            case 5:
+                msg->sparse_push_pull.has_generation = true;
+                rc = s_decode_uint (val, &msg->sparse_push_pull.generation, ctx);
+                break;
+            case 6:
+                rc = s_decode_sparse_ref_array (val, &msg->sparse_push_pull.push, ctx);
+                break;
+            case 7:
+                rc = s_decode_sparse_ref_array (val, &msg->sparse_push_pull.pull, ctx);
+                break;
+        }
+        if (rc)
+            return rc;
+        ctx->path [used] = 0;
+    }
+    return s_missing (seen, UINT64_C (0xdf), names, ctx);
+}
+
+static int
+s_decode_msg_sparse_push_pull_ok (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
+{
+    static const char *const names [] = { "version", "type", "id", "applied", "tables" };
+    uint64_t seen = 0;
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.map.size; i++) {
+        const msgpack_object *val = &obj->via.map.ptr [i].val;
+        int field = s_field (obj, i, names, 5, &seen, ctx);
+        if (field < 0)
+            return field;
+        s_path_field (ctx, used, names [field]);
+        int rc = PS_OK;
+        switch (field) {
+            case 0:
+                break;      //  read before the body
+            case 1:
+                break;      //  read before the body
+            case 2:
+                rc = s_decode_uint (val, &msg->id, ctx);
+                break;
+            case 3:
+                rc = s_decode_sparse_applied_array (val, &msg->sparse_push_pull_ok.applied, ctx);
+                break;
+            case 4:
+                rc = s_decode_sparse_ref_array (val, &msg->sparse_push_pull_ok.tables, ctx);
+                break;
+        }
+        if (rc)
+            return rc;
+        ctx->path [used] = 0;
+    }
+    return s_missing (seen, UINT64_C (0x1f), names, ctx);
+}
+
 //  Tensor frames must match their descriptions one to one.
 static int
 s_check_frames (const ps_proto_t *msg, const size_t *frame_sizes, size_t nframes,
@@ -2901,7 +3957,7 @@ s_check_frames (const ps_proto_t *msg, const size_t *frame_sizes, size_t nframes
     switch (msg->type) {
         case PS_PROTO_PULL_OK:
             if (msg->pull_ok.tensors.count != nframes)
-                return s_frame_count (name, msg->pull_ok.tensors.count, nframes, err);
+                return s_frame_count (name, "'tensors'", msg->pull_ok.tensors.count, nframes, err);
             for (size_t i = 0; i < nframes; i++) {
                 int rc = s_check_frame (name, i, &msg->pull_ok.tensors.items [i].shape,
                                         msg->pull_ok.tensors.items [i].bytes, frame_sizes [i], err);
@@ -2911,7 +3967,7 @@ s_check_frames (const ps_proto_t *msg, const size_t *frame_sizes, size_t nframes
             return PS_OK;
         case PS_PROTO_PUSH:
             if (msg->push.tensors.count != nframes)
-                return s_frame_count (name, msg->push.tensors.count, nframes, err);
+                return s_frame_count (name, "'tensors'", msg->push.tensors.count, nframes, err);
             for (size_t i = 0; i < nframes; i++) {
                 int rc = s_check_frame (name, i, &msg->push.tensors.items [i].shape,
                                         msg->push.tensors.items [i].bytes, frame_sizes [i], err);
@@ -2921,7 +3977,7 @@ s_check_frames (const ps_proto_t *msg, const size_t *frame_sizes, size_t nframes
             return PS_OK;
         case PS_PROTO_PUSH_PULL:
             if (msg->push_pull.tensors.count != nframes)
-                return s_frame_count (name, msg->push_pull.tensors.count, nframes, err);
+                return s_frame_count (name, "'tensors'", msg->push_pull.tensors.count, nframes, err);
             for (size_t i = 0; i < nframes; i++) {
                 int rc = s_check_frame (name, i, &msg->push_pull.tensors.items [i].shape,
                                         msg->push_pull.tensors.items [i].bytes, frame_sizes [i], err);
@@ -2931,7 +3987,7 @@ s_check_frames (const ps_proto_t *msg, const size_t *frame_sizes, size_t nframes
             return PS_OK;
         case PS_PROTO_PUSH_PULL_OK:
             if (msg->push_pull_ok.tensors.count != nframes)
-                return s_frame_count (name, msg->push_pull_ok.tensors.count, nframes, err);
+                return s_frame_count (name, "'tensors'", msg->push_pull_ok.tensors.count, nframes, err);
             for (size_t i = 0; i < nframes; i++) {
                 int rc = s_check_frame (name, i, &msg->push_pull_ok.tensors.items [i].shape,
                                         msg->push_pull_ok.tensors.items [i].bytes, frame_sizes [i], err);
@@ -2939,6 +3995,102 @@ s_check_frames (const ps_proto_t *msg, const size_t *frame_sizes, size_t nframes
                     return rc;
             }
             return PS_OK;
+        case PS_PROTO_SPARSE_PULL: {
+            size_t described = 0;
+            described += 1 * msg->sparse_pull.tables.count;
+            if (described != nframes)
+                return s_frame_count (name, "'tables'", described, nframes, err);
+            size_t frame = 0;
+            int rc;
+            for (size_t i = 0; i < msg->sparse_pull.tables.count; i++) {
+                const ps_proto_sparse_ref_t *ref = &msg->sparse_pull.tables.items [i];
+                rc = s_check_entry_frame (name, "tables", i, false, ref->count, ref->dim,
+                                          frame_sizes [frame++], err);
+                if (rc)
+                    return rc;
+            }
+            return PS_OK;
+        }
+        case PS_PROTO_SPARSE_PULL_OK: {
+            size_t described = 0;
+            described += 1 * msg->sparse_pull_ok.tables.count;
+            if (described != nframes)
+                return s_frame_count (name, "'tables'", described, nframes, err);
+            size_t frame = 0;
+            int rc;
+            for (size_t i = 0; i < msg->sparse_pull_ok.tables.count; i++) {
+                const ps_proto_sparse_ref_t *ref = &msg->sparse_pull_ok.tables.items [i];
+                rc = s_check_entry_frame (name, "tables", i, true, ref->count, ref->dim,
+                                          frame_sizes [frame++], err);
+                if (rc)
+                    return rc;
+            }
+            return PS_OK;
+        }
+        case PS_PROTO_SPARSE_PUSH: {
+            size_t described = 0;
+            described += 2 * msg->sparse_push.tables.count;
+            if (described != nframes)
+                return s_frame_count (name, "'tables'", described, nframes, err);
+            size_t frame = 0;
+            int rc;
+            for (size_t i = 0; i < msg->sparse_push.tables.count; i++) {
+                const ps_proto_sparse_ref_t *ref = &msg->sparse_push.tables.items [i];
+                rc = s_check_entry_frame (name, "tables", i, false, ref->count, ref->dim,
+                                          frame_sizes [frame++], err);
+                if (rc)
+                    return rc;
+                rc = s_check_entry_frame (name, "tables", i, true, ref->count, ref->dim,
+                                          frame_sizes [frame++], err);
+                if (rc)
+                    return rc;
+            }
+            return PS_OK;
+        }
+        case PS_PROTO_SPARSE_PUSH_PULL: {
+            size_t described = 0;
+            described += 2 * msg->sparse_push_pull.push.count;
+            described += 1 * msg->sparse_push_pull.pull.count;
+            if (described != nframes)
+                return s_frame_count (name, "'push' and 'pull'", described, nframes, err);
+            size_t frame = 0;
+            int rc;
+            for (size_t i = 0; i < msg->sparse_push_pull.push.count; i++) {
+                const ps_proto_sparse_ref_t *ref = &msg->sparse_push_pull.push.items [i];
+                rc = s_check_entry_frame (name, "push", i, false, ref->count, ref->dim,
+                                          frame_sizes [frame++], err);
+                if (rc)
+                    return rc;
+                rc = s_check_entry_frame (name, "push", i, true, ref->count, ref->dim,
+                                          frame_sizes [frame++], err);
+                if (rc)
+                    return rc;
+            }
+            for (size_t i = 0; i < msg->sparse_push_pull.pull.count; i++) {
+                const ps_proto_sparse_ref_t *ref = &msg->sparse_push_pull.pull.items [i];
+                rc = s_check_entry_frame (name, "pull", i, false, ref->count, ref->dim,
+                                          frame_sizes [frame++], err);
+                if (rc)
+                    return rc;
+            }
+            return PS_OK;
+        }
+        case PS_PROTO_SPARSE_PUSH_PULL_OK: {
+            size_t described = 0;
+            described += 1 * msg->sparse_push_pull_ok.tables.count;
+            if (described != nframes)
+                return s_frame_count (name, "'tables'", described, nframes, err);
+            size_t frame = 0;
+            int rc;
+            for (size_t i = 0; i < msg->sparse_push_pull_ok.tables.count; i++) {
+                const ps_proto_sparse_ref_t *ref = &msg->sparse_push_pull_ok.tables.items [i];
+                rc = s_check_entry_frame (name, "tables", i, true, ref->count, ref->dim,
+                                          frame_sizes [frame++], err);
+                if (rc)
+                    return rc;
+            }
+            return PS_OK;
+        }
         default:
             if (nframes)
                 return ps_error_set (err, PS_EPROTO,
@@ -2979,6 +4131,14 @@ const ps_proto_info_t ps_proto_info [PS_PROTO_NTYPES] = {
     [PS_PROTO_WORK] = { "work", PS_PROTO_NONE, false, PS_PROTO_ROLE_CHIEF, "the coordinator" },
     [PS_PROTO_ABORT] = { "abort", PS_PROTO_NONE, false, PS_PROTO_ROLE_CHIEF, "the coordinator" },
     [PS_PROTO_ERROR] = { "error", PS_PROTO_NONE, false, PS_PROTO_ANY_ROLE, "a member of the cluster" },
+    [PS_PROTO_TABLE_CREATE] = { "table_create", PS_PROTO_TABLE_CREATE_OK, false, PS_PROTO_ROLE_CHIEF, "the coordinator" },
+    [PS_PROTO_TABLE_CREATE_OK] = { "table_create_ok", PS_PROTO_NONE, false, PS_PROTO_ROLE_PS, "a server" },
+    [PS_PROTO_SPARSE_PULL] = { "sparse_pull", PS_PROTO_SPARSE_PULL_OK, true, PS_PROTO_ROLE_WORKER | PS_PROTO_ROLE_EVALUATOR, "a worker or an evaluator" },
+    [PS_PROTO_SPARSE_PULL_OK] = { "sparse_pull_ok", PS_PROTO_NONE, true, PS_PROTO_ROLE_PS, "a server" },
+    [PS_PROTO_SPARSE_PUSH] = { "sparse_push", PS_PROTO_SPARSE_PUSH_OK, true, PS_PROTO_ROLE_WORKER, "a worker" },
+    [PS_PROTO_SPARSE_PUSH_OK] = { "sparse_push_ok", PS_PROTO_NONE, false, PS_PROTO_ROLE_PS, "a server" },
+    [PS_PROTO_SPARSE_PUSH_PULL] = { "sparse_push_pull", PS_PROTO_SPARSE_PUSH_PULL_OK, true, PS_PROTO_ROLE_WORKER, "a worker" },
+    [PS_PROTO_SPARSE_PUSH_PULL_OK] = { "sparse_push_pull_ok", PS_PROTO_NONE, true, PS_PROTO_ROLE_PS, "a server" },
 };
 
 static int (*const s_decoders [PS_PROTO_NTYPES]) (const msgpack_object *, ps_proto_t *, s_ctx_t *) = {
@@ -3011,6 +4171,14 @@ static int (*const s_decoders [PS_PROTO_NTYPES]) (const msgpack_object *, ps_pro
     [PS_PROTO_WORK] = s_decode_msg_work,
     [PS_PROTO_ABORT] = s_decode_msg_abort,
     [PS_PROTO_ERROR] = s_decode_msg_error,
+    [PS_PROTO_TABLE_CREATE] = s_decode_msg_table_create,
+    [PS_PROTO_TABLE_CREATE_OK] = s_decode_msg_table_create_ok,
+    [PS_PROTO_SPARSE_PULL] = s_decode_msg_sparse_pull,
+    [PS_PROTO_SPARSE_PULL_OK] = s_decode_msg_sparse_pull_ok,
+    [PS_PROTO_SPARSE_PUSH] = s_decode_msg_sparse_push,
+    [PS_PROTO_SPARSE_PUSH_OK] = s_decode_msg_sparse_push_ok,
+    [PS_PROTO_SPARSE_PUSH_PULL] = s_decode_msg_sparse_push_pull,
+    [PS_PROTO_SPARSE_PUSH_PULL_OK] = s_decode_msg_sparse_push_pull_ok,
 };
 
 static const char *const s_roles [] = { "chief", "ps", "worker", "evaluator" };
@@ -3272,6 +4440,90 @@ ps_proto_snap_file_encode (msgpack_packer *pk, const ps_proto_snap_file_t *in)
 }
 
 int
+ps_proto_rowopt_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_rowopt_t *out,
+                        ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "rowopt" };
+    return s_decode_rowopt (obj, out, &ctx);
+}
+
+int
+ps_proto_rowopt_encode (msgpack_packer *pk, const ps_proto_rowopt_t *in)
+{
+    return s_encode_rowopt (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
+ps_proto_tablespec_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_tablespec_t *out,
+                           ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "tablespec" };
+    return s_decode_tablespec (obj, out, &ctx);
+}
+
+int
+ps_proto_tablespec_encode (msgpack_packer *pk, const ps_proto_tablespec_t *in)
+{
+    return s_encode_tablespec (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
+ps_proto_sparse_ref_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_sparse_ref_t *out,
+                            ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "sparse_ref" };
+    return s_decode_sparse_ref (obj, out, &ctx);
+}
+
+int
+ps_proto_sparse_ref_encode (msgpack_packer *pk, const ps_proto_sparse_ref_t *in)
+{
+    return s_encode_sparse_ref (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
+ps_proto_sparse_applied_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_sparse_applied_t *out,
+                                ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "sparse_applied" };
+    return s_decode_sparse_applied (obj, out, &ctx);
+}
+
+int
+ps_proto_sparse_applied_encode (msgpack_packer *pk, const ps_proto_sparse_applied_t *in)
+{
+    return s_encode_sparse_applied (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
+ps_proto_table_stats_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_table_stats_t *out,
+                             ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "table_stats" };
+    return s_decode_table_stats (obj, out, &ctx);
+}
+
+int
+ps_proto_table_stats_encode (msgpack_packer *pk, const ps_proto_table_stats_t *in)
+{
+    return s_encode_table_stats (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
+ps_proto_table_file_decode (const msgpack_object *obj, msgpack_zone *zone, ps_proto_table_file_t *out,
+                            ps_error_t *err)
+{
+    s_ctx_t ctx = { zone, err, "table_file" };
+    return s_decode_table_file (obj, out, &ctx);
+}
+
+int
+ps_proto_table_file_encode (msgpack_packer *pk, const ps_proto_table_file_t *in)
+{
+    return s_encode_table_file (pk, in) ? PS_EIO : PS_OK;
+}
+
+int
 ps_proto_encode (const ps_proto_t *msg, msgpack_packer *pk)
 {
     int rc = PS_OK;
@@ -3368,7 +4620,7 @@ ps_proto_encode (const ps_proto_t *msg, msgpack_packer *pk)
             rc |= s_encode_header (pk, msg, 3 + 0);
             break;
         case PS_PROTO_STATS_OK:
-            rc |= s_encode_header (pk, msg, 3 + 6);
+            rc |= s_encode_header (pk, msg, 3 + 7);
             rc |= s_encode_key (pk, "partitions");
             rc |= s_encode_part_stats_array (pk, &msg->stats_ok.partitions);
             rc |= s_encode_key (pk, "requests");
@@ -3381,16 +4633,28 @@ ps_proto_encode (const ps_proto_t *msg, msgpack_packer *pk)
             rc |= s_encode_uint (pk, msg->stats_ok.refused);
             rc |= s_encode_key (pk, "dropped");
             rc |= s_encode_uint (pk, msg->stats_ok.dropped);
+            rc |= s_encode_key (pk, "tables");
+            rc |= s_encode_table_stats_array (pk, &msg->stats_ok.tables);
             break;
         case PS_PROTO_SNAPSHOT:
-            rc |= s_encode_header (pk, msg, 3 + 1);
+            rc |= s_encode_header (pk, msg, 3 + 1 + (&msg->snapshot)->has_incremental + (&msg->snapshot)->has_base);
             rc |= s_encode_key (pk, "dir");
             rc |= s_encode_str (pk, msg->snapshot.dir);
+            if (msg->snapshot.has_incremental) {
+                rc |= s_encode_key (pk, "incremental");
+                rc |= s_encode_bool (pk, msg->snapshot.incremental);
+            }
+            if (msg->snapshot.has_base) {
+                rc |= s_encode_key (pk, "base");
+                rc |= s_encode_str (pk, msg->snapshot.base);
+            }
             break;
         case PS_PROTO_SNAPSHOT_OK:
-            rc |= s_encode_header (pk, msg, 3 + 1);
+            rc |= s_encode_header (pk, msg, 3 + 2);
             rc |= s_encode_key (pk, "files");
             rc |= s_encode_snap_file_array (pk, &msg->snapshot_ok.files);
+            rc |= s_encode_key (pk, "tables");
+            rc |= s_encode_table_file_array (pk, &msg->snapshot_ok.tables);
             break;
         case PS_PROTO_FENCE:
             rc |= s_encode_header (pk, msg, 3 + 1);
@@ -3401,18 +4665,24 @@ ps_proto_encode (const ps_proto_t *msg, msgpack_packer *pk)
             rc |= s_encode_header (pk, msg, 3 + 0);
             break;
         case PS_PROTO_RESTORE:
-            rc |= s_encode_header (pk, msg, 3 + 1 + (&msg->restore)->has_parts);
+            rc |= s_encode_header (pk, msg, 3 + 1 + (&msg->restore)->has_parts + (&msg->restore)->has_base);
             rc |= s_encode_key (pk, "dir");
             rc |= s_encode_str (pk, msg->restore.dir);
             if (msg->restore.has_parts) {
                 rc |= s_encode_key (pk, "parts");
                 rc |= s_encode_partref_array (pk, &msg->restore.parts);
             }
+            if (msg->restore.has_base) {
+                rc |= s_encode_key (pk, "base");
+                rc |= s_encode_str (pk, msg->restore.base);
+            }
             break;
         case PS_PROTO_RESTORE_OK:
-            rc |= s_encode_header (pk, msg, 3 + 1);
+            rc |= s_encode_header (pk, msg, 3 + 2);
             rc |= s_encode_key (pk, "files");
             rc |= s_encode_snap_file_array (pk, &msg->restore_ok.files);
+            rc |= s_encode_key (pk, "tables");
+            rc |= s_encode_table_file_array (pk, &msg->restore_ok.tables);
             break;
         case PS_PROTO_SHUTDOWN:
             rc |= s_encode_header (pk, msg, 3 + 0);
@@ -3532,6 +4802,72 @@ ps_proto_encode (const ps_proto_t *msg, msgpack_packer *pk)
             rc |= s_encode_str (pk, msg->error.code);
             rc |= s_encode_key (pk, "message");
             rc |= s_encode_str (pk, msg->error.message);
+            break;
+        case PS_PROTO_TABLE_CREATE:
+            rc |= s_encode_header (pk, msg, 3 + 3);
+            rc |= s_encode_key (pk, "tables");
+            rc |= s_encode_tablespec_array (pk, &msg->table_create.tables);
+            rc |= s_encode_key (pk, "shard");
+            rc |= s_encode_uint (pk, msg->table_create.shard);
+            rc |= s_encode_key (pk, "shards");
+            rc |= s_encode_uint (pk, msg->table_create.shards);
+            break;
+        case PS_PROTO_TABLE_CREATE_OK:
+            rc |= s_encode_header (pk, msg, 3 + 2);
+            rc |= s_encode_key (pk, "created");
+            rc |= s_encode_uint (pk, msg->table_create_ok.created);
+            rc |= s_encode_key (pk, "existing");
+            rc |= s_encode_uint (pk, msg->table_create_ok.existing);
+            break;
+        case PS_PROTO_SPARSE_PULL:
+            rc |= s_encode_header (pk, msg, 3 + 1);
+            rc |= s_encode_key (pk, "tables");
+            rc |= s_encode_sparse_ref_array (pk, &msg->sparse_pull.tables);
+            break;
+        case PS_PROTO_SPARSE_PULL_OK:
+            rc |= s_encode_header (pk, msg, 3 + 1);
+            rc |= s_encode_key (pk, "tables");
+            rc |= s_encode_sparse_ref_array (pk, &msg->sparse_pull_ok.tables);
+            break;
+        case PS_PROTO_SPARSE_PUSH:
+            rc |= s_encode_header (pk, msg, 3 + 3 + (&msg->sparse_push)->has_generation);
+            rc |= s_encode_key (pk, "step");
+            rc |= s_encode_uint (pk, msg->sparse_push.step);
+            rc |= s_encode_key (pk, "worker");
+            rc |= s_encode_uint (pk, msg->sparse_push.worker);
+            if (msg->sparse_push.has_generation) {
+                rc |= s_encode_key (pk, "generation");
+                rc |= s_encode_uint (pk, msg->sparse_push.generation);
+            }
+            rc |= s_encode_key (pk, "tables");
+            rc |= s_encode_sparse_ref_array (pk, &msg->sparse_push.tables);
+            break;
+        case PS_PROTO_SPARSE_PUSH_OK:
+            rc |= s_encode_header (pk, msg, 3 + 1);
+            rc |= s_encode_key (pk, "applied");
+            rc |= s_encode_sparse_applied_array (pk, &msg->sparse_push_ok.applied);
+            break;
+        case PS_PROTO_SPARSE_PUSH_PULL:
+            rc |= s_encode_header (pk, msg, 3 + 4 + (&msg->sparse_push_pull)->has_generation);
+            rc |= s_encode_key (pk, "step");
+            rc |= s_encode_uint (pk, msg->sparse_push_pull.step);
+            rc |= s_encode_key (pk, "worker");
+            rc |= s_encode_uint (pk, msg->sparse_push_pull.worker);
+            if (msg->sparse_push_pull.has_generation) {
+                rc |= s_encode_key (pk, "generation");
+                rc |= s_encode_uint (pk, msg->sparse_push_pull.generation);
+            }
+            rc |= s_encode_key (pk, "push");
+            rc |= s_encode_sparse_ref_array (pk, &msg->sparse_push_pull.push);
+            rc |= s_encode_key (pk, "pull");
+            rc |= s_encode_sparse_ref_array (pk, &msg->sparse_push_pull.pull);
+            break;
+        case PS_PROTO_SPARSE_PUSH_PULL_OK:
+            rc |= s_encode_header (pk, msg, 3 + 2);
+            rc |= s_encode_key (pk, "applied");
+            rc |= s_encode_sparse_applied_array (pk, &msg->sparse_push_pull_ok.applied);
+            rc |= s_encode_key (pk, "tables");
+            rc |= s_encode_sparse_ref_array (pk, &msg->sparse_push_pull_ok.tables);
             break;
         default:
             return PS_EINVAL;

@@ -57,6 +57,14 @@ typedef enum {
     PS_PROTO_WORK,
     PS_PROTO_ABORT,
     PS_PROTO_ERROR,
+    PS_PROTO_TABLE_CREATE,
+    PS_PROTO_TABLE_CREATE_OK,
+    PS_PROTO_SPARSE_PULL,
+    PS_PROTO_SPARSE_PULL_OK,
+    PS_PROTO_SPARSE_PUSH,
+    PS_PROTO_SPARSE_PUSH_OK,
+    PS_PROTO_SPARSE_PUSH_PULL,
+    PS_PROTO_SPARSE_PUSH_PULL_OK,
     PS_PROTO_NTYPES
 } ps_proto_type_t;
 
@@ -279,6 +287,116 @@ typedef struct {
     ps_proto_snap_file_t *items;
 } ps_proto_snap_file_array_t;
 
+typedef struct {
+    const char *kind;
+    bool has_lr;
+    double lr;
+    bool has_beta1;
+    double beta1;
+    bool has_beta2;
+    double beta2;
+    bool has_epsilon;
+    double epsilon;
+    bool has_initial_accumulator;
+    double initial_accumulator;
+    bool has_l1;
+    double l1;
+    bool has_l2;
+    double l2;
+    bool has_lr_power;
+    double lr_power;
+    bool has_beta;
+    double beta;
+} ps_proto_rowopt_t;
+
+typedef struct {
+    const char *name;
+    uint64_t dim;
+    bool has_init;
+    ps_proto_init_t init;
+    bool has_optimizer;
+    ps_proto_rowopt_t optimizer;
+    bool has_admit_count;
+    uint64_t admit_count;
+    bool has_admit_prob;
+    double admit_prob;
+    bool has_capacity;
+    uint64_t capacity;
+    bool has_ttl;
+    uint64_t ttl;
+    bool has_policy;
+    const char *policy;
+    bool has_shard_seed;
+    uint64_t shard_seed;
+} ps_proto_tablespec_t;
+
+typedef struct {
+    size_t count;
+    ps_proto_tablespec_t *items;
+} ps_proto_tablespec_array_t;
+
+typedef struct {
+    const char *table;
+    uint64_t count;
+    uint64_t dim;
+} ps_proto_sparse_ref_t;
+
+typedef struct {
+    size_t count;
+    ps_proto_sparse_ref_t *items;
+} ps_proto_sparse_ref_array_t;
+
+typedef struct {
+    const char *table;
+    uint64_t applied;
+    uint64_t created;
+    uint64_t dropped;
+    bool duplicate;
+} ps_proto_sparse_applied_t;
+
+typedef struct {
+    size_t count;
+    ps_proto_sparse_applied_t *items;
+} ps_proto_sparse_applied_array_t;
+
+typedef struct {
+    const char *table;
+    uint64_t dim;
+    uint64_t shard;
+    uint64_t shards;
+    uint64_t rows;
+    uint64_t created;
+    uint64_t evicted;
+    uint64_t dropped;
+    uint64_t pushes;
+    uint64_t duplicates;
+    uint64_t row_updates;
+    uint64_t pulls;
+    uint64_t steps;
+    uint64_t nonfinite;
+    uint64_t bytes;
+} ps_proto_table_stats_t;
+
+typedef struct {
+    size_t count;
+    ps_proto_table_stats_t *items;
+} ps_proto_table_stats_array_t;
+
+typedef struct {
+    const char *table;
+    uint64_t shard;
+    uint64_t shards;
+    const char *file;
+    bool full;
+    uint64_t rows;
+    uint64_t steps;
+} ps_proto_table_file_t;
+
+typedef struct {
+    size_t count;
+    ps_proto_table_file_t *items;
+} ps_proto_table_file_array_t;
+
 //  The bodies of the messages that have fields.
 //  ping_ok
 typedef struct {
@@ -358,16 +476,22 @@ typedef struct {
     uint64_t pending;
     uint64_t refused;
     uint64_t dropped;
+    ps_proto_table_stats_array_t tables;
 } ps_proto_stats_ok_t;
 
 //  snapshot
 typedef struct {
     const char *dir;
+    bool has_incremental;
+    bool incremental;
+    bool has_base;
+    const char *base;
 } ps_proto_snapshot_t;
 
 //  snapshot_ok
 typedef struct {
     ps_proto_snap_file_array_t files;
+    ps_proto_table_file_array_t tables;
 } ps_proto_snapshot_ok_t;
 
 //  fence
@@ -380,11 +504,14 @@ typedef struct {
     const char *dir;
     bool has_parts;
     ps_proto_partref_array_t parts;
+    bool has_base;
+    const char *base;
 } ps_proto_restore_t;
 
 //  restore_ok
 typedef struct {
     ps_proto_snap_file_array_t files;
+    ps_proto_table_file_array_t tables;
 } ps_proto_restore_ok_t;
 
 //  register
@@ -461,6 +588,59 @@ typedef struct {
     const char *message;
 } ps_proto_error_t;
 
+//  table_create
+typedef struct {
+    ps_proto_tablespec_array_t tables;
+    uint64_t shard;
+    uint64_t shards;
+} ps_proto_table_create_t;
+
+//  table_create_ok
+typedef struct {
+    uint64_t created;
+    uint64_t existing;
+} ps_proto_table_create_ok_t;
+
+//  sparse_pull
+typedef struct {
+    ps_proto_sparse_ref_array_t tables;
+} ps_proto_sparse_pull_t;
+
+//  sparse_pull_ok
+typedef struct {
+    ps_proto_sparse_ref_array_t tables;
+} ps_proto_sparse_pull_ok_t;
+
+//  sparse_push
+typedef struct {
+    uint64_t step;
+    uint64_t worker;
+    bool has_generation;
+    uint64_t generation;
+    ps_proto_sparse_ref_array_t tables;
+} ps_proto_sparse_push_t;
+
+//  sparse_push_ok
+typedef struct {
+    ps_proto_sparse_applied_array_t applied;
+} ps_proto_sparse_push_ok_t;
+
+//  sparse_push_pull
+typedef struct {
+    uint64_t step;
+    uint64_t worker;
+    bool has_generation;
+    uint64_t generation;
+    ps_proto_sparse_ref_array_t push;
+    ps_proto_sparse_ref_array_t pull;
+} ps_proto_sparse_push_pull_t;
+
+//  sparse_push_pull_ok
+typedef struct {
+    ps_proto_sparse_applied_array_t applied;
+    ps_proto_sparse_ref_array_t tables;
+} ps_proto_sparse_push_pull_ok_t;
+
 //  One message: the header fields, then the body of its type.
 typedef struct {
     ps_proto_type_t type;
@@ -491,6 +671,14 @@ typedef struct {
         ps_proto_work_t work;
         ps_proto_abort_t abort;
         ps_proto_error_t error;
+        ps_proto_table_create_t table_create;
+        ps_proto_table_create_ok_t table_create_ok;
+        ps_proto_sparse_pull_t sparse_pull;
+        ps_proto_sparse_pull_ok_t sparse_pull_ok;
+        ps_proto_sparse_push_t sparse_push;
+        ps_proto_sparse_push_ok_t sparse_push_ok;
+        ps_proto_sparse_push_pull_t sparse_push_pull;
+        ps_proto_sparse_push_pull_ok_t sparse_push_pull_ok;
     };
 } ps_proto_t;
 
@@ -580,5 +768,23 @@ int ps_proto_ring_spec_encode (msgpack_packer *pk, const ps_proto_ring_spec_t *i
 int ps_proto_snap_file_decode (const msgpack_object *obj, msgpack_zone *zone,
                                ps_proto_snap_file_t *out, ps_error_t *err);
 int ps_proto_snap_file_encode (msgpack_packer *pk, const ps_proto_snap_file_t *in);
+int ps_proto_rowopt_decode (const msgpack_object *obj, msgpack_zone *zone,
+                            ps_proto_rowopt_t *out, ps_error_t *err);
+int ps_proto_rowopt_encode (msgpack_packer *pk, const ps_proto_rowopt_t *in);
+int ps_proto_tablespec_decode (const msgpack_object *obj, msgpack_zone *zone,
+                               ps_proto_tablespec_t *out, ps_error_t *err);
+int ps_proto_tablespec_encode (msgpack_packer *pk, const ps_proto_tablespec_t *in);
+int ps_proto_sparse_ref_decode (const msgpack_object *obj, msgpack_zone *zone,
+                                ps_proto_sparse_ref_t *out, ps_error_t *err);
+int ps_proto_sparse_ref_encode (msgpack_packer *pk, const ps_proto_sparse_ref_t *in);
+int ps_proto_sparse_applied_decode (const msgpack_object *obj, msgpack_zone *zone,
+                                    ps_proto_sparse_applied_t *out, ps_error_t *err);
+int ps_proto_sparse_applied_encode (msgpack_packer *pk, const ps_proto_sparse_applied_t *in);
+int ps_proto_table_stats_decode (const msgpack_object *obj, msgpack_zone *zone,
+                                 ps_proto_table_stats_t *out, ps_error_t *err);
+int ps_proto_table_stats_encode (msgpack_packer *pk, const ps_proto_table_stats_t *in);
+int ps_proto_table_file_decode (const msgpack_object *obj, msgpack_zone *zone,
+                                ps_proto_table_file_t *out, ps_error_t *err);
+int ps_proto_table_file_encode (msgpack_packer *pk, const ps_proto_table_file_t *in);
 
 #endif
