@@ -34,9 +34,40 @@
 #include <stdint.h>
 
 #include "ps_error.h"
+#include "ps_mix.h"
 #include "ps_tablespec.h"
 
 typedef struct _ps_sparse_t ps_sparse_t;
+
+//  The stripes: a shard is cut into PS_SPARSE_STRIPES stripes by the top
+//  bits of ps_sparse_hash (id), a hash independent of
+//  ps_tablespec_shard_of's, so that the ids one server holds still spread
+//  over all its stripes. Capacity eviction and the admission filter work
+//  per stripe (the rules are at the top of ps_sparse.c and in
+//  schemas/checkpoint.md); tests that model them and readers of the file
+//  format use these.
+#define PS_SPARSE_STRIPES  64
+
+static inline uint64_t
+ps_sparse_hash (uint64_t id)
+{
+    return ps_mix64 (ps_mix64 (id) ^ 0x5851f42d4c957f2dULL);
+}
+
+static inline uint32_t
+ps_sparse_stripe_of (uint64_t id)
+{
+    return (uint32_t) (ps_sparse_hash (id) >> 58);
+}
+
+//  The share of a shard's capacity that stripe s holds: capacity / 64, and
+//  one more for the first capacity % 64 stripes (0: no limit when capacity
+//  is 0; a capacity below 64 leaves some stripes no room at all).
+static inline uint64_t
+ps_sparse_stripe_capacity (uint64_t capacity, uint32_t s)
+{
+    return capacity / PS_SPARSE_STRIPES + (s < capacity % PS_SPARSE_STRIPES ? 1 : 0);
+}
 
 //  An empty shard of the table spec describes (validated here). NULL with
 //  err set when the spec is invalid.
@@ -71,9 +102,11 @@ typedef struct {
 //  step, create the rows that admission lets in, apply the optimizer to
 //  each row, then evict what capacity and the TTL ask for. Returns 0, or
 //  PS_DUPLICATE (nothing applied) when the step was applied before; the
-//  caller ran ps_sparse_check_push and scanned grads for NaN first. Safe
+//  caller ran ps_sparse_check_push and scanned grads for NaN first (a
+//  step check_push would refuse returns its code, nothing applied). Safe
 //  beside other pushes and pulls; pushes of different steps to the same
-//  row are applied one after the other.
+//  row are applied one after the other. An id whose row cannot be
+//  allocated (out of memory) is dropped like one not admitted.
 int ps_sparse_push (ps_sparse_t *self, uint64_t step, const uint64_t *ids, size_t n,
                     const float *grads, ps_sparse_push_result_t *result);
 
