@@ -4,10 +4,10 @@ bullet): ps-cluster's CTR models against PyTorch on the same Criteo-format
 data, in one run.
 
   1. Data: the synthetic Criteo-format generator (tests/gen_ctr.c, built as
-     BUILD/tests/gen_ctr) writes --rows training lines (2,000,000 by
-     default) and a tenth as many test lines, from a planted model whose
-     test AUC and log loss it reports; or --train and --test name existing
-     files (the real Criteo files work unchanged).
+     BUILD/tests/gen_ctr; schemas/data.md) writes --rows training lines
+     (2,000,000 by default) and a tenth as many test lines, from a planted
+     model whose test AUC and log loss its planted.json gives; or --train
+     and --test name existing files (the real Criteo files work unchanged).
   2. ps-cluster alone: `ps-worker --standalone --model lr|dlrm --data TRAIN
      --test-data TEST --batch 512 --epochs 1 --threads T --metrics FILE`;
      its examples/s, test AUC and log loss come from the metrics file's
@@ -28,10 +28,13 @@ missing or a run fails. Compare figures as ratios inside one run: the
 machine is shared.
 
 Usage: tests/bench/bench_ctr.py [--rows N] [--models lr,dlrm] [--threads T]
+           [--cardinalities criteo|small]
            [--build DIR] [--train FILE --test FILE] [--keep] [--no-peer]
            [--cluster] [--python PATH]
   --rows N     training lines to generate (default 2,000,000; test: N / 10)
   --models M   which models, comma-separated (default lr,dlrm)
+  --cardinalities C  the generator's per-field cardinalities, criteo (the
+               Kaggle data set's, 3 to 10M) or small (3 to 3,000)
   --threads T  threads for both sides (default 2)
   --build DIR  the build directory (default build, relative to the current
                directory or else to the repository root)
@@ -119,29 +122,26 @@ def first_key(row, *keys):
 # ---------------------------------------------------------------------------
 # The three sides
 
-def generate(build, rows, tmp):
-    """The generator's training and test files and what it says of the
-    planted model (its JSON line), or fail."""
+def generate(build, rows, cardinalities, tmp):
+    """The generator's training and test files and what planted.json says
+    of the planted model on the test split, or fail."""
     gen = program(build, "tests/gen_ctr")
-    train, test = os.path.join(tmp, "train.txt"), os.path.join(tmp, "test.txt")
+    test_rows = max(rows // 10, 1000)
     log = os.path.join(tmp, "gen.log")
-    argv = [gen, "--rows", str(rows), "--test-rows", str(max(rows // 10, 1000)),
-            "--seed", str(SEED), "--train", train, "--test", test]
-    print("bench_ctr: generating %d + %d lines: %s" % (rows, max(rows // 10, 1000),
-                                                      " ".join(argv)), flush=True)
+    argv = [gen, "--out", tmp, "--train-rows", str(rows), "--test-rows", str(test_rows),
+            "--seed", str(SEED), "--cardinalities", cardinalities]
+    print("bench_ctr: generating %d + %d lines: %s" % (rows, test_rows, " ".join(argv)),
+          flush=True)
     status, seconds, _ = run(argv, log)
     if status != 0:
         fail("%s exited %d:\n%s" % (gen, status, tail(log)))
-    planted = {}
-    with open(log) as fh:
-        for line in fh:
-            if line.startswith("{"):
-                try:
-                    planted = json.loads(line)
-                except ValueError:
-                    pass
+    try:
+        with open(os.path.join(tmp, "planted.json")) as fh:
+            planted = json.load(fh)["splits"]["test"]
+    except (OSError, ValueError, KeyError) as e:
+        fail("%s wrote no readable planted.json (%s)" % (gen, e))
     print("bench_ctr: generated in %.1f s" % seconds, flush=True)
-    return train, test, planted
+    return os.path.join(tmp, "train.txt"), os.path.join(tmp, "test.txt"), planted
 
 
 def ours(build, model, train, test, threads, tmp):
@@ -155,7 +155,9 @@ def ours(build, model, train, test, threads, tmp):
     status, seconds, rss = run(argv, log)
     if status != 0:
         fail("ps-worker --standalone --model %s exited %d:\n%s" % (model, status, tail(log)))
+    # The "done" record, else the last one that has the test AUC.
     rows = [r for r in jsonl(metrics) if first_key(r, "auc", "test_auc") is not None]
+    rows.sort(key=lambda r: r.get("event") == "done")
     if not rows:
         fail("%s holds no record with the test AUC:\n%s" % (metrics, tail(log)))
     last = rows[-1]
@@ -224,6 +226,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--models", default="lr,dlrm")
+    ap.add_argument("--cardinalities", choices=["criteo", "small"], default="criteo")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--build", default="build")
     ap.add_argument("--train")
@@ -252,7 +255,7 @@ def main():
         if a.train:
             train, test, planted = a.train, a.test, {}
         else:
-            train, test, planted = generate(build, a.rows, tmp)
+            train, test, planted = generate(build, a.rows, a.cardinalities, tmp)
         for model in models:
             mine = ours(build, model, train, test, a.threads, tmp)
             theirs = "not run (--no-peer)" if a.no_peer else peer(a.python, model, train, test,

@@ -7,10 +7,10 @@ suite.
 Data: Criteo's text format (Kaggle Display Advertising Challenge, Criteo
 1TB logs), plain or gzip: one example per line, tab-separated, the label
 (0/1), 13 integer features (empty = 0; a value becomes log(1 + max(x, 0)))
-and 26 categorical features of 8 hex digits (possibly empty). As a PyTorch
-user does, each categorical value is hashed with its field into --buckets
-buckets per field (2^20), an empty value being a value of its own per
-field. Lines with the wrong number of fields or a bad label, integer or
+and 26 categorical features of 8 hex digits (possibly empty). A value
+becomes ps-cluster's id of it (schemas/data.md: mix64(((f + 1) << 40) ^ v),
+v = 2^32 for an empty one) and, as a PyTorch user hashes ids into a table
+of fixed size, that id modulo --buckets (2^20) in its field's table. Lines with the wrong number of fields or a bad label, integer or
 hex value are counted and skipped. The files are parsed into tensors
 before anything is timed.
 
@@ -125,7 +125,8 @@ class Table:
             value = (value << np.uint64(4)) | np.maximum(nib[:, :, d], 0).astype(np.uint64)
         # An empty value is 2^32, a value of its own, outside the 8 hex digits'.
         value = np.where(width == 0, np.uint64(1 << 32), value)
-        salt = np.arange(1, NUM_CAT + 1, dtype=np.uint64) * np.uint64(0x9e3779b97f4a7c15)
+        # ps-cluster's id of (field, value) (schemas/data.md), then its bucket.
+        salt = np.arange(1, NUM_CAT + 1, dtype=np.uint64) << np.uint64(40)
         bucket = mix64(value ^ salt[None, :]) % np.uint64(buckets)
         self.labels.append(arr[ok, 0].astype(np.float32))
         self.dense.append(np.log1p(np.maximum(ints.astype(np.float64), 0)).astype(np.float32))
