@@ -1026,7 +1026,7 @@ s_bench (s_path_t *paths, const ps_tablespec_t *spec, s_worker_t *worker,
         const s_row_t *a = s_row_find (op, 'a'), *c = s_row_find (op, 'c');
         if (c)
             printf ("  %-5s %5.1f%% (%s)\n", s_op_names [op], 100 * a->seconds / c->seconds,
-                    a->seconds <= 2 * c->seconds ? "met" : "NOT met");
+                    2 * a->seconds >= c->seconds ? "met" : "NOT met");
         else
             printf ("  %-5s no figure (see (c) above)\n", s_op_names [op]);
     }
