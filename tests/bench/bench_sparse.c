@@ -26,10 +26,11 @@
 //
 //  Each table's memory (its stats' bytes, and the growth of this process's
 //  RSS or the server's RSS) is compared with the bound for Adagrad,
-//  1.3 x R x d x 4 x 2 bytes plus 64 MiB. And PyTorch, tests/bench/torch_sparse.py, times its gather
-//  and torch.optim.Adagrad on a sparse gradient on the same requests (one
-//  thread, like every path here), after this program's own measurements;
-//  the table's dedup + push is compared with it (the goal: 5x).
+//  1.3 x R x d x 4 x 2 bytes plus 64 MiB. And PyTorch,
+//  tests/bench/torch_sparse.py, times its gather and torch.optim.Adagrad
+//  on a sparse gradient on the same requests (one thread, like every path
+//  here), after this program's own measurements; the table's dedup + push
+//  is compared with it (the goal: 5x).
 //
 //  With --check it is a test instead (seconds, a small table): the same
 //  pushes through (a) and (b), and through (c), must leave the same rows,
@@ -296,7 +297,8 @@ s_batches_new (const s_plan_t *plan)
             uint64_t rank = s_zipf_rank (&state, plan->rows, plan->zipf);
             batch->ids [i] = (uint64_t) (((unsigned __int128) rank * stride) % plan->rows);
             for (uint32_t j = 0; j < plan->dim; j++)
-                batch->grads [i * plan->dim + j] = (float) (harness_unit (&state) * 0.02 - 0.01);
+                batch->grads [i * plan->dim + j] =
+                    (float) (harness_unit (&state) * 0.02 - 0.01);
         }
         batch->uids = s_alloc (batch->n * sizeof (uint64_t));
         batch->ugrads = s_alloc (batch->n * plan->dim * sizeof (float));
@@ -663,7 +665,8 @@ s_remote_push (void *ctx, const uint64_t *ids, size_t n, const float *grads)
     const ps_proto_t *reply = s_remote_call (self, &msg, frames, 2, PS_PROTO_SPARSE_PUSH_OK,
                                               NULL, 0);
     const ps_proto_sparse_applied_array_t *applied = &reply->sparse_push_ok.applied;
-    if (applied->count != 1 || applied->items [0].duplicate || applied->items [0].applied != n) {
+    if (applied->count != 1 || applied->items [0].duplicate
+    ||  applied->items [0].applied != n) {
         fprintf (stderr, "bench_sparse: server push of step %llu: %zu of %zu rows applied\n",
                  (unsigned long long) self->step,
                  applied->count ? (size_t) applied->items [0].applied : 0, n);
@@ -816,7 +819,8 @@ s_print_table (const s_plan_t *plan)
         if (ceiling && row->tag != '-')
             snprintf (ratio, sizeof ratio, "%.2f", ceiling->seconds / row->seconds);
         printf ("%-6s %-32s %11.3f %14s %15s %11s\n", s_op_names [row->op], row->name,
-                row->seconds * 1e3, s_thousands (a, sizeof a, (double) plan->ids / row->seconds),
+                row->seconds * 1e3,
+                s_thousands (a, sizeof a, (double) plan->ids / row->seconds),
                 s_thousands (b, sizeof b, row->unique / row->seconds), ratio);
     }
 }
@@ -891,7 +895,8 @@ s_usage (void)
         "  --zipf S     exponent of the ids' power law (1.1)\n"
         "  --no-peer    do not time PyTorch\n"
         "  --python P   the Python that runs the PyTorch peer (/usr/bin/python3)\n"
-        "  --server P   the ps-server to start (default $PS_SERVER, else the one meson built)\n");
+        "  --server P   the ps-server to start (default $PS_SERVER, else the one\n"
+        "               meson built)\n");
 }
 
 static int
