@@ -1,9 +1,11 @@
 //  The control requests of a ps-server; see ps_control.h.
 
 #include "ps_control.h"
+#include "ps_file.h"
 #include "ps_log.h"
 #include "ps_proto_conv.h"
 #include "ps_snapshot.h"
+#include "ps_sparse.h"
 
 #include <assert.h>
 #include <czmq.h>
@@ -16,14 +18,15 @@
 
 struct _ps_control_t {
     ps_table_t *table;          //  the server's, borrowed
+    ps_tables_t *tables;        //  the server's table shards, borrowed
     ps_opt_config_t opt;        //  for partitions created from now on
     ps_ckpt_root_t *root;       //  where snapshots go, or NULL: none are taken
     uint64_t fence;             //  generation pushes must carry once fenced, or 0
 };
 
 ps_control_t *
-ps_control_new (ps_table_t *table, const ps_opt_config_t *opt, const char *checkpoint_root,
-                ps_error_t *err)
+ps_control_new (ps_table_t *table, ps_tables_t *tables, const ps_opt_config_t *opt,
+                const char *checkpoint_root, ps_error_t *err)
 {
     if (ps_opt_config_validate (opt, err))
         return NULL;
@@ -35,6 +38,7 @@ ps_control_new (ps_table_t *table, const ps_opt_config_t *opt, const char *check
         return NULL;
     }
     self->table = table;
+    self->tables = tables;
     self->opt = *opt;
     return self;
 }
@@ -187,14 +191,92 @@ s_request_dir (ps_control_t *self, const char *type, const char *name, bool crea
     return rc ? ps_error_prefix (err, rc, "%s", type) : PS_OK;
 }
 
+//  A table shard's snapshot file as a reply entry; file must outlive the
+//  encoding.
+static ps_proto_table_file_t
+s_table_file (ps_tshard_t *tshard, const char *file, bool full)
+{
+    ps_sparse_stats_t stats;
+    ps_sparse_stats (ps_tshard_table (tshard), &stats);
+    return (ps_proto_table_file_t) { ps_tshard_name (tshard), ps_tshard_shard (tshard),
+                                     ps_tshard_shards (tshard), file, full, stats.rows,
+                                     ps_sparse_steps_applied (ps_tshard_table (tshard)) };
+}
+
+//  An incremental snapshot holds what changed since each table's last full
+//  snapshot, which must be the one the request names as its base: else
+//  the pair would not restore the table. Checked for every table before
+//  any file is written.
+static int
+s_check_base (ps_control_t *self, const ps_proto_snapshot_t *req, ps_error_t *err)
+{
+    if (!req->has_base)
+        return ps_error_set (err, PS_EINVAL, "snapshot: an incremental snapshot needs 'base', "
+                             "the dir of the tables' last full snapshot");
+    char base [PATH_MAX];
+    int rc = s_request_dir (self, "snapshot: base", req->base, false, base, sizeof base, err);
+    if (rc)
+        return rc;
+    size_t count;
+    ps_tshard_t **list = ps_tables_sorted (self->tables, &count);
+    for (size_t i = 0; i < count && rc == PS_OK; i++) {
+        const char *last = ps_tshard_last_full (list [i]);
+        if (!*last)
+            rc = ps_error_set (err, PS_EINVAL, "snapshot: table %s has had no full snapshot "
+                               "since it was created or restored, so none can be in base %s: "
+                               "take a full one first", ps_tshard_name (list [i]), req->base);
+        else
+        if (strcmp (last, req->base) != 0)
+            rc = ps_error_set (err, PS_EINVAL, "snapshot: table %s: its last full snapshot is "
+                               "in %s, not in base %s", ps_tshard_name (list [i]), last,
+                               req->base);
+    }
+    free (list);
+    return rc;
+}
+
+//  Write every table shard into dir (full, or incremental after base),
+//  into files [0..count) named in names.
+static int
+s_snapshot_tables (const ps_proto_snapshot_t *req, const char *dir,
+                   ps_tshard_t **list, size_t count, char (*names) [PATH_MAX],
+                   ps_proto_table_file_t *files, ps_error_t *err)
+{
+    bool full = !(req->has_incremental && req->incremental);
+    for (size_t i = 0; i < count; i++) {
+        ps_tshard_t *tshard = list [i];
+        char path [PATH_MAX * 2 + 2];
+        if (ps_tables_filename (ps_tshard_name (tshard), ps_tshard_shard (tshard),
+                                ps_tshard_shards (tshard), full, names [i], PATH_MAX))
+            return ps_error_set (err, PS_EINVAL, "snapshot: no file name for table %s",
+                                 ps_tshard_name (tshard));
+        snprintf (path, sizeof path, "%s/%s", dir, names [i]);
+        int rc = ps_sparse_save (ps_tshard_table (tshard), path, full, err);
+        if (rc)
+            return ps_error_prefix (err, rc, "snapshot: table %s", ps_tshard_name (tshard));
+        if (full)
+            ps_tshard_set_last_full (tshard, req->dir);
+        files [i] = s_table_file (tshard, names [i], full);
+    }
+    return PS_OK;
+}
+
 int
 ps_control_snapshot (ps_control_t *self, const ps_proto_t *req, ps_proto_t *reply,
                      ps_writer_t *writer, ps_error_t *err)
 {
     char dir [PATH_MAX];
     int rc = s_request_dir (self, "snapshot", req->snapshot.dir, true, dir, sizeof dir, err);
+    if (rc == PS_OK && req->snapshot.has_incremental && req->snapshot.incremental)
+        rc = s_check_base (self, &req->snapshot, err);
     if (rc)
         return rc;
+    size_t ntables;
+    ps_tshard_t **tables = ps_tables_sorted (self->tables, &ntables);
+    char (*table_names) [PATH_MAX] = calloc (ntables + 1, sizeof *table_names);
+    ps_proto_table_file_t *table_files = calloc (ntables + 1, sizeof *table_files);
+    if (!table_names || !table_files)
+        abort ();
     size_t count;
     ps_partition_t **list = ps_table_sorted (self->table, &count);
     typedef char s_name_t [PS_NAME_MAX * 3 + 32];
@@ -209,14 +291,22 @@ ps_control_snapshot (ps_control_t *self, const ps_proto_t *req, ps_proto_t *repl
                                 &version, err);
         files [i] = s_snap_file (list [i], names [i], bytes, crc, version);
     }
+    if (rc == PS_OK)
+        rc = s_snapshot_tables (&req->snapshot, dir, tables, ntables, table_names,
+                                table_files, err);
     if (rc == PS_OK) {
         reply->snapshot_ok.files = (ps_proto_snap_file_array_t) { count, files };
+        reply->snapshot_ok.tables = (ps_proto_table_file_array_t) { ntables, table_files };
         ps_writer_encode (writer, reply);
-        ps_info ("snapshot of %zu partitions written to %s", count, dir);
+        ps_info ("snapshot of %zu partitions and %zu table shards written to %s", count,
+                 ntables, dir);
     }
     free (files);
     free (names);
     free (list);
+    free (table_files);
+    free (table_names);
+    free (tables);
     return rc;
 }
 
@@ -272,6 +362,115 @@ s_restore_files (const char *dir, const ps_proto_partref_array_t *parts, ps_erro
     return files;
 }
 
+//  The table shards a restore reads, loaded and verified: one per table
+//  file in dir, full ones or, with a base, incremental ones each read on
+//  top of the full file of the same shard in base.
+typedef struct {
+    size_t count;
+    ps_tshard_t **tshards;
+    char (*files) [PATH_MAX];
+    ps_proto_table_file_t *entries;
+} s_restored_tables_t;
+
+static void
+s_restored_tables_release (s_restored_tables_t *restored)
+{
+    for (size_t i = 0; i < restored->count; i++)
+        ps_tshard_unlink (&restored->tshards [i]);
+    free (restored->tshards);
+    free (restored->files);
+    free (restored->entries);
+    *restored = (s_restored_tables_t) { 0 };
+}
+
+//  Load table file `file` of dir (on top of its full file in base_dir when
+//  that is not NULL) into restored's next entry.
+static int
+s_restore_table (ps_control_t *self, const char *dir, const char *base_dir, const char *file,
+                 s_restored_tables_t *restored, ps_error_t *err)
+{
+    uint32_t shard, shards;
+    bool full;
+    if (!ps_tables_parse_filename (file, &shard, &shards, &full))
+        return ps_error_set (err, PS_EINVAL, "restore: %s is not a table file", file);
+    char path [PATH_MAX * 2 + 2], full_path [PATH_MAX * 2 + 2];
+    snprintf (path, sizeof path, "%s/%s", dir, file);
+    int rc = ps_ckpt_root_check (self->root, path, err);
+    if (rc == PS_OK && base_dir) {
+        //  The full file's name is the incremental one's with its suffix.
+        snprintf (full_path, sizeof full_path, "%s/%.*s.full.table", base_dir,
+                  (int) (strlen (file) - strlen (".incr.table")), file);
+        rc = ps_ckpt_root_check (self->root, full_path, err);
+    }
+    if (rc)
+        return ps_error_prefix (err, rc, "restore");
+    ps_sparse_t *table = ps_sparse_load (base_dir ? full_path : path, base_dir ? path : NULL,
+                                         err);
+    if (!table)
+        return ps_error_prefix (err, err->code, "restore");
+    //  A file holds the table its name says, or it was renamed or copied
+    //  over another: restoring it would put rows where no worker looks.
+    char expect [PATH_MAX];
+    const char *name = ps_sparse_spec (table)->name;
+    if (ps_tables_filename (name, shard, shards, full, expect, sizeof expect)
+    ||  strcmp (expect, file) != 0) {
+        ps_sparse_destroy (&table);
+        return ps_error_set (err, PS_ECORRUPT, "restore: file %s holds table %s (file %s)",
+                             path, name, expect);
+    }
+    size_t i = restored->count++;
+    restored->tshards [i] = ps_tshard_new (table, shard, shards);
+    snprintf (restored->files [i], PATH_MAX, "%s", file);
+    restored->entries [i] = s_table_file (restored->tshards [i], restored->files [i], full);
+    return PS_OK;
+}
+
+static int
+s_restore_tables (ps_control_t *self, const ps_proto_restore_t *req, const char *dir,
+                  s_restored_tables_t *restored, ps_error_t *err)
+{
+    char base_dir [PATH_MAX];
+    int rc = req->has_base ? s_request_dir (self, "restore: base", req->base, false, base_dir,
+                                            sizeof base_dir, err)
+                           : PS_OK;
+    if (rc)
+        return rc;
+    zlistx_t *files = zlistx_new ();
+    zlistx_set_destructor (files, (zlistx_destructor_fn *) zstr_free);
+    zlistx_set_duplicator (files, (zlistx_duplicator_fn *) strdup);
+    zlistx_set_comparator (files, (zlistx_comparator_fn *) strcmp);
+    DIR *handle = opendir (dir);
+    if (!handle)
+        rc = ps_error_set (err, errno == ENOENT ? PS_ENOTFOUND : PS_EIO,
+                           "restore: cannot open directory %s: %s", dir, strerror (errno));
+    while (rc == PS_OK) {
+        struct dirent *entry;
+        int more = ps_file_next_entry (handle, dir, &entry, err);
+        if (more <= 0) {
+            rc = more;
+            break;
+        }
+        uint32_t shard, shards;
+        bool full;
+        if (ps_tables_parse_filename (entry->d_name, &shard, &shards, &full)
+        &&  full == !req->has_base)
+            zlistx_add_end (files, entry->d_name);
+    }
+    if (handle)
+        closedir (handle);
+    zlistx_sort (files);
+    size_t count = zlistx_size (files);
+    restored->tshards = calloc (count + 1, sizeof *restored->tshards);
+    restored->files = calloc (count + 1, sizeof *restored->files);
+    restored->entries = calloc (count + 1, sizeof *restored->entries);
+    if (!restored->tshards || !restored->files || !restored->entries)
+        abort ();
+    for (const char *file = zlistx_first (files); file && rc == PS_OK; file = zlistx_next (files))
+        rc = s_restore_table (self, dir, req->has_base ? base_dir : NULL, file, restored, err);
+    zlistx_destroy (&files);
+    return rc;
+}
+
 int
 ps_control_restore (ps_control_t *self, const ps_proto_t *req, ps_proto_t *reply,
                     ps_writer_t *writer, ps_error_t *err)
@@ -315,6 +514,9 @@ ps_control_restore (ps_control_t *self, const ps_proto_t *req, ps_proto_t *reply
             rc = ps_error_set (err, PS_ECORRUPT, "restore: file %s holds partition %s/%u (file %s)",
                                path, ps_partition_var (got), ps_partition_part (got), expect);
     }
+    s_restored_tables_t tables = { 0 };
+    if (rc == PS_OK)
+        rc = s_restore_tables (self, &req->restore, dir, &tables, err);
     i = 0;
     for (const char *file = zlistx_first (files); file; file = zlistx_next (files), i++) {
         if (rc != PS_OK) {
@@ -334,11 +536,23 @@ ps_control_restore (ps_control_t *self, const ps_proto_t *req, ps_proto_t *reply
         entries [i] = s_snap_file (loaded [i], file, bytes, crc, stats.updates);
         ps_table_put (self->table, loaded [i]);
     }
+    //  A shard restored from a full snapshot alone counts its changes
+    //  from that snapshot on; one restored from an incremental one has no
+    //  full snapshot its next incremental one could follow.
+    for (size_t t = 0; rc == PS_OK && t < tables.count; t++) {
+        ps_tshard_set_last_full (tables.tshards [t], req->restore.has_base ? ""
+                                                                           : req->restore.dir);
+        ps_tables_put (self->tables, ps_tshard_link (tables.tshards [t]));
+    }
     if (rc == PS_OK) {
         reply->restore_ok.files = (ps_proto_snap_file_array_t) { count, entries };
+        reply->restore_ok.tables = (ps_proto_table_file_array_t) { tables.count,
+                                                                   tables.entries };
         ps_writer_encode (writer, reply);
-        ps_info ("restored %zu partitions from %s", count, dir);
+        ps_info ("restored %zu partitions and %zu table shards from %s", count, tables.count,
+                 dir);
     }
+    s_restored_tables_release (&tables);
     free (entries);
     free (loaded);
     zlistx_destroy (&files);
@@ -356,6 +570,82 @@ ps_control_fence (ps_control_t *self, const ps_proto_t *req, ps_proto_t *reply,
     (void) err;
     self->fence = req->fence.generation;
     ps_debug ("fenced at generation %" PRIu64, self->fence);
+    ps_writer_encode (writer, reply);
+    return PS_OK;
+}
+
+int
+ps_control_table_create (ps_control_t *self, const ps_proto_t *req, ps_proto_t *reply,
+                         ps_writer_t *writer, ps_error_t *err)
+{
+    const ps_proto_table_create_t *create = &req->table_create;
+    //  The decoder has held shards to 1..2^32-1 and shard below 2^32-1.
+    if (create->shard >= create->shards)
+        return ps_error_set (err, PS_EINVAL, "table_create: shard %" PRIu64 " is not below "
+                             "shards %" PRIu64, create->shard, create->shards);
+    uint32_t shard = (uint32_t) create->shard, shards = (uint32_t) create->shards;
+    size_t count = create->tables.count;
+    ps_tshard_t **made = calloc (count + 1, sizeof *made);
+    if (!made)
+        abort ();
+    size_t existing = 0;
+    int rc = PS_OK;
+    //  Build every new shard first; the tables change only when all of
+    //  them are valid, so a bad request leaves the server as it was.
+    for (size_t i = 0; i < count && rc == PS_OK; i++) {
+        const ps_proto_tablespec_t *item = &create->tables.items [i];
+        ps_tablespec_t spec;
+        rc = ps_proto_tablespec_get (item, &spec, err);
+        if (rc) {
+            ps_error_prefix (err, rc, "table_create: tables[%zu]", i);
+            break;
+        }
+        for (size_t j = 0; j < i && rc == PS_OK; j++)
+            if (strcmp (create->tables.items [j].name, item->name) == 0)
+                rc = ps_error_set (err, PS_EINVAL, "table_create: table %s appears twice in "
+                                   "the request", item->name);
+        ps_tshard_t *old = ps_tables_lookup (self->tables, item->name);
+        if (rc == PS_OK && old) {
+            char diff [PS_ERROR_MSG_MAX / 2];
+            if (ps_tshard_shard (old) != shard || ps_tshard_shards (old) != shards)
+                rc = ps_error_set (err, PS_EEXIST, "table_create: table %s exists as shard %"
+                                   PRIu32 " of %" PRIu32 ", asked for shard %" PRIu32 " of %"
+                                   PRIu32, item->name, ps_tshard_shard (old),
+                                   ps_tshard_shards (old), shard, shards);
+            else
+            if (ps_tablespec_differs (ps_sparse_spec (ps_tshard_table (old)), &spec, diff,
+                                      sizeof diff))
+                rc = ps_error_set (err, PS_EEXIST, "table_create: table %s exists with "
+                                   "another spec (%s)", item->name, diff);
+            existing++;
+            continue;
+        }
+        if (rc)
+            break;
+        ps_sparse_t *table = ps_sparse_new (&spec, err);
+        if (!table)
+            rc = ps_error_prefix (err, err->code, "table_create: tables[%zu]", i);
+        else
+            made [i] = ps_tshard_new (table, shard, shards);
+    }
+    size_t created = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (!made [i])
+            continue;
+        if (rc == PS_OK) {
+            ps_tables_put (self->tables, made [i]);
+            created++;
+        }
+        else
+            ps_tshard_unlink (&made [i]);
+    }
+    free (made);
+    if (rc)
+        return rc;
+    ps_info ("created %zu table shards (%zu existed) as shard %" PRIu32 " of %" PRIu32
+             ", %zu held", created, existing, shard, shards, ps_tables_size (self->tables));
+    reply->table_create_ok.created = created;
+    reply->table_create_ok.existing = existing;
     ps_writer_encode (writer, reply);
     return PS_OK;
 }

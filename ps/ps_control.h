@@ -1,6 +1,7 @@
 //  The control requests of a ps-server, which only the coordinator sends:
-//  create partitions, set the optimizer, snapshot to and restore from the
-//  checkpoint root, and fence at a generation.
+//  create partitions and embedding table shards, set the optimizer,
+//  snapshot to and restore from the checkpoint root (partitions and
+//  tables together), and fence at a generation.
 //
 //  It owns what those requests change beyond the partition table: the
 //  optimizer given to partitions created later, the checkpoint root and
@@ -19,14 +20,15 @@
 #include "ps_msg.h"
 #include "ps_optimizer.h"
 #include "ps_table.h"
+#include "ps_tables.h"
 
 typedef struct _ps_control_t ps_control_t;
 
-//  Control over table (borrowed) with opt for new partitions, snapshots
+//  Control over table and tables (borrowed) with opt for new partitions, snapshots
 //  inside checkpoint_root (created when missing; NULL: snapshot and restore
 //  are refused). Returns NULL and sets err when opt is invalid or the root
 //  cannot be made.
-ps_control_t *ps_control_new (ps_table_t *table, const ps_opt_config_t *opt,
+ps_control_t *ps_control_new (ps_table_t *table, ps_tables_t *tables, const ps_opt_config_t *opt,
                               const char *checkpoint_root, ps_error_t *err);
 void ps_control_destroy (ps_control_t **self_p);
 
@@ -44,5 +46,6 @@ ps_control_fn ps_control_set_optimizer;
 ps_control_fn ps_control_snapshot;
 ps_control_fn ps_control_restore;
 ps_control_fn ps_control_fence;
+ps_control_fn ps_control_table_create;
 
 #endif

@@ -11,7 +11,9 @@
 #include "ps_peers.h"
 #include "ps_pool.h"
 #include "ps_proto_conv.h"
+#include "ps_sparsejob.h"
 #include "ps_table.h"
+#include "ps_tables.h"
 
 #include <assert.h>
 #include <czmq.h>
@@ -38,6 +40,7 @@ struct _ps_server_t {
     char name [64];
     ps_curve_t *curve;          //  the caller's; NULL: unsecured
     ps_table_t *table;          //  the partitions held
+    ps_tables_t *tables;        //  the embedding table shards held
     ps_control_t *control;      //  the coordinator's requests, and the fence
     ps_pool_t *pool;            //  applies large requests' partitions in parallel
     ps_msg_t **spare_msgs;      //  received-message objects for reuse
@@ -65,15 +68,19 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
         return NULL;
     }
     ps_table_t *table = ps_table_new ();
-    ps_control_t *control = ps_control_new (table, &config->opt, config->checkpoint_root, err);
+    ps_tables_t *tables = ps_tables_new ();
+    ps_control_t *control = ps_control_new (table, tables, &config->opt,
+                                            config->checkpoint_root, err);
     if (!control) {
         ps_table_destroy (&table);
+        ps_tables_destroy (&tables);
         return NULL;
     }
     ps_server_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
     self->table = table;
+    self->tables = tables;
     self->control = control;
     snprintf (self->name, sizeof self->name, "%s", config->name ? config->name : "ps");
     self->curve = config->curve;
@@ -144,6 +151,7 @@ ps_server_destroy (ps_server_t **self_p)
     ps_peers_destroy (&self->peers);
     ps_control_destroy (&self->control);
     ps_table_destroy (&self->table);
+    ps_tables_destroy (&self->tables);
     for (size_t i = 0; i < self->nspare; i++)
         ps_msg_destroy (&self->spare_msgs [i]);
     free (self->spare_msgs);
@@ -270,8 +278,94 @@ s_handle_data (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
         ps_pool_submit (self->pool, ps_job_pool_job (job), ps_job_scans (job));
 }
 
+//  Answer a sparse job whose tasks are done, and destroy it.
+static void
+s_sparsejob_finish (ps_server_t *self, ps_sparsejob_t *job)
+{
+    ps_error_t err;
+    zmq_msg_t *frames;
+    size_t nframes;
+    int rc = ps_sparsejob_reply (job, &self->writer, &frames, &nframes, &err);
+    if (rc)
+        s_reply_error (self, ps_sparsejob_msg (job), ps_sparsejob_peer (job), rc, err.msg);
+    else
+        s_reply (self, ps_sparsejob_msg (job), ps_sparsejob_peer (job), &self->writer, frames,
+                 nframes);
+    s_msg_give (self, ps_sparsejob_destroy (&job));
+}
+
+//  Serve a sparse pull, push or push-pull as s_handle_data serves a dense
+//  one: the job owns msg from here on.
+static void
+s_handle_sparse (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
+{
+    ps_sparsejob_t *job = ps_sparsejob_new (msg, peer);
+    ps_error_t err;
+    int rc = ps_sparsejob_prepare (job, self->tables,
+                                   ps_control_fence_generation (self->control), &err);
+    if (rc) {
+        s_reply_error (self, msg, peer, rc, err.msg);
+        s_msg_give (self, ps_sparsejob_destroy (&job));
+    }
+    else
+    if (ps_pool_size (self->pool) == 0 || ps_sparsejob_bytes (job) < S_INLINE_BYTES) {
+        ps_sparsejob_run (job);
+        s_sparsejob_finish (self, job);
+    }
+    else
+        ps_pool_submit (self->pool, ps_sparsejob_pool_job (job), true);
+}
+
 //  ---------------------------------------------------------------------
 //  The server's own requests (the coordinator's are in ps_control.c)
+
+//  The stats of every table shard, in name order, into a new array of
+//  *count entries that the caller frees.
+static ps_proto_table_stats_t *
+s_table_stats (ps_server_t *self, size_t *count)
+{
+    ps_tshard_t **list = ps_tables_sorted (self->tables, count);
+    ps_proto_table_stats_t *entries = calloc (*count + 1, sizeof *entries);
+    if (!entries)
+        abort ();
+    for (size_t i = 0; i < *count; i++) {
+        ps_sparse_stats_t stats;
+        ps_sparse_t *table = ps_tshard_table (list [i]);
+        ps_sparse_stats (table, &stats);
+        entries [i] = (ps_proto_table_stats_t) {
+            .table = ps_tshard_name (list [i]), .dim = ps_tshard_dim (list [i]),
+            .shard = ps_tshard_shard (list [i]), .shards = ps_tshard_shards (list [i]),
+            .rows = stats.rows, .created = stats.created, .evicted = stats.evicted,
+            .dropped = stats.dropped, .pushes = stats.pushes, .duplicates = stats.duplicates,
+            .row_updates = stats.row_updates, .pulls = stats.pulls,
+            .steps = ps_sparse_steps_applied (table),
+            .nonfinite = ps_tshard_nonfinite (list [i]), .bytes = stats.bytes };
+    }
+    free (list);
+    return entries;
+}
+
+//  Log the memory the table shards hold, so that it can be measured
+//  against their rows (README.md, Training a CTR model).
+static void
+s_log_table_memory (ps_server_t *self)
+{
+    size_t count;
+    ps_proto_table_stats_t *entries = s_table_stats (self, &count);
+    uint64_t rows = 0, bytes = 0;
+    for (size_t i = 0; i < count; i++) {
+        rows += entries [i].rows;
+        bytes += entries [i].bytes;
+        ps_info ("table %s shard %llu of %llu: %llu rows of %llu floats, %llu bytes",
+                 entries [i].table, (unsigned long long) entries [i].shard,
+                 (unsigned long long) entries [i].shards, (unsigned long long) entries [i].rows,
+                 (unsigned long long) entries [i].dim, (unsigned long long) entries [i].bytes);
+    }
+    if (count)
+        ps_info ("tables: %zu shards, %llu rows, %llu bytes (%.1f MiB)", count,
+                 (unsigned long long) rows, (unsigned long long) bytes, bytes / 1048576.0);
+    free (entries);
+}
 
 static int
 s_handle_stats (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply, ps_error_t *err)
@@ -300,10 +394,14 @@ s_handle_stats (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply, ps_
     }
     ps_peers_stats_t peers;
     ps_peers_stats (self->peers, &peers);
+    size_t ntables;
+    ps_proto_table_stats_t *tables = s_table_stats (self, &ntables);
     reply->stats_ok = (ps_proto_stats_ok_t) {
         .partitions = { count, entries }, .requests = self->requests, .errors = self->errors,
-        .pending = peers.pending, .refused = peers.refused, .dropped = peers.dropped };
+        .pending = peers.pending, .refused = peers.refused, .dropped = peers.dropped,
+        .tables = { ntables, tables } };
     ps_writer_encode (&self->writer, reply);
+    free (tables);
     free (dims);
     free (entries);
     free (list);
@@ -348,12 +446,16 @@ typedef int (s_server_fn) (ps_server_t *self, const ps_proto_t *req, ps_proto_t 
 //  each is protocol.json's 'senders' column.
 static const struct {
     bool data;
+    bool sparse;
     s_server_fn *server;
     ps_control_fn *control;
 } s_serves [PS_PROTO_NTYPES] = {
     [PS_PROTO_PUSH] = { .data = true },
     [PS_PROTO_PULL] = { .data = true },
     [PS_PROTO_PUSH_PULL] = { .data = true },
+    [PS_PROTO_SPARSE_PULL] = { .sparse = true },
+    [PS_PROTO_SPARSE_PUSH] = { .sparse = true },
+    [PS_PROTO_SPARSE_PUSH_PULL] = { .sparse = true },
     [PS_PROTO_PING] = { .server = s_handle_ping },
     [PS_PROTO_STATS] = { .server = s_handle_stats },
     [PS_PROTO_SHUTDOWN] = { .server = s_handle_shutdown },
@@ -362,6 +464,7 @@ static const struct {
     [PS_PROTO_SNAPSHOT] = { .control = ps_control_snapshot },
     [PS_PROTO_RESTORE] = { .control = ps_control_restore },
     [PS_PROTO_FENCE] = { .control = ps_control_fence },
+    [PS_PROTO_TABLE_CREATE] = { .control = ps_control_table_create },
 };
 
 //  Serve a request answered on the main thread.
@@ -454,7 +557,8 @@ s_handle_request (ps_server_t *self)
     if (rc)
         s_reply_error (self, msg, peer, rc, err.msg);
     else
-    if (!s_serves [type].data && !s_serves [type].server && !s_serves [type].control) {
+    if (!s_serves [type].data && !s_serves [type].sparse && !s_serves [type].server
+    &&  !s_serves [type].control) {
         char text [128];
         snprintf (text, sizeof text, "header: '%s' is %s", ps_proto_info [type].name,
                   s_is_reply (type) ? "a reply type, not a request"
@@ -467,6 +571,11 @@ s_handle_request (ps_server_t *self)
     else
     if (s_serves [type].data) {
         s_handle_data (self, msg, peer);
+        return false;           //  the job owns msg now
+    }
+    else
+    if (s_serves [type].sparse) {
+        s_handle_sparse (self, msg, peer);
         return false;           //  the job owns msg now
     }
     else
@@ -484,7 +593,11 @@ s_collect_done (ps_server_t *self)
         int rc = ps_pool_collect (self->pool, &job);
         if (rc <= 0)
             return rc;
-        s_job_finish (self, ps_job_from_pool (job));
+        ps_sparsejob_t *sparse = ps_sparsejob_from_pool (job);
+        if (sparse)
+            s_sparsejob_finish (self, sparse);
+        else
+            s_job_finish (self, ps_job_from_pool (job));
     }
 }
 
@@ -539,6 +652,8 @@ ps_server_run (ps_server_t *self, int stop_fd)
             stop = true;
         }
     }
+    if (rc == PS_OK && stop)
+        s_log_table_memory (self);
     //  Finish and answer the updates in progress before returning.
     while (ps_pool_busy (self->pool) > 0) {
         zmq_pollitem_t done = { ps_pool_done_socket (self->pool), 0, ZMQ_POLLIN, 0 };

@@ -1,5 +1,7 @@
 //  The ps-server: holds partitions of variables and their optimizer state,
-//  serves pulls, applies pushes asynchronously and snapshots to disk.
+//  and its shard of each embedding table (rows keyed by 64-bit ids,
+//  created on first push), serves pulls, applies pushes asynchronously and
+//  snapshots to disk.
 //
 //  Concurrency model. One thread (the caller of ps_server_run) owns the
 //  ROUTER socket and the partition table: it receives, validates and
@@ -17,9 +19,13 @@
 //  the networking. Gradient frames are applied in place from the received
 //  messages.
 //
-//  The modules: ps_job (one data request), ps_pool (the threads),
-//  ps_control (the coordinator's requests and the fence), ps_table (the
-//  partitions), ps_peers (back-pressure), ps_listener (connections) and
+//  Sparse pulls and pushes of tables are served the same way, one task
+//  per table (ps_sparsejob.h).
+//
+//  The modules: ps_job (one data request), ps_sparsejob (one sparse
+//  request), ps_pool (the threads), ps_control (the coordinator's requests
+//  and the fence), ps_table (the partitions), ps_tables (the table
+//  shards), ps_peers (back-pressure), ps_listener (connections) and
 //  ps_ckpt_root (where snapshots may go). This file is the loop: it
 //  receives, decodes with the generated codec (ps_proto.h), dispatches by
 //  a table indexed by message type, and replies.
@@ -34,9 +40,10 @@
 //  only peers whose keys the cluster trusts get through at all, and each
 //  request is then checked against its sender's role, as the 'senders'
 //  column of schemas/protocol.json says (ps_proto_may_send). Control requests
-//  (create, set_optimizer, snapshot, restore, fence, shutdown) come only
-//  from the coordinator (chief:0); pushes only from workers; pulls from
-//  workers and evaluators; ping and stats from any member. Anything else
+//  (create, table_create, set_optimizer, snapshot, restore, fence,
+//  shutdown) come only from the coordinator (chief:0); pushes, sparse ones
+//  too, only from workers; pulls and sparse pulls from workers and
+//  evaluators; ping and stats from any member. Anything else
 //  gets an error reply of code "forbidden", logged once per key.
 
 #ifndef PS_SERVER_H_INCLUDED

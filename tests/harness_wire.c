@@ -6,9 +6,12 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "harness.h"
 #include "harness_wire.h"
 
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 
 void
 harness_send (void *socket, zmq_msg_t *envelope, size_t nenvelope, const ps_proto_t *msg)
@@ -21,6 +24,44 @@ harness_send (void *socket, zmq_msg_t *envelope, size_t nenvelope, const ps_prot
     ps_writer_fini (&writer);
     if (rc)
         fail_msg ("cannot send a %s: %s", ps_proto_info [msg->type].name, err.msg);
+}
+
+void
+harness_send_frames (void *socket, const ps_proto_t *msg, const void *const *data,
+                     const size_t *sizes, size_t nframes)
+{
+    zmq_msg_t *frames = calloc (nframes + 1, sizeof *frames);
+    if (!frames)
+        fail_msg ("out of memory");
+    for (size_t i = 0; i < nframes; i++) {
+        if (zmq_msg_init_size (&frames [i], sizes [i]) != 0)
+            fail_msg ("zmq_msg_init_size: %s", zmq_strerror (errno));
+        if (sizes [i])
+            memcpy (zmq_msg_data (&frames [i]), data [i], sizes [i]);
+    }
+    ps_writer_t writer;
+    ps_writer_init (&writer);
+    ps_writer_encode (&writer, msg);
+    ps_error_t err;
+    int rc = ps_writer_send (&writer, socket, NULL, 0, frames, nframes, &err);
+    ps_writer_fini (&writer);
+    free (frames);
+    if (rc)
+        fail_msg ("cannot send a %s: %s", ps_proto_info [msg->type].name, err.msg);
+}
+
+void *
+harness_dealer (void *ctx, const char *endpoint, const char *task, const char *server_task)
+{
+    void *socket = zmq_socket (ctx, ZMQ_DEALER);
+    int linger = 0;
+    ps_error_t err = { 0 };
+    if (!socket || zmq_setsockopt (socket, ZMQ_LINGER, &linger, sizeof linger) != 0
+    ||  ps_curve_client (harness_curve (task), socket, server_task, &err) != 0
+    ||  zmq_connect (socket, endpoint) != 0)
+        fail_msg ("cannot connect %s to %s at %s: %s", task, server_task, endpoint,
+                  err.msg [0] ? err.msg : zmq_strerror (errno));
+    return socket;
 }
 
 const ps_proto_t *

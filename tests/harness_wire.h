@@ -23,6 +23,18 @@
 //  message cannot be sent.
 void harness_send (void *socket, zmq_msg_t *envelope, size_t nenvelope, const ps_proto_t *msg);
 
+//  harness_send with nframes frames after the header, frame i holding
+//  sizes [i] bytes copied from data [i] (the ids and rows of a sparse
+//  message, or tensors).
+void harness_send_frames (void *socket, const ps_proto_t *msg, const void *const *data,
+                          const size_t *sizes, size_t nframes);
+
+//  A DEALER socket of ctx connected to endpoint as a CURVE client of
+//  server_task with task's identity (harness_curve), lingering 0. Fails
+//  the case when it cannot be made.
+void *harness_dealer (void *ctx, const char *endpoint, const char *task,
+                      const char *server_task);
+
 //  Receive and decode the next message on socket within timeout_ms into
 //  msg (routed: socket is a ROUTER, see ps_msg_recv). Returns the typed
 //  message, valid until msg is received into again, or NULL when nothing
