@@ -62,6 +62,7 @@
 #include "harness.h"
 #include "harness_rand.h"
 #include "ps_floats.h"
+#include "ps_heap.h"
 #include "ps_idmap.h"
 #include "ps_msg.h"
 #include "ps_proto.h"
@@ -1040,6 +1041,12 @@ s_bench (s_path_t *paths, const ps_tablespec_t *spec, s_worker_t *worker,
 int
 main (int argc, char *argv [])
 {
+    //  Tuned as a ps-server's heap is (ps_heap.h), so that the table in
+    //  process pays for no fresh pages that the server's would not: the
+    //  buffers a push allocates and frees stay in the heap.
+    ps_error_t err;
+    if (ps_heap_tune (&err))
+        fprintf (stderr, "bench_sparse: %s\n", err.msg);
     s_plan_t plan;
     if (s_parse (argc, argv, &plan))
         return EXIT_FAILURE;
@@ -1047,7 +1054,6 @@ main (int argc, char *argv [])
     ps_tablespec_default (&spec, "bench", plan.dim);
     ps_rowopt_default (&spec.opt, PS_ROWOPT_ADAGRAD);
     spec.opt.lr = 0.05;
-    ps_error_t err;
     if (ps_tablespec_validate (&spec, &err))
         s_fail ("table spec", err.msg);
 
