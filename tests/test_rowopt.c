@@ -64,7 +64,8 @@ s_ref_step (s_ref_t *ref, const ps_rowopt_t *opt, const float *g, uint64_t t)
             }
             case PS_ROWOPT_FTRL: {
                 double n = ref->s1 [j];
-                double sigma = (pow (n + gj * gj, -opt->lr_power) - pow (n, -opt->lr_power)) / opt->lr;
+                double sigma = (pow (n + gj * gj, -opt->lr_power) - pow (n, -opt->lr_power))
+                             / opt->lr;
                 ref->s0 [j] += gj - sigma * ref->w [j];
                 ref->s1 [j] = n + gj * gj;
                 double z = ref->s0 [j];

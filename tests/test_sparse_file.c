@@ -117,6 +117,7 @@ test_full_round_trip (void **state)
         harness_ok (ps_sparse_save (table, fx->full, true, &err), &err);
         ps_sparse_t *copy = s_load (fx->full, NULL);
         s_assert_same (table, copy);
+        s_assert_same (table, table);
         ps_sparse_stats_t stats;
         ps_sparse_stats (copy, &stats);
         assert_true (stats.rows > 150);

@@ -1,7 +1,7 @@
 //  Unit tests for embedding tables: the spec (common/model/ps_tablespec.c)
-//  and one server's shard (common/store/ps_sparse.c). The shard is run
+//  and one server's shard (common/store/ps_sparse.c, ps_sparse_stripe.c). The shard is run
 //  under random pushes against a reference written here, a plain array of
-//  rows with the rules documented at the top of ps_sparse.c (admission by
+//  rows with the rules documented at the top of ps_sparse_stripe.c (admission by
 //  a count-min sketch, TTL sweeps, capacity per stripe with LRU and LFU
 //  order), and compared after every push: every row's value by pull, the
 //  stats, and every row's counters and slots, the admission counters and
@@ -692,7 +692,7 @@ test_check_push (void **state)
     harness_ok (ps_sparse_check_push (table, 1, ids, 4, &err), &err);
     assert_int_equal (ps_sparse_check_push (table, PS_LEDGER_MAX_SPAN + 5, ids, 4, &err),
                       PS_EINVAL);
-    assert_non_null (strstr (err.msg, "table emb_c7"));
+    assert_non_null (strstr (err.msg, "table emb_c7: ledger: step"));
     float grads [8] = { 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f };
     ps_sparse_push_result_t result;
     harness_ok (ps_sparse_push (table, 1, ids, 4, grads, &result), NULL);

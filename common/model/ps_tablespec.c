@@ -126,7 +126,8 @@ s_check_range (const char *table, const char *field, double value, double low, b
 {
     bool ok = isfinite (value) && (open_low ? value > low : value >= low) && value <= high;
     if (!ok)
-        return ps_error_set (err, PS_EINVAL, "table %s: %s is %g, expected a finite number in %c%g, %g]",
+        return ps_error_set (err, PS_EINVAL,
+                             "table %s: %s is %g, expected a finite number in %c%g, %g]",
                              table, field, value, open_low ? '(' : '[', low, high);
     return PS_OK;
 }

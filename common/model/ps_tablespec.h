@@ -35,7 +35,7 @@ extern "C" {
 #define PS_TABLESPEC_MAX_DIM  4096
 
 //  The largest admit_count: the counting filter's counters are bytes that
-//  saturate at this value (ps_sparse.c).
+//  saturate at this value (ps_sparse_stripe.c).
 #define PS_TABLESPEC_MAX_ADMIT_COUNT  255
 
 //  The per-row optimizers (ps_rowopt.h applies them):

@@ -43,7 +43,7 @@ typedef struct _ps_sparse_t ps_sparse_t;
 //  bits of ps_sparse_hash (id), a hash independent of
 //  ps_tablespec_shard_of's, so that the ids one server holds still spread
 //  over all its stripes. Capacity eviction and the admission filter work
-//  per stripe (the rules are at the top of ps_sparse.c and in
+//  per stripe (the rules are at the top of ps_sparse_stripe.c and in
 //  schemas/checkpoint.md); tests that model them and readers of the file
 //  format use these.
 #define PS_SPARSE_STRIPES  64
@@ -134,7 +134,13 @@ uint64_t ps_sparse_steps_applied (ps_sparse_t *self);
 //  from here on; else the rows created or updated and the ids evicted since
 //  the last full snapshot. Rows and their slots are read under their
 //  stripe's lock, so each row is one consistent state; pushes wait only
-//  while their stripe is copied. Returns 0 or PS_EIO naming the file.
+//  while their stripe is copied. The ledger is copied first: for a file
+//  whose rows hold exactly the steps its ledger does, no push may run
+//  during the save (the server's checkpoint stops them). Returns 0,
+//  PS_EIO naming the file, or PS_EINVAL for an incremental save with no
+//  full one before it. A full save that fails leaves the table with no
+//  full snapshot to be incremental to (the stripes it copied have lost
+//  their marks): the next save must be full.
 int ps_sparse_save (ps_sparse_t *self, const char *path, bool full, ps_error_t *err);
 
 //  Load a shard from the full snapshot at full_path and, when incr_path

@@ -287,32 +287,34 @@ ps_sparse_file_open (const char *path, ps_sparse_file_t *file, ps_error_t *err)
     struct stat st;
     if (fstat (fd, &st) != 0) {
         int rc = ps_error_set (err, PS_EIO, "file %s: fstat failed: %s", path, strerror (errno));
-        close (fd);
+        (void) close (fd);
         return rc;
     }
     size_t size = (size_t) st.st_size;
     if (size < PS_SPARSE_FILE_HEADER + PS_SPARSE_FILE_TRAILER) {
         //  Too short to map usefully; read what there is to tell a file
         //  of another kind from a truncated one.
-        uint8_t head [PS_SPARSE_FILE_HEADER];
+        uint8_t head [PS_SPARSE_FILE_HEADER + PS_SPARSE_FILE_TRAILER];
         ssize_t n;
         do
             n = read (fd, head, size);
         while (n < 0 && errno == EINTR);
-        close (fd);
+        //  A descriptor only read from has nothing to lose at close.
+        (void) close (fd);
         if (n < 0)
             return ps_error_set (err, PS_EIO, "file %s: read failed: %s", path, strerror (errno));
         return s_verify (file, head, (size_t) n, err);
     }
     void *map = mmap (NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close (fd);
+    //  The mapping outlives the descriptor, which was only read from.
+    (void) close (fd);
     if (map == MAP_FAILED)
         return ps_error_set (err, PS_EIO, "file %s: mmap of %zu bytes failed: %s",
                              path, size, strerror (errno));
     file->map = map;
     int rc = s_verify (file, map, size, err);
     if (rc) {
-        munmap (map, size);
+        (void) munmap (map, size);
         memset (file, 0, sizeof *file);
     }
     return rc;
@@ -321,7 +323,8 @@ ps_sparse_file_open (const char *path, ps_sparse_file_t *file, ps_error_t *err)
 void
 ps_sparse_file_close (ps_sparse_file_t *file)
 {
+    //  munmap fails only for an address or length open never makes.
     if (file->map)
-        munmap (file->map, (size_t) file->size);
+        (void) munmap (file->map, (size_t) file->size);
     memset (file, 0, sizeof *file);
 }

@@ -1,0 +1,829 @@
+//  One stripe of a sparse table shard; see ps_sparse_stripe.h.
+//
+//  Layout. A stripe has an index and slabs. A row is a slot of a slab:
+//  id, last-update step, update count (also Adam's per-row t), then value
+//  [dim] and slots [dim * nslots], padded to 8 bytes. Slabs ("chunks") are allocated as
+//  the stripe grows and never moved or freed before the table is: chunk k
+//  holds 16 << min (k, K) rows, K chosen so that a chunk stays within
+//  256 KiB, and starts with a bitmap of its rows' dirty marks. The index
+//  is open addressing with linear probing over slot numbers + 1 (0:
+//  empty), placed by the low bits of ps_sparse_hash (id), doubled when it
+//  would pass a load of 3/4, and emptied by backward shifting, so it never
+//  holds tombstones. An evicted row's slot goes on a free list and is the
+//  next one used: eviction bounds memory.
+//
+//  Admission. With admit_count >= 2 or admit_prob < 1 each stripe has a
+//  count-min sketch, PS_SPARSE_SKETCH_DEPTH rows of byte counters that
+//  saturate at 255, row r of id counting at ps_mix_draw (hash, r) mod its
+//  width. A push to an id without a row adds one to its counters; its
+//  count is the smallest of them, and the row is created when
+//  count >= admit_count and, with admit_prob < 1, when
+//  (ps_mix_draw (ps_mix64 (shard_seed) ^ ps_mix64 (id + 1), count) >> 11) * 2^-53
+//  < admit_prob. Counters are not decayed or reset, so an evicted id that
+//  was admitted once comes back on its next push. The width per stripe is
+//  the smallest power of two from 64 with 64 * width >= 2 * capacity, at
+//  most 2^16 (16 MiB per shard), and 2^14 without a capacity (4 MiB).
+//
+//  Eviction. After a push has applied its rows, every stripe that holds
+//  one of its ids (created, updated or dropped), with N the newest step
+//  the table had applied when the push was recorded:
+//    TTL: when N >= last_sweep + max (1, ttl / 8), every row with
+//         N - last_step > ttl goes, and last_sweep = N. A row thus
+//         outlives its TTL by at most ttl / 8 steps, or until a push
+//         touches its stripe.
+//    capacity: when the stripe holds more than its share (see
+//         ps_sparse_stripe_capacity), rows go, first in policy order,
+//         until it holds cap - cap / 16: LRU by (last_step, id), LFU by
+//         (count, last_step, id). They are chosen by a selection over the
+//         stripe's rows, so each created row costs O(16) amortized.
+//  last_step is the highest step that updated the row: a late push of an
+//  old step does not make a row look older.
+//
+//  Snapshots. A row created or updated since the last full snapshot is
+//  marked dirty, and after the first full snapshot each stripe lists the
+//  ids it evicted (kept sorted and unique by compaction, live ids taken
+//  out). A full save clears both as it copies the stripe. Before the first
+//  full snapshot no evicted id is kept: with no full snapshot there is no
+//  incremental one, and the list would grow by every id a table that
+//  churns through new ids ever evicted.
+
+#include "ps_bytes.h"
+#include "ps_mix.h"
+#include "ps_rowopt.h"
+#include "ps_sparse_stripe.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_MAX_CHUNK_BYTES  (256 * 1024)
+#define S_FIRST_CHUNK_ROWS 16
+#define S_NO_SLOT          UINT32_MAX
+
+typedef struct {
+    uint64_t id;
+    uint64_t last_step;         //  on the free list: the next free slot
+    uint64_t count;
+    float data [];              //  value [dim], then slots [nslots * dim]
+} s_row_t;
+
+//  --------------------------------------------------------------------
+//  Chunks and rows
+
+static uint32_t
+s_chunk_rows (const ps_sparse_layout_t *lay, uint32_t k)
+{
+    return S_FIRST_CHUNK_ROWS << (k < lay->chunk_k ? k : lay->chunk_k);
+}
+
+static size_t
+s_bitmap_bytes (uint32_t rows)
+{
+    return (rows + 63) / 64 * 8;
+}
+
+//  The chunk and offset of a slot: chunks 0..K double from 16 rows, the
+//  rest all hold 16 << K.
+static void
+s_locate (const ps_sparse_layout_t *lay, uint32_t slot, uint32_t *k, uint32_t *offset)
+{
+    uint32_t geometric = S_FIRST_CHUNK_ROWS * ((UINT32_C (2) << lay->chunk_k) - 1);
+    if (slot < geometric) {
+        *k = (uint32_t) (63 - __builtin_clzll (slot / S_FIRST_CHUNK_ROWS + 1));
+        *offset = slot - S_FIRST_CHUNK_ROWS * ((UINT32_C (1) << *k) - 1);
+    }
+    else {
+        uint32_t big = S_FIRST_CHUNK_ROWS << lay->chunk_k;
+        *k = lay->chunk_k + 1 + (slot - geometric) / big;
+        *offset = (slot - geometric) % big;
+    }
+}
+
+static s_row_t *
+s_row (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint32_t slot)
+{
+    uint32_t k, offset;
+    s_locate (lay, slot, &k, &offset);
+    return (s_row_t *) (st->chunks [k] + s_bitmap_bytes (s_chunk_rows (lay, k))
+                        + (size_t) offset * lay->stride);
+}
+
+static void
+s_set_dirty (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t slot, bool dirty)
+{
+    uint32_t k, offset;
+    s_locate (lay, slot, &k, &offset);
+    uint64_t *bits = (uint64_t *) st->chunks [k];
+    if (dirty)
+        bits [offset / 64] |= UINT64_C (1) << (offset % 64);
+    else
+        bits [offset / 64] &= ~(UINT64_C (1) << (offset % 64));
+}
+
+static bool
+s_dirty (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint32_t slot)
+{
+    uint32_t k, offset;
+    s_locate (lay, slot, &k, &offset);
+    return (((const uint64_t *) st->chunks [k]) [offset / 64] >> (offset % 64)) & 1;
+}
+
+//  A free slot: a freed one, or the next of the chunks (a new chunk when
+//  they are full). S_NO_SLOT when memory cannot be had.
+static uint32_t
+s_slot_alloc (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st)
+{
+    if (st->free_head != S_NO_SLOT) {
+        uint32_t slot = st->free_head;
+        st->free_head = (uint32_t) s_row (lay, st, slot)->last_step;
+        return slot;
+    }
+    if (st->used == st->capacity) {
+        uint32_t rows = s_chunk_rows (lay, st->nchunks);
+        if ((uint64_t) st->capacity + rows >= S_NO_SLOT)
+            return S_NO_SLOT;
+        if (st->nchunks == st->chunks_cap) {
+            uint32_t cap = st->chunks_cap ? 2 * st->chunks_cap : 8;
+            uint8_t **chunks = realloc (st->chunks, cap * sizeof *chunks);
+            if (!chunks)
+                return S_NO_SLOT;
+            st->bytes += (cap - st->chunks_cap) * sizeof *chunks;
+            st->chunks = chunks;
+            st->chunks_cap = cap;
+        }
+        size_t bytes = s_bitmap_bytes (rows) + (size_t) rows * lay->stride;
+        uint8_t *chunk = malloc (bytes);
+        if (!chunk)
+            return S_NO_SLOT;
+        memset (chunk, 0, s_bitmap_bytes (rows));
+        st->chunks [st->nchunks++] = chunk;
+        st->capacity += rows;
+        st->bytes += bytes;
+    }
+    return st->used++;
+}
+
+//  --------------------------------------------------------------------
+//  The index
+
+//  The position of id's entry, or of the empty entry where it would go.
+static uint32_t
+s_probe (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint64_t id, uint64_t hash,
+         s_row_t **row)
+{
+    uint32_t pos = (uint32_t) hash & st->mask;
+    *row = NULL;
+    while (st->index [pos]) {
+        s_row_t *candidate = s_row (lay, st, st->index [pos] - 1);
+        if (candidate->id == id) {
+            *row = candidate;
+            break;
+        }
+        pos = (pos + 1) & st->mask;
+    }
+    return pos;
+}
+
+//  The slot of id's row, or S_NO_SLOT.
+static uint32_t
+s_find (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint64_t id, uint64_t hash)
+{
+    if (!st->index)
+        return S_NO_SLOT;
+    s_row_t *row;
+    uint32_t pos = s_probe (lay, st, id, hash, &row);
+    return row ? st->index [pos] - 1 : S_NO_SLOT;
+}
+
+//  Make room in the index for one more row, doubling it (or creating it)
+//  when it would pass a load of 3/4.
+static int
+s_index_reserve (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st)
+{
+    uint64_t size = st->index ? (uint64_t) st->mask + 1 : 0;
+    if (4 * ((uint64_t) st->rows + 1) <= 3 * size)
+        return PS_OK;
+    uint64_t grown = size ? 2 * size : 16;
+    if (grown > (UINT64_C (1) << 32))
+        return PS_ETOOBIG;
+    uint32_t *index = calloc ((size_t) grown, sizeof *index);
+    if (!index)
+        return PS_ETOOBIG;
+    uint32_t mask = (uint32_t) (grown - 1);
+    for (uint64_t i = 0; i < size; i++) {
+        uint32_t entry = st->index [i];
+        if (!entry)
+            continue;
+        uint32_t pos = (uint32_t) ps_sparse_hash (s_row (lay, st, entry - 1)->id) & mask;
+        while (index [pos])
+            pos = (pos + 1) & mask;
+        index [pos] = entry;
+    }
+    free (st->index);
+    st->bytes += (grown - size) * sizeof *index;
+    st->index = index;
+    st->mask = mask;
+    return PS_OK;
+}
+
+//  Empty the index entry at pos, shifting back the entries of the probe
+//  run after it that may move closer to their home.
+static void
+s_index_remove_at (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t pos)
+{
+    uint32_t hole = pos;
+    uint32_t j = pos;
+    for (;;) {
+        j = (j + 1) & st->mask;
+        uint32_t entry = st->index [j];
+        if (!entry)
+            break;
+        uint32_t home = (uint32_t) ps_sparse_hash (s_row (lay, st, entry - 1)->id) & st->mask;
+        //  The entry stays when its home lies cyclically in (hole, j].
+        bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (!stays) {
+            st->index [hole] = entry;
+            hole = j;
+        }
+    }
+    st->index [hole] = 0;
+}
+
+//  --------------------------------------------------------------------
+//  Rows created, evicted
+
+//  A new row for id, its id set and nothing else: its slot, or S_NO_SLOT
+//  when memory cannot be had.
+static uint32_t
+s_insert (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint64_t id, uint64_t hash)
+{
+    if (s_index_reserve (lay, st))
+        return S_NO_SLOT;
+    uint32_t slot = s_slot_alloc (lay, st);
+    if (slot == S_NO_SLOT)
+        return S_NO_SLOT;
+    s_row_t *row;
+    uint32_t pos = s_probe (lay, st, id, hash, &row);
+    st->index [pos] = slot + 1;
+    st->rows++;
+    s_row (lay, st, slot)->id = id;
+    return slot;
+}
+
+//  As s_insert, the row in its initial state.
+static uint32_t
+s_create (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint64_t id, uint64_t hash)
+{
+    uint32_t slot = s_insert (lay, st, id, hash);
+    if (slot == S_NO_SLOT)
+        return S_NO_SLOT;
+    s_row_t *row = s_row (lay, st, slot);
+    row->last_step = 0;
+    row->count = 0;
+    ps_tablespec_init_row (&lay->spec, id, row->data);
+    ps_rowopt_init_slots (&lay->spec.opt, row->data + lay->spec.dim, lay->spec.dim);
+    st->created++;
+    return slot;
+}
+
+static int
+s_cmp_u64 (const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+    return x < y ? -1 : x > y;
+}
+
+//  Sort the evicted list, drop repeats and the ids that have a row again.
+static void
+s_evicted_compact (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st)
+{
+    //  An empty list may have no array, which qsort must not be given.
+    if (!st->nevicted)
+        return;
+    qsort (st->evicted, st->nevicted, sizeof (uint64_t), s_cmp_u64);
+    size_t kept = 0;
+    for (size_t i = 0; i < st->nevicted; i++) {
+        uint64_t id = st->evicted [i];
+        if ((kept && st->evicted [kept - 1] == id)
+        ||  s_find (lay, st, id, ps_sparse_hash (id)) != S_NO_SLOT)
+            continue;
+        st->evicted [kept++] = id;
+    }
+    st->nevicted = kept;
+    st->evicted_clean = kept;
+}
+
+//  Make room to list more evicted ids, compacting when the list has
+//  doubled since its last compaction. Without the room nothing may be
+//  evicted: an incremental snapshot would miss the eviction.
+static int
+s_evicted_reserve (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, size_t more)
+{
+    if (!st->track_evicted)
+        return PS_OK;
+    if (st->nevicted > 2 * st->evicted_clean + 64)
+        s_evicted_compact (lay, st);
+    if (st->nevicted + more <= st->evicted_cap)
+        return PS_OK;
+    size_t cap = 2 * (st->nevicted + more);
+    uint64_t *evicted = realloc (st->evicted, cap * sizeof *evicted);
+    if (!evicted)
+        return PS_ETOOBIG;
+    st->bytes += (cap - st->evicted_cap) * sizeof *evicted;
+    st->evicted = evicted;
+    st->evicted_cap = cap;
+    return PS_OK;
+}
+
+//  Evict the row whose index entry is at pos; s_evicted_reserve made room
+//  to list it.
+static void
+s_evict_at (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t pos)
+{
+    uint32_t slot = st->index [pos] - 1;
+    s_row_t *row = s_row (lay, st, slot);
+    if (st->track_evicted)
+        st->evicted [st->nevicted++] = row->id;
+    s_index_remove_at (lay, st, pos);
+    s_set_dirty (lay, st, slot, false);
+    row->last_step = st->free_head;
+    st->free_head = slot;
+    st->rows--;
+    st->evictions++;
+}
+
+//  The TTL sweep (see the top of this file).
+static size_t
+s_sweep (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint64_t now)
+{
+    uint64_t ttl = lay->spec.ttl;
+    uint64_t interval = ttl / 8 ? ttl / 8 : 1;
+    if (!ttl || now < st->last_sweep + interval)
+        return 0;
+    size_t expired = 0;
+    for (uint64_t pos = 0; st->index && pos <= st->mask; pos++)
+        if (st->index [pos]) {
+            s_row_t *row = s_row (lay, st, st->index [pos] - 1);
+            expired += row->last_step < now && now - row->last_step > ttl;
+        }
+    if (s_evicted_reserve (lay, st, expired))
+        return 0;
+    st->last_sweep = now;
+    //  Each removal may shift a later entry into pos, which is looked at
+    //  again; an entry shifted across the end of the array was looked at
+    //  already and stays.
+    size_t evicted = 0;
+    for (uint64_t pos = 0; expired && pos <= st->mask; pos++)
+        while (st->index [pos]) {
+            s_row_t *row = s_row (lay, st, st->index [pos] - 1);
+            if (!(row->last_step < now && now - row->last_step > ttl))
+                break;
+            s_evict_at (lay, st, (uint32_t) pos);
+            evicted++;
+        }
+    return evicted;
+}
+
+//  An eviction key: rows go in increasing order of (a, b, c).
+typedef struct {
+    uint64_t a, b, c;
+    uint32_t pos;
+} s_key_t;
+
+static bool
+s_less (const s_key_t *x, const s_key_t *y)
+{
+    if (x->a != y->a)
+        return x->a < y->a;
+    if (x->b != y->b)
+        return x->b < y->b;
+    return x->c < y->c;
+}
+
+static void
+s_swap (s_key_t *x, s_key_t *y)
+{
+    s_key_t t = *x;
+    *x = *y;
+    *y = t;
+}
+
+//  Reorder keys [0, n) so that [0, k) are the k smallest (keys are
+//  distinct: the id decides ties). Quickselect, median-of-three pivot.
+static void
+s_select (s_key_t *keys, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s_less (&keys [mid], &keys [lo]))
+            s_swap (&keys [mid], &keys [lo]);
+        if (s_less (&keys [hi - 1], &keys [lo]))
+            s_swap (&keys [hi - 1], &keys [lo]);
+        if (s_less (&keys [mid], &keys [hi - 1]))
+            s_swap (&keys [mid], &keys [hi - 1]);
+        s_key_t pivot = keys [hi - 1];
+        size_t store = lo;
+        for (size_t i = lo; i < hi - 1; i++)
+            if (s_less (&keys [i], &pivot))
+                s_swap (&keys [i], &keys [store++]);
+        s_swap (&keys [store], &keys [hi - 1]);
+        if (store == k)
+            return;
+        if (k < store)
+            hi = store;
+        else
+            lo = store + 1;
+    }
+}
+
+//  Capacity eviction (see the top of this file).
+static size_t
+s_trim (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t s)
+{
+    if (!lay->spec.capacity)
+        return 0;
+    uint64_t cap = ps_sparse_stripe_capacity (lay->spec.capacity, s);
+    if (st->rows <= cap)
+        return 0;
+    size_t k = st->rows - (size_t) (cap - cap / 16);
+    s_key_t *keys = malloc (st->rows * sizeof *keys);
+    if (!keys || s_evicted_reserve (lay, st, k)) {
+        free (keys);
+        return 0;
+    }
+    size_t n = 0;
+    for (uint64_t pos = 0; pos <= st->mask; pos++)
+        if (st->index [pos]) {
+            const s_row_t *row = s_row (lay, st, st->index [pos] - 1);
+            s_key_t key = { row->last_step, row->id, 0, (uint32_t) pos };
+            if (lay->spec.policy == PS_EVICT_LFU)
+                key = (s_key_t) { row->count, row->last_step, row->id, (uint32_t) pos };
+            keys [n++] = key;
+        }
+    s_select (keys, n, k);
+    //  The victims are removed by id, since each removal may move others'
+    //  index entries.
+    for (size_t i = 0; i < k; i++) {
+        uint64_t id = s_row (lay, st, st->index [keys [i].pos] - 1)->id;
+        keys [i].a = id;
+    }
+    for (size_t i = 0; i < k; i++) {
+        s_row_t *row;
+        uint32_t pos = s_probe (lay, st, keys [i].a, ps_sparse_hash (keys [i].a), &row);
+        assert (row);
+        s_evict_at (lay, st, pos);
+    }
+    free (keys);
+    return k;
+}
+
+//  --------------------------------------------------------------------
+//  Admission
+
+//  Count a push to id, which has no row, and tell whether it earns one.
+static bool
+s_admit (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint64_t id, uint64_t hash)
+{
+    if (!st->sketch)
+        return true;
+    uint32_t width = lay->sketch_width;
+    unsigned count = 255;
+    for (uint32_t r = 0; r < PS_SPARSE_SKETCH_DEPTH; r++) {
+        uint8_t *counter = st->sketch + (size_t) r * width + (ps_mix_draw (hash, r) & (width - 1));
+        if (*counter < 255)
+            (*counter)++;
+        if (*counter < count)
+            count = *counter;
+    }
+    if (count < lay->spec.admit_count)
+        return false;
+    if (lay->spec.admit_prob >= 1.0)
+        return true;
+    uint64_t key = ps_mix64 (lay->spec.shard_seed) ^ ps_mix64 (id + 1);
+    double draw = (double) (ps_mix_draw (key, count) >> 11) * 0x1.0p-53;
+    return draw < lay->spec.admit_prob;
+}
+
+//  The sketch's width per stripe (see the top of this file), 0 without one.
+static uint32_t
+s_sketch_width (const ps_tablespec_t *spec)
+{
+    if (spec->admit_count < 2 && spec->admit_prob >= 1.0)
+        return 0;
+    if (!spec->capacity)
+        return UINT32_C (1) << 14;
+    uint32_t width = 64;
+    while (width < (UINT32_C (1) << 16)
+       &&  (uint64_t) width * PS_SPARSE_STRIPES < 2 * spec->capacity)
+        width *= 2;
+    return width;
+}
+
+//  --------------------------------------------------------------------
+//  The stripe
+
+void
+ps_sparse_layout_init (ps_sparse_layout_t *layout, const ps_tablespec_t *spec)
+{
+    memset (layout, 0, sizeof *layout);
+    layout->spec = *spec;
+    layout->nslots = (uint32_t) ps_rowopt_slot_count (spec->opt.kind);
+    layout->stride = (sizeof (s_row_t) + 4 * (size_t) spec->dim * (1 + layout->nslots) + 7) / 8 * 8;
+    while (layout->chunk_k < 12
+       &&  ((size_t) S_FIRST_CHUNK_ROWS << (layout->chunk_k + 1)) * layout->stride
+           <= S_MAX_CHUNK_BYTES)
+        layout->chunk_k++;
+    layout->sketch_width = s_sketch_width (spec);
+}
+
+int
+ps_sparse_stripe_init (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout)
+{
+    memset (self, 0, sizeof *self);
+    self->free_head = S_NO_SLOT;
+    size_t sketch_bytes = (size_t) PS_SPARSE_SKETCH_DEPTH * layout->sketch_width;
+    if (sketch_bytes) {
+        self->sketch = calloc (1, sketch_bytes);
+        if (!self->sketch)
+            return PS_ETOOBIG;
+        self->bytes += sketch_bytes;
+    }
+    if (pthread_mutex_init (&self->lock, NULL) != 0) {
+        free (self->sketch);
+        self->sketch = NULL;
+        return PS_ETOOBIG;
+    }
+    return PS_OK;
+}
+
+void
+ps_sparse_stripe_fini (ps_sparse_stripe_t *self)
+{
+    for (uint32_t k = 0; k < self->nchunks; k++)
+        free (self->chunks [k]);
+    free (self->chunks);
+    free (self->index);
+    free (self->sketch);
+    free (self->evicted);
+    pthread_mutex_destroy (&self->lock);
+    memset (self, 0, sizeof *self);
+}
+
+bool
+ps_sparse_stripe_read (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
+                       uint64_t id, uint64_t hash, float *out)
+{
+    uint32_t slot = s_find (layout, self, id, hash);
+    if (slot == S_NO_SLOT)
+        return false;
+    memcpy (out, s_row (layout, self, slot)->data, layout->spec.dim * sizeof (float));
+    return true;
+}
+
+void
+ps_sparse_stripe_push (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
+                       uint64_t id, uint64_t hash, const float *grad, uint64_t step,
+                       ps_sparse_push_result_t *result)
+{
+    uint32_t slot = s_find (layout, self, id, hash);
+    if (slot == S_NO_SLOT) {
+        if (s_admit (layout, self, id, hash))
+            slot = s_create (layout, self, id, hash);
+        if (slot == S_NO_SLOT) {
+            self->dropped++;
+            result->dropped++;
+            return;
+        }
+        result->created++;
+    }
+    s_row_t *row = s_row (layout, self, slot);
+    row->count++;
+    if (step > row->last_step)
+        row->last_step = step;
+    uint32_t dim = layout->spec.dim;
+    ps_rowopt_apply (&layout->spec.opt, row->data, row->data + dim, grad, dim, row->count);
+    s_set_dirty (layout, self, slot, true);
+    self->row_updates++;
+    result->applied++;
+}
+
+void
+ps_sparse_stripe_prefetch (const ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
+                           uint64_t hash, bool row)
+{
+    if (!self->index)
+        return;
+    const uint32_t *entry = &self->index [(uint32_t) hash & self->mask];
+    if (!row)
+        __builtin_prefetch (entry);
+    else
+    if (*entry) {
+        const uint8_t *p = (const uint8_t *) s_row (layout, self, *entry - 1);
+        __builtin_prefetch (p, 1);
+        __builtin_prefetch (p + 64, 1);
+    }
+}
+
+size_t
+ps_sparse_stripe_evict (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
+                        uint32_t s, uint64_t now)
+{
+    size_t evicted = s_sweep (layout, self, now);
+    return evicted + s_trim (layout, self, s);
+}
+
+size_t
+ps_sparse_stripe_copy (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
+                       bool full, uint8_t **buf, size_t *cap)
+{
+    size_t row_bytes = ps_sparse_file_row_bytes (&layout->spec);
+    size_t sketch_bytes = (size_t) PS_SPARSE_SKETCH_DEPTH * layout->sketch_width;
+    if (!full && self->track_evicted)
+        s_evicted_compact (layout, self);
+    size_t nevicted = full ? 0 : self->nevicted;
+    size_t nrows = 0;
+    for (uint64_t pos = 0; self->index && pos <= self->mask; pos++)
+        nrows += self->index [pos] && (full || s_dirty (layout, self, self->index [pos] - 1));
+    size_t len = PS_SPARSE_FILE_SECTION + sketch_bytes + 8 * nevicted + nrows * row_bytes;
+    if (len > *cap) {
+        uint8_t *grown = realloc (*buf, len);
+        if (!grown) {
+            errno = ENOMEM;
+            return 0;
+        }
+        *buf = grown;
+        *cap = len;
+    }
+    uint8_t *p = *buf;
+    ps_put_u64 (p, self->last_sweep);
+    ps_put_u64 (p + 8, nevicted);
+    ps_put_u64 (p + 16, nrows);
+    p += PS_SPARSE_FILE_SECTION;
+    if (sketch_bytes)
+        memcpy (p, self->sketch, sketch_bytes);
+    p += sketch_bytes;
+    for (size_t i = 0; i < nevicted; i++, p += 8)
+        ps_put_u64 (p, self->evicted [i]);
+    for (uint64_t pos = 0; self->index && pos <= self->mask; pos++) {
+        uint32_t entry = self->index [pos];
+        if (entry && (full || s_dirty (layout, self, entry - 1))) {
+            memcpy (p, s_row (layout, self, entry - 1), row_bytes);
+            p += row_bytes;
+        }
+    }
+    if (full) {
+        for (uint32_t k = 0; k < self->nchunks; k++)
+            memset (self->chunks [k], 0, s_bitmap_bytes (s_chunk_rows (layout, k)));
+        self->nevicted = 0;
+        self->evicted_clean = 0;
+        self->track_evicted = true;
+    }
+    return len;
+}
+
+//  --------------------------------------------------------------------
+//  Restoring and comparing
+
+//  Put the rows of a file's section of stripe s into it: new rows, or, for
+//  an incremental file, over the rows the full one had (marked dirty, as
+//  they were when it was written). A row of another stripe, one the full
+//  file holds twice, a row never updated or one updated after the newest
+//  step are refused.
+static int
+s_load_rows (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t s,
+             const ps_sparse_file_t *file, uint64_t newest, ps_error_t *err)
+{
+    const ps_sparse_file_section_t *section = &file->sections [s];
+    size_t row_bytes = ps_sparse_file_row_bytes (&lay->spec);
+    bool incremental = !file->header.full;
+    for (uint64_t i = 0; i < section->nrows; i++) {
+        const uint8_t *src = section->rows + i * row_bytes;
+        uint64_t id = ps_get_u64 (src);
+        uint64_t last_step = ps_get_u64 (src + 8);
+        uint64_t count = ps_get_u64 (src + 16);
+        uint64_t hash = ps_sparse_hash (id);
+        if (hash >> 58 != s)
+            return ps_error_set (err, PS_ECORRUPT, "file %s: row %llu in stripe %u, expected "
+                                 "stripe %u", file->path, (unsigned long long) id, s,
+                                 (unsigned) (hash >> 58));
+        if (count == 0 || last_step > newest)
+            return ps_error_set (err, PS_ECORRUPT, "file %s: row %llu has %llu updates, the "
+                                 "last at step %llu, expected at least one and none after "
+                                 "step %llu", file->path, (unsigned long long) id,
+                                 (unsigned long long) count, (unsigned long long) last_step,
+                                 (unsigned long long) newest);
+        uint32_t slot = s_find (lay, st, id, hash);
+        if (slot != S_NO_SLOT && !incremental)
+            return ps_error_set (err, PS_ECORRUPT, "file %s: row %llu appears twice",
+                                 file->path, (unsigned long long) id);
+        if (slot == S_NO_SLOT)
+            slot = s_insert (lay, st, id, hash);
+        if (slot == S_NO_SLOT)
+            return ps_error_set (err, PS_ETOOBIG, "file %s: cannot allocate row %llu",
+                                 file->path, (unsigned long long) id);
+        memcpy (s_row (lay, st, slot), src, row_bytes);
+        s_set_dirty (lay, st, slot, incremental);
+    }
+    return PS_OK;
+}
+
+//  Apply an incremental file's evicted ids of stripe s: each row goes, and
+//  each id is listed as evicted since the full snapshot, as it was.
+static int
+s_load_evicted (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t s,
+                const ps_sparse_file_t *file, ps_error_t *err)
+{
+    const ps_sparse_file_section_t *section = &file->sections [s];
+    for (uint64_t i = 0; i < section->nevicted; i++) {
+        uint64_t id = ps_get_u64 (section->evicted + 8 * i);
+        uint64_t hash = ps_sparse_hash (id);
+        if (hash >> 58 != s)
+            return ps_error_set (err, PS_ECORRUPT, "file %s: evicted id %llu in stripe %u, "
+                                 "expected stripe %u", file->path, (unsigned long long) id, s,
+                                 (unsigned) (hash >> 58));
+        if (s_evicted_reserve (lay, st, 1))
+            return ps_error_set (err, PS_ETOOBIG, "file %s: cannot allocate the evicted ids",
+                                 file->path);
+        s_row_t *row = NULL;
+        uint32_t pos = st->index ? s_probe (lay, st, id, hash, &row) : 0;
+        if (row)
+            s_evict_at (lay, st, pos);
+        else
+            st->evicted [st->nevicted++] = id;
+    }
+    return PS_OK;
+}
+
+int
+ps_sparse_stripe_restore (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
+                          uint32_t s, const ps_sparse_file_t *full,
+                          const ps_sparse_file_t *incr, uint64_t newest, ps_error_t *err)
+{
+    const ps_sparse_file_t *last = incr ? incr : full;
+    self->track_evicted = true;
+    self->last_sweep = last->sections [s].last_sweep;
+    size_t sketch_bytes = (size_t) PS_SPARSE_SKETCH_DEPTH * layout->sketch_width;
+    if (sketch_bytes)
+        memcpy (self->sketch, last->sections [s].sketch, sketch_bytes);
+    int rc = s_load_rows (layout, self, s, full, newest, err);
+    if (rc == PS_OK && incr)
+        rc = s_load_evicted (layout, self, s, incr, err);
+    if (rc == PS_OK && incr)
+        rc = s_load_rows (layout, self, s, incr, newest, err);
+    //  Counters start again at a restore (ps_sparse.h).
+    self->created = self->evictions = self->dropped = self->row_updates = 0;
+    return rc;
+}
+
+bool
+ps_sparse_stripe_differs (const ps_sparse_stripe_t *self, const ps_sparse_stripe_t *other,
+                          const ps_sparse_layout_t *layout, uint32_t s, char *buf, size_t len)
+{
+    const char *name = layout->spec.name;
+    const ps_sparse_stripe_t *x = self, *y = other;
+    if (x->rows != y->rows) {
+        snprintf (buf, len, "table %s: stripe %u holds %u rows, not %u", name, s, x->rows, y->rows);
+        return true;
+    }
+    if (x->last_sweep != y->last_sweep) {
+        snprintf (buf, len, "table %s: stripe %u was swept at step %llu, not %llu", name, s,
+                  (unsigned long long) x->last_sweep, (unsigned long long) y->last_sweep);
+        return true;
+    }
+    size_t sketch_bytes = (size_t) PS_SPARSE_SKETCH_DEPTH * layout->sketch_width;
+    if (sketch_bytes && memcmp (x->sketch, y->sketch, sketch_bytes) != 0) {
+        snprintf (buf, len, "table %s: stripe %u's admission counters differ", name, s);
+        return true;
+    }
+    uint32_t dim = layout->spec.dim;
+    uint32_t floats = dim * (1 + layout->nslots);
+    for (uint64_t pos = 0; x->index && pos <= x->mask; pos++) {
+        if (!x->index [pos])
+            continue;
+        const s_row_t *p = s_row (layout, x, x->index [pos] - 1);
+        uint32_t slot = s_find (layout, y, p->id, ps_sparse_hash (p->id));
+        if (slot == S_NO_SLOT) {
+            snprintf (buf, len, "table %s: row %llu is missing", name, (unsigned long long) p->id);
+            return true;
+        }
+        const s_row_t *q = s_row (layout, y, slot);
+        if (p->last_step != q->last_step || p->count != q->count) {
+            snprintf (buf, len, "table %s: row %llu has %llu updates, the last at step %llu, "
+                      "not %llu at %llu", name, (unsigned long long) p->id,
+                      (unsigned long long) p->count, (unsigned long long) p->last_step,
+                      (unsigned long long) q->count, (unsigned long long) q->last_step);
+            return true;
+        }
+        for (uint32_t j = 0; j < floats; j++)
+            if (memcmp (&p->data [j], &q->data [j], sizeof (float)) != 0) {
+                snprintf (buf, len, "table %s: row %llu: %s [%u] is %.9g, not %.9g", name,
+                          (unsigned long long) p->id, j < dim ? "value" : "slots",
+                          j < dim ? j : j - dim, p->data [j], q->data [j]);
+                return true;
+            }
+    }
+    return false;
+}
