@@ -141,17 +141,41 @@ MODEL_CHANGES = [
     (["layers", 1], {"type": "Dropout", "rate": 0.5}), (["layers", 1], {"type": "ReLU", "x": 1}),
 ]
 
+# The click-through-rate parts, changed one at a time in dlrm.json.
+CTR_CHANGES = [
+    (["inputs"], DELETE), (["inputs", "fields"], 0), (["inputs", "fields"], 257),
+    (["inputs", "fields"], DELETE), (["inputs", "dense"], -1), (["inputs", "sparse"], 1),
+    (["optimizer", "kind"], "ftrl"), (["optimizer", "lr"], 0), (["optimizer"], {}),
+    (["input_shape"], [4]), (["layers", 0, "dim"], 0), (["layers", 0, "dim"], 4097),
+    (["layers", 0, "dim"], DELETE), (["layers", 0, "fields"], []),
+    (["layers", 0, "fields"], [0, 256]), (["layers", 0, "fields"], [1, 0]),
+    (["layers", 0, "tables"], "one"), (["layers", 0, "pooling"], "max"),
+    (["layers", 0, "combine"], "mean"), (["layers", 0, "wide"], "yes"),
+    (["layers", 0, "units"], 3), (["layers", 0, "initializer"], {"kind": "glorot_uniform"}),
+    (["layers", 0, "initializer"], {"kind": "normal", "stddev": -1}),
+    (["layers", 0, "initializer"], {"kind": "uniform", "seed": -1}),
+    (["layers", 0, "optimizer"], {"kind": "adam", "beta1": 1}),
+    (["layers", 0, "optimizer"], {"kind": "ftrl", "lr_power": 0.5, "l1": 0.1}),
+    (["layers", 0, "optimizer"], {"kind": "adagrad", "momentum": 0.9}),
+    (["layers", 0, "admission"], {"count": 3, "probability": 0}),
+    (["layers", 0, "admission"], {"count": 256}),
+    (["layers", 0, "eviction"], {"capacity": 1000, "ttl": 50, "policy": "lfu"}),
+    (["layers", 0, "eviction"], {"policy": "fifo"}),
+    (["layers", 1], {"type": "Concatenate", "axis": 1}),
+    (["layers", 1], {"type": "Concatenate", "name": "cat"}),
+]
+
 
 def main():
     root, tool = sys.argv[1], sys.argv[2]
     failures = []
     cases = 0
-    for name, changes, files in (
-            ("job", JOB_CHANGES,
+    for name, bases, files in (
+            ("job", [(None, JOB_CHANGES)],
              [os.path.join(root, "schemas", "jobs", f)
               for f in sorted(os.listdir(os.path.join(root, "schemas", "jobs")))]
              + [os.path.join(root, "deploy", "compose-job.json")]),
-            ("model", MODEL_CHANGES,
+            ("model", [(None, MODEL_CHANGES), ("dlrm.json", CTR_CHANGES)],
              [os.path.join(root, "schemas", "models", f)
               for f in sorted(os.listdir(os.path.join(root, "schemas", "models")))])):
         schema_path = os.path.join(root, "schemas", name + ".schema.json")
@@ -167,7 +191,8 @@ def main():
         docs = [(f, load(f)) for f in files]
         for md in ("README.md", os.path.join("schemas", name + ".md")):
             for i, block in enumerate(json_blocks(os.path.join(root, md))):
-                is_model = isinstance(block, dict) and "input_shape" in block
+                is_model = isinstance(block, dict) and ("input_shape" in block
+                                                        or "inputs" in block)
                 if is_model == (name == "model"):
                     docs.append(("%s, JSON example %d" % (md, i + 1), block))
         if len(docs) < 2:
@@ -182,10 +207,13 @@ def main():
             if c is not None:
                 failures.append("%s: ps_jsonschema refuses it: %s" % (label, c))
 
-        # One change at a time to the first file: the same verdicts, and
-        # the pointer of a refusal is one python3-jsonschema names.
-        base = docs[0][1]
-        cases_of = variants(base, changes)
+        # One change at a time to the first file (or the one named): the
+        # same verdicts, and the pointer of a refusal is one
+        # python3-jsonschema names.
+        cases_of = []
+        for base_name, changes in bases:
+            base = [d for f, d in docs if base_name is None or f.endswith("/" + base_name)][0]
+            cases_of += variants(base, changes)
         verdicts = c_verdicts(tool, schema_path, [d for _, d in cases_of])
         for (label, doc), c in zip(cases_of, verdicts):
             cases += 1

@@ -245,7 +245,9 @@ test_builtin_list (void **state)
     assert_string_equal (names [0], "cnn");
     assert_string_equal (names [1], "cnn2");
     assert_string_equal (names [2], "mlp");
-    assert_null (names [3]);
+    assert_string_equal (names [3], "lr");
+    assert_string_equal (names [4], "dlrm");
+    assert_null (names [5]);
 }
 
 //  The summary is what `ps-worker --summary` prints: a header, one line per

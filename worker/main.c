@@ -3,7 +3,9 @@
 //  cluster spec (TF_CONFIG or --cluster), takes its steps from it and its
 //  parameters from the ps-servers (ps_trainer.h), as a worker or an
 //  evaluator. With --standalone it trains the whole model alone, the
-//  single-process baseline (ps_standalone.h).
+//  single-process baseline: an image classifier on Fashion-MNIST
+//  (ps_standalone.h) or a click-through-rate model on Criteo or LIBSVM
+//  files (ps_ctrstandalone.h).
 
 #include <errno.h>
 #include <stdbool.h>
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ps_ctrstandalone.h"
 #include "ps_dataset.h"
 #include "ps_floats.h"
 #include "ps_heap.h"
@@ -81,7 +84,7 @@ s_usage (FILE *out)
         "loss, test loss, test accuracy and training samples per second.\n"
         "\n"
         "  --standalone        train in this process, without a cluster\n"
-        "  --model NAME|FILE   cnn, cnn2, mlp or a JSON spec (schemas/model.md);\n"
+        "  --model NAME|FILE   cnn, cnn2, mlp, lr, dlrm or a JSON spec (schemas/model.md);\n"
         "                      default cnn\n"
         "  --epochs N          default 3\n"
         "  --batch N           default 64\n"
@@ -98,6 +101,19 @@ s_usage (FILE *out)
         "                      for it and for each epoch's end (test loss and accuracy,\n"
         "                      time_s, train_s, eval_ms); default 0: once per epoch\n"
         "  --progress S        seconds between progress lines (default 5, 0 = none)\n"
+        "\n"
+        "With --standalone and a click-through-rate model (lr, dlrm or a spec with\n"
+        "\"inputs\"), trains on a Criteo or LIBSVM text file (plain or gzip, streamed)\n"
+        "with the tables in process, and prints per epoch the training loss, the\n"
+        "test log loss and AUC, and training examples per second:\n"
+        "\n"
+        "  --data FILE         the training file\n"
+        "  --test-data FILE    the test file\n"
+        "  --format F          criteo or libsvm (default criteo)\n"
+        "  --limit N, --test-limit N   only the first N lines\n"
+        "  (also --epochs (default 1), --batch (default 512), --optimizer and --lr\n"
+        "  for the dense variables (default: the spec's), --threads (default 1),\n"
+        "  --seed, --metrics, --progress)\n"
         "\n"
         "  --summary           print the model's layers and exit\n"
         "  --help              this text\n"
@@ -237,6 +253,11 @@ main (int argc, char *argv [])
     //  The first option given that only standalone training reads.
     const char *standalone_only = NULL;
     double lr = 0;
+    //  What a click-through-rate model's training reads besides cfg, and
+    //  which of cfg's fields the command line set (their defaults differ).
+    const char *test_data = NULL, *data_arg = NULL;
+    ps_ctrformat_t format = PS_CTR_CRITEO;
+    bool epochs_given = false, batch_given = false;
     static const struct option options [] = {
         { "standalone", no_argument, NULL, 'S' },
         { "model", required_argument, NULL, 'M' },
@@ -253,6 +274,8 @@ main (int argc, char *argv [])
         { "metrics", required_argument, NULL, 'm' },
         { "progress", required_argument, NULL, 'p' },
         { "eval-steps", required_argument, NULL, 'E' },
+        { "test-data", required_argument, NULL, 'F' },
+        { "format", required_argument, NULL, 'R' },
         { "cluster", required_argument, NULL, 'C' },
         { "task", required_argument, NULL, 'K' },
         { "keys", required_argument, NULL, 'Y' },
@@ -271,7 +294,7 @@ main (int argc, char *argv [])
                 name = options [i].name;
         char flag [32];
         snprintf (flag, sizeof flag, "--%s", name);
-        if (!standalone_only && c && strchr ("MebolDsLTmpE", c))
+        if (!standalone_only && c && strchr ("MebolDsLTmpEFR", c))
             standalone_only = name;
         int rc = PS_OK;
         switch (c) {
@@ -281,8 +304,13 @@ main (int argc, char *argv [])
             case 'Y': keys_dir = optarg; break;
             case 'N': insecure = true; break;
             case 'u': summary = true; break;
+            case 'F': test_data = optarg; break;
+            case 'R':
+                if ((rc = ps_ctrformat_parse (optarg, &format, &err)) != PS_OK)
+                    ps_error_prefix (&err, rc, "--format");
+                break;
             case 'M': cfg.model = optarg; break;
-            case 'D': cfg.data_dir = optarg; break;
+            case 'D': cfg.data_dir = data_arg = optarg; break;
             case 'm': cfg.metrics_path = optarg; break;
             case 'o': opt_kind = optarg; break;
             case 'd':
@@ -293,10 +321,12 @@ main (int argc, char *argv [])
             case 'e':
                 if ((rc = ps_parse_uint (flag, optarg, 1, 1000000, &n, &err)) == PS_OK)
                     cfg.epochs = (int) n;
+                epochs_given = true;
                 break;
             case 'b':
                 if ((rc = ps_parse_uint (flag, optarg, 1, 65536, &n, &err)) == PS_OK)
                     cfg.batch = (int) n;
+                batch_given = true;
                 break;
             case 't':
                 if ((rc = ps_parse_uint (flag, optarg, 1, 256, &n, &err)) == PS_OK)
@@ -366,6 +396,52 @@ main (int argc, char *argv [])
     if (cluster_path || task_text || keys_dir || insecure) {
         ps_error ("--cluster, --task, --keys and --insecure are for cluster mode, not "
                   "--standalone");
+        return 2;
+    }
+    //  A click-through-rate model trains on its own path; the model is
+    //  loaded here only to tell which (an unknown one is reported below).
+    ps_model_t *model = ps_model_load (cfg.model, NULL);
+    const ps_ctrmodel_t *ctr = model ? ps_model_ctr (model) : NULL;
+    if (ctr && (cfg.eval_steps || cfg.device == PS_DEVICE_GPU)) {
+        ps_error ("%s is for image classifiers; a click-through-rate model trains on the CPU "
+                  "and evaluates after each epoch", cfg.eval_steps ? "--eval-steps"
+                                                                   : "--device gpu");
+        ps_model_destroy (&model);
+        return 2;
+    }
+    if (ctr) {
+        ps_ctrstandalone_config_t ctr_cfg;
+        ps_ctrstandalone_config_default (&ctr_cfg);
+        ctr_cfg.model = cfg.model;
+        ctr_cfg.train_path = data_arg;
+        ctr_cfg.test_path = test_data;
+        ctr_cfg.format = format;
+        ctr_cfg.threads = threads ? threads : ctr_cfg.threads;
+        ctr_cfg.epochs = epochs_given ? cfg.epochs : ctr_cfg.epochs;
+        ctr_cfg.batch = batch_given ? cfg.batch : ctr_cfg.batch;
+        ctr_cfg.seed = cfg.seed;
+        //  --optimizer and --lr override the spec's dense optimizer, each
+        //  on its own.
+        ctr_cfg.optimizer_given = opt_kind || lr > 0;
+        ctr_cfg.optimizer = opt_kind ? cfg.optimizer : ctr->optimizer;
+        if (lr > 0)
+            ctr_cfg.optimizer.lr = lr;
+        ps_model_destroy (&model);
+        ctr_cfg.train_limit = cfg.train_limit;
+        ctr_cfg.test_limit = cfg.test_limit;
+        ctr_cfg.metrics_path = cfg.metrics_path;
+        ctr_cfg.progress_s = cfg.progress_s;
+        ps_ctrstandalone_result_t ctr_result;
+        if (ps_ctrstandalone_run (&ctr_cfg, &ctr_result, &err)) {
+            ps_error ("%s", err.msg);
+            return 1;
+        }
+        return 0;
+    }
+    ps_model_destroy (&model);
+    if (test_data) {
+        ps_error ("--test-data and --format are for click-through-rate models (lr, dlrm or a "
+                  "spec with \"inputs\"), not model \"%s\"", cfg.model);
         return 2;
     }
     ps_standalone_result_t result;

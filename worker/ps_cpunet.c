@@ -115,6 +115,11 @@ s_forward (ps_cpunet_t *self, s_shard_t *shard, bool train, const float **acts)
                 else
                     out = (float *) cur;
                 break;
+            case PS_LAYER_EMBEDDING:
+            case PS_LAYER_CONCATENATE:
+                //  Click-through-rate layers never reach this engine:
+                //  ps_model_check_batch refuses their models.
+                break;
         }
         if (timing)
             shard->fwd_ms [i] += ps_clock_ms () - t0;
@@ -169,6 +174,11 @@ s_backward (ps_cpunet_t *self, s_shard_t *shard, const float **acts)
             case PS_LAYER_DROPOUT:
                 ps_cpu_dropout_backward (l, n, out_size, self->seed, shard->first, dy, dy);
                 dx = dy;
+                break;
+            case PS_LAYER_EMBEDDING:
+            case PS_LAYER_CONCATENATE:
+                //  Click-through-rate layers never reach this engine:
+                //  ps_model_check_batch refuses their models.
                 break;
         }
         if (timing)

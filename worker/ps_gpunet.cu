@@ -197,6 +197,11 @@ s_forward_layer (ps_gpunet_t *self, int index, int n, bool training, uint64_t se
             else
                 self->acts [index + 1] = x;
             break;
+        case PS_LAYER_EMBEDDING:
+        case PS_LAYER_CONCATENATE:
+            //  Click-through-rate layers never reach this engine:
+            //  ps_model_check_batch refuses their models.
+            break;
     }
     return PS_OK;
 }
@@ -304,6 +309,11 @@ s_backward_layer (ps_gpunet_t *self, int index, int n, bool need_dx, uint64_t se
                 PS_LAUNCH (ps_gpukern_dropout, out_count, out_count, (int64_t) layer->out_size,
                            seed, ps_dropout_threshold (l->rate), scale, *dy, *dy);
             }
+            break;
+        case PS_LAYER_EMBEDDING:
+        case PS_LAYER_CONCATENATE:
+            //  Click-through-rate layers never reach this engine:
+            //  ps_model_check_batch refuses their models.
             break;
     }
     return PS_OK;

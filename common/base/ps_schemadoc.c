@@ -323,3 +323,13 @@ ps_schemadoc_at (const json_t *root, const char *pointer, const json_t **found,
     *found = s_concrete (root, schema, "type");
     return 0;
 }
+
+const json_t *
+ps_schemadoc_field (const json_t *obj, const json_t *properties, const char *key)
+{
+    const json_t *value = json_object_get (obj, key);
+    if (value)
+        return value;
+    const json_t *dflt = json_object_get (json_object_get (properties, key), "default");
+    return json_is_null (dflt) ? NULL : dflt;
+}

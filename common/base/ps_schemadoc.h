@@ -50,4 +50,12 @@ void ps_schemadoc_keys (const json_t *schema, char *buf, size_t size);
 int ps_schemadoc_at (const json_t *root, const char *pointer, const json_t **found,
                      ps_error_t *err);
 
+//  The value of key in obj, a document the schema accepted, or when obj
+//  has none the "default" of key in properties, the object schema's
+//  "properties"; NULL when neither is there or the default is null
+//  (meaning "computed"). What readers of accepted documents read fields
+//  with, so that a default lives in the schema alone.
+const json_t *ps_schemadoc_field (const json_t *obj, const json_t *properties,
+                                  const char *key);
+
 #endif

@@ -9,9 +9,10 @@
 //  gradients and the push all read those two arrays.
 //
 //  A map serves one table for one batch after another: ps_idmap_reset
-//  empties it in constant time, and memory grows only when a batch holds
-//  more distinct ids than any before, so a training loop allocates nothing
-//  once its batches have been seen. A map is used by one thread at a time.
+//  empties it in constant time, and memory grows only when one add brings
+//  more ids (repeats counted) than the map has room for, so a training loop
+//  allocates nothing once its largest batch has been seen. A map is used
+//  by one thread at a time.
 
 #ifndef PS_IDMAP_H_INCLUDED
 #define PS_IDMAP_H_INCLUDED

@@ -15,20 +15,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_ctrmodel.h"
 #include "ps_file.h"
 #include "ps_json.h"
 #include "ps_jsonschema.h"
 #include "ps_jsonvalue.h"
 #include "ps_mix.h"
+#include "ps_schemadoc.h"
 
 extern const char ps_model_schema_json [];
 extern const char ps_model_cnn_json [];
 extern const char ps_model_cnn2_json [];
 extern const char ps_model_mlp_json [];
+extern const char ps_model_lr_json [];
+extern const char ps_model_dlrm_json [];
 
-static const char *const s_builtin_names [] = { "cnn", "cnn2", "mlp", NULL };
+static const char *const s_builtin_names [] = { "cnn", "cnn2", "mlp", "lr", "dlrm", NULL };
 static const char *const s_builtin_specs [] = {
-    ps_model_cnn_json, ps_model_cnn2_json, ps_model_mlp_json
+    ps_model_cnn_json, ps_model_cnn2_json, ps_model_mlp_json, ps_model_lr_json,
+    ps_model_dlrm_json
 };
 
 //  Keras's class names, and the stem of its automatic layer names.
@@ -43,6 +48,8 @@ static const struct {
     { "ReLU",      "re_lu",         PS_LAYER_RELU },
     { "Flatten",   "flatten",       PS_LAYER_FLATTEN },
     { "Dropout",   "dropout",       PS_LAYER_DROPOUT },
+    { "Embedding", "embedding",     PS_LAYER_EMBEDDING },
+    { "Concatenate", "concatenate", PS_LAYER_CONCATENATE },
 };
 #define S_TYPE_COUNT  (int) (sizeof s_layer_types / sizeof s_layer_types [0])
 
@@ -59,6 +66,7 @@ struct ps_model_t {
     size_t param_count;
     size_t max_activation;
     char *spec;                 //  the spec as compact JSON text
+    ps_ctrmodel_t *ctr;         //  a click-through-rate model's part, or NULL
 };
 
 //  ---------------------------------------------------------------------
@@ -74,18 +82,6 @@ s_size2 (const json_t *value, int out [2])
         out [0] = (int) ps_jsonvalue_integer (json_array_get (value, 0));
         out [1] = (int) ps_jsonvalue_integer (json_array_get (value, 1));
     }
-}
-
-//  The value of a field: the spec's own, or the schema's default (NULL
-//  when the default is null, meaning "computed").
-static const json_t *
-s_field (const json_t *obj, const json_t *fields, const char *key)
-{
-    const json_t *value = json_object_get (obj, key);
-    if (value)
-        return value;
-    const json_t *dflt = json_object_get (json_object_get (fields, key), "default");
-    return json_is_null (dflt) ? NULL : dflt;
 }
 
 //  ---------------------------------------------------------------------
@@ -126,13 +122,18 @@ s_add_variable (ps_model_t *self, const ps_layer_t *l, const char *suffix,
 }
 
 //  Give a Conv2D or Dense layer its kernel of shape kdims (glorot_uniform)
-//  and, when it uses one, its bias of out_c zeros.
+//  and, when it uses one, its bias of out_c zeros. A Dense layer on no
+//  features (a click-through-rate model whose Concatenate has nothing to
+//  pass on, its logit all wide embeddings) has only the bias.
 static int
 s_add_weights (ps_model_t *self, ps_layer_t *l, const int64_t *kdims, int rank, bool bias,
                ps_error_t *err)
 {
-    l->kernel = self->variable_count;
-    int rc = s_add_variable (self, l, "kernel", kdims, rank, PS_INIT_GLOROT_UNIFORM, err);
+    int rc = 0;
+    if (kdims [0] > 0) {
+        l->kernel = self->variable_count;
+        rc = s_add_variable (self, l, "kernel", kdims, rank, PS_INIT_GLOROT_UNIFORM, err);
+    }
     if (rc || !bias)
         return rc;
     int64_t bdims [1] = { l->out_c };
@@ -166,14 +167,14 @@ s_resolve_layer (ps_model_t *self, int index, const json_t *obj, const json_t *f
     int rc;
     l->kind = kind;
     l->in_h = *h, l->in_w = *w, l->in_c = *c;
-    l->kernel = l->bias = -1;
+    l->kernel = l->bias = l->embedding = -1;
     l->kh = l->kw = l->stride_h = l->stride_w = 1;
-    const json_t *activation = s_field (obj, fields, "activation");
+    const json_t *activation = ps_schemadoc_field (obj, fields, "activation");
     l->relu = kind == PS_LAYER_RELU
            || (activation && strcmp (json_string_value (activation), "relu") == 0);
-    const json_t *padding = s_field (obj, fields, "padding");
+    const json_t *padding = ps_schemadoc_field (obj, fields, "padding");
     bool same = padding && strcmp (json_string_value (padding), "same") == 0;
-    const json_t *use_bias = s_field (obj, fields, "use_bias");
+    const json_t *use_bias = ps_schemadoc_field (obj, fields, "use_bias");
     bool bias = use_bias && json_is_true (use_bias);
 
     if (kind == PS_LAYER_CONV2D || kind == PS_LAYER_MAXPOOL2D) {
@@ -182,8 +183,9 @@ s_resolve_layer (ps_model_t *self, int index, const json_t *obj, const json_t *f
                                  "but its input is flat ([%d])", where,
                                  kind == PS_LAYER_CONV2D ? "Conv2D" : "MaxPool2D", *c);
         int k [2], s [2];
-        s_size2 (s_field (obj, fields, kind == PS_LAYER_CONV2D ? "kernel_size" : "pool_size"), k);
-        const json_t *strides = s_field (obj, fields, "strides");
+        s_size2 (ps_schemadoc_field (obj, fields,
+                                     kind == PS_LAYER_CONV2D ? "kernel_size" : "pool_size"), k);
+        const json_t *strides = ps_schemadoc_field (obj, fields, "strides");
         if (strides)
             s_size2 (strides, s);
         else
@@ -263,6 +265,77 @@ s_name_layer (ps_model_t *self, int index, const json_t *obj, int type, int *cou
     return 0;
 }
 
+//  Resolve layer `index` of a click-through-rate model: Embedding layers,
+//  then one Concatenate, then Dense layers (s_resolve_layer), on top of
+//  the current width *c. layer_defs is the schema's $defs.
+static int
+s_resolve_ctr_layer (ps_model_t *self, int index, const json_t *obj, const json_t *layer_defs,
+                     ps_layer_kind_t kind, int *c, const char *where, ps_error_t *err)
+{
+    ps_layer_t *l = &self->layers [index];
+    bool concatenated = false;
+    for (int i = 0; i < index; i++)
+        concatenated |= self->layers [i].kind == PS_LAYER_CONCATENATE;
+    if (kind == PS_LAYER_DENSE) {
+        if (!concatenated)
+            return ps_error_set (err, PS_EINVAL, "%s: Dense layers come after the "
+                                 "Concatenate layer", where);
+        int h = 1, w = 1;
+        bool flat = true;
+        return s_resolve_layer (self, index, obj,
+                                json_object_get (json_object_get (layer_defs, "Dense"),
+                                                 "properties"),
+                                kind, &h, &w, c, &flat, where, err);
+    }
+    if (concatenated)
+        return ps_error_set (err, PS_EINVAL, "%s: the model has a Concatenate layer already; "
+                             "Embedding layers come before it, Dense layers after", where);
+    l->kind = kind;
+    l->kernel = l->bias = l->embedding = -1;
+    l->in_h = l->in_w = l->out_h = l->out_w = 1;
+    l->kh = l->kw = l->stride_h = l->stride_w = 1;
+    if (kind == PS_LAYER_CONCATENATE) {
+        if (index == 0)
+            return ps_error_set (err, PS_EINVAL, "%s: Concatenate joins the Embedding layers "
+                                 "before it and the dense inputs, but there is no Embedding "
+                                 "layer before it", where);
+        l->in_c = *c;
+        //  With no dense inputs and only wide embeddings before it, it
+        //  gives no features: the Dense layer after it holds a bias alone.
+        l->out_c = *c = ps_ctrmodel_concatenate (self->ctr);
+    }
+    else {
+        int size;
+        l->embedding = self->ctr->embedding_count;
+        int rc = ps_ctrmodel_add_embedding (self->ctr, index, l->name, obj, layer_defs, where,
+                                            &size, err);
+        if (rc)
+            return rc;
+        l->in_c = self->ctr->embeddings [l->embedding].nfields;
+        l->out_c = size;
+        *c += size;
+    }
+    return s_check_size (self, 1, 1, *c, where, err);
+}
+
+//  Check what only the whole of a click-through-rate model can say: it
+//  ends in the one logit of a Dense layer.
+static int
+s_check_ctr_end (const ps_model_t *self, const char *origin, ps_error_t *err)
+{
+    const ps_layer_t *last = &self->layers [self->layer_count - 1];
+    if (last->kind != PS_LAYER_DENSE)
+        return ps_error_set (err, PS_EINVAL, "%s: a click-through-rate model ends in Dense "
+                             "layers after its Concatenate layer, the last with units 1",
+                             origin);
+    if (last->out_c != 1 || last->relu)
+        return ps_error_set (err, PS_ESHAPE, "%s: the last layer (\"%s\") must give the one "
+                             "logit of a click: Dense with units 1 and activation \"linear\", "
+                             "not units %d%s", origin, last->name, last->out_c,
+                             last->relu ? " with relu" : "");
+    return 0;
+}
+
 //  Build the model from a spec that the schema accepted; what the schema
 //  cannot say (shapes that chain, unique names, the logits) is checked
 //  here. layer_defs is the schema's $defs, which holds each layer type's
@@ -274,17 +347,33 @@ s_build (ps_model_t *self, const json_t *spec, const json_t *layer_defs, const c
     const json_t *name = json_object_get (spec, "name");
     snprintf (self->name, sizeof self->name, "%s", name ? json_string_value (name) : origin);
 
+    //  A click-through-rate model takes no image: nothing flows into its
+    //  layers until Concatenate, which gives the flat input of the Dense
+    //  layers.
+    const json_t *inputs = json_object_get (spec, "inputs");
     const json_t *input = json_object_get (spec, "input_shape");
-    bool flat = json_array_size (input) == 1;
+    bool flat = !input || json_array_size (input) == 1;
     int h = flat ? 1 : (int) ps_jsonvalue_integer (json_array_get (input, 0));
     int w = flat ? 1 : (int) ps_jsonvalue_integer (json_array_get (input, 1));
-    int c = (int) ps_jsonvalue_integer (json_array_get (input, flat ? 0 : 2));
+    int c = input ? (int) ps_jsonvalue_integer (json_array_get (input, flat ? 0 : 2)) : 0;
     self->in_h = h, self->in_w = w, self->in_c = c;
     char where [PS_ERROR_MSG_MAX / 2];
-    snprintf (where, sizeof where, "%s: input_shape", origin);
-    int rc = s_check_size (self, h, w, c, where, err);
+    snprintf (where, sizeof where, "%s: %s", origin, input ? "input_shape" : "inputs");
+    if (inputs && input)
+        return ps_error_set (err, PS_EINVAL, "%s: a model has either \"input_shape\" (an image "
+                             "classifier) or \"inputs\" (a click-through-rate model), not both",
+                             origin);
+    if (!inputs && json_object_get (spec, "optimizer"))
+        return ps_error_set (err, PS_EINVAL, "%s: \"optimizer\" is for click-through-rate "
+                             "models (with \"inputs\"); an image classifier's comes from "
+                             "--optimizer or the job", origin);
+    int rc = input ? s_check_size (self, h, w, c, where, err) : 0;
     if (rc)
         return rc;
+    if (inputs
+    &&  !(self->ctr = ps_ctrmodel_new (inputs, json_object_get (spec, "optimizer"), where,
+                                       err)))
+        return err->code;
 
     const json_t *layers = json_object_get (spec, "layers");
     size_t count = json_array_size (layers);
@@ -305,11 +394,26 @@ s_build (ps_model_t *self, const json_t *spec, const json_t *layer_defs, const c
             return rc;
         snprintf (where, sizeof where, "%s: layer %zu (%s \"%s\")", origin, i, type,
                   self->layers [i].name);
-        if ((rc = s_resolve_layer (self, (int) i, obj, fields, s_layer_types [t].kind,
-                                   &h, &w, &c, &flat, where, err)))
+        ps_layer_kind_t kind = s_layer_types [t].kind;
+        bool ctr_kind = kind == PS_LAYER_EMBEDDING || kind == PS_LAYER_CONCATENATE
+                     || kind == PS_LAYER_DENSE;
+        bool image_kind = kind != PS_LAYER_EMBEDDING && kind != PS_LAYER_CONCATENATE;
+        if (self->ctr ? !ctr_kind : !image_kind)
+            return ps_error_set (err, PS_EINVAL, "%s: %s is not a layer of %s", where, type,
+                                 self->ctr ? "click-through-rate models (they take Embedding, "
+                                 "Concatenate and Dense layers)" : "image classifiers (a "
+                                 "model with \"inputs\" is a click-through-rate model)");
+        if (self->ctr)
+            rc = s_resolve_ctr_layer (self, (int) i, obj, layer_defs, kind, &c, where, err);
+        else
+            rc = s_resolve_layer (self, (int) i, obj, fields, kind, &h, &w, &c, &flat, where,
+                                  err);
+        if (rc)
             return rc;
         self->layer_count++;
     }
+    if (self->ctr)
+        return s_check_ctr_end (self, origin, err);
     if (!flat)
         return ps_error_set (err, PS_ESHAPE, "%s: the last layer must give flat logits "
                              "[classes], but it gives [%d, %d, %d]; end with Flatten and Dense",
@@ -413,7 +517,7 @@ ps_model_load (const char *name_or_path, ps_error_t *err)
     int rc = ps_file_read (name_or_path, S_FILE_MAX, &text, &len, err);
     if (rc == PS_ENOTFOUND) {
         ps_error_set (err, PS_EINVAL, "model \"%s\" is neither a built-in model (cnn, cnn2, "
-                      "mlp) nor a file", name_or_path);
+                      "mlp, lr, dlrm) nor a file", name_or_path);
         return NULL;
     }
     if (rc) {
@@ -431,6 +535,7 @@ ps_model_destroy (ps_model_t **self_p)
     if (!self_p || !*self_p)
         return;
     ps_model_t *self = *self_p;
+    ps_ctrmodel_destroy (&self->ctr);
     free (self->spec);
     free (self->layers);
     free (self->variables);
@@ -441,6 +546,11 @@ ps_model_destroy (ps_model_t **self_p)
 int
 ps_model_check_input (const ps_model_t *self, int rows, int cols, int classes, ps_error_t *err)
 {
+    if (self->ctr)
+        return ps_error_set (err, PS_ESHAPE, "model \"%s\" is a click-through-rate model: it "
+                             "trains on Criteo or LIBSVM data (ps-worker --standalone --data "
+                             "FILE --test-data FILE), not on %dx%d images", self->name, rows,
+                             cols);
     if ((size_t) self->in_h * self->in_w * self->in_c != (size_t) rows * cols
     ||  ps_model_classes (self) != classes)
         return ps_error_set (err, PS_ESHAPE, "model \"%s\" does not fit the data: it takes "
@@ -448,6 +558,12 @@ ps_model_check_input (const ps_model_t *self, int rows, int cols, int classes, p
                              "images of %d classes", self->name, self->in_h, self->in_w,
                              self->in_c, ps_model_classes (self), rows, cols, classes);
     return 0;
+}
+
+const ps_ctrmodel_t *
+ps_model_ctr (const ps_model_t *self)
+{
+    return self->ctr;
 }
 
 const char *
@@ -534,6 +650,9 @@ ps_model_max_activation (const ps_model_t *self)
 int
 ps_model_check_batch (const ps_model_t *self, int max_batch, ps_error_t *err)
 {
+    if (self->ctr)
+        return ps_error_set (err, PS_EINVAL, "model \"%s\" is a click-through-rate model; the "
+                             "image engines do not run it (worker/ps_ctrnet.h does)", self->name);
     for (int i = 0; i < self->layer_count; i++) {
         const ps_layer_t *l = &self->layers [i];
         if (l->kind != PS_LAYER_CONV2D)
@@ -615,9 +734,13 @@ ps_model_check_variables (const ps_model_t *self, const char *const *names,
 void
 ps_model_summary (const ps_model_t *self, void (*out) (const char *line, void *arg), void *arg)
 {
-    char line [256];
-    snprintf (line, sizeof line, "model \"%s\": input [%d, %d, %d]", self->name,
-              self->in_h, self->in_w, self->in_c);
+    char line [512];
+    if (self->ctr)
+        snprintf (line, sizeof line, "model \"%s\": inputs %d dense, %d fields (a click, sigmoid "
+                  "and binary cross-entropy)", self->name, self->ctr->dense, self->ctr->fields);
+    else
+        snprintf (line, sizeof line, "model \"%s\": input [%d, %d, %d]", self->name,
+                  self->in_h, self->in_w, self->in_c);
     out (line, arg);
     for (int i = 0; i < self->layer_count; i++) {
         const ps_layer_t *l = &self->layers [i];
@@ -636,10 +759,29 @@ ps_model_summary (const ps_model_t *self, void (*out) (const char *line, void *a
         for (int t = 0; t < S_TYPE_COUNT; t++)
             if (s_layer_types [t].kind == l->kind)
                 type = s_layer_types [t].type;
+        const ps_ctr_embedding_t *e = l->embedding >= 0 ? &self->ctr->embeddings [l->embedding]
+                                                        : NULL;
+        if (e && e->wide)
+            snprintf (shape, sizeof shape, "wide (to logit)");
         snprintf (line, sizeof line, "  %-16s %-10s %-16s %10zu%s", l->name, type, shape,
                   params, l->relu && l->kind != PS_LAYER_RELU ? "  relu" : "");
         out (line, arg);
+        if (e) {
+            //  A layer's tables share everything but their name and seed.
+            const ps_ctr_table_t *first = &self->ctr->tables [e->table];
+            const ps_ctr_table_t *last = first + (e->shared ? 0 : e->nfields - 1);
+            snprintf (line, sizeof line, "    %d field%s (%s pooling, %s), table%s %s%s%s: "
+                      "dim %u, %s lr %g, init %s", e->nfields, e->nfields == 1 ? "" : "s",
+                      e->pooling == PS_CTR_POOL_MEAN ? "mean" : "sum",
+                      e->sum_fields ? "summed" : "side by side", first == last ? "" : "s",
+                      first->spec.name, first == last ? "" : " .. ",
+                      first == last ? "" : last->spec.name, e->dim,
+                      ps_rowopt_kind_name (first->spec.opt.kind), first->spec.opt.lr,
+                      ps_init_kind_name (first->spec.init.kind));
+            out (line, arg);
+        }
     }
-    snprintf (line, sizeof line, "  total parameters: %zu", self->param_count);
+    snprintf (line, sizeof line, "  total parameters: %zu%s", self->param_count,
+              self->ctr ? " (dense; the tables' rows are made on first touch)" : "");
     out (line, arg);
 }

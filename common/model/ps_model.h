@@ -1,7 +1,9 @@
 //  Models: a network described by a small JSON spec in the spirit of Keras
 //  Sequential (schemas/model.md), checked against schemas/model.schema.json when
 //  it is loaded, and resolved into layers with their geometry and the named
-//  variables they own.
+//  variables they own. A spec is an image classifier or, when it has
+//  "inputs", a click-through-rate model, whose embeddings and tables
+//  ps_ctrmodel.h describes (ps_model_ctr).
 //
 //  A model knows shapes, not numbers. Its parameters live in one flat float
 //  vector, variable after variable in spec order, each in Keras's layout
@@ -20,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ps_ctrmodel.h"
 #include "ps_error.h"
 #include "ps_init.h"
 #include "ps_shape.h"
@@ -35,6 +38,8 @@ typedef enum {
     PS_LAYER_RELU,
     PS_LAYER_FLATTEN,
     PS_LAYER_DROPOUT,
+    PS_LAYER_EMBEDDING,         //  click-through-rate models (ps_ctrmodel.h)
+    PS_LAYER_CONCATENATE,
 } ps_layer_kind_t;
 
 //  One resolved layer. Input and output are per-example NHWC shapes; a flat
@@ -55,6 +60,7 @@ typedef struct {
     double rate;                //  Dropout: fraction dropped, [0, 1)
     int kernel;                 //  variable index, or -1
     int bias;                   //  variable index, or -1
+    int embedding;              //  Embedding: its index in ps_model_ctr's, else -1
 } ps_layer_t;
 
 //  One named variable: its full shape, where it sits in the flat parameter
@@ -69,7 +75,7 @@ typedef struct {
 
 typedef struct ps_model_t ps_model_t;
 
-//  Load a spec: `name_or_path` is a built-in model (cnn, cnn2, mlp) or the
+//  Load a spec: `name_or_path` is a built-in model (cnn, cnn2, mlp, lr, dlrm) or the
 //  path of a JSON file. NULL on error, with a message that names the file,
 //  the layer (by index and name) and the field at fault.
 ps_model_t *ps_model_load (const char *name_or_path, ps_error_t *err);
@@ -78,6 +84,10 @@ ps_model_t *ps_model_load (const char *name_or_path, ps_error_t *err);
 ps_model_t *ps_model_parse (const char *json, const char *origin, ps_error_t *err);
 
 void ps_model_destroy (ps_model_t **self_p);
+
+//  The click-through-rate part of a model whose spec has "inputs"
+//  (ps_ctrmodel.h), or NULL for an image classifier.
+const ps_ctrmodel_t *ps_model_ctr (const ps_model_t *self);
 
 //  The spec's name ("cnn" for the built-in).
 const char *ps_model_name (const ps_model_t *self);
@@ -115,8 +125,9 @@ size_t ps_model_max_activation (const ps_model_t *self);
 //  Check that batches of up to max_batch examples fit the engines' integer
 //  limits: BLAS and cuBLAS take int dimensions, so a convolution's GEMM may
 //  have at most INT_MAX rows (max_batch * out_h * out_w) and columns.
-//  PS_ETOOBIG names the layer otherwise. Both backends call it, so they
-//  accept the same models.
+//  PS_ETOOBIG names the layer otherwise; PS_EINVAL for a click-through-rate
+//  model, which the image engines do not run. Both backends call it, so
+//  they accept the same models.
 int ps_model_check_batch (const ps_model_t *self, int max_batch, ps_error_t *err);
 
 //  Multiply-adds per example of the forward pass (convolutions and dense

@@ -255,6 +255,8 @@ s_kind_name (ps_layer_kind_t kind)
         case PS_LAYER_RELU: return "ReLU";
         case PS_LAYER_FLATTEN: return "Flatten";
         case PS_LAYER_DROPOUT: return "Dropout";
+        case PS_LAYER_EMBEDDING: return "Embedding";
+        case PS_LAYER_CONCATENATE: return "Concatenate";
     }
     return "?";
 }
@@ -1073,8 +1075,16 @@ main (int argc, char *argv [])
     const char *names [S_MAX_MODELS];
     int nmodels = 0;
     if (strcmp (model_arg, "all") == 0)
-        for (const char *const *b = ps_model_builtins (); *b && nmodels < S_MAX_MODELS; b++)
-            names [nmodels++] = *b;
+        //  The built-in image classifiers: the click-through-rate models
+        //  run on an engine of their own (worker/ps_ctrnet.h).
+        for (const char *const *b = ps_model_builtins (); *b && nmodels < S_MAX_MODELS; b++) {
+            ps_model_t *model = ps_model_load (*b, &err);
+            if (!model)
+                s_fail ("ps_model_load", err.msg);
+            if (!ps_model_ctr (model))
+                names [nmodels++] = *b;
+            ps_model_destroy (&model);
+        }
     else
         names [nmodels++] = model_arg;
 
