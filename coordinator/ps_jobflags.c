@@ -132,6 +132,7 @@ ps_jobflags_apply (ps_job_t *job, int option, const char *value)
             //  Another kind starts from its own defaults, as in a job file.
             if (kind != job->optimizer.kind)
                 ps_opt_config_default (&job->optimizer, kind);
+            job->optimizer_given = true;
             return 0;
         }
         case O_MODE:
@@ -160,6 +161,11 @@ ps_jobflags_apply (ps_job_t *job, int option, const char *value)
                 return -1;
             }
             *(option == O_LR ? &job->optimizer.lr : &job->checkpoint_seconds) = d;
+            //  A rate alone sets the optimizer too, of the kind in force
+            //  (the job's default unless the file named one), as
+            //  ps-worker --standalone takes it.
+            if (option == O_LR)
+                job->optimizer_given = true;
             return 0;
         default:
             break;

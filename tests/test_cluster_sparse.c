@@ -163,18 +163,17 @@ typedef struct {
     const char *const *vars;    //  the dense variables, on the partitions
     size_t nvars;
     size_t ntables;
-    const char *lr;             //  its spec's learning rate (Adam)
 } s_model_t;
 
 //  lr: one shared wide table of every field's ids, and the Dense layer of
 //  the dense features; dlrm: a table per field, and its MLP.
 static const char *const s_lr_vars [] = { "dense/kernel", "dense/bias" };
-static const s_model_t s_lr = { "lr", s_lr_vars, 2, 1, "0.01" };
+static const s_model_t s_lr = { "lr", s_lr_vars, 2, 1 };
 static const char *const s_dlrm_vars [] = {
     "dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias", "dense_2/kernel",
     "dense_2/bias",
 };
-static const s_model_t s_dlrm = { "dlrm", s_dlrm_vars, 6, 26, "0.001" };
+static const s_model_t s_dlrm = { "dlrm", s_dlrm_vars, 6, 26 };
 
 //  The job file of a run: progress events every 50 ms (a run here takes
 //  a second or two, and the failure cases act on what the events say),
@@ -203,9 +202,6 @@ s_run_new (const char *name, const s_model_t *model, const s_data_t *data, int e
                                           "--metrics", run->metrics, "--data-format", "criteo",
                                           "--train-data", data->train, "--test-data", data->test,
                                           NULL });
-    //  The dense variables' optimizer of the models' specs (a job's
-    //  optimizer, Adam 0.001 by default, is what the servers apply).
-    cluster_args (run, (const char *[]) { "--optimizer", "adam", "--lr", model->lr, NULL });
     cluster_arg (run, "--batch");
     cluster_arg (run, "%d", S_BATCH);
     cluster_arg (run, "--epochs");
