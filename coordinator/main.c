@@ -99,6 +99,8 @@ s_usage (FILE *out)
         "                      one step staler)\n"
         "  --nonfinite-retries N   retries of a step whose gradient is NaN or infinite\n"
         "                      before the run fails (default 2)\n"
+        "  --step-retries N    retries in a row of a step that fails otherwise (a\n"
+        "                      server's error) before the run fails (default 100)\n"
         "  --stop-on-divergence    fail a run whose training loss diverges (default: warn)\n"
         "Run:\n"
         "  --resume            resume from the newest valid checkpoint (required to exist)\n"

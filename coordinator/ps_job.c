@@ -408,6 +408,7 @@ ps_job_default (ps_job_t *job, int nservers)
     snprintf (job->device, sizeof job->device, "cpu");
     job->log_seconds = 5.0;
     job->nonfinite_retries = 2;
+    job->step_retries = 100;
 }
 
 int

@@ -69,6 +69,9 @@ typedef struct {
     double log_seconds;                 //  metrics window; > 0
     int nonfinite_retries;              //  a step whose gradient is not finite is tried
                                         //  this many times more before the run fails
+    int step_retries;                   //  a step that fails otherwise (a server's error
+                                        //  reply, a lost push) is tried this many times
+                                        //  more in a row before the run fails
     bool stop_on_divergence;            //  fail a run whose training loss diverges
 } ps_job_t;
 
@@ -77,8 +80,8 @@ typedef struct {
 //  Fashion-MNIST directory, the default partitioner for nservers servers,
 //  evaluation every epoch, heartbeats 500 ms / 3000 ms, 60 s to register,
 //  1 thread per worker, device cpu, a metrics window of 5 s, 2 retries of
-//  a step with a non-finite gradient, a warning only when the loss
-//  diverges.
+//  a step with a non-finite gradient, 100 of a step that fails otherwise,
+//  a warning only when the loss diverges.
 void ps_job_default (ps_job_t *job, int nservers);
 
 //  Overlay the keys of a job file (or of a JSON object from a checkpoint

@@ -138,6 +138,7 @@ test_apply (void **state)
     s_apply (&job, "device", "auto");
     s_apply (&job, "overlap", NULL);
     s_apply (&job, "nonfinite-retries", "3");
+    s_apply (&job, "step-retries", "7");
     s_apply (&job, "stop-on-divergence", NULL);
     assert_string_equal (job.model, "/srv/models/m.json");
     assert_int_equal (job.epochs, 7);
@@ -163,6 +164,7 @@ test_apply (void **state)
     assert_string_equal (job.device, "auto");
     assert_true (job.overlap);
     assert_int_equal (job.nonfinite_retries, 3);
+    assert_int_equal (job.step_retries, 7);
     assert_true (job.stop_on_divergence);
 
     s_apply (&job, "staleness", "unbounded");
