@@ -4,7 +4,9 @@
 //  whose services record what it sends, completes and fails, and is fed
 //  work_requests built as a worker would.
 //  Async: hand-out, completion only by the holder, requeue on failure, a
-//  gradient refused as not finite retried then failing the run, the
+//  gradient refused as not finite retried then failing the run, a step
+//  failing otherwise backing its worker off (10 ms, doubling) and failing
+//  the run after step_retries failures in a row, the
 //  evaluation going to a worker, and the end. Mirrored: requests held
 //  until every live worker asks, the ring formed, a global step handed
 //  out and committed, and a step cut short by a failure counted when a
