@@ -17,6 +17,7 @@
 
 #include "ps_checkpoint.h"
 #include "ps_coord.h"
+#include "ps_ctrmodel.h"
 #include "ps_curve.h"
 #include "ps_dataset.h"
 #include "ps_jobdata.h"
@@ -98,6 +99,8 @@ s_usage (FILE *out)
         "                      one step staler)\n"
         "  --nonfinite-retries N   retries of a step whose gradient is NaN or infinite\n"
         "                      before the run fails (default 2)\n"
+        "  --step-retries N    retries in a row of a step that fails otherwise (a\n"
+        "                      server's error) before the run fails (default 100)\n"
         "  --stop-on-divergence    fail a run whose training loss diverges (default: warn)\n"
         "Run:\n"
         "  --resume            resume from the newest valid checkpoint (required to exist)\n"
@@ -185,11 +188,12 @@ s_flag_name (int option)
     return "?";
 }
 
-//  Load the model and check it against the job's data (ps_jobdata.h).
-//  Returns the model (which the run uses) and the training examples, or
-//  NULL after printing what is wrong.
+//  Load the model, give the job its optimizer unless the job set one,
+//  and check the model against the job's data (ps_jobdata.h). Returns the
+//  model (which the run uses) and the training examples, or NULL after
+//  printing what is wrong.
 static ps_model_t *
-s_load_model (const ps_job_t *job, size_t *train_count)
+s_load_model (ps_job_t *job, size_t *train_count)
 {
     ps_error_t err;
     ps_model_t *model = ps_model_load (job->model, &err);
@@ -197,6 +201,8 @@ s_load_model (const ps_job_t *job, size_t *train_count)
         fprintf (stderr, "coordinator: model: %s\n", err.msg);
         return NULL;
     }
+    const ps_ctrmodel_t *ctr = ps_model_ctr (model);
+    ps_job_model_optimizer (job, ctr ? &ctr->optimizer : NULL);
     if (ps_jobdata_check (job, model, train_count, &err)) {
         fprintf (stderr, "coordinator: %s\n", err.msg);
         ps_model_destroy (&model);

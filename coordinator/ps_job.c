@@ -408,6 +408,7 @@ ps_job_default (ps_job_t *job, int nservers)
     snprintf (job->device, sizeof job->device, "cpu");
     job->log_seconds = 5.0;
     job->nonfinite_retries = 2;
+    job->step_retries = 100;
 }
 
 int
@@ -438,7 +439,17 @@ ps_job_load_json (ps_job_t *job, const json_t *obj, const char *source, ps_error
     if (rc)
         return ps_error_prefix (err, rc, "%s", source);
     *job = overlay.job;
+    if (json_object_get (obj, "optimizer"))
+        job->optimizer_given = true;
     return 0;
+}
+
+void
+ps_job_model_optimizer (ps_job_t *job, const ps_opt_config_t *model_optimizer)
+{
+    assert (job);
+    if (model_optimizer && !job->optimizer_given)
+        job->optimizer = *model_optimizer;
 }
 
 int

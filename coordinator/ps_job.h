@@ -32,6 +32,8 @@ typedef enum { PS_MODE_ASYNC, PS_MODE_MIRRORED, PS_MODE_SSP, PS_MODE_SYNC } ps_m
 typedef struct {
     char model [PS_JOB_PATH_MAX];       //  built-in name (cnn, cnn2, mlp) or spec path
     ps_opt_config_t optimizer;          //  "optimizer": {"kind": ..., "lr": ..., ...}
+    bool optimizer_given;               //  the file or a flag set the optimizer, so a
+                                        //  model's own (ps_job_model_optimizer) yields
     ps_lr_schedule_t lr_schedule;       //  "lr_schedule": {"kind": ..., ...}
     int batch_size;                     //  per worker; 1 .. 65536
     int epochs;                         //  >= 1
@@ -67,6 +69,9 @@ typedef struct {
     double log_seconds;                 //  metrics window; > 0
     int nonfinite_retries;              //  a step whose gradient is not finite is tried
                                         //  this many times more before the run fails
+    int step_retries;                   //  a step that fails otherwise (a server's error
+                                        //  reply, a lost push) is tried this many times
+                                        //  more in a row before the run fails
     bool stop_on_divergence;            //  fail a run whose training loss diverges
 } ps_job_t;
 
@@ -75,8 +80,8 @@ typedef struct {
 //  Fashion-MNIST directory, the default partitioner for nservers servers,
 //  evaluation every epoch, heartbeats 500 ms / 3000 ms, 60 s to register,
 //  1 thread per worker, device cpu, a metrics window of 5 s, 2 retries of
-//  a step with a non-finite gradient, a warning only when the loss
-//  diverges.
+//  a step with a non-finite gradient, 100 of a step that fails otherwise,
+//  a warning only when the loss diverges.
 void ps_job_default (ps_job_t *job, int nservers);
 
 //  Overlay the keys of a job file (or of a JSON object from a checkpoint
@@ -95,6 +100,14 @@ void ps_job_default (ps_job_t *job, int nservers);
 //  wrong inside it is PS_EINVAL.
 int ps_job_load_file (ps_job_t *job, const char *path, ps_error_t *err);
 int ps_job_load_json (ps_job_t *job, const json_t *obj, const char *source, ps_error_t *err);
+
+//  Give the job the optimizer a model names for its dense variables (a
+//  click-through-rate model's spec does: ps_ctrmodel.h; model_optimizer
+//  NULL for a model that names none), unless the job file's "optimizer",
+//  --optimizer or --lr set it (optimizer_given). The precedence is then:
+//  the job's default, the model's, the job file's, the flags'. The model's
+//  optimizer passed its schema, so the job stays valid.
+void ps_job_model_optimizer (ps_job_t *job, const ps_opt_config_t *model_optimizer);
 
 //  Check the combination (ranges, piecewise lengths, a checkpoint interval
 //  without a directory, ...). Errors name the key by its JSON pointer.

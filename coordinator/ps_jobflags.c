@@ -18,7 +18,7 @@ enum {
     O_TEST_LIMIT, O_CKPT_DIR, O_CKPT_STEPS, O_CKPT_SECONDS, O_KEEP, O_EVAL_EPOCHS, O_EVAL_STEPS,
     O_HEARTBEAT, O_HEARTBEAT_TIMEOUT, O_REGISTER_TIMEOUT, O_THREADS, O_DEVICE, O_OVERLAP,
     O_NONFINITE_RETRIES, O_STOP_ON_DIVERGENCE, O_DATA_FORMAT, O_TRAIN_DATA, O_TEST_DATA,
-    O_FULL_EVERY,
+    O_FULL_EVERY, O_STEP_RETRIES,
 };
 
 const struct option ps_jobflags_options [] = {
@@ -52,6 +52,7 @@ const struct option ps_jobflags_options [] = {
     { "train-data", required_argument, NULL, O_TRAIN_DATA },
     { "test-data", required_argument, NULL, O_TEST_DATA },
     { "full-every", required_argument, NULL, O_FULL_EVERY },
+    { "step-retries", required_argument, NULL, O_STEP_RETRIES },
     { NULL, 0, NULL, 0 },
 };
 
@@ -132,6 +133,7 @@ ps_jobflags_apply (ps_job_t *job, int option, const char *value)
             //  Another kind starts from its own defaults, as in a job file.
             if (kind != job->optimizer.kind)
                 ps_opt_config_default (&job->optimizer, kind);
+            job->optimizer_given = true;
             return 0;
         }
         case O_MODE:
@@ -160,6 +162,11 @@ ps_jobflags_apply (ps_job_t *job, int option, const char *value)
                 return -1;
             }
             *(option == O_LR ? &job->optimizer.lr : &job->checkpoint_seconds) = d;
+            //  A rate alone sets the optimizer too, of the kind in force
+            //  (the job's default unless the file named one), as
+            //  ps-worker --standalone takes it.
+            if (option == O_LR)
+                job->optimizer_given = true;
             return 0;
         default:
             break;
@@ -185,6 +192,7 @@ ps_jobflags_apply (ps_job_t *job, int option, const char *value)
         case O_EVAL_STEPS: u64_field = &job->eval_steps; break;
         case O_NONFINITE_RETRIES: int_field = &job->nonfinite_retries; break;
         case O_FULL_EVERY: int_field = &job->checkpoint_full_every; break;
+        case O_STEP_RETRIES: int_field = &job->step_retries; break;
         default: return -1;
     }
     if (ps_parse_uint (flag, value, 0, int_field ? INT_MAX : UINT64_MAX, &u, &err)) {

@@ -61,6 +61,7 @@ const ps_jobkey_t ps_jobkeys [] = {
     S_KEY ("/device",                        PS_JOBKEY_TEXT,       device),
     S_KEY ("/log_seconds",                   PS_JOBKEY_DOUBLE,     log_seconds),
     S_KEY ("/nonfinite_retries",             PS_JOBKEY_INT,        nonfinite_retries),
+    S_KEY ("/step_retries",                  PS_JOBKEY_INT,        step_retries),
     S_KEY ("/stop_on_divergence",            PS_JOBKEY_BOOL,       stop_on_divergence),
 };
 const int ps_jobkeys_count = (int) (sizeof ps_jobkeys / sizeof ps_jobkeys [0]);

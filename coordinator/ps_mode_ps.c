@@ -15,8 +15,12 @@
 
 //  How long a waiting worker sleeps before it asks again.
 #define S_WAIT_MS          20
-//  Steps whose non-finite gradients are counted at once.
-#define S_NONFINITE_STEPS  16
+//  Steps whose failures are counted at once.
+#define S_FAILING_STEPS    16
+//  A worker whose step failed waits this long before it gets another,
+//  twice as long after each further failure in a row, up to the most.
+#define S_BACKOFF_MS       10
+#define S_BACKOFF_MAX_MS   1000
 
 //  A worker's request, held until the policy lets it have a step.
 typedef struct {
@@ -38,11 +42,18 @@ struct _ps_mode_ps_t {
     double recover_ms;
     double recover_log_ms;
     double recover_retry_ms;
-    //  Gradients the servers refused as not finite, per step for the few
-    //  steps tried again lately (a step that keeps failing is retried at
-    //  once, so it stays in the table until the run stops).
-    struct { uint64_t step; int failures; } nonfinite [S_NONFINITE_STEPS];
-    int nonfinite_next;
+    //  The failures of the few steps that failed lately: gradients the
+    //  servers refused as not finite (bounded by nonfinite_retries), and
+    //  other failures (bounded by step_retries; a restore starts them
+    //  again). A step that keeps failing is retried first, so it stays in
+    //  the table until it is done or the run stops.
+    struct { uint64_t step; int nonfinite; int failures; } failing [S_FAILING_STEPS];
+    int failing_next;
+    //  Per worker task: its failed steps in a row, and when it may have
+    //  another step (its backoff), so that a worker that only fails does
+    //  not spin on the step and flood the logs.
+    int *streak;
+    double *not_before_ms;
 };
 
 ps_mode_ps_t *
@@ -57,7 +68,9 @@ ps_mode_ps_new (ps_mode_host_t *host, const ps_mode_ps_policy_t *policy, void *a
     self->nworkers = ps_roster_count (host->roster, PS_ROLE_WORKER);
     self->holds = calloc ((size_t) self->nworkers + 1, sizeof *self->holds);
     self->evaluating = calloc ((size_t) self->nworkers + 1, sizeof *self->evaluating);
-    if (!self->holds || !self->evaluating)
+    self->streak = calloc ((size_t) self->nworkers + 1, sizeof *self->streak);
+    self->not_before_ms = calloc ((size_t) self->nworkers + 1, sizeof *self->not_before_ms);
+    if (!self->holds || !self->evaluating || !self->streak || !self->not_before_ms)
         abort ();
     return self;
 }
@@ -69,6 +82,8 @@ ps_mode_ps_destroy (ps_mode_ps_t **self_p)
     if (self) {
         free (self->holds);
         free (self->evaluating);
+        free (self->streak);
+        free (self->not_before_ms);
         free (self);
         *self_p = NULL;
     }
@@ -206,6 +221,14 @@ s_restore (void *self_, const char *why)
     if (self->policy && self->policy->rewound)
         self->policy->rewound (self->arg);
     host->generation++;
+    //  A step that failed for a server's failure starts its count again on
+    //  the restored servers, and no worker waits out a backoff it owed them.
+    for (int i = 0; i < S_FAILING_STEPS; i++)
+        self->failing [i].failures = 0;
+    for (int w = 0; w < self->nworkers; w++) {
+        self->streak [w] = 0;
+        self->not_before_ms [w] = 0;
+    }
     //  From now on the servers refuse pushes of older generations: a
     //  gradient computed against the values just rewound (by a worker that
     //  was stopped or cut off, or queued at a server that was stopped)
@@ -291,6 +314,59 @@ ps_mode_ps_setup (void *self_)
     return 0;
 }
 
+//  The slot of step in the table of failing steps, taken over from the
+//  oldest step there when step has none.
+static int
+s_failing_slot (ps_mode_ps_t *self, uint64_t step)
+{
+    for (int i = 0; i < S_FAILING_STEPS; i++)
+        if (self->failing [i].step == step)
+            return i;
+    int slot = self->failing_next;
+    self->failing_next = (self->failing_next + 1) % S_FAILING_STEPS;
+    self->failing [slot].step = step;
+    self->failing [slot].nonfinite = 0;
+    self->failing [slot].failures = 0;
+    return slot;
+}
+
+//  Worker:index's step failed otherwise than for a non-finite gradient
+//  (a server answered its pull or push with an error, a push was lost; the
+//  worker says why in text, when it can). The worker backs off before its
+//  next step, 10 ms, then twice as long for each failure in a row up to
+//  1 s. The step goes back to the queue, up to the job's step_retries in a
+//  row; then the run fails, naming the step and the error. A server's
+//  failure is recovered from by a restore, which starts the counts again.
+static void
+s_on_failed (ps_mode_ps_t *self, int index, uint64_t step, const char *text)
+{
+    ps_mode_host_t *host = self->host;
+    int streak = ++self->streak [index];
+    double backoff = S_BACKOFF_MS * ldexp (1.0, streak < 16 ? streak - 1 : 15);
+    self->not_before_ms [index] = ps_clock_ms () + fmin (backoff, S_BACKOFF_MAX_MS);
+    int failures = ++self->failing [s_failing_slot (self, step)].failures;
+    uint64_t epoch, batch;
+    ps_schedule_locate (host->schedule, step, &epoch, &batch);
+    if (!*text)
+        text = "the worker gave no reason; see its log";
+    int retries = host->job->step_retries;
+    if (failures > retries) {
+        ps_mode_fail (host, PS_EIO, "step %" PRIu64 " (epoch %" PRIu64 ", batch %" PRIu64
+                      ") failed %d times in a row, last on worker:%d: %s; step_retries is %d",
+                      step, epoch, batch, failures, index, text, retries);
+        return;
+    }
+    //  The first failure of a step is logged, and then only every
+    //  doubling of the count, so a step that keeps failing does not flood
+    //  the log either.
+    if ((failures & (failures - 1)) == 0) {
+        ps_report_tty_clear (host->report);
+        ps_warn ("step %" PRIu64 " (epoch %" PRIu64 ", batch %" PRIu64 ") failed on worker:%d "
+                 "(%s); trying it again (%d of %d retries)", step, epoch, batch, index, text,
+                 failures, retries);
+    }
+}
+
 //  The servers refused worker:index's gradient of step as not finite (it
 //  changed nothing). The step goes back to the queue, to be computed again
 //  on fresher parameters, up to the job's nonfinite_retries; then the run
@@ -300,17 +376,7 @@ s_on_nonfinite (ps_mode_ps_t *self, int index, uint64_t step, const char *text)
 {
     ps_mode_host_t *host = self->host;
     host->nonfinite_failures++;
-    int slot = -1;
-    for (int i = 0; i < S_NONFINITE_STEPS; i++)
-        if (self->nonfinite [i].step == step)
-            slot = i;
-    if (slot < 0) {
-        slot = self->nonfinite_next;
-        self->nonfinite_next = (self->nonfinite_next + 1) % S_NONFINITE_STEPS;
-        self->nonfinite [slot].step = step;
-        self->nonfinite [slot].failures = 0;
-    }
-    int failures = ++self->nonfinite [slot].failures;
+    int failures = ++self->failing [s_failing_slot (self, step)].nonfinite;
     uint64_t epoch, batch;
     ps_schedule_locate (host->schedule, step, &epoch, &batch);
     ps_report_tty_clear (host->report);
@@ -387,9 +453,12 @@ s_on_train_report (ps_mode_ps_t *self, ps_peer_t *peer, int index,
     if (report->generation != host->generation)
         return;
     if (!done) {
-        if (ps_schedule_release (host->schedule, index, step) == 0 && report->has_error
-        &&  strncmp (report->error, "nonfinite", 9) == 0)
+        if (ps_schedule_release (host->schedule, index, step) != 0)
+            return;
+        if (report->has_error && strncmp (report->error, "nonfinite", 9) == 0)
             s_on_nonfinite (self, index, step, report->error);
+        else
+            s_on_failed (self, index, step, report->has_error ? report->error : "");
         return;
     }
     //  A completion counts only from the worker (and, since a restart
@@ -405,6 +474,7 @@ s_on_train_report (ps_mode_ps_t *self, ps_peer_t *peer, int index,
     }
     if (ps_schedule_complete (host->schedule, step) != 0)
         return;       //  a duplicate, or a step out of range
+    self->streak [index] = 0;
     ps_step_report_t stats = {
         .count = report->count,
         .correct = report->correct,
@@ -518,6 +588,12 @@ s_answer (ps_mode_ps_t *self, ps_peer_t *peer, ps_role_t role, int index, uint64
     if (s_answer_other (self, peer, role, index, id, want))
         return true;
     if (want && role == PS_ROLE_WORKER && host->state == PS_RUN_RUNNING && !self->recovering) {
+        //  A worker whose last steps failed waits out its backoff first.
+        double backoff = self->not_before_ms [index] - ps_clock_ms ();
+        if (backoff > 0) {
+            s_reply (self, peer, id, "wait", 0, 0, 0, (uint64_t) ceil (backoff));
+            return true;
+        }
         bool paused = ps_ckpt_ctl_state (host->ckpt) != PS_CKPT_IDLE;
         bool may = self->policy && self->policy->may_hand
                    ? self->policy->may_hand (self->arg, index, paused) : !paused;
@@ -553,6 +629,8 @@ static void
 s_forget (ps_mode_ps_t *self, int index)
 {
     self->holds [index].held = false;
+    self->streak [index] = 0;
+    self->not_before_ms [index] = 0;
     if (self->evaluating [index] && self->policy && self->policy->evaluating)
         self->policy->evaluating (self->arg, index, false);
     self->evaluating [index] = false;

@@ -8,9 +8,11 @@
 //  This module sets up the servers (or restores them from the newest
 //  checkpoint), takes a work_request's reports (a completion only from
 //  the worker that holds the step; a gradient the servers refused as not
-//  finite retried a few times; evaluation results), answers what needs no
-//  step (stop, an evaluation for an evaluator or, with none alive, the
-//  first worker that asks), hands out the schedule's steps, and gives a
+//  finite retried a few times; a step failing otherwise retried after a
+//  backoff of its worker, up to the job's step_retries in a row;
+//  evaluation results), answers what needs no step (stop, an evaluation
+//  for an evaluator or, with none alive, the first worker that asks),
+//  hands out the schedule's steps, and gives a
 //  failed worker's steps back to the queue. A checkpoint pauses dispatch,
 //  waits for the steps in flight, has every server snapshot its
 //  partitions, and commits the manifest. A failed server pauses the run

@@ -20,7 +20,11 @@
 //       never removes a full checkpoint that a kept incremental one needs;
 //    f. the mistakes: a CTR model in sync or mirrored mode, a missing data
 //       file, a format the model cannot take, a mostly malformed file, each
-//       refused with a message naming it.
+//       refused with a message naming it;
+//    g. a server that answers every push with an error (fenced by another
+//       chief at a generation other than the run's): the workers back off
+//       and the run fails within seconds, naming the step and the server's
+//       error, after step_retries failures in a row, its logs short.
 //  "Exactly once" for a table is its ledger: the done record carries, per
 //  table, the steps each shard applied, and every step of the run pushes
 //  to every shard (an empty push where it has no id there).
@@ -46,10 +50,12 @@
 
 #include "harness.h"
 #include "harness_cluster.h"
+#include "harness_wire.h"
 #include "ps_checkpoint.h"
 #include "ps_ckpt_layout.h"
 #include "ps_clock.h"
 #include "ps_ctrparse.h"
+#include "ps_msg.h"
 #include "ps_sparse.h"
 #include "ps_tables.h"
 
@@ -163,18 +169,17 @@ typedef struct {
     const char *const *vars;    //  the dense variables, on the partitions
     size_t nvars;
     size_t ntables;
-    const char *lr;             //  its spec's learning rate (Adam)
 } s_model_t;
 
 //  lr: one shared wide table of every field's ids, and the Dense layer of
 //  the dense features; dlrm: a table per field, and its MLP.
 static const char *const s_lr_vars [] = { "dense/kernel", "dense/bias" };
-static const s_model_t s_lr = { "lr", s_lr_vars, 2, 1, "0.01" };
+static const s_model_t s_lr = { "lr", s_lr_vars, 2, 1 };
 static const char *const s_dlrm_vars [] = {
     "dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias", "dense_2/kernel",
     "dense_2/bias",
 };
-static const s_model_t s_dlrm = { "dlrm", s_dlrm_vars, 6, 26, "0.001" };
+static const s_model_t s_dlrm = { "dlrm", s_dlrm_vars, 6, 26 };
 
 //  The job file of a run: progress events every 50 ms (a run here takes
 //  a second or two, and the failure cases act on what the events say),
@@ -203,9 +208,6 @@ s_run_new (const char *name, const s_model_t *model, const s_data_t *data, int e
                                           "--metrics", run->metrics, "--data-format", "criteo",
                                           "--train-data", data->train, "--test-data", data->test,
                                           NULL });
-    //  The dense variables' optimizer of the models' specs (a job's
-    //  optimizer, Adam 0.001 by default, is what the servers apply).
-    cluster_args (run, (const char *[]) { "--optimizer", "adam", "--lr", model->lr, NULL });
     cluster_arg (run, "--batch");
     cluster_arg (run, "%d", S_BATCH);
     cluster_arg (run, "--epochs");
@@ -752,6 +754,104 @@ test_resume_incremental (void **state)
 }
 
 //  ---------------------------------------------------------------------
+//  g. A step that keeps failing
+
+//  Lines in the file at path (0 when there is none).
+static size_t
+s_count_lines (const char *path)
+{
+    FILE *file = fopen (path, "r");
+    if (!file)
+        return 0;
+    size_t lines = 0;
+    int c;
+    while ((c = getc (file)) != EOF)
+        lines += c == '\n';
+    fclose (file);
+    return lines;
+}
+
+//  Fence the server at endpoint, task ps:index, at generation as the
+//  chief does (with the chief's key), and wait for its answer.
+static void
+s_fence (const char *endpoint, int index, uint64_t generation)
+{
+    char task [16];
+    snprintf (task, sizeof task, "ps:%d", index);
+    void *ctx = zmq_ctx_new ();
+    assert_non_null (ctx);
+    void *dealer = harness_dealer (ctx, endpoint, "chief:0", task);
+    ps_msg_t *msg = ps_msg_new ();
+    ps_proto_t fence = { .type = PS_PROTO_FENCE, .id = 1,
+                         .fence = { .generation = generation } };
+    harness_send (dealer, NULL, 0, &fence);
+    harness_expect (dealer, msg, PS_PROTO_FENCE_OK, CLUSTER_EVENT_MS);
+    ps_msg_destroy (&msg);
+    assert_int_equal (zmq_close (dealer), 0);
+    assert_int_equal (zmq_ctx_term (ctx), 0);
+}
+
+//  Once lr trains, ps:0 is fenced at a generation other than the run's, so
+//  it refuses every push of the run's workers ("stale generation"), a
+//  permanent error the coordinator is not told of. Each failed step holds
+//  its worker back (10 ms, doubling), and after --step-retries 5 failures
+//  of one step in a row the run fails, exit 1, naming the step, the
+//  retries and the server's error, within seconds: not the endless
+//  stream of retries, thousands a minute, that flooded the logs before.
+static void
+test_step_retries (void **state)
+{
+    (void) state;
+    const s_data_t *data = s_small ();
+    //  Epochs enough that the run is still training when the fence lands,
+    //  on the most loaded machine: it fails long before their end.
+    cluster_run_t *run = s_run_new ("lr, a server refusing every push", &s_lr, data, 50);
+    //  The test's keys, not a fresh set: the fence is sent as the chief.
+    cluster_args (run, (const char *[]) { "--step-retries", "5", "--keys", harness_keys (),
+                                          NULL });
+    cluster_run_start (run, NULL);
+    json_t *registered = cluster_wait_event (run, cluster_ev ("registered", "ps", 0),
+                                             CLUSTER_RUN_MS);
+    char endpoint [256];
+    snprintf (endpoint, sizeof endpoint, "%s", cluster_str (registered, "endpoint"));
+    json_decref (registered);
+    json_decref (cluster_wait_event (run, cluster_ev_min ("progress", NULL, -1, "step", 1),
+                                     CLUSTER_RUN_MS));
+    double fenced_ms = ps_clock_ms ();
+    s_fence (endpoint, 0, (uint64_t) 1 << 40);
+    cluster_run_finish (run, 1);
+    double failed_s = (ps_clock_ms () - fenced_ms) / 1000;
+    //  About half a second of backoffs and retries; a generous bound for a
+    //  loaded machine, far below the run's length.
+    if (failed_s > 30)
+        fail_msg ("%s: the run failed %.1f s after the fence", run->name, failed_s);
+    const char *texts [] = { "failed 6 times in a row", "step_retries is 5",
+                             "stale generation" };
+    for (size_t i = 0; i < sizeof texts / sizeof texts [0]; i++)
+        if (!harness_file_contains (run->log, texts [i])) {
+            cluster_print_logs (run);
+            fail_msg ("%s: the coordinator's log does not say \"%s\"", run->name, texts [i]);
+        }
+    assert_true (cluster_int (cluster_find (run->rows, "progress", -1), "step")
+                 < (json_int_t) (50 * s_steps_per_epoch (data)));
+    //  Each worker logged its start, its steps' failures (a line per
+    //  failed pull or push) and its stop: a few dozen lines, not thousands.
+    size_t lines = 0;
+    for (int w = 0; w < 2; w++) {
+        char path [PATH_MAX + 32];
+        snprintf (path, sizeof path, "%s/worker%d.log", run->log_dir, w);
+        lines += s_count_lines (path);
+    }
+    if (lines > 200) {
+        cluster_print_logs (run);
+        fail_msg ("%s: the workers' logs hold %zu lines", run->name, lines);
+    }
+    cluster_summary (run, "failed %.2f s after the fence; %zu worker log lines", failed_s,
+                     lines);
+    cluster_run_destroy (run);
+}
+
+//  ---------------------------------------------------------------------
 //  f. The mistakes
 
 //  A run of model on train (and the small test split) with the extra
@@ -833,6 +933,7 @@ main (void)
         cmocka_unit_test_teardown (test_kill_worker, cluster_teardown),
         cmocka_unit_test_teardown (test_kill_server, cluster_teardown),
         cmocka_unit_test_teardown (test_resume_incremental, cluster_teardown),
+        cmocka_unit_test_teardown (test_step_retries, cluster_teardown),
     };
     int status = CLUSTER_MAIN ("sparse", tests);
     if (s_root [0])

@@ -6,7 +6,9 @@
 //  the rate; ssp's staleness takes "unbounded"; and a value of the wrong
 //  form, or too long or too large for its field, is refused with a message
 //  on stderr naming the flag, leaving the job as it was. Ranges are
-//  ps_job_validate's (test_job), not the flags'.
+//  ps_job_validate's (test_job), not the flags'. The dense optimizer's
+//  precedence: a model's own (a CTR spec's) over the job's default, the
+//  job file's over the model's, a flag's over both.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,7 +24,9 @@
 #include <unistd.h>
 
 #include "harness_job.h"
+#include "ps_ctrmodel.h"
 #include "ps_jobflags.h"
+#include "ps_model.h"
 
 //  The getopt_long value of the flag called name. Fails the case when
 //  there is none.
@@ -134,6 +138,7 @@ test_apply (void **state)
     s_apply (&job, "device", "auto");
     s_apply (&job, "overlap", NULL);
     s_apply (&job, "nonfinite-retries", "3");
+    s_apply (&job, "step-retries", "7");
     s_apply (&job, "stop-on-divergence", NULL);
     assert_string_equal (job.model, "/srv/models/m.json");
     assert_int_equal (job.epochs, 7);
@@ -159,6 +164,7 @@ test_apply (void **state)
     assert_string_equal (job.device, "auto");
     assert_true (job.overlap);
     assert_int_equal (job.nonfinite_retries, 3);
+    assert_int_equal (job.step_retries, 7);
     assert_true (job.stop_on_divergence);
 
     s_apply (&job, "staleness", "unbounded");
@@ -202,6 +208,63 @@ test_refused (void **state)
     free (path);
 }
 
+//  The job's dense optimizer for built-in model name, after the job file
+//  at path (NULL: none) and the flag --flag value (flag NULL: none).
+static ps_opt_config_t
+s_resolved (const char *name, const char *path, const char *flag, const char *value)
+{
+    ps_job_t job;
+    ps_job_default (&job, 2);
+    if (path)
+        harness_job_load (&job, path);
+    if (flag)
+        s_apply (&job, flag, value);
+    ps_error_t err;
+    ps_model_t *model = ps_model_load (name, &err);
+    if (!model)
+        fail_msg ("model %s: %s", name, err.msg);
+    const ps_ctrmodel_t *ctr = ps_model_ctr (model);
+    ps_job_model_optimizer (&job, ctr ? &ctr->optimizer : NULL);
+    ps_model_destroy (&model);
+    return job.optimizer;
+}
+
+//  The model's optimizer (lr: Adam 0.01 in schemas/models/lr.json) is the
+//  job's when neither the file nor a flag names one; a job file's
+//  "optimizer" wins over it, and --optimizer or --lr over both. An image
+//  model names none: the job's stays.
+static void
+test_model_optimizer (void **state)
+{
+    harness_job_fixture_t *fx = *state;
+    ps_opt_config_t opt = s_resolved ("lr", NULL, NULL, NULL);
+    assert_int_equal (opt.kind, PS_OPT_ADAM);
+    assert_true (opt.lr == 0.01);
+    const char *sgd = harness_job_write (fx, "sgd.json",
+                                         "{\"optimizer\": {\"kind\": \"sgd\", \"lr\": 0.3}}");
+    opt = s_resolved ("lr", sgd, NULL, NULL);
+    assert_int_equal (opt.kind, PS_OPT_SGD);
+    assert_true (opt.lr == 0.3);
+    opt = s_resolved ("lr", sgd, "lr", "0.5");
+    assert_int_equal (opt.kind, PS_OPT_SGD);
+    assert_true (opt.lr == 0.5);
+    opt = s_resolved ("lr", NULL, "lr", "0.02");
+    assert_int_equal (opt.kind, PS_OPT_ADAM);
+    assert_true (opt.lr == 0.02);
+    opt = s_resolved ("lr", NULL, "optimizer", "adagrad");
+    ps_opt_config_t adagrad;
+    ps_opt_config_default (&adagrad, PS_OPT_ADAGRAD);
+    assert_memory_equal (&opt, &adagrad, sizeof adagrad);
+    //  A file without "optimizer" leaves the model's in force.
+    const char *epochs = harness_job_write (fx, "epochs.json", "{\"epochs\": 2}");
+    opt = s_resolved ("lr", epochs, NULL, NULL);
+    assert_true (opt.lr == 0.01);
+    ps_opt_config_t adam;
+    ps_opt_config_default (&adam, PS_OPT_ADAM);
+    opt = s_resolved ("cnn", NULL, NULL, NULL);
+    assert_memory_equal (&opt, &adam, sizeof adam);
+}
+
 int
 main (void)
 {
@@ -209,6 +272,8 @@ main (void)
         cmocka_unit_test (test_options),
         cmocka_unit_test (test_apply),
         cmocka_unit_test_setup_teardown (test_refused, harness_job_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_model_optimizer, harness_job_setup,
+                                         harness_dir_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

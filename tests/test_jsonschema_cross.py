@@ -119,6 +119,7 @@ JOB_CHANGES = [
     (["checkpoint", "keep"], 0), (["checkpoint", "every_seconds"], 31536001),
     (["heartbeat", "interval_ms"], 9), (["heartbeat", "kind"], "fast"),
     (["log_seconds"], 0), (["overlap"], "yes"), (["nonfinite_retries"], 101),
+    (["step_retries"], 1000001), (["step_retries"], -1),
 ]
 
 MODEL_CHANGES = [

@@ -4,7 +4,9 @@
 //  whose services record what it sends, completes and fails, and is fed
 //  work_requests built as a worker would.
 //  Async: hand-out, completion only by the holder, requeue on failure, a
-//  gradient refused as not finite retried then failing the run, the
+//  gradient refused as not finite retried then failing the run, a step
+//  failing otherwise backing its worker off (10 ms, doubling) and failing
+//  the run after step_retries failures in a row, the
 //  evaluation going to a worker, and the end. Mirrored: requests held
 //  until every live worker asks, the ring formed, a global step handed
 //  out and committed, and a step cut short by a failure counted when a
@@ -32,6 +34,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "harness.h"
 #include "ps_clock.h"
 #include "ps_mode.h"
 #include "ps_proto.h"
@@ -339,6 +342,51 @@ test_async_nonfinite (void **state)
     assert_int_equal (fx->log.failures, 1);
     assert_int_equal (fx->log.fail_code, PS_ENONFINITE);
     assert_int_equal (fx->host.nonfinite_failures, (uint64_t) fx->job.nonfinite_retries + 1);
+    s_close (fx);
+}
+
+//  Ask for work as worker w until it is handed a train step, within 5 s
+//  (a worker backing off after a failure is told to wait meanwhile).
+static void
+s_ask_until_train (s_fixture_t *fx, int w)
+{
+    double deadline = ps_clock_ms () + 5000;
+    s_ask (fx, w);
+    while (strcmp (fx->log.last [w], "train") != 0) {
+        if (ps_clock_ms () > deadline)
+            fail_msg ("worker %d got no train step within 5 s", w);
+        harness_sleep_ms (2);
+        s_ask (fx, w);
+    }
+}
+
+//  A step that fails otherwise than for a non-finite gradient (a server's
+//  error reply) holds its worker back, 10 ms after the first failure and
+//  twice as long after each next, and is handed out again, up to
+//  step_retries times in a row; the next failure fails the run.
+static void
+test_async_step_retries (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture (PS_MODE_ASYNC);
+    fx->cfg.job.step_retries = 3;
+    fx->host.state = PS_RUN_RUNNING;
+    s_ask (fx, 0);
+    uint64_t step = fx->log.last_step [0];
+    s_report_t failed = { "train", "failed", step, 100, 0, 0,
+                          "not_found: pushing the row gradients: no table t on this server", 0 };
+    for (int i = 0; i < fx->cfg.job.step_retries; i++) {
+        s_request (fx, 0, true, &failed, 1);
+        assert_string_equal (fx->log.last [0], "wait");
+        assert_true (fx->log.out.work.wait_ms >= (uint64_t) 10 << i);
+        assert_true (fx->log.out.work.wait_ms <= (uint64_t) 10 << i);
+        assert_int_equal (fx->log.failures, 0);
+        s_ask_until_train (fx, 0);
+        assert_int_equal (fx->log.last_step [0], step);
+    }
+    s_request (fx, 0, true, &failed, 1);
+    assert_int_equal (fx->log.failures, 1);
+    assert_int_equal (fx->log.fail_code, PS_EIO);
     s_close (fx);
 }
 
@@ -813,6 +861,7 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_async_steps),
         cmocka_unit_test (test_async_nonfinite),
+        cmocka_unit_test (test_async_step_retries),
         cmocka_unit_test (test_async_eval_and_end),
         cmocka_unit_test (test_sync_rounds),
         cmocka_unit_test (test_sync_eval),

@@ -148,25 +148,31 @@ s_create (const ps_wmode_env_t *env, ps_error_t *err)
 }
 
 //  A failed pull or push: what the worker holds may be half overwritten,
-//  so the next step pulls afresh.
+//  so the next step pulls afresh. The report says why (the first failure's
+//  reason, when a step has two), so that the coordinator can name the
+//  error of a step that keeps failing.
 static void
 s_comm_failed (ps_wmode_t *self, const char *what, const ps_work_t *work,
-               const ps_error_t *local)
+               const ps_error_t *local, ps_report_t *report)
 {
     ps_warn ("%s step %" PRIu64 ": %s failed: %s", work->name, work->step, what, local->msg);
     self->fresh = false;
+    if (!*report->error)
+        snprintf (report->error, sizeof report->error, "%s: %s: %.300s",
+                  ps_error_name (local->code), what, local->msg);
 }
 
 //  Pull the dense variables of the work's generation when params do not
-//  hold them. Returns 0, or 1 when the pull failed (reported by the caller).
+//  hold them. Returns 0, or 1 when the pull failed (said in report, which
+//  the caller sends).
 static int
-s_pull_dense (ps_wmode_t *self, const ps_work_t *work, bool always)
+s_pull_dense (ps_wmode_t *self, const ps_work_t *work, bool always, ps_report_t *report)
 {
     if (!always && self->fresh && self->generation == work->generation)
         return 0;
     ps_error_t local;
     if (self->nvars && ps_client_pull (self->client, self->values, &local)) {
-        s_comm_failed (self, "pulling the dense variables", work, &local);
+        s_comm_failed (self, "pulling the dense variables", work, &local, report);
         return 1;
     }
     self->fresh = true;
@@ -174,9 +180,10 @@ s_pull_dense (ps_wmode_t *self, const ps_work_t *work, bool always)
     return 0;
 }
 
-//  Pull the rows of the batch mapped in the engine. Returns 0 or 1 (failed).
+//  Pull the rows of the batch mapped in the engine. Returns 0, or 1 when
+//  the pull failed (said in report).
 static int
-s_pull_rows (ps_wmode_t *self, const ps_work_t *work)
+s_pull_rows (ps_wmode_t *self, const ps_work_t *work, ps_report_t *report)
 {
     ps_ctrnet_t *net = ps_ctrplan_net (ps_stepplan_ctr (self->stepplan));
     for (int t = 0; t < self->ntables; t++) {
@@ -185,7 +192,7 @@ s_pull_rows (ps_wmode_t *self, const ps_work_t *work)
     }
     ps_error_t local;
     if (ps_sparse_client_pull (self->sparse, self->ids, self->counts, self->rows, &local)) {
-        s_comm_failed (self, "pulling the rows", work, &local);
+        s_comm_failed (self, "pulling the rows", work, &local, report);
         return 1;
     }
     return 0;
@@ -202,12 +209,13 @@ s_correct (const float *labels, const float *probs, size_t n)
 }
 
 //  A push refused or lost: the step is reported failed; a gradient the
-//  servers refused as not finite says so, so the coordinator decides.
+//  servers refused as not finite says so above any other reason, since
+//  the coordinator bounds its retries apart.
 static void
 s_push_failed (ps_wmode_t *self, const ps_work_t *work, ps_report_t *report, int rc,
                const char *what, const ps_error_t *local)
 {
-    s_comm_failed (self, what, work, local);
+    s_comm_failed (self, what, work, local, report);
     if (rc == PS_ENONFINITE)
         snprintf (report->error, sizeof report->error, "%s: %.380s",
                   ps_error_name (PS_ENONFINITE), local->msg);
@@ -278,7 +286,7 @@ s_train (ps_wmode_t *self, const ps_work_t *work, ps_error_t *err)
         return ps_error_prefix (err, n, "train step %" PRIu64 " (epoch %" PRIu64 ", batch %"
                                 PRIu64 ")", work->step, work->epoch, work->batch);
     double t1 = ps_clock_ms ();
-    if (s_pull_dense (self, work, false) || (n && s_pull_rows (self, work))) {
+    if (s_pull_dense (self, work, false, &report) || (n && s_pull_rows (self, work, &report))) {
         report.comm_ms = ps_clock_ms () - t1;
         ps_reports_work (self->reports, &report);
         return 0;
@@ -316,7 +324,7 @@ s_eval (ps_wmode_t *self, const ps_work_t *work, ps_error_t *err)
     uint64_t eval_batch = (uint64_t) (plan->eval_batch > 0 ? plan->eval_batch : 1);
     double t0 = ps_clock_ms (), comm_ms = 0;
     //  The evaluation reads the servers' values now, whatever it holds.
-    bool failed = s_pull_dense (self, work, true);
+    bool failed = s_pull_dense (self, work, true, &report);
     comm_ms += ps_clock_ms () - t0;
     ps_binmetrics_reset (self->metrics);
     for (uint64_t at = 0; !failed && at < lines; at += eval_batch) {
@@ -328,7 +336,7 @@ s_eval (ps_wmode_t *self, const ps_work_t *work, ps_error_t *err)
         if (n == 0)
             continue;
         double t1 = ps_clock_ms ();
-        failed = s_pull_rows (self, work);
+        failed = s_pull_rows (self, work, &report);
         comm_ms += ps_clock_ms () - t1;
         if (failed)
             break;

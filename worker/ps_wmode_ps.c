@@ -176,11 +176,11 @@ s_push_failed (ps_wmode_t *self, ps_report_t *report, int push_rc, const ps_erro
              push_err->msg);
     self->fresh = false;
     report->done = false;
-    //  The servers refused the gradient itself: the coordinator decides
-    //  whether the step is tried again or the run stops.
-    if (push_rc == PS_ENONFINITE)
-        snprintf (report->error, sizeof report->error, "%s: %.380s",
-                  ps_error_name (PS_ENONFINITE), push_err->msg);
+    //  The coordinator decides whether the step is tried again or the run
+    //  stops (a gradient the servers refused as not finite, or a step that
+    //  keeps failing), and names the error.
+    snprintf (report->error, sizeof report->error, "%s: %.380s", ps_error_name (push_rc),
+              push_err->msg);
 }
 
 int
