@@ -106,7 +106,8 @@ class ProcTree(threading.Thread):
     """Samples a process and every process under it from /proc every period
     seconds while it runs: each one's program name, peak RSS (VmHWM, the
     kernel's own high-water mark, so a peak between two samples is not
-    missed), CPU seconds, and the RSS of each at each sample (samples, a
+    missed), the first and the largest data segment sampled (VmData, what
+    RLIMIT_DATA bounds), CPU seconds, and the RSS of each at each sample (samples, a
     list of (seconds since the start, {pid: RSS bytes})). stop() ends it."""
 
     def __init__(self, root, period=0.25):
@@ -156,10 +157,17 @@ class ProcTree(threading.Thread):
                 continue
             fields = parent[pid][1]
             rss = int(status["VmRSS"].split()[0]) * 1024
-            info = self.procs.setdefault(pid, {"name": os.path.basename(argv0), "hwm": 0})
+            data = int(status["VmData"].split()[0]) * 1024
+            name = os.path.basename(argv0)
+            info = self.procs.get(pid)
+            if info is None or info["name"] != name:
+                # New, or a new program (a wrapper's exec): its own figures.
+                info = self.procs[pid] = {"name": name, "hwm": 0}
             info["hwm"] = max(info["hwm"], int(status["VmHWM"].split()[0]) * 1024)
             # utime and stime, fields 14 and 15 of stat (11 and 12 after the name).
             info["cpu_s"] = (int(fields[11]) + int(fields[12])) / tick
+            info.setdefault("data_first", data)
+            info["data_max"] = max(info.get("data_max", 0), data)
             now[pid] = rss
         self.samples.append((time.monotonic() - self.start_time, now))
 
@@ -184,9 +192,11 @@ class ProcTree(threading.Thread):
         return out
 
 
-def run_sampled(argv, log, env=None, period=0.25):
+def run_sampled(argv, log, env=None, period=0.25, timeout=None):
     """As run(), the process tree sampled meanwhile: (exit status, seconds,
-    the ProcTree)."""
+    the ProcTree). Past timeout seconds the process gets SIGTERM (a
+    coordinator then stops its children), and SIGKILL 30 s later; its
+    status is then the signal's (negative)."""
     start = time.monotonic()
     with open(log, "w") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -194,8 +204,15 @@ def run_sampled(argv, log, env=None, period=0.25):
         tree.start()
         # The coordinator stops its children before it exits, so the
         # samples up to its exit cover them all.
-        while proc.poll() is None:
-            time.sleep(period)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         tree.stop()
     return proc.returncode, time.monotonic() - start, tree
 
@@ -295,23 +312,28 @@ def done_record(metrics, log, what):
     return rows[-1]
 
 
-def cluster(build, model, train, test, servers, workers, tmp, extra=(), env=None):
+def cluster(build, model, train, test, servers, workers, tmp, tag=None, env=None,
+            timeout=None):
     """A local cluster's run: its figures from the done record, the peak RSS
-    of its processes and their CPU seconds by program, or fail."""
+    of its processes and their CPU seconds by program; where the coordinator
+    fails, a dict whose "failed" says how. env: its environment (the local
+    launcher runs $PS_SERVER as the servers when set)."""
     coordinator = program(build, "coordinator/coordinator")
-    tag = "%s-%dps" % (os.path.basename(model).split(".")[0], servers)
+    tag = tag or "%s-%dps" % (os.path.basename(model).split(".")[0], servers)
     metrics = os.path.join(tmp, "cluster-%s.jsonl" % tag)
     log = os.path.join(tmp, "cluster-%s.log" % tag)
     argv = [coordinator, "--local", "--ps", str(servers), "--workers", str(workers),
             "--model", model, "--data-format", "criteo", "--train-data", os.path.abspath(train),
             "--test-data", os.path.abspath(test), "--batch", str(BATCH), "--epochs", "1",
             "--threads", "1", "--seed", str(SEED), "--data-plane", "plain",
-            "--log-dir", os.path.join(tmp, "logs-" + tag), "--metrics", metrics] + list(extra)
+            "--log-dir", os.path.join(tmp, "logs-" + tag), "--metrics", metrics]
     print("bench_ctr: %s" % " ".join(argv), flush=True)
-    status, seconds, tree = run_sampled(argv, log, env)
+    status, seconds, tree = run_sampled(argv, log, env, timeout=timeout)
     if status != 0:
-        return {"failed": "coordinator exited %d" % status, "log": log, "tree": tree,
-                "wall_s": seconds}
+        how = ("was stopped after %.0f s" % seconds if status < 0
+               else "exited %d" % status)
+        return {"failed": "the coordinator " + how, "log": log, "tree": tree,
+                "wall_s": seconds, "log_dir": os.path.join(tmp, "logs-" + tag)}
     done = done_record(metrics, log, "coordinator --local --model %s" % model)
     return {
         "examples_per_s": done.get("samples_per_s"), "auc": done.get("test_auc"),
