@@ -105,7 +105,7 @@ def table_totals(done):
 def why_failed(run):
     """What a failed run's logs say: the coordinator's last error (or, for a
     run stopped as stuck, its last warning), how many times a server died,
-    how many requests the first server refused, and its last line."""
+    how many requests the first server refused, and its last complaint."""
     error, warning, deaths = "", "", 0
     try:
         with open(run["log"]) as fh:
@@ -126,7 +126,8 @@ def why_failed(run):
         with open(os.path.join(run.get("log_dir", ""), "ps0.log")) as fh:
             for line in fh:
                 refused += " refused: " in line
-                last = line.strip() or last
+                if " warn: " in line or " error: " in line or "FATAL" in line:
+                    last = line.strip()
     except OSError:
         pass
     return error or "(no error; its last warning) " + warning, deaths, refused, last
@@ -163,7 +164,7 @@ def spread(build, train, test, limit_mib, tmp):
             error, deaths, refused, last = why_failed(run)
             print("%-10d %-44s %10s %10s %12.0f" % (n, run["failed"], "-", "-", peak))
             print("           the coordinator: %s" % error)
-            print("           servers died %d times; ps:0 refused %d requests, its last line: %s"
+            print("           servers died %d times; ps:0 refused %d requests, its last complaint: %s"
                   % (deaths, refused, last))
             continue
         t = table_totals(run["done"])
