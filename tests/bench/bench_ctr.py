@@ -195,8 +195,8 @@ class ProcTree(threading.Thread):
 def run_sampled(argv, log, env=None, period=0.25, timeout=None):
     """As run(), the process tree sampled meanwhile: (exit status, seconds,
     the ProcTree). Past timeout seconds the process gets SIGTERM (a
-    coordinator then stops its children), and SIGKILL 30 s later; its
-    status is then the signal's (negative)."""
+    coordinator then stops its children), and SIGKILL 30 s later; the
+    ProcTree's timed_out says so."""
     start = time.monotonic()
     with open(log, "w") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -204,9 +204,11 @@ def run_sampled(argv, log, env=None, period=0.25, timeout=None):
         tree.start()
         # The coordinator stops its children before it exits, so the
         # samples up to its exit cover them all.
+        tree.timed_out = False
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
+            tree.timed_out = True
             proc.terminate()
             try:
                 proc.wait(30)
@@ -330,7 +332,7 @@ def cluster(build, model, train, test, servers, workers, tmp, tag=None, env=None
     print("bench_ctr: %s" % " ".join(argv), flush=True)
     status, seconds, tree = run_sampled(argv, log, env, timeout=timeout)
     if status != 0:
-        how = ("was stopped after %.0f s" % seconds if status < 0
+        how = ("was stopped after %.0f s" % timeout if tree.timed_out
                else "exited %d" % status)
         return {"failed": "the coordinator " + how, "log": log, "tree": tree,
                 "wall_s": seconds, "log_dir": os.path.join(tmp, "logs-" + tag)}
