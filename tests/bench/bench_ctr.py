@@ -37,7 +37,7 @@ machine is shared.
 Usage: tests/bench/bench_ctr.py [--rows N] [--models lr,dlrm] [--threads T]
            [--cardinalities criteo|small]
            [--build DIR] [--train FILE --test FILE] [--keep] [--no-peer]
-           [--cluster] [--python PATH]
+           [--cluster] [--no-standalone] [--python PATH]
   --rows N     training lines to generate (default 2,000,000; test: N / 10)
   --models M   which models, comma-separated (default lr,dlrm)
   --cardinalities C  the generator's per-field cardinalities, criteo (the
