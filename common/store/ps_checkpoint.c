@@ -437,8 +437,8 @@ s_base_of (const char *root, uint64_t step, uint64_t *base)
 //  the kept one cannot be restored without it. While the manifest of a
 //  kept one cannot be read, any older checkpoint may be its base (or its
 //  base's base): none is removed, and the next prune, once it reads
-//  again, catches up. Failures are logged, not returned: the checkpoint is committed by now, and an old
-//  one left behind costs only space.
+//  again, catches up. Failures are logged, not returned: the checkpoint
+//  is committed by now, and an old one left behind costs only space.
 static void
 s_prune (const char *root, uint64_t step, int keep)
 {
