@@ -410,7 +410,7 @@ s_base_of (const char *root, uint64_t step, uint64_t *base)
     if (ps_ckpt_layout_join (dir, sizeof dir, root, name, NULL)
     ||  ps_ckpt_layout_join (path, sizeof path, dir, PS_CHECKPOINT_MANIFEST, NULL))
         return S_BASE_UNKNOWN;
-    FILE *file = fopen (path, "r");
+    FILE *file = fopen (path, "re");
     if (!file)
         return errno == ENOENT ? S_BASE_NONE : S_BASE_UNKNOWN;
     json_t *manifest = json_loadf (file, 0, NULL);
@@ -421,11 +421,12 @@ s_base_of (const char *root, uint64_t step, uint64_t *base)
         json_decref (manifest);
         return S_BASE_UNKNOWN;
     }
+    //  A base key that names no checkpoint is a damaged manifest too.
     json_t *named = json_object_get (manifest, PS_CHECKPOINT_BASE);
-    s_base_t answer = !named ? S_BASE_NONE
-                    : json_is_string (named) && ps_ckpt_layout_parse (json_string_value (named),
-                                                                      base) ? S_BASE_NAMED
-                    : S_BASE_UNKNOWN;
+    s_base_t answer = S_BASE_NONE;
+    if (named)
+        answer = json_is_string (named) && ps_ckpt_layout_parse (json_string_value (named), base)
+               ? S_BASE_NAMED : S_BASE_UNKNOWN;
     json_decref (manifest);
     return answer;
 }
