@@ -295,10 +295,12 @@ ps_ckpt_ctl_commit (ps_ckpt_ctl_t *self, const ps_ckpt_cut_t *cut, ps_snap_file_
         self->retry_ms = now + S_RETRY_MS;
         self->failures++;
         self->pause_ms = 0;
-        //  The servers' tables may follow the failed full snapshot now,
-        //  which no checkpoint holds: the next one is full.
-        if (full)
-            self->last_full [0] = 0;
+        //  The next one is full. After a failed full one the servers'
+        //  tables may follow its snapshot, which no checkpoint holds;
+        //  after a failed incremental one, the cause (a server that
+        //  refuses the base, a base gone from the disk) would fail every
+        //  later one on the same base.
+        self->last_full [0] = 0;
         return rc;
     }
     double pause = self->pause_ms > 0 ? now - self->pause_ms : now - self->t0;

@@ -78,8 +78,8 @@ void ps_ckpt_ctl_destroy (ps_ckpt_ctl_t **self_p);
 //  checkpoint incremental: its table files hold only what changed since
 //  the last full checkpoint, which its manifest names as its "base" (and
 //  which pruning keeps while it is needed). A checkpoint after a failed
-//  full one, after a restore from an incremental one, or after a
-//  re-partitioned restore, is full.
+//  one (full or incremental), after a restore from an incremental one, or
+//  after a re-partitioned restore, is full.
 void ps_ckpt_ctl_set_tables (ps_ckpt_ctl_t *self, const json_t *specs);
 
 //  The base of the checkpoint begun (a directory relative to the root, as

@@ -1,6 +1,7 @@
 //  Unit tests for writing checkpoints (common/store/ps_checkpoint.c): the
 //  layout a commit leaves, the manifest it writes, pruning (and the bases
-//  of incremental checkpoints it keeps), committing a
+//  of incremental checkpoints it keeps, also while a kept manifest cannot
+//  be read), committing a
 //  step again, the arguments a commit refuses before it writes anything,
 //  the leftovers of a simulated crash and the next begin that clears them,
 //  and a root that begin cannot create. Reading checkpoints back
@@ -414,6 +415,34 @@ test_prune_keeps_bases (void **state)
     assert_false (s_kept (fx->root, 6) || s_kept (fx->root, 7));
 }
 
+//  A kept checkpoint whose manifest cannot be read (cut short here, as a
+//  failing disk or a crash mid-write would leave it) may be an incremental
+//  one on any older full checkpoint: while it is, pruning removes no full
+//  checkpoint, and once it reads again the pruning catches up.
+static void
+test_prune_unknown_base (void **state)
+{
+    harness_ckpt_fixture_t *fx = *state;
+    ps_error_t err = { 0 };
+    assert_int_equal (s_commit_with_base (fx->root, 1, 0, 2, &err), PS_OK);
+    assert_int_equal (s_commit_with_base (fx->root, 2, 1, 2, &err), PS_OK);
+    char dir [256], manifest [300];
+    harness_ckpt_dir (dir, sizeof dir, fx->root, 2, "");
+    snprintf (manifest, sizeof manifest, "%s/%s", dir, PS_CHECKPOINT_MANIFEST);
+    size_t len;
+    uint8_t *whole = harness_slurp (manifest, &len);
+    harness_spit (manifest, whole, len / 2);
+    //  Full 3, keeping 2: 3 and 2 are kept, and 2 may still need 1.
+    assert_int_equal (s_commit_with_base (fx->root, 3, 0, 2, &err), PS_OK);
+    assert_true (s_kept (fx->root, 1) && s_kept (fx->root, 2) && s_kept (fx->root, 3));
+    //  Whole again, 2 is known to need 1; full 4 then leaves 4 and 3.
+    harness_spit (manifest, whole, len);
+    free (whole);
+    assert_int_equal (s_commit_with_base (fx->root, 4, 0, 2, &err), PS_OK);
+    assert_true (s_kept (fx->root, 3) && s_kept (fx->root, 4));
+    assert_false (s_kept (fx->root, 1) || s_kept (fx->root, 2));
+}
+
 //  A crash at any point of a checkpoint leaves directories that latest
 //  ignores, and the next begin of the same step clears its temporary one.
 static void
@@ -503,6 +532,8 @@ main (void)
                                          harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_prune, harness_ckpt_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_prune_keeps_bases, harness_ckpt_setup,
+                                         harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_prune_unknown_base, harness_ckpt_setup,
                                          harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_recommit_same_step, harness_ckpt_setup,
                                          harness_dir_teardown),

@@ -4,7 +4,8 @@
 //  IDLE -> DRAINING -> WRITING -> IDLE, a failure held back before the
 //  next try, the final checkpoint's retries and give-up, opening the
 //  newest checkpoint (and refusing one of another job), and a run with
-//  tables: full and incremental checkpoints by checkpoint.full_every.
+//  tables: full and incremental checkpoints by checkpoint.full_every, and
+//  a full one after a failed incremental one.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -324,6 +325,36 @@ test_tables_full_every (void **state)
     json_decref (specs);
 }
 
+//  A failed incremental checkpoint (here the server wrote the other kind
+//  of file, as one that refuses the base would fail it) is followed by a
+//  full one, not by the same incremental one again and again.
+static void
+test_tables_failed_incremental (void **state)
+{
+    s_fixture_t *fx = *state;
+    fx->job.checkpoint_full_every = 3;
+    json_t *specs = json_pack ("[{s:s, s:i}]", "name", "t", "dim", 4);
+    ps_ckpt_ctl_set_tables (fx->ctl, specs);
+    char base [600];
+    s_train (fx, 1);
+    assert_int_equal (s_take_table (fx, 100, false, base, sizeof base), 0);
+    assert_string_equal (base, "");
+    s_train (fx, 1);
+    assert_int_equal (s_take_table (fx, 110, true, base, sizeof base), PS_ESHAPE);
+    assert_true (base [0] != 0);
+    s_train (fx, 1);
+    assert_int_equal (s_take_table (fx, 5000, false, base, sizeof base), 0);
+    assert_string_equal (base, "");
+    //  The full one counts anew: the next is incremental on it.
+    s_train (fx, 1);
+    assert_int_equal (s_take_table (fx, 5010, false, base, sizeof base), 0);
+    char newest [64];
+    snprintf (newest, sizeof newest, "ckpt-%012llu",
+              (unsigned long long) ps_schedule_done_count (fx->schedule) - 1);
+    assert_string_equal (base, newest);
+    json_decref (specs);
+}
+
 int
 main (void)
 {
@@ -336,6 +367,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_other_job, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_none, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_tables_full_every, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_tables_failed_incremental, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -7,8 +7,8 @@
 # from one epoch to the next, below the 0.56 of predicting the base rate);
 # LIBSVM data trains a spec for it; --summary shows dlrm's tables; and the
 # mistakes (no test file, a model that does not fit the data, an image
-# model given CTR options, a missing file, a mostly malformed file) are
-# refused naming what is wrong.
+# model given CTR options, a missing file, a mostly malformed file, a row
+# gradient that is not finite) are refused naming what is wrong.
 #
 # Usage: test_ctr_standalone.sh GEN_CTR (PS_WORKER names ps-worker)
 set -u
@@ -128,6 +128,17 @@ expect "a bad --format" 2 "--format" -- \
   "$worker" --standalone --model lr --format csv --data "$train" --test-data "$test"
 expect "a missing training file" 1 "$work/nosuch.txt" -- \
   "$worker" --standalone --model lr --data "$work/nosuch.txt" --test-data "$test"
+# A row gradient that overflows (one id 200 times in a line, each at 3e38,
+# summed) while the loss and the dense gradient stay finite: the step is
+# refused naming the table and the id, before anything is applied.
+sed 's/"wide": true,/"wide": true, "pooling": "sum",/' "$work/svm.json" >"$work/svm-sum.json"
+python3 -c '
+print("0 " + " ".join(["7:3e38"] * 200))
+for i in range(20): print("%d %d:1" % (i % 2, i))' >"$work/overflow.txt"
+expect "a row gradient that is not finite" 1 \
+  "table embedding/f0: the gradient of id 7 is not finite|diverged" -- \
+  "$worker" --standalone --model "$work/svm-sum.json" --format libsvm --progress 0 \
+  --data "$work/overflow.txt" --test-data "$work/svm/test.txt"
 printf '1\tnot\tcriteo\n0\tat\tall\n' >"$work/bad.txt"
 expect "a mostly malformed file" 1 "$work/bad.txt|malformed" -- \
   "$worker" --standalone --model lr --data "$work/bad.txt" --test-data "$test"

@@ -5,7 +5,8 @@
 //  malformed lines scattered in it read plain and as two gzip members with
 //  access points every few KiB, sequentially and in random ranges, giving
 //  the same examples everywhere; the index reused on a second open and
-//  rebuilt when the data changes, or kept in the cache directory when the
+//  rebuilt when the data changes or its access points are invalid (with
+//  the data's own counts), or kept in the cache directory when the
 //  data's directory is not writable; a truncated or damaged gzip file and a
 //  mostly malformed file refused naming the file; an overlong line counted
 //  as malformed. And the generator, tests/gen_ctr (its path is the
@@ -35,7 +36,9 @@
 #include "harness.h"
 #include "harness_case.h"
 #include "harness_rand.h"
+#include "ps_bytes.h"
 #include "ps_ctrdata.h"
+#include "ps_ctrindex.h"
 #include "ps_ctrparse.h"
 #include "ps_mix.h"
 
@@ -436,6 +439,51 @@ test_index_reuse (void **state)
     assert_non_null (strstr (err.msg, "4 of its 4 lines are malformed criteo data"));
 }
 
+//  An index whose first access point is invalid (its bit count above 7)
+//  under a right checksum is rebuilt, and the rebuilt index counts the
+//  data's lines once: the counts the refused file held are not kept, nor
+//  added to.
+static void
+test_index_bad_points (void **state)
+{
+    fixture_t *fx = *state;
+    s_write_text (fx->plain, "1 1:1\n0 2:1\nbad\n1 3:1\n");
+    ps_error_t err = { 0 };
+    ps_ctrfile_t *file = ps_ctrfile_open (fx->plain, PS_CTR_LIBSVM, NULL, &err);
+    harness_ok (file ? 0 : err.code, &err);
+    ps_ctrfile_destroy (&file);
+    char index [300];
+    snprintf (index, sizeof index, "%s.psidx", fx->plain);
+    size_t len;
+    uint8_t *bytes = harness_slurp (index, &len);
+    //  The header (magic, four u32, eight u64, the reason, the point
+    //  count), then the first point's line, out, skip and in before its
+    //  bits (schemas/data.md).
+    size_t bits = 8 + 4 * 4 + 8 * 8 + PS_CTRINDEX_REASON + 8 + 4 * 8;
+    assert_true (len > bits + 4 + 4);
+    ps_put_u32 (bytes + bits, 8);
+    ps_put_u32 (bytes + len - 4, (uint32_t) crc32 (0, bytes, (uInt) (len - 4)));
+    harness_spit (index, bytes, len);
+    free (bytes);
+
+    file = ps_ctrfile_open (fx->plain, PS_CTR_LIBSVM, NULL, &err);
+    harness_ok (file ? 0 : err.code, &err);
+    const ps_ctrindex_t *rebuilt = ps_ctrfile_index (file);
+    assert_true (ps_ctrindex_built (rebuilt));
+    assert_int_equal (ps_ctrindex_lines (rebuilt), 4);
+    assert_int_equal (ps_ctrindex_good (rebuilt), 3);
+    assert_int_equal (ps_ctrindex_malformed (rebuilt), 1);
+    assert_int_equal (ps_ctrindex_first_malformed (rebuilt), 3);
+    ps_ctrfile_destroy (&file);
+    //  What was saved is what was counted: a third open trusts it.
+    file = ps_ctrfile_open (fx->plain, PS_CTR_LIBSVM, NULL, &err);
+    harness_ok (file ? 0 : err.code, &err);
+    assert_false (ps_ctrindex_built (ps_ctrfile_index (file)));
+    assert_int_equal (ps_ctrfile_lines (file), 4);
+    assert_int_equal (ps_ctrindex_malformed (ps_ctrfile_index (file)), 1);
+    ps_ctrfile_destroy (&file);
+}
+
 static void
 test_cache_dir (void **state)
 {
@@ -668,6 +716,7 @@ main (int argc, char **argv)
         cmocka_unit_test (test_libsvm_line),
         cmocka_unit_test_setup_teardown (test_plain_gzip_ranges, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_index_reuse, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_index_bad_points, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_cache_dir, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_bad_files, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_generator, s_setup, harness_dir_teardown),

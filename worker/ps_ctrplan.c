@@ -133,20 +133,27 @@ ps_ctrplan_blocks (const ps_ctrplan_t *self, int batch)
     return (self->train_lines + (uint64_t) batch - 1) / (uint64_t) batch;
 }
 
+int
+ps_ctrplan_map_batch (ps_ctrnet_t *net, const ps_ctrbatch_t *batch, ps_error_t *err)
+{
+    assert (net);
+    assert (batch);
+    ps_ctrnet_batch_t view = {
+        .n = batch->n, .labels = batch->labels, .dense = batch->dense,
+        .offsets = batch->offsets, .ids = batch->ids, .weights = batch->weights,
+    };
+    return ps_ctrnet_map (net, &view, err);
+}
+
 //  Map the batch just read into the engine. Returns its examples or the
 //  engine's error.
 static int
 s_map (ps_ctrplan_t *self, ps_error_t *err)
 {
-    const ps_ctrbatch_t *b = self->batch;
-    if (b->n == 0)
+    if (self->batch->n == 0)
         return 0;
-    ps_ctrnet_batch_t view = {
-        .n = b->n, .labels = b->labels, .dense = b->dense, .offsets = b->offsets,
-        .ids = b->ids, .weights = b->weights,
-    };
-    int rc = ps_ctrnet_map (self->net, &view, err);
-    return rc ? rc : (int) b->n;
+    int rc = ps_ctrplan_map_batch (self->net, self->batch, err);
+    return rc ? rc : (int) self->batch->n;
 }
 
 int

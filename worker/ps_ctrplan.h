@@ -39,6 +39,12 @@ ps_ctrfile_t *ps_ctrplan_open_data (const char *path, ps_ctrformat_t format, ps_
 int ps_ctrplan_check_shape (const ps_model_t *model, const ps_ctrbatch_t *batch,
                             const char *path, ps_error_t *err);
 
+//  Map the examples of batch (as ps_ctrfile_read leaves it, holding at
+//  least one) into net: its ids per table (ps_ctrnet_map). Returns 0 or
+//  the engine's error. The cluster's step and the standalone trainer both
+//  hand their batches to the engine through this one view.
+int ps_ctrplan_map_batch (ps_ctrnet_t *net, const ps_ctrbatch_t *batch, ps_error_t *err);
+
 //  Open plan's files (the test file alone unless train) in its
 //  data_format and make the batch and the engine for model (borrowed;
 //  it must outlive the plan) for the larger of the plan's training and

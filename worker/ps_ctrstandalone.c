@@ -133,12 +133,7 @@ s_load_batch (s_run_t *run, ps_ctrfile_t *file, uint64_t first, uint64_t count,
     int rc = ps_ctrfile_read (file, first, count, run->batch, err);
     if (rc || run->batch->n == 0)
         return rc;
-    const ps_ctrbatch_t *b = run->batch;
-    ps_ctrnet_batch_t view = {
-        .n = b->n, .labels = b->labels, .dense = b->dense, .offsets = b->offsets,
-        .ids = b->ids, .weights = b->weights,
-    };
-    if ((rc = ps_ctrnet_map (run->net, &view, err)))
+    if ((rc = ps_ctrplan_map_batch (run->net, run->batch, err)))
         return rc;
     for (int t = 0; t < run->ctr->table_count; t++) {
         const uint64_t *keys;
@@ -148,9 +143,34 @@ s_load_batch (s_run_t *run, ps_ctrfile_t *file, uint64_t first, uint64_t count,
     return 0;
 }
 
+//  Check, before anything is applied, that every table takes its rows'
+//  gradients for step: each finite, each push one the table records.
+//  Returns 0, or PS_ENONFINITE naming the table and the id, or
+//  ps_sparse_check_push's error naming the table.
+static int
+s_check_tables (s_run_t *run, uint64_t step, ps_error_t *err)
+{
+    for (int t = 0; t < run->ctr->table_count; t++) {
+        const ps_tablespec_t *spec = &run->ctr->tables [t].spec;
+        const uint64_t *keys;
+        size_t n = ps_ctrnet_keys (run->net, t, &keys);
+        size_t bad = ps_floats_find_nonfinite (ps_ctrnet_row_grads (run->net, t), n * spec->dim);
+        if (bad < n * spec->dim)
+            return ps_error_set (err, PS_ENONFINITE, "step %llu: table %s: the gradient of "
+                                 "id %llu is not finite; training diverged",
+                                 (unsigned long long) step, spec->name,
+                                 (unsigned long long) keys [bad / spec->dim]);
+        int rc = ps_sparse_check_push (run->tables [t], step, keys, n, err);
+        if (rc)
+            return ps_error_prefix (err, rc, "table %s", spec->name);
+    }
+    return 0;
+}
+
 //  One training step on the batch loaded: forward, backward, the dense
-//  update and a push to every table, all as step `step`. *loss_sum gains
-//  the batch's summed loss.
+//  update and a push to every table, all as step `step`. Every gradient
+//  is checked before any is applied, so a step refused leaves the model
+//  as it was. *loss_sum gains the batch's summed loss.
 static int
 s_train_step (s_run_t *run, uint64_t step, double *loss_sum, ps_error_t *err)
 {
@@ -160,24 +180,23 @@ s_train_step (s_run_t *run, uint64_t step, double *loss_sum, ps_error_t *err)
                              "diverged (a smaller learning rate may help)",
                              (unsigned long long) step, loss);
     ps_ctrnet_backward (run->net, ps_replica_params (run->replica), run->grads);
-    int rc = ps_replica_apply (run->replica, run->grads, &step, 1, err);
+    //  ps_replica_apply checks the dense gradient itself and changes
+    //  nothing when it refuses it; the tables are checked before it.
+    int rc = s_check_tables (run, step, err);
+    if (rc == 0)
+        rc = ps_replica_apply (run->replica, run->grads, &step, 1, err);
     for (int t = 0; rc == 0 && t < run->ctr->table_count; t++) {
         const uint64_t *keys;
         size_t n = ps_ctrnet_keys (run->net, t, &keys);
-        const float *grads = ps_ctrnet_row_grads (run->net, t);
-        size_t bad = ps_floats_find_nonfinite (grads, n * run->ctr->tables [t].spec.dim);
-        if (bad < n * run->ctr->tables [t].spec.dim)
-            return ps_error_set (err, PS_ENONFINITE, "step %llu: table %s: the gradient of "
-                                 "id %llu is not finite; training diverged",
-                                 (unsigned long long) step, run->ctr->tables [t].spec.name,
-                                 (unsigned long long) keys [bad / run->ctr->tables [t].spec.dim]);
         ps_sparse_push_result_t result;
-        if ((rc = ps_sparse_check_push (run->tables [t], step, keys, n, err)) == 0)
-            rc = ps_sparse_push (run->tables [t], step, keys, n, grads, &result);
+        rc = ps_sparse_push (run->tables [t], step, keys, n, ps_ctrnet_row_grads (run->net, t),
+                             &result);
         if (rc)
-            ps_error_prefix (err, rc, "table %s", run->ctr->tables [t].spec.name);
+            ps_error_set (err, rc, "table %s: step %llu was not applied",
+                          run->ctr->tables [t].spec.name, (unsigned long long) step);
     }
-    *loss_sum += loss;
+    if (rc == 0)
+        *loss_sum += loss;
     return rc;
 }
 

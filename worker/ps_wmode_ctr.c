@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_alloc.h"
 #include "ps_binmetrics.h"
 #include "ps_client.h"
 #include "ps_clock.h"
@@ -73,15 +74,6 @@ s_destroy (ps_wmode_t **self_p)
     *self_p = NULL;
 }
 
-static void *
-s_calloc (size_t count, size_t size)
-{
-    void *p = calloc (count + 1, size);
-    if (!p)
-        abort ();
-    return p;
-}
-
 static ps_wmode_t *
 s_create (const ps_wmode_env_t *env, ps_error_t *err)
 {
@@ -100,7 +92,7 @@ s_create (const ps_wmode_env_t *env, ps_error_t *err)
                       plan->sync ? "sync" : "mirrored", ps_model_name (model));
         return NULL;
     }
-    ps_wmode_t *self = s_calloc (1, sizeof *self);
+    ps_wmode_t *self = ps_calloc_or_abort (1, sizeof *self);
     self->stepplan = env->stepplan;
     self->reports = env->reports;
     self->index = env->index;
@@ -119,18 +111,18 @@ s_create (const ps_wmode_env_t *env, ps_error_t *err)
         s_destroy (&self);
         return NULL;
     }
-    self->values = s_calloc ((size_t) self->nvars, sizeof *self->values);
-    self->grad_parts = s_calloc ((size_t) self->nvars, sizeof *self->grad_parts);
+    self->values = ps_calloc_or_abort ((size_t) self->nvars, sizeof *self->values);
+    self->grad_parts = ps_calloc_or_abort ((size_t) self->nvars, sizeof *self->grad_parts);
     for (int v = 0; v < self->nvars; v++) {
         size_t offset = ps_model_variable (model, v)->offset;
         self->values [v] = self->params + offset;
         self->grad_parts [v] = self->grads + offset;
     }
-    self->ids = s_calloc ((size_t) self->ntables, sizeof *self->ids);
-    self->counts = s_calloc ((size_t) self->ntables, sizeof *self->counts);
-    self->rows = s_calloc ((size_t) self->ntables, sizeof *self->rows);
-    self->row_grads = s_calloc ((size_t) self->ntables, sizeof *self->row_grads);
-    ps_tablespec_t *specs = s_calloc ((size_t) self->ntables, sizeof *specs);
+    self->ids = ps_calloc_or_abort ((size_t) self->ntables, sizeof *self->ids);
+    self->counts = ps_calloc_or_abort ((size_t) self->ntables, sizeof *self->counts);
+    self->rows = ps_calloc_or_abort ((size_t) self->ntables, sizeof *self->rows);
+    self->row_grads = ps_calloc_or_abort ((size_t) self->ntables, sizeof *self->row_grads);
+    ps_tablespec_t *specs = ps_calloc_or_abort ((size_t) self->ntables, sizeof *specs);
     for (int t = 0; t < self->ntables; t++)
         specs [t] = ctr->tables [t].spec;
     if (!(self->client = ps_plan_client (plan, NULL, env->curve, err))

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "ps_bytes.h"
 #include "ps_ctrparse.h"
 #include "ps_file.h"
 #include "ps_log.h"
@@ -75,8 +76,7 @@ static void
 s_put_u64 (s_out_t *out, uint64_t value)
 {
     uint8_t bytes [8];
-    for (int i = 0; i < 8; i++)
-        bytes [i] = (uint8_t) (value >> (8 * i));
+    ps_put_u64 (bytes, value);
     s_put (out, bytes, 8);
 }
 
@@ -84,25 +84,8 @@ static void
 s_put_u32 (s_out_t *out, uint32_t value)
 {
     uint8_t bytes [4];
-    for (int i = 0; i < 4; i++)
-        bytes [i] = (uint8_t) (value >> (8 * i));
+    ps_put_u32 (bytes, value);
     s_put (out, bytes, 4);
-}
-
-static uint64_t
-s_get_u64 (const uint8_t *p)
-{
-    uint64_t value = 0;
-    for (int i = 7; i >= 0; i--)
-        value = value << 8 | p [i];
-    return value;
-}
-
-static uint32_t
-s_get_u32 (const uint8_t *p)
-{
-    return (uint32_t) p [0] | (uint32_t) p [1] << 8 | (uint32_t) p [2] << 16
-           | (uint32_t) p [3] << 24;
 }
 
 static int
@@ -163,43 +146,46 @@ s_serialize (const ps_ctrindex_t *self, s_out_t *out)
         if (point->window_len)
             s_put (out, point->window, point->window_len);
     }
-    uint32_t crc = (uint32_t) crc32 (0, out->data, (uInt) out->len);
+    //  crc32_z takes a size_t length: an index over 4 GiB is covered whole.
+    uint32_t crc = (uint32_t) crc32_z (0, out->data, out->len);
     s_put_u32 (out, crc);
     return out->failed ? PS_ETOOBIG : 0;
 }
 
 //  Fill self from the bytes of an index file. Returns 0, or PS_ECORRUPT
 //  with what was wrong (a stale index is not corrupt, but is refused the
-//  same way: the caller rebuilds either).
+//  same way: the caller rebuilds either). On an error self may hold some
+//  of the file's counts and points: s_load parses into a scratch index
+//  and keeps it only whole.
 static int
 s_parse (ps_ctrindex_t *self, const uint8_t *data, size_t len, ps_error_t *err)
 {
     if (len < S_HEADER + 4 || memcmp (data, S_MAGIC, 8) != 0)
         return ps_error_set (err, PS_ECORRUPT, "not an index file");
-    if (crc32 (0, data, (uInt) (len - 4)) != s_get_u32 (data + len - 4))
+    if (crc32_z (0, data, len - 4) != ps_get_u32 (data + len - 4))
         return ps_error_set (err, PS_ECORRUPT, "checksum mismatch");
     const uint8_t *p = data + 8;
-    if (s_get_u32 (p) != S_VERSION)
-        return ps_error_set (err, PS_ECORRUPT, "version %u, expected %u", s_get_u32 (p),
+    if (ps_get_u32 (p) != S_VERSION)
+        return ps_error_set (err, PS_ECORRUPT, "version %u, expected %u", ps_get_u32 (p),
                              S_VERSION);
-    if (s_get_u32 (p + 4) != (uint32_t) self->format || s_get_u32 (p + 8) != self->gzip)
+    if (ps_get_u32 (p + 4) != (uint32_t) self->format || ps_get_u32 (p + 8) != self->gzip)
         return ps_error_set (err, PS_ECORRUPT, "made for another format");
     p += 16;
-    if (s_get_u64 (p) != self->size || (int64_t) s_get_u64 (p + 8) != self->mtime_sec
-        || (int64_t) s_get_u64 (p + 16) != self->mtime_nsec)
+    if (ps_get_u64 (p) != self->size || (int64_t) ps_get_u64 (p + 8) != self->mtime_sec
+        || (int64_t) ps_get_u64 (p + 16) != self->mtime_nsec)
         return ps_error_set (err, PS_ECORRUPT, "stale: the data file's size or modification "
                              "time changed");
     p += 24;
-    self->span = s_get_u64 (p);
-    self->lines = s_get_u64 (p + 8);
-    self->good = s_get_u64 (p + 16);
-    self->malformed = s_get_u64 (p + 24);
-    self->first_malformed = s_get_u64 (p + 32);
+    self->span = ps_get_u64 (p);
+    self->lines = ps_get_u64 (p + 8);
+    self->good = ps_get_u64 (p + 16);
+    self->malformed = ps_get_u64 (p + 24);
+    self->first_malformed = ps_get_u64 (p + 32);
     p += 40;
     memcpy (self->reason, p, PS_CTRINDEX_REASON);
     self->reason [PS_CTRINDEX_REASON - 1] = '\0';
     p += PS_CTRINDEX_REASON;
-    uint64_t count = s_get_u64 (p);
+    uint64_t count = ps_get_u64 (p);
     p += 8;
     const uint8_t *end = data + len - 4;
     if (count == 0 || count > (uint64_t) (end - p) / S_POINT)
@@ -214,12 +200,12 @@ s_parse (ps_ctrindex_t *self, const uint8_t *data, size_t len, ps_error_t *err)
         if ((size_t) (end - p) < S_POINT)
             return ps_error_set (err, PS_ECORRUPT, "access point %zu is cut short",
                                  self->count);
-        point->line = s_get_u64 (p);
-        point->out = s_get_u64 (p + 8);
-        point->skip = s_get_u64 (p + 16);
-        point->in = s_get_u64 (p + 24);
-        point->bits = s_get_u32 (p + 32);
-        point->window_len = s_get_u32 (p + 36);
+        point->line = ps_get_u64 (p);
+        point->out = ps_get_u64 (p + 8);
+        point->skip = ps_get_u64 (p + 16);
+        point->in = ps_get_u64 (p + 24);
+        point->bits = ps_get_u32 (p + 32);
+        point->window_len = ps_get_u32 (p + 36);
         p += S_POINT;
         if (point->bits > 7 || point->window_len > PS_CTRSOURCE_WINDOW
             || point->window_len > (size_t) (end - p)
@@ -342,14 +328,28 @@ s_load (ps_ctrindex_t *self, const char *file)
     int rc = ps_file_read (file, SIZE_MAX / 2, &data, &len, &why);
     if (rc == PS_ENOTFOUND)
         return false;
-    if (rc == 0)
-        rc = s_parse (self, (const uint8_t *) data, len, &why);
+    //  What the file says goes into a scratch index that knows only the
+    //  data file, so a file refused halfway leaves self as it was: a
+    //  rebuild would otherwise count its lines on top of the file's.
+    ps_ctrindex_t *parsed = calloc (1, sizeof *parsed);
+    if (rc == 0 && !parsed)
+        rc = ps_error_set (&why, PS_ETOOBIG, "out of memory");
+    if (rc == 0) {
+        parsed->format = self->format;
+        parsed->gzip = self->gzip;
+        parsed->size = self->size;
+        parsed->mtime_sec = self->mtime_sec;
+        parsed->mtime_nsec = self->mtime_nsec;
+        rc = s_parse (parsed, (const uint8_t *) data, len, &why);
+    }
     free (data);
     if (rc) {
         ps_info ("line index %s: %s; rebuilding it", file, why.msg);
-        s_free_points (self);
+        ps_ctrindex_destroy (&parsed);
         return false;
     }
+    *self = *parsed;
+    free (parsed);
     snprintf (self->file, sizeof self->file, "%s", file);
     return true;
 }

@@ -20,6 +20,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -388,31 +389,57 @@ s_install (const char *root, const char *tmpdir, const char *final, uint64_t ste
     return PS_OK;
 }
 
-//  The step of the base that checkpoint `step` of root names in its
-//  manifest, or false when it names none (or the manifest cannot be read:
-//  such a checkpoint is no incremental one that a resume could use).
-static bool
+//  What the manifest of a checkpoint says of its base.
+typedef enum {
+    S_BASE_NONE,                //  none: a full checkpoint, or none at all
+    S_BASE_NAMED,               //  an incremental one on the base it names
+    S_BASE_UNKNOWN              //  the manifest could not be read or parsed
+} s_base_t;
+
+//  What checkpoint `step` of root names as its base, in *base when it
+//  names one. A checkpoint without a manifest names none: it is no
+//  checkpoint a resume could use (a removal cut short leaves one). A
+//  manifest that cannot be read (an I/O error, no file descriptor left,
+//  a manifest cut short) may be an incremental one's: its answer is
+//  unknown, and the caller must not act as if it named none.
+static s_base_t
 s_base_of (const char *root, uint64_t step, uint64_t *base)
 {
     char name [64], dir [PATH_MAX], path [PATH_MAX];
     ps_ckpt_layout_dirname (name, sizeof name, step, "");
     if (ps_ckpt_layout_join (dir, sizeof dir, root, name, NULL)
     ||  ps_ckpt_layout_join (path, sizeof path, dir, PS_CHECKPOINT_MANIFEST, NULL))
-        return false;
-    json_t *manifest = json_load_file (path, 0, NULL);
-    const char *text = json_string_value (json_object_get (manifest, PS_CHECKPOINT_BASE));
-    bool found = text && ps_ckpt_layout_parse (text, base);
+        return S_BASE_UNKNOWN;
+    FILE *file = fopen (path, "re");
+    if (!file)
+        return errno == ENOENT ? S_BASE_NONE : S_BASE_UNKNOWN;
+    json_t *manifest = json_loadf (file, 0, NULL);
+    bool failed = ferror (file) != 0;
+    if (fclose (file) != 0)
+        failed = true;
+    if (!manifest || failed || !json_is_object (manifest)) {
+        json_decref (manifest);
+        return S_BASE_UNKNOWN;
+    }
+    //  A base key that names no checkpoint is a damaged manifest too.
+    json_t *named = json_object_get (manifest, PS_CHECKPOINT_BASE);
+    s_base_t answer = S_BASE_NONE;
+    if (named)
+        answer = json_is_string (named) && ps_ckpt_layout_parse (json_string_value (named), base)
+               ? S_BASE_NAMED : S_BASE_UNKNOWN;
     json_decref (manifest);
-    return found;
+    return answer;
 }
 
 //  Remove the checkpoints beyond the newest keep, never the one just
 //  committed at step: it counts as one of the keep, and the others are
 //  the newest by step. A checkpoint that a kept one names as its base
 //  (an incremental checkpoint's full one) is kept too, whatever its age:
-//  the kept one cannot be restored without it. Failures are logged, not
-//  returned: the checkpoint is committed by now, and an old one left
-//  behind costs only space.
+//  the kept one cannot be restored without it. While the manifest of a
+//  kept one cannot be read, any older checkpoint may be its base (or its
+//  base's base): none is removed, and the next prune, once it reads
+//  again, catches up. Failures are logged, not returned: the checkpoint
+//  is committed by now, and an old one left behind costs only space.
 static void
 s_prune (const char *root, uint64_t step, int keep)
 {
@@ -433,14 +460,24 @@ s_prune (const char *root, uint64_t step, int keep)
             kept [i] = true;
     //  Bases are older than what names them and steps run newest first,
     //  so one pass reaches a base's own base too.
+    bool unknown = false;
     for (size_t i = 0; i < count; i++) {
         uint64_t base;
-        if (!kept [i] || !s_base_of (root, steps [i], &base))
+        s_base_t answer = kept [i] ? s_base_of (root, steps [i], &base) : S_BASE_NONE;
+        if (answer == S_BASE_UNKNOWN && !unknown) {
+            ps_warn ("checkpoint root %s: the manifest of the kept checkpoint at step %"
+                     PRIu64 " cannot be read; no old checkpoint is removed until it can",
+                     root, steps [i]);
+            unknown = true;
+        }
+        if (answer != S_BASE_NAMED)
             continue;
         for (size_t j = i + 1; j < count; j++)
             if (steps [j] == base)
                 kept [j] = true;
     }
+    for (size_t i = 0; unknown && i < count; i++)
+        kept [i] = true;
     for (size_t i = 0; i < count; i++) {
         if (kept [i])
             continue;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_alloc.h"
 #include "ps_client.h"
 #include "ps_idsplit.h"
 #include "ps_msg.h"
@@ -49,15 +50,6 @@ struct _ps_sparse_client_t {
     const float **rows;         //  per server: one table's rows in a reply
 };
 
-static void *
-s_calloc (size_t count, size_t size)
-{
-    void *p = calloc (count ? count : 1, size);
-    if (!p)
-        abort ();
-    return p;
-}
-
 ps_sparse_client_t *
 ps_sparse_client_new (const char *const *endpoints, int nservers, int timeout_ms,
                       ps_curve_t *curve, const ps_tablespec_t *specs, int ntables,
@@ -76,32 +68,32 @@ ps_sparse_client_new (const char *const *endpoints, int nservers, int timeout_ms
     ps_client_t *client = ps_client_new (endpoints, nservers, timeout_ms, curve, err);
     if (!client)
         return NULL;
-    ps_sparse_client_t *self = s_calloc (1, sizeof *self);
+    ps_sparse_client_t *self = ps_calloc_or_abort (1, sizeof *self);
     self->client = client;
     self->nservers = nservers;
     self->ntables = ntables;
-    self->tables = s_calloc ((size_t) ntables, sizeof *self->tables);
+    self->tables = ps_calloc_or_abort ((size_t) ntables, sizeof *self->tables);
     for (int t = 0; t < ntables; t++) {
         s_table_t *table = &self->tables [t];
         snprintf (table->name, sizeof table->name, "%s", specs [t].name);
         table->dim = specs [t].dim;
         table->push_split = ps_idsplit_new ((uint32_t) nservers, specs [t].shard_seed);
         table->pull_split = ps_idsplit_new ((uint32_t) nservers, specs [t].shard_seed);
-        table->grads = s_calloc ((size_t) nservers, sizeof *table->grads);
-        table->grads_cap = s_calloc ((size_t) nservers, sizeof *table->grads_cap);
+        table->grads = ps_calloc_or_abort ((size_t) nservers, sizeof *table->grads);
+        table->grads_cap = ps_calloc_or_abort ((size_t) nservers, sizeof *table->grads_cap);
     }
-    self->servers = s_calloc ((size_t) nservers, sizeof *self->servers);
+    self->servers = ps_calloc_or_abort ((size_t) nservers, sizeof *self->servers);
     for (int s = 0; s < nservers; s++) {
         s_server_t *server = &self->servers [s];
-        server->push_refs = s_calloc ((size_t) ntables, sizeof *server->push_refs);
-        server->pull_refs = s_calloc ((size_t) ntables, sizeof *server->pull_refs);
-        server->data = s_calloc (3 * (size_t) ntables, sizeof *server->data);
-        server->sizes = s_calloc (3 * (size_t) ntables, sizeof *server->sizes);
+        server->push_refs = ps_calloc_or_abort ((size_t) ntables, sizeof *server->push_refs);
+        server->pull_refs = ps_calloc_or_abort ((size_t) ntables, sizeof *server->pull_refs);
+        server->data = ps_calloc_or_abort (3 * (size_t) ntables, sizeof *server->data);
+        server->sizes = ps_calloc_or_abort (3 * (size_t) ntables, sizeof *server->sizes);
     }
-    self->requests = s_calloc ((size_t) nservers, sizeof *self->requests);
-    self->asked = s_calloc ((size_t) nservers, sizeof *self->asked);
-    self->replies = s_calloc ((size_t) nservers, sizeof *self->replies);
-    self->rows = s_calloc ((size_t) nservers, sizeof *self->rows);
+    self->requests = ps_calloc_or_abort ((size_t) nservers, sizeof *self->requests);
+    self->asked = ps_calloc_or_abort ((size_t) nservers, sizeof *self->asked);
+    self->replies = ps_calloc_or_abort ((size_t) nservers, sizeof *self->replies);
+    self->rows = ps_calloc_or_abort ((size_t) nservers, sizeof *self->rows);
     return self;
 }
 
