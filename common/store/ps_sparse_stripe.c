@@ -621,9 +621,11 @@ ps_sparse_stripe_prefetch (const ps_sparse_stripe_t *self, const ps_sparse_layou
         __builtin_prefetch (entry);
     else
     if (*entry) {
+        //  Every cache line the row spans: rows are not aligned to lines.
         const uint8_t *p = (const uint8_t *) s_row (layout, self, *entry - 1);
-        __builtin_prefetch (p, 1);
-        __builtin_prefetch (p + 64, 1);
+        for (size_t off = 0; off < layout->stride; off += 64)
+            __builtin_prefetch (p + off, 1);
+        __builtin_prefetch (p + layout->stride - 1, 1);
     }
 }
 
