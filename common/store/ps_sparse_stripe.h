@@ -34,8 +34,9 @@ void ps_sparse_layout_init (ps_sparse_layout_t *layout, const ps_tablespec_t *sp
 
 typedef struct {
     pthread_mutex_t lock;       //  taken by the table, never here
-    uint32_t *index;            //  mask + 1 entries: slot + 1, or 0 for empty
+    uint32_t *index;            //  mask + 1 entries: fingerprint | slot + 1, or 0
     uint32_t mask;
+    uint32_t slot_mask;         //  an entry's bits for slot + 1
     uint32_t rows;              //  live rows
     uint32_t used;              //  slots ever handed out
     uint32_t capacity;          //  slots in the slabs allocated
