@@ -138,13 +138,15 @@ s_window_fill (s_window_t *w, const uint64_t *ids, size_t m)
 }
 
 //  Before the ids order [j, end) of stripe s's group are used, end at
-//  most S_BATCH on: load their rows and the index entries of the batch
-//  after them (and, for the group's first batch, their own entries first).
-//  A table several times larger than the caches would otherwise wait for
-//  two cache misses per id one after the other, the entry then the row;
-//  this way a batch's misses are in flight together. Returns end.
+//  most S_BATCH on: load what of their rows the operation reads (what),
+//  and the index entries of the batch after them (and, for the group's
+//  first batch, their own entries first). A table several times larger
+//  than the caches would otherwise wait for two cache misses per id one
+//  after the other, the entry then the row; this way a batch's misses are
+//  in flight together. Returns end.
 static uint32_t
-s_window_prefetch (const s_window_t *w, ps_sparse_t *self, uint32_t s, uint32_t j)
+s_window_prefetch (const s_window_t *w, ps_sparse_t *self, uint32_t s, uint32_t j,
+                   ps_sparse_load_t what)
 {
     const ps_sparse_stripe_t *st = &self->stripes [s];
     uint32_t last = w->begin [s + 1];
@@ -152,11 +154,13 @@ s_window_prefetch (const s_window_t *w, ps_sparse_t *self, uint32_t s, uint32_t 
     uint32_t next_end = end + S_BATCH < last ? end + S_BATCH : last;
     if (j == w->begin [s])
         for (uint32_t k = j; k < end; k++)
-            ps_sparse_stripe_prefetch (st, &self->layout, w->hashes [w->order [k]], false);
+            ps_sparse_stripe_prefetch (st, &self->layout, w->hashes [w->order [k]],
+                                       PS_SPARSE_LOAD_ENTRY);
     for (uint32_t k = end; k < next_end; k++)
-        ps_sparse_stripe_prefetch (st, &self->layout, w->hashes [w->order [k]], false);
+        ps_sparse_stripe_prefetch (st, &self->layout, w->hashes [w->order [k]],
+                                   PS_SPARSE_LOAD_ENTRY);
     for (uint32_t k = j; k < end; k++)
-        ps_sparse_stripe_prefetch (st, &self->layout, w->hashes [w->order [k]], true);
+        ps_sparse_stripe_prefetch (st, &self->layout, w->hashes [w->order [k]], what);
     return end;
 }
 
@@ -176,7 +180,8 @@ ps_sparse_pull (ps_sparse_t *self, const uint64_t *ids, size_t n, float *out)
             ps_sparse_stripe_t *st = &self->stripes [s];
             pthread_mutex_lock (&st->lock);
             for (uint32_t j = w.begin [s]; j < w.begin [s + 1];)
-                for (uint32_t end = s_window_prefetch (&w, self, s, j); j < end; j++) {
+                for (uint32_t end = s_window_prefetch (&w, self, s, j, PS_SPARSE_LOAD_VALUE);
+                     j < end; j++) {
                     size_t i = w.order [j];
                     found [i] = ps_sparse_stripe_read (st, &self->layout, ids [start + i],
                                                        w.hashes [i], out + (start + i) * dim);
@@ -265,7 +270,8 @@ ps_sparse_push (ps_sparse_t *self, uint64_t step, const uint64_t *ids, size_t n,
             ps_sparse_stripe_t *st = &self->stripes [s];
             pthread_mutex_lock (&st->lock);
             for (uint32_t j = w.begin [s]; j < w.begin [s + 1];)
-                for (uint32_t end = s_window_prefetch (&w, self, s, j); j < end; j++) {
+                for (uint32_t end = s_window_prefetch (&w, self, s, j, PS_SPARSE_LOAD_ROW);
+                     j < end; j++) {
                     size_t i = w.order [j];
                     ps_sparse_stripe_push (st, &self->layout, ids [start + i], w.hashes [i],
                                            grads + (start + i) * dim, step, result);

@@ -574,6 +574,7 @@ ps_sparse_layout_init (ps_sparse_layout_t *layout, const ps_tablespec_t *spec)
     layout->spec = *spec;
     layout->nslots = (uint32_t) ps_rowopt_slot_count (spec->opt.kind);
     layout->stride = (sizeof (s_row_t) + 4 * (size_t) spec->dim * (1 + layout->nslots) + 7) / 8 * 8;
+    layout->value_end = sizeof (s_row_t) + 4 * (size_t) spec->dim;
     while (layout->chunk_k < 12
        &&  ((size_t) S_FIRST_CHUNK_ROWS << (layout->chunk_k + 1)) * layout->stride
            <= S_MAX_CHUNK_BYTES)
@@ -655,20 +656,28 @@ ps_sparse_stripe_push (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
 
 void
 ps_sparse_stripe_prefetch (const ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
-                           uint64_t hash, bool row)
+                           uint64_t hash, ps_sparse_load_t what)
 {
     if (!self->index)
         return;
     const uint32_t *entry = &self->index [(uint32_t) hash & self->mask];
-    if (!row)
+    if (what == PS_SPARSE_LOAD_ENTRY)
         __builtin_prefetch (entry);
     else
     if (*entry) {
-        //  Every cache line the row spans: rows are not aligned to lines.
+        //  Every cache line of the part wanted: rows are not aligned to
+        //  lines. A push writes the row, so it asks for the lines to own.
         const uint8_t *p = (const uint8_t *) s_row (layout, self, s_entry_slot (self, *entry));
-        for (size_t off = 0; off < layout->stride; off += 64)
-            __builtin_prefetch (p + off, 1);
-        __builtin_prefetch (p + layout->stride - 1, 1);
+        if (what == PS_SPARSE_LOAD_VALUE) {
+            for (size_t off = 0; off < layout->value_end; off += 64)
+                __builtin_prefetch (p + off);
+            __builtin_prefetch (p + layout->value_end - 1);
+        }
+        else {
+            for (size_t off = 0; off < layout->stride; off += 64)
+                __builtin_prefetch (p + off, 1);
+            __builtin_prefetch (p + layout->stride - 1, 1);
+        }
     }
 }
 
