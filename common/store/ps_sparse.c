@@ -33,8 +33,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
-//  Ids of a push or pull grouped by stripe at a time, on the stack.
-#define S_WINDOW  1024
+//  Ids of a push or pull grouped by stripe at a time, on the stack (about
+//  44 KiB): enough that a stripe's group (64 ids on average) spans several
+//  batches, so that its loads overlap the work of the batch before.
+#define S_WINDOW  4096
 //  A stripe's ids of a window are used a batch at a time: the rows of a
 //  batch and the index entries of the next are loaded before the batch is
 //  used, so that their cache misses overlap instead of following each
