@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-//  A pull that no push precedes is cut into tasks of this many ids, so
-//  that the pool's threads share a large one: a pull changes nothing, and
-//  its ids' rows land in disjoint parts of the reply frame.
+//  A pull that no push precedes is cut into tasks of at most this many
+//  ids, so that the pool's threads share a large one: a pull changes
+//  nothing, and its ids' rows land in disjoint parts of the reply frame.
 #define S_PULL_CHUNK  4096
 
 //  A pushed table: its ids and gradients, read in place, and the outcome.
@@ -329,13 +329,16 @@ s_prepare_pulls (ps_sparsejob_t *self, ps_tables_t *tables, ps_error_t *err)
     self->chunks = calloc (nchunks + 1, sizeof *self->chunks);
     if (!self->chunks)
         abort ();
-    for (size_t j = 0; j < self->npull; j++)
-        for (size_t begin = 0; self->pulls [j].after == SIZE_MAX
-                               && begin < self->pulls [j].count; begin += S_PULL_CHUNK) {
-            size_t end = self->pulls [j].count - begin > S_PULL_CHUNK ? begin + S_PULL_CHUNK
-                                                                      : self->pulls [j].count;
-            self->chunks [self->nchunks++] = (s_chunk_t) { j, begin, end };
-        }
+    //  A pull's chunks are of equal size, so that the threads sharing it
+    //  finish together (5,000 ids are two chunks of 2,500, not 4,096 and
+    //  904).
+    for (size_t j = 0; j < self->npull; j++) {
+        size_t count = self->pulls [j].count;
+        size_t pieces = (count + S_PULL_CHUNK - 1) / S_PULL_CHUNK;
+        for (size_t k = 0; self->pulls [j].after == SIZE_MAX && k < pieces; k++)
+            self->chunks [self->nchunks++] = (s_chunk_t) { j, count * k / pieces,
+                                                           count * (k + 1) / pieces };
+    }
     return PS_OK;
 }
 

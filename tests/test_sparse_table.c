@@ -678,6 +678,59 @@ test_pull_never_creates (void **state)
     ps_sparse_destroy (&table);
 }
 
+//  A push and a pull of more ids than the table groups at a time (its
+//  windows of a few thousand ids) leave and read the same rows as the
+//  same ids pushed and pulled one by one: every window's ids reach their
+//  rows, and the pull's ids without rows read their initial values.
+#define W_IDS  10000
+
+static void
+test_many_ids (void **state)
+{
+    (void) state;
+    ps_tablespec_t spec;
+    ps_tablespec_default (&spec, "wide", 4);
+    ps_rowopt_default (&spec.opt, PS_ROWOPT_ADAGRAD);
+    ps_sparse_t *whole = ps_sparse_new (&spec, NULL);
+    ps_sparse_t *single = ps_sparse_new (&spec, NULL);
+    assert_non_null (whole);
+    assert_non_null (single);
+    uint64_t *ids = malloc (2 * W_IDS * sizeof *ids);
+    float *grads = malloc (W_IDS * 4 * sizeof *grads);
+    float *got = malloc (2 * W_IDS * 4 * sizeof *got);
+    float *expect = malloc (2 * W_IDS * 4 * sizeof *expect);
+    assert_non_null (ids && grads && got && expect);
+    //  Pushed ids first, then as many never pushed, in one pull mixed.
+    for (size_t i = 0; i < 2 * W_IDS; i++)
+        ids [i] = ps_mix64 (i + 1);
+    for (size_t i = 0; i < W_IDS * 4; i++)
+        grads [i] = (float) (i % 13) * 0.01f - 0.06f;
+    ps_sparse_push_result_t result;
+    harness_ok (ps_sparse_push (whole, 1, ids, W_IDS, grads, &result), NULL);
+    assert_int_equal (result.applied, W_IDS);
+    for (size_t i = 0; i < W_IDS; i++)
+        harness_ok (ps_sparse_push (single, i + 1, ids + i, 1, grads + 4 * i, &result), NULL);
+    //  Interleave the two halves so that every window holds both.
+    for (size_t i = 0; i < W_IDS; i += 2) {
+        uint64_t t = ids [i];
+        ids [i] = ids [W_IDS + i];
+        ids [W_IDS + i] = t;
+    }
+    ps_sparse_pull (whole, ids, 2 * W_IDS, got);
+    for (size_t i = 0; i < 2 * W_IDS; i++)
+        ps_sparse_pull (single, ids + i, 1, expect + 4 * i);
+    assert_memory_equal (got, expect, 2 * W_IDS * 4 * sizeof *got);
+    ps_sparse_stats_t stats;
+    ps_sparse_stats (whole, &stats);
+    assert_int_equal (stats.rows, W_IDS);
+    free (ids);
+    free (grads);
+    free (got);
+    free (expect);
+    ps_sparse_destroy (&whole);
+    ps_sparse_destroy (&single);
+}
+
 static void
 test_check_push (void **state)
 {
@@ -919,6 +972,7 @@ main (void)
         cmocka_unit_test (test_shard_of),
         cmocka_unit_test_setup_teardown (test_reference, s_setup, harness_dir_teardown),
         cmocka_unit_test (test_pull_never_creates),
+        cmocka_unit_test (test_many_ids),
         cmocka_unit_test (test_check_push),
         cmocka_unit_test (test_eviction_frees),
         cmocka_unit_test (test_memory_bound),

@@ -33,11 +33,15 @@
 #include <unistd.h>
 #include <zlib.h>
 
-//  Ids of a push or pull grouped by stripe at a time, on the stack.
-#define S_WINDOW  1024
-//  How many ids ahead a push or pull loads rows, and twice that their
-//  index entries.
-#define S_AHEAD   4
+//  Ids of a push or pull grouped by stripe at a time, on the stack (about
+//  44 KiB): enough that a stripe's group (64 ids on average) spans several
+//  batches, so that its loads overlap the work of the batch before.
+#define S_WINDOW  4096
+//  A stripe's ids of a window are used a batch at a time: the rows of a
+//  batch and the index entries of the next are loaded before the batch is
+//  used, so that their cache misses overlap instead of following each
+//  other.
+#define S_BATCH   16
 
 struct _ps_sparse_t {
     ps_sparse_layout_t layout;
@@ -135,17 +139,31 @@ s_window_fill (s_window_t *w, const uint64_t *ids, size_t m)
         w->order [next [w->hashes [i] >> 58]++] = (uint16_t) i;
 }
 
-//  Before the j-th id of stripe s's group is used: load the index entry
-//  of the id 2 * S_AHEAD on and the row of the id S_AHEAD on.
-static void
-s_window_prefetch (const s_window_t *w, ps_sparse_t *self, uint32_t s, uint32_t j)
+//  Before the ids order [j, end) of stripe s's group are used, end at
+//  most S_BATCH on: load what of their rows the operation reads (what),
+//  and the index entries of the batch after them (and, for the group's
+//  first batch, their own entries first). A table several times larger
+//  than the caches would otherwise wait for two cache misses per id one
+//  after the other, the entry then the row; this way a batch's misses are
+//  in flight together. Returns end.
+static uint32_t
+s_window_prefetch (const s_window_t *w, ps_sparse_t *self, uint32_t s, uint32_t j,
+                   ps_sparse_load_t what)
 {
     const ps_sparse_stripe_t *st = &self->stripes [s];
-    if (j + 2 * S_AHEAD < w->begin [s + 1])
-        ps_sparse_stripe_prefetch (st, &self->layout, w->hashes [w->order [j + 2 * S_AHEAD]],
-                                   false);
-    if (j + S_AHEAD < w->begin [s + 1])
-        ps_sparse_stripe_prefetch (st, &self->layout, w->hashes [w->order [j + S_AHEAD]], true);
+    uint32_t last = w->begin [s + 1];
+    uint32_t end = j + S_BATCH < last ? j + S_BATCH : last;
+    uint32_t next_end = end + S_BATCH < last ? end + S_BATCH : last;
+    if (j == w->begin [s])
+        for (uint32_t k = j; k < end; k++)
+            ps_sparse_stripe_prefetch (st, &self->layout, w->hashes [w->order [k]],
+                                       PS_SPARSE_LOAD_ENTRY);
+    for (uint32_t k = end; k < next_end; k++)
+        ps_sparse_stripe_prefetch (st, &self->layout, w->hashes [w->order [k]],
+                                   PS_SPARSE_LOAD_ENTRY);
+    for (uint32_t k = j; k < end; k++)
+        ps_sparse_stripe_prefetch (st, &self->layout, w->hashes [w->order [k]], what);
+    return end;
 }
 
 void
@@ -163,12 +181,13 @@ ps_sparse_pull (ps_sparse_t *self, const uint64_t *ids, size_t n, float *out)
                 continue;
             ps_sparse_stripe_t *st = &self->stripes [s];
             pthread_mutex_lock (&st->lock);
-            for (uint32_t j = w.begin [s]; j < w.begin [s + 1]; j++) {
-                s_window_prefetch (&w, self, s, j);
-                size_t i = w.order [j];
-                found [i] = ps_sparse_stripe_read (st, &self->layout, ids [start + i], w.hashes [i],
-                                                   out + (start + i) * dim);
-            }
+            for (uint32_t j = w.begin [s]; j < w.begin [s + 1];)
+                for (uint32_t end = s_window_prefetch (&w, self, s, j, PS_SPARSE_LOAD_VALUE);
+                     j < end; j++) {
+                    size_t i = w.order [j];
+                    found [i] = ps_sparse_stripe_read (st, &self->layout, ids [start + i],
+                                                       w.hashes [i], out + (start + i) * dim);
+                }
             pthread_mutex_unlock (&st->lock);
         }
         //  Initial values are computed outside the locks.
@@ -252,12 +271,13 @@ ps_sparse_push (ps_sparse_t *self, uint64_t step, const uint64_t *ids, size_t n,
             touched |= UINT64_C (1) << s;
             ps_sparse_stripe_t *st = &self->stripes [s];
             pthread_mutex_lock (&st->lock);
-            for (uint32_t j = w.begin [s]; j < w.begin [s + 1]; j++) {
-                s_window_prefetch (&w, self, s, j);
-                size_t i = w.order [j];
-                ps_sparse_stripe_push (st, &self->layout, ids [start + i], w.hashes [i],
-                                       grads + (start + i) * dim, step, result);
-            }
+            for (uint32_t j = w.begin [s]; j < w.begin [s + 1];)
+                for (uint32_t end = s_window_prefetch (&w, self, s, j, PS_SPARSE_LOAD_ROW);
+                     j < end; j++) {
+                    size_t i = w.order [j];
+                    ps_sparse_stripe_push (st, &self->layout, ids [start + i], w.hashes [i],
+                                           grads + (start + i) * dim, step, result);
+                }
             pthread_mutex_unlock (&st->lock);
         }
     }

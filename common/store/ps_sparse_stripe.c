@@ -6,10 +6,15 @@
 //  the stripe grows and never moved or freed before the table is: chunk k
 //  holds 16 << min (k, K) rows, K chosen so that a chunk stays within
 //  256 KiB, and starts with a bitmap of its rows' dirty marks. The index
-//  is open addressing with linear probing over slot numbers + 1 (0:
-//  empty), placed by the low bits of ps_sparse_hash (id), doubled when it
-//  would pass a load of 3/4, and emptied by backward shifting, so it never
-//  holds tombstones. An evicted row's slot goes on a free list and is the
+//  is open addressing with linear probing, placed by the low bits of
+//  ps_sparse_hash (id), doubled when it would pass a load of 3/4, and
+//  emptied by backward shifting, so it never holds tombstones. An entry
+//  (0: empty) is 32 bits: slot + 1 in its low bits, as many as the slabs'
+//  slots need (slot_mask), and in the bits above them the same bits of
+//  the id's hash shifted down 26 (below the stripe's bits), a fingerprint:
+//  a probe reads a row only when its fingerprint matches, so a probe run
+//  past other ids costs no cache miss for each. When the slabs outgrow
+//  slot_mask, every entry gives up its lowest fingerprint bit. An evicted row's slot goes on a free list and is the
 //  next one used: eviction bounds memory.
 //
 //  Admission. With admit_count >= 2 or admit_prob < 1 each stripe has a
@@ -61,6 +66,10 @@
 #define S_MAX_CHUNK_BYTES  (256 * 1024)
 #define S_FIRST_CHUNK_ROWS 16
 #define S_NO_SLOT          UINT32_MAX
+//  An index entry's slot bits at first: enough for the first slab, so that
+//  a small stripe keeps a long fingerprint (and every table that grows
+//  past a slab widens its entries, which the tests thus exercise).
+#define S_FIRST_SLOT_MASK  UINT32_C (0x1f)
 
 typedef struct {
     uint64_t id;
@@ -95,9 +104,10 @@ s_locate (const ps_sparse_layout_t *lay, uint32_t slot, uint32_t *k, uint32_t *o
         *offset = slot - S_FIRST_CHUNK_ROWS * ((UINT32_C (1) << *k) - 1);
     }
     else {
-        uint32_t big = S_FIRST_CHUNK_ROWS << lay->chunk_k;
-        *k = lay->chunk_k + 1 + (slot - geometric) / big;
-        *offset = (slot - geometric) % big;
+        //  The big chunks hold a power of two rows: shifts, not divisions.
+        uint32_t shift = (uint32_t) __builtin_ctz (S_FIRST_CHUNK_ROWS) + lay->chunk_k;
+        *k = lay->chunk_k + 1 + ((slot - geometric) >> shift);
+        *offset = (slot - geometric) & ((UINT32_C (1) << shift) - 1);
     }
 }
 
@@ -128,6 +138,34 @@ s_dirty (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint32_t s
     uint32_t k, offset;
     s_locate (lay, slot, &k, &offset);
     return (((const uint64_t *) st->chunks [k]) [offset / 64] >> (offset % 64)) & 1;
+}
+
+//  The slot an index entry names.
+static inline uint32_t
+s_entry_slot (const ps_sparse_stripe_t *st, uint32_t entry)
+{
+    return (entry & st->slot_mask) - 1;
+}
+
+//  The fingerprint bits of an entry for an id with this hash.
+static inline uint32_t
+s_entry_fingerprint (const ps_sparse_stripe_t *st, uint64_t hash)
+{
+    return (uint32_t) (hash >> 26) & ~st->slot_mask;
+}
+
+//  Widen the entries' slot bits until they hold capacity slots + 1, each
+//  entry's lowest fingerprint bit giving way (the rest stay the hash's).
+static void
+s_entry_widen (ps_sparse_stripe_t *st, uint32_t capacity)
+{
+    while (capacity > st->slot_mask) {
+        uint32_t mask = st->slot_mask << 1 | 1;
+        uint32_t bit = mask & ~st->slot_mask;
+        for (uint64_t pos = 0; st->index && pos <= st->mask; pos++)
+            st->index [pos] &= ~bit;
+        st->slot_mask = mask;
+    }
 }
 
 //  A free slot: a freed one, or the next of the chunks (a new chunk when
@@ -161,6 +199,7 @@ s_slot_alloc (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st)
         st->chunks [st->nchunks++] = chunk;
         st->capacity += rows;
         st->bytes += bytes;
+        s_entry_widen (st, st->capacity);
     }
     return st->used++;
 }
@@ -174,15 +213,16 @@ s_probe (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint64_t i
          s_row_t **row)
 {
     uint32_t pos = (uint32_t) hash & st->mask;
+    uint32_t fingerprint = s_entry_fingerprint (st, hash);
     *row = NULL;
-    while (st->index [pos]) {
-        s_row_t *candidate = s_row (lay, st, st->index [pos] - 1);
-        if (candidate->id == id) {
-            *row = candidate;
-            break;
+    for (uint32_t entry; (entry = st->index [pos]); pos = (pos + 1) & st->mask)
+        if ((entry & ~st->slot_mask) == fingerprint) {
+            s_row_t *candidate = s_row (lay, st, s_entry_slot (st, entry));
+            if (candidate->id == id) {
+                *row = candidate;
+                break;
+            }
         }
-        pos = (pos + 1) & st->mask;
-    }
     return pos;
 }
 
@@ -194,7 +234,7 @@ s_find (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint64_t id
         return S_NO_SLOT;
     s_row_t *row;
     uint32_t pos = s_probe (lay, st, id, hash, &row);
-    return row ? st->index [pos] - 1 : S_NO_SLOT;
+    return row ? s_entry_slot (st, st->index [pos]) : S_NO_SLOT;
 }
 
 //  Make room in the index for one more row, doubling it (or creating it)
@@ -216,7 +256,8 @@ s_index_reserve (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st)
         uint32_t entry = st->index [i];
         if (!entry)
             continue;
-        uint32_t pos = (uint32_t) ps_sparse_hash (s_row (lay, st, entry - 1)->id) & mask;
+        uint32_t pos = (uint32_t) ps_sparse_hash (s_row (lay, st, s_entry_slot (st, entry))->id)
+                     & mask;
         while (index [pos])
             pos = (pos + 1) & mask;
         index [pos] = entry;
@@ -240,7 +281,8 @@ s_index_remove_at (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32
         uint32_t entry = st->index [j];
         if (!entry)
             break;
-        uint32_t home = (uint32_t) ps_sparse_hash (s_row (lay, st, entry - 1)->id) & st->mask;
+        uint32_t home = (uint32_t) ps_sparse_hash (s_row (lay, st, s_entry_slot (st, entry))->id)
+                      & st->mask;
         //  The entry stays when its home lies cyclically in (hole, j].
         bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
         if (!stays) {
@@ -266,7 +308,7 @@ s_insert (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint64_t id, ui
         return S_NO_SLOT;
     s_row_t *row;
     uint32_t pos = s_probe (lay, st, id, hash, &row);
-    st->index [pos] = slot + 1;
+    st->index [pos] = s_entry_fingerprint (st, hash) | (slot + 1);
     st->rows++;
     s_row (lay, st, slot)->id = id;
     return slot;
@@ -342,7 +384,7 @@ s_evicted_reserve (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, size_t
 static void
 s_evict_at (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t pos)
 {
-    uint32_t slot = st->index [pos] - 1;
+    uint32_t slot = s_entry_slot (st, st->index [pos]);
     s_row_t *row = s_row (lay, st, slot);
     if (st->track_evicted)
         st->evicted [st->nevicted++] = row->id;
@@ -365,7 +407,7 @@ s_sweep (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint64_t now)
     size_t expired = 0;
     for (uint64_t pos = 0; st->index && pos <= st->mask; pos++)
         if (st->index [pos]) {
-            s_row_t *row = s_row (lay, st, st->index [pos] - 1);
+            s_row_t *row = s_row (lay, st, s_entry_slot (st, st->index [pos]));
             expired += row->last_step < now && now - row->last_step > ttl;
         }
     if (s_evicted_reserve (lay, st, expired))
@@ -377,7 +419,7 @@ s_sweep (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint64_t now)
     size_t evicted = 0;
     for (uint64_t pos = 0; expired && pos <= st->mask; pos++)
         while (st->index [pos]) {
-            s_row_t *row = s_row (lay, st, st->index [pos] - 1);
+            s_row_t *row = s_row (lay, st, s_entry_slot (st, st->index [pos]));
             if (!(row->last_step < now && now - row->last_step > ttl))
                 break;
             s_evict_at (lay, st, (uint32_t) pos);
@@ -457,7 +499,7 @@ s_trim (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t s)
     size_t n = 0;
     for (uint64_t pos = 0; pos <= st->mask; pos++)
         if (st->index [pos]) {
-            const s_row_t *row = s_row (lay, st, st->index [pos] - 1);
+            const s_row_t *row = s_row (lay, st, s_entry_slot (st, st->index [pos]));
             s_key_t key = { row->last_step, row->id, 0, (uint32_t) pos };
             if (lay->spec.policy == PS_EVICT_LFU)
                 key = (s_key_t) { row->count, row->last_step, row->id, (uint32_t) pos };
@@ -467,7 +509,7 @@ s_trim (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t s)
     //  The victims are removed by id, since each removal may move others'
     //  index entries.
     for (size_t i = 0; i < k; i++) {
-        uint64_t id = s_row (lay, st, st->index [keys [i].pos] - 1)->id;
+        uint64_t id = s_row (lay, st, s_entry_slot (st, st->index [keys [i].pos]))->id;
         keys [i].a = id;
     }
     for (size_t i = 0; i < k; i++) {
@@ -532,6 +574,7 @@ ps_sparse_layout_init (ps_sparse_layout_t *layout, const ps_tablespec_t *spec)
     layout->spec = *spec;
     layout->nslots = (uint32_t) ps_rowopt_slot_count (spec->opt.kind);
     layout->stride = (sizeof (s_row_t) + 4 * (size_t) spec->dim * (1 + layout->nslots) + 7) / 8 * 8;
+    layout->value_end = sizeof (s_row_t) + 4 * (size_t) spec->dim;
     while (layout->chunk_k < 12
        &&  ((size_t) S_FIRST_CHUNK_ROWS << (layout->chunk_k + 1)) * layout->stride
            <= S_MAX_CHUNK_BYTES)
@@ -544,6 +587,7 @@ ps_sparse_stripe_init (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
 {
     memset (self, 0, sizeof *self);
     self->free_head = S_NO_SLOT;
+    self->slot_mask = S_FIRST_SLOT_MASK;
     size_t sketch_bytes = (size_t) PS_SPARSE_SKETCH_DEPTH * layout->sketch_width;
     if (sketch_bytes) {
         self->sketch = calloc (1, sketch_bytes);
@@ -612,18 +656,28 @@ ps_sparse_stripe_push (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
 
 void
 ps_sparse_stripe_prefetch (const ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
-                           uint64_t hash, bool row)
+                           uint64_t hash, ps_sparse_load_t what)
 {
     if (!self->index)
         return;
     const uint32_t *entry = &self->index [(uint32_t) hash & self->mask];
-    if (!row)
+    if (what == PS_SPARSE_LOAD_ENTRY)
         __builtin_prefetch (entry);
     else
     if (*entry) {
-        const uint8_t *p = (const uint8_t *) s_row (layout, self, *entry - 1);
-        __builtin_prefetch (p, 1);
-        __builtin_prefetch (p + 64, 1);
+        //  Every cache line of the part wanted: rows are not aligned to
+        //  lines. A push writes the row, so it asks for the lines to own.
+        const uint8_t *p = (const uint8_t *) s_row (layout, self, s_entry_slot (self, *entry));
+        if (what == PS_SPARSE_LOAD_VALUE) {
+            for (size_t off = 0; off < layout->value_end; off += 64)
+                __builtin_prefetch (p + off);
+            __builtin_prefetch (p + layout->value_end - 1);
+        }
+        else {
+            for (size_t off = 0; off < layout->stride; off += 64)
+                __builtin_prefetch (p + off, 1);
+            __builtin_prefetch (p + layout->stride - 1, 1);
+        }
     }
 }
 
@@ -646,7 +700,8 @@ ps_sparse_stripe_copy (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
     size_t nevicted = full ? 0 : self->nevicted;
     size_t nrows = 0;
     for (uint64_t pos = 0; self->index && pos <= self->mask; pos++)
-        nrows += self->index [pos] && (full || s_dirty (layout, self, self->index [pos] - 1));
+        nrows += self->index [pos]
+              && (full || s_dirty (layout, self, s_entry_slot (self, self->index [pos])));
     size_t len = PS_SPARSE_FILE_SECTION + sketch_bytes + 8 * nevicted + nrows * row_bytes;
     if (len > *cap) {
         uint8_t *grown = realloc (*buf, len);
@@ -669,8 +724,8 @@ ps_sparse_stripe_copy (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
         ps_put_u64 (p, self->evicted [i]);
     for (uint64_t pos = 0; self->index && pos <= self->mask; pos++) {
         uint32_t entry = self->index [pos];
-        if (entry && (full || s_dirty (layout, self, entry - 1))) {
-            memcpy (p, s_row (layout, self, entry - 1), row_bytes);
+        if (entry && (full || s_dirty (layout, self, s_entry_slot (self, entry)))) {
+            memcpy (p, s_row (layout, self, s_entry_slot (self, entry)), row_bytes);
             p += row_bytes;
         }
     }
@@ -803,7 +858,7 @@ ps_sparse_stripe_differs (const ps_sparse_stripe_t *self, const ps_sparse_stripe
     for (uint64_t pos = 0; x->index && pos <= x->mask; pos++) {
         if (!x->index [pos])
             continue;
-        const s_row_t *p = s_row (layout, x, x->index [pos] - 1);
+        const s_row_t *p = s_row (layout, x, s_entry_slot (x, x->index [pos]));
         uint32_t slot = s_find (layout, y, p->id, ps_sparse_hash (p->id));
         if (slot == S_NO_SLOT) {
             snprintf (buf, len, "table %s: row %llu is missing", name, (unsigned long long) p->id);

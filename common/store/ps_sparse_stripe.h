@@ -25,6 +25,7 @@ typedef struct {
     ps_tablespec_t spec;
     uint32_t nslots;            //  slot floats per element
     size_t stride;              //  bytes of a row in a slab
+    size_t value_end;           //  bytes of a row up to its value's end
     uint32_t chunk_k;           //  slab k holds 16 << min (k, K) rows
     uint32_t sketch_width;      //  admission counters per sketch row; 0: none
 } ps_sparse_layout_t;
@@ -34,8 +35,9 @@ void ps_sparse_layout_init (ps_sparse_layout_t *layout, const ps_tablespec_t *sp
 
 typedef struct {
     pthread_mutex_t lock;       //  taken by the table, never here
-    uint32_t *index;            //  mask + 1 entries: slot + 1, or 0 for empty
+    uint32_t *index;            //  mask + 1 entries: fingerprint | slot + 1, or 0
     uint32_t mask;
+    uint32_t slot_mask;         //  an entry's bits for slot + 1
     uint32_t rows;              //  live rows
     uint32_t used;              //  slots ever handed out
     uint32_t capacity;          //  slots in the slabs allocated
@@ -67,12 +69,22 @@ void ps_sparse_stripe_push (ps_sparse_stripe_t *self, const ps_sparse_layout_t *
                             uint64_t id, uint64_t hash, const float *grad, uint64_t step,
                             ps_sparse_push_result_t *result);
 
-//  Start loading what a push of the id with this hash will read: with
-//  row false its index entry, with row true the row the entry names
-//  (the entry itself best loaded a few ids before). A table several
-//  times larger than the caches spends most of a push waiting for these.
+//  What ps_sparse_stripe_prefetch starts loading for an id: its index
+//  entry, or the part of the row the entry names (the entry itself best
+//  loaded a batch before) that a pull reads (id and value) or that a push
+//  updates (all of it).
+typedef enum {
+    PS_SPARSE_LOAD_ENTRY,
+    PS_SPARSE_LOAD_VALUE,
+    PS_SPARSE_LOAD_ROW
+} ps_sparse_load_t;
+
+//  Start loading what a pull or push of the id with this hash will read. A
+//  table several times larger than the caches spends most of a pull or
+//  push waiting for these; a pull loads only the lines it reads, since the
+//  misses a core can have in flight are few.
 void ps_sparse_stripe_prefetch (const ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
-                                uint64_t hash, bool row);
+                                uint64_t hash, ps_sparse_load_t what);
 
 //  Evict what the TTL and stripe s's share of the capacity ask for, now
 //  being the newest step the table has applied. Returns the rows evicted.

@@ -10,8 +10,9 @@ On a table of ROWS x DIM float32 it times, over requests of ids:
            coalesces the duplicates), lr 0.05, initial accumulator 0.1,
            eps 1e-7, as bench_sparse's table.
 Each is warmed up over every request once, then timed in REPS repetitions
-of about REP_SECONDS each; the figure is the median. One thread, as
-bench_sparse's paths: OPENBLAS_NUM_THREADS and OMP_NUM_THREADS are set
+of about REP_SECONDS each; the figure is the fastest repetition's, as
+in bench_sparse (the one other work on the machine disturbed least). One
+thread, as bench_sparse's paths: OPENBLAS_NUM_THREADS and OMP_NUM_THREADS are set
 before torch is imported (Debian's torch ignores set_num_threads for BLAS,
 see tests/bench/torch_cnn.py).
 
@@ -77,7 +78,7 @@ def timed(step, requests, reps, rep_seconds):
             if elapsed >= rep_seconds:
                 break
         times.append(elapsed / count)
-    return sorted(times)[len(times) // 2]
+    return min(times)
 
 
 def main():
