@@ -583,6 +583,10 @@ ps_control_restore (ps_control_t *self, const ps_proto_t *req, ps_proto_t *reply
         reply->restore_ok.files = (ps_proto_snap_file_array_t) { count, entries };
         reply->restore_ok.tables = (ps_proto_table_file_array_t) { tables.count,
                                                                    tables.entries };
+        //  Fenced in the same step: a push queued before the restore,
+        //  computed against the values it replaced, is refused from here.
+        if (req->restore.has_generation)
+            self->fence = req->restore.generation;
         ps_writer_encode (writer, reply);
         ps_info ("restored %zu partitions and %zu table shards from %s", count, tables.count,
                  dir);

@@ -23,8 +23,9 @@
 //  taken while large pushes run on the pool is a cut: each row holds
 //  exactly the steps of its file's ledger. A restore reads only the
 //  server's own shard's file, refuses a table the server holds no shard of
-//  and a file of another spec, installing nothing. Evaluators may pull but
-//  not push, workers may not create tables.
+//  and a file of another spec, installing nothing. A restore that carries
+//  a generation fences the server at it. Evaluators may pull but not push,
+//  workers may not create tables.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -1003,6 +1004,41 @@ test_fence (void **state)
     assert_int_equal (reply->sparse_push_ok.applied.items [0].created, 1);
 }
 
+//  After test_fence: a restore that carries a generation fences the
+//  server at it in the same step, so a push of the generation before it
+//  is refused on the restored values; a restore that fails moves no fence.
+static void
+test_restore_fences (void **state)
+{
+    (void) state;
+    assert_int_equal (s_snapshot (s_chief, "fence-snap", NULL)->type, PS_PROTO_SNAPSHOT_OK);
+    ps_tablespec_t spec = s_spec ("fence/emb", 1);
+    uint64_t rand = 67, id;
+    s_ids (&spec, &rand, &id, 1);
+    float grad = 1;
+    s_entry_t entry = { "fence/emb", 1, &id, 1, &grad };
+    ps_proto_t msg = { .type = PS_PROTO_RESTORE, .id = s_id++,
+                       .restore = { .dir = "fence-snap", .has_generation = true,
+                                    .generation = 4 } };
+    harness_send (s_chief, NULL, 0, &msg);
+    const ps_proto_t *reply = harness_recv (s_chief, s_reply, false, S_TIMEOUT_MS);
+    assert_non_null (reply);
+    if (reply->type == PS_PROTO_ERROR)
+        fail_msg ("restore: %s: %s", reply->error.code, reply->error.message);
+    s_expect_error (s_push_on (s_worker, 2, true, 3, &entry, 1), "invalid",
+                    "sparse_push: stale generation 3");
+    msg.id = s_id++;
+    msg.restore.dir = "no-such-snap";
+    msg.restore.generation = 5;
+    harness_send (s_chief, NULL, 0, &msg);
+    s_expect_error (harness_recv (s_chief, s_reply, false, S_TIMEOUT_MS), "not_found",
+                    "no-such-snap");
+    reply = s_push_on (s_worker, 2, true, 4, &entry, 1);
+    if (reply->type == PS_PROTO_ERROR)
+        fail_msg ("sparse_push: %s: %s", reply->error.code, reply->error.message);
+    assert_int_equal (reply->sparse_push_ok.applied.items [0].applied, 1);
+}
+
 //  ---------------------------------------------------------------------
 
 static int
@@ -1057,6 +1093,7 @@ main (void)
         cmocka_unit_test (test_cluster_checkpoint_dir),
         cmocka_unit_test (test_restore_own_shard_only),
         cmocka_unit_test (test_fence),
+        cmocka_unit_test (test_restore_fences),
     };
     return harness_finish (cmocka_run_group_tests (tests, s_setup, s_teardown));
 }
