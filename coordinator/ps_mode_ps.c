@@ -195,6 +195,14 @@ s_restore (void *self_, const char *why)
     //  base's full ones.
     const char *base = json_string_value (json_object_get (manifest, PS_CHECKPOINT_BASE));
     const char *name = ps_checkpoint_name (host->job->checkpoint_dir, src);
+    //  Each server is fenced at the next generation by its restore itself
+    //  (ps_client_set_generation), so that a stale push queued there
+    //  cannot land between its restore and a separate fence; the fence
+    //  after it reaches the servers a restore skips. A failure of either
+    //  is a failed restore: a server left unfenced would apply the stale
+    //  push, and the legitimate replay of its step would be a duplicate.
+    uint64_t generation = host->generation + 1;
+    ps_client_set_generation (host->client, generation);
     if (!ps_model_ctr (host->cfg->model))
         rc = ps_client_restore (host->client, name, &err);
     else
@@ -202,6 +210,8 @@ s_restore (void *self_, const char *why)
         rc = ps_client_restore_tables (host->client, name, base,
                                        (size_t) ps_model_ctr (host->cfg->model)->table_count,
                                        &err);
+    if (rc == 0 && (rc = ps_client_fence (host->client, generation, &err)) != 0)
+        ps_error_prefix (&err, rc, "fencing the servers at generation %" PRIu64, generation);
     if (rc && self->recovering && (rc == PS_ETIMEDOUT || rc == PS_EIO || rc == PS_EREMOTE)) {
         //  Another server failed meanwhile, or is not serving yet: stay
         //  paused and try again once the failure handling has caught up.
@@ -220,7 +230,7 @@ s_restore (void *self_, const char *why)
     uint64_t after = ps_schedule_done_count (host->schedule);
     if (self->policy && self->policy->rewound)
         self->policy->rewound (self->arg);
-    host->generation++;
+    host->generation = generation;
     //  A step that failed for a server's failure starts its count again on
     //  the restored servers, and no worker waits out a backoff it owed them.
     for (int i = 0; i < S_FAILING_STEPS; i++)
@@ -229,12 +239,6 @@ s_restore (void *self_, const char *why)
         self->streak [w] = 0;
         self->not_before_ms [w] = 0;
     }
-    //  From now on the servers refuse pushes of older generations: a
-    //  gradient computed against the values just rewound (by a worker that
-    //  was stopped or cut off, or queued at a server that was stopped)
-    //  cannot land on the restored values.
-    if (ps_client_fence (host->client, host->generation, &err))
-        ps_warn ("fencing the servers at generation %" PRIu64 ": %s", host->generation, err.msg);
     ps_evalq_rewind (host->evalq, after);
     host->lr = 0;
     s_set_lr (self, s_lr_at (self, watermark + 1));

@@ -396,7 +396,13 @@ s_restored_tables_release (s_restored_tables_t *restored)
 }
 
 //  Load table file `file` of dir (on top of its full file in base_dir when
-//  that is not NULL) into restored's next entry.
+//  that is not NULL) into restored's next entry. A cluster's servers write
+//  their shards into one directory: a server takes the file of the shard
+//  it holds (table_create, which the coordinator sends before a restore,
+//  says which) and leaves the other servers' files unread, so that a
+//  restore costs one shard's memory and time, not the whole table's. A
+//  file of a table it holds no shard of is refused: which shard it should
+//  take is not its to guess.
 static int
 s_restore_table (ps_control_t *self, const char *dir, const char *base_dir, const char *file,
                  s_restored_tables_t *restored, ps_error_t *err)
@@ -405,6 +411,13 @@ s_restore_table (ps_control_t *self, const char *dir, const char *base_dir, cons
     bool full;
     if (!ps_tables_parse_filename (file, &shard, &shards, &full))
         return ps_error_set (err, PS_EINVAL, "restore: %s is not a table file", file);
+    ps_tshard_t *held = ps_tables_lookup_file (self->tables, file);
+    if (!held)
+        return ps_error_set (err, PS_ENOTFOUND, "restore: %s/%s is a shard of a table this "
+                             "server holds none of; create the table (table_create) before "
+                             "restoring it", dir, file);
+    if (ps_tshard_shard (held) != shard || ps_tshard_shards (held) != shards)
+        return PS_OK;
     char path [PATH_MAX * 2 + 2], full_path [PATH_MAX * 2 + 2];
     snprintf (path, sizeof path, "%s/%s", dir, file);
     int rc = ps_ckpt_root_check (self->root, path, err);
@@ -424,21 +437,21 @@ s_restore_table (ps_control_t *self, const char *dir, const char *base_dir, cons
         return ps_error_prefix (err, err->code, "restore");
     //  A file holds the table its name says, or it was renamed or copied
     //  over another: restoring it would put rows where no worker looks.
-    char expect [PATH_MAX];
-    const char *name = ps_sparse_spec (table)->name;
-    if (ps_tables_filename (name, shard, shards, full, expect, sizeof expect)
-    ||  strcmp (expect, file) != 0) {
+    const ps_tablespec_t *spec = ps_sparse_spec (table);
+    const ps_tablespec_t *held_spec = ps_sparse_spec (ps_tshard_table (held));
+    char diff [PS_ERROR_MSG_MAX / 2];
+    if (strcmp (spec->name, held_spec->name) != 0)
+        rc = ps_error_set (err, PS_ECORRUPT, "restore: file %s holds table %s, expected %s",
+                           path, spec->name, held_spec->name);
+    else
+    //  The rows, their slots and the ledger mean what the spec says: ones
+    //  of another optimizer, width or initializer would train on garbage.
+    if (ps_tablespec_differs (held_spec, spec, diff, sizeof diff))
+        rc = ps_error_set (err, PS_EINVAL, "restore: file %s holds table %s with another spec "
+                           "than the server's (%s)", path, spec->name, diff);
+    if (rc) {
         ps_sparse_destroy (&table);
-        return ps_error_set (err, PS_ECORRUPT, "restore: file %s holds table %s (file %s)",
-                             path, name, expect);
-    }
-    //  A cluster's servers write their shards into one directory: a
-    //  server that holds a shard of the table takes that shard's file and
-    //  leaves the other servers' ones.
-    ps_tshard_t *held = ps_tables_lookup (self->tables, name);
-    if (held && (ps_tshard_shard (held) != shard || ps_tshard_shards (held) != shards)) {
-        ps_sparse_destroy (&table);
-        return PS_OK;
+        return rc;
     }
     size_t i = restored->count++;
     restored->tshards [i] = ps_tshard_new (table, shard, shards);
@@ -570,6 +583,10 @@ ps_control_restore (ps_control_t *self, const ps_proto_t *req, ps_proto_t *reply
         reply->restore_ok.files = (ps_proto_snap_file_array_t) { count, entries };
         reply->restore_ok.tables = (ps_proto_table_file_array_t) { tables.count,
                                                                    tables.entries };
+        //  Fenced in the same step: a push queued before the restore,
+        //  computed against the values it replaced, is refused from here.
+        if (req->restore.has_generation)
+            self->fence = req->restore.generation;
         ps_writer_encode (writer, reply);
         ps_info ("restored %zu partitions and %zu table shards from %s", count, tables.count,
                  dir);

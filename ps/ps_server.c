@@ -430,6 +430,41 @@ s_handle_shutdown (ps_server_t *self, const ps_proto_t *req, ps_proto_t *reply,
     return PS_OK;
 }
 
+//  Answer the jobs the pool has finished.
+static int
+s_collect_done (ps_server_t *self)
+{
+    while (true) {
+        ps_pool_job_t *job;
+        int rc = ps_pool_collect (self->pool, &job);
+        if (rc <= 0)
+            return rc;
+        ps_sparsejob_t *sparse = ps_sparsejob_from_pool (job);
+        if (sparse)
+            s_sparsejob_finish (self, sparse);
+        else
+            s_job_finish (self, ps_job_from_pool (job));
+    }
+}
+
+//  Answer every job of the pool, waiting for the ones still running.
+//  Called on the serving thread, which alone submits jobs, so none starts
+//  meanwhile: once it returns 0, every push received so far is applied
+//  and answered and none is half-way, a cut of partitions and tables
+//  alike. PS_EIO when the pool's socket fails (errno kept).
+static int
+s_drain_pool (ps_server_t *self)
+{
+    while (ps_pool_busy (self->pool) > 0) {
+        zmq_pollitem_t done = { ps_pool_done_socket (self->pool), 0, ZMQ_POLLIN, 0 };
+        if (zmq_poll (&done, 1, -1) < 0 && errno != EINTR)
+            return PS_EIO;
+        if (s_collect_done (self))
+            return PS_EIO;
+    }
+    return PS_OK;
+}
+
 //  ---------------------------------------------------------------------
 //  Dispatch
 
@@ -447,6 +482,7 @@ typedef int (s_server_fn) (ps_server_t *self, const ps_proto_t *req, ps_proto_t 
 static const struct {
     bool data;
     bool sparse;
+    bool cut;                   //  served once the pool holds no job (s_drain_pool)
     s_server_fn *server;
     ps_control_fn *control;
 } s_serves [PS_PROTO_NTYPES] = {
@@ -461,8 +497,8 @@ static const struct {
     [PS_PROTO_SHUTDOWN] = { .server = s_handle_shutdown },
     [PS_PROTO_CREATE] = { .control = ps_control_create },
     [PS_PROTO_SET_OPTIMIZER] = { .control = ps_control_set_optimizer },
-    [PS_PROTO_SNAPSHOT] = { .control = ps_control_snapshot },
-    [PS_PROTO_RESTORE] = { .control = ps_control_restore },
+    [PS_PROTO_SNAPSHOT] = { .cut = true, .control = ps_control_snapshot },
+    [PS_PROTO_RESTORE] = { .cut = true, .control = ps_control_restore },
     [PS_PROTO_FENCE] = { .control = ps_control_fence },
     [PS_PROTO_TABLE_CREATE] = { .control = ps_control_table_create },
 };
@@ -474,7 +510,16 @@ s_handle_control (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
     const ps_proto_t *req = ps_msg_proto (msg);
     ps_proto_t reply = { .type = ps_proto_info [req->type].reply, .id = req->id };
     ps_error_t err;
-    int rc = s_serves [req->type].server
+    int rc = PS_OK;
+    //  A snapshot of a push half-way applied would hold some of its rows
+    //  and not others, or a ledger that disagrees with its rows; a restore
+    //  under one would have it land on the restored values. Neither runs
+    //  beside a job.
+    if (s_serves [req->type].cut && s_drain_pool (self))
+        rc = ps_error_set (&err, PS_EIO, "%s: waiting for the updates in progress: %s",
+                           ps_proto_info [req->type].name, zmq_strerror (errno));
+    if (rc == PS_OK)
+        rc = s_serves [req->type].server
            ? s_serves [req->type].server (self, req, &reply, &err)
            : s_serves [req->type].control (self->control, req, &reply, &self->writer, &err);
     if (rc)
@@ -584,23 +629,6 @@ s_handle_request (ps_server_t *self)
     return self->shutdown;
 }
 
-//  Answer the jobs the pool has finished.
-static int
-s_collect_done (ps_server_t *self)
-{
-    while (true) {
-        ps_pool_job_t *job;
-        int rc = ps_pool_collect (self->pool, &job);
-        if (rc <= 0)
-            return rc;
-        ps_sparsejob_t *sparse = ps_sparsejob_from_pool (job);
-        if (sparse)
-            s_sparsejob_finish (self, sparse);
-        else
-            s_job_finish (self, ps_job_from_pool (job));
-    }
-}
-
 int
 ps_server_run (ps_server_t *self, int stop_fd)
 {
@@ -655,12 +683,7 @@ ps_server_run (ps_server_t *self, int stop_fd)
     if (rc == PS_OK && stop)
         s_log_table_memory (self);
     //  Finish and answer the updates in progress before returning.
-    while (ps_pool_busy (self->pool) > 0) {
-        zmq_pollitem_t done = { ps_pool_done_socket (self->pool), 0, ZMQ_POLLIN, 0 };
-        if (zmq_poll (&done, 1, -1) < 0 && errno != EINTR)
-            break;
-        if (s_collect_done (self))
-            break;
-    }
+    if (s_drain_pool (self))
+        ps_error ("pool notification failed: %s", zmq_strerror (errno));
     return rc;
 }

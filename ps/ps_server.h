@@ -22,6 +22,12 @@
 //  Sparse pulls and pushes of tables are served the same way, one task
 //  per table (ps_sparsejob.h).
 //
+//  A snapshot or a restore waits, on the main thread, until the pool has
+//  finished every job: since only the main thread starts jobs, none runs
+//  while the files are written or the state replaced, so a snapshot is a
+//  cut (each partition and table file holds exactly the steps of its
+//  ledger) and no push lands half on the old state and half on the new.
+//
 //  The modules: ps_job (one data request), ps_sparsejob (one sparse
 //  request), ps_pool (the threads), ps_control (the coordinator's requests
 //  and the fence), ps_table (the partitions), ps_tables (the table

@@ -274,6 +274,26 @@ ps_tables_parse_filename (const char *file, uint32_t *shard, uint32_t *shards, b
     return *shard < *shards;
 }
 
+ps_tshard_t *
+ps_tables_lookup_file (ps_tables_t *self, const char *file)
+{
+    assert (self);
+    uint32_t shard, shards;
+    bool full;
+    if (!ps_tables_parse_filename (file, &shard, &shards, &full))
+        return NULL;
+    //  Names are escaped into file names, not back: the held table whose
+    //  name gives this file name (with the file's shard and kind) is it.
+    char name [PATH_MAX];
+    for (ps_tshard_t *tshard = zhashx_first (self->shards); tshard;
+         tshard = zhashx_next (self->shards))
+        if (ps_tables_filename (ps_tshard_name (tshard), shard, shards, full, name,
+                                sizeof name) == PS_OK
+        &&  strcmp (name, file) == 0)
+            return tshard;
+    return NULL;
+}
+
 int
 ps_tables_full_filename (const char *incr_file, char *buf, size_t len)
 {

@@ -51,6 +51,12 @@ int ps_tables_filename (const char *name, uint32_t shard, uint32_t shards, bool 
 bool ps_tables_parse_filename (const char *file, uint32_t *shard, uint32_t *shards,
                                bool *full);
 
+//  The shard held of the table whose snapshot file (any shard, either
+//  kind) file is, borrowed, or NULL when file is no table file or the
+//  server holds no shard of its table. Needs no reading of the file, so
+//  a restore can leave the other servers' files unread.
+ps_tshard_t *ps_tables_lookup_file (ps_tables_t *self, const char *file);
+
 //  The name of the full file an incremental file (so named) follows.
 //  Returns 0, or PS_EINVAL when file is no incremental file's name or buf
 //  is too small.

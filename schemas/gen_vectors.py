@@ -111,6 +111,7 @@ vectors = [
     vec('restore with parts', hdr('restore', dir='ckpt-1', parts=[{'var': 'w', 'part': 0}])),
     vec('snapshot incremental', hdr('snapshot', dir='ckpt-3', incremental=True, base='ckpt-1')),
     vec('restore of an incremental snapshot', hdr('restore', dir='ckpt-3', base='ckpt-1')),
+    vec('restore that fences', hdr('restore', dir='ckpt-3', base='ckpt-1', generation=4)),
     vec('restore_ok with a table', hdr('restore_ok', files=[], tables=[
         TFILE, dict(TFILE, file='emb_c1.shard1of2.incr.table', full=False, rows=7, steps=9)])),
     vec('table_create', hdr('table_create', tables=[
@@ -206,6 +207,8 @@ vectors = [
         expect='invalid', contains='push: round: 0 is out of bounds, expected at least 1'),
     vec('fence at generation 0', hdr('fence', generation=0), expect='invalid',
         contains='fence: generation: 0 is out of bounds, expected at least 1'),
+    vec('restore fencing at generation 0', hdr('restore', dir='ckpt-1', generation=0),
+        expect='invalid', contains='restore: generation: 0 is out of bounds, expected at least 1'),
     vec('partition index above 2^32-1', hdr('pull', parts=[{'var': 'w', 'part': 0},
                                                           {'var': 'w', 'part': 2**32}]),
         expect='invalid',

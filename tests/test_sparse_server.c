@@ -19,8 +19,13 @@
 //  server, give bit-identical pulls, the same counters and ledger, and
 //  the same admission counts. A cluster's checkpoint directory, renamed
 //  after the servers wrote into it, is the base of the next incremental
-//  snapshot, and restoring it gives each server its own shard. Evaluators may pull but not push, workers
-//  may not create tables.
+//  snapshot, and restoring it gives each server its own shard. A snapshot
+//  taken while large pushes run on the pool is a cut: each row holds
+//  exactly the steps of its file's ledger. A restore reads only the
+//  server's own shard's file, refuses a table the server holds no shard of
+//  and a file of another spec, installing nothing. A restore that carries
+//  a generation fences the server at it. Evaluators may pull but not push,
+//  workers may not create tables.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -39,6 +44,7 @@
 #include "harness_rand.h"
 #include "harness_wire.h"
 #include "ps_proto_conv.h"
+#include "ps_sparse.h"
 #include "ps_tablespec.h"
 
 #define S_TIMEOUT_MS  20000
@@ -46,6 +52,7 @@
 
 static harness_server_t s_server;
 static harness_server_t s_fresh;       //  the one a snapshot is restored into
+static harness_server_t s_busy;        //  many pool threads, for the cut
 static char s_root [64];
 static void *s_ctx;
 static void *s_chief, *s_worker, *s_evaluator;
@@ -83,6 +90,11 @@ s_create_on (void *socket, const ps_tablespec_t *specs, size_t n, uint64_t shard
     return reply;
 }
 
+//  The specs of the tables created on the server, which snapshots of it
+//  hold and a server restoring them must hold shards of.
+static ps_tablespec_t s_held [32];
+static size_t s_nheld;
+
 static void
 s_create (const ps_tablespec_t *spec)
 {
@@ -90,6 +102,20 @@ s_create (const ps_tablespec_t *spec)
     if (reply->type == PS_PROTO_ERROR)
         fail_msg ("table_create: %s: %s", reply->error.code, reply->error.message);
     assert_int_equal (reply->table_create_ok.created, 1);
+    assert_true (s_nheld < sizeof s_held / sizeof s_held [0]);
+    s_held [s_nheld++] = *spec;
+}
+
+//  Create every table the server holds on another server, over its chief
+//  socket, as shard `shard`: what a coordinator does before a restore.
+static void
+s_create_held_on (void *chief, uint64_t shard)
+{
+    for (size_t i = 0; i < s_nheld; i++) {
+        const ps_proto_t *reply = s_create_on (chief, &s_held [i], 1, shard, S_SHARDS);
+        if (reply->type == PS_PROTO_ERROR)
+            fail_msg ("table_create: %s: %s", reply->error.code, reply->error.message);
+    }
 }
 
 //  Ids of this server's shard of spec: n of them from state.
@@ -678,6 +704,8 @@ test_snapshot_full_incremental_restore (void **state)
         "--checkpoint-root", s_root, NULL }), 0);
     void *chief = harness_dealer (s_ctx, s_fresh.endpoint, "chief:0", "ps:1");
     void *worker = harness_dealer (s_ctx, s_fresh.endpoint, "worker:0", "ps:1");
+    //  A restore fills the shards a server holds, as a coordinator's does.
+    s_create_held_on (chief, 0);
     //  The full snapshot alone, then the pair over it.
     reply = s_restore (chief, "snap-full", NULL);
     if (reply->type == PS_PROTO_ERROR)
@@ -723,6 +751,99 @@ test_snapshot_full_incremental_restore (void **state)
     assert_int_equal (harness_server_stop (&s_fresh, SIGTERM), 0);
 }
 
+//  A snapshot is a cut: taken while large pushes are still being applied
+//  on the pool, each table file holds exactly the steps of its ledger.
+//  Every push adds a gradient of 1 to every row of the set, so a row of a
+//  consistent file is its initial value less lr once per step the ledger
+//  holds; a push that the save caught half-way would leave some stripes
+//  with its step and others without, or a ledger that disagrees with all
+//  of them. The server runs many pool threads, and several workers keep
+//  pushes queued at every snapshot, so that a save beside a push is likely.
+static void
+test_snapshot_is_a_cut (void **state)
+{
+    (void) state;
+    enum { WORKERS = 6, ROUNDS = 24, ROWS = 24000 };
+    const uint32_t dim = 8;
+    ps_tablespec_t spec = s_spec ("cut/emb", dim);
+    spec.opt.kind = PS_ROWOPT_SGD;
+    spec.opt.lr = 0.5;
+    assert_int_equal (harness_server_start (&s_busy, 2, (const char *[]) {
+        "--threads", "8", "--checkpoint-root", s_root, NULL }), 0);
+    void *chief = harness_dealer (s_ctx, s_busy.endpoint, "chief:0", "ps:2");
+    const ps_proto_t *reply = s_create_on (chief, &spec, 1, 0, 1);
+    if (reply->type == PS_PROTO_ERROR)
+        fail_msg ("table_create: %s: %s", reply->error.code, reply->error.message);
+    uint64_t *ids = malloc (ROWS * sizeof *ids);
+    float *ones = malloc ((size_t) ROWS * dim * sizeof *ones);
+    float *got = malloc ((size_t) ROWS * dim * sizeof *got);
+    float *init = malloc ((size_t) ROWS * dim * sizeof *init);
+    assert_true (ids && ones && got && init);
+    uint64_t rand = 99;
+    for (size_t i = 0; i < ROWS; i++) {
+        ids [i] = harness_splitmix (&rand);
+        ps_tablespec_init_row (&spec, ids [i], init + i * dim);
+    }
+    for (size_t k = 0; k < (size_t) ROWS * dim; k++)
+        ones [k] = 1;
+    void *workers [WORKERS];
+    for (int w = 0; w < WORKERS; w++) {
+        char task [32];
+        snprintf (task, sizeof task, "worker:%d", w);
+        workers [w] = harness_dealer (s_ctx, s_busy.endpoint, task, "ps:2");
+    }
+    uint64_t step = 1;
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int w = 0; w < WORKERS; w++) {
+            ps_proto_sparse_ref_t ref = { "cut/emb", ROWS, dim };
+            ps_proto_t msg = { .type = PS_PROTO_SPARSE_PUSH, .id = s_id++,
+                               .sparse_push = { step++, (uint64_t) w, false, 0, { 1, &ref } } };
+            const void *data [] = { ids, ones };
+            size_t sizes [] = { ROWS * sizeof (uint64_t), (size_t) ROWS * dim * sizeof (float) };
+            harness_send_frames (workers [w], &msg, data, sizes, 2);
+        }
+        char dir [32];
+        snprintf (dir, sizeof dir, "cut-%d", round);
+        reply = s_snapshot (chief, dir, NULL);
+        if (reply->type == PS_PROTO_ERROR)
+            fail_msg ("snapshot: %s: %s", reply->error.code, reply->error.message);
+        for (int w = 0; w < WORKERS; w++)
+            harness_expect (workers [w], s_reply, PS_PROTO_SPARSE_PUSH_OK, S_TIMEOUT_MS);
+        char path [256];
+        snprintf (path, sizeof path, "%s/%s/cut%%2Femb.shard0of1.full.table", s_root, dir);
+        ps_error_t err;
+        ps_sparse_t *table = ps_sparse_load (path, NULL, &err);
+        if (!table)
+            fail_msg ("snapshot %d is not loadable: %s", round, err.msg);
+        uint64_t steps = ps_sparse_steps_applied (table);
+        ps_sparse_pull (table, ids, ROWS, got);
+        for (size_t i = 0; i < ROWS; i++) {
+            float want [8];
+            memcpy (want, init + i * dim, sizeof want);
+            for (uint64_t t = 0; t < steps; t++)
+                for (uint32_t j = 0; j < dim; j++)
+                    want [j] = want [j] - 0.5f;
+            if (memcmp (got + i * dim, want, sizeof want) != 0)
+                fail_msg ("snapshot %d: row %zu (id %llu) is %g, expected %g: its ledger holds "
+                          "%llu steps", round, i, (unsigned long long) ids [i],
+                          (double) got [i * dim], (double) want [0],
+                          (unsigned long long) steps);
+        }
+        ps_sparse_destroy (&table);
+        char tree [128];
+        snprintf (tree, sizeof tree, "%s/%s", s_root, dir);
+        harness_rmtree (tree);
+    }
+    for (int w = 0; w < WORKERS; w++)
+        zmq_close (workers [w]);
+    zmq_close (chief);
+    assert_int_equal (harness_server_stop (&s_busy, SIGTERM), 0);
+    free (ids);
+    free (ones);
+    free (got);
+    free (init);
+}
+
 //  What a coordinator does with a cluster's checkpoint: every server
 //  snapshots into one directory, ckpt-<step>.tmp, which is then renamed
 //  ckpt-<step> (common/store/ps_checkpoint.h). The next incremental
@@ -740,8 +861,7 @@ test_cluster_checkpoint_dir (void **state)
         "--checkpoint-root", s_root, NULL }), 0);
     void *chief = harness_dealer (s_ctx, s_fresh.endpoint, "chief:0", "ps:1");
     void *worker = harness_dealer (s_ctx, s_fresh.endpoint, "worker:0", "ps:1");
-    assert_int_equal (s_create_on (chief, &spec, 1, 1, S_SHARDS)->type,
-                      PS_PROTO_TABLE_CREATE_OK);
+    s_create_held_on (chief, 1);
     uint64_t rand = 77, ids0 [4], ids1 [4];
     s_ids (&spec, &rand, ids0, 4);
     for (size_t i = 0; i < 4; i++)
@@ -794,6 +914,72 @@ test_cluster_checkpoint_dir (void **state)
     assert_int_equal (harness_server_stop (&s_fresh, SIGTERM), 0);
 }
 
+//  A restore reads the file of the shard the server holds and no other:
+//  another server's file beside it is left unread (here it is garbage,
+//  which reading would refuse). A server that holds no shard of a table in
+//  the directory refuses the restore, and one whose shard has another spec
+//  than the file's refuses it too, with nothing installed.
+static void
+test_restore_own_shard_only (void **state)
+{
+    (void) state;
+    const uint32_t dim = 2;
+    ps_tablespec_t spec = s_spec ("own/emb", dim);
+    assert_int_equal (harness_server_start (&s_fresh, 1, (const char *[]) {
+        "--checkpoint-root", s_root, NULL }), 0);
+    void *chief = harness_dealer (s_ctx, s_fresh.endpoint, "chief:0", "ps:1");
+    void *worker = harness_dealer (s_ctx, s_fresh.endpoint, "worker:0", "ps:1");
+    assert_int_equal (s_create_on (chief, &spec, 1, 0, S_SHARDS)->type,
+                      PS_PROTO_TABLE_CREATE_OK);
+    uint64_t rand = 88, ids [4];
+    s_ids (&spec, &rand, ids, 4);
+    float grads [4 * 2] = { 0.5f, -0.25f, 0.125f, 1, -1, 0.75f, 0.5f, -0.5f };
+    s_entry_t entry = { "own/emb", dim, ids, 4, grads };
+    assert_int_equal (s_push_on (worker, 1, false, 0, &entry, 1)->type, PS_PROTO_SPARSE_PUSH_OK);
+    assert_int_equal (s_snapshot (chief, "own-1", NULL)->type, PS_PROTO_SNAPSHOT_OK);
+    assert_int_equal (s_pull_on (worker, "own/emb", dim, ids, 4)->type, PS_PROTO_SPARSE_PULL_OK);
+    float want [4 * 2];
+    memcpy (want, ps_msg_tensor (s_reply, 0), sizeof want);
+    char path [256];
+    snprintf (path, sizeof path, "%s/own-1/own%%2Femb.shard1of2.full.table", s_root);
+    FILE *other = fopen (path, "w");
+    assert_non_null (other);
+    assert_true (fputs ("shard 1 is another server's, and not a table file\n", other) >= 0);
+    assert_int_equal (fclose (other), 0);
+    assert_int_equal (s_push_on (worker, 2, false, 0, &entry, 1)->type, PS_PROTO_SPARSE_PUSH_OK);
+    const ps_proto_t *reply = s_restore (chief, "own-1", NULL);
+    if (reply->type == PS_PROTO_ERROR)
+        fail_msg ("restore: %s: %s", reply->error.code, reply->error.message);
+    assert_int_equal (reply->restore_ok.tables.count, 1);
+    assert_int_equal (s_pull_on (worker, "own/emb", dim, ids, 4)->type, PS_PROTO_SPARSE_PULL_OK);
+    assert_memory_equal (ps_msg_tensor (s_reply, 0), want, sizeof want);
+    zmq_close (chief);
+    zmq_close (worker);
+    assert_int_equal (harness_server_stop (&s_fresh, SIGTERM), 0);
+
+    //  A server that holds no shard of the table does not guess one.
+    assert_int_equal (harness_server_start (&s_fresh, 1, (const char *[]) {
+        "--checkpoint-root", s_root, NULL }), 0);
+    chief = harness_dealer (s_ctx, s_fresh.endpoint, "chief:0", "ps:1");
+    worker = harness_dealer (s_ctx, s_fresh.endpoint, "worker:0", "ps:1");
+    s_expect_error (s_restore (chief, "own-1", NULL), "not_found",
+                    "own%2Femb.shard0of2.full.table is a shard of a table this server holds "
+                    "none of");
+    //  Nor does it take a file whose spec is not its shard's.
+    ps_tablespec_t other_spec = spec;
+    other_spec.opt.lr = spec.opt.lr * 2;
+    assert_int_equal (s_create_on (chief, &other_spec, 1, 0, S_SHARDS)->type,
+                      PS_PROTO_TABLE_CREATE_OK);
+    s_expect_error (s_restore (chief, "own-1", NULL), "invalid",
+                    "holds table own/emb with another spec than the server's");
+    ps_proto_table_stats_t stats = s_table_stats_on (worker, "own/emb");
+    assert_int_equal (stats.rows, 0);
+    assert_int_equal (stats.steps, 0);
+    zmq_close (chief);
+    zmq_close (worker);
+    assert_int_equal (harness_server_stop (&s_fresh, SIGTERM), 0);
+}
+
 //  Last: once fenced, a push must carry the fence's generation.
 static void
 test_fence (void **state)
@@ -816,6 +1002,41 @@ test_fence (void **state)
     const ps_proto_t *reply = s_push_on (s_worker, 1, true, 3, &entry, 1);
     assert_int_equal (reply->type, PS_PROTO_SPARSE_PUSH_OK);
     assert_int_equal (reply->sparse_push_ok.applied.items [0].created, 1);
+}
+
+//  After test_fence: a restore that carries a generation fences the
+//  server at it in the same step, so a push of the generation before it
+//  is refused on the restored values; a restore that fails moves no fence.
+static void
+test_restore_fences (void **state)
+{
+    (void) state;
+    assert_int_equal (s_snapshot (s_chief, "fence-snap", NULL)->type, PS_PROTO_SNAPSHOT_OK);
+    ps_tablespec_t spec = s_spec ("fence/emb", 1);
+    uint64_t rand = 67, id;
+    s_ids (&spec, &rand, &id, 1);
+    float grad = 1;
+    s_entry_t entry = { "fence/emb", 1, &id, 1, &grad };
+    ps_proto_t msg = { .type = PS_PROTO_RESTORE, .id = s_id++,
+                       .restore = { .dir = "fence-snap", .has_generation = true,
+                                    .generation = 4 } };
+    harness_send (s_chief, NULL, 0, &msg);
+    const ps_proto_t *reply = harness_recv (s_chief, s_reply, false, S_TIMEOUT_MS);
+    assert_non_null (reply);
+    if (reply->type == PS_PROTO_ERROR)
+        fail_msg ("restore: %s: %s", reply->error.code, reply->error.message);
+    s_expect_error (s_push_on (s_worker, 2, true, 3, &entry, 1), "invalid",
+                    "sparse_push: stale generation 3");
+    msg.id = s_id++;
+    msg.restore.dir = "no-such-snap";
+    msg.restore.generation = 5;
+    harness_send (s_chief, NULL, 0, &msg);
+    s_expect_error (harness_recv (s_chief, s_reply, false, S_TIMEOUT_MS), "not_found",
+                    "no-such-snap");
+    reply = s_push_on (s_worker, 2, true, 4, &entry, 1);
+    if (reply->type == PS_PROTO_ERROR)
+        fail_msg ("sparse_push: %s: %s", reply->error.code, reply->error.message);
+    assert_int_equal (reply->sparse_push_ok.applied.items [0].applied, 1);
 }
 
 //  ---------------------------------------------------------------------
@@ -848,6 +1069,8 @@ s_teardown (void **state)
     zmq_close (s_evaluator);
     if (s_fresh.pid > 0 && harness_server_alive (&s_fresh))
         harness_server_stop (&s_fresh, SIGKILL);
+    if (s_busy.pid > 0 && harness_server_alive (&s_busy))
+        harness_server_stop (&s_busy, SIGKILL);
     int status = harness_server_stop (&s_server, SIGTERM);
     harness_rmtree (s_root);
     return status == 0 ? 0 : -1;
@@ -866,8 +1089,11 @@ main (void)
         cmocka_unit_test (test_concurrent_growth),
         cmocka_unit_test (test_authorization),
         cmocka_unit_test (test_snapshot_full_incremental_restore),
+        cmocka_unit_test (test_snapshot_is_a_cut),
         cmocka_unit_test (test_cluster_checkpoint_dir),
+        cmocka_unit_test (test_restore_own_shard_only),
         cmocka_unit_test (test_fence),
+        cmocka_unit_test (test_restore_fences),
     };
     return harness_finish (cmocka_run_group_tests (tests, s_setup, s_teardown));
 }

@@ -136,7 +136,9 @@ uint64_t ps_sparse_steps_applied (ps_sparse_t *self);
 //  stripe's lock, so each row is one consistent state; pushes wait only
 //  while their stripe is copied. The ledger is copied first: for a file
 //  whose rows hold exactly the steps its ledger does, no push may run
-//  during the save (the server's checkpoint stops them). Returns 0,
+//  during the save. The ps-server sees to that: it serves a snapshot on
+//  its serving thread, the only one that starts jobs, once every job in
+//  its pool is finished (ps_server.c, s_drain_pool). Returns 0,
 //  PS_EIO naming the file, or PS_EINVAL for an incremental save with no
 //  full one before it. A full save that fails leaves the table with no
 //  full snapshot to be incremental to (the stripes it copied have lost

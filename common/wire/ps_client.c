@@ -938,7 +938,9 @@ s_restore (ps_client_t *self, const char *dir, const char *base, bool all_server
         }
         msg.restore = (ps_proto_restore_t) { .dir = dir, .has_parts = true,
                                              .parts = { server->nparts, refs },
-                                             .has_base = base != NULL, .base = base };
+                                             .has_base = base != NULL, .base = base,
+                                             .has_generation = self->generation != 0,
+                                             .generation = self->generation };
         rc = s_send (self, &msg, 0, err);
     }
     int collected = s_collect (self, PS_PROTO_RESTORE_OK, err);

@@ -178,7 +178,9 @@ int ps_client_restore_tables (ps_client_t *self, const char *dir, const char *ba
                               size_t ntables, ps_error_t *err);
 
 //  Tag every later push and push-pull with generation (0: untagged), so
-//  that a server fenced at another generation refuses it.
+//  that a server fenced at another generation refuses it; and every later
+//  restore, which then fences each server it restores at generation in
+//  the same step (protocol.json, restore).
 void ps_client_set_generation (ps_client_t *self, uint64_t generation);
 
 //  Fence every server at generation: pushes tagged with another one are

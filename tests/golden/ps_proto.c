@@ -3233,12 +3233,12 @@ s_decode_msg_fence_ok (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
 static int
 s_decode_msg_restore (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
 {
-    static const char *const names [] = { "version", "type", "id", "dir", "parts", "base" };
+    static const char *const names [] = { "version", "type", "id", "dir", "parts", "base", "generation" };
     uint64_t seen = 0;
     size_t used = strlen (ctx->path);
     for (uint32_t i = 0; i < obj->via.map.size; i++) {
         const msgpack_object *val = &obj->via.map.ptr [i].val;
-        int field = s_field (obj, i, names, 6, &seen, ctx);
+        int field = s_field (obj, i, names, 7, &seen, ctx);
         if (field < 0)
             return field;
         s_path_field (ctx, used, names [field]);
@@ -3265,6 +3265,12 @@ s_decode_msg_restore (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
                 rc = s_decode_str (val, &msg->restore.base, ctx);
                 if (rc == PS_OK && val->via.str.size > 1024)
                     rc = s_bound_length (ctx, val->via.str.size, 1024);
+                break;
+            case 6:
+                msg->restore.has_generation = true;
+                rc = s_decode_uint (val, &msg->restore.generation, ctx);
+                if (rc == PS_OK && (msg->restore.generation < UINT64_C (1)))
+                    rc = s_bound_uint (ctx, msg->restore.generation, UINT64_C (1), UINT64_MAX);
                 break;
         }
         if (rc)
@@ -4706,7 +4712,7 @@ ps_proto_encode (const ps_proto_t *msg, msgpack_packer *pk)
             rc |= s_encode_header (pk, msg, 3 + 0);
             break;
         case PS_PROTO_RESTORE:
-            rc |= s_encode_header (pk, msg, 3 + 1 + (&msg->restore)->has_parts + (&msg->restore)->has_base);
+            rc |= s_encode_header (pk, msg, 3 + 1 + (&msg->restore)->has_parts + (&msg->restore)->has_base + (&msg->restore)->has_generation);
             rc |= s_encode_key (pk, "dir");
             rc |= s_encode_str (pk, msg->restore.dir);
             if (msg->restore.has_parts) {
@@ -4716,6 +4722,10 @@ ps_proto_encode (const ps_proto_t *msg, msgpack_packer *pk)
             if (msg->restore.has_base) {
                 rc |= s_encode_key (pk, "base");
                 rc |= s_encode_str (pk, msg->restore.base);
+            }
+            if (msg->restore.has_generation) {
+                rc |= s_encode_key (pk, "generation");
+                rc |= s_encode_uint (pk, msg->restore.generation);
             }
             break;
         case PS_PROTO_RESTORE_OK:

@@ -514,6 +514,8 @@ typedef struct {
     ps_proto_partref_array_t parts;
     bool has_base;
     const char *base;
+    bool has_generation;
+    uint64_t generation;
 } ps_proto_restore_t;
 
 //  restore_ok
