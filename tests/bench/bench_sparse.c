@@ -371,7 +371,7 @@ s_time (s_op_t op, const s_path_t *path, s_worker_t *worker, s_batch_t *batches,
     for (int b = 0; b < plan->nbatches; b++)
         if (s_run (op, path, worker, &batches [b]))
             s_fail (s_op_names [op], name);
-    double times [S_MAX_REPS];
+    double times [S_MAX_REPS] = { 0 };     //  plan->reps is at least 1
     double unique = 0, requests = 0;
     int next = 0;
     for (int r = 0; r < plan->reps; r++) {
