@@ -20,7 +20,6 @@ typedef struct {
     const float *grads;
     size_t count;
     bool duplicate;             //  the table had applied the step before
-    ps_error_t err;             //  why the table refused the push, if it did
     ps_sparse_push_result_t result;
     size_t nonfinite;           //  index + 1 of the first NaN or infinity, or 0
 } s_push_entry_t;
@@ -95,15 +94,12 @@ s_run_task (ps_sparsejob_t *self, size_t i)
     s_push_entry_t *entry = &self->pushes [i];
     int rc = ps_sparse_push (ps_tshard_table (entry->tshard), self->step, entry->ids,
                              entry->count, entry->grads, &entry->result);
+    //  The step was reserved in the table's ledger when the job was
+    //  prepared (ps_sparse_check_push), and a reserved step cannot leave
+    //  the ledger's window, so the table applies it or finds it applied:
+    //  never some tables of a request and not the others.
+    assert (rc == PS_OK || rc == PS_DUPLICATE);
     entry->duplicate = rc == PS_DUPLICATE;
-    //  A step the table took when the job was prepared may have left its
-    //  ledger's window since (pushes of far later steps in between): then
-    //  it refuses now, applying nothing, and the reply says so.
-    if (rc < 0)
-        ps_error_set (&entry->err, rc, "%s: %s[%zu]: table %s refused step %" PRIu64
-                      " (its ledger moved on since the request was checked); nothing of "
-                      "this table was applied", self->type, self->push_field, i,
-                      ps_tshard_name (entry->tshard), self->step);
     for (size_t j = 0; j < self->npull; j++)
         if (self->pulls [j].after == i)
             s_pull_entry (self, j, 0, self->pulls [j].count);
@@ -444,11 +440,6 @@ ps_sparsejob_reply (ps_sparsejob_t *self, ps_writer_t *writer, zmq_msg_t **frame
     int rc = s_check_nonfinite (self, err);
     if (rc)
         return rc;
-    for (size_t i = 0; i < self->npush; i++)
-        if (self->pushes [i].err.code < 0) {
-            *err = self->pushes [i].err;
-            return err->code;
-        }
     for (size_t i = 0; i < self->npush; i++) {
         s_push_entry_t *entry = &self->pushes [i];
         self->applied [i] = (ps_proto_sparse_applied_t) {
