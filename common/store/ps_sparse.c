@@ -76,8 +76,12 @@ ps_sparse_new (const ps_tablespec_t *spec, ps_error_t *err)
     memset (self, 0, size);
     ps_sparse_layout_init (&self->layout, spec);
     atomic_init (&self->pulls, 0);
-    pthread_mutex_init (&self->ledger_lock, NULL);
-    pthread_mutex_init (&self->save_lock, NULL);
+    //  A mutex that cannot be made is out of memory, which aborts, as in
+    //  ps_partition.c; the stripes' locks likewise, so a table being torn
+    //  down after a failure never destroys a lock that was not made.
+    if (pthread_mutex_init (&self->ledger_lock, NULL) != 0
+    ||  pthread_mutex_init (&self->save_lock, NULL) != 0)
+        abort ();
     self->ledger = ps_ledger_new ();
     bool ok = self->ledger != NULL;
     for (uint32_t s = 0; s < PS_SPARSE_STRIPES; s++)

@@ -586,6 +586,8 @@ int
 ps_sparse_stripe_init (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout)
 {
     memset (self, 0, sizeof *self);
+    if (pthread_mutex_init (&self->lock, NULL) != 0)
+        abort ();
     self->free_head = S_NO_SLOT;
     self->slot_mask = S_FIRST_SLOT_MASK;
     size_t sketch_bytes = (size_t) PS_SPARSE_SKETCH_DEPTH * layout->sketch_width;
@@ -594,11 +596,6 @@ ps_sparse_stripe_init (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
         if (!self->sketch)
             return PS_ETOOBIG;
         self->bytes += sketch_bytes;
-    }
-    if (pthread_mutex_init (&self->lock, NULL) != 0) {
-        free (self->sketch);
-        self->sketch = NULL;
-        return PS_ETOOBIG;
     }
     return PS_OK;
 }
@@ -770,8 +767,11 @@ s_load_rows (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t s,
                                  "step %llu", file->path, (unsigned long long) id,
                                  (unsigned long long) count, (unsigned long long) last_step,
                                  (unsigned long long) newest);
+        //  A row of the full file is clean once loaded, and one of the
+        //  incremental file dirty: a row found already in this file's
+        //  state is there twice.
         uint32_t slot = s_find (lay, st, id, hash);
-        if (slot != S_NO_SLOT && !incremental)
+        if (slot != S_NO_SLOT && (!incremental || s_dirty (lay, st, slot)))
             return ps_error_set (err, PS_ECORRUPT, "file %s: row %llu appears twice",
                                  file->path, (unsigned long long) id);
         if (slot == S_NO_SLOT)

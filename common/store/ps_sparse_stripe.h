@@ -54,7 +54,8 @@ typedef struct {
 } ps_sparse_stripe_t;
 
 //  An empty stripe, with its admission filter when the layout has one.
-//  Returns 0, or PS_ETOOBIG with the stripe holding nothing to free.
+//  Returns 0, or PS_ETOOBIG when the filter cannot be had; either way
+//  ps_sparse_stripe_fini releases what the stripe holds.
 int ps_sparse_stripe_init (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout);
 void ps_sparse_stripe_fini (ps_sparse_stripe_t *self);
 
