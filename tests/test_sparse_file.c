@@ -435,6 +435,52 @@ test_bad_fields (void **state)
     ps_sparse_destroy (&table);
 }
 
+//  An incremental file that holds one row twice (its second copy would
+//  silently replace the first) is refused, naming the row.
+static void
+test_incremental_row_twice (void **state)
+{
+    const fixture_t *fx = *state;
+    ps_tablespec_t spec;
+    ps_tablespec_default (&spec, "emb", 2);
+    ps_sparse_t *table = ps_sparse_new (&spec, NULL);
+    ps_error_t err;
+    harness_ok (ps_sparse_save (table, fx->full, true, &err), &err);
+    //  Enough rows that some stripe holds two of them.
+    uint64_t ids [512];
+    float grads [1024];
+    for (int i = 0; i < 512; i++) {
+        ids [i] = (uint64_t) i + 1;
+        grads [2 * i] = grads [2 * i + 1] = 0.5f;
+    }
+    ps_sparse_push_result_t result;
+    harness_ok (ps_sparse_push (table, 1, ids, 512, grads, &result), NULL);
+    harness_ok (ps_sparse_save (table, fx->incr, false, &err), &err);
+    size_t len;
+    uint8_t *data = harness_slurp (fx->incr, &len);
+    ps_sparse_file_t file;
+    harness_ok (ps_sparse_file_open (fx->incr, &file, &err), &err);
+    size_t row_bytes = ps_sparse_file_row_bytes (&spec);
+    size_t first = 0;
+    for (int s = 0; s < PS_SPARSE_STRIPES && !first; s++)
+        if (file.sections [s].nrows >= 2)
+            first = (size_t) (file.sections [s].rows - (const uint8_t *) file.map);
+    ps_sparse_file_close (&file);
+    assert_true (first > 0);
+    uint64_t id = ps_get_u64 (data + first);
+    ps_put_u64 (data + first + row_bytes, id);
+    s_reseal (data, len);
+    harness_spit (fx->bad, data, len);
+    assert_null (ps_sparse_load (fx->full, fx->bad, &err));
+    assert_int_equal (err.code, PS_ECORRUPT);
+    char words [64];
+    snprintf (words, sizeof words, "row %llu appears twice", (unsigned long long) id);
+    if (!strstr (err.msg, words) || !strstr (err.msg, fx->bad))
+        fail_msg ("got '%s', expected '%s' naming %s", err.msg, words, fx->bad);
+    free (data);
+    ps_sparse_destroy (&table);
+}
+
 //  A save that cannot be written reports the path; a failed full save
 //  leaves no full snapshot to be incremental to.
 static void
@@ -473,6 +519,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_wrong_pairings, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_damaged_files, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_bad_fields, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_incremental_row_twice, s_setup,
+                                         harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_failed_save, s_setup, harness_dir_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
