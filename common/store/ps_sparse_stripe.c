@@ -1,5 +1,11 @@
 //  One stripe of a sparse table shard; see ps_sparse_stripe.h.
 //
+//  This file is over 800 lines and kept whole: it is one concept, a
+//  stripe's rows, and its parts (the index, the slabs and free list, the
+//  admission sketch, eviction, and reading and writing the stripe's
+//  section of a table file) all work on the same private row layout,
+//  which a split would have to publish in a header.
+//
 //  Layout. A stripe has an index and slabs. A row is a slot of a slab:
 //  id, last-update step, update count (also Adam's per-row t), then value
 //  [dim] and slots [dim * nslots], padded to 8 bytes. Slabs ("chunks") are allocated as
