@@ -102,3 +102,18 @@ ps_name_check (const char *name, size_t len, ps_error_t *err)
                                  (unsigned char) name [i], i);
     return PS_OK;
 }
+
+int
+ps_name_field_check (const char *field, const char *path, const char *what, ps_error_t *err)
+{
+    size_t len = strnlen (field, PS_NAME_MAX);
+    if (len == PS_NAME_MAX)
+        return ps_error_set (err, PS_ECORRUPT, "file %s: %s name has no NUL in %d bytes",
+                             path, what, PS_NAME_MAX);
+    for (size_t i = len; i < PS_NAME_MAX; i++)
+        if (field [i] != 0)
+            return ps_error_set (err, PS_ECORRUPT,
+                                 "file %s: name padding byte %zu is 0x%02x, expected 0",
+                                 path, i, (unsigned char) field [i]);
+    return PS_OK;
+}

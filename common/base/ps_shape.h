@@ -49,6 +49,13 @@ const char *ps_shape_str (const ps_shape_t *self, char *buf, size_t len);
 //  Check a variable name: 1..PS_NAME_MAX-1 bytes of printable ASCII.
 int ps_name_check (const char *name, size_t len, ps_error_t *err);
 
+//  Check a name as files store it: a field of PS_NAME_MAX bytes holding the
+//  name, NUL-terminated and zero-padded, so that a name has one encoding.
+//  Returns 0, or PS_ECORRUPT naming path and what the name is ("variable",
+//  "table").
+int ps_name_field_check (const char *field, const char *path, const char *what,
+                         ps_error_t *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -346,15 +346,9 @@ s_parse (const char *path, const uint8_t *head, ps_snapshot_t *snap, ps_error_t 
     //  The name field is NUL-terminated and zero-padded, so there is one
     //  encoding per name.
     const char *name = (const char *) head + S_OFF_NAME;
-    size_t name_len = strnlen (name, PS_NAME_MAX);
-    if (name_len == PS_NAME_MAX)
-        return ps_error_set (err, PS_ECORRUPT, "file %s: variable name has no NUL in %d bytes",
-                             path, PS_NAME_MAX);
-    for (size_t i = name_len; i < PS_NAME_MAX; i++)
-        if (name [i] != 0)
-            return ps_error_set (err, PS_ECORRUPT,
-                                 "file %s: name padding byte %zu is 0x%02x, expected 0",
-                                 path, i, (unsigned char) name [i]);
+    int rc = ps_name_field_check (name, path, "variable", err);
+    if (rc)
+        return rc;
     memcpy (snap->var, name, PS_NAME_MAX);
 
     uint32_t rank = ps_get_u32 (head + S_OFF_RANK);

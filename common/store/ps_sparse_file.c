@@ -150,15 +150,9 @@ s_parse_header (const char *path, const uint8_t *buf, ps_sparse_file_header_t *h
         return ps_error_set (err, PS_ECORRUPT, "file %s: %u stripes, expected %d",
                              path, stripes, PS_SPARSE_STRIPES);
     const char *name = (const char *) buf + S_OFF_NAME;
-    size_t name_len = strnlen (name, PS_NAME_MAX);
-    if (name_len == PS_NAME_MAX)
-        return ps_error_set (err, PS_ECORRUPT, "file %s: table name has no NUL in %d bytes",
-                             path, PS_NAME_MAX);
-    for (size_t i = name_len; i < PS_NAME_MAX; i++)
-        if (name [i] != 0)
-            return ps_error_set (err, PS_ECORRUPT,
-                                 "file %s: name padding byte %zu is 0x%02x, expected 0",
-                                 path, i, (unsigned char) name [i]);
+    int rc = ps_name_field_check (name, path, "table", err);
+    if (rc)
+        return rc;
     ps_tablespec_t *spec = &header->spec;
     memcpy (spec->name, name, PS_NAME_MAX);
     spec->dim = ps_get_u32 (buf + S_OFF_DIM);
