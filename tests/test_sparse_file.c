@@ -3,7 +3,9 @@
 //  incremental round trips of every optimizer kind with their slots and
 //  the admission counters (DeepRec #999, TFRA #451), a row updated between
 //  the full and the incremental snapshot, rows created and evicted in
-//  between, a restored table that goes on exactly as the original, and
+//  between, a restored table that goes on exactly as the original, the
+//  list of evicted ids bounded by the full snapshot while new ids churn
+//  through a capacity, a row of the full snapshot evicted twice, and
 //  the refusals: truncated and bit-flipped files, fields changed under a
 //  good checksum, an incremental snapshot applied to the wrong full one,
 //  missing files, and an incremental save with no full one. Every case
