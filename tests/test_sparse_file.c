@@ -3,7 +3,9 @@
 //  incremental round trips of every optimizer kind with their slots and
 //  the admission counters (DeepRec #999, TFRA #451), a row updated between
 //  the full and the incremental snapshot, rows created and evicted in
-//  between, a restored table that goes on exactly as the original, and
+//  between, a restored table that goes on exactly as the original, the
+//  list of evicted ids bounded by the full snapshot while new ids churn
+//  through a capacity, a row of the full snapshot evicted twice, and
 //  the refusals: truncated and bit-flipped files, fields changed under a
 //  good checksum, an incremental snapshot applied to the wrong full one,
 //  missing files, and an incremental save with no full one. Every case
@@ -507,6 +509,107 @@ test_failed_save (void **state)
     ps_sparse_destroy (&table);
 }
 
+//  A table that keeps seeing new ids under capacity eviction after a full
+//  snapshot: its memory stays flat, since an id is listed as evicted for
+//  the next incremental snapshot only when the full file holds it, so the
+//  list is bounded by the full snapshot's rows however many rows come and
+//  go after it. The incremental snapshot still restores the table exactly.
+static void
+test_evicted_list_bounded (void **state)
+{
+    const fixture_t *fx = *state;
+    ps_tablespec_t spec;
+    ps_tablespec_default (&spec, "emb_churn", 2);
+    spec.capacity = 640;
+    ps_sparse_t *table = ps_sparse_new (&spec, NULL);
+    ps_error_t err;
+    enum { IDS = 256 };
+    uint64_t ids [IDS];
+    float grads [2 * IDS];
+    for (int i = 0; i < 2 * IDS; i++)
+        grads [i] = 0.5f;
+    ps_sparse_push_result_t result;
+    //  Every push brings IDS ids never seen before.
+    uint64_t step = 0, next_id = 1;
+    for (; step < 10; ) {
+        for (int i = 0; i < IDS; i++)
+            ids [i] = next_id++;
+        harness_ok (ps_sparse_push (table, ++step, ids, IDS, grads, &result), NULL);
+    }
+    harness_ok (ps_sparse_save (table, fx->full, true, &err), &err);
+    ps_sparse_stats_t base, mid, end;
+    ps_sparse_stats (table, &base);
+    uint64_t mid_step = step + 40, end_step = step + 400;
+    while (step < end_step) {
+        for (int i = 0; i < IDS; i++)
+            ids [i] = next_id++;
+        harness_ok (ps_sparse_push (table, ++step, ids, IDS, grads, &result), NULL);
+        if (step == mid_step)
+            ps_sparse_stats (table, &mid);
+    }
+    ps_sparse_stats (table, &end);
+    assert_true (end.evicted - mid.evicted > 80000);
+    if (end.bytes > mid.bytes)
+        fail_msg ("table bytes grew from %llu to %llu over %llu evictions of rows created "
+                  "after the full snapshot, expected them flat",
+                  (unsigned long long) mid.bytes, (unsigned long long) end.bytes,
+                  (unsigned long long) (end.evicted - mid.evicted));
+    harness_ok (ps_sparse_save (table, fx->incr, false, &err), &err);
+    ps_sparse_file_t file;
+    harness_ok (ps_sparse_file_open (fx->incr, &file, &err), &err);
+    uint64_t listed = 0;
+    for (int s = 0; s < PS_SPARSE_STRIPES; s++)
+        listed += file.sections [s].nevicted;
+    ps_sparse_file_close (&file);
+    assert_true (listed > 0);
+    assert_true (listed <= base.rows);
+    ps_sparse_t *copy = s_load (fx->full, fx->incr);
+    s_assert_same (table, copy);
+    ps_sparse_destroy (&copy);
+    ps_sparse_destroy (&table);
+}
+
+//  A row of the full snapshot evicted, created again, the incremental
+//  snapshot written (which takes its id off the evicted list, since it has
+//  a row), then evicted again: the next incremental snapshot still lists
+//  it, and the restore does not bring back the full file's old row.
+static void
+test_evicted_twice_after_full (void **state)
+{
+    const fixture_t *fx = *state;
+    ps_tablespec_t spec;
+    ps_tablespec_default (&spec, "emb_small", 2);
+    spec.ttl = 2;
+    ps_sparse_t *table = ps_sparse_new (&spec, NULL);
+    ps_error_t err;
+    //  a and b share a stripe, so that b's pushes sweep a's.
+    uint64_t a = 42, b = 43;
+    while (ps_sparse_stripe_of (b) != ps_sparse_stripe_of (a))
+        b++;
+    float g [2] = { 0.25f, -0.5f };
+    ps_sparse_push_result_t result;
+    harness_ok (ps_sparse_push (table, 1, &a, 1, g, &result), NULL);
+    harness_ok (ps_sparse_push (table, 2, &b, 1, g, &result), NULL);
+    harness_ok (ps_sparse_save (table, fx->full, true, &err), &err);
+    harness_ok (ps_sparse_push (table, 3, &b, 1, g, &result), NULL);
+    harness_ok (ps_sparse_push (table, 4, &b, 1, g, &result), NULL);
+    assert_int_equal (result.evicted, 1);
+    harness_ok (ps_sparse_push (table, 5, &a, 1, g, &result), NULL);
+    assert_int_equal (result.created, 1);
+    harness_ok (ps_sparse_save (table, fx->incr, false, &err), &err);
+    for (uint64_t step = 6; step <= 8; step++)
+        harness_ok (ps_sparse_push (table, step, &b, 1, g, &result), NULL);
+    assert_int_equal (result.evicted, 1);
+    harness_ok (ps_sparse_save (table, fx->incr, false, &err), &err);
+    ps_sparse_t *copy = s_load (fx->full, fx->incr);
+    s_assert_same (table, copy);
+    ps_sparse_stats_t stats;
+    ps_sparse_stats (copy, &stats);
+    assert_int_equal (stats.rows, 1);
+    ps_sparse_destroy (&copy);
+    ps_sparse_destroy (&table);
+}
+
 int
 main (void)
 {
@@ -522,6 +625,10 @@ main (void)
         cmocka_unit_test_setup_teardown (test_incremental_row_twice, s_setup,
                                          harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_failed_save, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_evicted_list_bounded, s_setup,
+                                         harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_evicted_twice_after_full, s_setup,
+                                         harness_dir_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

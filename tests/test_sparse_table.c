@@ -244,7 +244,7 @@ typedef struct {
     uint64_t ids [R_IDS];
     uint64_t sorted [R_IDS][2];
     r_row_t rows [R_IDS];
-    bool evicted [R_IDS];       //  evicted since the last full save
+    bool in_base [R_IDS];       //  held by the last full save
     uint32_t width;
     uint8_t *sketch [PS_SPARSE_STRIPES];
     uint64_t last_sweep [PS_SPARSE_STRIPES];
@@ -330,7 +330,6 @@ r_evict (r_table_t *ref, int u)
 {
     ref->rows [u].live = false;
     ref->rows [u].dirty = false;
-    ref->evicted [u] = true;
     ref->stats.evicted++;
     ref->stats.rows--;
 }
@@ -450,7 +449,8 @@ r_find (const r_table_t *ref, uint64_t id)
 
 //  Compare a snapshot file of the table with the reference: every row's
 //  counters, value and slots, the admission counters and sweep steps, and
-//  for an incremental file exactly the dirty rows and the evicted ids.
+//  for an incremental file exactly the dirty rows and the evicted ids: the
+//  ids the last full file holds that have no row now.
 static void
 r_check_file (const r_table_t *ref, const char *path, bool full)
 {
@@ -483,14 +483,14 @@ r_check_file (const r_table_t *ref, const char *path, bool full)
         for (uint64_t i = 0; i < section->nevicted; i++) {
             int u = r_find (ref, ps_get_u64 (section->evicted + 8 * i));
             assert_true (u >= 0);
-            assert_true (ref->evicted [u] && !ref->rows [u].live);
+            assert_true (ref->in_base [u] && !ref->rows [u].live);
             evicted++;
         }
     }
     size_t expect_rows = 0, expect_evicted = 0;
     for (int u = 0; u < R_IDS; u++) {
         expect_rows += ref->rows [u].live && (full || ref->rows [u].dirty);
-        expect_evicted += !full && ref->evicted [u] && !ref->rows [u].live;
+        expect_evicted += !full && ref->in_base [u] && !ref->rows [u].live;
     }
     assert_int_equal (rows, expect_rows);
     assert_int_equal (evicted, expect_evicted);
@@ -502,7 +502,7 @@ r_mark_saved (r_table_t *ref)
 {
     for (int u = 0; u < R_IDS; u++) {
         ref->rows [u].dirty = false;
-        ref->evicted [u] = false;
+        ref->in_base [u] = ref->rows [u].live;
     }
 }
 

@@ -21,7 +21,9 @@
 //  memory for reuse.
 //
 //  Snapshots are full (every row) or incremental (the rows created or
-//  updated, and the ids evicted, since the last full snapshot), each with
+//  updated since the last full snapshot, and the ids of its rows evicted
+//  since, so that what a shard keeps for the next one is bounded by the
+//  full snapshot however many new ids come and go), each with
 //  the admission counters and the ledger, so that a full snapshot and the
 //  newest incremental after it restore the table exactly. The file format
 //  is in schemas/checkpoint.md.
@@ -131,8 +133,8 @@ uint64_t ps_sparse_steps_applied (ps_sparse_t *self);
 
 //  Write the shard to path (crash-safe: a temporary file renamed over it):
 //  every row when full is true, and the table then counts rows changed
-//  from here on; else the rows created or updated and the ids evicted since
-//  the last full snapshot. Rows and their slots are read under their
+//  from here on; else the rows created or updated since the last full
+//  snapshot and the ids of its rows evicted since. Rows and their slots are read under their
 //  stripe's lock, so each row is one consistent state; pushes wait only
 //  while their stripe is copied. The ledger is copied first: for a file
 //  whose rows hold exactly the steps its ledger does, no push may run

@@ -11,7 +11,8 @@
 //  [dim] and slots [dim * nslots], padded to 8 bytes. Slabs ("chunks") are allocated as
 //  the stripe grows and never moved or freed before the table is: chunk k
 //  holds 16 << min (k, K) rows, K chosen so that a chunk stays within
-//  256 KiB, and starts with a bitmap of its rows' dirty marks. The index
+//  256 KiB, and starts with two bitmaps of its rows' marks (dirty, then
+//  in base; see Snapshots below). The index
 //  is open addressing with linear probing, placed by the low bits of
 //  ps_sparse_hash (id), doubled when it would pass a load of 3/4, and
 //  emptied by backward shifting, so it never holds tombstones. An entry
@@ -51,12 +52,21 @@
 //  old step does not make a row look older.
 //
 //  Snapshots. A row created or updated since the last full snapshot is
-//  marked dirty, and after the first full snapshot each stripe lists the
-//  ids it evicted (kept sorted and unique by compaction, live ids taken
-//  out). A full save clears both as it copies the stripe. Before the first
-//  full snapshot no evicted id is kept: with no full snapshot there is no
-//  incremental one, and the list would grow by every id a table that
-//  churns through new ids ever evicted.
+//  marked dirty. A row whose id the last full snapshot holds is marked in
+//  base: a full save marks every row it writes and a restore every row
+//  it reads from the full file, and a created row starts unmarked. Each
+//  stripe lists the ids of the rows in base that it evicted, which the
+//  next incremental snapshot must name; a row created after the full
+//  snapshot and evicted before the next one is not listed, since the full
+//  file does not hold it. The list is kept sorted and unique by
+//  compaction, which also takes out the ids that have a row again and
+//  marks those rows in base (the full file holds their id), so that a
+//  second eviction lists them again. Every listed id is thus one of the
+//  full snapshot's rows, and the list holds at most as many ids as the
+//  full snapshot has rows, however many new ids the table churns through
+//  (at most about twice that between compactions); before the first full
+//  snapshot no row is in base and nothing is listed. A full save clears
+//  the dirty marks and the list as it copies the stripe.
 
 #include "ps_bytes.h"
 #include "ps_mix.h"
@@ -99,6 +109,19 @@ s_bitmap_bytes (uint32_t rows)
     return (rows + 63) / 64 * 8;
 }
 
+//  A row's marks, each a bitmap at the start of its chunk, in this order.
+typedef enum {
+    S_DIRTY,                    //  created or updated since the full snapshot
+    S_IN_BASE,                  //  its id is in the full snapshot
+    S_MARKS
+} s_mark_t;
+
+static size_t
+s_marks_bytes (uint32_t rows)
+{
+    return S_MARKS * s_bitmap_bytes (rows);
+}
+
 //  The chunk and offset of a slot: chunks 0..K double from 16 rows, the
 //  rest all hold 16 << K.
 static void
@@ -122,28 +145,40 @@ s_row (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint32_t slo
 {
     uint32_t k, offset;
     s_locate (lay, slot, &k, &offset);
-    return (s_row_t *) (st->chunks [k] + s_bitmap_bytes (s_chunk_rows (lay, k))
+    return (s_row_t *) (st->chunks [k] + s_marks_bytes (s_chunk_rows (lay, k))
                         + (size_t) offset * lay->stride);
 }
 
-static void
-s_set_dirty (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t slot, bool dirty)
+//  The word of a chunk's bitmap that holds a slot's mark, and its bit.
+static uint64_t *
+s_mark_word (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint32_t slot,
+             s_mark_t mark, uint64_t *bit)
 {
     uint32_t k, offset;
     s_locate (lay, slot, &k, &offset);
-    uint64_t *bits = (uint64_t *) st->chunks [k];
-    if (dirty)
-        bits [offset / 64] |= UINT64_C (1) << (offset % 64);
+    *bit = UINT64_C (1) << (offset % 64);
+    uint8_t *bitmap = st->chunks [k] + mark * s_bitmap_bytes (s_chunk_rows (lay, k));
+    return (uint64_t *) bitmap + offset / 64;
+}
+
+static void
+s_set_mark (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t slot,
+            s_mark_t mark, bool on)
+{
+    uint64_t bit;
+    uint64_t *word = s_mark_word (lay, st, slot, mark, &bit);
+    if (on)
+        *word |= bit;
     else
-        bits [offset / 64] &= ~(UINT64_C (1) << (offset % 64));
+        *word &= ~bit;
 }
 
 static bool
-s_dirty (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint32_t slot)
+s_marked (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint32_t slot,
+          s_mark_t mark)
 {
-    uint32_t k, offset;
-    s_locate (lay, slot, &k, &offset);
-    return (((const uint64_t *) st->chunks [k]) [offset / 64] >> (offset % 64)) & 1;
+    uint64_t bit;
+    return (*s_mark_word (lay, st, slot, mark, &bit) & bit) != 0;
 }
 
 //  The slot an index entry names.
@@ -197,11 +232,11 @@ s_slot_alloc (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st)
             st->chunks = chunks;
             st->chunks_cap = cap;
         }
-        size_t bytes = s_bitmap_bytes (rows) + (size_t) rows * lay->stride;
+        size_t bytes = s_marks_bytes (rows) + (size_t) rows * lay->stride;
         uint8_t *chunk = malloc (bytes);
         if (!chunk)
             return S_NO_SLOT;
-        memset (chunk, 0, s_bitmap_bytes (rows));
+        memset (chunk, 0, s_marks_bytes (rows));
         st->chunks [st->nchunks++] = chunk;
         st->capacity += rows;
         st->bytes += bytes;
@@ -302,8 +337,8 @@ s_index_remove_at (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32
 //  --------------------------------------------------------------------
 //  Rows created, evicted
 
-//  A new row for id, its id set and nothing else: its slot, or S_NO_SLOT
-//  when memory cannot be had.
+//  A new row for id, its id set, its marks clear and nothing else: its
+//  slot, or S_NO_SLOT when memory cannot be had.
 static uint32_t
 s_insert (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint64_t id, uint64_t hash)
 {
@@ -317,6 +352,8 @@ s_insert (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint64_t id, ui
     st->index [pos] = s_entry_fingerprint (st, hash) | (slot + 1);
     st->rows++;
     s_row (lay, st, slot)->id = id;
+    s_set_mark (lay, st, slot, S_DIRTY, false);
+    s_set_mark (lay, st, slot, S_IN_BASE, false);
     return slot;
 }
 
@@ -343,7 +380,8 @@ s_cmp_u64 (const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-//  Sort the evicted list, drop repeats and the ids that have a row again.
+//  Sort the evicted list and drop repeats and the ids that have a row
+//  again, marking those rows in base: a listed id is in the full snapshot.
 static void
 s_evicted_compact (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st)
 {
@@ -354,9 +392,13 @@ s_evicted_compact (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st)
     size_t kept = 0;
     for (size_t i = 0; i < st->nevicted; i++) {
         uint64_t id = st->evicted [i];
-        if ((kept && st->evicted [kept - 1] == id)
-        ||  s_find (lay, st, id, ps_sparse_hash (id)) != S_NO_SLOT)
+        if (kept && st->evicted [kept - 1] == id)
             continue;
+        uint32_t slot = s_find (lay, st, id, ps_sparse_hash (id));
+        if (slot != S_NO_SLOT) {
+            s_set_mark (lay, st, slot, S_IN_BASE, true);
+            continue;
+        }
         st->evicted [kept++] = id;
     }
     st->nevicted = kept;
@@ -369,8 +411,6 @@ s_evicted_compact (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st)
 static int
 s_evicted_reserve (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, size_t more)
 {
-    if (!st->track_evicted)
-        return PS_OK;
     if (st->nevicted > 2 * st->evicted_clean + 64)
         s_evicted_compact (lay, st);
     if (st->nevicted + more <= st->evicted_cap)
@@ -385,17 +425,32 @@ s_evicted_reserve (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, size_t
     return PS_OK;
 }
 
-//  Evict the row whose index entry is at pos; s_evicted_reserve made room
-//  to list it.
+//  True when the row in the slot an index entry names is in base: its
+//  eviction must be listed.
+static bool
+s_entry_in_base (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint32_t entry)
+{
+    return s_marked (lay, st, s_entry_slot (st, entry), S_IN_BASE);
+}
+
+//  True when the row in the slot an index entry names is dirty: an
+//  incremental snapshot writes it.
+static bool
+s_entry_dirty (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint32_t entry)
+{
+    return s_marked (lay, st, s_entry_slot (st, entry), S_DIRTY);
+}
+
+//  Evict the row whose index entry is at pos, listing its id when it is
+//  in base; s_evicted_reserve made room to list it.
 static void
 s_evict_at (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t pos)
 {
     uint32_t slot = s_entry_slot (st, st->index [pos]);
     s_row_t *row = s_row (lay, st, slot);
-    if (st->track_evicted)
+    if (s_marked (lay, st, slot, S_IN_BASE))
         st->evicted [st->nevicted++] = row->id;
     s_index_remove_at (lay, st, pos);
-    s_set_dirty (lay, st, slot, false);
     row->last_step = st->free_head;
     st->free_head = slot;
     st->rows--;
@@ -410,13 +465,15 @@ s_sweep (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint64_t now)
     uint64_t interval = ttl / 8 ? ttl / 8 : 1;
     if (!ttl || now < st->last_sweep + interval)
         return 0;
-    size_t expired = 0;
+    size_t expired = 0, listed = 0;
     for (uint64_t pos = 0; st->index && pos <= st->mask; pos++)
         if (st->index [pos]) {
             s_row_t *row = s_row (lay, st, s_entry_slot (st, st->index [pos]));
-            expired += row->last_step < now && now - row->last_step > ttl;
+            bool old = row->last_step < now && now - row->last_step > ttl;
+            expired += old;
+            listed += old && s_entry_in_base (lay, st, st->index [pos]);
         }
-    if (s_evicted_reserve (lay, st, expired))
+    if (s_evicted_reserve (lay, st, listed))
         return 0;
     st->last_sweep = now;
     //  Each removal may shift a later entry into pos, which is looked at
@@ -498,10 +555,8 @@ s_trim (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t s)
         return 0;
     size_t k = st->rows - (size_t) (cap - cap / 16);
     s_key_t *keys = malloc (st->rows * sizeof *keys);
-    if (!keys || s_evicted_reserve (lay, st, k)) {
-        free (keys);
+    if (!keys)
         return 0;
-    }
     size_t n = 0;
     for (uint64_t pos = 0; pos <= st->mask; pos++)
         if (st->index [pos]) {
@@ -512,6 +567,13 @@ s_trim (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t s)
             keys [n++] = key;
         }
     s_select (keys, n, k);
+    size_t listed = 0;
+    for (size_t i = 0; i < k; i++)
+        listed += s_entry_in_base (lay, st, st->index [keys [i].pos]);
+    if (s_evicted_reserve (lay, st, listed)) {
+        free (keys);
+        return 0;
+    }
     //  The victims are removed by id, since each removal may move others'
     //  index entries.
     for (size_t i = 0; i < k; i++) {
@@ -652,7 +714,7 @@ ps_sparse_stripe_push (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
         row->last_step = step;
     uint32_t dim = layout->spec.dim;
     ps_rowopt_apply (&layout->spec.opt, row->data, row->data + dim, grad, dim, row->count);
-    s_set_dirty (layout, self, slot, true);
+    s_set_mark (layout, self, slot, S_DIRTY, true);
     self->row_updates++;
     result->applied++;
 }
@@ -698,13 +760,13 @@ ps_sparse_stripe_copy (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
 {
     size_t row_bytes = ps_sparse_file_row_bytes (&layout->spec);
     size_t sketch_bytes = (size_t) PS_SPARSE_SKETCH_DEPTH * layout->sketch_width;
-    if (!full && self->track_evicted)
+    if (!full)
         s_evicted_compact (layout, self);
     size_t nevicted = full ? 0 : self->nevicted;
     size_t nrows = 0;
     for (uint64_t pos = 0; self->index && pos <= self->mask; pos++)
         nrows += self->index [pos]
-              && (full || s_dirty (layout, self, s_entry_slot (self, self->index [pos])));
+              && (full || s_entry_dirty (layout, self, self->index [pos]));
     size_t len = PS_SPARSE_FILE_SECTION + sketch_bytes + 8 * nevicted + nrows * row_bytes;
     if (len > *cap) {
         uint8_t *grown = realloc (*buf, len);
@@ -725,19 +787,22 @@ ps_sparse_stripe_copy (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
     p += sketch_bytes;
     for (size_t i = 0; i < nevicted; i++, p += 8)
         ps_put_u64 (p, self->evicted [i]);
-    for (uint64_t pos = 0; self->index && pos <= self->mask; pos++) {
-        uint32_t entry = self->index [pos];
-        if (entry && (full || s_dirty (layout, self, s_entry_slot (self, entry)))) {
-            memcpy (p, s_row (layout, self, s_entry_slot (self, entry)), row_bytes);
-            p += row_bytes;
-        }
-    }
+    //  A full save starts the marks again: no row dirty, every row it
+    //  writes in base, and no eviction to list.
     if (full) {
         for (uint32_t k = 0; k < self->nchunks; k++)
-            memset (self->chunks [k], 0, s_bitmap_bytes (s_chunk_rows (layout, k)));
+            memset (self->chunks [k], 0, s_marks_bytes (s_chunk_rows (layout, k)));
         self->nevicted = 0;
         self->evicted_clean = 0;
-        self->track_evicted = true;
+    }
+    for (uint64_t pos = 0; self->index && pos <= self->mask; pos++) {
+        uint32_t entry = self->index [pos];
+        if (entry && (full || s_entry_dirty (layout, self, entry))) {
+            memcpy (p, s_row (layout, self, s_entry_slot (self, entry)), row_bytes);
+            p += row_bytes;
+            if (full)
+                s_set_mark (layout, self, s_entry_slot (self, entry), S_IN_BASE, true);
+        }
     }
     return len;
 }
@@ -745,9 +810,10 @@ ps_sparse_stripe_copy (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
 //  --------------------------------------------------------------------
 //  Restoring and comparing
 
-//  Put the rows of a file's section of stripe s into it: new rows, or, for
-//  an incremental file, over the rows the full one had (marked dirty, as
-//  they were when it was written). A row of another stripe, one the full
+//  Put the rows of a file's section of stripe s into it: new rows, marked
+//  in base, or, for an incremental file, over the rows the full one had
+//  (marked dirty, as they were when it was written; in base when the full
+//  file held them). A row of another stripe, one the full
 //  file holds twice, a row never updated or one updated after the newest
 //  step are refused.
 static int
@@ -777,7 +843,7 @@ s_load_rows (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t s,
         //  incremental file dirty: a row found already in this file's
         //  state is there twice.
         uint32_t slot = s_find (lay, st, id, hash);
-        if (slot != S_NO_SLOT && (!incremental || s_dirty (lay, st, slot)))
+        if (slot != S_NO_SLOT && (!incremental || s_marked (lay, st, slot, S_DIRTY)))
             return ps_error_set (err, PS_ECORRUPT, "file %s: row %llu appears twice",
                                  file->path, (unsigned long long) id);
         if (slot == S_NO_SLOT)
@@ -786,7 +852,9 @@ s_load_rows (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t s,
             return ps_error_set (err, PS_ETOOBIG, "file %s: cannot allocate row %llu",
                                  file->path, (unsigned long long) id);
         memcpy (s_row (lay, st, slot), src, row_bytes);
-        s_set_dirty (lay, st, slot, incremental);
+        s_set_mark (lay, st, slot, S_DIRTY, incremental);
+        if (!incremental)
+            s_set_mark (lay, st, slot, S_IN_BASE, true);
     }
     return PS_OK;
 }
@@ -824,7 +892,6 @@ ps_sparse_stripe_restore (ps_sparse_stripe_t *self, const ps_sparse_layout_t *la
                           const ps_sparse_file_t *incr, uint64_t newest, ps_error_t *err)
 {
     const ps_sparse_file_t *last = incr ? incr : full;
-    self->track_evicted = true;
     self->last_sweep = last->sections [s].last_sweep;
     size_t sketch_bytes = (size_t) PS_SPARSE_SKETCH_DEPTH * layout->sketch_width;
     if (sketch_bytes)

@@ -1,7 +1,7 @@
 //  One stripe of a sparse table shard (ps_sparse.h): its rows in slabs,
 //  the index from ids to rows, the free list of evicted rows' slots, the
-//  admission filter and the ids evicted since the last full snapshot,
-//  with the rules that create, update and evict its rows. The table
+//  admission filter and the ids of the last full snapshot's rows evicted
+//  since, with the rules that create, update and evict its rows. The table
 //  (ps_sparse.c) holds one per stripe, embedded, and the stripe's lock
 //  around every call; nothing here locks. The rules and the memory
 //  layout are described at the top of ps_sparse_stripe.c.
@@ -45,9 +45,8 @@ typedef struct {
     uint8_t **chunks;           //  the slabs
     uint32_t nchunks, chunks_cap;
     uint8_t *sketch;            //  DEPTH x sketch_width counters, or NULL
-    uint64_t *evicted;          //  ids evicted since the last full snapshot
+    uint64_t *evicted;          //  ids of the full snapshot's rows evicted since
     size_t nevicted, evicted_cap, evicted_clean;
-    bool track_evicted;         //  a full snapshot exists to be incremental to
     uint64_t last_sweep;        //  the step of the last TTL sweep
     uint64_t created, evictions, dropped, row_updates;
     uint64_t bytes;             //  memory held: slabs, index, sketch, evicted list
@@ -94,8 +93,8 @@ size_t ps_sparse_stripe_evict (ps_sparse_stripe_t *self, const ps_sparse_layout_
 
 //  Write the stripe's file section (schemas/checkpoint.md) into *buf,
 //  grown as needed (*cap bytes): every row when full, and the marks
-//  cleared; else the rows changed and the ids evicted since the last full
-//  snapshot. Returns its length, or 0 with errno set when *buf cannot
+//  started again; else the rows changed since the last full snapshot and
+//  the ids of its rows evicted since. Returns its length, or 0 with errno set when *buf cannot
 //  grow.
 size_t ps_sparse_stripe_copy (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
                               bool full, uint8_t **buf, size_t *cap);
