@@ -15,8 +15,9 @@
 //  test_cluster_nonfinite (l), test_cluster_mirrored (k),
 //  test_cluster_ssp (m), test_cluster_sync (n), test_cluster_accuracy
 //  (mirrored and ssp training on all of the data to the accuracy target),
-//  and test_cluster_sparse (click-through-rate models, their embedding
-//  tables on the servers, on generated Criteo-format data).
+//  test_cluster_sparse (click-through-rate models, their embedding tables
+//  on the servers, on generated Criteo-format data) and
+//  test_cluster_sparse_faults (the same with processes killed).
 //  Each case prints a one-line summary (time, steps, failure detection).
 
 #include <stdarg.h>
