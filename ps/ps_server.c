@@ -69,6 +69,7 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     }
     ps_table_t *table = ps_table_new ();
     ps_tables_t *tables = ps_tables_new ();
+    ps_tables_set_budget (tables, config->memory_limit);
     ps_control_t *control = ps_control_new (table, tables, &config->opt,
                                             config->checkpoint_root, err);
     if (!control) {
