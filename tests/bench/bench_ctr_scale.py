@@ -56,10 +56,11 @@ from bench_ctr import ROOT, cluster, fail, find_build, generate, program, tail
 MIB = 2**20
 # The calibration and eviction runs must finish within this long.
 RUN_TIMEOUT_S = 600
-# A run under the limit that takes this many times the calibration run
-# (and at least MIN_STUCK_S) is stuck: a server out of memory that refuses
-# every request and fails every checkpoint keeps the coordinator waiting,
-# so it is stopped and reported as such.
+# A run under the limits that takes this many times the calibration run
+# (and at least MIN_STUCK_S) is stuck: should a server run out of memory
+# outside its tables' --memory-limit (RLIMIT_DATA), refusing every request
+# and every checkpoint would keep the coordinator waiting, so it is stopped
+# and reported as such.
 STUCK_FACTOR, MIN_STUCK_S = 3, 120
 
 
