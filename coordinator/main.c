@@ -52,6 +52,9 @@ s_usage (FILE *out)
         "  --local             start the servers and workers here, on 127.0.0.1\n"
         "  --ps N              servers of a local cluster (default 2; none in mirrored\n"
         "                      mode, where every worker holds the variables)\n"
+        "  --ps-memory-limit BYTES  each local server's --memory-limit (K, M, G):\n"
+        "                      the most its embedding tables may hold; a run whose\n"
+        "                      rows do not fit fails at once, naming the server\n"
         "  --workers N         workers of a local cluster (default 2)\n"
         "  --evaluator         a local cluster also runs an evaluator task\n"
         "  --no-restart        do not restart local children that die\n"
@@ -120,6 +123,7 @@ typedef struct {
     bool insecure;
     bool plain;                 //  --data-plane plain: the local cluster's keys say so
     int local_ps, local_workers;
+    const char *ps_memory_limit;        //  each server's --memory-limit, or NULL
     bool local_evaluator;
     bool restart;
     const char *log_dir;
@@ -137,7 +141,7 @@ typedef struct {
 
 //  The options of a local cluster run from O_PS to O_LOG_DIR.
 enum {
-    O_LOCAL = 256, O_PS, O_WORKERS, O_EVALUATOR, O_NO_RESTART, O_DATA_PLANE, O_LOG_DIR,
+    O_LOCAL = 256, O_PS, O_PS_MEMORY_LIMIT, O_WORKERS, O_EVALUATOR, O_NO_RESTART, O_DATA_PLANE, O_LOG_DIR,
     O_CLUSTER, O_JOB,
     O_RESUME, O_METRICS, O_HELP, O_KEYS, O_INSECURE, O_OUT,
 };
@@ -147,6 +151,7 @@ enum {
 static const struct option s_own_options [] = {
     { "local", no_argument, NULL, O_LOCAL },
     { "ps", required_argument, NULL, O_PS },
+    { "ps-memory-limit", required_argument, NULL, O_PS_MEMORY_LIMIT },
     { "workers", required_argument, NULL, O_WORKERS },
     { "evaluator", no_argument, NULL, O_EVALUATOR },
     { "no-restart", no_argument, NULL, O_NO_RESTART },
@@ -263,6 +268,7 @@ s_keygen (int argc, char *argv [])
         { "out", required_argument, NULL, O_OUT },
         { "cluster", required_argument, NULL, O_CLUSTER },
         { "ps", required_argument, NULL, O_PS },
+    { "ps-memory-limit", required_argument, NULL, O_PS_MEMORY_LIMIT },
         { "workers", required_argument, NULL, O_WORKERS },
         { "evaluator", no_argument, NULL, O_EVALUATOR },
         { "data-plane", required_argument, NULL, O_DATA_PLANE },
@@ -434,6 +440,14 @@ main (int argc, char *argv [])
                 }
                 break;
             case O_HELP: s_usage (stdout); free (flags); return 0;
+            case O_PS_MEMORY_LIMIT:
+                if (ps_parse_bytes ("--ps-memory-limit", optarg, &u, &err)) {
+                    fprintf (stderr, "coordinator: %s\n", err.msg);
+                    free (flags);
+                    return 2;
+                }
+                opt.ps_memory_limit = optarg;
+                break;
             case O_PS:
             case O_WORKERS:
                 if (ps_parse_uint (c == O_PS ? "--ps" : "--workers", optarg, 1, S_MAX_TASKS, &u,
@@ -635,7 +649,7 @@ main (int argc, char *argv [])
         launcher = ps_launcher_local_new (opt.restart, log_dir, &err);
         if (!launcher
         ||  ps_launcher_start_cluster (launcher, tf_cluster, counts, config.job.checkpoint_dir,
-                                       opt.keys_dir, &err)) {
+                                       opt.keys_dir, opt.ps_memory_limit, &err)) {
             fprintf (stderr, "coordinator: %s\n", err.msg);
             exit_code = 1;
             goto done;

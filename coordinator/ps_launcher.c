@@ -75,7 +75,7 @@ ps_launcher_name (const ps_launcher_t *self)
 int
 ps_launcher_start_cluster (ps_launcher_t *self, const char *tf_cluster,
                            const int counts [PS_ROLES], const char *checkpoint_dir,
-                           const char *keys_dir, ps_error_t *err)
+                           const char *keys_dir, const char *memory_limit, ps_error_t *err)
 {
     for (int r = 0; r < PS_ROLES; r++)
         for (int i = 0; i < counts [r]; i++) {
@@ -94,7 +94,13 @@ ps_launcher_start_cluster (ps_launcher_t *self, const char *tf_cluster,
             //  Each server applies updates on its serving thread: the
             //  machine's cores are the workers'.
             const char *server_args [] = { "--threads", "0", "--checkpoint-root",
-                                           checkpoint_dir, key_args [0], key_args [1], NULL };
+                                           checkpoint_dir, key_args [0], key_args [1],
+                                           NULL, NULL, NULL };
+            if (memory_limit) {
+                int at = keys_dir ? 6 : 5;
+                server_args [at] = "--memory-limit";
+                server_args [at + 1] = memory_limit;
+            }
             const char *worker_args [] = { key_args [0], key_args [1], NULL };
             const char *env [] = { tf, NULL };
             ps_launch_spec_t spec = { r == PS_ROLE_PS ? server_args : worker_args, env };

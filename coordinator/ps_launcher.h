@@ -82,9 +82,11 @@ const char *ps_launcher_name (const ps_launcher_t *self);
 //  Start every task of a cluster of counts[role] tasks per role, whose
 //  spec (the JSON of TF_CONFIG's "cluster") is tf_cluster: each gets its
 //  TF_CONFIG, the key directory (NULL: --insecure), and, for servers,
-//  the checkpoint root. Returns 0, or the first failure's code with err.
+//  the checkpoint root and memory_limit (their --memory-limit; NULL:
+//  none). Returns 0, or the first failure's code with err.
 int ps_launcher_start_cluster (ps_launcher_t *self, const char *tf_cluster,
                                const int counts [PS_ROLES], const char *checkpoint_dir,
-                               const char *keys_dir, ps_error_t *err);
+                               const char *keys_dir, const char *memory_limit,
+                               ps_error_t *err);
 
 #endif

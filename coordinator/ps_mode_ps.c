@@ -341,6 +341,8 @@ s_failing_slot (ps_mode_ps_t *self, uint64_t step)
 //  1 s. The step goes back to the queue, up to the job's step_retries in a
 //  row; then the run fails, naming the step and the error. A server's
 //  failure is recovered from by a restore, which starts the counts again.
+//  A push refused for a server's memory limit (PS_MEMORY_LIMIT_TEXT)
+//  fails the run at once.
 static void
 s_on_failed (ps_mode_ps_t *self, int index, uint64_t step, const char *text)
 {
@@ -354,6 +356,16 @@ s_on_failed (ps_mode_ps_t *self, int index, uint64_t step, const char *text)
     if (!*text)
         text = "the worker gave no reason; see its log";
     int retries = host->job->step_retries;
+    //  A server over its memory limit refuses every push that could add
+    //  rows, and its tables do not shrink by waiting: retrying would only
+    //  delay the failure by minutes of backoff.
+    if (strstr (text, PS_MEMORY_LIMIT_TEXT)) {
+        ps_mode_fail (host, PS_ETOOBIG, "step %" PRIu64 " (epoch %" PRIu64 ", batch %" PRIu64
+                      ") failed on worker:%d: %s. The tables do not fit in the servers' memory "
+                      "limit: run more servers, raise the limit, or bound the tables "
+                      "(capacity, ttl)", step, epoch, batch, index, text);
+        return;
+    }
     if (failures > retries) {
         ps_mode_fail (host, PS_EIO, "step %" PRIu64 " (epoch %" PRIu64 ", batch %" PRIu64
                       ") failed %d times in a row, last on worker:%d: %s; step_retries is %d",

@@ -63,8 +63,8 @@ s_table_entry (json_t *tables, const char *name, int nservers)
     for (int s = 0; s < nservers; s++)
         json_array_append_new (steps, json_null ());
     json_t *pushes = json_deep_copy (steps);
-    entry = json_pack ("{s:s, s:i, s:i, s:i, s:i, s:o, s:o}", "table", name, "rows", 0,
-                       "created", 0, "evicted", 0, "dropped", 0, "shard_steps", steps,
+    entry = json_pack ("{s:s, s:i, s:i, s:i, s:i, s:i, s:o, s:o}", "table", name, "rows", 0,
+                       "created", 0, "evicted", 0, "dropped", 0, "oom", 0, "shard_steps", steps,
                        "shard_pushes", pushes);
     json_array_append_new (tables, entry);
     return entry;
@@ -97,6 +97,7 @@ ps_outcome_tables (ps_client_t *client, int nservers, uint64_t done, json_t *mis
             s_add (entry, "created", stats [t].created);
             s_add (entry, "evicted", stats [t].evicted);
             s_add (entry, "dropped", stats [t].dropped);
+            s_add (entry, "oom", stats [t].oom);
             json_array_set_new (json_object_get (entry, "shard_steps"), (size_t) s,
                                 json_integer ((json_int_t) stats [t].steps));
             json_array_set_new (json_object_get (entry, "shard_pushes"), (size_t) s,

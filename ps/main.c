@@ -67,6 +67,13 @@ s_usage (FILE *out)
         "                      outside it is read or written. Without it both are\n"
         "                      refused. A coordinator's --checkpoint-dir (the same\n"
         "                      shared directory) is what its servers need here.\n"
+        "  --memory-limit BYTES  the most memory the embedding tables may hold\n"
+        "                      (K, M, G: times 1024, 1024^2, 1024^3; default: no\n"
+        "                      limit). A sparse push that could take them past it\n"
+        "                      (each of its ids without a row creating one) is\n"
+        "                      refused whole, error too_big naming the limit and\n"
+        "                      the table; the server keeps serving. Rlimits are\n"
+        "                      left to the caller (prlimit --data).\n"
         "  --optimizer KIND    sgd, momentum, adagrad or adam (default sgd) until a\n"
         "                      client sets one\n"
         "  --lr RATE           learning rate for --optimizer (default: Keras default)\n"
@@ -96,6 +103,7 @@ main (int argc, char *argv [])
     double max_mb = 2048;
     double pending_mb = 1024;
     double peer_pending_mb = 0;
+    uint64_t memory_limit = 0;
     static const struct option options [] = {
         { "bind", required_argument, NULL, 'b' },
         { "cluster", required_argument, NULL, 'c' },
@@ -105,6 +113,7 @@ main (int argc, char *argv [])
         { "max-pending", required_argument, NULL, 'p' },
         { "max-peer-pending", required_argument, NULL, 'P' },
         { "checkpoint-root", required_argument, NULL, 'r' },
+        { "memory-limit", required_argument, NULL, 'M' },
         { "optimizer", required_argument, NULL, 'o' },
         { "lr", required_argument, NULL, 'l' },
         { "endpoint-file", required_argument, NULL, 'e' },
@@ -142,6 +151,9 @@ main (int argc, char *argv [])
                 rc = ps_parse_double (c == 'p' ? "--max-pending" : "--max-peer-pending", optarg,
                                       0, true, 1e7, c == 'p' ? &pending_mb : &peer_pending_mb,
                                       &err);
+                break;
+            case 'M':
+                rc = ps_parse_bytes ("--memory-limit", optarg, &memory_limit, &err);
                 break;
             case 'l':
                 rc = ps_parse_double ("--lr", optarg, 0, true, DBL_MAX, &lr, &err);
@@ -231,7 +243,7 @@ main (int argc, char *argv [])
         .max_pending = (size_t) (pending_mb * 1024 * 1024),
         .max_peer_pending = (size_t) ((peer_pending_mb > 0 ? peer_pending_mb : pending_mb / 2)
                                       * 1024 * 1024),
-        .checkpoint_root = checkpoint_root,
+        .checkpoint_root = checkpoint_root, .memory_limit = memory_limit,
     };
     ps_opt_kind_t kind;
     if (ps_opt_kind_parse (opt_kind, &kind, &err)) {

@@ -69,6 +69,7 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     }
     ps_table_t *table = ps_table_new ();
     ps_tables_t *tables = ps_tables_new ();
+    ps_tables_set_budget (tables, config->memory_limit);
     ps_control_t *control = ps_control_new (table, tables, &config->opt,
                                             config->checkpoint_root, err);
     if (!control) {
@@ -336,7 +337,7 @@ s_table_stats (ps_server_t *self, size_t *count)
             .table = ps_tshard_name (list [i]), .dim = ps_tshard_dim (list [i]),
             .shard = ps_tshard_shard (list [i]), .shards = ps_tshard_shards (list [i]),
             .rows = stats.rows, .created = stats.created, .evicted = stats.evicted,
-            .dropped = stats.dropped, .pushes = stats.pushes, .duplicates = stats.duplicates,
+            .dropped = stats.dropped, .oom = stats.oom, .pushes = stats.pushes, .duplicates = stats.duplicates,
             .row_updates = stats.row_updates, .pulls = stats.pulls,
             .steps = ps_sparse_steps_applied (table),
             .nonfinite = ps_tshard_nonfinite (list [i]), .bytes = stats.bytes };

@@ -75,6 +75,8 @@ typedef struct {
     ps_curve_t *curve;          //  this server's identity (NULL: unsecured); the caller's
     const char *checkpoint_root;    //  snapshots stay inside it (created when missing);
                                     //  NULL: snapshot and restore are refused
+    uint64_t memory_limit;      //  bytes the embedding tables may hold (0: no limit);
+                                //  a push that could pass it is refused (ps_tables.h)
 } ps_server_config_t;
 
 //  Create a server and bind its socket. Returns NULL and sets err when the

@@ -63,6 +63,8 @@ struct _ps_sparsejob_t {
     size_t nout;                //  reply frames made
     ps_proto_sparse_applied_t *applied;     //  the reply's entries
     ps_proto_sparse_ref_t *rows;
+    ps_tables_t *tables;        //  where the job reserved memory, or NULL
+    uint64_t reserved;          //  the bytes it reserved for rows it may create
 };
 
 //  ---------------------------------------------------------------------
@@ -226,6 +228,8 @@ ps_sparsejob_destroy (ps_sparsejob_t **self_p)
         ps_tshard_unlink (&self->pulls [j].tshard);
     for (size_t j = 0; j < self->nout; j++)
         zmq_msg_close (&self->out [j]);
+    if (self->tables)
+        ps_tables_release (self->tables, self->reserved);
     ps_peer_discharge (self->peer, self->held);
     ps_peer_unlink (&self->peer);
     ps_msg_t *msg = self->msg;
@@ -299,6 +303,62 @@ s_prepare_pushes (ps_sparsejob_t *self, ps_tables_t *tables, ps_error_t *err)
     return PS_OK;
 }
 
+//  Under a memory budget, reserve the most the push's new rows could take
+//  (every id of it that has no row creates one), or refuse it whole when
+//  that could pass the budget: naming the budget and the table with the
+//  most to create. The exact count of absent ids is taken only when the
+//  cheap bound (every id new) does not fit already. Slabs grow by doubling
+//  chunks (ps_sparse_stripe.c), so the bytes held may pass the budget by
+//  the spare room of each stripe's last chunk; what a push adds beyond
+//  that is bounded.
+static int
+s_reserve (ps_sparsejob_t *self, ps_tables_t *tables, ps_error_t *err)
+{
+    uint64_t budget = ps_tables_budget (tables);
+    if (!budget || self->npush == 0)
+        return PS_OK;
+    uint64_t held = ps_tables_bytes (tables);
+    uint64_t worst = 0;
+    for (size_t i = 0; i < self->npush; i++)
+        worst += self->pushes [i].count * ps_sparse_row_bytes (ps_tshard_table (self->pushes [i].tshard));
+    if (held + worst > budget) {
+        size_t most = 0;
+        uint64_t most_bytes = 0, absent_total = 0;
+        worst = 0;
+        for (size_t i = 0; i < self->npush; i++) {
+            s_push_entry_t *entry = &self->pushes [i];
+            ps_sparse_t *table = ps_tshard_table (entry->tshard);
+            uint64_t absent = ps_sparse_count_absent (table, entry->ids, entry->count);
+            uint64_t bytes = absent * ps_sparse_row_bytes (table);
+            absent_total += absent;
+            worst += bytes;
+            if (bytes > most_bytes) {
+                most = i;
+                most_bytes = bytes;
+            }
+        }
+        //  A push that creates no row takes no memory: it is taken even
+        //  when the slabs' last growth left the tables past the budget.
+        if (worst > 0 && held + worst > budget) {
+            ps_tshard_t *tshard = self->pushes [most].tshard;
+            ps_sparse_stats_t stats;
+            ps_sparse_stats (ps_tshard_table (tshard), &stats);
+            return ps_error_set (err, PS_ETOOBIG, "%s: %s of %" PRIu64 " bytes "
+                                 "(--memory-limit): table %s holds %" PRIu64 " rows here "
+                                 "(shard %" PRIu32 " of %" PRIu32 "), the tables %" PRIu64
+                                 " bytes, and this push could add %" PRIu64 " rows (%" PRIu64
+                                 " bytes); nothing was applied", self->type,
+                                 PS_MEMORY_LIMIT_TEXT, budget, ps_tshard_name (tshard),
+                                 stats.rows, ps_tshard_shard (tshard), ps_tshard_shards (tshard),
+                                 held, absent_total, worst);
+        }
+    }
+    ps_tables_reserve (tables, worst);
+    self->tables = tables;
+    self->reserved = worst;
+    return PS_OK;
+}
+
 static int
 s_prepare_pulls (ps_sparsejob_t *self, ps_tables_t *tables, ps_error_t *err)
 {
@@ -355,6 +415,8 @@ ps_sparsejob_prepare (ps_sparsejob_t *self, ps_tables_t *tables, uint64_t fence,
                              self->type, fence);
     }
     int rc = s_prepare_pushes (self, tables, err);
+    if (rc == PS_OK)
+        rc = s_reserve (self, tables, err);
     if (rc == PS_OK)
         rc = s_prepare_pulls (self, tables, err);
     while (rc == PS_OK && self->nout < self->npull) {

@@ -6,7 +6,10 @@
 //  row width as the request says, every id of this server's shard, no id
 //  twice in a push, the step free in each pushed table's ledger), and
 //  given its reply frames, so that a request is refused whole before
-//  anything is applied. Its tasks then run on the calling thread or on the
+//  anything is applied. Under a memory budget (ps_tables.h) a push also
+//  reserves the most its new rows could take, or is refused (too_big)
+//  when that could pass the budget; the job gives the reservation back
+//  when it is destroyed. Its tasks then run on the calling thread or on the
 //  pool (ps_pool.h): one per pushed table, each followed by the pulls of
 //  that table a push-pull asks for (so they read the rows after the push),
 //  and the other pulls cut into tasks of a few thousand ids. (A table's
@@ -41,7 +44,8 @@ ps_msg_t *ps_sparsejob_destroy (ps_sparsejob_t **self_p);
 //  Check the job against fence (the generation a push must carry, 0: none
 //  yet) and tables (see above), and make its reply frames. Returns 0, or
 //  an error code with err naming the table, id, step or generation that
-//  was wrong; nothing was applied.
+//  was wrong, or PS_ETOOBIG naming the budget a push could pass; nothing
+//  was applied.
 int ps_sparsejob_prepare (ps_sparsejob_t *self, ps_tables_t *tables, uint64_t fence,
                           ps_error_t *err);
 

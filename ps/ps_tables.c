@@ -23,6 +23,8 @@ struct _ps_tshard_t {
 
 struct _ps_tables_t {
     zhashx_t *shards;           //  table name -> ps_tshard_t *
+    uint64_t budget;            //  bytes the tables may hold, 0: no limit
+    atomic_uint_fast64_t reserved;  //  bytes reserved by pushes in progress
 };
 
 ps_tshard_t *
@@ -151,6 +153,7 @@ ps_tables_new (void)
     if (!self->shards)
         abort ();
     zhashx_set_destructor (self->shards, s_tshard_free);
+    atomic_init (&self->reserved, 0);
     return self;
 }
 
@@ -185,6 +188,49 @@ ps_tables_size (ps_tables_t *self)
 {
     assert (self);
     return zhashx_size (self->shards);
+}
+
+uint64_t
+ps_tables_budget (ps_tables_t *self)
+{
+    assert (self);
+    return self->budget;
+}
+
+void
+ps_tables_set_budget (ps_tables_t *self, uint64_t budget)
+{
+    assert (self);
+    self->budget = budget;
+}
+
+uint64_t
+ps_tables_bytes (ps_tables_t *self)
+{
+    assert (self);
+    uint64_t bytes = atomic_load (&self->reserved);
+    for (ps_tshard_t *tshard = zhashx_first (self->shards); tshard;
+         tshard = zhashx_next (self->shards)) {
+        ps_sparse_stats_t stats;
+        ps_sparse_stats (tshard->table, &stats);
+        bytes += stats.bytes;
+    }
+    return bytes;
+}
+
+void
+ps_tables_reserve (ps_tables_t *self, uint64_t bytes)
+{
+    assert (self);
+    atomic_fetch_add (&self->reserved, bytes);
+}
+
+void
+ps_tables_release (ps_tables_t *self, uint64_t bytes)
+{
+    assert (self);
+    assert (atomic_load (&self->reserved) >= bytes);
+    atomic_fetch_sub (&self->reserved, bytes);
 }
 
 static int

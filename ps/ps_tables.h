@@ -10,6 +10,12 @@
 //  Listings come in name order, so stats and snapshot replies are stable.
 //  The registry belongs to the serving thread; an entry's table and its
 //  counter may be used from any thread.
+//
+//  The registry also keeps the server's memory budget for its tables
+//  (ps-server --memory-limit): the bytes the shards hold, plus what the
+//  pushes in progress reserved for the rows they may create, must stay
+//  within it, so a push that could pass it is refused before it applies
+//  anything (ps_sparsejob.c).
 
 #ifndef PS_TABLES_H_INCLUDED
 #define PS_TABLES_H_INCLUDED
@@ -34,6 +40,18 @@ ps_tshard_t *ps_tables_lookup (ps_tables_t *self, const char *name);
 void ps_tables_put (ps_tables_t *self, ps_tshard_t *tshard);
 
 size_t ps_tables_size (ps_tables_t *self);
+
+//  The tables' memory budget in bytes (0: none, the default), and set it.
+uint64_t ps_tables_budget (ps_tables_t *self);
+void ps_tables_set_budget (ps_tables_t *self, uint64_t budget);
+
+//  The bytes the shards hold now (their stats' bytes, summed) plus those
+//  reserved by pushes in progress.
+uint64_t ps_tables_bytes (ps_tables_t *self);
+
+//  Reserve bytes for a push in progress, and give them back when it ends.
+void ps_tables_reserve (ps_tables_t *self, uint64_t bytes);
+void ps_tables_release (ps_tables_t *self, uint64_t bytes);
 
 //  The shards in name order, borrowed, in an array of *count entries (plus
 //  a NULL) that the caller frees.

@@ -101,7 +101,7 @@ vectors = [
          'duplicates': 1, 'recorded': 3, 'bytes_in': 128, 'bytes_out': 96, 'nonfinite': 2}],
         requests=10, errors=1, pending=4096, refused=2, dropped=0, tables=[
             {'table': 'emb_c1', 'dim': 16, 'shard': 1, 'shards': 2, 'rows': 900, 'created': 1000,
-             'evicted': 100, 'dropped': 37, 'pushes': 40, 'duplicates': 1, 'row_updates': 5000,
+             'evicted': 100, 'dropped': 37, 'oom': 3, 'pushes': 40, 'duplicates': 1, 'row_updates': 5000,
              'pulls': 6000, 'steps': 40, 'nonfinite': 0, 'bytes': 123456}])),
     vec('snapshot', hdr('snapshot', dir='ckpt-1')),
     vec('snapshot_ok', hdr('snapshot_ok', files=[

@@ -62,6 +62,8 @@ else
   pass "--ps x: one message"
 fi
 expect "--ps 300" 2 "--ps \"300\"|1..256" -- "$coordinator" --local --ps 300
+expect "--ps-memory-limit 1T" 2 "--ps-memory-limit \"1T\": expected a number of bytes" -- \
+  "$coordinator" --local --ps-memory-limit 1T
 expect "--epochs x" 2 "--epochs \"x\"|whole number" -- \
   env TF_CONFIG="$good" "$coordinator" --epochs x
 # Numbers are decimal with nothing around them: no space, no sign, no hex.
@@ -107,6 +109,8 @@ expect "--optimizer rmsprop" 2 "--optimizer|rmsprop" -- \
 # ignored, the coordinator would wait 300 ms for servers and exit 1.)
 expect "--ps without --local" 2 "--ps is for --local" -- \
   env TF_CONFIG="$good" "$coordinator" --ps 3 --register-timeout-ms 300
+expect "--ps-memory-limit without --local" 2 "--ps-memory-limit is for --local" -- \
+  env TF_CONFIG="$good" "$coordinator" --ps-memory-limit 1G --register-timeout-ms 300
 expect "--log-dir without --local" 2 "--log-dir is for --local" -- \
   env TF_CONFIG="$good" "$coordinator" --log-dir "$work/logs" --register-timeout-ms 300
 expect "--no-restart without --local" 2 "--no-restart is for --local" -- \

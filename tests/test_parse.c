@@ -1,7 +1,8 @@
 //  Strict number parsing (common/base/ps_parse.h): the forms people write are
 //  read exactly, and every near miss (space, sign, hex, a trailing letter,
 //  overflow, inf, nan, out of range) is refused with a message naming what
-//  was parsed, the text and the range, leaving the value untouched.
+//  was parsed, the text and the range, leaving the value untouched. Byte
+//  counts take K, M or G (powers of 1024) and nothing else.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -111,6 +112,36 @@ test_double_refuses (void **state)
     assert_string_equal (err.msg, "--s \"-11\": expected a number in [-10, 10]");
 }
 
+static void
+test_bytes (void **state)
+{
+    (void) state;
+    ps_error_t err;
+    uint64_t v = 0;
+    assert_int_equal (ps_parse_bytes ("--memory-limit", "1", &v, &err), PS_OK);
+    assert_true (v == 1);
+    assert_int_equal (ps_parse_bytes ("--memory-limit", "256K", &v, &err), PS_OK);
+    assert_true (v == 262144);
+    assert_int_equal (ps_parse_bytes ("--memory-limit", "3M", &v, &err), PS_OK);
+    assert_true (v == 3145728);
+    assert_int_equal (ps_parse_bytes ("--memory-limit", "2G", &v, &err), PS_OK);
+    assert_true (v == UINT64_C (2147483648));
+    const char *bad [] = {
+        "", "0", "0K", "-1", "+1", " 1", "1 ", "K", "1k", "1KB", "1T", "1.5G", "0x10",
+        "18446744073709551616", "17179869184G",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad [0]; i++) {
+        v = 42;
+        assert_int_equal (ps_parse_bytes ("--memory-limit", bad [i], &v, &err), PS_EINVAL);
+        assert_true (v == 42);
+        char want [64];
+        snprintf (want, sizeof want, "--memory-limit \"%s\": expected a number of bytes", bad [i]);
+        if (strncmp (err.msg, want, strlen (want)) != 0)
+            fail_msg ("for \"%s\": message '%s', expected it to start '%s'", bad [i], err.msg,
+                      want);
+    }
+}
+
 int
 main (void)
 {
@@ -119,6 +150,7 @@ main (void)
         cmocka_unit_test (test_uint_refuses),
         cmocka_unit_test (test_double_accepts),
         cmocka_unit_test (test_double_refuses),
+        cmocka_unit_test (test_bytes),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

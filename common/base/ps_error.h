@@ -36,6 +36,12 @@ extern "C" {
 #define PS_EPERM      -14   //  the authenticated peer may not do this
 #define PS_ENONFINITE -15   //  a gradient holds NaN or an infinity
 
+//  How a ps-server's error message says that a push was refused because
+//  its tables could pass the server's memory limit (ps-server
+//  --memory-limit): the coordinator fails the run at once on it, since
+//  retrying cannot make room.
+#define PS_MEMORY_LIMIT_TEXT "over the server's memory limit"
+
 #define PS_ERROR_MSG_MAX 512
 
 typedef struct {

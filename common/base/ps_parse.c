@@ -48,6 +48,28 @@ ps_parse_uint (const char *what, const char *text, uint64_t min, uint64_t max,
                          what, text, (unsigned long long) min, (unsigned long long) max);
 }
 
+int
+ps_parse_bytes (const char *what, const char *text, uint64_t *value, ps_error_t *err)
+{
+    const char *end = s_digits (text);
+    static const char units [] = "KMG";
+    const char *unit = *end ? strchr (units, *end) : NULL;
+    int shift = unit ? 10 * (int) (unit - units + 1) : 0;
+    bool ok = end > text && (*end == 0 || (unit && end [1] == 0));
+    unsigned long long n = 0;
+    if (ok) {
+        errno = 0;
+        n = strtoull (text, NULL, 10);
+        ok = errno == 0 && n >= 1 && n <= UINT64_MAX >> shift;
+    }
+    if (!ok)
+        return ps_error_set (err, PS_EINVAL, "%s \"%s\": expected a number of bytes of at "
+                             "least 1, optionally followed by K, M or G (times 1024, 1024^2, "
+                             "1024^3)", what, text);
+    *value = (uint64_t) n << shift;
+    return PS_OK;
+}
+
 //  Whether text is a number as ps_parse.h defines it.
 static bool
 s_number_form (const char *text, bool signed_ok)

@@ -35,4 +35,9 @@ int ps_parse_uint (const char *what, const char *text, uint64_t min, uint64_t ma
 int ps_parse_double (const char *what, const char *text, double min, bool min_open,
                      double max, double *value, ps_error_t *err);
 
+//  Parse a byte count: a whole number, optionally followed by K, M or G
+//  (times 1024, 1024^2, 1024^3), into *value (at least 1). Returns 0, or
+//  PS_EINVAL naming `what` and the text; *value is unchanged then.
+int ps_parse_bytes (const char *what, const char *text, uint64_t *value, ps_error_t *err);
+
 #endif

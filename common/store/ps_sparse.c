@@ -20,6 +20,7 @@
 #include "ps_bytes.h"
 #include "ps_file.h"
 #include "ps_ledger.h"
+#include "ps_log.h"
 #include "ps_sparse.h"
 #include "ps_sparse_file.h"
 #include "ps_sparse_stripe.h"
@@ -27,6 +28,7 @@
 #include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +52,7 @@ struct _ps_sparse_t {
     uint64_t newest_step;
     uint64_t pushes, duplicates;
     atomic_uint_fast64_t pulls;
+    atomic_bool oom_logged;     //  a row that could not be allocated was logged
     pthread_mutex_t save_lock;
     bool has_base;              //  the last full save succeeded (or the
     uint64_t base_size;         //  table was loaded): its size and CRC
@@ -76,6 +79,7 @@ ps_sparse_new (const ps_tablespec_t *spec, ps_error_t *err)
     memset (self, 0, size);
     ps_sparse_layout_init (&self->layout, spec);
     atomic_init (&self->pulls, 0);
+    atomic_init (&self->oom_logged, false);
     //  A mutex that cannot be made is out of memory, which aborts, as in
     //  ps_partition.c; the stripes' locks likewise, so a table being torn
     //  down after a failure never destroys a lock that was not made.
@@ -203,6 +207,35 @@ ps_sparse_pull (ps_sparse_t *self, const uint64_t *ids, size_t n, float *out)
     atomic_fetch_add_explicit (&self->pulls, n, memory_order_relaxed);
 }
 
+size_t
+ps_sparse_row_bytes (ps_sparse_t *self)
+{
+    assert (self);
+    //  The index doubles past a load of 3/4, so it holds at most 8/3
+    //  entries of 4 bytes per row: 16 bytes cover that.
+    return self->layout.stride + 16;
+}
+
+size_t
+ps_sparse_count_absent (ps_sparse_t *self, const uint64_t *ids, size_t n)
+{
+    assert (self);
+    //  The stripe reads a row whole: one row's room, read over and over.
+    float *row = malloc (self->layout.spec.dim * sizeof *row);
+    if (!row)
+        abort ();
+    size_t absent = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t hash = ps_sparse_hash (ids [i]);
+        ps_sparse_stripe_t *st = &self->stripes [ps_sparse_stripe_of (ids [i])];
+        pthread_mutex_lock (&st->lock);
+        absent += !ps_sparse_stripe_read (st, &self->layout, ids [i], hash, row);
+        pthread_mutex_unlock (&st->lock);
+    }
+    free (row);
+    return absent;
+}
+
 int
 ps_sparse_check_push (ps_sparse_t *self, uint64_t step, const uint64_t *ids, size_t n,
                       ps_error_t *err)
@@ -292,6 +325,12 @@ ps_sparse_push (ps_sparse_t *self, uint64_t step, const uint64_t *ids, size_t n,
             result->evicted += ps_sparse_stripe_evict (st, &self->layout, s, now);
             pthread_mutex_unlock (&st->lock);
         }
+    //  Once per table, so that a server short of memory does not flood
+    //  its log; the count goes on in stats.
+    if (result->oom && !atomic_exchange (&self->oom_logged, true))
+        ps_error ("table %s: out of memory: %zu rows of step %llu could not be allocated, "
+                  "their gradients lost (counted in the table's stats as oom; logged once)",
+                  self->layout.spec.name, result->oom, (unsigned long long) step);
     return PS_OK;
 }
 
@@ -307,6 +346,7 @@ ps_sparse_stats (ps_sparse_t *self, ps_sparse_stats_t *stats)
         stats->created += st->created;
         stats->evicted += st->evictions;
         stats->dropped += st->dropped;
+        stats->oom += st->oom;
         stats->row_updates += st->row_updates;
         stats->bytes += st->bytes;
         pthread_mutex_unlock (&st->lock);

@@ -98,6 +98,8 @@ typedef struct {
     size_t created;             //  rows this push created
     size_t dropped;             //  ids not admitted: their gradient dropped
     size_t evicted;             //  rows evicted to make room or by TTL
+    size_t oom;                 //  ids admitted whose row could not be allocated:
+                                //  their gradient lost
 } ps_sparse_push_result_t;
 
 //  Apply grads[0..n * dim) to the rows of ids[0..n) for step: record the
@@ -108,7 +110,8 @@ typedef struct {
 //  step check_push would refuse returns its code, nothing applied). Safe
 //  beside other pushes and pulls; pushes of different steps to the same
 //  row are applied one after the other. An id whose row cannot be
-//  allocated (out of memory) is dropped like one not admitted.
+//  allocated (out of memory) loses its gradient and is counted in oom,
+//  apart from those not admitted; the first time, the table logs it.
 int ps_sparse_push (ps_sparse_t *self, uint64_t step, const uint64_t *ids, size_t n,
                     const float *grads, ps_sparse_push_result_t *result);
 
@@ -118,6 +121,7 @@ typedef struct {
     uint64_t created;           //  rows created (admitted)
     uint64_t evicted;           //  rows evicted
     uint64_t dropped;           //  id gradients dropped before admission
+    uint64_t oom;               //  id gradients lost: their row could not be allocated
     uint64_t pushes;            //  pushes applied
     uint64_t duplicates;        //  pushes refused as repeats
     uint64_t row_updates;       //  row updates applied
@@ -126,6 +130,14 @@ typedef struct {
 } ps_sparse_stats_t;
 
 void ps_sparse_stats (ps_sparse_t *self, ps_sparse_stats_t *stats);
+
+//  The most bytes one row created by a push adds to the table (its slot in
+//  a slab and its share of the index), for a memory budget's worst case.
+size_t ps_sparse_row_bytes (ps_sparse_t *self);
+
+//  How many of ids[0..n) have no row now: the rows a push of them could
+//  create at most, were nothing else pushed meanwhile.
+size_t ps_sparse_count_absent (ps_sparse_t *self, const uint64_t *ids, size_t n);
 
 //  The number of distinct steps the table has applied (its ledger's
 //  count): what the done record reports per table.

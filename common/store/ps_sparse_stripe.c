@@ -699,11 +699,17 @@ ps_sparse_stripe_push (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
 {
     uint32_t slot = s_find (layout, self, id, hash);
     if (slot == S_NO_SLOT) {
-        if (s_admit (layout, self, id, hash))
-            slot = s_create (layout, self, id, hash);
-        if (slot == S_NO_SLOT) {
+        if (!s_admit (layout, self, id, hash)) {
             self->dropped++;
             result->dropped++;
+            return;
+        }
+        //  An admitted id whose row cannot be allocated loses an update:
+        //  counted apart from admission's drops, so that it is seen.
+        slot = s_create (layout, self, id, hash);
+        if (slot == S_NO_SLOT) {
+            self->oom++;
+            result->oom++;
             return;
         }
         result->created++;
@@ -902,7 +908,7 @@ ps_sparse_stripe_restore (ps_sparse_stripe_t *self, const ps_sparse_layout_t *la
     if (rc == PS_OK && incr)
         rc = s_load_rows (layout, self, s, incr, newest, err);
     //  Counters start again at a restore (ps_sparse.h).
-    self->created = self->evictions = self->dropped = self->row_updates = 0;
+    self->created = self->evictions = self->dropped = self->row_updates = self->oom = 0;
     return rc;
 }
 

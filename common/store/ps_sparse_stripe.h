@@ -49,6 +49,7 @@ typedef struct {
     size_t nevicted, evicted_cap, evicted_clean;
     uint64_t last_sweep;        //  the step of the last TTL sweep
     uint64_t created, evictions, dropped, row_updates;
+    uint64_t oom;               //  admitted ids whose row could not be allocated
     uint64_t bytes;             //  memory held: slabs, index, sketch, evicted list
 } ps_sparse_stripe_t;
 

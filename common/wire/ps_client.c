@@ -1018,6 +1018,7 @@ ps_client_table_stats (ps_client_t *self, int server, ps_table_stats_t **stats, 
         out->created = in->created;
         out->evicted = in->evicted;
         out->dropped = in->dropped;
+        out->oom = in->oom;
         out->pushes = in->pushes;
         out->duplicates = in->duplicates;
         out->row_updates = in->row_updates;

@@ -64,6 +64,7 @@ typedef struct {
     char table [PS_NAME_MAX];
     uint32_t dim, shard, shards;
     uint64_t rows, created, evicted, dropped;
+    uint64_t oom;               //  id gradients lost: their row could not be allocated
     uint64_t pushes, duplicates, row_updates, pulls;
     uint64_t steps;             //  distinct steps in the shard's ledger
     uint64_t nonfinite, bytes;

@@ -315,11 +315,12 @@ def done_record(metrics, log, what):
 
 
 def cluster(build, model, train, test, servers, workers, tmp, tag=None, env=None,
-            timeout=None):
+            timeout=None, extra=()):
     """A local cluster's run: its figures from the done record, the peak RSS
     of its processes and their CPU seconds by program; where the coordinator
     fails, a dict whose "failed" says how. env: its environment (the local
-    launcher runs $PS_SERVER as the servers when set)."""
+    launcher runs $PS_SERVER as the servers when set); extra: more
+    coordinator arguments."""
     coordinator = program(build, "coordinator/coordinator")
     tag = tag or "%s-%dps" % (os.path.basename(model).split(".")[0], servers)
     metrics = os.path.join(tmp, "cluster-%s.jsonl" % tag)
@@ -328,7 +329,7 @@ def cluster(build, model, train, test, servers, workers, tmp, tag=None, env=None
             "--model", model, "--data-format", "criteo", "--train-data", os.path.abspath(train),
             "--test-data", os.path.abspath(test), "--batch", str(BATCH), "--epochs", "1",
             "--threads", "1", "--seed", str(SEED), "--data-plane", "plain",
-            "--log-dir", os.path.join(tmp, "logs-" + tag), "--metrics", metrics]
+            "--log-dir", os.path.join(tmp, "logs-" + tag), "--metrics", metrics] + list(extra)
     print("bench_ctr: %s" % " ".join(argv), flush=True)
     status, seconds, tree = run_sampled(argv, log, env, timeout=timeout)
     if status != 0:

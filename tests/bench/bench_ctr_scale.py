@@ -6,17 +6,20 @@ bullet), on a local cluster and the generator's Criteo-format data.
      one server's memory limit completes because the servers share them.
      A first run of `dlrm` (2 servers, 2 workers, no limit) measures a
      server's data segment (VmData, sampled from /proc) at its start and
-     at its largest; the limit is --limit-mib, or as below. The same run is then
-     made with the servers under the limit (RLIMIT_DATA, set by prlimit in
-     a wrapper that the local launcher runs as $PS_SERVER) with 1, 2 and 3
-     servers. By default the limit is a server's segment at its start plus
-     1.5 times what it grew by in the calibration run (its share of the
-     tables): one server, holding every row, needs twice that growth and
-     cannot; two or three can. For each it prints whether
-     the coordinator completed, the rows the tables hold and the pushes
-     the servers dropped (a row a server could not allocate is dropped and
-     counted, as one not yet admitted), and the servers' last log line
-     where the run failed.
+     at its largest. The same run is then made with 1, 2 and 3 servers,
+     each with its tables under a memory limit (coordinator
+     --ps-memory-limit, each server's --memory-limit): --limit-mib, or by
+     default 1.25 times what a server's data segment grew by in the
+     calibration run (its share of the tables, and a little more): one
+     server, holding every row, needs twice its share and cannot; two or
+     three can. As a backstop the servers also run under RLIMIT_DATA (set
+     by prlimit in a wrapper that the local launcher runs as $PS_SERVER)
+     of their segment at the start plus twice the growth. One server must
+     fail cleanly: the coordinator exits at once, naming the server and
+     its limit. For each it prints whether the coordinator completed (and
+     in how long), the rows the tables hold and the id gradients dropped
+     before admission or lost for want of memory, and the coordinator's
+     error where the run failed.
   2. Eviction holds memory flat: `dlrm` with a capacity per table on each
      server (a model spec file written beside the data: schemas/models/
      dlrm.json with "eviction": {"capacity": C}), 2 servers and 2 workers,
@@ -33,8 +36,8 @@ Usage: tests/bench/bench_ctr_scale.py [--rows N] [--limit-mib M]
            [--capacity C] [--build DIR] [--keep]
   --rows N       training lines to generate (default 1,000,000; criteo
                  cardinalities; test: N / 10)
-  --limit-mib M  each server's RLIMIT_DATA in MiB (default: a server's
-                 data segment at its start + 1.5 x its growth in the
+  --limit-mib M  each server's --memory-limit for its tables in MiB
+                 (default: 1.25 x a server's data segment growth in the
                  calibration run)
   --capacity C   rows per table on each server in part 2 (default 4096)
   --build DIR    the build directory (default build)
@@ -53,10 +56,11 @@ from bench_ctr import ROOT, cluster, fail, find_build, generate, program, tail
 MIB = 2**20
 # The calibration and eviction runs must finish within this long.
 RUN_TIMEOUT_S = 600
-# A run under the limit that takes this many times the calibration run
-# (and at least MIN_STUCK_S) is stuck: a server out of memory that refuses
-# every request and fails every checkpoint keeps the coordinator waiting,
-# so it is stopped and reported as such.
+# A run under the limits that takes this many times the calibration run
+# (and at least MIN_STUCK_S) is stuck: should a server run out of memory
+# outside its tables' --memory-limit (RLIMIT_DATA), refusing every request
+# and every checkpoint would keep the coordinator waiting, so it is stopped
+# and reported as such.
 STUCK_FACTOR, MIN_STUCK_S = 3, 120
 
 
@@ -99,7 +103,7 @@ def limited_server(build, limit_bytes, tmp):
 def table_totals(done):
     tables = done.get("tables", [])
     return {k: sum(t.get(k, 0) for t in tables) for k in ("rows", "created", "evicted",
-                                                          "dropped")}
+                                                          "dropped", "oom")}
 
 
 def why_failed(run):
@@ -143,34 +147,37 @@ def spread(build, train, test, limit_mib, tmp):
     data_first = max(p["data_first"] for p in servers)
     growth = max(p["data_max"] - p["data_first"] for p in servers)
     totals = table_totals(calib["done"])
-    limit = limit_mib * MIB if limit_mib else int(data_first + 1.5 * growth)
+    limit = limit_mib * MIB if limit_mib else int(1.25 * growth)
+    backstop = int(data_first + max(2 * growth, limit + growth))
     print("calibration (2 servers, no limit): %d table rows; a server's data segment %.0f MiB "
-          "at its start, %.0f MiB more at its largest, peak RSS %.0f MiB; limit for what "
-          "follows: RLIMIT_DATA %.0f MiB per server"
+          "at its start, %.0f MiB more at its largest, peak RSS %.0f MiB; limits for what "
+          "follows: --memory-limit %.0f MiB per server for its tables, RLIMIT_DATA %.0f MiB"
           % (totals["rows"], data_first / MIB, growth / MIB,
-             max(p["hwm"] for p in servers) / MIB, limit / MIB), flush=True)
-    env = dict(os.environ, PS_SERVER=limited_server(build, limit, tmp))
+             max(p["hwm"] for p in servers) / MIB, limit / MIB, backstop / MIB), flush=True)
+    env = dict(os.environ, PS_SERVER=limited_server(build, backstop, tmp))
     stuck_s = max(MIN_STUCK_S, STUCK_FACTOR * calib["wall_s"])
     results = []
     for n in (1, 2, 3):
         run = cluster(build, "dlrm", train, test, n, 2, tmp, tag="limited-%dps" % n, env=env,
-                      timeout=stuck_s)
+                      timeout=stuck_s, extra=["--ps-memory-limit", str(limit)])
         results.append((n, run))
-    print("\n%-10s %-44s %10s %10s %12s" % ("servers", "outcome", "rows", "dropped",
-                                            "server MiB"))
+    print("\n%-10s %-44s %10s %10s %10s %12s" % ("servers", "outcome", "rows", "dropped",
+                                                 "oom", "server MiB"))
     for n, run in results:
         peak = max((p["hwm"] for p in servers_of(run).values()), default=0) / MIB
         if "failed" in run:
             error, deaths, refused, last = why_failed(run)
-            print("%-10d %-44s %10s %10s %12.0f" % (n, run["failed"], "-", "-", peak))
+            print("%-10d %-44s %10s %10s %10s %12.0f" % (n, "%s after %.0f s" % (
+                run["failed"], run["wall_s"]), "-", "-", "-", peak))
             print("           the coordinator: %s" % error)
             print("           servers died %d times; ps:0 refused %d requests, its last complaint: %s"
                   % (deaths, refused, last))
             continue
         t = table_totals(run["done"])
-        outcome = ("completed, every row held" if t["dropped"] == 0
-                   else "completed, pushes dropped for want of memory")
-        print("%-10d %-44s %10d %10d %12.0f" % (n, outcome, t["rows"], t["dropped"], peak))
+        outcome = ("completed, every row held" if t["dropped"] == 0 and t["oom"] == 0
+                   else "completed, updates lost for want of memory")
+        print("%-10d %-44s %10d %10d %10d %12.0f" % (n, outcome, t["rows"], t["dropped"],
+                                                      t["oom"], peak))
     return calib
 
 

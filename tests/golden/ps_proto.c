@@ -2415,12 +2415,12 @@ s_decode_table_stats (const msgpack_object *obj, ps_proto_table_stats_t *out, s_
     if (obj->type != MSGPACK_OBJECT_MAP)
         return s_expected (ctx, "map", obj);
     memset (out, 0, sizeof *out);
-    static const char *const names [] = { "table", "dim", "shard", "shards", "rows", "created", "evicted", "dropped", "pushes", "duplicates", "row_updates", "pulls", "steps", "nonfinite", "bytes" };
+    static const char *const names [] = { "table", "dim", "shard", "shards", "rows", "created", "evicted", "dropped", "oom", "pushes", "duplicates", "row_updates", "pulls", "steps", "nonfinite", "bytes" };
     uint64_t seen = 0;
     size_t used = strlen (ctx->path);
     for (uint32_t i = 0; i < obj->via.map.size; i++) {
         const msgpack_object *val = &obj->via.map.ptr [i].val;
-        int field = s_field (obj, i, names, 15, &seen, ctx);
+        int field = s_field (obj, i, names, 16, &seen, ctx);
         if (field < 0)
             return field;
         s_path_field (ctx, used, names [field]);
@@ -2453,24 +2453,27 @@ s_decode_table_stats (const msgpack_object *obj, ps_proto_table_stats_t *out, s_
                 rc = s_decode_uint (val, &out->dropped, ctx);
                 break;
             case 8:
-                rc = s_decode_uint (val, &out->pushes, ctx);
+                rc = s_decode_uint (val, &out->oom, ctx);
                 break;
             case 9:
-                rc = s_decode_uint (val, &out->duplicates, ctx);
+                rc = s_decode_uint (val, &out->pushes, ctx);
                 break;
             case 10:
-                rc = s_decode_uint (val, &out->row_updates, ctx);
+                rc = s_decode_uint (val, &out->duplicates, ctx);
                 break;
             case 11:
-                rc = s_decode_uint (val, &out->pulls, ctx);
+                rc = s_decode_uint (val, &out->row_updates, ctx);
                 break;
             case 12:
-                rc = s_decode_uint (val, &out->steps, ctx);
+                rc = s_decode_uint (val, &out->pulls, ctx);
                 break;
             case 13:
-                rc = s_decode_uint (val, &out->nonfinite, ctx);
+                rc = s_decode_uint (val, &out->steps, ctx);
                 break;
             case 14:
+                rc = s_decode_uint (val, &out->nonfinite, ctx);
+                break;
+            case 15:
                 rc = s_decode_uint (val, &out->bytes, ctx);
                 break;
         }
@@ -2478,13 +2481,13 @@ s_decode_table_stats (const msgpack_object *obj, ps_proto_table_stats_t *out, s_
             return rc;
         ctx->path [used] = 0;
     }
-    return s_missing (seen, UINT64_C (0x7fff), names, ctx);
+    return s_missing (seen, UINT64_C (0xffff), names, ctx);
 }
 
 static int
 s_encode_table_stats (msgpack_packer *pk, const ps_proto_table_stats_t *in)
 {
-    int rc = msgpack_pack_map (pk, 15);
+    int rc = msgpack_pack_map (pk, 16);
     rc |= s_encode_key (pk, "table");
     rc |= s_encode_str (pk, in->table);
     rc |= s_encode_key (pk, "dim");
@@ -2501,6 +2504,8 @@ s_encode_table_stats (msgpack_packer *pk, const ps_proto_table_stats_t *in)
     rc |= s_encode_uint (pk, in->evicted);
     rc |= s_encode_key (pk, "dropped");
     rc |= s_encode_uint (pk, in->dropped);
+    rc |= s_encode_key (pk, "oom");
+    rc |= s_encode_uint (pk, in->oom);
     rc |= s_encode_key (pk, "pushes");
     rc |= s_encode_uint (pk, in->pushes);
     rc |= s_encode_key (pk, "duplicates");

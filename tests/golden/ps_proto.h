@@ -376,6 +376,7 @@ typedef struct {
     uint64_t created;
     uint64_t evicted;
     uint64_t dropped;
+    uint64_t oom;
     uint64_t pushes;
     uint64_t duplicates;
     uint64_t row_updates;
