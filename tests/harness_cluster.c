@@ -129,6 +129,22 @@ cluster_args (cluster_run_t *run, const char *const *args)
         cluster_arg (run, "%s", args [i]);
 }
 
+cluster_run_t *
+cluster_run_resumed (const cluster_run_t *run, int argc, const char *name)
+{
+    cluster_run_t *resumed = cluster_run_new (name);
+    for (int i = 1; i < argc; i++)
+        if (strcmp (run->argv [i], run->metrics) == 0)
+            cluster_arg (resumed, "%s", resumed->metrics);
+        else
+        if (strcmp (run->argv [i], run->log_dir) == 0)
+            cluster_arg (resumed, "%s", resumed->log_dir);
+        else
+            cluster_arg (resumed, "%s", run->argv [i]);
+    cluster_arg (resumed, "--resume");
+    return resumed;
+}
+
 int
 cluster_limit (int n)
 {

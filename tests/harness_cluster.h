@@ -112,6 +112,12 @@ const char *cluster_arg (cluster_run_t *run, const char *fmt, ...);
 
 void cluster_args (cluster_run_t *run, const char *const *args);
 
+//  A new run called name whose command line is run's first argc arguments
+//  (those it had before cluster_run_start added its own), with its own
+//  metrics file and log directory in place of run's, and --resume: the
+//  same cluster resumed from run's checkpoints.
+cluster_run_t *cluster_run_resumed (const cluster_run_t *run, int argc, const char *name);
+
 //  The data subsets, scaled by PS_TEST_SCALE: whole batches, never tiny.
 int cluster_limit (int n);
 

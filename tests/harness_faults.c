@@ -385,16 +385,7 @@ cluster_kill_coordinator (const char *name, const char *const *mode, int example
     assert_true (newest_step >= ckpt_step);
     char resumed_name [128];
     snprintf (resumed_name, sizeof resumed_name, "%s, resumed", name);
-    cluster_run_t *resumed = cluster_run_new (resumed_name);
-    for (int i = 1; i < base_argc; i++)
-        if (strcmp (run->argv [i], run->metrics) == 0)
-            cluster_arg (resumed, "%s", resumed->metrics);
-        else
-        if (strcmp (run->argv [i], run->log_dir) == 0)
-            cluster_arg (resumed, "%s", resumed->log_dir);
-        else
-            cluster_arg (resumed, "%s", run->argv [i]);
-    cluster_arg (resumed, "--resume");
+    cluster_run_t *resumed = cluster_run_resumed (run, base_argc, resumed_name);
     cluster_run_start (resumed, NULL);
     cluster_run_finish (resumed, 0);
     //  Nothing after the checkpoint is trained twice: exactly total

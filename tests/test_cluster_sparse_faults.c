@@ -320,16 +320,8 @@ test_resume_incremental (void **state)
                   "late after %s", run->name, newest, incr);
 
     //  The same command with --resume, writing a metrics file of its own.
-    cluster_run_t *resumed = cluster_run_new ("lr, resumed from incremental");
-    for (int i = 1; i < base_argc; i++)
-        if (strcmp (run->argv [i], run->metrics) == 0)
-            cluster_arg (resumed, "%s", resumed->metrics);
-        else
-        if (strcmp (run->argv [i], run->log_dir) == 0)
-            cluster_arg (resumed, "%s", resumed->log_dir);
-        else
-            cluster_arg (resumed, "%s", run->argv [i]);
-    cluster_arg (resumed, "--resume");
+    cluster_run_t *resumed = cluster_run_resumed (run, base_argc,
+                                                  "lr, resumed from incremental");
     cluster_run_start (resumed, NULL);
     cluster_run_finish (resumed, 0);
     harness_ctr_check_done (resumed, total, &harness_ctr_lr);
