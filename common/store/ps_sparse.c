@@ -36,17 +36,13 @@
 #include <zlib.h>
 
 //  Ids of a push or pull grouped by stripe at a time, on the stack (about
-//  44 KiB): enough that a stripe's group (64 ids on average) spans several
-//  batches, so that its loads overlap the work of the batch before.
+//  44 KiB): enough that a stripe's group (64 ids on average) keeps its
+//  pipeline (ps_sparse_stripe.c) busy past its first few ids.
 #define S_WINDOW  4096
-//  A stripe's ids of a window are used a batch at a time: the rows of a
-//  batch and the index entries of the next are loaded before the batch is
-//  used, so that their cache misses overlap instead of following each
-//  other.
-#define S_BATCH   16
 
 struct _ps_sparse_t {
     ps_sparse_layout_t layout;
+    ps_slabs_t *slabs;
     pthread_mutex_t ledger_lock;
     ps_ledger_t *ledger;
     uint64_t newest_step;
@@ -77,7 +73,8 @@ ps_sparse_new (const ps_tablespec_t *spec, ps_error_t *err)
         return NULL;
     }
     memset (self, 0, size);
-    ps_sparse_layout_init (&self->layout, spec);
+    self->slabs = ps_slabs_new ();
+    ps_sparse_layout_init (&self->layout, spec, self->slabs);
     atomic_init (&self->pulls, 0);
     atomic_init (&self->oom_logged, false);
     //  A mutex that cannot be made is out of memory, which aborts, as in
@@ -87,7 +84,7 @@ ps_sparse_new (const ps_tablespec_t *spec, ps_error_t *err)
     ||  pthread_mutex_init (&self->save_lock, NULL) != 0)
         abort ();
     self->ledger = ps_ledger_new ();
-    bool ok = self->ledger != NULL;
+    bool ok = self->ledger && self->slabs;
     for (uint32_t s = 0; s < PS_SPARSE_STRIPES; s++)
         if (ps_sparse_stripe_init (&self->stripes [s], &self->layout))
             ok = false;
@@ -108,6 +105,7 @@ ps_sparse_destroy (ps_sparse_t **self_p)
         return;
     for (uint32_t s = 0; s < PS_SPARSE_STRIPES; s++)
         ps_sparse_stripe_fini (&self->stripes [s]);
+    ps_slabs_destroy (&self->slabs);
     ps_ledger_destroy (&self->ledger);
     pthread_mutex_destroy (&self->ledger_lock);
     pthread_mutex_destroy (&self->save_lock);
@@ -147,40 +145,22 @@ s_window_fill (s_window_t *w, const uint64_t *ids, size_t m)
         w->order [next [w->hashes [i] >> 58]++] = (uint16_t) i;
 }
 
-//  Before the ids order [j, end) of stripe s's group are used, end at
-//  most S_BATCH on: load what of their rows the operation reads (what),
-//  and the index entries of the batch after them (and, for the group's
-//  first batch, their own entries first). A table several times larger
-//  than the caches would otherwise wait for two cache misses per id one
-//  after the other, the entry then the row; this way a batch's misses are
-//  in flight together. Returns end.
-static uint32_t
-s_window_prefetch (const s_window_t *w, ps_sparse_t *self, uint32_t s, uint32_t j,
-                   ps_sparse_load_t what)
+//  Stripe s's group of the window, whose ids start at ids.
+static ps_sparse_group_t
+s_window_group (const s_window_t *w, const uint64_t *ids, uint32_t s)
 {
-    const ps_sparse_stripe_t *st = &self->stripes [s];
-    uint32_t last = w->begin [s + 1];
-    uint32_t end = j + S_BATCH < last ? j + S_BATCH : last;
-    uint32_t next_end = end + S_BATCH < last ? end + S_BATCH : last;
-    if (j == w->begin [s])
-        for (uint32_t k = j; k < end; k++)
-            ps_sparse_stripe_prefetch (st, &self->layout, w->hashes [w->order [k]],
-                                       PS_SPARSE_LOAD_ENTRY);
-    for (uint32_t k = end; k < next_end; k++)
-        ps_sparse_stripe_prefetch (st, &self->layout, w->hashes [w->order [k]],
-                                   PS_SPARSE_LOAD_ENTRY);
-    for (uint32_t k = j; k < end; k++)
-        ps_sparse_stripe_prefetch (st, &self->layout, w->hashes [w->order [k]], what);
-    return end;
+    return (ps_sparse_group_t) {
+        ids, w->hashes, w->order + w->begin [s], w->begin [s + 1] - w->begin [s]
+    };
 }
 
-void
-ps_sparse_pull (ps_sparse_t *self, const uint64_t *ids, size_t n, float *out)
+//  Read the rows of ids [0, n) into out (NULL: only whether each is
+//  there, into found), each stripe locked once per window.
+static void
+s_read (ps_sparse_t *self, const uint64_t *ids, size_t n, float *out, bool *found)
 {
-    assert (self);
     uint32_t dim = self->layout.spec.dim;
     s_window_t w;
-    bool found [S_WINDOW];
     for (size_t start = 0; start < n; start += S_WINDOW) {
         size_t m = n - start < S_WINDOW ? n - start : S_WINDOW;
         s_window_fill (&w, ids + start, m);
@@ -188,16 +168,24 @@ ps_sparse_pull (ps_sparse_t *self, const uint64_t *ids, size_t n, float *out)
             if (w.begin [s] == w.begin [s + 1])
                 continue;
             ps_sparse_stripe_t *st = &self->stripes [s];
+            ps_sparse_group_t group = s_window_group (&w, ids + start, s);
             pthread_mutex_lock (&st->lock);
-            for (uint32_t j = w.begin [s]; j < w.begin [s + 1];)
-                for (uint32_t end = s_window_prefetch (&w, self, s, j, PS_SPARSE_LOAD_VALUE);
-                     j < end; j++) {
-                    size_t i = w.order [j];
-                    found [i] = ps_sparse_stripe_read (st, &self->layout, ids [start + i],
-                                                       w.hashes [i], out + (start + i) * dim);
-                }
+            ps_sparse_stripe_read (st, &self->layout, &group, out ? out + start * dim : NULL,
+                                   found + start);
             pthread_mutex_unlock (&st->lock);
         }
+    }
+}
+
+void
+ps_sparse_pull (ps_sparse_t *self, const uint64_t *ids, size_t n, float *out)
+{
+    assert (self);
+    uint32_t dim = self->layout.spec.dim;
+    bool found [S_WINDOW];
+    for (size_t start = 0; start < n; start += S_WINDOW) {
+        size_t m = n - start < S_WINDOW ? n - start : S_WINDOW;
+        s_read (self, ids + start, m, out + start * dim, found);
         //  Initial values are computed outside the locks.
         for (size_t i = 0; i < m; i++)
             if (!found [i])
@@ -220,19 +208,14 @@ size_t
 ps_sparse_count_absent (ps_sparse_t *self, const uint64_t *ids, size_t n)
 {
     assert (self);
-    //  The stripe reads a row whole: one row's room, read over and over.
-    float *row = malloc (self->layout.spec.dim * sizeof *row);
-    if (!row)
-        abort ();
+    bool found [S_WINDOW];
     size_t absent = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t hash = ps_sparse_hash (ids [i]);
-        ps_sparse_stripe_t *st = &self->stripes [ps_sparse_stripe_of (ids [i])];
-        pthread_mutex_lock (&st->lock);
-        absent += !ps_sparse_stripe_read (st, &self->layout, ids [i], hash, row);
-        pthread_mutex_unlock (&st->lock);
+    for (size_t start = 0; start < n; start += S_WINDOW) {
+        size_t m = n - start < S_WINDOW ? n - start : S_WINDOW;
+        s_read (self, ids + start, m, NULL, found);
+        for (size_t i = 0; i < m; i++)
+            absent += !found [i];
     }
-    free (row);
     return absent;
 }
 
@@ -307,14 +290,9 @@ ps_sparse_push (ps_sparse_t *self, uint64_t step, const uint64_t *ids, size_t n,
                 continue;
             touched |= UINT64_C (1) << s;
             ps_sparse_stripe_t *st = &self->stripes [s];
+            ps_sparse_group_t group = s_window_group (&w, ids + start, s);
             pthread_mutex_lock (&st->lock);
-            for (uint32_t j = w.begin [s]; j < w.begin [s + 1];)
-                for (uint32_t end = s_window_prefetch (&w, self, s, j, PS_SPARSE_LOAD_ROW);
-                     j < end; j++) {
-                    size_t i = w.order [j];
-                    ps_sparse_stripe_push (st, &self->layout, ids [start + i], w.hashes [i],
-                                           grads + (start + i) * dim, step, result);
-                }
+            ps_sparse_stripe_push (st, &self->layout, &group, grads + start * dim, step, result);
             pthread_mutex_unlock (&st->lock);
         }
     }

@@ -8,11 +8,12 @@
 //
 //  Layout. A stripe has an index and slabs. A row is a slot of a slab:
 //  id, last-update step, update count (also Adam's per-row t), then value
-//  [dim] and slots [dim * nslots], padded to 8 bytes. Slabs ("chunks") are allocated as
-//  the stripe grows and never moved or freed before the table is: chunk k
-//  holds 16 << min (k, K) rows, K chosen so that a chunk stays within
-//  256 KiB, and starts with two bitmaps of its rows' marks (dirty, then
-//  in base; see Snapshots below). The index
+//  [dim] and slots [dim * nslots], padded to 8 bytes. Slabs ("chunks")
+//  are allocated as the stripe grows, from the table's huge-page regions
+//  (ps_slabs.h), and never moved or freed before the table is: chunk k
+//  holds 16 << min (k, K) rows, K chosen so that a chunk, with the two
+//  bitmaps of its rows' marks that start it (dirty, then in base; see
+//  Snapshots below), stays within PS_SLABS_MAX (256 KiB). The index
 //  is open addressing with linear probing, placed by the low bits of
 //  ps_sparse_hash (id), doubled when it would pass a load of 3/4, and
 //  emptied by backward shifting, so it never holds tombstones. An entry
@@ -79,7 +80,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define S_MAX_CHUNK_BYTES  (256 * 1024)
 #define S_FIRST_CHUNK_ROWS 16
 #define S_NO_SLOT          UINT32_MAX
 //  An index entry's slot bits at first: enough for the first slab, so that
@@ -233,10 +233,9 @@ s_slot_alloc (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st)
             st->chunks_cap = cap;
         }
         size_t bytes = s_marks_bytes (rows) + (size_t) rows * lay->stride;
-        uint8_t *chunk = malloc (bytes);
+        uint8_t *chunk = ps_slabs_alloc (lay->slabs, bytes);
         if (!chunk)
             return S_NO_SLOT;
-        memset (chunk, 0, s_marks_bytes (rows));
         st->chunks [st->nchunks++] = chunk;
         st->capacity += rows;
         st->bytes += bytes;
@@ -636,18 +635,22 @@ s_sketch_width (const ps_tablespec_t *spec)
 //  The stripe
 
 void
-ps_sparse_layout_init (ps_sparse_layout_t *layout, const ps_tablespec_t *spec)
+ps_sparse_layout_init (ps_sparse_layout_t *layout, const ps_tablespec_t *spec,
+                       ps_slabs_t *slabs)
 {
     memset (layout, 0, sizeof *layout);
     layout->spec = *spec;
     layout->nslots = (uint32_t) ps_rowopt_slot_count (spec->opt.kind);
     layout->stride = (sizeof (s_row_t) + 4 * (size_t) spec->dim * (1 + layout->nslots) + 7) / 8 * 8;
     layout->value_end = sizeof (s_row_t) + 4 * (size_t) spec->dim;
+    //  Slabs grow while they fit a slab of the shared regions (ps_slabs.h).
     while (layout->chunk_k < 12
-       &&  ((size_t) S_FIRST_CHUNK_ROWS << (layout->chunk_k + 1)) * layout->stride
-           <= S_MAX_CHUNK_BYTES)
+       &&  s_marks_bytes (S_FIRST_CHUNK_ROWS << (layout->chunk_k + 1))
+           + ((size_t) S_FIRST_CHUNK_ROWS << (layout->chunk_k + 1)) * layout->stride
+           <= PS_SLABS_MAX)
         layout->chunk_k++;
     layout->sketch_width = s_sketch_width (spec);
+    layout->slabs = slabs;
 }
 
 int
@@ -671,8 +674,6 @@ ps_sparse_stripe_init (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
 void
 ps_sparse_stripe_fini (ps_sparse_stripe_t *self)
 {
-    for (uint32_t k = 0; k < self->nchunks; k++)
-        free (self->chunks [k]);
     free (self->chunks);
     free (self->index);
     free (self->sketch);
@@ -681,74 +682,173 @@ ps_sparse_stripe_fini (ps_sparse_stripe_t *self)
     memset (self, 0, sizeof *self);
 }
 
-bool
-ps_sparse_stripe_read (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
-                       uint64_t id, uint64_t hash, float *out)
+//  A group's ids are used in a software pipeline: the index entry of the
+//  id S_AHEAD * 2 on is loaded, then the row of the id S_AHEAD on (its
+//  entry loaded S_AHEAD ids before), then the id itself is used. A table
+//  several times larger than the caches would otherwise wait for two cache
+//  misses per id one after the other, the entry then the row; this way
+//  about 2 * S_AHEAD misses are in flight at any time, and the core waits
+//  only for the first ids of a group.
+#define S_AHEAD  8
+#define S_RING   16             //  a power of two above S_AHEAD
+
+static inline void
+s_load_entry (const ps_sparse_stripe_t *st, uint64_t hash)
 {
-    uint32_t slot = s_find (layout, self, id, hash);
-    if (slot == S_NO_SLOT)
-        return false;
-    memcpy (out, s_row (layout, self, slot)->data, layout->spec.dim * sizeof (float));
-    return true;
+    __builtin_prefetch (&st->index [(uint32_t) hash & st->mask]);
+}
+
+//  A row and its slot (row NULL: none).
+typedef struct {
+    s_row_t *row;
+    uint32_t slot;
+} s_hit_t;
+
+//  The row that the first entry of hash's probe run with its fingerprint
+//  names, the bytes used loading (for writing when write), or none. It is
+//  id's row only when its id is: a probe decides otherwise.
+static inline s_hit_t
+s_load_row (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint64_t hash,
+            size_t bytes, int write)
+{
+    //  The first entry of the probe run with the hash's fingerprint: the
+    //  run is short and its entries mostly in the line loaded.
+    uint32_t fingerprint = s_entry_fingerprint (st, hash);
+    uint32_t pos = (uint32_t) hash & st->mask, entry;
+    while ((entry = st->index [pos]) && (entry & ~st->slot_mask) != fingerprint)
+        pos = (pos + 1) & st->mask;
+    if (!entry)
+        return (s_hit_t) { NULL, S_NO_SLOT };
+    uint32_t slot = s_entry_slot (st, entry);
+    const uint8_t *row = (const uint8_t *) s_row (lay, st, slot);
+    //  Every line of the part used: rows are not aligned to lines.
+    if (write) {
+        for (size_t off = 0; off < bytes; off += 64)
+            __builtin_prefetch (row + off, 1);
+        __builtin_prefetch (row + bytes - 1, 1);
+    }
+    else {
+        for (size_t off = 0; off < bytes; off += 64)
+            __builtin_prefetch (row + off, 0);
+        __builtin_prefetch (row + bytes - 1, 0);
+    }
+    return (s_hit_t) { (s_row_t *) row, slot };
+}
+
+//  Id's row, the pipeline's guess when it is id's, else found by a probe.
+static inline s_hit_t
+s_row_of (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, s_hit_t guess,
+          uint64_t id, uint64_t hash)
+{
+    if (guess.row && guess.row->id == id)
+        return guess;
+    uint32_t slot = s_find (lay, st, id, hash);
+    return (s_hit_t) { slot == S_NO_SLOT ? NULL : s_row (lay, st, slot), slot };
+}
+
+//  Start the pipeline of a group: the entries of its first 2 * S_AHEAD
+//  ids, then the rows of its first S_AHEAD, into guess.
+static void
+s_pipeline_start (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st,
+                  const ps_sparse_group_t *g, size_t bytes, int write, s_hit_t *guess)
+{
+    for (uint32_t k = 0; k < g->n && k < 2 * S_AHEAD; k++)
+        s_load_entry (st, g->hashes [g->order [k]]);
+    for (uint32_t k = 0; k < g->n && k < S_AHEAD; k++)
+        guess [k] = s_load_row (lay, st, g->hashes [g->order [k]], bytes, write);
+}
+
+//  Advance it before id k is used.
+static inline void
+s_pipeline_step (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st,
+                 const ps_sparse_group_t *g, uint32_t k, size_t bytes, int write,
+                 s_hit_t *guess)
+{
+    if (k + 2 * S_AHEAD < g->n)
+        s_load_entry (st, g->hashes [g->order [k + 2 * S_AHEAD]]);
+    if (k + S_AHEAD < g->n)
+        guess [(k + S_AHEAD) % S_RING] =
+            s_load_row (lay, st, g->hashes [g->order [k + S_AHEAD]], bytes, write);
 }
 
 void
-ps_sparse_stripe_push (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
-                       uint64_t id, uint64_t hash, const float *grad, uint64_t step,
-                       ps_sparse_push_result_t *result)
+ps_sparse_stripe_read (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
+                       const ps_sparse_group_t *group, float *out, bool *found)
 {
-    uint32_t slot = s_find (layout, self, id, hash);
-    if (slot == S_NO_SLOT) {
-        if (!s_admit (layout, self, id, hash)) {
-            self->dropped++;
+    if (!self->index) {
+        for (uint32_t k = 0; k < group->n; k++)
+            found [group->order [k]] = false;
+        return;
+    }
+    uint32_t dim = layout->spec.dim;
+    size_t bytes = out ? layout->value_end : sizeof (uint64_t);
+    s_hit_t guess [S_RING];
+    s_pipeline_start (layout, self, group, bytes, 0, guess);
+    for (uint32_t k = 0; k < group->n; k++) {
+        s_pipeline_step (layout, self, group, k, bytes, 0, guess);
+        uint32_t i = group->order [k];
+        s_hit_t hit = s_row_of (layout, self, guess [k % S_RING], group->ids [i],
+                                group->hashes [i]);
+        found [i] = hit.row != NULL;
+        if (hit.row && out)
+            memcpy (out + (size_t) i * dim, hit.row->data, dim * sizeof (float));
+    }
+}
+
+//  Apply grad to id's row for step, creating the row when admission lets
+//  it in, else dropping the gradient; counted in result.
+static void
+s_push_one (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, s_hit_t hit, uint64_t id,
+            uint64_t hash, const float *grad, uint64_t step, ps_sparse_push_result_t *result)
+{
+    if (!hit.row) {
+        if (!s_admit (lay, st, id, hash)) {
+            st->dropped++;
             result->dropped++;
             return;
         }
         //  An admitted id whose row cannot be allocated loses an update:
         //  counted apart from admission's drops, so that it is seen.
-        slot = s_create (layout, self, id, hash);
-        if (slot == S_NO_SLOT) {
-            self->oom++;
+        hit.slot = s_create (lay, st, id, hash);
+        if (hit.slot == S_NO_SLOT) {
+            st->oom++;
             result->oom++;
             return;
         }
         result->created++;
+        hit.row = s_row (lay, st, hit.slot);
     }
-    s_row_t *row = s_row (layout, self, slot);
+    s_row_t *row = hit.row;
     row->count++;
     if (step > row->last_step)
         row->last_step = step;
-    uint32_t dim = layout->spec.dim;
-    ps_rowopt_apply (&layout->spec.opt, row->data, row->data + dim, grad, dim, row->count);
-    s_set_mark (layout, self, slot, S_DIRTY, true);
-    self->row_updates++;
+    uint32_t dim = lay->spec.dim;
+    ps_rowopt_apply (&lay->spec.opt, row->data, row->data + dim, grad, dim, row->count);
+    s_set_mark (lay, st, hit.slot, S_DIRTY, true);
+    st->row_updates++;
     result->applied++;
 }
 
 void
-ps_sparse_stripe_prefetch (const ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
-                           uint64_t hash, ps_sparse_load_t what)
+ps_sparse_stripe_push (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
+                       const ps_sparse_group_t *group, const float *grads, uint64_t step,
+                       ps_sparse_push_result_t *result)
 {
-    if (!self->index)
-        return;
-    const uint32_t *entry = &self->index [(uint32_t) hash & self->mask];
-    if (what == PS_SPARSE_LOAD_ENTRY)
-        __builtin_prefetch (entry);
-    else
-    if (*entry) {
-        //  Every cache line of the part wanted: rows are not aligned to
-        //  lines. A push writes the row, so it asks for the lines to own.
-        const uint8_t *p = (const uint8_t *) s_row (layout, self, s_entry_slot (self, *entry));
-        if (what == PS_SPARSE_LOAD_VALUE) {
-            for (size_t off = 0; off < layout->value_end; off += 64)
-                __builtin_prefetch (p + off);
-            __builtin_prefetch (p + layout->value_end - 1);
-        }
-        else {
-            for (size_t off = 0; off < layout->stride; off += 64)
-                __builtin_prefetch (p + off, 1);
-            __builtin_prefetch (p + layout->stride - 1, 1);
-        }
+    uint32_t dim = layout->spec.dim;
+    s_hit_t guess [S_RING] = { { NULL, S_NO_SLOT } };
+    if (self->index)
+        s_pipeline_start (layout, self, group, layout->stride, 1, guess);
+    for (uint32_t k = 0; k < group->n; k++) {
+        //  A row created by this loop may have grown the index: the guesses
+        //  made before stay right (rows do not move), a missing one is
+        //  probed for.
+        if (self->index)
+            s_pipeline_step (layout, self, group, k, layout->stride, 1, guess);
+        uint32_t i = group->order [k];
+        uint64_t id = group->ids [i], hash = group->hashes [i];
+        s_hit_t hit = self->index ? s_row_of (layout, self, guess [k % S_RING], id, hash)
+                                  : guess [0];
+        s_push_one (layout, self, hit, id, hash, grads + (size_t) i * dim, step, result);
     }
 }
 

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "ps_error.h"
+#include "ps_slabs.h"
 #include "ps_sparse.h"
 #include "ps_sparse_file.h"
 #include "ps_tablespec.h"
@@ -28,10 +29,13 @@ typedef struct {
     size_t value_end;           //  bytes of a row up to its value's end
     uint32_t chunk_k;           //  slab k holds 16 << min (k, K) rows
     uint32_t sketch_width;      //  admission counters per sketch row; 0: none
+    ps_slabs_t *slabs;          //  where every stripe's slabs come from
 } ps_sparse_layout_t;
 
-//  Derive the layout of a valid spec.
-void ps_sparse_layout_init (ps_sparse_layout_t *layout, const ps_tablespec_t *spec);
+//  Derive the layout of a valid spec, its slabs to come from slabs (which
+//  outlive every stripe of the layout).
+void ps_sparse_layout_init (ps_sparse_layout_t *layout, const ps_tablespec_t *spec,
+                            ps_slabs_t *slabs);
 
 typedef struct {
     pthread_mutex_t lock;       //  taken by the table, never here
@@ -59,33 +63,28 @@ typedef struct {
 int ps_sparse_stripe_init (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout);
 void ps_sparse_stripe_fini (ps_sparse_stripe_t *self);
 
-//  Copy the value of id's row to out [0, dim) and return true, or return
-//  false when id has no row. hash is ps_sparse_hash (id).
-bool ps_sparse_stripe_read (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
-                            uint64_t id, uint64_t hash, float *out);
+//  A stripe's ids of a request, in the order they are used: for k in
+//  [0, n), id ids [order [k]], whose ps_sparse_hash is hashes [order [k]].
+//  Its ids are distinct.
+typedef struct {
+    const uint64_t *ids;
+    const uint64_t *hashes;
+    const uint16_t *order;
+    uint32_t n;
+} ps_sparse_group_t;
 
-//  Apply grad [0, dim) to id's row for step, creating the row when
-//  admission lets it in, else dropping the gradient; counted in result.
+//  For each id i = order [k] of the group, set found [i] to whether it
+//  has a row, and copy the row's value to out [i * dim, (i + 1) * dim)
+//  when it has one and out is not NULL.
+void ps_sparse_stripe_read (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
+                            const ps_sparse_group_t *group, float *out, bool *found);
+
+//  Apply each id i's gradient grads [i * dim, (i + 1) * dim) to its row
+//  for step, creating the row when admission lets it in, else dropping
+//  the gradient; counted in result.
 void ps_sparse_stripe_push (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
-                            uint64_t id, uint64_t hash, const float *grad, uint64_t step,
+                            const ps_sparse_group_t *group, const float *grads, uint64_t step,
                             ps_sparse_push_result_t *result);
-
-//  What ps_sparse_stripe_prefetch starts loading for an id: its index
-//  entry, or the part of the row the entry names (the entry itself best
-//  loaded a batch before) that a pull reads (id and value) or that a push
-//  updates (all of it).
-typedef enum {
-    PS_SPARSE_LOAD_ENTRY,
-    PS_SPARSE_LOAD_VALUE,
-    PS_SPARSE_LOAD_ROW
-} ps_sparse_load_t;
-
-//  Start loading what a pull or push of the id with this hash will read. A
-//  table several times larger than the caches spends most of a pull or
-//  push waiting for these; a pull loads only the lines it reads, since the
-//  misses a core can have in flight are few.
-void ps_sparse_stripe_prefetch (const ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
-                                uint64_t hash, ps_sparse_load_t what);
 
 //  Evict what the TTL and stripe s's share of the capacity ask for, now
 //  being the newest step the table has applied. Returns the rows evicted.
