@@ -293,6 +293,50 @@ test_many_ids (void **state)
     ps_sparse_destroy (&single);
 }
 
+//  Rows of the widest width with Adam's two slots: a stripe's first slab
+//  (16 rows of 48 KiB) is larger than a slab of the shared huge-page
+//  regions (ps_slabs.h), so each gets a mapping of its own. Every row must
+//  hold what the optimizer makes of its own start and gradients, twice
+//  applied, untouched by its neighbours.
+static void
+test_widest_rows (void **state)
+{
+    (void) state;
+    enum { N = 40, DIM = PS_TABLESPEC_MAX_DIM };
+    ps_tablespec_t spec;
+    ps_tablespec_default (&spec, "widest", DIM);
+    ps_rowopt_default (&spec.opt, PS_ROWOPT_ADAM);
+    ps_sparse_t *table = ps_sparse_new (&spec, NULL);
+    assert_non_null (table);
+    uint64_t ids [N];
+    float *grads = malloc ((size_t) N * DIM * sizeof *grads);
+    float *got = malloc ((size_t) N * DIM * sizeof *got);
+    float *w = malloc (DIM * sizeof *w), *slots = malloc (2 * DIM * sizeof *slots);
+    assert_non_null (grads && got && w && slots);
+    for (size_t i = 0; i < N; i++)
+        ids [i] = ps_mix64 (1000 + i);
+    for (size_t i = 0; i < (size_t) N * DIM; i++)
+        grads [i] = (float) ((i * 7) % 23) * 0.01f - 0.11f;
+    ps_sparse_push_result_t result;
+    for (uint64_t step = 1; step <= 2; step++) {
+        harness_ok (ps_sparse_push (table, step, ids, N, grads, &result), NULL);
+        assert_int_equal (result.applied, N);
+    }
+    ps_sparse_pull (table, ids, N, got);
+    for (size_t i = 0; i < N; i++) {
+        ps_tablespec_init_row (&spec, ids [i], w);
+        ps_rowopt_init_slots (&spec.opt, slots, DIM);
+        for (uint64_t t = 1; t <= 2; t++)
+            ps_rowopt_apply (&spec.opt, w, slots, grads + i * DIM, DIM, t);
+        assert_memory_equal (got + i * DIM, w, DIM * sizeof *w);
+    }
+    free (grads);
+    free (got);
+    free (w);
+    free (slots);
+    ps_sparse_destroy (&table);
+}
+
 static void
 test_check_push (void **state)
 {
@@ -534,6 +578,7 @@ main (void)
         cmocka_unit_test (test_shard_of),
         cmocka_unit_test (test_pull_never_creates),
         cmocka_unit_test (test_many_ids),
+        cmocka_unit_test (test_widest_rows),
         cmocka_unit_test (test_check_push),
         cmocka_unit_test (test_eviction_frees),
         cmocka_unit_test (test_memory_bound),
