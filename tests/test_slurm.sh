@@ -185,8 +185,10 @@ finish () {
         || fail "$1: job $2 still runs after 120 s: $(tail -20 "$tmp/$1/job.out")"
     local state
     state=$(scontrol show job "$2" 2>/dev/null | grep -o 'JobState=[A-Z]*')
-    [ "$state" = JobState=COMPLETED ] && grep -q "coordinator exit status 0" "$tmp/$1/job.out" \
-        || fail "$1: job $2 ended with $state: $(tail -30 "$tmp/$1/job.out")"
+    if [ "$state" != JobState=COMPLETED ] \
+       || ! grep -q "coordinator exit status 0" "$tmp/$1/job.out"; then
+        fail "$1: job $2 ended with $state: $(tail -30 "$tmp/$1/job.out")"
+    fi
     [ ! -e "$tmp/$1/.ps-cluster-$2" ] || fail "$1: the job's key directory was left behind"
 }
 
@@ -250,7 +252,7 @@ for pid in $(pgrep -x ps-worker); do
     fi
 done
 [ -n "$victim" ] || fail "killed: no process of rank 4 (worker:1) in job $job"
-[ "$(count killed done)" = 0 ] || fail "killed: the run was over before worker:1 could be killed"
+[ "$(count killed "done")" = 0 ] || fail "killed: the run was over before worker:1 could be killed"
 kill -9 "$victim"
 say "killed: worker:1 (pid $victim) killed once a checkpoint after step 0 was written"
 finish killed "$job"
