@@ -499,9 +499,19 @@ main (int argc, char *argv [])
         free (flags);
         return 2;
     }
-    if ((opt.local ? 1 : 0) + (opt.cluster_file ? 1 : 0) + (opt.resolver ? 1 : 0) > 1) {
-        fprintf (stderr, "coordinator: --local, --cluster FILE and --cluster-resolver each say "
-                 "where the cluster comes from; give one of them\n");
+    //  Each of these says where the cluster comes from.
+    const char *sources [3];
+    int nsources = 0;
+    if (opt.local)
+        sources [nsources++] = "--local";
+    if (opt.cluster_file)
+        sources [nsources++] = "--cluster FILE";
+    if (opt.resolver)
+        sources [nsources++] = "--cluster-resolver";
+    if (nsources > 1) {
+        fprintf (stderr, "coordinator: %s and %s%s%s: each says where the cluster comes from "
+                 "(a local cluster makes its own spec); give one\n", sources [0], sources [1],
+                 nsources > 2 ? " and " : "", nsources > 2 ? sources [2] : "");
         free (flags);
         return 2;
     }
