@@ -698,7 +698,9 @@ main (int argc, char *argv [])
         launcher = ps_launcher_slurm_new (getenv ("SLURM_JOB_ID"), &err);
         if (!launcher
         ||  ps_launcher_start_cluster (launcher, tf_cluster, counts, config.job.checkpoint_dir,
-                                       opt.insecure ? NULL : opt.keys_dir, NULL, &err)) {
+                                       opt.insecure ? NULL
+                                       : opt.keys_dir ? opt.keys_dir : getenv ("PS_KEYS"),
+                                       NULL, &err)) {
             fprintf (stderr, "coordinator: %s\n", err.msg);
             exit_code = 1;
             goto done;

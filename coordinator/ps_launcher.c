@@ -78,6 +78,7 @@ int
 ps_launcher_find_program (const char *env, const char *name, const char *subdir, char *buf,
                           size_t len)
 {
+    assert (buf && len > 0);
     const char *given = getenv (env);
     if (given && *given) {
         snprintf (buf, len, "%s", given);

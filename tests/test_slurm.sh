@@ -6,8 +6,10 @@
 # accuracy such a run reaches and every step was applied exactly once
 # (tests/faults/check_run.py). A second run kills worker:1's process
 # (SIGKILL, the process of rank 4 of the job's first step) once training
-# has begun, and checks that the coordinator relaunched it into the job
-# with srun and that the run still completed with every step applied
+# has begun, and then, once the relaunched worker:1 is back and another
+# checkpoint is written, ps:1's (rank 2); it checks that the coordinator
+# relaunched both into the job with srun, restored the server from a
+# checkpoint, and that the run still completed with every step applied
 # exactly once.
 #
 # Prints SKIP and exits 77 only when it does not run as root (slurmd and
@@ -27,9 +29,10 @@ root=${PS_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 sbatch_file=$root/deploy/slurm/ps-cluster.sbatch
 checker=$root/tests/faults/check_run.py
 # A short run: 100 steps an epoch (6400 examples, batch 64). The first
-# run trains 2 epochs, to a test accuracy of about 0.78 on 1000 examples;
-# the second 8 epochs, long enough that a worker can be killed well
-# before the end. A heartbeat timeout of 2 s makes the relaunch quick.
+# run trains 3 epochs, to a test accuracy of about 0.8 on 1000 examples;
+# the second 12 epochs, long enough that a worker and then a server can be
+# killed well before the end (here at about steps 100 and 450 of 1200). A
+# heartbeat timeout of 2 s makes each relaunch quick.
 min_accuracy=0.70
 job_flags="--limit 6400 --test-limit 1000 --heartbeat-ms 200 --heartbeat-timeout-ms 2000 \
 --checkpoint-steps 50 --keep 100"
@@ -229,40 +232,67 @@ print(sum(1 for r in rows if r.get("event") == event
 PY
 }
 
-job=$(submit plain 2) || fail "sbatch refused the job"
+job=$(submit plain 3) || fail "sbatch refused the job"
 jobs_submitted+=("$job")
 finish plain "$job"
-check plain 200
+check plain 300
 
-# The second run: worker:1 is rank 4 of the job's first step. Once a
-# checkpoint after step 0 shows training has begun, its process is killed.
-job=$(submit killed 8) || fail "sbatch refused the job"
+# rank_pid JOB RANK: the pid of rank RANK of the job's first step.
+rank_pid () {
+    local pid env
+    for pid in $(pgrep -x ps-worker) $(pgrep -x ps-server); do
+        env=$(tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null)
+        if grep -qx "SLURM_JOB_ID=$1" <<<"$env" && grep -qx "SLURM_PROCID=$2" <<<"$env" \
+           && grep -qx "SLURM_STEP_ID=0" <<<"$env"; then
+            echo "$pid"
+        fi
+    done
+}
+
+# wait_events NAME N EVENT [KEY=VALUE...]: wait up to 60 s for N events.
+wait_events () {
+    local name=$1 n=$2
+    shift 2
+    for _ in $(seq 600); do
+        [ "$(count "$name" "$@")" -ge "$n" ] && return 0
+        sleep 0.1
+    done
+    fail "$name: no $n $* events within 60 s: $(tail -20 "$tmp/$name/job.out")"
+}
+
+# kill_rank NAME JOB RANK TASK: kill the process of rank RANK (task TASK)
+# while the run is still going.
+kill_rank () {
+    local victim
+    victim=$(rank_pid "$2" "$3")
+    [ -n "$victim" ] || fail "$1: no process of rank $3 ($4) in job $2"
+    [ "$(count "$1" "done")" = 0 ] || fail "$1: the run was over before $4 could be killed"
+    kill -9 "$victim"
+    say "$1: $4 (rank $3, pid $victim) killed"
+}
+
+# The second run: worker:1 is rank 4 of the job's first step, ps:1 rank 2.
+# A checkpoint after step 0 shows that training has begun.
+job=$(submit killed 12) || fail "sbatch refused the job"
 jobs_submitted+=("$job")
-for _ in $(seq 600); do
-    [ "$(count killed checkpoint)" -ge 2 ] && break
-    sleep 0.1
-done
-[ "$(count killed checkpoint)" -ge 2 ] || fail "killed: training did not begin within 60 s"
-victim=""
-for pid in $(pgrep -x ps-worker); do
-    env=$(tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null)
-    if grep -qx "SLURM_JOB_ID=$job" <<<"$env" && grep -qx "SLURM_PROCID=4" <<<"$env" \
-       && grep -qx "SLURM_STEP_ID=0" <<<"$env"; then
-        victim=$pid
-    fi
-done
-[ -n "$victim" ] || fail "killed: no process of rank 4 (worker:1) in job $job"
-[ "$(count killed "done")" = 0 ] || fail "killed: the run was over before worker:1 could be killed"
-kill -9 "$victim"
-say "killed: worker:1 (pid $victim) killed once a checkpoint after step 0 was written"
+wait_events killed 2 checkpoint
+kill_rank killed "$job" 4 worker:1
+wait_events killed 1 registered role=worker task=1 restarted=true
+checkpoints=$(count killed checkpoint)
+wait_events killed $((checkpoints + 1)) checkpoint
+kill_rank killed "$job" 2 ps:1
 finish killed "$job"
 [ "$(count killed worker_failed role=worker task=1)" -ge 1 ] \
     || fail "killed: no worker_failed event for worker:1"
-[ "$(count killed registered role=worker task=1 restarted=true)" -ge 1 ] \
-    || fail "killed: worker:1 did not register again as a new process"
-grep -q "relaunched worker:1 into Slurm job $job" "$tmp/killed/job.out" \
-    || fail "killed: the coordinator's log does not say it relaunched worker:1"
-check killed 800
+[ "$(count killed server_failed task=1)" -ge 1 ] || fail "killed: no server_failed event for ps:1"
+[ "$(count killed recovered)" -ge 1 ] || fail "killed: no recovered event (ps:1 not restored)"
+[ "$(count killed registered role=ps task=1 restarted=true)" -ge 1 ] \
+    || fail "killed: ps:1 did not register again as a new process"
+for task in worker:1 ps:1; do
+    grep -q "relaunched $task into Slurm job $job" "$tmp/killed/job.out" \
+        || fail "killed: the coordinator's log does not say it relaunched $task"
+done
+check killed 1200
 
 say "PASS in $(( $(date +%s) - t_start ))s"
 echo "PASS test_slurm"
