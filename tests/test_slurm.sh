@@ -67,15 +67,15 @@ pids=()
 jobs_submitted=()
 cleanup () {
     local status=$?
-    for job in "${jobs_submitted[@]}"; do
-        scancel "$job" 2>/dev/null
-    done
-    # The jobs' processes end with their job; give slurmd the moment it
-    # takes to kill them before it is stopped itself.
-    for _ in $(seq 50); do
-        [ -z "$(squeue -h 2>/dev/null)" ] && break
-        sleep 0.2
-    done
+    if [ "${#jobs_submitted[@]}" -gt 0 ]; then
+        scancel "${jobs_submitted[@]}" 2>/dev/null
+        # The jobs' processes end with their job; give slurmd the moment
+        # it takes to kill them before it is stopped itself.
+        for _ in $(seq 50); do
+            [ -z "$(squeue -h 2>/dev/null)" ] && break
+            sleep 0.2
+        done
+    fi
     for pid in "${pids[@]}"; do
         kill "$pid" 2>/dev/null
     done
