@@ -25,11 +25,13 @@
 #include "ps_job.h"
 #include "ps_jobflags.h"
 #include "ps_launcher_local.h"
+#include "ps_launcher_slurm.h"
 #include "ps_log.h"
 #include "ps_mode.h"
 #include "ps_model.h"
 #include "ps_parse.h"
 #include "ps_signal.h"
+#include "ps_slurm.h"
 #include "ps_tfconfig.h"
 
 #define S_MAX_TASKS 256
@@ -40,6 +42,8 @@ s_usage (FILE *out)
     fprintf (out,
         "usage: coordinator --local [options]\n"
         "       coordinator [--cluster FILE] [options]     (cluster from TF_CONFIG or FILE)\n"
+        "       coordinator --cluster-resolver slurm[:ps=N][,evaluator][,port=P] [options]\n"
+        "                                                     (task 0 of a Slurm job step)\n"
         "       coordinator keygen --out DIR [--cluster FILE | --ps N --workers N\n"
         "                          [--evaluator]] [--data-plane curve|plain]\n"
         "                                                     (a cluster's keys)\n"
@@ -60,6 +64,11 @@ s_usage (FILE *out)
         "  --no-restart        do not restart local children that die\n"
         "  --log-dir DIR       local children's logs (default /tmp/ps-cluster-PID)\n"
         "  --cluster FILE      the cluster spec (TF_CONFIG's JSON); default: TF_CONFIG\n"
+        "  --cluster-resolver slurm[:ps=N][,evaluator][,port=P]\n"
+        "                      the cluster from the Slurm job step this runs in, as\n"
+        "                      its task 0; servers and workers that die are\n"
+        "                      relaunched into the job with srun (README.md, Running\n"
+        "                      on Slurm). Needs --checkpoint-dir on shared storage\n"
         "  --keys DIR          the cluster's CurveZMQ keys (public/ and chief-0's secret\n"
         "                      certificate; README.md, Security). --local makes a fresh\n"
         "                      set per run unless given one\n"
@@ -128,6 +137,7 @@ typedef struct {
     bool restart;
     const char *log_dir;
     const char *cluster_file;
+    const char *resolver;       //  --cluster-resolver, or NULL
     const char *job_file;
     const char *metrics;
     bool resume;
@@ -142,7 +152,7 @@ typedef struct {
 //  The options of a local cluster run from O_PS to O_LOG_DIR.
 enum {
     O_LOCAL = 256, O_PS, O_PS_MEMORY_LIMIT, O_WORKERS, O_EVALUATOR, O_NO_RESTART, O_DATA_PLANE, O_LOG_DIR,
-    O_CLUSTER, O_JOB,
+    O_CLUSTER, O_CLUSTER_RESOLVER, O_JOB,
     O_RESUME, O_METRICS, O_HELP, O_KEYS, O_INSECURE, O_OUT,
 };
 
@@ -157,6 +167,7 @@ static const struct option s_own_options [] = {
     { "no-restart", no_argument, NULL, O_NO_RESTART },
     { "log-dir", required_argument, NULL, O_LOG_DIR },
     { "cluster", required_argument, NULL, O_CLUSTER },
+    { "cluster-resolver", required_argument, NULL, O_CLUSTER_RESOLVER },
     { "job", required_argument, NULL, O_JOB },
     { "resume", no_argument, NULL, O_RESUME },
     { "metrics", required_argument, NULL, O_METRICS },
@@ -428,6 +439,7 @@ main (int argc, char *argv [])
             case O_NO_RESTART: opt.restart = false; break;
             case O_LOG_DIR: opt.log_dir = optarg; break;
             case O_CLUSTER: opt.cluster_file = optarg; break;
+            case O_CLUSTER_RESOLVER: opt.resolver = optarg; break;
             case O_JOB: opt.job_file = optarg; break;
             case O_RESUME: opt.resume = true; break;
             case O_METRICS: opt.metrics = optarg; break;
@@ -487,9 +499,19 @@ main (int argc, char *argv [])
         free (flags);
         return 2;
     }
-    if (opt.local && opt.cluster_file) {
-        fprintf (stderr, "coordinator: --local and --cluster FILE: a local cluster makes its "
-                 "own spec; give one or the other\n");
+    //  Each of these says where the cluster comes from.
+    const char *sources [3];
+    int nsources = 0;
+    if (opt.local)
+        sources [nsources++] = "--local";
+    if (opt.cluster_file)
+        sources [nsources++] = "--cluster FILE";
+    if (opt.resolver)
+        sources [nsources++] = "--cluster-resolver";
+    if (nsources > 1) {
+        fprintf (stderr, "coordinator: %s and %s%s%s: each says where the cluster comes from "
+                 "(a local cluster makes its own spec); give one\n", sources [0], sources [1],
+                 nsources > 2 ? " and " : "", nsources > 2 ? sources [2] : "");
         free (flags);
         return 2;
     }
@@ -544,17 +566,21 @@ main (int argc, char *argv [])
         free (text);
     }
     else
+    if (opt.resolver)
+        tf = ps_slurm_tfconfig (opt.resolver, &tf_cluster, &err);
+    else
     if (opt.cluster_file)
         tf = ps_tfconfig_from_file (opt.cluster_file, &err);
     else
         tf = ps_tfconfig_from_env (&err);
     if (!tf) {
         fprintf (stderr, "coordinator: %s%s\n", err.msg,
-                 opt.local || opt.cluster_file ? "" : " (set TF_CONFIG, or use --cluster FILE "
-                 "or --local)");
+                 opt.local || opt.cluster_file || opt.resolver ? ""
+                 : " (set TF_CONFIG, or use --cluster FILE, --cluster-resolver or --local)");
         goto done;
     }
     const char *source = opt.local ? "the local cluster"
+                       : opt.resolver ? "--cluster-resolver"
                        : opt.cluster_file ? opt.cluster_file : "TF_CONFIG";
     //  A cluster file shared by every process names no task: this one is
     //  the chief.
@@ -574,6 +600,13 @@ main (int argc, char *argv [])
     if (!opt.local && s_load_job (&config.job, nps > 0 ? nps : 1, &opt, flags, nflags, log_dir,
                                   sizeof log_dir))
         goto done;
+    //  A server relaunched into a Slurm job is restored from the run's
+    //  checkpoints: without any, it would come back empty.
+    if (opt.resolver && !*config.job.checkpoint_dir) {
+        fprintf (stderr, "coordinator: --cluster-resolver: give --checkpoint-dir (a directory "
+                 "every node shares), from which a relaunched server is restored\n");
+        goto done;
+    }
     int min_servers = ps_mode_lookup (config.job.mode)->min_servers;
     if (nps < min_servers || nworkers < 1 || nps > S_MAX_TASKS || nworkers > S_MAX_TASKS
     ||  nevaluators > 1) {
@@ -656,6 +689,25 @@ main (int argc, char *argv [])
         }
         ps_info ("local cluster: %d servers, %d workers%s; logs and checkpoints in %s", nps,
                  nworkers, nevaluators ? ", an evaluator" : "", log_dir);
+    }
+    else
+    if (opt.resolver) {
+        //  Slurm started every task; the launcher learns how to run each
+        //  again, for when one falls silent.
+        int counts [PS_ROLES] = { nps, nworkers, nevaluators };
+        launcher = ps_launcher_slurm_new (getenv ("SLURM_JOB_ID"), &err);
+        if (!launcher
+        ||  ps_launcher_start_cluster (launcher, tf_cluster, counts, config.job.checkpoint_dir,
+                                       opt.insecure ? NULL
+                                       : opt.keys_dir ? opt.keys_dir : getenv ("PS_KEYS"),
+                                       NULL, &err)) {
+            fprintf (stderr, "coordinator: %s\n", err.msg);
+            exit_code = 1;
+            goto done;
+        }
+        ps_info ("Slurm job %s: %d servers, %d workers%s; a task that falls silent is "
+                 "relaunched with srun", getenv ("SLURM_JOB_ID"), nps, nworkers,
+                 nevaluators ? ", an evaluator" : "");
     }
     config.bind = bind;
     config.nservers = nps;

@@ -299,6 +299,12 @@ s_check_peers (s_coord_t *self, double now)
         snprintf (reason, sizeof reason, "no heartbeat for %.0f ms",
                   now - ps_roster_peer (self->roster, role, index)->last_seen);
         s_failed (self, role, index, reason);
+        //  A launcher that cannot see this task's process starts it
+        //  again; a new process is taken when it registers (the roster
+        //  refuses none while this one is silent).
+        ps_error_t err;
+        if (self->cfg->launcher && ps_launcher_silent (self->cfg->launcher, role, index, &err))
+            ps_warn ("%s:%d: %s", ps_role_name (role), index, err.msg);
     }
 }
 

@@ -3,9 +3,11 @@
 #include "ps_launcher.h"
 
 #include <assert.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct _ps_launcher_t {
     const ps_launcher_ops_t *ops;
@@ -64,6 +66,55 @@ size_t
 ps_launcher_poll (ps_launcher_t *self, ps_task_event_t *events, size_t max)
 {
     return self->ops->poll (self->self, events, max);
+}
+
+int
+ps_launcher_silent (ps_launcher_t *self, ps_role_t role, int index, ps_error_t *err)
+{
+    return self->ops->silent ? self->ops->silent (self->self, role, index, err) : 0;
+}
+
+int
+ps_launcher_find_program (const char *env, const char *name, const char *subdir, char *buf,
+                          size_t len)
+{
+    assert (buf && len > 0);
+    const char *given = getenv (env);
+    if (given && *given) {
+        snprintf (buf, len, "%s", given);
+        return access (buf, X_OK) == 0 ? 0 : -1;
+    }
+    char self [PATH_MAX / 2];
+    ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
+    if (n < 0)
+        return -1;
+    self [n] = 0;
+    char *slash = strrchr (self, '/');
+    if (slash)
+        *slash = 0;
+    snprintf (buf, len, "%s/%s", self, name);
+    if (access (buf, X_OK) == 0)
+        return 0;
+    snprintf (buf, len, "%s/../%s/%s", self, subdir, name);
+    return access (buf, X_OK) == 0 ? 0 : -1;
+}
+
+void
+ps_launcher_child_event (const ps_child_event_t *seen, ps_role_t role, int index,
+                         ps_task_event_t *event)
+{
+    event->role = role;
+    event->index = index;
+    //  Exit status 0 is a child that was told to stop (SIGTERM, or a
+    //  shutdown request): the supervisor does not restart it.
+    event->clean = seen->status == 0 && !seen->signaled;
+    event->gave_up = seen->state == PS_CHILD_GAVE_UP;
+    if (seen->signaled)
+        snprintf (event->reason, sizeof event->reason, "process %d killed by signal %d",
+                  (int) seen->pid, seen->status - 128);
+    else
+        snprintf (event->reason, sizeof event->reason, "process %d exited with status %d",
+                  (int) seen->pid, seen->status);
 }
 
 const char *

@@ -1,8 +1,9 @@
 //  Launchers: how the coordinator starts the cluster's tasks, restarts or
 //  stops one, and hears that one has ended. One interface (an ops table,
 //  as nng's transports), one file pair per implementation: today the
-//  local launcher (ps_launcher_local.h: child processes on this machine),
-//  later Slurm (srun) and Kubernetes (pods).
+//  local launcher (ps_launcher_local.h: child processes on this machine)
+//  and the Slurm launcher (ps_launcher_slurm.h: job steps in a Slurm
+//  allocation); later Kubernetes (pods).
 //
 //  The interface assumes nothing a cluster manager cannot give: a task
 //  may run on another machine, the coordinator cannot wait for its
@@ -27,6 +28,7 @@
 
 #include "ps_error.h"
 #include "ps_role.h"
+#include "ps_supervisor.h"
 
 //  What a launcher saw happen to a task.
 typedef struct {
@@ -60,6 +62,11 @@ typedef struct {
     //  (the loop does, every turn): a launcher may do its own work here,
     //  as the local one restarts the tasks due.
     size_t (*poll) (void *self, ps_task_event_t *events, size_t max);
+    //  The loop's heartbeat found task role:index silent past the timeout.
+    //  A launcher that cannot see the task's process (one the cluster
+    //  manager started, not the launcher) starts it again here. NULL: the
+    //  launcher's own watching is enough (the local one sees every death).
+    int (*silent) (void *self, ps_role_t role, int index, ps_error_t *err);
     //  Stop every task, free the state, set *self_p to NULL.
     void (*destroy) (void **self_p);
 } ps_launcher_ops_t;
@@ -77,6 +84,9 @@ int ps_launcher_start (ps_launcher_t *self, ps_role_t role, int index,
 int ps_launcher_restart (ps_launcher_t *self, ps_role_t role, int index, ps_error_t *err);
 int ps_launcher_stop (ps_launcher_t *self, ps_role_t role, int index, ps_error_t *err);
 size_t ps_launcher_poll (ps_launcher_t *self, ps_task_event_t *events, size_t max);
+//  Tell the launcher task role:index fell silent; 0 when it has nothing
+//  to do about it.
+int ps_launcher_silent (ps_launcher_t *self, ps_role_t role, int index, ps_error_t *err);
 const char *ps_launcher_name (const ps_launcher_t *self);
 
 //  Start every task of a cluster of counts[role] tasks per role, whose
@@ -84,6 +94,18 @@ const char *ps_launcher_name (const ps_launcher_t *self);
 //  TF_CONFIG, the key directory (NULL: --insecure), and, for servers,
 //  the checkpoint root and memory_limit (their --memory-limit; NULL:
 //  none). Returns 0, or the first failure's code with err.
+//  The path of ps-server or ps-worker, for a launcher that runs them: $ENV
+//  (PS_SERVER, PS_WORKER) when set, else next to this executable, else in
+//  the build tree's directory for its role (subdir: ps, worker). Returns
+//  0, or -1 when none of these is an executable.
+int ps_launcher_find_program (const char *env, const char *name, const char *subdir, char *buf,
+                              size_t len);
+
+//  The event of a supervised child's end (ps_supervisor.h) that runs task
+//  role:index, for launchers whose tasks are supervised child processes.
+void ps_launcher_child_event (const ps_child_event_t *seen, ps_role_t role, int index,
+                              ps_task_event_t *event);
+
 int ps_launcher_start_cluster (ps_launcher_t *self, const char *tf_cluster,
                                const int counts [PS_ROLES], const char *checkpoint_dir,
                                const char *keys_dir, const char *memory_limit,

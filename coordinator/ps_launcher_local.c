@@ -24,31 +24,6 @@ typedef struct {
     struct { ps_role_t role; int index; } *tasks;
 } s_local_t;
 
-//  The path of a sibling program: $ENV, next to this executable, or in the
-//  build tree's directory for its role.
-static int
-s_find_program (const char *env, const char *name, const char *subdir, char *buf, size_t len)
-{
-    const char *given = getenv (env);
-    if (given && *given) {
-        snprintf (buf, len, "%s", given);
-        return access (buf, X_OK) == 0 ? 0 : -1;
-    }
-    char self [PATH_MAX / 2];
-    ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
-    if (n < 0)
-        return -1;
-    self [n] = 0;
-    char *slash = strrchr (self, '/');
-    if (slash)
-        *slash = 0;
-    snprintf (buf, len, "%s/%s", self, name);
-    if (access (buf, X_OK) == 0)
-        return 0;
-    snprintf (buf, len, "%s/../%s/%s", self, subdir, name);
-    return access (buf, X_OK) == 0 ? 0 : -1;
-}
-
 //  The supervisor's child of task role:index, or -1.
 static int
 s_child (const s_local_t *self, ps_role_t role, int index)
@@ -125,21 +100,9 @@ s_poll (void *self_, ps_task_event_t *events, size_t max)
     s_local_t *self = self_;
     ps_child_event_t seen [16];
     size_t n = ps_supervisor_poll (self->supervisor, seen, max < 16 ? max : 16);
-    for (size_t e = 0; e < n; e++) {
-        ps_task_event_t *event = &events [e];
-        event->role = self->tasks [seen [e].child].role;
-        event->index = self->tasks [seen [e].child].index;
-        //  Exit status 0 is a child that was told to stop (SIGTERM, or a
-        //  shutdown request): the supervisor does not restart it.
-        event->clean = seen [e].status == 0 && !seen [e].signaled;
-        event->gave_up = seen [e].state == PS_CHILD_GAVE_UP;
-        if (seen [e].signaled)
-            snprintf (event->reason, sizeof event->reason, "process %d killed by signal %d",
-                      (int) seen [e].pid, seen [e].status - 128);
-        else
-            snprintf (event->reason, sizeof event->reason, "process %d exited with status %d",
-                      (int) seen [e].pid, seen [e].status);
-    }
+    for (size_t e = 0; e < n; e++)
+        ps_launcher_child_event (&seen [e], self->tasks [seen [e].child].role,
+                                 self->tasks [seen [e].child].index, &events [e]);
     return n;
 }
 
@@ -170,8 +133,10 @@ ps_launcher_local_new (bool restart, const char *log_dir, ps_error_t *err)
     s_local_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
-    if (s_find_program ("PS_SERVER", "ps-server", "ps", self->server, sizeof self->server)
-    ||  s_find_program ("PS_WORKER", "ps-worker", "worker", self->worker, sizeof self->worker)) {
+    if (ps_launcher_find_program ("PS_SERVER", "ps-server", "ps", self->server,
+                                  sizeof self->server)
+    ||  ps_launcher_find_program ("PS_WORKER", "ps-worker", "worker", self->worker,
+                                  sizeof self->worker)) {
         free (self);
         ps_error_set (err, PS_ENOTFOUND, "cannot find ps-server and ps-worker next to this "
                       "program (or set PS_SERVER and PS_WORKER)");

@@ -13,6 +13,7 @@ packages=(
   dataset-fashion-mnist     # /usr/share/datasets/fashion-mnist
   iproute2 iptables         # the failure-injection harness (tests/faults)
   clang libfuzzer-14-dev libclang-rt-14-dev   # the fuzz build (tests/fuzz): clang's libFuzzer and sanitizers
+  slurm-wlm munge           # tests/test_slurm.sh: a real slurmctld and slurmd, authenticated by munge
 )
 missing=()
 for p in "${packages[@]}"; do

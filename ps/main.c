@@ -11,6 +11,7 @@
 #include "ps_parse.h"
 #include "ps_server.h"
 #include "ps_signal.h"
+#include "ps_slurm.h"
 #include "ps_tfconfig.h"
 
 #include <errno.h>
@@ -41,6 +42,9 @@ s_usage (FILE *out)
         "  --cluster FILE      read the cluster spec from FILE instead of TF_CONFIG\n"
         "                      (same JSON). When the spec has a chief, the server\n"
         "                      registers with it and heartbeats (the coordinator).\n"
+        "  --cluster-resolver slurm[:ps=N][,evaluator][,port=P]\n"
+        "                      the cluster spec and this task from the Slurm job\n"
+        "                      step it runs in (README.md, Running on Slurm)\n"
         "  --task ps:N         this server's task, when the spec names none (a file\n"
         "                      shared by every process), or when it serves alone\n"
         "  --keys DIR          the cluster's CurveZMQ keys: DIR/public/ and this\n"
@@ -92,6 +96,7 @@ main (int argc, char *argv [])
     ps_floats_flush_subnormals ();
     const char *bind = NULL;
     const char *cluster_file = NULL;
+    const char *resolver = NULL;
     const char *task_text = NULL;
     const char *endpoint_file = NULL;
     const char *keys_dir = NULL;
@@ -107,6 +112,7 @@ main (int argc, char *argv [])
     static const struct option options [] = {
         { "bind", required_argument, NULL, 'b' },
         { "cluster", required_argument, NULL, 'c' },
+        { "cluster-resolver", required_argument, NULL, 'R' },
         { "task", required_argument, NULL, 'k' },
         { "threads", required_argument, NULL, 't' },
         { "max-message", required_argument, NULL, 'm' },
@@ -131,6 +137,7 @@ main (int argc, char *argv [])
         switch (c) {
             case 'b': bind = optarg; break;
             case 'c': cluster_file = optarg; break;
+            case 'R': resolver = optarg; break;
             case 'k': task_text = optarg; break;
             case 'e': endpoint_file = optarg; break;
             case 'r': checkpoint_root = optarg; break;
@@ -189,13 +196,23 @@ main (int argc, char *argv [])
     int task_index = 0;
     bool tf_task = false;       //  the spec named this server's task
     ps_tfconfig_t *tf = NULL;
+    if (cluster_file && resolver) {
+        fprintf (stderr, "ps-server: --cluster FILE and --cluster-resolver: give one or the "
+                 "other\n");
+        return 2;
+    }
+    const char *source = resolver ? "--cluster-resolver" : cluster_file ? cluster_file
+                                  : "TF_CONFIG";
+    if (resolver)
+        tf = ps_slurm_tfconfig (resolver, NULL, &err);
+    else
     if (cluster_file)
         tf = ps_tfconfig_from_file (cluster_file, &err);
     else
         tf = ps_tfconfig_from_env (&err);
-    if (!tf && (cluster_file || !bind || err.code != PS_ENOTFOUND)) {
-        fprintf (stderr, "ps-server: %s%s\n", bind || cluster_file ? "" : "no --bind given and ",
-                 err.msg);
+    if (!tf && (cluster_file || resolver || !bind || err.code != PS_ENOTFOUND)) {
+        fprintf (stderr, "ps-server: %s%s\n",
+                 bind || cluster_file || resolver ? "" : "no --bind given and ", err.msg);
         return 2;
     }
     if (tf) {
@@ -220,8 +237,7 @@ main (int argc, char *argv [])
             rc = PS_OK;
         ps_tfconfig_destroy (&tf);
         if (rc) {
-            fprintf (stderr, "ps-server: %s: %s\n", cluster_file ? cluster_file : "TF_CONFIG",
-                     err.msg);
+            fprintf (stderr, "ps-server: %s: %s\n", source, err.msg);
             return 2;
         }
     }

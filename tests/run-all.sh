@@ -27,8 +27,9 @@ status=0
 # The release build takes CUDA when meson finds it; the sanitizer build is
 # made without, so both the CUDA and the CPU-only code paths are built and
 # tested on every run.
-# The system tests (the compose demo in containers, and the failure
-# injection across network namespaces) run once, in the release build.
+# The system tests (the compose demo in containers, the failure
+# injection across network namespaces, and a real Slurm) run once, in the
+# release build.
 run_config build "" || status=1
 run_config build-asan "--no-suite system" -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false \
   -Dcuda=disabled || status=1

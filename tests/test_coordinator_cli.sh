@@ -118,6 +118,21 @@ expect "--no-restart without --local" 2 "--no-restart is for --local" -- \
 echo "$good" >"$work/spec.json"
 expect "--local with --cluster" 2 "--local and --cluster FILE" -- \
   "$coordinator" --local --cluster "$work/spec.json" --epochs 0
+# --cluster-resolver slurm: its options, and a Slurm step's variables (one
+# node, localhost, three tasks: chief, ps:0, worker:0) refused as wrong.
+step=(SLURM_NTASKS=3 SLURM_JOB_NODELIST=localhost SLURM_TASKS_PER_NODE=3)
+expect "--cluster-resolver kube" 2 "--cluster-resolver \"kube\"|expected slurm" -- \
+  "$coordinator" --cluster-resolver kube
+expect "--cluster-resolver outside Slurm" 2 "SLURM_PROCID is not set|srun" -- \
+  env -u SLURM_PROCID "$coordinator" --cluster-resolver slurm
+expect "--cluster-resolver with --cluster" 2 "--cluster FILE and --cluster-resolver" -- \
+  "$coordinator" --cluster-resolver slurm --cluster "$work/spec.json"
+expect "--cluster-resolver: bad node list" 2 "SLURM_JOB_NODELIST: node list \"n[1-\"" -- \
+  env "${step[@]}" SLURM_PROCID=0 SLURM_JOB_NODELIST='n[1-' "$coordinator" --cluster-resolver slurm
+expect "--cluster-resolver: not rank 0" 2 "--cluster-resolver|chief" -- \
+  env "${step[@]}" SLURM_PROCID=1 "$coordinator" --cluster-resolver "slurm:port=$chief_port"
+expect "--cluster-resolver without --checkpoint-dir" 2 "give --checkpoint-dir" -- \
+  env "${step[@]}" SLURM_PROCID=0 "$coordinator" --cluster-resolver "slurm:port=$chief_port"
 # --local picks a free port for every task; a large cluster must still get
 # distinct ones (then it fails on --epochs 0, before starting anything).
 expect "--local: 513 distinct ports" 2 "at /epochs|got 0" -- \

@@ -163,6 +163,10 @@ mkdir -p "$work/nopublic"
 expect 2 "has no public/ directory" -- "$server" --bind tcp://127.0.0.1:0 --keys "$work/nopublic"
 expect 2 "no secret certificate for ps:7: $PS_KEYS/ps-7.cert_secret" -- \
   "$server" --bind tcp://127.0.0.1:0 --task ps:7
+expect 2 '--cluster-resolver "slurm:ps=x": ps "x"' -- "$server" --cluster-resolver slurm:ps=x
+expect 2 '--cluster-resolver: task.type is "worker", expected "ps"' -- \
+  env SLURM_PROCID=2 SLURM_NTASKS=3 SLURM_JOB_NODELIST=localhost SLURM_TASKS_PER_NODE=3 \
+  "$server" --cluster-resolver slurm
 
 [ "$failures" = 0 ] || { echo "$failures check(s) failed"; exit 1; }
 echo "all checks passed"

@@ -241,6 +241,11 @@ expect "--eval-steps x" nonzero "eval-steps|\"x\"" -- \
   "$worker" --standalone --eval-steps x --data "$data"
 expect "--eval-steps in cluster mode" 2 "--eval-steps|--standalone" -- \
   env -u TF_CONFIG "$worker" --eval-steps 10
+expect "--cluster-resolver outside Slurm" 2 "SLURM_PROCID is not set" -- \
+  env -u SLURM_PROCID "$worker" --cluster-resolver slurm
+expect "--cluster-resolver: rank 0" 2 "task type \"chief\"|ps-worker runs as a worker" -- \
+  env SLURM_PROCID=0 SLURM_NTASKS=3 SLURM_JOB_NODELIST=localhost SLURM_TASKS_PER_NODE=3 \
+  "$worker" --cluster-resolver slurm
 
 [ "$failures" = 0 ] || { echo "$failures check(s) failed"; exit 1; }
 echo "all checks passed"

@@ -27,6 +27,7 @@
 #include "ps_standalone.h"
 #include "ps_tfconfig.h"
 #include "ps_signal.h"
+#include "ps_slurm.h"
 #include "ps_trainer.h"
 
 //  In a cluster the stop signals must reach the signalfd the trainer
@@ -70,6 +71,9 @@ s_usage (FILE *out)
         "\n"
         "  --cluster FILE      the cluster spec (TF_CONFIG's JSON) from FILE instead\n"
         "                      of the TF_CONFIG environment variable\n"
+        "  --cluster-resolver slurm[:ps=N][,evaluator][,port=P]\n"
+        "                      the cluster spec and this task from the Slurm job\n"
+        "                      step it runs in (README.md, Running on Slurm)\n"
         "  --task TYPE:INDEX   this process's task, worker:N or evaluator:N (default:\n"
         "                      TF_CONFIG's or the file's \"task\")\n"
         "  --keys DIR          the cluster's CurveZMQ keys: DIR/public/ and this\n"
@@ -125,21 +129,27 @@ s_usage (FILE *out)
 //  spec, then train under the coordinator until it says stop or a signal
 //  comes. Returns the exit status.
 static int
-s_cluster (const char *cluster_path, const char *task_text, int threads, const char *device,
-           const char *keys_dir, bool insecure)
+s_cluster (const char *cluster_path, const char *resolver, const char *task_text, int threads,
+           const char *device, const char *keys_dir, bool insecure)
 {
     ps_error_t err;
-    ps_tfconfig_t *tf = cluster_path ? ps_tfconfig_from_file (cluster_path, &err)
-                                     : ps_tfconfig_from_env (&err);
+    if (cluster_path && resolver) {
+        ps_error ("--cluster FILE and --cluster-resolver: give one or the other");
+        return 2;
+    }
+    ps_tfconfig_t *tf = resolver ? ps_slurm_tfconfig (resolver, NULL, &err)
+                      : cluster_path ? ps_tfconfig_from_file (cluster_path, &err)
+                      : ps_tfconfig_from_env (&err);
     if (!tf) {
-        if (err.code == PS_ENOTFOUND && !cluster_path)
+        if (err.code == PS_ENOTFOUND && !cluster_path && !resolver)
             ps_error ("no cluster spec: TF_CONFIG is not set and no --cluster FILE was given "
                       "(or train alone with --standalone)");
         else
             ps_error ("%s", err.msg);
         return 2;
     }
-    const char *source = cluster_path ? cluster_path : "TF_CONFIG";
+    const char *source = resolver ? "--cluster-resolver" : cluster_path ? cluster_path
+                                  : "TF_CONFIG";
     int status = 2;
     char type [16];
     int index;
@@ -246,7 +256,7 @@ main (int argc, char *argv [])
     bool standalone = false, summary = false;
     const char *opt_kind = NULL;
     //  Cluster mode: the spec file, the task, and the overrides of the plan.
-    const char *cluster_path = NULL, *task_text = NULL, *device_name = NULL;
+    const char *cluster_path = NULL, *resolver = NULL, *task_text = NULL, *device_name = NULL;
     const char *keys_dir = NULL;
     bool insecure = false;
     int threads = 0;
@@ -277,6 +287,7 @@ main (int argc, char *argv [])
         { "test-data", required_argument, NULL, 'F' },
         { "format", required_argument, NULL, 'R' },
         { "cluster", required_argument, NULL, 'C' },
+        { "cluster-resolver", required_argument, NULL, 'Q' },
         { "task", required_argument, NULL, 'K' },
         { "keys", required_argument, NULL, 'Y' },
         { "insecure", no_argument, NULL, 'N' },
@@ -300,6 +311,7 @@ main (int argc, char *argv [])
         switch (c) {
             case 'S': standalone = true; break;
             case 'C': cluster_path = optarg; break;
+            case 'Q': resolver = optarg; break;
             case 'K': task_text = optarg; break;
             case 'Y': keys_dir = optarg; break;
             case 'N': insecure = true; break;
@@ -391,11 +403,12 @@ main (int argc, char *argv [])
                       standalone_only);
             return 2;
         }
-        return s_cluster (cluster_path, task_text, threads, device_name, keys_dir, insecure);
+        return s_cluster (cluster_path, resolver, task_text, threads, device_name, keys_dir,
+                          insecure);
     }
-    if (cluster_path || task_text || keys_dir || insecure) {
-        ps_error ("--cluster, --task, --keys and --insecure are for cluster mode, not "
-                  "--standalone");
+    if (cluster_path || resolver || task_text || keys_dir || insecure) {
+        ps_error ("--cluster, --cluster-resolver, --task, --keys and --insecure are for cluster "
+                  "mode, not --standalone");
         return 2;
     }
     //  A click-through-rate model trains on its own path; the model is
