@@ -115,8 +115,8 @@ task=$role-$index
 ls "$public"/*.cert >/dev/null 2>&1 \
     || die "no public certificates (*.cert) in $public: mount the public-key ConfigMap there (deploy/k8s/make-secrets.sh)"
 umask 077
-rm -rf "$PS_KEYS"
 mkdir -p "$PS_KEYS/public"
+chmod 700 "$PS_KEYS"
 # cp follows the ..data symbolic links of a mounted Secret or ConfigMap.
 cp "$public"/*.cert "$PS_KEYS/public/"
 chmod 755 "$PS_KEYS/public"
