@@ -17,6 +17,10 @@
 # installed on this system (no apt-get, or apt knows no such package:
 # podman-env.sh's exit status 3). Anything else is a FAIL.
 
+# shellcheck shell=bash
+# The sourcing test sets test, root, work, metrics and total.
+# shellcheck disable=SC2154
+
 t_start=$(date +%s)
 say () { echo "[$test $(( $(date +%s) - t_start ))s] $*"; }
 skip () { echo "SKIP: $test: $*"; exit 77; }

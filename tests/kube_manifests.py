@@ -20,8 +20,8 @@ transform that turns them into what `podman kube play` (podman 4.3.1) runs.
       problem as FILE: KIND/NAME: what is wrong, and exits 1 when there is
       one.
 
-  kube_manifests.py podman --prefix P --image IMAGE [--coordinator-args A]
-                    FILE...
+  kube_manifests.py podman --prefix P --image IMAGE --addresses NET
+                    --ip-file F [--coordinator-args A] FILE...
       Print, on stdout, the manifests as podman kube play 4.3.1 runs them,
       and on stderr every substitution made (INFRA.md lists what it
       accepts):
@@ -29,10 +29,14 @@ transform that turns them into what `podman kube play` (podman 4.3.1) runs.
         Indexed Job is a Pod P-ROLE-I with JOB_COMPLETION_INDEX=I (what
         the Job controller sets); the coordinator's Job is the Pod
         P-chief-0;
-      - Services are dropped: a pod's name is its host name on podman's
-        network, so the headless services' names JOB-I.SERVICE become the
-        pod names P-ROLE-I (PS_JOB_NAME=P, PS_HOST_TEMPLATE={job}-{role}-
-        {index} for entrypoint.sh);
+      - Services are dropped: the headless services' names JOB-I.SERVICE
+        become the pod names P-ROLE-I (PS_JOB_NAME=P, PS_HOST_TEMPLATE=
+        {job}-{role}-{index} for entrypoint.sh), each at a fixed address
+        NET.10, NET.11, ... (one a line in F, in the pods' order, for
+        kube play's --ip) that every pod's /etc/hosts names (hostAliases),
+        as the compose demo does: podman's DNS server (aardvark-dns 1.4)
+        was seen to leave a new pod's lookups of another unanswered for
+        over a minute;
       - Secrets become ConfigMaps with the same (decoded) files, and secret
         volumes configMap volumes: podman 4.3.1 does not decode a secret
         volume's files;
@@ -348,16 +352,30 @@ def podman(args):
             if role == "chief" and args.coordinator_args:
                 c["args"] = list(c.get("args", [])) + shlex.split(args.coordinator_args)
         name = "%s-%s-%d" % (prefix, role, index)
+        spec["hostAliases"] = aliases
         say("Job %s -> Pod %s (the same pod template)" % (doc["metadata"]["name"], name))
         return {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": name, "labels": dict(labels)}, "spec": spec}
 
-    for _, doc in load(args.files):
+    # Every pod's name and address, in the order the pods are written.
+    docs = load(args.files)
+    names = []
+    for _, doc in docs:
+        if doc["kind"] == "Job":
+            role = doc["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]
+            names += ["%s-%s-%d" % (prefix, role, i) for i in range(doc["spec"].get("completions", 1))]
+    addresses = ["%s.%d" % (args.addresses, 10 + k) for k in range(len(names))]
+    aliases = [{"ip": a, "hostnames": [n]} for n, a in zip(names, addresses)]
+    with open(args.ip_file, "w", encoding="utf-8") as f:
+        f.write("".join(a + "\n" for a in addresses))
+    say("pod names resolved through /etc/hosts (hostAliases), at " + ", ".join(
+        "%s %s" % (n, a) for n, a in zip(names, addresses)))
+
+    for _, doc in docs:
         kind = doc["kind"]
         if kind == "Service":
-            say("Service %s dropped: its DNS names JOB-I.%s become the pod names %s-ROLE-I "
-                "on podman's network" % (doc["metadata"]["name"], doc["metadata"]["name"],
-                                         prefix))
+            say("Service %s dropped: its DNS names JOB-I.%s become the pod names %s-ROLE-I"
+                % (doc["metadata"]["name"], doc["metadata"]["name"], prefix))
         elif kind in ("ConfigMap", "PersistentVolumeClaim"):
             d = copy.deepcopy(doc)
             d["metadata"]["name"] = rename(doc["metadata"]["name"])
@@ -398,6 +416,8 @@ def main():
     p.add_argument("--prefix", required=True)
     p.add_argument("--image", required=True)
     p.add_argument("--coordinator-args", default="")
+    p.add_argument("--addresses", required=True, help="the first three numbers of a /24")
+    p.add_argument("--ip-file", required=True)
     p.add_argument("files", nargs="+")
     args = parser.parse_args()
     return check(args) if args.cmd == "check" else podman(args)

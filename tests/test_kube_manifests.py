@@ -12,8 +12,10 @@ usage: test_kube_manifests.py SOURCE_ROOT COORDINATOR
 import copy
 import glob
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import yaml
 
@@ -119,10 +121,14 @@ for name, change, says in mistakes:
     report(any(says in p for p in got), "the check finds: %s" % name,
            "expected a problem saying %r, got %r" % (says, got))
 
-# The podman form: each Job's pods keep its template, and every
-# substitution is said.
+# The podman form: each Job's pods keep its template, every pod's
+# /etc/hosts names every pod at its address, and every substitution is
+# said.
+scratch = tempfile.mkdtemp()
+ip_file = os.path.join(scratch, "ips")
 r = subprocess.run([sys.executable, os.path.join(root, "tests", "kube_manifests.py"), "podman",
-                    "--prefix", "pskt", "--image", "img", "--coordinator-args", "--epochs 1"]
+                    "--prefix", "pskt", "--image", "img", "--coordinator-args", "--epochs 1",
+                    "--addresses", "10.9.8", "--ip-file", ip_file]
                    + [os.path.join(k8s, f) for f in ("services.yaml", "storage.yaml", "ps.yaml",
                                                      "worker.yaml", "coordinator.yaml")],
                    input="", capture_output=True, text=True)
@@ -141,6 +147,15 @@ if "pskt-ps-1" in pods:
            repr(c))
     report(pods["pskt-chief-0"]["spec"]["containers"][0]["args"][-2:] == ["--epochs", "1"],
            "podman form: the coordinator's args appended", repr(pods["pskt-chief-0"]))
+with open(ip_file, encoding="utf-8") as f:
+    ips = f.read().split()
+shutil.rmtree(scratch)
+report(ips == ["10.9.8.%d" % k for k in range(10, 15)], "podman form: an address per pod", repr(ips))
+if "pskt-worker-1" in pods:
+    aliases = pods["pskt-worker-1"]["spec"].get("hostAliases", [])
+    report(sorted(a["hostnames"][0] for a in aliases) == sorted(pods)
+           and sorted(a["ip"] for a in aliases) == sorted(ips),
+           "podman form: every pod's /etc/hosts names every pod", repr(aliases))
 for says in ("Service ps-cluster-ps dropped", "Job ps-cluster-ps -> Pod pskt-ps-0",
              "emptyDir volumes dropped", "containers' ports dropped"):
     report(("substituted: " + says) in r.stderr, "podman form says: %s" % says, r.stderr)

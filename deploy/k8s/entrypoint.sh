@@ -92,8 +92,11 @@ if [ -z "${TF_CONFIG:-}" ]; then
         done
         echo "[$list]"
     }
+    # The quotes are the JSON's own (shellcheck takes them for quoting).
+    # shellcheck disable=SC2089
     TF_CONFIG="{\"cluster\": {\"chief\": $(addresses chief 1), \"ps\": $(addresses ps "$nps"), \
 \"worker\": $(addresses worker "$nworkers")}, \"task\": {\"type\": \"$role\", \"index\": $index}}"
+    # shellcheck disable=SC2090
     export TF_CONFIG
 fi
 
