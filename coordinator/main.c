@@ -30,6 +30,7 @@
 #include "ps_mode.h"
 #include "ps_model.h"
 #include "ps_parse.h"
+#include "ps_probe.h"
 #include "ps_signal.h"
 #include "ps_slurm.h"
 #include "ps_tfconfig.h"
@@ -47,6 +48,10 @@ s_usage (FILE *out)
         "       coordinator keygen --out DIR [--cluster FILE | --ps N --workers N\n"
         "                          [--evaluator]] [--data-plane curve|plain]\n"
         "                                                     (a cluster's keys)\n"
+        "       coordinator ping ps[:INDEX] [--cluster FILE] [--as TYPE:INDEX]\n"
+        "                        [--keys DIR | --insecure] [--timeout-ms N]\n"
+        "                                                     (a probe: exit 0 when the server,\n"
+        "                                                     or every one, answers a ping)\n"
         "\n"
         "Trains a model on a parameter-server cluster: registers the servers and\n"
         "workers, places the variables, hands out steps, survives failures, takes\n"
@@ -153,7 +158,7 @@ typedef struct {
 enum {
     O_LOCAL = 256, O_PS, O_PS_MEMORY_LIMIT, O_WORKERS, O_EVALUATOR, O_NO_RESTART, O_DATA_PLANE, O_LOG_DIR,
     O_CLUSTER, O_CLUSTER_RESOLVER, O_JOB,
-    O_RESUME, O_METRICS, O_HELP, O_KEYS, O_INSECURE, O_OUT,
+    O_RESUME, O_METRICS, O_HELP, O_KEYS, O_INSECURE, O_OUT, O_AS, O_TIMEOUT_MS,
 };
 
 //  The program's own options; the job flags (ps_jobflags.h) join them in
@@ -353,6 +358,97 @@ s_keygen (int argc, char *argv [])
     return 0;
 }
 
+//  coordinator ping: the protocol's ping to a ps task, or to every one,
+//  from this process's task (TF_CONFIG's, or --as) with its keys
+//  (ps_probe.h), for the probes of deploy/k8s. Exit status 0 when each
+//  answered ping_ok in time, 1 when one did not, 2 on a usage mistake.
+static int
+s_ping (int argc, char *argv [])
+{
+    static const struct option options [] = {
+        { "cluster", required_argument, NULL, O_CLUSTER },
+        { "as", required_argument, NULL, O_AS },
+        { "keys", required_argument, NULL, O_KEYS },
+        { "insecure", no_argument, NULL, O_INSECURE },
+        { "timeout-ms", required_argument, NULL, O_TIMEOUT_MS },
+        { "help", no_argument, NULL, O_HELP },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *cluster = NULL, *as = NULL, *keys_dir = NULL;
+    bool insecure = false;
+    uint64_t timeout_ms = 2000;
+    int c;
+    ps_error_t err;
+    while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
+        switch (c) {
+            case O_CLUSTER: cluster = optarg; break;
+            case O_AS: as = optarg; break;
+            case O_KEYS: keys_dir = optarg; break;
+            case O_INSECURE: insecure = true; break;
+            case O_TIMEOUT_MS:
+                if (ps_parse_uint ("--timeout-ms", optarg, 1, 600000, &timeout_ms, &err)) {
+                    fprintf (stderr, "coordinator ping: %s\n", err.msg);
+                    return 2;
+                }
+                break;
+            case O_HELP: s_usage (stdout); return 0;
+            default: s_usage (stderr); return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf (stderr, "coordinator ping: expected one target, ps:INDEX or ps (every "
+                 "server), got %d (see --help)\n", argc - optind);
+        return 2;
+    }
+    //  The target: "ps" alone, or "ps:INDEX" read as --task is.
+    const char *target = argv [optind];
+    char type [16];
+    int server = -1;
+    if (strcmp (target, "ps") != 0
+    &&  (ps_tfconfig_parse_task (target, type, sizeof type, &server, &err)
+         || strcmp (type, "ps") != 0)) {
+        fprintf (stderr, "coordinator ping: target \"%s\": expected ps:INDEX or ps (only the "
+                 "servers answer a ping)\n", target);
+        return 2;
+    }
+    ps_tfconfig_t *tf = cluster ? ps_tfconfig_from_file (cluster, &err)
+                                : ps_tfconfig_from_env (&err);
+    if (!tf) {
+        fprintf (stderr, "coordinator ping: %s (give --cluster FILE or TF_CONFIG)\n", err.msg);
+        return 2;
+    }
+    int status = 2;
+    int index;
+    if (as
+    &&  (ps_tfconfig_parse_task (as, type, sizeof type, &index, &err)
+         || ps_tfconfig_set_task (tf, type, index, &err)))
+        fprintf (stderr, "coordinator ping: --as: %s\n", err.msg);
+    else
+    if (!ps_tfconfig_task_type (tf))
+        fprintf (stderr, "coordinator ping: the cluster spec names no task, and no --as "
+                 "TYPE:INDEX was given (the identity whose keys to ping with)\n");
+    else {
+        char task [48];
+        snprintf (task, sizeof task, "%s:%d", ps_tfconfig_task_type (tf),
+                  ps_tfconfig_task_index (tf));
+        ps_curve_t *curve = NULL;
+        if (ps_curve_open (keys_dir, insecure, task, &curve, &err))
+            fprintf (stderr, "coordinator ping: %s\n", err.msg);
+        else
+        if (ps_probe_ping (tf, server, curve, (int) timeout_ms, &err)) {
+            fprintf (stderr, "coordinator ping: %s\n", err.msg);
+            status = err.code == PS_EINVAL ? 2 : 1;
+        }
+        else {
+            printf ("%s: ping_ok\n", target);
+            status = 0;
+        }
+        ps_curve_destroy (&curve);
+    }
+    ps_tfconfig_destroy (&tf);
+    return status;
+}
+
 //  The job: defaults (for nps servers), the file, then the flags; for a
 //  local cluster also its log directory (made here) and default
 //  checkpoints. Returns 0, or -1 after saying what is wrong.
@@ -418,6 +514,8 @@ main (int argc, char *argv [])
     ps_log_init ("coordinator", PS_LOG_INFO);
     if (argc > 1 && strcmp (argv [1], "keygen") == 0)
         return s_keygen (argc - 1, argv + 1);
+    if (argc > 1 && strcmp (argv [1], "ping") == 0)
+        return s_ping (argc - 1, argv + 1);
     //  local_ps -1: the mode's default for a local cluster.
     s_options_t opt = { .local_ps = -1, .local_workers = 2, .restart = true };
     s_flag_t *flags = calloc ((size_t) argc + 1, sizeof (s_flag_t));

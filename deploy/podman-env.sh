@@ -11,7 +11,8 @@
 #
 # As root, it
 #   1. installs what is missing (podman, docker-compose, debootstrap, runc,
-#      iptables, netavark, aardvark-dns) with apt;
+#      iptables, netavark, aardvark-dns, and catatonit for the pods of
+#      podman kube play) with apt;
 #   2. exports CONTAINERS_CONF=tests/containers.conf (runc, ulimits);
 #   3. makes the base image docker.io/library/debian:bookworm-slim with
 #      debootstrap from the Debian mirror apt uses, when podman has none
@@ -51,7 +52,7 @@ _psenv_alive () {
 }
 
 _psenv_install () {
-    local packages=(podman docker-compose debootstrap runc iptables netavark aardvark-dns)
+    local packages=(podman docker-compose debootstrap runc iptables netavark aardvark-dns catatonit)
     local missing=() p
     for p in "${packages[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

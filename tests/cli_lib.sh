@@ -5,6 +5,7 @@
 # run LIMIT COMMAND...: run with a time limit, output in $work/out.
 # expect NAME STATUS WORDS -- COMMAND...: run and check status and words.
 # metrics_count FILE, metrics_field FILE LINE FIELD: read a metrics file.
+# free_port: a TCP port on 127.0.0.1 that nobody serves.
 
 pass () { echo "PASS: $1"; }
 fail () {
@@ -57,4 +58,11 @@ metrics_field () {
   python3 -c 'import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print(rows[int(sys.argv[2]) - 1][sys.argv[3]])' "$1" "$2" "$3"
+}
+
+# A TCP port on 127.0.0.1 that nobody serves (the kernel's choice of a free
+# one, released again for the caller to bind).
+free_port () {
+  python3 -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }

@@ -26,12 +26,6 @@ unset TF_CONFIG
 
 . "$(dirname "$0")/cli_lib.sh"
 
-# A TCP port on 127.0.0.1 that nobody serves.
-free_port () {
-  python3 -c 'import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
 # A cluster spec with a chief, ps and worker on 127.0.0.1 (no task).
 chief_port=$(free_port); ps_port=$(free_port); worker_port=$(free_port)
 while [ "$ps_port" = "$chief_port" ]; do ps_port=$(free_port); done

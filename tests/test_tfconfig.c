@@ -342,6 +342,63 @@ test_set_task (void **state)
     ps_tfconfig_destroy (&tf);
 }
 
+//  What Kubeflow's Training Operator (kubeflow.org/v1 TFJob) puts in each
+//  pod's TF_CONFIG, byte for byte as its genTFConfigJSONStr marshals it:
+//  the replica types in lower case ("chief", "ps", "worker"), Go's map keys
+//  in sorted order, the per-replica headless services' names
+//  (JOB-TYPE-INDEX.NAMESPACE.svc) with the "tfjob-port" port, and a
+//  top-level "environment": "cloud". Every program reads it verbatim.
+static const char *s_tfjob_chief =
+    "{\"cluster\":{\"chief\":[\"ps-cluster-chief-0.default.svc:2222\"],"
+    "\"ps\":[\"ps-cluster-ps-0.default.svc:2222\",\"ps-cluster-ps-1.default.svc:2222\"],"
+    "\"worker\":[\"ps-cluster-worker-0.default.svc:2222\",\"ps-cluster-worker-1.default.svc:2222\"]},"
+    "\"task\":{\"type\":\"chief\",\"index\":0},\"environment\":\"cloud\"}";
+
+static void
+test_tfjob_operator (void **state)
+{
+    (void) state;
+    ps_error_t err;
+    ps_tfconfig_t *tf = ps_tfconfig_parse (s_tfjob_chief, "TF_CONFIG", &err);
+    if (!tf)
+        fail_msg ("the operator's TF_CONFIG refused: %s", err.msg);
+    assert_string_equal (ps_tfconfig_task_type (tf), "chief");
+    assert_int_equal (ps_tfconfig_task_index (tf), 0);
+    assert_int_equal (ps_tfconfig_count (tf, "chief"), 1);
+    assert_int_equal (ps_tfconfig_count (tf, "ps"), 2);
+    assert_int_equal (ps_tfconfig_count (tf, "worker"), 2);
+    char endpoint [128];
+    assert_int_equal (ps_tfconfig_coordinator_endpoint (tf, endpoint, sizeof endpoint, &err),
+                      PS_OK);
+    assert_string_equal (endpoint, "tcp://ps-cluster-chief-0.default.svc:2222");
+    assert_int_equal (ps_tfconfig_connect_endpoint (tf, "ps", 1, endpoint, sizeof endpoint, &err),
+                      PS_OK);
+    assert_string_equal (endpoint, "tcp://ps-cluster-ps-1.default.svc:2222");
+    ps_tfconfig_destroy (&tf);
+    //  The same cluster for a ps and a worker pod: only the task differs.
+    const char *tasks [] = { "{\"type\":\"ps\",\"index\":1}", "{\"type\":\"worker\",\"index\":0}" };
+    for (size_t i = 0; i < 2; i++) {
+        char text [1024];
+        const char *cut = strstr (s_tfjob_chief, "{\"type\"");
+        snprintf (text, sizeof text, "%.*s%s,\"environment\":\"cloud\"}",
+                  (int) (cut - s_tfjob_chief), s_tfjob_chief, tasks [i]);
+        tf = ps_tfconfig_parse (text, "TF_CONFIG", &err);
+        if (!tf)
+            fail_msg ("%s refused: %s", text, err.msg);
+        assert_string_equal (ps_tfconfig_task_type (tf), i == 0 ? "ps" : "worker");
+        ps_tfconfig_destroy (&tf);
+    }
+    //  "environment" is a string or nothing; the operator's sparse form
+    //  (enableDynamicWorker) names its cluster differently and is refused
+    //  by name; a replica type is written in lower case, as the operator
+    //  writes it.
+    s_refused ("{\"cluster\": {\"ps\": [\"a:1\"]}, \"environment\": 1}",
+               "'environment' is not a string");
+    s_refused ("{\"sparseCluster\": {\"ps\": [\"a:1\"]}, \"task\": {\"type\": \"ps\", \"index\": 0}}",
+               "unknown key 'sparseCluster'");
+    s_refused ("{\"cluster\": {\"Chief\": [\"a:1\"]}}", "unknown key 'cluster.Chief'");
+}
+
 int
 main (void)
 {
@@ -353,6 +410,7 @@ main (void)
         cmocka_unit_test (test_env_and_file),
         cmocka_unit_test (test_file_duplicate_keys),
         cmocka_unit_test (test_set_task),
+        cmocka_unit_test (test_tfjob_operator),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

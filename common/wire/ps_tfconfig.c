@@ -203,11 +203,20 @@ ps_tfconfig_parse (const char *text, const char *source, ps_error_t *err)
         rc = ps_error_set (err, PS_EINVAL, "%s: expected a JSON object", source);
     const char *key;
     json_t *value;
+    //  "environment" is what Kubeflow's TFJob operator adds to every
+    //  TF_CONFIG it writes ("cloud", for TensorFlow 1.3's learn module);
+    //  it says nothing about the cluster, so it is read and ignored.
     if (rc == PS_OK)
-        json_object_foreach (root, key, value)
-            if (rc == PS_OK && strcmp (key, "cluster") && strcmp (key, "task"))
-                rc = ps_error_set (err, PS_EINVAL, "%s: unknown key '%s', expected cluster or task",
-                                   source, key);
+        json_object_foreach (root, key, value) {
+            if (rc == PS_OK && strcmp (key, "environment") == 0 && !json_is_string (value))
+                rc = ps_error_set (err, PS_EINVAL, "%s: 'environment' is not a string (TensorFlow's "
+                                   "\"cloud\" or \"local\")", source);
+            else
+            if (rc == PS_OK && strcmp (key, "cluster") && strcmp (key, "task")
+            &&  strcmp (key, "environment"))
+                rc = ps_error_set (err, PS_EINVAL, "%s: unknown key '%s', expected cluster, task "
+                                   "or environment", source, key);
+        }
     if (rc == PS_OK && !json_object_get (root, "cluster"))
         rc = ps_error_set (err, PS_EINVAL, "%s: key 'cluster' is missing", source);
     if (rc == PS_OK)

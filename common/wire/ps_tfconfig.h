@@ -4,6 +4,9 @@
 //                 "evaluator": [...]},
 //     "task": {"type": "worker", "index": 0}}
 //
+//  Kubeflow's TFJob operator writes exactly this, with the task type in
+//  lower case and a top-level "environment": "cloud", which is ignored.
+//
 //  Every ps-cluster process reads the same spec, from the TF_CONFIG
 //  environment variable or from a file with the same JSON. Parsing checks
 //  the whole spec and names the source, the key and what was expected on
