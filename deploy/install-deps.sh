@@ -13,6 +13,7 @@ packages=(
   dataset-fashion-mnist     # /usr/share/datasets/fashion-mnist
   iproute2 iptables         # the failure-injection harness (tests/faults)
   clang libfuzzer-14-dev libclang-rt-14-dev   # the fuzz build (tests/fuzz): clang's libFuzzer and sanitizers
+  python3-numpy python3-torch   # tests/test_export.py: the export read by NumPy, the model rebuilt in PyTorch
 )
 missing=()
 for p in "${packages[@]}"; do

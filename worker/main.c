@@ -24,6 +24,7 @@
 #include "ps_log.h"
 #include "ps_model.h"
 #include "ps_parse.h"
+#include "ps_predict.h"
 #include "ps_standalone.h"
 #include "ps_tfconfig.h"
 #include "ps_signal.h"
@@ -60,6 +61,8 @@ s_usage (FILE *out)
         "usage: ps-worker [--cluster FILE] [--task TYPE:INDEX] [--threads N] [--device D]\n"
         "       ps-worker --standalone [options]\n"
         "       ps-worker --summary [--model NAME|FILE]\n"
+        "       ps-worker predict --weights FILE|DIR --data FILE [--model NAME|FILE]\n"
+        "                 [--out FILE.csv|FILE.jsonl] [--batch N] [--device D] [--threads N]\n"
         "\n"
         "In a cluster (the default), registers with the coordinator (the cluster's\n"
         "chief), receives the job plan (model, data, batch, servers), and trains the\n"
@@ -114,6 +117,18 @@ s_usage (FILE *out)
         "  (also --epochs (default 1), --batch (default 512), --optimizer and --lr\n"
         "  for the dense variables (default: the spec's), --threads (default 1),\n"
         "  --seed, --metrics, --progress)\n"
+        "\n"
+        "predict runs a trained image classifier on the images of an IDX file (gzip\n"
+        "or raw, [N, rows, cols] or [N, rows, cols, channels]) and writes, one row\n"
+        "per image, the predicted class and every class's probability (softmax):\n"
+        "\n"
+        "  --weights FILE|DIR  a safetensors file (coordinator export) or a checkpoint\n"
+        "                      directory or root (its newest valid checkpoint)\n"
+        "  --data FILE         the images\n"
+        "  --model NAME|FILE   default: the model the weights name\n"
+        "  --out FILE          FILE.csv or FILE.jsonl (default: CSV to stdout)\n"
+        "  --batch N           images per forward pass (default 256)\n"
+        "  --device D          cpu (default), gpu or auto   --threads N  (default 1)\n"
         "\n"
         "  --summary           print the model's layers and exit\n"
         "  --help              this text\n"
@@ -220,6 +235,69 @@ done:
     return status;
 }
 
+//  ps-worker predict (ps_predict.h). Returns the exit status: 2 for bad
+//  usage, 1 when the prediction failed.
+static int
+s_predict (int argc, char *argv [])
+{
+    static const struct option options [] = {
+        { "model", required_argument, NULL, 'M' },
+        { "weights", required_argument, NULL, 'W' },
+        { "data", required_argument, NULL, 'D' },
+        { "out", required_argument, NULL, 'O' },
+        { "batch", required_argument, NULL, 'b' },
+        { "device", required_argument, NULL, 'd' },
+        { "threads", required_argument, NULL, 't' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    ps_predict_config_t cfg;
+    ps_predict_config_default (&cfg);
+    ps_error_t err = { 0 };
+    uint64_t n;
+    int c;
+    while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
+        int rc = PS_OK;
+        switch (c) {
+            case 'M': cfg.model = optarg; break;
+            case 'W': cfg.weights = optarg; break;
+            case 'D': cfg.data = optarg; break;
+            case 'O': cfg.out = optarg; break;
+            case 'b':
+                if ((rc = ps_parse_uint ("--batch", optarg, 1, 65536, &n, &err)) == PS_OK)
+                    cfg.batch = (int) n;
+                break;
+            case 't':
+                if ((rc = ps_parse_uint ("--threads", optarg, 1, 256, &n, &err)) == PS_OK)
+                    cfg.threads = (int) n;
+                break;
+            case 'd':
+                if ((rc = ps_device_parse (optarg, &cfg.device, &err)) != PS_OK)
+                    ps_error_prefix (&err, rc, "--device");
+                break;
+            case 'h': s_usage (stdout); return 0;
+            default: s_usage (stderr); return 2;
+        }
+        if (rc) {
+            ps_error ("predict: %s", err.msg);
+            return 2;
+        }
+    }
+    if (optind < argc || !cfg.weights || !cfg.data) {
+        ps_error ("predict: %s (see --help)", optind < argc ? "unexpected argument"
+                  : !cfg.weights ? "--weights FILE|DIR is required" : "--data FILE is required");
+        return 2;
+    }
+    size_t examples = 0;
+    if (ps_predict_run (&cfg, &examples, &err)) {
+        ps_error ("predict: %s", err.msg);
+        return 1;
+    }
+    if (cfg.out)
+        ps_info ("predict: %zu predictions written to %s", examples, cfg.out);
+    return 0;
+}
+
 static void
 s_print_line (const char *line, void *arg)
 {
@@ -241,6 +319,8 @@ main (int argc, char *argv [])
     }
     ps_log_init ("ps-worker", PS_LOG_INFO);
     ps_floats_flush_subnormals ();
+    if (argc > 1 && strcmp (argv [1], "predict") == 0)
+        return s_predict (argc - 1, argv + 1);
     ps_standalone_config_t cfg;
     ps_standalone_config_default (&cfg);
     bool standalone = false, summary = false;
