@@ -104,6 +104,10 @@ s_usage (FILE *out)
         "                      for it and for each epoch's end (test loss and accuracy,\n"
         "                      time_s, train_s, eval_ms); default 0: once per epoch\n"
         "  --progress S        seconds between progress lines (default 5, 0 = none)\n"
+        "  --checkpoint-dir D  write checkpoints there, in the cluster's format, at each\n"
+        "                      epoch's end (coordinator export and predict read them)\n"
+        "  --checkpoint-every N    also every N steps\n"
+        "  --resume            continue from the newest checkpoint in --checkpoint-dir\n"
         "\n"
         "With --standalone and a click-through-rate model (lr, dlrm or a spec with\n"
         "\"inputs\"), trains on a Criteo or LIBSVM text file (plain or gzip, streamed)\n"
@@ -356,6 +360,9 @@ main (int argc, char *argv [])
         { "eval-steps", required_argument, NULL, 'E' },
         { "test-data", required_argument, NULL, 'F' },
         { "format", required_argument, NULL, 'R' },
+        { "checkpoint-dir", required_argument, NULL, 'c' },
+        { "checkpoint-every", required_argument, NULL, 'k' },
+        { "resume", no_argument, NULL, 'r' },
         { "cluster", required_argument, NULL, 'C' },
         { "task", required_argument, NULL, 'K' },
         { "keys", required_argument, NULL, 'Y' },
@@ -374,7 +381,7 @@ main (int argc, char *argv [])
                 name = options [i].name;
         char flag [32];
         snprintf (flag, sizeof flag, "--%s", name);
-        if (!standalone_only && c && strchr ("MebolDsLTmpEFR", c))
+        if (!standalone_only && c && strchr ("MebolDsLTmpEFRckr", c))
             standalone_only = name;
         int rc = PS_OK;
         switch (c) {
@@ -430,6 +437,11 @@ main (int argc, char *argv [])
             case 'E':
                 rc = ps_parse_uint (flag, optarg, 0, 1000000000, &cfg.eval_steps, &err);
                 break;
+            case 'c': cfg.checkpoint_dir = optarg; break;
+            case 'k':
+                rc = ps_parse_uint (flag, optarg, 1, 1000000000, &cfg.checkpoint_every, &err);
+                break;
+            case 'r': cfg.resume = true; break;
             case 'l':
                 rc = ps_parse_double (flag, optarg, 1e-12, false, 1e6, &lr, &err);
                 break;
@@ -482,10 +494,11 @@ main (int argc, char *argv [])
     //  loaded here only to tell which (an unknown one is reported below).
     ps_model_t *model = ps_model_load (cfg.model, NULL);
     const ps_ctrmodel_t *ctr = model ? ps_model_ctr (model) : NULL;
-    if (ctr && (cfg.eval_steps || cfg.device == PS_DEVICE_GPU)) {
-        ps_error ("%s is for image classifiers; a click-through-rate model trains on the CPU "
-                  "and evaluates after each epoch", cfg.eval_steps ? "--eval-steps"
-                                                                   : "--device gpu");
+    if (ctr && (cfg.eval_steps || cfg.device == PS_DEVICE_GPU || cfg.checkpoint_dir)) {
+        ps_error ("%s is for image classifiers; a click-through-rate model trains on the CPU, "
+                  "evaluates after each epoch and keeps no checkpoints",
+                  cfg.eval_steps ? "--eval-steps" : cfg.checkpoint_dir ? "--checkpoint-dir"
+                                                                      : "--device gpu");
         ps_model_destroy (&model);
         return 2;
     }
@@ -522,6 +535,11 @@ main (int argc, char *argv [])
     if (test_data) {
         ps_error ("--test-data and --format are for click-through-rate models (lr, dlrm or a "
                   "spec with \"inputs\"), not model \"%s\"", cfg.model);
+        return 2;
+    }
+    if ((cfg.resume || cfg.checkpoint_every) && !cfg.checkpoint_dir) {
+        ps_error ("%s needs --checkpoint-dir DIR", cfg.resume ? "--resume"
+                                                             : "--checkpoint-every");
         return 2;
     }
     ps_standalone_result_t result;

@@ -24,6 +24,7 @@
 #ifndef PS_STANDALONE_H_INCLUDED
 #define PS_STANDALONE_H_INCLUDED
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,9 @@ typedef struct {
     const char *metrics_path;   //  JSON lines, one per epoch; NULL = none
     double progress_s;          //  seconds between progress lines; 0 = none
     uint64_t eval_steps;        //  also evaluate every N steps; 0 = only per epoch
+    const char *checkpoint_dir; //  checkpoints (ps_standalone_ckpt.h); NULL = none
+    uint64_t checkpoint_every;  //  also every N steps; 0 = at each epoch's end only
+    bool resume;                //  continue from checkpoint_dir's newest checkpoint
 } ps_standalone_config_t;
 
 //  The defaults: cnn, Debian's Fashion-MNIST directory, auto device, all
