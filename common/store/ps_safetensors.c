@@ -157,13 +157,13 @@ s_read_tensor (const char *path, const char *name, const json_t *entry, const ui
                              "(float32) is read", path, name, json_string_value (dtype));
     size_t rank = json_array_size (shape);
     int64_t dims [PS_MAX_RANK];
-    for (size_t d = 0; d < rank && d < PS_MAX_RANK; d++)
-        dims [d] = s_uint (json_array_get (shape, d), INT64_MAX);
-    ps_error_t sub;
-    for (size_t d = 0; d < rank && d < PS_MAX_RANK; d++)
-        if (dims [d] < 0)
-            dims [d] = 0;       //  refused by ps_shape_set as not positive
-    if (rank < 1 || rank > PS_MAX_RANK || ps_shape_set (&t->shape, dims, (int) rank, &sub))
+    //  A dimension that is not a whole number becomes 0, which ps_shape_set
+    //  refuses as not positive.
+    for (size_t d = 0; d < rank && d < PS_MAX_RANK; d++) {
+        int64_t dim = s_uint (json_array_get (shape, d), INT64_MAX);
+        dims [d] = dim < 0 ? 0 : dim;
+    }
+    if (rank < 1 || rank > PS_MAX_RANK || ps_shape_set (&t->shape, dims, (int) rank, NULL))
         return ps_error_set (err, PS_ECORRUPT, "file %s: tensor \"%s\": expected a shape of 1 "
                              "to %d positive dimensions", path, name, PS_MAX_RANK);
     int64_t begin = s_uint (json_array_get (offsets, 0), INT64_MAX);
