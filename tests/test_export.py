@@ -19,8 +19,9 @@ trained every step exactly once, by tests/faults/check_run.py). Then:
 - ps-worker predict on the export (CSV) and on the checkpoint directory
   (JSON lines): one well-formed row per test image, probabilities that
   sum to 1, and an argmax accuracy equal to the coordinator's.
-- Bad input: no checkpoint, a corrupt and a missing partition file, an
-  unknown format, an unwritable output; weights that lack a variable or
+- Bad input: no checkpoint, a corrupt and a missing partition file, a
+  checkpoint with embedding tables (refused, naming one: only dense
+  variables are exported), an unknown format, an unwritable output; weights that lack a variable or
   hold it in another shape. Each exits non-zero with one line naming what
   is wrong, and an existing output file is left as it was.
 
@@ -307,6 +308,16 @@ def body(work):
     refused("a corrupt partition file", export + [broken], [part, "checksum"])
     os.remove(os.path.join(broken, part))
     refused("a missing partition file", export + [broken], [part])
+    # A click-through-rate checkpoint: its tables are not dense variables.
+    tables = os.path.join(work, "tables")
+    shutil.copytree(os.path.join(ckpt, newest), tables)
+    with open(os.path.join(tables, "MANIFEST.json")) as f:
+        manifest = json.load(f)
+    manifest["tables"] = {"shards": 2, "specs": [{"name": "embedding/f0"}], "files": []}
+    with open(os.path.join(tables, "MANIFEST.json"), "w") as f:
+        json.dump(manifest, f)
+    refused("a checkpoint with embedding tables", export + [tables],
+            ["embedding/f0", "only dense variables"])
     refused("an unknown format", [COORDINATOR, "export", "--checkpoint", ckpt, "--format",
                                   "onnx", "--out", target], ["onnx", "safetensors or npz"], 2)
     status, out = run([COORDINATOR, "export", "--checkpoint", ckpt, "--format", "npz",

@@ -20,6 +20,11 @@
 //  of this evaluation), R the same less the time spent in every earlier
 //  evaluation, and M this evaluation's milliseconds. The epoch objects stay
 //  as they are; at an epoch's end the one evaluation feeds both.
+//
+//  With a checkpoint directory the run also writes the checkpoints a
+//  cluster writes (ps_standalone_ckpt.h) at every epoch's end and every
+//  checkpoint_every steps, and with resume it continues from the newest
+//  one, training each remaining step once.
 
 #ifndef PS_STANDALONE_H_INCLUDED
 #define PS_STANDALONE_H_INCLUDED
