@@ -20,6 +20,7 @@
 #include "ps_ctrmodel.h"
 #include "ps_curve.h"
 #include "ps_dataset.h"
+#include "ps_export.h"
 #include "ps_jobdata.h"
 #include "ps_file.h"
 #include "ps_job.h"
@@ -52,6 +53,8 @@ s_usage (FILE *out)
         "                        [--keys DIR | --insecure] [--timeout-ms N]\n"
         "                                                     (a probe: exit 0 when the server,\n"
         "                                                     or every one, answers a ping)\n"
+        "       coordinator export --checkpoint DIR --format safetensors|npz --out FILE\n"
+        "                          [--model NAME|FILE]        (the trained weights)\n"
         "\n"
         "Trains a model on a parameter-server cluster: registers the servers and\n"
         "workers, places the variables, hands out steps, survives failures, takes\n"
@@ -159,6 +162,7 @@ enum {
     O_LOCAL = 256, O_PS, O_PS_MEMORY_LIMIT, O_WORKERS, O_EVALUATOR, O_NO_RESTART, O_DATA_PLANE, O_LOG_DIR,
     O_CLUSTER, O_CLUSTER_RESOLVER, O_JOB,
     O_RESUME, O_METRICS, O_HELP, O_KEYS, O_INSECURE, O_OUT, O_AS, O_TIMEOUT_MS,
+    O_CHECKPOINT, O_FORMAT, O_MODEL,
 };
 
 //  The program's own options; the job flags (ps_jobflags.h) join them in
@@ -449,6 +453,55 @@ s_ping (int argc, char *argv [])
     return status;
 }
 
+//  coordinator export: a checkpoint's weights as one safetensors or npz
+//  file (ps_export.h). Returns the exit status: 2 for bad usage, 1 when
+//  the checkpoint cannot be read or the file written.
+static int
+s_export (int argc, char *argv [])
+{
+    static const struct option options [] = {
+        { "checkpoint", required_argument, NULL, O_CHECKPOINT },
+        { "format", required_argument, NULL, O_FORMAT },
+        { "out", required_argument, NULL, O_OUT },
+        { "model", required_argument, NULL, O_MODEL },
+        { "help", no_argument, NULL, O_HELP },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *checkpoint = NULL, *format_text = NULL, *out = NULL, *model = NULL;
+    int c;
+    while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
+        switch (c) {
+            case O_CHECKPOINT: checkpoint = optarg; break;
+            case O_FORMAT: format_text = optarg; break;
+            case O_OUT: out = optarg; break;
+            case O_MODEL: model = optarg; break;
+            case O_HELP: s_usage (stdout); return 0;
+            default: s_usage (stderr); return 2;
+        }
+    }
+    if (optind < argc || !checkpoint || !format_text || !out) {
+        fprintf (stderr, "coordinator export: %s (see --help)\n", optind < argc
+                 ? "unexpected argument" : !checkpoint ? "--checkpoint DIR is required"
+                 : !format_text ? "--format safetensors|npz is required"
+                 : "--out FILE is required");
+        return 2;
+    }
+    ps_export_format_t format;
+    ps_error_t err;
+    if (ps_export_format_parse (format_text, &format, &err)) {
+        fprintf (stderr, "coordinator export: %s\n", err.msg);
+        return 2;
+    }
+    ps_export_result_t result;
+    if (ps_export_run (checkpoint, format, out, model, &result, &err)) {
+        fprintf (stderr, "coordinator export: %s\n", err.msg);
+        return 1;
+    }
+    printf ("exported %d variables of checkpoint %s (step %llu) to %s\n", result.variables,
+            result.dir, (unsigned long long) result.step, out);
+    return 0;
+}
+
 //  The job: defaults (for nps servers), the file, then the flags; for a
 //  local cluster also its log directory (made here) and default
 //  checkpoints. Returns 0, or -1 after saying what is wrong.
@@ -514,6 +567,8 @@ main (int argc, char *argv [])
     ps_log_init ("coordinator", PS_LOG_INFO);
     if (argc > 1 && strcmp (argv [1], "keygen") == 0)
         return s_keygen (argc - 1, argv + 1);
+    if (argc > 1 && strcmp (argv [1], "export") == 0)
+        return s_export (argc - 1, argv + 1);
     if (argc > 1 && strcmp (argv [1], "ping") == 0)
         return s_ping (argc - 1, argv + 1);
     //  local_ps -1: the mode's default for a local cluster.

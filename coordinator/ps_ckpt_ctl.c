@@ -197,9 +197,7 @@ s_manifest (ps_ckpt_ctl_t *self, const ps_ckpt_cut_t *cut, json_t *done, json_t 
     json_object_set_new (manifest, "data_cursor", cursor);
     json_object_set_new (manifest, "seeds",
                          json_pack ("{s:I, s:s}", "seed", (json_int_t) self->job->seed,
-                                    "derivation", "weights: ps_model_variable_seed (seed, "
-                                    "variable); epoch order: ps_dataset_permutation (seed, "
-                                    "epoch); dropout: ps_step_dropout_seed (seed, step - 1)"));
+                                    "derivation", PS_CHECKPOINT_SEEDS_DERIVATION));
     json_object_set_new (manifest, "lr", json_real (cut->lr));
     json_object_set_new (manifest, "servers", json_integer (self->nservers));
     json_object_set_new (manifest, "steps_per_epoch",

@@ -24,6 +24,7 @@
 #include "ps_log.h"
 #include "ps_model.h"
 #include "ps_parse.h"
+#include "ps_predict.h"
 #include "ps_standalone.h"
 #include "ps_tfconfig.h"
 #include "ps_signal.h"
@@ -61,6 +62,8 @@ s_usage (FILE *out)
         "usage: ps-worker [--cluster FILE] [--task TYPE:INDEX] [--threads N] [--device D]\n"
         "       ps-worker --standalone [options]\n"
         "       ps-worker --summary [--model NAME|FILE]\n"
+        "       ps-worker predict --weights FILE|DIR --data FILE [--model NAME|FILE]\n"
+        "                 [--out FILE.csv|FILE.jsonl] [--batch N] [--device D] [--threads N]\n"
         "\n"
         "In a cluster (the default), registers with the coordinator (the cluster's\n"
         "chief), receives the job plan (model, data, batch, servers), and trains the\n"
@@ -105,6 +108,10 @@ s_usage (FILE *out)
         "                      for it and for each epoch's end (test loss and accuracy,\n"
         "                      time_s, train_s, eval_ms); default 0: once per epoch\n"
         "  --progress S        seconds between progress lines (default 5, 0 = none)\n"
+        "  --checkpoint-dir D  write checkpoints there, in the cluster's format, at each\n"
+        "                      epoch's end (coordinator export and predict read them)\n"
+        "  --checkpoint-every N    also every N steps\n"
+        "  --resume            continue from the newest checkpoint in --checkpoint-dir\n"
         "\n"
         "With --standalone and a click-through-rate model (lr, dlrm or a spec with\n"
         "\"inputs\"), trains on a Criteo or LIBSVM text file (plain or gzip, streamed)\n"
@@ -118,6 +125,18 @@ s_usage (FILE *out)
         "  (also --epochs (default 1), --batch (default 512), --optimizer and --lr\n"
         "  for the dense variables (default: the spec's), --threads (default 1),\n"
         "  --seed, --metrics, --progress)\n"
+        "\n"
+        "predict runs a trained image classifier on the images of an IDX file (gzip\n"
+        "or raw, [N, rows, cols] or [N, rows, cols, channels]) and writes, one row\n"
+        "per image, the predicted class and every class's probability (softmax):\n"
+        "\n"
+        "  --weights FILE|DIR  a safetensors file (coordinator export) or a checkpoint\n"
+        "                      directory or root (its newest valid checkpoint)\n"
+        "  --data FILE         the images\n"
+        "  --model NAME|FILE   default: the model the weights name\n"
+        "  --out FILE          FILE.csv or FILE.jsonl (default: CSV to stdout)\n"
+        "  --batch N           images per forward pass (default 256)\n"
+        "  --device D          cpu (default), gpu or auto   --threads N  (default 1)\n"
         "\n"
         "  --summary           print the model's layers and exit\n"
         "  --help              this text\n"
@@ -230,6 +249,69 @@ done:
     return status;
 }
 
+//  ps-worker predict (ps_predict.h). Returns the exit status: 2 for bad
+//  usage, 1 when the prediction failed.
+static int
+s_predict (int argc, char *argv [])
+{
+    static const struct option options [] = {
+        { "model", required_argument, NULL, 'M' },
+        { "weights", required_argument, NULL, 'W' },
+        { "data", required_argument, NULL, 'D' },
+        { "out", required_argument, NULL, 'O' },
+        { "batch", required_argument, NULL, 'b' },
+        { "device", required_argument, NULL, 'd' },
+        { "threads", required_argument, NULL, 't' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    ps_predict_config_t cfg;
+    ps_predict_config_default (&cfg);
+    ps_error_t err = { 0 };
+    uint64_t n;
+    int c;
+    while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
+        int rc = PS_OK;
+        switch (c) {
+            case 'M': cfg.model = optarg; break;
+            case 'W': cfg.weights = optarg; break;
+            case 'D': cfg.data = optarg; break;
+            case 'O': cfg.out = optarg; break;
+            case 'b':
+                if ((rc = ps_parse_uint ("--batch", optarg, 1, 65536, &n, &err)) == PS_OK)
+                    cfg.batch = (int) n;
+                break;
+            case 't':
+                if ((rc = ps_parse_uint ("--threads", optarg, 1, 256, &n, &err)) == PS_OK)
+                    cfg.threads = (int) n;
+                break;
+            case 'd':
+                if ((rc = ps_device_parse (optarg, &cfg.device, &err)) != PS_OK)
+                    ps_error_prefix (&err, rc, "--device");
+                break;
+            case 'h': s_usage (stdout); return 0;
+            default: s_usage (stderr); return 2;
+        }
+        if (rc) {
+            ps_error ("predict: %s", err.msg);
+            return 2;
+        }
+    }
+    if (optind < argc || !cfg.weights || !cfg.data) {
+        ps_error ("predict: %s (see --help)", optind < argc ? "unexpected argument"
+                  : !cfg.weights ? "--weights FILE|DIR is required" : "--data FILE is required");
+        return 2;
+    }
+    size_t examples = 0;
+    if (ps_predict_run (&cfg, &examples, &err)) {
+        ps_error ("predict: %s", err.msg);
+        return 1;
+    }
+    if (cfg.out)
+        ps_info ("predict: %zu predictions written to %s", examples, cfg.out);
+    return 0;
+}
+
 static void
 s_print_line (const char *line, void *arg)
 {
@@ -251,6 +333,8 @@ main (int argc, char *argv [])
     }
     ps_log_init ("ps-worker", PS_LOG_INFO);
     ps_floats_flush_subnormals ();
+    if (argc > 1 && strcmp (argv [1], "predict") == 0)
+        return s_predict (argc - 1, argv + 1);
     ps_standalone_config_t cfg;
     ps_standalone_config_default (&cfg);
     bool standalone = false, summary = false;
@@ -286,6 +370,9 @@ main (int argc, char *argv [])
         { "eval-steps", required_argument, NULL, 'E' },
         { "test-data", required_argument, NULL, 'F' },
         { "format", required_argument, NULL, 'R' },
+        { "checkpoint-dir", required_argument, NULL, 'c' },
+        { "checkpoint-every", required_argument, NULL, 'k' },
+        { "resume", no_argument, NULL, 'r' },
         { "cluster", required_argument, NULL, 'C' },
         { "cluster-resolver", required_argument, NULL, 'Q' },
         { "task", required_argument, NULL, 'K' },
@@ -305,7 +392,7 @@ main (int argc, char *argv [])
                 name = options [i].name;
         char flag [32];
         snprintf (flag, sizeof flag, "--%s", name);
-        if (!standalone_only && c && strchr ("MebolDsLTmpEFR", c))
+        if (!standalone_only && c && strchr ("MebolDsLTmpEFRckr", c))
             standalone_only = name;
         int rc = PS_OK;
         switch (c) {
@@ -362,6 +449,11 @@ main (int argc, char *argv [])
             case 'E':
                 rc = ps_parse_uint (flag, optarg, 0, 1000000000, &cfg.eval_steps, &err);
                 break;
+            case 'c': cfg.checkpoint_dir = optarg; break;
+            case 'k':
+                rc = ps_parse_uint (flag, optarg, 1, 1000000000, &cfg.checkpoint_every, &err);
+                break;
+            case 'r': cfg.resume = true; break;
             case 'l':
                 rc = ps_parse_double (flag, optarg, 1e-12, false, 1e6, &lr, &err);
                 break;
@@ -415,10 +507,11 @@ main (int argc, char *argv [])
     //  loaded here only to tell which (an unknown one is reported below).
     ps_model_t *model = ps_model_load (cfg.model, NULL);
     const ps_ctrmodel_t *ctr = model ? ps_model_ctr (model) : NULL;
-    if (ctr && (cfg.eval_steps || cfg.device == PS_DEVICE_GPU)) {
-        ps_error ("%s is for image classifiers; a click-through-rate model trains on the CPU "
-                  "and evaluates after each epoch", cfg.eval_steps ? "--eval-steps"
-                                                                   : "--device gpu");
+    if (ctr && (cfg.eval_steps || cfg.device == PS_DEVICE_GPU || cfg.checkpoint_dir)) {
+        ps_error ("%s is for image classifiers; a click-through-rate model trains on the CPU, "
+                  "evaluates after each epoch and keeps no checkpoints",
+                  cfg.eval_steps ? "--eval-steps" : cfg.checkpoint_dir ? "--checkpoint-dir"
+                                                                      : "--device gpu");
         ps_model_destroy (&model);
         return 2;
     }
@@ -455,6 +548,11 @@ main (int argc, char *argv [])
     if (test_data) {
         ps_error ("--test-data and --format are for click-through-rate models (lr, dlrm or a "
                   "spec with \"inputs\"), not model \"%s\"", cfg.model);
+        return 2;
+    }
+    if ((cfg.resume || cfg.checkpoint_every) && !cfg.checkpoint_dir) {
+        ps_error ("%s needs --checkpoint-dir DIR", cfg.resume ? "--resume"
+                                                             : "--checkpoint-every");
         return 2;
     }
     ps_standalone_result_t result;

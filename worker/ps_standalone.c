@@ -15,6 +15,7 @@
 #include "ps_mix.h"
 #include "ps_model.h"
 #include "ps_replica.h"
+#include "ps_standalone_ckpt.h"
 
 //  The evaluation batch: large enough that per-call overheads vanish, small
 //  enough that the backend's buffers stay a few tens of MiB.
@@ -187,6 +188,8 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
     }
     if ((rc = ps_opt_config_validate (&cfg->optimizer, err)))
         goto done;
+    if (cfg->checkpoint_dir && (rc = ps_standalone_ckpt_check (cfg, err)))
+        goto done;
     if (!(model = ps_model_load (cfg->model, err))) {
         rc = err->code;
         goto done;
@@ -234,13 +237,19 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
              (unsigned long long) cfg->seed);
 
     size_t batches = ps_dataset_batches (train, cfg->batch);
-    uint64_t step = 0;
+    uint64_t step = 0, total = (uint64_t) cfg->epochs * batches;
+    if (cfg->resume && (rc = ps_standalone_ckpt_resume (cfg, replica, batches, &step, err)))
+        goto done;
+    if (step >= total)
+        ps_info ("the checkpoint has all %llu steps of %d epochs: nothing is left to train",
+                 (unsigned long long) total, cfg->epochs);
     s_timer_t timer = { .start_ms = ps_clock_ms () };
     s_eval_t eval;
-    for (int epoch = 0; epoch < cfg->epochs; epoch++) {
+    for (int epoch = (int) (step / batches); epoch < cfg->epochs; epoch++) {
         double busy = 0, loss_sum = 0, last_report = ps_clock_ms () / 1e3;
         size_t seen = 0;
-        for (size_t b = 0; b < batches; b++) {
+        //  A resumed run starts in the middle of its first epoch.
+        for (size_t b = step % batches; b < batches; b++) {
             int n = ps_dataset_batch (train, cfg->seed, (uint64_t) epoch, b, cfg->batch,
                                       x, labels, err);
             if (n < 0) {
@@ -268,13 +277,19 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
                          cfg->epochs, b + 1, batches, loss_sum / seen, seen / busy);
                 last_report = t1;
             }
-            //  The evaluation at the epoch's end comes below.
+            //  The epoch's end has its own checkpoint and evaluation below.
+            if (cfg->checkpoint_dir && cfg->checkpoint_every && step % cfg->checkpoint_every == 0
+            &&  b + 1 < batches
+            &&  (rc = ps_standalone_ckpt_save (cfg, model, replica, step, batches, total, err)))
+                goto done;
             if (cfg->eval_steps && step % cfg->eval_steps == 0 && b + 1 < batches
             &&  ((rc = s_evaluate_test (backend, params, test, x, labels, &timer, &eval, err))
                  || (rc = s_report_eval (cfg, metrics, step, batches, &eval, err))))
                 goto done;
         }
-        if ((rc = s_evaluate_test (backend, params, test, x, labels, &timer, &eval, err)))
+        if ((rc = s_evaluate_test (backend, params, test, x, labels, &timer, &eval, err))
+        ||  (cfg->checkpoint_dir
+             && (rc = ps_standalone_ckpt_save (cfg, model, replica, step, batches, total, err))))
             goto done;
         result->train_loss = loss_sum / seen;
         result->test_loss = eval.test_loss;

@@ -20,10 +20,16 @@
 //  of this evaluation), R the same less the time spent in every earlier
 //  evaluation, and M this evaluation's milliseconds. The epoch objects stay
 //  as they are; at an epoch's end the one evaluation feeds both.
+//
+//  With a checkpoint directory the run also writes the checkpoints a
+//  cluster writes (ps_standalone_ckpt.h) at every epoch's end and every
+//  checkpoint_every steps, and with resume it continues from the newest
+//  one, training each remaining step once.
 
 #ifndef PS_STANDALONE_H_INCLUDED
 #define PS_STANDALONE_H_INCLUDED
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +53,9 @@ typedef struct {
     const char *metrics_path;   //  JSON lines, one per epoch; NULL = none
     double progress_s;          //  seconds between progress lines; 0 = none
     uint64_t eval_steps;        //  also evaluate every N steps; 0 = only per epoch
+    const char *checkpoint_dir; //  checkpoints (ps_standalone_ckpt.h); NULL = none
+    uint64_t checkpoint_every;  //  also every N steps; 0 = at each epoch's end only
+    bool resume;                //  continue from checkpoint_dir's newest checkpoint
 } ps_standalone_config_t;
 
 //  The defaults: cnn, Debian's Fashion-MNIST directory, auto device, all

@@ -106,6 +106,19 @@ ps_file_write_atomic (const char *path, const char *tmp, ps_file_writer_fn *writ
     return PS_OK;
 }
 
+int
+ps_file_write_beside (const char *path, ps_file_writer_fn *write_fn, void *arg, ps_error_t *err)
+{
+    size_t len = strlen (path) + 32;
+    char *tmp = malloc (len);
+    if (!tmp)
+        abort ();
+    snprintf (tmp, len, "%s.tmp.%d", path, (int) getpid ());
+    int rc = ps_file_write_atomic (path, tmp, write_fn, arg, err);
+    free (tmp);
+    return rc;
+}
+
 //  Remove name in the directory dir_fd and, when it is a directory,
 //  everything under it, never following a symbolic link (a link is removed,
 //  not what it points to). path names the same entry for messages. An entry

@@ -42,6 +42,11 @@ typedef int (ps_file_writer_fn) (int fd, void *arg);
 int ps_file_write_atomic (const char *path, const char *tmp, ps_file_writer_fn *write,
                           void *arg, ps_error_t *err);
 
+//  The same through a temporary file beside path, named PATH.tmp.PID, for a
+//  writer whose file has no temporary name of its own (the exports).
+int ps_file_write_beside (const char *path, ps_file_writer_fn *write, void *arg,
+                          ps_error_t *err);
+
 //  Remove path and, when it is a directory, everything under it, never
 //  following a symbolic link (a link is removed, not what it points to).
 //  A path that does not exist is fine. Returns 0 or PS_EIO naming the

@@ -47,6 +47,13 @@
 //  files its incremental ones are read on top of.
 #define PS_CHECKPOINT_BASE  "base"
 
+//  The words a manifest's "seeds" object gives after the seed, on how
+//  every random stream is derived from it (the cluster's and standalone
+//  training's checkpoints alike).
+#define PS_CHECKPOINT_SEEDS_DERIVATION \
+    "weights: ps_model_variable_seed (seed, variable); epoch order: ps_dataset_permutation " \
+    "(seed, epoch); dropout: ps_step_dropout_seed (seed, step - 1)"
+
 //  Create the root when missing (and its parents), then a fresh
 //  ckpt-<step>.tmp in it (removing a stale one left by a crash, and
 //  nothing else). tmpdir receives its path. Returns 0, PS_EINVAL when step

@@ -1,0 +1,169 @@
+//  Unit tests for NumPy .npz files (common/store/ps_npz.c): a one-array
+//  archive compared byte for byte with one worked out by hand from the
+//  zip and .npy format descriptions (its .npy entry is also exactly what
+//  numpy.save writes for np.array([1.0], np.float32)), the .npy headers
+//  of other shapes, the metadata entry, and an unwritable path.
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness_case.h"
+#include "ps_npz.h"
+
+typedef struct {
+    char dir [HARNESS_DIR_SIZE];
+    char path [HARNESS_DIR_SIZE + 32];
+} fixture_t;
+
+static int
+s_setup (void **state)
+{
+    int rc = harness_dir_setup (state, sizeof (fixture_t));
+    fixture_t *f = *state;
+    snprintf (f->path, sizeof f->path, "%s/w.npz", f->dir);
+    return rc;
+}
+
+//  Little-endian fields, for writing out the expected records.
+static uint8_t *
+s_le (uint8_t *at, uint32_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        *at++ = (uint8_t) (v >> (8 * i));
+    return at;
+}
+
+//  The .npy file of float32 [1] {1.0}: magic, version 1.0, header length
+//  118, the dict (57 bytes), 60 spaces and a newline (10 + 118 = 128, a
+//  multiple of 64), then 00 00 80 3f. Its CRC-32 is 0x73573651.
+static size_t
+s_npy (uint8_t *out)
+{
+    static const char dict [] = "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }";
+    memcpy (out, "\x93NUMPY\x01\x00\x76\x00", 10);
+    memcpy (out + 10, dict, 57);
+    memset (out + 67, ' ', 60);
+    out [127] = '\n';
+    memcpy (out + 128, "\x00\x00\x80\x3f", 4);
+    return 132;
+}
+
+static void
+test_bytes (void **state)
+{
+    fixture_t *f = *state;
+    static const float one = 1.0f;
+    ps_tensor_t t = { .name = "w", .shape = { .rank = 1, .dims = { 1 } }, .data = &one };
+    ps_error_t err;
+    harness_ok (ps_npz_write (f->path, &t, 1, NULL, &err), &err);
+
+    //  Local header (30) + "w.npy" (5) + the entry (132) = 167; the central
+    //  directory header (46) + name (5) = 51 at offset 167; the end record
+    //  (22) at 218: 240 bytes. Version 2.0, stored, 1980-01-01 00:00.
+    uint8_t want [240], *at = want;
+    at = s_le (at, 0x04034b50, 4);
+    at = s_le (at, 20, 2);
+    at = s_le (at, 0, 2);
+    at = s_le (at, 0, 2);
+    at = s_le (at, 0, 2);
+    at = s_le (at, 0x21, 2);
+    at = s_le (at, 0x73573651, 4);
+    at = s_le (at, 132, 4);
+    at = s_le (at, 132, 4);
+    at = s_le (at, 5, 2);
+    at = s_le (at, 0, 2);
+    memcpy (at, "w.npy", 5);
+    at += 5;
+    at += s_npy (at);
+    assert_int_equal (at - want, 167);
+    at = s_le (at, 0x02014b50, 4);
+    at = s_le (at, 20, 2);
+    at = s_le (at, 20, 2);
+    at = s_le (at, 0, 2);
+    at = s_le (at, 0, 2);
+    at = s_le (at, 0, 2);
+    at = s_le (at, 0x21, 2);
+    at = s_le (at, 0x73573651, 4);
+    at = s_le (at, 132, 4);
+    at = s_le (at, 132, 4);
+    at = s_le (at, 5, 2);
+    at = s_le (at, 0, 2);
+    at = s_le (at, 0, 2);
+    at = s_le (at, 0, 2);
+    at = s_le (at, 0, 2);
+    at = s_le (at, 0, 4);
+    at = s_le (at, 0, 4);
+    memcpy (at, "w.npy", 5);
+    at += 5;
+    at = s_le (at, 0x06054b50, 4);
+    at = s_le (at, 0, 2);
+    at = s_le (at, 0, 2);
+    at = s_le (at, 1, 2);
+    at = s_le (at, 1, 2);
+    at = s_le (at, 51, 4);
+    at = s_le (at, 167, 4);
+    at = s_le (at, 0, 2);
+    assert_int_equal (at - want, sizeof want);
+
+    size_t len;
+    uint8_t *got = harness_slurp (f->path, &len);
+    assert_int_equal (len, sizeof want);
+    assert_memory_equal (got, want, sizeof want);
+    free (got);
+    assert_int_equal (harness_dir_entries (f->dir), 1);
+}
+
+//  The .npy header's shape of a rank-3 array, and the metadata entry after
+//  the arrays, stored as it is.
+static void
+test_shape_and_metadata (void **state)
+{
+    fixture_t *f = *state;
+    float values [2 * 3 * 4] = { 0 };
+    ps_tensor_t t = { .name = "conv2d/kernel", .shape = { .rank = 3, .dims = { 2, 3, 4 } },
+                      .data = values };
+    ps_error_t err;
+    harness_ok (ps_npz_write (f->path, &t, 1, "{\"step\":\"7\"}", &err), &err);
+    size_t len;
+    uint8_t *got = harness_slurp (f->path, &len);
+    //  The first entry: its name, then the .npy magic and header.
+    assert_memory_equal (got + 30, "conv2d/kernel.npy\x93NUMPY", 23);
+    assert_non_null (strstr ((char *) got + 57, "'shape': (2, 3, 4), }"));
+    //  The second entry, right after the first's 128 + 96 bytes: the text.
+    size_t second = 30 + 17 + 128 + sizeof values;
+    assert_memory_equal (got + second + 30, PS_NPZ_METADATA "{\"step\":\"7\"}",
+                         strlen (PS_NPZ_METADATA) + 12);
+    free (got);
+}
+
+static void
+test_unwritable (void **state)
+{
+    fixture_t *f = *state;
+    static const float one = 1.0f;
+    ps_tensor_t t = { .name = "w", .shape = { .rank = 1, .dims = { 1 } }, .data = &one };
+    char path [HARNESS_DIR_SIZE + 32];
+    snprintf (path, sizeof path, "%s/no/w.npz", f->dir);
+    ps_error_t err;
+    assert_int_equal (ps_npz_write (path, &t, 1, NULL, &err), PS_EIO);
+    assert_non_null (strstr (err.msg, path));
+    assert_int_equal (harness_dir_entries (f->dir), 0);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test_setup_teardown (test_bytes, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_shape_and_metadata, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_unwritable, s_setup, harness_dir_teardown),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
