@@ -14,7 +14,7 @@
 //    - the evaluation queue (ps_evalq.h): an evaluation after every epoch;
 //    - checkpoint control (ps_ckpt_ctl.h): when one is due, its state,
 //      its manifest, and the newest valid one to restore or resume from;
-//    - reporting (ps_report.h): the progress line, and events as JSON
+//    - reporting (common/base/ps_metrics.h): the progress line, and events as JSON
 //      lines in the metrics file, ending with a "done" record;
 //    - a launcher (ps_launcher.h), when the coordinator started the
 //      tasks, so that a task's death is a failure at once rather than

@@ -1,6 +1,6 @@
-//  The coordinator's reporting (see ps_report.h).
+//  A training run's metrics (see ps_metrics.h).
 
-#include "ps_report.h"
+#include "ps_metrics.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -19,7 +19,7 @@
 #define S_DIVERGE_FACTOR  4.0
 #define S_DIVERGE_STEPS   20
 
-struct _ps_report_t {
+struct _ps_metrics_t {
     FILE *metrics;
     bool tty;
     bool tty_dirty;
@@ -45,11 +45,11 @@ struct _ps_report_t {
     double diverged_loss;
 };
 
-ps_report_t *
-ps_report_new (const char *metrics_path, bool tty, double log_seconds, bool stop_on_divergence,
-               double now, ps_error_t *err)
+ps_metrics_t *
+ps_metrics_new (const char *metrics_path, bool tty, double log_seconds, bool stop_on_divergence,
+                double now, ps_error_t *err)
 {
-    ps_report_t *self = calloc (1, sizeof *self);
+    ps_metrics_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
     if (metrics_path && !(self->metrics = fopen (metrics_path, "a"))) {
@@ -66,12 +66,12 @@ ps_report_new (const char *metrics_path, bool tty, double log_seconds, bool stop
 }
 
 void
-ps_report_destroy (ps_report_t **self_p)
+ps_metrics_destroy (ps_metrics_t **self_p)
 {
-    ps_report_t *self = *self_p;
+    ps_metrics_t *self = *self_p;
     if (!self)
         return;
-    ps_report_tty_clear (self);
+    ps_metrics_tty_clear (self);
     if (self->metrics && fclose (self->metrics) != 0)
         ps_warn ("closing the metrics file: %s", strerror (errno));
     free (self);
@@ -79,7 +79,7 @@ ps_report_destroy (ps_report_t **self_p)
 }
 
 void
-ps_report_tty_clear (ps_report_t *self)
+ps_metrics_tty_clear (ps_metrics_t *self)
 {
     if (self->tty_dirty) {
         fputs ("\r\033[K", stderr);
@@ -88,7 +88,7 @@ ps_report_tty_clear (ps_report_t *self)
 }
 
 void
-ps_report_event (ps_report_t *self, const char *event, json_t *obj)
+ps_metrics_event (ps_metrics_t *self, const char *event, json_t *obj)
 {
     if (!obj)
         obj = json_object ();
@@ -107,13 +107,13 @@ ps_report_event (ps_report_t *self, const char *event, json_t *obj)
 }
 
 void
-ps_report_start (ps_report_t *self, double now)
+ps_metrics_start (ps_metrics_t *self, double now)
 {
     self->start_ms = self->window_ms = now;
 }
 
 double
-ps_report_start_ms (const ps_report_t *self)
+ps_metrics_start_ms (const ps_metrics_t *self)
 {
     return self->start_ms;
 }
@@ -122,7 +122,7 @@ ps_report_start_ms (const ps_report_t *self)
 //  whose loss is not finite, or has risen far above the lowest, diverges.
 //  Said once.
 static bool
-s_track_loss (ps_report_t *self, double loss_sum, uint64_t count, uint64_t done)
+s_track_loss (ps_metrics_t *self, double loss_sum, uint64_t count, uint64_t done)
 {
     if (count == 0)
         return false;
@@ -147,20 +147,20 @@ s_track_loss (ps_report_t *self, double loss_sum, uint64_t count, uint64_t done)
         return false;
     self->diverging = true;
     self->diverged_loss = loss;
-    ps_report_tty_clear (self);
+    ps_metrics_tty_clear (self);
     ps_warn ("the training loss diverges: %g over the last %d steps, %g at its lowest (step %"
              PRIu64 "); lower the learning rate or clip the gradients%s", loss,
              S_DIVERGE_STEPS, self->best_loss, done, self->stop_on_divergence
              ? "; stopping (stop_on_divergence)" : " (stop_on_divergence would stop the run)");
-    ps_report_event (self, "diverging",
-                     json_pack ("{s:I, s:o, s:f}", "step", (json_int_t) done,
-                                "loss", isfinite (loss) ? json_real (loss) : json_null (),
-                                "lowest_loss", self->best_loss));
+    ps_metrics_event (self, "diverging",
+                      json_pack ("{s:I, s:o, s:f}", "step", (json_int_t) done,
+                                 "loss", isfinite (loss) ? json_real (loss) : json_null (),
+                                 "lowest_loss", self->best_loss));
     return true;
 }
 
 bool
-ps_report_step (ps_report_t *self, const ps_step_report_t *step, uint64_t done)
+ps_metrics_step (ps_metrics_t *self, const ps_step_report_t *step, uint64_t done)
 {
     self->w_steps++;
     self->w_count += step->count;
@@ -174,7 +174,7 @@ ps_report_step (ps_report_t *self, const ps_step_report_t *step, uint64_t done)
 }
 
 void
-ps_report_progress (ps_report_t *self, double now, const ps_progress_t *where)
+ps_metrics_progress (ps_metrics_t *self, double now, const ps_progress_t *where)
 {
     double window_s = (now - self->window_ms) / 1e3;
     bool log_due = window_s >= self->log_seconds;
@@ -231,12 +231,16 @@ ps_report_progress (ps_report_t *self, double now, const ps_progress_t *where)
         if (where->has_auc)
             json_object_set_new (obj, "test_auc", json_real (where->test_auc));
         //  How the workers spent their steps: computing, or waiting on the
-        //  servers (pulls and pushes), and pushes the ledgers ignored.
+        //  servers (pulls and pushes) or the ring, and pushes the ledgers
+        //  ignored. step_ms and wait_ms are means per step of the window.
         double busy = self->w_compute_ms + self->w_comm_ms;
         json_object_set_new (obj, "compute_fraction",
                              json_real (busy > 0 ? self->w_compute_ms / busy : 0));
+        json_object_set_new (obj, "step_ms", json_real (busy / self->w_steps));
+        json_object_set_new (obj, "wait_ms", json_real (self->w_comm_ms / self->w_steps));
+        json_object_set_new (obj, "lr", json_real (where->lr));
         json_object_set_new (obj, "duplicates", json_integer ((json_int_t) self->w_duplicates));
-        ps_report_event (self, "progress", obj);
+        ps_metrics_event (self, "progress", obj);
     }
     self->window_ms = now;
     self->w_steps = self->w_count = self->w_correct = self->w_duplicates = 0;
@@ -244,13 +248,13 @@ ps_report_progress (ps_report_t *self, double now, const ps_progress_t *where)
 }
 
 uint64_t
-ps_report_samples (const ps_report_t *self)
+ps_metrics_samples (const ps_metrics_t *self)
 {
     return self->samples;
 }
 
 bool
-ps_report_diverging (const ps_report_t *self, double *loss, double *lowest)
+ps_metrics_diverging (const ps_metrics_t *self, double *loss, double *lowest)
 {
     if (self->diverging && loss)
         *loss = self->diverged_loss;
