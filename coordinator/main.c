@@ -20,6 +20,7 @@
 #include "ps_ctrmodel.h"
 #include "ps_curve.h"
 #include "ps_dataset.h"
+#include "ps_exporter.h"
 #include "ps_jobdata.h"
 #include "ps_file.h"
 #include "ps_job.h"
@@ -108,6 +109,9 @@ s_usage (FILE *out)
         "Run:\n"
         "  --resume            resume from the newest valid checkpoint (required to exist)\n"
         "  --metrics FILE      JSON lines: progress, evaluations, checkpoints, failures, done\n"
+        "  --metrics-port PORT serve /metrics in the Prometheus text format on PORT\n"
+        "                      (0: any free port, logged); off by default\n"
+        "  --metrics-addr ADDR the address it listens on (default 127.0.0.1)\n"
         "  --help              this text\n"
         "\n"
         "A local cluster without --checkpoint-dir checkpoints into its log directory\n"
@@ -130,6 +134,8 @@ typedef struct {
     const char *cluster_file;
     const char *job_file;
     const char *metrics;
+    int metrics_port;           //  -1: no Prometheus endpoint
+    const char *metrics_addr;
     bool resume;
 } s_options_t;
 
@@ -143,7 +149,7 @@ typedef struct {
 enum {
     O_LOCAL = 256, O_PS, O_PS_MEMORY_LIMIT, O_WORKERS, O_EVALUATOR, O_NO_RESTART, O_DATA_PLANE, O_LOG_DIR,
     O_CLUSTER, O_JOB,
-    O_RESUME, O_METRICS, O_HELP, O_KEYS, O_INSECURE, O_OUT,
+    O_RESUME, O_METRICS, O_HELP, O_KEYS, O_INSECURE, O_OUT, O_METRICS_PORT, O_METRICS_ADDR,
 };
 
 //  The program's own options; the job flags (ps_jobflags.h) join them in
@@ -160,6 +166,8 @@ static const struct option s_own_options [] = {
     { "job", required_argument, NULL, O_JOB },
     { "resume", no_argument, NULL, O_RESUME },
     { "metrics", required_argument, NULL, O_METRICS },
+    { "metrics-port", required_argument, NULL, O_METRICS_PORT },
+    { "metrics-addr", required_argument, NULL, O_METRICS_ADDR },
     { "help", no_argument, NULL, O_HELP },
     { "keys", required_argument, NULL, O_KEYS },
     { "insecure", no_argument, NULL, O_INSECURE },
@@ -408,7 +416,8 @@ main (int argc, char *argv [])
     if (argc > 1 && strcmp (argv [1], "keygen") == 0)
         return s_keygen (argc - 1, argv + 1);
     //  local_ps -1: the mode's default for a local cluster.
-    s_options_t opt = { .local_ps = -1, .local_workers = 2, .restart = true };
+    s_options_t opt = { .local_ps = -1, .local_workers = 2, .restart = true,
+                        .metrics_port = -1 };
     s_flag_t *flags = calloc ((size_t) argc + 1, sizeof (s_flag_t));
     if (!flags)
         abort ();
@@ -431,6 +440,15 @@ main (int argc, char *argv [])
             case O_JOB: opt.job_file = optarg; break;
             case O_RESUME: opt.resume = true; break;
             case O_METRICS: opt.metrics = optarg; break;
+            case O_METRICS_ADDR: opt.metrics_addr = optarg; break;
+            case O_METRICS_PORT:
+                if (ps_parse_uint ("--metrics-port", optarg, 0, 65535, &u, &err)) {
+                    fprintf (stderr, "coordinator: %s\n", err.msg);
+                    free (flags);
+                    return 2;
+                }
+                opt.metrics_port = (int) u;
+                break;
             case O_KEYS: opt.keys_dir = optarg; break;
             case O_INSECURE: opt.insecure = true; break;
             case O_DATA_PLANE:
@@ -487,6 +505,12 @@ main (int argc, char *argv [])
         free (flags);
         return 2;
     }
+    if (opt.metrics_addr && opt.metrics_port < 0) {
+        fprintf (stderr, "coordinator: --metrics-addr says where the Prometheus endpoint "
+                 "listens; it needs --metrics-port\n");
+        free (flags);
+        return 2;
+    }
     if (opt.local && opt.cluster_file) {
         fprintf (stderr, "coordinator: --local and --cluster FILE: a local cluster makes its "
                  "own spec; give one or the other\n");
@@ -504,6 +528,7 @@ main (int argc, char *argv [])
     int nps, nworkers, nevaluators;
     int stop_fd = -1;
     char local_keys [PATH_MAX] = "";
+    ps_exporter_t *exporter = NULL;
 
     ps_coord_config_t config;
     memset (&config, 0, sizeof config);
@@ -618,6 +643,18 @@ main (int argc, char *argv [])
         exit_code = 1;
         goto done;
     }
+    //  The Prometheus endpoint, after the signals are blocked (its thread
+    //  must not take them) and before any task starts, so that a port in
+    //  use stops the run before it begins.
+    if (opt.metrics_port >= 0) {
+        const char *addr = opt.metrics_addr ? opt.metrics_addr : "127.0.0.1";
+        if (!(exporter = ps_exporter_new (addr, opt.metrics_port, &err))) {
+            fprintf (stderr, "coordinator: %s\n", err.msg);
+            goto done;
+        }
+        ps_info ("Prometheus metrics on http://%s%s%s:%d/metrics", strchr (addr, ':') ? "[" : "",
+                 addr, strchr (addr, ':') ? "]" : "", ps_exporter_port (exporter));
+    }
     //  A local cluster is secured by a fresh set of keys, unless it was
     //  given one: made in a private directory, removed when the run ends.
     if (opt.local && !opt.keys_dir && !opt.insecure) {
@@ -664,6 +701,7 @@ main (int argc, char *argv [])
     config.servers = (const char *const *) servers;
     config.workers = (const char *const *) workers;
     config.metrics_path = opt.metrics;
+    config.exporter = exporter;
     config.resume = opt.resume;
     config.progress_tty = isatty (STDERR_FILENO);
     config.stop_fd = stop_fd;
@@ -676,6 +714,7 @@ main (int argc, char *argv [])
     }
 done:
     ps_launcher_destroy (&launcher);
+    ps_exporter_destroy (&exporter);
     ps_curve_destroy (&config.curve);
     if (*local_keys && ps_file_remove_tree (local_keys, &err))
         ps_warn ("removing the local cluster's keys: %s", err.msg);

@@ -41,6 +41,7 @@
 #include "ps_client.h"
 #include "ps_clock.h"
 #include "ps_evalq.h"
+#include "ps_exporter.h"
 #include "ps_layout.h"
 #include "ps_log.h"
 #include "ps_lr_schedule.h"
@@ -55,6 +56,9 @@
 
 //  How long the last replies may take to leave when the coordinator exits.
 #define S_CLOSE_LINGER_MS 500
+//  How often the Prometheus text is rendered for the endpoint: well within
+//  any scrape interval, and rare enough to cost the loop nothing.
+#define S_PUBLISH_MS      500
 
 typedef struct {
     const ps_coord_config_t *cfg;
@@ -89,6 +93,7 @@ typedef struct {
     int worker_failures;
     double no_worker_ms;        //  since when no worker has been alive, or 0
     double next_heartbeat_ms;
+    double next_publish_ms;     //  when the Prometheus text is due again
     double wait_log_ms;
     double stop_deadline_ms;
 } s_coord_t;
@@ -168,6 +173,16 @@ s_fail (s_coord_t *self, int code, const char *fmt, ...)
     s_host_fail (self, code, message);
 }
 
+//  The task index of worker peer, or -1 when it is not a worker.
+static int
+s_worker_index (s_coord_t *self, const ps_peer_t *peer)
+{
+    for (int w = 0; w < ps_roster_count (self->roster, PS_ROLE_WORKER); w++)
+        if (ps_roster_peer (self->roster, PS_ROLE_WORKER, w) == peer)
+            return w;
+    return -1;
+}
+
 //  A step is done (with peer's stats, when they count): the end of an
 //  epoch, and the evaluations due.
 static void
@@ -179,7 +194,8 @@ s_host_completed (void *loop, uint64_t step, ps_peer_t *peer, const ps_step_repo
     if (peer && stats) {
         peer->steps++;
         double loss, lowest;
-        if (ps_metrics_step (self->report, stats, done) && self->job->stop_on_divergence
+        if (ps_metrics_step (self->report, stats, s_worker_index (self, peer), done)
+        &&  self->job->stop_on_divergence
         &&  ps_metrics_diverging (self->report, &loss, &lowest))
             s_fail (self, PS_ECANCELED, "the training loss diverged (%g in the window before "
                     "step %" PRIu64 ", %g at its lowest) and the job says stop_on_divergence",
@@ -843,6 +859,10 @@ s_turn (s_coord_t *self)
             .workers = ps_roster_count (self->roster, PS_ROLE_WORKER),
         };
         ps_metrics_progress (self->report, now, &where);
+    }
+    if (cfg->exporter && now >= self->next_publish_ms) {
+        ps_exporter_publish (cfg->exporter, ps_metrics_prometheus (self->report));
+        self->next_publish_ms = now + S_PUBLISH_MS;
     }
     return 0;
 }

@@ -7,12 +7,14 @@ packages=(
   build-essential meson ninja-build pkg-config
   libzmq3-dev libczmq-dev libmsgpack-dev libopenblas-dev zlib1g-dev
   libjansson-dev libcmocka-dev
+  libmicrohttpd-dev         # the coordinator's Prometheus endpoint (--metrics-port)
   python3-msgpack           # regenerates schemas/vectors.json
   json-schema-test-suite    # tests/test_jsonschema: the official JSON Schema tests
   python3-jsonschema        # tests/test_jsonschema_cross.py: a second validator of schemas/*.schema.json
   dataset-fashion-mnist     # /usr/share/datasets/fashion-mnist
   iproute2 iptables         # the failure-injection harness (tests/faults)
   clang libfuzzer-14-dev libclang-rt-14-dev   # the fuzz build (tests/fuzz): clang's libFuzzer and sanitizers
+  prometheus                # tests/test_prometheus.sh: promtool and a real server scraping the coordinator
 )
 missing=()
 for p in "${packages[@]}"; do

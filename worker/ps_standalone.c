@@ -259,7 +259,7 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
                 .count = stats.count, .correct = stats.correct, .loss = stats.loss_sum,
                 .compute_ms = (t1 - t0) * 1e3,
             };
-            ps_metrics_step (metrics, &report, step);
+            ps_metrics_step (metrics, &report, 0, step);
             where.done = step;
             ps_metrics_progress (metrics, t1 * 1e3, &where);
             //  The evaluation at the epoch's end comes below.

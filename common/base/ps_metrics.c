@@ -11,6 +11,7 @@
 
 #include "ps_clock.h"
 #include "ps_log.h"
+#include "ps_promtext.h"
 
 //  How often the terminal progress line is redrawn.
 #define S_TTY_MS          500
@@ -18,6 +19,34 @@
 //  run is said to diverge, and the window's length in steps.
 #define S_DIVERGE_FACTOR  4.0
 #define S_DIVERGE_STEPS   20
+//  The most tasks of a role that get counters of their own: far more than
+//  a cluster has, so that a bad index cannot make the counters huge.
+#define S_MAX_TASK        4096
+
+//  The buckets of the step and checkpoint histograms, in seconds:
+//  Prometheus's default buckets.
+static const double s_buckets [] = {
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
+};
+#define S_BUCKETS  (sizeof s_buckets / sizeof s_buckets [0])
+
+//  Observations of durations, by bucket (not cumulative).
+typedef struct {
+    uint64_t counts [S_BUCKETS];
+    uint64_t above;
+    double sum;
+} s_histogram_t;
+
+//  Counters of the tasks of one role, by task index, grown on first use.
+typedef struct {
+    uint64_t (*counts) [3];
+    size_t n;
+} s_tasks_t;
+
+//  The columns of s_tasks_t: a worker's steps, samples and failures; a
+//  server's failures and registrations.
+enum { S_W_STEPS, S_W_SAMPLES, S_W_FAILURES };
+enum { S_S_FAILURES, S_S_REGISTRATIONS };
 
 struct _ps_metrics_t {
     FILE *metrics;
@@ -33,6 +62,17 @@ struct _ps_metrics_t {
     double w_loss, w_compute_ms, w_comm_ms;
     uint64_t samples;
     double rate;                //  steps per second, smoothed
+
+    //  The run's totals and latest values, for ps_metrics_prometheus: what
+    //  the steps and events said since the start, and the last window's
+    //  and evaluation's numbers (NaN until there is one).
+    uint64_t steps, duplicates, evaluations, failures, recoveries;
+    uint64_t checkpoints, checkpoint_failures;
+    double compute_s, wait_s;
+    ps_progress_t where;
+    double last_samples_s, last_loss, last_accuracy, test_loss, test_accuracy;
+    s_histogram_t step_s, checkpoint_s;
+    s_tasks_t workers, servers;
 
     //  Divergence: the loss of the steps in the current window, the lowest
     //  window's loss (or the first step's, the parameters as the run
@@ -62,6 +102,9 @@ ps_metrics_new (const char *metrics_path, bool tty, double log_seconds, bool sto
     self->log_seconds = log_seconds;
     self->stop_on_divergence = stop_on_divergence;
     self->open_ms = self->start_ms = self->window_ms = now;
+    self->where.lr = NAN;
+    self->last_samples_s = self->last_loss = self->last_accuracy = NAN;
+    self->test_loss = self->test_accuracy = NAN;
     return self;
 }
 
@@ -74,6 +117,8 @@ ps_metrics_destroy (ps_metrics_t **self_p)
     ps_metrics_tty_clear (self);
     if (self->metrics && fclose (self->metrics) != 0)
         ps_warn ("closing the metrics file: %s", strerror (errno));
+    free (self->workers.counts);
+    free (self->servers.counts);
     free (self);
     *self_p = NULL;
 }
@@ -87,11 +132,91 @@ ps_metrics_tty_clear (ps_metrics_t *self)
     }
 }
 
+//  Count one observation of a duration.
+static void
+s_observe (s_histogram_t *histogram, double seconds)
+{
+    size_t i = 0;
+    while (i < S_BUCKETS && seconds > s_buckets [i])
+        i++;
+    if (i < S_BUCKETS)
+        histogram->counts [i]++;
+    else
+        histogram->above++;
+    histogram->sum += seconds;
+}
+
+//  Add to column of task index's counters (none for an index out of range).
+static void
+s_task_add (s_tasks_t *tasks, json_int_t index, int column, uint64_t n)
+{
+    if (index < 0 || index >= S_MAX_TASK)
+        return;
+    if ((size_t) index >= tasks->n) {
+        size_t n_new = (size_t) index + 1;
+        void *grown = realloc (tasks->counts, n_new * sizeof tasks->counts [0]);
+        if (!grown)
+            abort ();
+        tasks->counts = grown;
+        memset (tasks->counts + tasks->n, 0, (n_new - tasks->n) * sizeof tasks->counts [0]);
+        tasks->n = n_new;
+    }
+    tasks->counts [index][column] += n;
+}
+
+//  A record's number, or NaN when it has none by that key.
+static double
+s_number (json_t *obj, const char *key)
+{
+    json_t *value = json_object_get (obj, key);
+    return json_is_number (value) ? json_number_value (value) : NAN;
+}
+
+//  The run's totals follow the records: failures, recoveries, checkpoints
+//  and evaluations are counted from the events that report them, so that
+//  the totals and the metrics file never disagree.
+static void
+s_count_event (ps_metrics_t *self, const char *event, json_t *obj)
+{
+    json_int_t task = json_integer_value (json_object_get (obj, "task"));
+    const char *role = json_string_value (json_object_get (obj, "role"));
+    if (strcmp (event, "worker_failed") == 0) {
+        self->failures++;
+        s_task_add (&self->workers, task, S_W_FAILURES, 1);
+    }
+    else
+    if (strcmp (event, "server_failed") == 0) {
+        self->failures++;
+        s_task_add (&self->servers, task, S_S_FAILURES, 1);
+    }
+    else
+    if (strcmp (event, "registered") == 0 && role && strcmp (role, "ps") == 0)
+        s_task_add (&self->servers, task, S_S_REGISTRATIONS, 1);
+    else
+    if (strcmp (event, "recovered") == 0)
+        self->recoveries++;
+    else
+    if (strcmp (event, "checkpoint") == 0) {
+        self->checkpoints++;
+        s_observe (&self->checkpoint_s, s_number (obj, "write_ms") / 1e3);
+    }
+    else
+    if (strcmp (event, "checkpoint_failed") == 0)
+        self->checkpoint_failures++;
+    else
+    if (strcmp (event, "eval") == 0) {
+        self->evaluations++;
+        self->test_loss = s_number (obj, "test_loss");
+        self->test_accuracy = s_number (obj, "test_accuracy");
+    }
+}
+
 void
 ps_metrics_event (ps_metrics_t *self, const char *event, json_t *obj)
 {
     if (!obj)
         obj = json_object ();
+    s_count_event (self, event, obj);
     if (self->metrics) {
         json_t *line = json_object ();
         json_object_set_new (line, "event", json_string (event));
@@ -160,8 +285,15 @@ s_track_loss (ps_metrics_t *self, double loss_sum, uint64_t count, uint64_t done
 }
 
 bool
-ps_metrics_step (ps_metrics_t *self, const ps_step_report_t *step, uint64_t done)
+ps_metrics_step (ps_metrics_t *self, const ps_step_report_t *step, int worker, uint64_t done)
 {
+    self->steps++;
+    self->duplicates += step->duplicates;
+    self->compute_s += step->compute_ms / 1e3;
+    self->wait_s += step->comm_ms / 1e3;
+    s_observe (&self->step_s, (step->compute_ms + step->comm_ms) / 1e3);
+    s_task_add (&self->workers, worker, S_W_STEPS, 1);
+    s_task_add (&self->workers, worker, S_W_SAMPLES, step->count);
     self->w_steps++;
     self->w_count += step->count;
     self->samples += step->count;
@@ -176,6 +308,7 @@ ps_metrics_step (ps_metrics_t *self, const ps_step_report_t *step, uint64_t done
 void
 ps_metrics_progress (ps_metrics_t *self, double now, const ps_progress_t *where)
 {
+    self->where = *where;
     double window_s = (now - self->window_ms) / 1e3;
     bool log_due = window_s >= self->log_seconds;
     bool tty_due = self->tty && now - self->tty_ms >= S_TTY_MS;
@@ -219,6 +352,9 @@ ps_metrics_progress (ps_metrics_t *self, double now, const ps_progress_t *where)
     if (!self->tty && self->w_steps)
         ps_info ("%s", line);
     if (self->w_steps) {
+        self->last_samples_s = samples_s;
+        self->last_loss = loss;
+        self->last_accuracy = acc;
         json_t *obj = json_pack ("{s:I, s:I, s:I, s:f, s:f, s:f, s:I, s:i}",
                                  "epoch", (json_int_t) epoch, "step", (json_int_t) done,
                                  "total", (json_int_t) total,
@@ -261,4 +397,98 @@ ps_metrics_diverging (const ps_metrics_t *self, double *loss, double *lowest)
     if (self->diverging && lowest)
         *lowest = self->best_loss;
     return self->diverging;
+}
+
+//  One family of a single sample.
+static void
+s_single (ps_promtext_t *text, const char *name, const char *type, const char *help,
+          double value)
+{
+    ps_promtext_family (text, name, type, help);
+    ps_promtext_sample (text, name, NULL, NULL, value);
+}
+
+//  One family with a sample per task of a role, labelled by its index.
+static void
+s_per_task (ps_promtext_t *text, const char *name, const char *help, const char *label,
+            const s_tasks_t *tasks, int column)
+{
+    ps_promtext_family (text, name, "counter", help);
+    for (size_t i = 0; i < tasks->n; i++) {
+        char index [24];
+        snprintf (index, sizeof index, "%zu", i);
+        ps_promtext_sample (text, name, label, index, (double) tasks->counts [i][column]);
+    }
+}
+
+char *
+ps_metrics_prometheus (const ps_metrics_t *self)
+{
+    ps_promtext_t *text = ps_promtext_new ();
+    const ps_progress_t *at = &self->where;
+    s_single (text, "ps_steps_total", "counter",
+              "Training steps completed, as the workers reported them.", (double) self->steps);
+    s_single (text, "ps_samples_total", "counter",
+              "Training examples in the steps completed.", (double) self->samples);
+    s_single (text, "ps_step", "gauge", "Steps of the run done (the global step).",
+              (double) at->done);
+    s_single (text, "ps_steps_planned", "gauge", "Steps the run trains in all.",
+              (double) at->total);
+    s_single (text, "ps_epoch", "gauge", "The epoch in progress, from 1.",
+              at->steps_per_epoch ? (double) (at->done / at->steps_per_epoch + 1) : NAN);
+    s_single (text, "ps_learning_rate", "gauge",
+              "The learning rate the schedule gives the next step.", at->lr);
+    s_single (text, "ps_samples_per_second", "gauge",
+              "Training examples per second over the last progress window.",
+              self->last_samples_s);
+    s_single (text, "ps_loss", "gauge", "Mean training loss of the last progress window.",
+              self->last_loss);
+    s_single (text, "ps_accuracy", "gauge",
+              "Training accuracy of the last progress window.", self->last_accuracy);
+    s_single (text, "ps_test_loss", "gauge", "Test loss of the latest evaluation.",
+              self->test_loss);
+    s_single (text, "ps_test_accuracy", "gauge", "Test accuracy of the latest evaluation.",
+              self->test_accuracy);
+    s_single (text, "ps_evaluations_total", "counter", "Evaluations of the test set.",
+              (double) self->evaluations);
+    s_single (text, "ps_workers_alive", "gauge", "Workers alive.", at->workers_alive);
+    s_single (text, "ps_workers", "gauge", "Workers of the cluster.", at->workers);
+    s_single (text, "ps_step_compute_seconds_total", "counter",
+              "Seconds the workers spent computing the steps completed.", self->compute_s);
+    s_single (text, "ps_step_wait_seconds_total", "counter",
+              "Seconds the workers spent waiting on the servers or the ring in the steps "
+              "completed.", self->wait_s);
+    ps_promtext_histogram (text, "ps_step_seconds",
+                           "Seconds a worker spent on a step: computing and waiting.",
+                           s_buckets, self->step_s.counts, S_BUCKETS, self->step_s.above,
+                           self->step_s.sum);
+    s_single (text, "ps_duplicates_total", "counter",
+              "Pushes the servers' ledgers ignored as already applied.",
+              (double) self->duplicates);
+    s_single (text, "ps_failures_total", "counter", "Workers and servers declared failed.",
+              (double) self->failures);
+    s_single (text, "ps_recoveries_total", "counter",
+              "Restores of every server from a checkpoint after a failure.",
+              (double) self->recoveries);
+    s_single (text, "ps_checkpoints_total", "counter", "Checkpoints written.",
+              (double) self->checkpoints);
+    s_single (text, "ps_checkpoint_failures_total", "counter", "Checkpoints that failed.",
+              (double) self->checkpoint_failures);
+    ps_promtext_histogram (text, "ps_checkpoint_seconds", "Seconds a checkpoint took to write.",
+                           s_buckets, self->checkpoint_s.counts, S_BUCKETS,
+                           self->checkpoint_s.above, self->checkpoint_s.sum);
+    s_per_task (text, "ps_worker_steps_total", "Training steps completed by each worker.",
+                "worker", &self->workers, S_W_STEPS);
+    s_per_task (text, "ps_worker_samples_total", "Training examples of each worker's steps.",
+                "worker", &self->workers, S_W_SAMPLES);
+    s_per_task (text, "ps_worker_failures_total", "Times each worker was declared failed.",
+                "worker", &self->workers, S_W_FAILURES);
+    s_per_task (text, "ps_server_failures_total", "Times each server was declared failed.",
+                "server", &self->servers, S_S_FAILURES);
+    s_per_task (text, "ps_server_registrations_total",
+                "Registrations of each server: 1, and one more per restart.", "server",
+                &self->servers, S_S_REGISTRATIONS);
+    char *result = ps_promtext_take (text);
+    ps_promtext_destroy (&text);
+    return result;
 }

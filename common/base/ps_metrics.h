@@ -9,7 +9,8 @@
 //  progress line on a terminal (redrawn at most twice a second, cleared
 //  before any log line so the two never mix), the progress window (steps,
 //  examples, loss and time spent since the last "progress" record), the
-//  run's totals, and the divergence watch: the training loss of the steps
+//  run's totals (also as Prometheus text, for an HTTP endpoint to serve),
+//  and the divergence watch: the training loss of the steps
 //  done is judged in windows of a fixed number of steps, so what is judged
 //  does not depend on the machine's speed. It knows nothing of modes,
 //  peers or the schedule: the loop hands it numbers.
@@ -69,11 +70,14 @@ void ps_metrics_event (ps_metrics_t *self, const char *event, json_t *obj);
 void ps_metrics_start (ps_metrics_t *self, double now);
 double ps_metrics_start_ms (const ps_metrics_t *self);
 
-//  A step completed, done steps being done now. Returns true when this
+//  A step completed by worker (its task index; the counters of the
+//  Prometheus text are kept per worker), done steps being done now.
+//  Returns true when this
 //  step's window found the run diverging for the first time (the loss not
 //  finite, or far above its lowest): the warning and the "diverging"
 //  record are written; failing the run is the caller's choice.
-bool ps_metrics_step (ps_metrics_t *self, const ps_step_report_t *step, uint64_t done);
+bool ps_metrics_step (ps_metrics_t *self, const ps_step_report_t *step, int worker,
+                      uint64_t done);
 
 //  Redraw the progress line and, every log_seconds, log it and write a
 //  "progress" record for the window, which then starts again.
@@ -85,5 +89,13 @@ uint64_t ps_metrics_samples (const ps_metrics_t *self);
 //  Whether the run was found diverging; if so, and loss / lowest are not
 //  NULL, the mean loss of the window that diverged and the lowest before.
 bool ps_metrics_diverging (const ps_metrics_t *self, double *loss, double *lowest);
+
+//  The run's numbers in the Prometheus text format (ps_promtext.h): steps,
+//  samples, the last window's rate, loss and accuracy, the learning rate,
+//  the latest evaluation, failures, recoveries and checkpoints (counted
+//  from the events written), a histogram of step times and one of
+//  checkpoint times, and per-worker and per-server counters. The caller
+//  frees the text.
+char *ps_metrics_prometheus (const ps_metrics_t *self);
 
 #endif
