@@ -30,6 +30,7 @@
 #include "ps_mode.h"
 #include "ps_model.h"
 #include "ps_parse.h"
+#include "ps_plot.h"
 #include "ps_signal.h"
 #include "ps_tfconfig.h"
 
@@ -41,6 +42,8 @@ s_usage (FILE *out)
     fprintf (out,
         "usage: coordinator --local [options]\n"
         "       coordinator [--cluster FILE] [options]     (cluster from TF_CONFIG or FILE)\n"
+        "       coordinator plot METRICS.jsonl --out FILE.png [--width W] [--height H]\n"
+        "                          (draw a metrics file with gnuplot)\n"
         "       coordinator keygen --out DIR [--cluster FILE | --ps N --workers N\n"
         "                          [--evaluator]] [--data-plane curve|plain]\n"
         "                                                     (a cluster's keys)\n"
@@ -150,6 +153,7 @@ enum {
     O_LOCAL = 256, O_PS, O_PS_MEMORY_LIMIT, O_WORKERS, O_EVALUATOR, O_NO_RESTART, O_DATA_PLANE, O_LOG_DIR,
     O_CLUSTER, O_JOB,
     O_RESUME, O_METRICS, O_HELP, O_KEYS, O_INSECURE, O_OUT, O_METRICS_PORT, O_METRICS_ADDR,
+    O_WIDTH, O_HEIGHT,
 };
 
 //  The program's own options; the job flags (ps_jobflags.h) join them in
@@ -409,12 +413,64 @@ s_load_job (ps_job_t *job, int nps, const s_options_t *opt, const s_flag_t *flag
     return 0;
 }
 
+//  coordinator plot METRICS --out PNG: draw a metrics file (ps_plot.h).
+//  Returns the exit status.
+static int
+s_plot (int argc, char *argv [])
+{
+    static const struct option options [] = {
+        { "out", required_argument, NULL, O_OUT },
+        { "width", required_argument, NULL, O_WIDTH },
+        { "height", required_argument, NULL, O_HEIGHT },
+        { "help", no_argument, NULL, O_HELP },
+        { NULL, 0, NULL, 0 },
+    };
+    ps_plot_config_t cfg = { .width = 1000, .height = 750 };
+    int c;
+    uint64_t u;
+    ps_error_t err;
+    while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
+        switch (c) {
+            case O_OUT: cfg.out_path = optarg; break;
+            case O_WIDTH:
+            case O_HEIGHT:
+                if (ps_parse_uint (c == O_WIDTH ? "--width" : "--height", optarg, 100, 10000,
+                                   &u, &err)) {
+                    fprintf (stderr, "coordinator plot: %s\n", err.msg);
+                    return 2;
+                }
+                *(c == O_WIDTH ? &cfg.width : &cfg.height) = (int) u;
+                break;
+            case O_HELP: s_usage (stdout); return 0;
+            default: s_usage (stderr); return 2;
+        }
+    }
+    if (optind + 1 != argc || !cfg.out_path) {
+        fprintf (stderr, "coordinator plot: %s (usage: coordinator plot METRICS.jsonl --out "
+                 "FILE.png [--width W] [--height H])\n", !cfg.out_path ? "--out FILE is required"
+                 : optind == argc ? "which metrics file?" : "one metrics file only");
+        return 2;
+    }
+    cfg.metrics_path = argv [optind];
+    ps_plot_summary_t summary;
+    if (ps_plot_run (&cfg, &summary, &err)) {
+        fprintf (stderr, "coordinator plot: %s\n", err.msg);
+        return err.code == PS_EINVAL || err.code == PS_ENOTFOUND ? 2 : 1;
+    }
+    printf ("%s: %dx%d, %zu progress records to step %.0f, %zu evaluations, %zu failures and "
+            "%zu recoveries marked\n", cfg.out_path, cfg.width, cfg.height, summary.progress,
+            summary.last_step, summary.evaluations, summary.failures, summary.recoveries);
+    return 0;
+}
+
 int
 main (int argc, char *argv [])
 {
     ps_log_init ("coordinator", PS_LOG_INFO);
     if (argc > 1 && strcmp (argv [1], "keygen") == 0)
         return s_keygen (argc - 1, argv + 1);
+    if (argc > 1 && strcmp (argv [1], "plot") == 0)
+        return s_plot (argc - 1, argv + 1);
     //  local_ps -1: the mode's default for a local cluster.
     s_options_t opt = { .local_ps = -1, .local_workers = 2, .restart = true,
                         .metrics_port = -1 };

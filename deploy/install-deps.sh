@@ -15,6 +15,7 @@ packages=(
   iproute2 iptables         # the failure-injection harness (tests/faults)
   clang libfuzzer-14-dev libclang-rt-14-dev   # the fuzz build (tests/fuzz): clang's libFuzzer and sanitizers
   prometheus                # tests/test_prometheus.sh: promtool and a real server scraping the coordinator
+  gnuplot-nox               # coordinator plot (and tests/test_plot.sh)
 )
 missing=()
 for p in "${packages[@]}"; do
