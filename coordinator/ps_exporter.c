@@ -61,14 +61,18 @@ s_handle (void *arg, struct MHD_Connection *connection, const char *url, const c
     (void) version;
     (void) upload_data;
     ps_exporter_t *self = arg;
-    //  The first call for a request comes before its body: answered on
-    //  the second, so that a body (none is expected) is read, not left
-    //  on the connection.
+    //  The first call for a request comes before its body, and the calls
+    //  after it bring the body in parts: a body (none is expected) is read
+    //  and dropped, and the request answered on the last call, which has
+    //  no data.
     if (!*state) {
         *state = self;
         return MHD_YES;
     }
-    *upload_data_size = 0;
+    if (*upload_data_size != 0) {
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
     static char not_found [] = "not found: the metrics are at /metrics\n";
     static char not_allowed [] = "method not allowed: use GET\n";
     if (strcmp (method, MHD_HTTP_METHOD_GET) != 0 && strcmp (method, MHD_HTTP_METHOD_HEAD) != 0)
