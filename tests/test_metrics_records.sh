@@ -1,17 +1,20 @@
 #!/bin/bash
 # The metrics files of standalone training (ps-worker --standalone
-# --metrics) and of a local cluster (coordinator --metrics) have one record
-# format: every line of both validates against schemas/metrics.schema.json
+# --metrics, of the CNN and of a click-through-rate model) and of a local
+# cluster (coordinator --metrics) have one record format: every line of
+# each validates against schemas/metrics.schema.json
 # with two validators (Debian's python3-jsonschema and our
 # common/base/ps_jsonschema, through tests/jsonschema_check), and their
 # progress records carry sane learning rates, step times and wait times:
 # the cluster's rate follows its piecewise schedule step by step, its
 # workers wait on the servers, and a standalone step waits on nothing.
 #
-# Usage: test_metrics_records.sh JSONSCHEMA_CHECK (the test tool's path),
-# with PS_WORKER, PS_COORDINATOR and PS_SOURCE_ROOT set (tests/meson.build).
+# Usage: test_metrics_records.sh JSONSCHEMA_CHECK GEN_CTR (the test tools'
+# paths), with PS_WORKER, PS_COORDINATOR and PS_SOURCE_ROOT set
+# (tests/meson.build).
 set -u
-check_tool=${1:?usage: test_metrics_records.sh JSONSCHEMA_CHECK}
+check_tool=${1:?usage: test_metrics_records.sh JSONSCHEMA_CHECK GEN_CTR}
+gen=${2:?usage: test_metrics_records.sh JSONSCHEMA_CHECK GEN_CTR}
 worker=${PS_WORKER:?PS_WORKER is not set}
 coordinator=${PS_COORDINATOR:?PS_COORDINATOR is not set}
 schema="${PS_SOURCE_ROOT:?PS_SOURCE_ROOT is not set}/schemas/metrics.schema.json"
@@ -28,6 +31,17 @@ run 120 "$worker" --standalone --epochs 1 --limit 3200 --test-limit 500 \
   --data "$data"
 [ "$status" = 0 ] && pass "standalone run (exit 0)" \
   || fail "standalone run" "exit $status (124: timed out), expected 0"
+
+# A click-through-rate model standalone: lr on 20000 generated Criteo
+# lines, 40 steps of batch 512, a progress window every 0.01 s (its steps
+# take a millisecond or so).
+run 60 "$gen" --out "$work/ctr" --train-rows 20000 --test-rows 2000 --seed 1 \
+  --cardinalities small
+[ "$status" = 0 ] || fail "gen_ctr" "exit $status"
+run 120 "$worker" --standalone --model lr --data "$work/ctr/train.txt" \
+  --test-data "$work/ctr/test.txt" --progress 0.01 --metrics "$work/ctr.jsonl"
+[ "$status" = 0 ] && pass "standalone CTR run (exit 0)" \
+  || fail "standalone CTR run" "exit $status (124: timed out), expected 0"
 
 # A local cluster: the same 50 steps over 2 workers and 1 server, with the
 # rate 0.002 for the first half epoch and 0.0005 after (PiecewiseConstant
@@ -51,7 +65,7 @@ schema = json.load(open(schema_path))
 jsonschema.Draft202012Validator.check_schema(schema)
 validator = jsonschema.Draft202012Validator(schema)
 problems = []
-files = {name: os.path.join(work, name + ".jsonl") for name in ("standalone", "cluster")}
+files = {name: os.path.join(work, name + ".jsonl") for name in ("standalone", "ctr", "cluster")}
 records = {}
 for name, path in files.items():
     lines = [l for l in open(path) if l.strip()]
@@ -88,6 +102,16 @@ for r in (r for r in records["standalone"] if r["event"] == "progress"):
     if abs(r["lr"] - 0.002) > 1e-12 or r["wait_ms"] != 0:
         problems.append("standalone progress at step %d: lr %g and wait_ms %g, expected "
                         "0.002 and 0" % (r["step"], r["lr"], r["wait_ms"]))
+# The CTR model: its optimizer's rate, steps that wait on nothing, and a
+# done record of the standalone mode.
+for r in (r for r in records["ctr"] if r["event"] == "progress"):
+    if not r["lr"] > 0 or r["wait_ms"] != 0:
+        problems.append("ctr progress at step %d: lr %g and wait_ms %g, expected > 0 and 0"
+                        % (r["step"], r["lr"], r["wait_ms"]))
+for name in ("standalone", "ctr"):
+    if records[name] and records[name][-1].get("mode") != "standalone":
+        problems.append("%s: done record's mode %s, expected standalone"
+                        % (name, records[name][-1].get("mode")))
 # The cluster: the schedule's rate for the next step (25 steps at 0.002,
 # then 0.0005; the last step's once all 50 are done), and workers that
 # waited on the servers.
