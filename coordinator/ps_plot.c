@@ -330,16 +330,36 @@ s_gnuplot (const char *dir, ps_error_t *err)
     if (WIFEXITED (status) && WEXITSTATUS (status) == 127)
         return ps_error_set (err, PS_ENOTFOUND, "gnuplot is not installed (or not on the PATH): "
                              "install it (Debian: apt-get install gnuplot-nox)");
-    char first [200] = "";
-    FILE *f = fopen (log, "r");
-    if (f) {
-        if (!fgets (first, sizeof first, f))
-            *first = 0;
-        fclose (f);
+    //  gnuplot's message starts at '"plot.gp" line N:' (the lines before
+    //  it echo the script's line at fault), or else is its last line; its
+    //  lines are joined by "; ".
+    char *text = NULL;
+    size_t len = 0;
+    ps_error_t ignored;
+    char last [300] = "";
+    if (ps_file_read (log, 64 * 1024, &text, &len, &ignored) == 0) {
+        while (len > 0 && (text [len - 1] == '\n' || text [len - 1] == ' '))
+            text [--len] = 0;
+        char *newline = strrchr (text, '\n');
+        const char *from = strstr (text, "\"plot.gp\" line");
+        if (!from)
+            from = newline ? newline + 1 : text;
+        size_t at = 0;
+        for (; *from && at + 3 < sizeof last; from++)
+            if (*from == '\n') {
+                last [at++] = ';';
+                last [at++] = ' ';
+            }
+            else
+                last [at++] = *from;
+        last [at] = 0;
     }
-    first [strcspn (first, "\n")] = 0;
-    return ps_error_set (err, PS_EIO, "gnuplot failed (status %d)%s%s", status,
-                         *first ? ": " : "", first);
+    rc = ps_error_set (err, PS_EIO, "gnuplot failed (%s %d)%s%s",
+                       WIFEXITED (status) ? "exit status" : "signal",
+                       WIFEXITED (status) ? WEXITSTATUS (status) : WTERMSIG (status),
+                       *last ? ": " : "", last);
+    free (text);
+    return rc;
 }
 
 int
@@ -366,26 +386,32 @@ ps_plot_run (const ps_plot_config_t *cfg, ps_plot_summary_t *summary, ps_error_t
             *dir = 0;
         }
     }
-    //  gnuplot runs in the temporary directory: a relative output path
-    //  must mean what it means here.
-    char out [PATH_MAX];
-    ps_plot_config_t absolute = *cfg;
-    if (rc == 0 && cfg->out_path [0] != '/') {
-        char cwd [PATH_MAX];
-        if (!getcwd (cwd, sizeof cwd))
-            rc = ps_error_set (err, PS_EIO, "getcwd: %s", strerror (errno));
-        else
-        if (snprintf (out, sizeof out, "%s/%s", cwd, cfg->out_path) >= (int) sizeof out)
-            rc = ps_error_set (err, PS_EINVAL, "--out %s: the path is too long", cfg->out_path);
-        absolute.out_path = out;
+    //  gnuplot runs in the temporary directory, so a relative output path
+    //  is made absolute; it writes OUT.tmp, renamed to OUT once complete,
+    //  so that a failure leaves no partial image (nor spoils an old one).
+    char out [PATH_MAX], partial [PATH_MAX + 8];
+    char cwd [PATH_MAX] = "";
+    if (rc == 0 && cfg->out_path [0] != '/' && !getcwd (cwd, sizeof cwd))
+        rc = ps_error_set (err, PS_EIO, "getcwd: %s", strerror (errno));
+    if (rc == 0
+    &&  snprintf (out, sizeof out, "%s%s%s", cwd, *cwd ? "/" : "", cfg->out_path)
+        >= (int) sizeof out)
+        rc = ps_error_set (err, PS_EINVAL, "--out %s: the path is too long", cfg->out_path);
+    ps_plot_config_t partial_cfg = *cfg;
+    if (rc == 0) {
+        snprintf (partial, sizeof partial, "%s.tmp", out);
+        partial_cfg.out_path = partial;
+        rc = s_write_inputs (&partial_cfg, &curves, dir, err);
     }
-    if (rc == 0)
-        rc = s_write_inputs (&absolute, &curves, dir, err);
     if (rc == 0)
         rc = s_gnuplot (dir, err);
     struct stat st;
-    if (rc == 0 && (stat (absolute.out_path, &st) != 0 || st.st_size == 0))
-        rc = ps_error_set (err, PS_EIO, "gnuplot wrote no image to %s", cfg->out_path);
+    if (rc == 0 && (stat (partial, &st) != 0 || st.st_size == 0))
+        rc = ps_error_set (err, PS_EIO, "gnuplot wrote no image to %s", partial);
+    if (rc == 0 && rename (partial, out) != 0)
+        rc = ps_error_set (err, PS_EIO, "renaming %s to %s: %s", partial, out, strerror (errno));
+    if (rc && partial_cfg.out_path == partial && unlink (partial) != 0 && errno != ENOENT)
+        ps_warn ("cannot remove %s: %s", partial, strerror (errno));
     ps_error_t ignored;
     if (*dir && ps_file_remove_tree (dir, &ignored))
         ps_warn ("cannot remove %s: %s", dir, ignored.msg);

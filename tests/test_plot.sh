@@ -6,7 +6,8 @@
 # recovery. The plot is a PNG (its signature) of the size asked for (the
 # IHDR chunk's width and height) with the failure and the recovery marked;
 # an empty file, a file that is not JSON lines and a missing gnuplot are
-# refused with a clear message and exit 2.
+# refused with a clear message and exit 2, and gnuplot's own failure (an
+# output directory that does not exist) is reported with its message.
 #
 # Prints SKIP and exits 77 when gnuplot is not installed (Debian's
 # gnuplot-nox; deploy/install-deps.sh installs it). The cluster is stopped
@@ -99,5 +100,7 @@ expect "plot of a missing file" 2 "nonexistent.jsonl" -- \
 expect "plot without --out" 2 "--out FILE is required" -- "$coordinator" plot "$metrics"
 expect "plot without gnuplot" 2 "gnuplot is not installed" -- \
   env PATH=/nonexistent "$coordinator" plot "$metrics" --out "$work/x.png"
+expect "plot into a missing directory" 1 "gnuplot failed|cannot open file" -- \
+  "$coordinator" plot "$metrics" --out "$work/nonexistent/x.png"
 
 [ "$failures" = 0 ] || exit 1
