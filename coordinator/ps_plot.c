@@ -133,7 +133,8 @@ s_take (s_curves_t *curves, json_t *record)
     if ((strcmp (event, "registered") == 0
          && json_is_true (json_object_get (record, "restarted")))
     ||  strcmp (event, "rejoined") == 0) {
-        s_add_event (curves, record, false, "%s %lld back", role ? role : "task",
+        s_add_event (curves, record, false, "%s %lld back",
+                     !role ? "task" : strcmp (role, "ps") == 0 ? "server" : role,
                      (long long) task);
         //  A registration's step is the time's: it has none of its own.
         curves->events [curves->nevents - 1].step = NAN;

@@ -138,7 +138,11 @@ test_prometheus_text (void **state)
     ps_metrics_event (metrics, "checkpoint_failed", NULL);
     ps_metrics_event (metrics, "eval", json_pack ("{s:f, s:f}", "test_accuracy", 0.75,
                                                   "test_loss", 0.5));
-    //  A task index out of range counts in the totals, not per task.
+    //  An evaluator's failure, and a task index out of range, count in the
+    //  total, not per worker.
+    ps_metrics_event (metrics, "worker_failed",
+                      json_pack ("{s:s, s:i, s:s}", "role", "evaluator", "task", 0,
+                                 "reason", "z"));
     ps_metrics_event (metrics, "worker_failed", json_pack ("{s:i}", "task", 1 << 30));
     ps_progress_t where = { .done = 2, .total = 10, .steps_per_epoch = 5, .lr = 0.5,
                             .workers_alive = 1, .workers = 2 };
@@ -166,7 +170,7 @@ test_prometheus_text (void **state)
     s_expect_line (text, "ps_worker_failures_total{worker=\"1\"} 1");
     s_expect_line (text, "ps_server_failures_total{server=\"0\"} 1");
     s_expect_line (text, "ps_server_registrations_total{server=\"0\"} 2");
-    s_expect_line (text, "ps_failures_total 3");
+    s_expect_line (text, "ps_failures_total 4");
     s_expect_line (text, "ps_recoveries_total 1");
     s_expect_line (text, "ps_checkpoints_total 1");
     s_expect_line (text, "ps_checkpoint_failures_total 1");

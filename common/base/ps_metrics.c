@@ -132,10 +132,12 @@ ps_metrics_tty_clear (ps_metrics_t *self)
     }
 }
 
-//  Count one observation of a duration.
+//  Count one observation of a duration (none when it is not a number).
 static void
 s_observe (s_histogram_t *histogram, double seconds)
 {
+    if (!isfinite (seconds))
+        return;
     size_t i = 0;
     while (i < S_BUCKETS && seconds > s_buckets [i])
         i++;
@@ -181,8 +183,11 @@ s_count_event (ps_metrics_t *self, const char *event, json_t *obj)
     json_int_t task = json_integer_value (json_object_get (obj, "task"));
     const char *role = json_string_value (json_object_get (obj, "role"));
     if (strcmp (event, "worker_failed") == 0) {
+        //  The record says "worker_failed" of an evaluator too: counted in
+        //  the total only.
         self->failures++;
-        s_task_add (&self->workers, task, S_W_FAILURES, 1);
+        if (!role || strcmp (role, "worker") == 0)
+            s_task_add (&self->workers, task, S_W_FAILURES, 1);
     }
     else
     if (strcmp (event, "server_failed") == 0) {
@@ -468,7 +473,7 @@ ps_metrics_prometheus (const ps_metrics_t *self)
     s_single (text, "ps_failures_total", "counter", "Workers and servers declared failed.",
               (double) self->failures);
     s_single (text, "ps_recoveries_total", "counter",
-              "Restores of every server from a checkpoint after a failure.",
+              "Restores of every server from a checkpoint: after a failure, or to resume.",
               (double) self->recoveries);
     s_single (text, "ps_checkpoints_total", "counter", "Checkpoints written.",
               (double) self->checkpoints);
