@@ -69,10 +69,16 @@ cp "$work/coordinator.log" "$work/out"
 events=$(/usr/bin/python3 -c 'import json, sys
 print(" ".join(r["event"] for r in map(json.loads, open(sys.argv[1]))
                if r["event"] in ("worker_failed", "done")))' "$metrics" 2>&1)
-if [ "$status" = 0 ] && [ "$events" = "worker_failed done" ]; then
-  pass "a run with worker 1 killed at step 100 or later: worker_failed, then done"
+# Every batch trained exactly once, by the check the failure-injection
+# harness and the compose test use.
+checked=$(/usr/bin/python3 "$(dirname "$0")/faults/check_run.py" --metrics "$metrics" \
+  --total 400 --servers 1 --mode async --checkpoint-dir "$work/ckpt" 2>&1)
+checker=$?
+if [ "$status" = 0 ] && [ "$events" = "worker_failed done" ] && [ "$checker" = 0 ]; then
+  pass "a run with worker 1 killed at step 100 or later: worker_failed, then done, every step once"
 else
-  fail "the run" "exit $status, events '$events'; expected 0 and 'worker_failed done'"
+  fail "the run" "exit $status, events '$events', check_run.py exit $checker: $checked" \
+    "expected 0, 'worker_failed done' and 0"
 fi
 
 # --- the plot -------------------------------------------------------------------
