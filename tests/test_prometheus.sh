@@ -103,11 +103,6 @@ else
 fi
 
 # --- a real prometheus scraping it -------------------------------------------
-# A free port for prometheus: one the kernel hands out, released at once.
-port=$(/usr/bin/python3 -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])')
 target=${url#http://}
 target=${target%/metrics}
 cat >"$work/prometheus.yml" <<EOF
@@ -119,9 +114,41 @@ scrape_configs:
     static_configs:
       - targets: ["$target"]
 EOF
-prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
-  --web.listen-address="127.0.0.1:$port" >"$work/prometheus.log" 2>&1 &
-prom_pid=$!
+# ready: prometheus answers on $port (status 2 at once when it has exited).
+ready () {
+  kill -0 "$prom_pid" 2>/dev/null || return 2
+  /usr/bin/python3 -c 'import sys, urllib.request
+urllib.request.urlopen("http://127.0.0.1:%s/-/ready" % sys.argv[1], timeout=2)' "$port" \
+    >/dev/null 2>&1
+}
+# A free port for prometheus is one the kernel hands out and the test
+# releases; another program may take it in between, so a prometheus that
+# exits at once is started again on another port (three tries).
+for try in 1 2 3; do
+  port=$(/usr/bin/python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')
+  prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb-$try" \
+    --web.listen-address="127.0.0.1:$port" >"$work/prometheus.log" 2>&1 &
+  prom_pid=$!
+  deadline=$(( $(date +%s) + 60 ))
+  until ready; do
+    # Exited (status 2), or not ready in time: stopped, and another port.
+    if [ $? = 2 ] || [ "$(date +%s)" -ge "$deadline" ]; then
+      kill -TERM "$prom_pid" 2>/dev/null
+      wait "$prom_pid" 2>/dev/null
+      continue 2
+    fi
+    sleep 0.2
+  done
+  break
+done
+if ! ready; then
+  cp "$work/prometheus.log" "$work/out"
+  fail "prometheus starts" "it exited at once three times, or was not ready in 60 s"
+  exit 1
+fi
 # query EXPR: the value of the instant query's first series, in $value.
 query () {
   value=$(/usr/bin/python3 - "http://127.0.0.1:$port/api/v1/query" "$1" <<'PY' 2>/dev/null
