@@ -30,8 +30,11 @@ failures=0
 run 120 "$worker" --standalone --epochs 1 --limit 3200 --test-limit 500 \
   --threads 1 --lr 0.002 --progress 0.1 --eval-steps 25 --metrics "$work/standalone.jsonl" \
   --data "$data"
-[ "$status" = 0 ] && pass "standalone run (exit 0)" \
-  || fail "standalone run" "exit $status (124: timed out), expected 0"
+if [ "$status" = 0 ]; then
+  pass "standalone run (exit 0)"
+else
+  fail "standalone run" "exit $status (124: timed out), expected 0"
+fi
 
 # A click-through-rate model standalone: lr on 20000 generated Criteo
 # lines, 40 steps of batch 512, a progress window every 0.01 s (its steps
@@ -41,8 +44,11 @@ run 60 "$gen" --out "$work/ctr" --train-rows 20000 --test-rows 2000 --seed 1 \
 [ "$status" = 0 ] || fail "gen_ctr" "exit $status"
 run 120 "$worker" --standalone --model lr --data "$work/ctr/train.txt" \
   --test-data "$work/ctr/test.txt" --progress 0.01 --metrics "$work/ctr.jsonl"
-[ "$status" = 0 ] && pass "standalone CTR run (exit 0)" \
-  || fail "standalone CTR run" "exit $status (124: timed out), expected 0"
+if [ "$status" = 0 ]; then
+  pass "standalone CTR run (exit 0)"
+else
+  fail "standalone CTR run" "exit $status (124: timed out), expected 0"
+fi
 
 # A local cluster: the same 50 steps over 2 workers and 1 server, with the
 # rate 0.002 for the first half epoch and 0.0005 after (PiecewiseConstant
@@ -54,8 +60,11 @@ EOF
 run 180 "$coordinator" --local --ps 1 --workers 2 --job "$work/job.json" \
   --epochs 1 --limit 3200 --test-limit 500 --log-dir "$work/logs" \
   --checkpoint-dir "$work/ckpt" --metrics "$work/cluster.jsonl" --data "$data"
-[ "$status" = 0 ] && pass "local cluster run (exit 0)" \
-  || fail "local cluster run" "exit $status (124: timed out), expected 0"
+if [ "$status" = 0 ]; then
+  pass "local cluster run (exit 0)"
+else
+  fail "local cluster run" "exit $status (124: timed out), expected 0"
+fi
 
 problem=$(/usr/bin/python3 - "$schema" "$check_tool" "$work" <<'PY' 2>&1
 import json, os, subprocess, sys

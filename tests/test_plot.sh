@@ -49,7 +49,7 @@ metrics="$work/run.jsonl"
 echo '{"log_seconds": 0.2}' >"$work/job.json"
 "$coordinator" --local --ps 1 --workers 2 --job "$work/job.json" --epochs 1 --limit 25600 \
   --test-limit 500 --eval-steps 50 --log-dir "$work/logs" --checkpoint-dir "$work/ckpt" \
-  --metrics "$metrics" >"$work/coordinator.log" 2>&1 &
+  --data "$data" --metrics "$metrics" >"$work/coordinator.log" 2>&1 &
 coord_pid=$!
 # The step of the last progress record, or 0.
 step_reached () {
