@@ -21,6 +21,7 @@
 #include "ps_curve.h"
 #include "ps_dataset.h"
 #include "ps_export.h"
+#include "ps_exporter.h"
 #include "ps_jobdata.h"
 #include "ps_file.h"
 #include "ps_job.h"
@@ -31,6 +32,7 @@
 #include "ps_mode.h"
 #include "ps_model.h"
 #include "ps_parse.h"
+#include "ps_plot.h"
 #include "ps_probe.h"
 #include "ps_signal.h"
 #include "ps_slurm.h"
@@ -44,6 +46,8 @@ s_usage (FILE *out)
     fprintf (out,
         "usage: coordinator --local [options]\n"
         "       coordinator [--cluster FILE] [options]     (cluster from TF_CONFIG or FILE)\n"
+        "       coordinator plot METRICS.jsonl --out FILE.png [--width W] [--height H]\n"
+        "                          (draw a metrics file with gnuplot)\n"
         "       coordinator --cluster-resolver slurm[:ps=N][,evaluator][,port=P] [options]\n"
         "                                                     (task 0 of a Slurm job step)\n"
         "       coordinator keygen --out DIR [--cluster FILE | --ps N --workers N\n"
@@ -125,6 +129,9 @@ s_usage (FILE *out)
         "Run:\n"
         "  --resume            resume from the newest valid checkpoint (required to exist)\n"
         "  --metrics FILE      JSON lines: progress, evaluations, checkpoints, failures, done\n"
+        "  --metrics-port PORT serve /metrics in the Prometheus text format on PORT\n"
+        "                      (0: any free port, logged); off by default\n"
+        "  --metrics-addr ADDR the address it listens on (default 127.0.0.1)\n"
         "  --help              this text\n"
         "\n"
         "A local cluster without --checkpoint-dir checkpoints into its log directory\n"
@@ -148,6 +155,8 @@ typedef struct {
     const char *resolver;       //  --cluster-resolver, or NULL
     const char *job_file;
     const char *metrics;
+    int metrics_port;           //  -1: no Prometheus endpoint
+    const char *metrics_addr;
     bool resume;
 } s_options_t;
 
@@ -162,7 +171,7 @@ enum {
     O_LOCAL = 256, O_PS, O_PS_MEMORY_LIMIT, O_WORKERS, O_EVALUATOR, O_NO_RESTART, O_DATA_PLANE, O_LOG_DIR,
     O_CLUSTER, O_CLUSTER_RESOLVER, O_JOB,
     O_RESUME, O_METRICS, O_HELP, O_KEYS, O_INSECURE, O_OUT, O_AS, O_TIMEOUT_MS,
-    O_CHECKPOINT, O_FORMAT, O_MODEL,
+    O_CHECKPOINT, O_FORMAT, O_MODEL, O_METRICS_PORT, O_METRICS_ADDR, O_WIDTH, O_HEIGHT,
 };
 
 //  The program's own options; the job flags (ps_jobflags.h) join them in
@@ -180,6 +189,8 @@ static const struct option s_own_options [] = {
     { "job", required_argument, NULL, O_JOB },
     { "resume", no_argument, NULL, O_RESUME },
     { "metrics", required_argument, NULL, O_METRICS },
+    { "metrics-port", required_argument, NULL, O_METRICS_PORT },
+    { "metrics-addr", required_argument, NULL, O_METRICS_ADDR },
     { "help", no_argument, NULL, O_HELP },
     { "keys", required_argument, NULL, O_KEYS },
     { "insecure", no_argument, NULL, O_INSECURE },
@@ -561,18 +572,71 @@ s_load_job (ps_job_t *job, int nps, const s_options_t *opt, const s_flag_t *flag
     return 0;
 }
 
+//  coordinator plot METRICS --out PNG: draw a metrics file (ps_plot.h).
+//  Returns the exit status.
+static int
+s_plot (int argc, char *argv [])
+{
+    static const struct option options [] = {
+        { "out", required_argument, NULL, O_OUT },
+        { "width", required_argument, NULL, O_WIDTH },
+        { "height", required_argument, NULL, O_HEIGHT },
+        { "help", no_argument, NULL, O_HELP },
+        { NULL, 0, NULL, 0 },
+    };
+    ps_plot_config_t cfg = { .width = 1000, .height = 750 };
+    int c;
+    uint64_t u;
+    ps_error_t err;
+    while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
+        switch (c) {
+            case O_OUT: cfg.out_path = optarg; break;
+            case O_WIDTH:
+            case O_HEIGHT:
+                if (ps_parse_uint (c == O_WIDTH ? "--width" : "--height", optarg, 100, 10000,
+                                   &u, &err)) {
+                    fprintf (stderr, "coordinator plot: %s\n", err.msg);
+                    return 2;
+                }
+                *(c == O_WIDTH ? &cfg.width : &cfg.height) = (int) u;
+                break;
+            case O_HELP: s_usage (stdout); return 0;
+            default: s_usage (stderr); return 2;
+        }
+    }
+    if (optind + 1 != argc || !cfg.out_path) {
+        fprintf (stderr, "coordinator plot: %s (usage: coordinator plot METRICS.jsonl --out "
+                 "FILE.png [--width W] [--height H])\n", !cfg.out_path ? "--out FILE is required"
+                 : optind == argc ? "which metrics file?" : "one metrics file only");
+        return 2;
+    }
+    cfg.metrics_path = argv [optind];
+    ps_plot_summary_t summary;
+    if (ps_plot_run (&cfg, &summary, &err)) {
+        fprintf (stderr, "coordinator plot: %s\n", err.msg);
+        return err.code == PS_EINVAL || err.code == PS_ENOTFOUND ? 2 : 1;
+    }
+    printf ("%s: %dx%d, %zu progress records to step %.0f, %zu evaluations, %zu failures and "
+            "%zu recoveries marked\n", cfg.out_path, cfg.width, cfg.height, summary.progress,
+            summary.last_step, summary.evaluations, summary.failures, summary.recoveries);
+    return 0;
+}
+
 int
 main (int argc, char *argv [])
 {
     ps_log_init ("coordinator", PS_LOG_INFO);
     if (argc > 1 && strcmp (argv [1], "keygen") == 0)
         return s_keygen (argc - 1, argv + 1);
+    if (argc > 1 && strcmp (argv [1], "plot") == 0)
+        return s_plot (argc - 1, argv + 1);
     if (argc > 1 && strcmp (argv [1], "export") == 0)
         return s_export (argc - 1, argv + 1);
     if (argc > 1 && strcmp (argv [1], "ping") == 0)
         return s_ping (argc - 1, argv + 1);
     //  local_ps -1: the mode's default for a local cluster.
-    s_options_t opt = { .local_ps = -1, .local_workers = 2, .restart = true };
+    s_options_t opt = { .local_ps = -1, .local_workers = 2, .restart = true,
+                        .metrics_port = -1 };
     s_flag_t *flags = calloc ((size_t) argc + 1, sizeof (s_flag_t));
     if (!flags)
         abort ();
@@ -596,6 +660,15 @@ main (int argc, char *argv [])
             case O_JOB: opt.job_file = optarg; break;
             case O_RESUME: opt.resume = true; break;
             case O_METRICS: opt.metrics = optarg; break;
+            case O_METRICS_ADDR: opt.metrics_addr = optarg; break;
+            case O_METRICS_PORT:
+                if (ps_parse_uint ("--metrics-port", optarg, 0, 65535, &u, &err)) {
+                    fprintf (stderr, "coordinator: %s\n", err.msg);
+                    free (flags);
+                    return 2;
+                }
+                opt.metrics_port = (int) u;
+                break;
             case O_KEYS: opt.keys_dir = optarg; break;
             case O_INSECURE: opt.insecure = true; break;
             case O_DATA_PLANE:
@@ -652,6 +725,12 @@ main (int argc, char *argv [])
         free (flags);
         return 2;
     }
+    if (opt.metrics_addr && opt.metrics_port < 0) {
+        fprintf (stderr, "coordinator: --metrics-addr says where the Prometheus endpoint "
+                 "listens; it needs --metrics-port\n");
+        free (flags);
+        return 2;
+    }
     //  Each of these says where the cluster comes from.
     const char *sources [3];
     int nsources = 0;
@@ -679,6 +758,7 @@ main (int argc, char *argv [])
     int nps, nworkers, nevaluators;
     int stop_fd = -1;
     char local_keys [PATH_MAX] = "";
+    ps_exporter_t *exporter = NULL;
 
     ps_coord_config_t config;
     memset (&config, 0, sizeof config);
@@ -804,6 +884,18 @@ main (int argc, char *argv [])
         exit_code = 1;
         goto done;
     }
+    //  The Prometheus endpoint, after the signals are blocked (its thread
+    //  must not take them) and before any task starts, so that a port in
+    //  use stops the run before it begins.
+    if (opt.metrics_port >= 0) {
+        const char *addr = opt.metrics_addr ? opt.metrics_addr : "127.0.0.1";
+        if (!(exporter = ps_exporter_new (addr, opt.metrics_port, &err))) {
+            fprintf (stderr, "coordinator: %s\n", err.msg);
+            goto done;
+        }
+        ps_info ("Prometheus metrics on http://%s%s%s:%d/metrics", strchr (addr, ':') ? "[" : "",
+                 addr, strchr (addr, ':') ? "]" : "", ps_exporter_port (exporter));
+    }
     //  A local cluster is secured by a fresh set of keys, unless it was
     //  given one: made in a private directory, removed when the run ends.
     if (opt.local && !opt.keys_dir && !opt.insecure) {
@@ -869,6 +961,7 @@ main (int argc, char *argv [])
     config.servers = (const char *const *) servers;
     config.workers = (const char *const *) workers;
     config.metrics_path = opt.metrics;
+    config.exporter = exporter;
     config.resume = opt.resume;
     config.progress_tty = isatty (STDERR_FILENO);
     config.stop_fd = stop_fd;
@@ -881,6 +974,7 @@ main (int argc, char *argv [])
     }
 done:
     ps_launcher_destroy (&launcher);
+    ps_exporter_destroy (&exporter);
     ps_curve_destroy (&config.curve);
     if (*local_keys && ps_file_remove_tree (local_keys, &err))
         ps_warn ("removing the local cluster's keys: %s", err.msg);

@@ -14,14 +14,14 @@
 
 struct _ps_admit_t {
     ps_roster_t *roster;
-    ps_report_t *report;
+    ps_metrics_t *report;
     ps_curve_t *curve;
     int timeout_ms;
     uint64_t refused;
 };
 
 ps_admit_t *
-ps_admit_new (ps_roster_t *roster, ps_report_t *report, ps_curve_t *curve, int timeout_ms)
+ps_admit_new (ps_roster_t *roster, ps_metrics_t *report, ps_curve_t *curve, int timeout_ms)
 {
     ps_admit_t *self = calloc (1, sizeof *self);
     if (!self)
@@ -65,12 +65,12 @@ ps_admit_authorized (ps_admit_t *self, ps_msg_t *msg, void *router, const char *
     snprintf (message, sizeof message, "%s as %s: this key is %s's",
               ps_proto_info [ps_msg_proto (msg)->type].name, claimed, peer ? peer : "no task");
     if (ps_curve_first_refusal (self->curve, key ? key : "")) {
-        ps_report_tty_clear (self->report);
+        ps_metrics_tty_clear (self->report);
         ps_warn ("refused %s (key %s; its later refusals are not logged)", message,
                  key ? key : "none");
-        ps_report_event (self->report, "refused",
-                         json_pack ("{s:s, s:s, s:s}", "what", "key", "claimed", claimed,
-                                    "key_task", peer ? peer : ""));
+        ps_metrics_event (self->report, "refused",
+                          json_pack ("{s:s, s:s, s:s}", "what", "key", "claimed", claimed,
+                                     "key_task", peer ? peer : ""));
     }
     s_refuse (msg, router, PS_EPERM, message);
     return false;
@@ -122,27 +122,27 @@ ps_admit_register (ps_admit_t *self, ps_msg_t *msg, void *router, const void *id
                   "one's death is known or it has been silent for %d ms", role_name, index,
                   peer->pid, now - peer->last_seen, self->timeout_ms);
         if (!peer->refused_register_logged) {
-            ps_report_tty_clear (self->report);
+            ps_metrics_tty_clear (self->report);
             ps_warn ("refused a registration (pid %" PRIu64 "): %s", pid, message);
-            ps_report_event (self->report, "refused",
-                             json_pack ("{s:s, s:s, s:I, s:I}", "what", "registration", "role",
-                                        role_name, "task", (json_int_t) index, "pid",
-                                        (json_int_t) pid));
+            ps_metrics_event (self->report, "refused",
+                              json_pack ("{s:s, s:s, s:I, s:I}", "what", "registration", "role",
+                                         role_name, "task", (json_int_t) index, "pid",
+                                         (json_int_t) pid));
             peer->refused_register_logged = true;
         }
         s_refuse (msg, router, PS_EBUSY, message);
         return NULL;
     }
     if (join != PS_JOIN_AGAIN) {
-        ps_report_tty_clear (self->report);
+        ps_metrics_tty_clear (self->report);
         ps_info ("%s:%" PRIu64 " registered (pid %" PRIu64 ")%s", role_name, index, pid,
                  join == PS_JOIN_RESTARTED ? ", a new incarnation"
                  : join == PS_JOIN_BACK ? ", back after a silence" : "");
-        ps_report_event (self->report, "registered",
-                         json_pack ("{s:s, s:I, s:I, s:b, s:s}", "role", role_name,
-                                    "task", (json_int_t) index, "pid", (json_int_t) pid,
-                                    "restarted", join == PS_JOIN_RESTARTED,
-                                    "endpoint", reg->endpoint));
+        ps_metrics_event (self->report, "registered",
+                          json_pack ("{s:s, s:I, s:I, s:b, s:s}", "role", role_name,
+                                     "task", (json_int_t) index, "pid", (json_int_t) pid,
+                                     "restarted", join == PS_JOIN_RESTARTED,
+                                     "endpoint", reg->endpoint));
     }
     *role_p = role;
     *index_p = (int) index;

@@ -16,8 +16,8 @@
 #include <stdint.h>
 
 #include "ps_curve.h"
+#include "ps_metrics.h"
 #include "ps_msg.h"
-#include "ps_report.h"
 #include "ps_roster.h"
 
 typedef struct _ps_admit_t ps_admit_t;
@@ -25,7 +25,7 @@ typedef struct _ps_admit_t ps_admit_t;
 //  Admission to roster's tasks, events to report; curve is the
 //  coordinator's identity in a secured cluster (NULL: unsecured);
 //  timeout_ms the heartbeat timeout, which a refusal quotes.
-ps_admit_t *ps_admit_new (ps_roster_t *roster, ps_report_t *report, ps_curve_t *curve,
+ps_admit_t *ps_admit_new (ps_roster_t *roster, ps_metrics_t *report, ps_curve_t *curve,
                           int timeout_ms);
 void ps_admit_destroy (ps_admit_t **self_p);
 

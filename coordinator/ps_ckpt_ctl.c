@@ -25,7 +25,7 @@ struct _ps_ckpt_ctl_t {
     const json_t *job_json;
     int nservers;
     ps_schedule_t *schedule;
-    ps_report_t *report;
+    ps_metrics_t *report;
 
     ps_ckpt_state_t state;
     bool force;                 //  the next one is due at once
@@ -53,7 +53,7 @@ struct _ps_ckpt_ctl_t {
 ps_ckpt_ctl_t *
 ps_ckpt_ctl_new (const ps_job_t *job, const ps_plan_t *plan, const json_t *layout,
                  const json_t *job_json, int nservers, ps_schedule_t *schedule,
-                 ps_report_t *report)
+                 ps_metrics_t *report)
 {
     ps_ckpt_ctl_t *self = calloc (1, sizeof *self);
     if (!self)
@@ -282,12 +282,12 @@ ps_ckpt_ctl_commit (ps_ckpt_ctl_t *self, const ps_ckpt_cut_t *cut, ps_snap_file_
         bytes += files [i].bytes;
     free (files);
     self->state = PS_CKPT_IDLE;
-    ps_report_tty_clear (self->report);
+    ps_metrics_tty_clear (self->report);
     if (rc) {
         ps_warn ("checkpoint at step %" PRIu64 " failed: %s", self->step, err.msg);
-        ps_report_event (self->report, "checkpoint_failed",
-                         json_pack ("{s:I, s:s}", "step", (json_int_t) self->step,
-                                    "error", err.msg));
+        ps_metrics_event (self->report, "checkpoint_failed",
+                          json_pack ("{s:I, s:s}", "step", (json_int_t) self->step,
+                                     "error", err.msg));
         //  Try again after a while rather than at once; the step count of
         //  the last good checkpoint stays, so the final one is still taken.
         self->retry_ms = now + S_RETRY_MS;
@@ -317,7 +317,7 @@ ps_ckpt_ctl_commit (ps_ckpt_ctl_t *self, const ps_ckpt_cut_t *cut, ps_snap_file_
         json_object_set_new (event, "table_files", json_integer ((json_int_t) cut->ntables));
         json_object_set_new (event, "incremental", json_boolean (!full));
     }
-    ps_report_event (self->report, "checkpoint", event);
+    ps_metrics_event (self->report, "checkpoint", event);
     self->count++;
     self->failures = 0;
     if (full) {

@@ -29,8 +29,8 @@
 
 #include "ps_error.h"
 #include "ps_job.h"
+#include "ps_metrics.h"
 #include "ps_plan.h"
-#include "ps_report.h"
 #include "ps_schedule.h"
 #include "ps_snapshot.h"
 
@@ -68,7 +68,7 @@ typedef struct {
 //  report. The pointers must outlive the control.
 ps_ckpt_ctl_t *ps_ckpt_ctl_new (const ps_job_t *job, const ps_plan_t *plan, const json_t *layout,
                                 const json_t *job_json, int nservers, ps_schedule_t *schedule,
-                                ps_report_t *report);
+                                ps_metrics_t *report);
 void ps_ckpt_ctl_destroy (ps_ckpt_ctl_t **self_p);
 
 //  The run's embedding tables, as the manifest records them (a JSON array

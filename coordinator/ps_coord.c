@@ -41,19 +41,24 @@
 #include "ps_client.h"
 #include "ps_clock.h"
 #include "ps_evalq.h"
+#include "ps_exporter.h"
 #include "ps_layout.h"
 #include "ps_log.h"
+#include "ps_lr_schedule.h"
+#include "ps_metrics.h"
 #include "ps_mode.h"
 #include "ps_msg.h"
 #include "ps_outcome.h"
 #include "ps_partitioner.h"
 #include "ps_plan.h"
-#include "ps_report.h"
 #include "ps_roster.h"
 #include "ps_schedule.h"
 
 //  How long the last replies may take to leave when the coordinator exits.
 #define S_CLOSE_LINGER_MS 500
+//  How often the Prometheus text is rendered for the endpoint: well within
+//  any scrape interval, and rare enough to cost the loop nothing.
+#define S_PUBLISH_MS      500
 
 typedef struct {
     const ps_coord_config_t *cfg;
@@ -71,7 +76,7 @@ typedef struct {
 
     ps_roster_t *roster;
     ps_admit_t *admit;
-    ps_report_t *report;
+    ps_metrics_t *report;
     ps_evalq_t *evalq;
     ps_ckpt_ctl_t *ckpt;
     ps_schedule_t *schedule;
@@ -88,6 +93,7 @@ typedef struct {
     int worker_failures;
     double no_worker_ms;        //  since when no worker has been alive, or 0
     double next_heartbeat_ms;
+    double next_publish_ms;     //  when the Prometheus text is due again
     double wait_log_ms;
     double stop_deadline_ms;
 } s_coord_t;
@@ -167,6 +173,16 @@ s_fail (s_coord_t *self, int code, const char *fmt, ...)
     s_host_fail (self, code, message);
 }
 
+//  The task index of worker peer, or -1 when it is not a worker.
+static int
+s_worker_index (s_coord_t *self, const ps_peer_t *peer)
+{
+    for (int w = 0; w < ps_roster_count (self->roster, PS_ROLE_WORKER); w++)
+        if (ps_roster_peer (self->roster, PS_ROLE_WORKER, w) == peer)
+            return w;
+    return -1;
+}
+
 //  A step is done (with peer's stats, when they count): the end of an
 //  epoch, and the evaluations due.
 static void
@@ -178,8 +194,9 @@ s_host_completed (void *loop, uint64_t step, ps_peer_t *peer, const ps_step_repo
     if (peer && stats) {
         peer->steps++;
         double loss, lowest;
-        if (ps_report_step (self->report, stats, done) && self->job->stop_on_divergence
-        &&  ps_report_diverging (self->report, &loss, &lowest))
+        if (ps_metrics_step (self->report, stats, s_worker_index (self, peer), done)
+        &&  self->job->stop_on_divergence
+        &&  ps_metrics_diverging (self->report, &loss, &lowest))
             s_fail (self, PS_ECANCELED, "the training loss diverged (%g in the window before "
                     "step %" PRIu64 ", %g at its lowest) and the job says stop_on_divergence",
                     loss, done, lowest);
@@ -187,7 +204,7 @@ s_host_completed (void *loop, uint64_t step, ps_peer_t *peer, const ps_step_repo
     uint64_t epoch, batch;
     ps_schedule_locate (self->schedule, step, &epoch, &batch);
     if (ps_schedule_epoch_done (self->schedule, epoch)) {
-        ps_report_tty_clear (self->report);
+        ps_metrics_tty_clear (self->report);
         ps_info ("epoch %" PRIu64 " done (%" PRIu64 "/%" PRIu64 " steps)", epoch + 1, done,
                  self->host.total);
         if (self->job->eval_epochs > 0 && (epoch + 1) % (uint64_t) self->job->eval_epochs == 0)
@@ -232,14 +249,14 @@ s_task_failed (s_coord_t *self, ps_role_t role, int index, const char *reason)
     ps_evalq_lost (self->evalq, role, index);
     if (role == PS_ROLE_WORKER)
         self->worker_failures++;
-    ps_report_tty_clear (self->report);
+    ps_metrics_tty_clear (self->report);
     ps_warn ("%s:%d failed (%s); %zu step%s in flight go back to the queue", ps_role_name (role),
              index, reason, released, released == 1 ? "" : "s");
-    ps_report_event (self->report, "worker_failed",
-                     json_pack ("{s:s, s:i, s:s, s:I, s:f}", "role", ps_role_name (role),
-                                "task", index, "reason", reason,
-                                "steps_released", (json_int_t) released,
-                                "silent_ms", ps_clock_ms () - peer->last_seen));
+    ps_metrics_event (self->report, "worker_failed",
+                      json_pack ("{s:s, s:i, s:s, s:I, s:f}", "role", ps_role_name (role),
+                                 "task", index, "reason", reason,
+                                 "steps_released", (json_int_t) released,
+                                 "silent_ms", ps_clock_ms () - peer->last_seen));
 }
 
 //  Task role:index, alive until now, failed (reason: why it is thought so).
@@ -282,7 +299,7 @@ s_check_peers (s_coord_t *self, double now)
         if (ps_roster_fail (self->roster, event->role, event->index))
             s_failed (self, event->role, event->index, event->reason);
         if (event->gave_up) {
-            ps_report_tty_clear (self->report);
+            ps_metrics_tty_clear (self->report);
             ps_error ("%s:%d keeps failing; no more restarts (see its log)",
                       ps_role_name (event->role), event->index);
         }
@@ -403,13 +420,13 @@ s_handle_message (s_coord_t *self)
         //  Declared failed but alive after all (it was stopped, or its
         //  network was cut): use it again. Its steps were handed to others
         //  already; the servers' ledgers ignore its late pushes.
-        ps_report_tty_clear (self->report);
+        ps_metrics_tty_clear (self->report);
         ps_info ("%s:%d is back", ps_role_name (role), index);
         //  Nothing follows the done record in the metrics.
         if (self->host.state != PS_RUN_STOPPING)
-            ps_report_event (self->report, "rejoined",
-                             json_pack ("{s:s, s:i}", "role", ps_role_name (role),
-                                        "task", index));
+            ps_metrics_event (self->report, "rejoined",
+                              json_pack ("{s:s, s:i}", "role", ps_role_name (role),
+                                         "task", index));
         if (self->ops->rejoined)
             self->ops->rejoined (self->mode, role, index);
     }
@@ -441,7 +458,7 @@ s_fail_verify (s_coord_t *self, const json_t *mismatches, uint64_t done)
 {
     char list [PS_ERROR_MSG_MAX - 160];
     ps_outcome_describe (mismatches, list, sizeof list);
-    ps_report_tty_clear (self->report);
+    ps_metrics_tty_clear (self->report);
     ps_error ("the run is not what was scheduled: %" PRIu64 " steps were done, but %s",
               done, list);
     size_t n = json_array_size (mismatches);
@@ -475,8 +492,8 @@ s_host_finish (void *loop, double now)
         case PS_CKPT_FINAL_DONE:
             break;
     }
-    double wall = (now - ps_report_start_ms (self->report)) / 1e3;
-    double samples_s = wall > 0 ? ps_report_samples (self->report) / wall : 0;
+    double wall = (now - ps_metrics_start_ms (self->report)) / 1e3;
+    double samples_s = wall > 0 ? ps_metrics_samples (self->report) / wall : 0;
     double test_loss = NAN, test_accuracy = NAN, test_auc = NAN;
     bool have_eval = ps_evalq_latest (self->evalq, &test_loss, &test_accuracy, &test_auc);
     json_t *mismatches = json_array ();
@@ -489,7 +506,7 @@ s_host_finish (void *loop, double now)
     for (int w = 0; w < ps_roster_count (self->roster, PS_ROLE_WORKER); w++)
         json_array_append_new (workers, json_integer (
             (json_int_t) ps_roster_peer (self->roster, PS_ROLE_WORKER, w)->steps));
-    ps_report_tty_clear (self->report);
+    ps_metrics_tty_clear (self->report);
     if (isfinite (test_auc))
         ps_info ("training done: %" PRIu64 " steps in %.1f s (%.0f samples/s), test AUC %.4f, "
                  "test log loss %.4f", done, wall, samples_s, test_auc, test_loss);
@@ -513,7 +530,7 @@ s_host_finish (void *loop, double now)
     json_object_set_new (record, "nonfinite_failures",
                          json_integer ((json_int_t) self->host.nonfinite_failures));
     json_object_set_new (record, "diverged",
-                         json_boolean (ps_report_diverging (self->report, NULL, NULL)));
+                         json_boolean (ps_metrics_diverging (self->report, NULL, NULL)));
     json_object_set_new (record, "test_loss", have_eval && isfinite (test_loss)
                                               ? json_real (test_loss) : json_null ());
     json_object_set_new (record, "mode", json_string (self->ops->name));
@@ -530,7 +547,7 @@ s_host_finish (void *loop, double now)
     if (json_array_size (mismatches) > 0)
         s_fail_verify (self, mismatches, done);
     json_object_set_new (record, "mismatches", mismatches);
-    ps_report_event (self->report, "done", record);
+    ps_metrics_event (self->report, "done", record);
     self->host.state = PS_RUN_STOPPING;
     //  Every process hears that the run is over at once, not a heartbeat
     //  interval later: the stop may take less than that.
@@ -555,9 +572,9 @@ s_advance_starting (s_coord_t *self, double now)
     const char *const *endpoints = role == PS_ROLE_PS ? self->cfg->servers : self->cfg->workers;
     const char *noun = role == PS_ROLE_PS ? "servers" : "workers";
     int alive = ps_roster_alive (self->roster, role);
-    bool late = now - ps_report_start_ms (self->report) > self->job->register_timeout_ms;
+    bool late = now - ps_metrics_start_ms (self->report) > self->job->register_timeout_ms;
     if (alive == want || (self->ops->start_partial && late && alive > 0)) {
-        ps_report_tty_clear (self->report);
+        ps_metrics_tty_clear (self->report);
         if (alive == want)
             ps_info ("all %d %s registered", alive, noun);
         else
@@ -565,13 +582,13 @@ s_advance_starting (s_coord_t *self, double now)
                      noun, self->job->register_timeout_ms);
         if (self->ops->setup (self->mode) == 0) {
             self->host.state = PS_RUN_RUNNING;
-            ps_report_start (self->report, ps_clock_ms ());
-            ps_report_event (self->report, "started",
-                             json_pack ("{s:I, s:I, s:i, s:i}",
-                                        "total", (json_int_t) self->host.total,
-                                        "steps_per_epoch", (json_int_t) self->host.steps_per_epoch,
-                                        "servers", self->cfg->nservers,
-                                        "workers", self->cfg->nworkers));
+            ps_metrics_start (self->report, ps_clock_ms ());
+            ps_metrics_event (self->report, "started",
+                              json_pack ("{s:I, s:I, s:i, s:i}",
+                                         "total", (json_int_t) self->host.total,
+                                         "steps_per_epoch", (json_int_t) self->host.steps_per_epoch,
+                                         "servers", self->cfg->nservers,
+                                         "workers", self->cfg->nworkers));
         }
         return;
     }
@@ -588,7 +605,7 @@ s_advance_starting (s_coord_t *self, double now)
         return;
     }
     if (now - self->wait_log_ms >= 1000) {
-        ps_report_tty_clear (self->report);
+        ps_metrics_tty_clear (self->report);
         ps_info ("waiting for %s: %d/%d registered", noun, alive, want);
         self->wait_log_ms = now;
     }
@@ -711,8 +728,8 @@ s_open (s_coord_t *self)
 {
     const ps_coord_config_t *cfg = self->cfg;
     ps_error_t err;
-    self->report = ps_report_new (cfg->metrics_path, cfg->progress_tty, self->job->log_seconds,
-                                  self->job->stop_on_divergence, ps_clock_ms (), &err);
+    self->report = ps_metrics_new (cfg->metrics_path, cfg->progress_tty, self->job->log_seconds,
+                                   self->job->stop_on_divergence, ps_clock_ms (), &err);
     if (!self->report)
         return s_fail (self, err.code, "%s", err.msg), -1;
     self->roster = ps_roster_new (cfg->nservers, cfg->nworkers, cfg->nevaluators);
@@ -782,7 +799,7 @@ s_close (s_coord_t *self)
             ps_warn ("ROUTER linger: %s", zmq_strerror (errno));
         zmq_close (self->router);
     }
-    ps_report_destroy (&self->report);
+    ps_metrics_destroy (&self->report);
 }
 
 //  One turn of the loop: wait for a message, the stop signal or the next
@@ -834,14 +851,24 @@ s_turn (s_coord_t *self)
     if (self->host.state == PS_RUN_RUNNING) {
         double loss, accuracy, auc;
         ps_evalq_latest (self->evalq, &loss, &accuracy, &auc);
+        uint64_t done = ps_schedule_done_count (self->schedule);
+        //  The rate the schedule gives the next step (the last one's, once
+        //  every step is done).
+        uint64_t next = done < self->host.total ? done + 1 : self->host.total;
         ps_progress_t where = {
             .has_auc = isfinite (auc), .test_auc = auc,
-            .done = ps_schedule_done_count (self->schedule), .total = self->host.total,
+            .lr = ps_lr_at (&self->job->lr_schedule, self->job->optimizer.lr, next,
+                            self->host.steps_per_epoch, self->host.total),
+            .done = done, .total = self->host.total,
             .steps_per_epoch = self->host.steps_per_epoch,
             .workers_alive = ps_roster_alive (self->roster, PS_ROLE_WORKER),
             .workers = ps_roster_count (self->roster, PS_ROLE_WORKER),
         };
-        ps_report_progress (self->report, now, &where);
+        ps_metrics_progress (self->report, now, &where);
+    }
+    if (cfg->exporter && now >= self->next_publish_ms) {
+        ps_exporter_publish (cfg->exporter, ps_metrics_prometheus (self->report));
+        self->next_publish_ms = now + S_PUBLISH_MS;
     }
     return 0;
 }
@@ -864,9 +891,9 @@ ps_coord_run (const ps_coord_config_t *cfg, ps_error_t *err)
             ;
     }
     if (self.rc && self.report) {
-        ps_report_tty_clear (self.report);
-        ps_report_event (self.report, "failed",
-                         json_pack ("{s:s}", "error", err ? err->msg : "failed"));
+        ps_metrics_tty_clear (self.report);
+        ps_metrics_event (self.report, "failed",
+                          json_pack ("{s:s}", "error", err ? err->msg : "failed"));
     }
     int rc = self.rc;
     s_close (&self);

@@ -14,8 +14,10 @@
 //    - the evaluation queue (ps_evalq.h): an evaluation after every epoch;
 //    - checkpoint control (ps_ckpt_ctl.h): when one is due, its state,
 //      its manifest, and the newest valid one to restore or resume from;
-//    - reporting (ps_report.h): the progress line, and events as JSON
-//      lines in the metrics file, ending with a "done" record;
+//    - reporting (common/base/ps_metrics.h): the progress line, and events as
+//      JSON lines in the metrics file, ending with a "done" record, and
+//      the same numbers published to the Prometheus endpoint
+//      (ps_exporter.h) when there is one;
 //    - a launcher (ps_launcher.h), when the coordinator started the
 //      tasks, so that a task's death is a failure at once rather than
 //      after the heartbeat timeout.
@@ -29,6 +31,7 @@
 
 #include "ps_curve.h"
 #include "ps_error.h"
+#include "ps_exporter.h"
 #include "ps_job.h"
 #include "ps_model.h"
 #include "ps_launcher.h"
@@ -42,6 +45,7 @@ typedef struct {
     const char *const *servers;     //  each server's endpoint, to connect to
     const char *const *workers;     //  each worker's endpoint, where the others reach it
     const char *metrics_path;       //  JSON lines; NULL = none
+    ps_exporter_t *exporter;        //  the Prometheus endpoint to publish to; NULL = none
     bool resume;                    //  a checkpoint must exist to resume from
     bool progress_tty;              //  a live progress line instead of log lines
     int stop_fd;                    //  signalfd (SIGINT, SIGTERM) or -1

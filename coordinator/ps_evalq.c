@@ -9,7 +9,7 @@
 #include "ps_log.h"
 
 struct _ps_evalq_t {
-    ps_report_t *report;
+    ps_metrics_t *report;
     bool pending;
     uint64_t epoch, step;
     bool busy;
@@ -20,7 +20,7 @@ struct _ps_evalq_t {
 };
 
 ps_evalq_t *
-ps_evalq_new (ps_report_t *report)
+ps_evalq_new (ps_metrics_t *report)
 {
     ps_evalq_t *self = calloc (1, sizeof *self);
     if (!self)
@@ -103,7 +103,7 @@ ps_evalq_result (ps_evalq_t *self, double loss, uint64_t correct, uint64_t count
     self->have = true;
     self->last_step = self->out.step;
     const ps_eval_t *e = &self->out;
-    ps_report_tty_clear (self->report);
+    ps_metrics_tty_clear (self->report);
     if (isfinite (auc))
         ps_info ("evaluation after epoch %" PRIu64 " (step %" PRIu64 "): test AUC %.4f, test "
                  "log loss %.4f, test accuracy %.4f (%s:%d, %.0f ms)", e->epoch, e->step, auc,
@@ -118,14 +118,14 @@ ps_evalq_result (ps_evalq_t *self, double loss, uint64_t correct, uint64_t count
                                 "test_accuracy", self->test_accuracy,
                                 "count", (json_int_t) count,
                                 "params_at_s",
-                                (e->sent_ms - ps_report_start_ms (self->report)) / 1e3,
+                                (e->sent_ms - ps_metrics_start_ms (self->report)) / 1e3,
                                 "eval_ms", now - e->sent_ms, "role", who, "task", task);
     if (isfinite (auc)) {
         json_object_set_new (record, "test_auc", json_real (auc));
         json_object_set_new (record, "test_logloss", isfinite (self->test_loss)
                                                      ? json_real (self->test_loss) : json_null ());
     }
-    ps_report_event (self->report, "eval", record);
+    ps_metrics_event (self->report, "eval", record);
 }
 
 void

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ps_report.h"
+#include "ps_metrics.h"
 #include "ps_roster.h"
 
 typedef struct _ps_evalq_t ps_evalq_t;
@@ -31,7 +31,7 @@ typedef struct {
 } ps_eval_t;
 
 //  A queue whose results are logged and written to report.
-ps_evalq_t *ps_evalq_new (ps_report_t *report);
+ps_evalq_t *ps_evalq_new (ps_metrics_t *report);
 void ps_evalq_destroy (ps_evalq_t **self_p);
 
 //  Ask for an evaluation of the parameters after step (in epoch).

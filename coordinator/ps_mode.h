@@ -62,9 +62,9 @@
 #include "ps_coord.h"
 #include "ps_error.h"
 #include "ps_evalq.h"
+#include "ps_metrics.h"
 #include "ps_plan.h"
 #include "ps_proto.h"
-#include "ps_report.h"
 #include "ps_roster.h"
 #include "ps_schedule.h"
 
@@ -89,7 +89,7 @@ typedef struct {
     const ps_job_t *job;
     ps_roster_t *roster;
     ps_schedule_t *schedule;
-    ps_report_t *report;
+    ps_metrics_t *report;
     ps_evalq_t *evalq;
     ps_ckpt_ctl_t *ckpt;
     const ps_plan_t *plan;

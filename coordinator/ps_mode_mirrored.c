@@ -266,14 +266,14 @@ s_prepare_load (void *self_, const char *why)
     for (int w = 0; w < self->nworkers; w++)
         self->members [w].current = false;
     ps_evalq_rewind (host->evalq, after);
-    ps_report_tty_clear (host->report);
+    ps_metrics_tty_clear (host->report);
     ps_info ("%s: the ring will load %s (step %" PRIu64 "); %" PRIu64 " step%s to train "
              "again", why, dir, after, before > after ? before - after : 0,
              before - after == 1 ? "" : "s");
-    ps_report_event (host->report, "recovered",
-                     json_pack ("{s:s, s:s, s:I, s:I}", "reason", why, "checkpoint", dir,
-                                "step", (json_int_t) after, "steps_lost",
-                                (json_int_t) (before > after ? before - after : 0)));
+    ps_metrics_event (host->report, "recovered",
+                      json_pack ("{s:s, s:s, s:I, s:I}", "reason", why, "checkpoint", dir,
+                                 "step", (json_int_t) after, "steps_lost",
+                                 (json_int_t) (before > after ? before - after : 0)));
     return 0;
 }
 
@@ -317,7 +317,7 @@ s_resolve_step (s_mirror_t *self)
     for (int w = 0; w < self->nworkers; w++)
         if (self->members [w].updates != self->committed)
             self->members [w].current = false;
-    ps_report_tty_clear (host->report);
+    ps_metrics_tty_clear (host->report);
     ps_info ("the global step cut short %s (%d batch%s)", completed ? "had completed on a "
              "survivor and counts" : "goes back to the queue", self->g_n,
              self->g_n == 1 ? "" : "es");
@@ -395,7 +395,7 @@ s_form_ring (s_mirror_t *self)
         };
         s_send (self, self->ring [r], true);
     }
-    ps_report_tty_clear (host->report);
+    ps_metrics_tty_clear (host->report);
     ps_info ("forming ring %" PRIx64 " of %d worker%s%s", host->generation, n, n == 1 ? "" : "s",
              self->load_pending ? "; its first member loads the checkpoint"
              : root >= 0 ? "; the others take over the first current replica" : "");
@@ -607,12 +607,12 @@ s_end_form (s_mirror_t *self, bool all)
         self->members [self->ring [r]].current = true;
         json_array_append_new (members, json_integer (self->ring [r]));
     }
-    ps_report_tty_clear (host->report);
+    ps_metrics_tty_clear (host->report);
     ps_info ("ring %" PRIx64 " formed: %d worker%s, replicas at update %" PRIu64,
              host->generation, self->ring_n, self->ring_n == 1 ? "" : "s", target);
-    ps_report_event (host->report, "ring",
-                     json_pack ("{s:I, s:o, s:I}", "generation", (json_int_t) host->generation,
-                                "workers", members, "updates", (json_int_t) target));
+    ps_metrics_event (host->report, "ring",
+                      json_pack ("{s:I, s:o, s:I}", "generation", (json_int_t) host->generation,
+                                 "workers", members, "updates", (json_int_t) target));
 }
 
 //  The global step ended, all: every member reported it done.
@@ -664,7 +664,7 @@ s_end_eval (s_mirror_t *self, bool all)
                 member->current = false;
         }
         self->need_ring = true;
-        ps_report_tty_clear (host->report);
+        ps_metrics_tty_clear (host->report);
         ps_error ("the replicas differ after %" PRIu64 " updates (checksums of worker:%d and "
                   "another member differ); forming the ring again", self->committed,
                   self->ring [0]);
@@ -676,11 +676,11 @@ s_end_eval (s_mirror_t *self, bool all)
         json_array_append_new (sums, json_string (hex));
     }
     const ps_eval_t *eval = ps_evalq_busy (host->evalq);
-    ps_report_event (host->report, "replicas",
-                     json_pack ("{s:I, s:I, s:b, s:o}", "step",
-                                (json_int_t) (eval ? eval->step : 0), "updates",
-                                (json_int_t) self->committed, "equal", equal,
-                                "checksums", sums));
+    ps_metrics_event (host->report, "replicas",
+                      json_pack ("{s:I, s:I, s:b, s:o}", "step",
+                                 (json_int_t) (eval ? eval->step : 0), "updates",
+                                 (json_int_t) self->committed, "equal", equal,
+                                 "checksums", sums));
     ps_evalq_result (host->evalq, self->ev_loss, self->ev_correct, self->ev_count, NAN, "ring",
                      self->ring_n, ps_clock_ms ());
 }

@@ -242,16 +242,16 @@ s_restore (void *self_, const char *why)
     ps_evalq_rewind (host->evalq, after);
     host->lr = 0;
     s_set_lr (self, s_lr_at (self, watermark + 1));
-    ps_report_tty_clear (host->report);
+    ps_metrics_tty_clear (host->report);
     ps_info ("%s: restored every server from %s (step %" PRIu64 "); %" PRIu64
              " step%s to train again", why, dir, after, before > after ? before - after : 0,
              before - after == 1 ? "" : "s");
-    ps_report_event (host->report, "recovered",
-                     json_pack ("{s:s, s:s, s:I, s:I, s:I, s:f}", "reason", why, "checkpoint",
-                                dir, "step", (json_int_t) after, "steps_lost",
-                                (json_int_t) (before > after ? before - after : 0),
-                                "generation", (json_int_t) host->generation,
-                                "restore_ms", ps_clock_ms () - t0));
+    ps_metrics_event (host->report, "recovered",
+                      json_pack ("{s:s, s:s, s:I, s:I, s:I, s:f}", "reason", why, "checkpoint",
+                                 dir, "step", (json_int_t) after, "steps_lost",
+                                 (json_int_t) (before > after ? before - after : 0),
+                                 "generation", (json_int_t) host->generation,
+                                 "restore_ms", ps_clock_ms () - t0));
     json_decref (manifest);
     return 0;
 }
@@ -376,7 +376,7 @@ s_on_failed (ps_mode_ps_t *self, int index, uint64_t step, const char *text)
     //  doubling of the count, so a step that keeps failing does not flood
     //  the log either.
     if ((failures & (failures - 1)) == 0) {
-        ps_report_tty_clear (host->report);
+        ps_metrics_tty_clear (host->report);
         ps_warn ("step %" PRIu64 " (epoch %" PRIu64 ", batch %" PRIu64 ") failed on worker:%d "
                  "(%s); trying it again (%d of %d retries)", step, epoch, batch, index, text,
                  failures, retries);
@@ -395,12 +395,12 @@ s_on_nonfinite (ps_mode_ps_t *self, int index, uint64_t step, const char *text)
     int failures = ++self->failing [s_failing_slot (self, step)].nonfinite;
     uint64_t epoch, batch;
     ps_schedule_locate (host->schedule, step, &epoch, &batch);
-    ps_report_tty_clear (host->report);
-    ps_report_event (host->report, "nonfinite",
-                     json_pack ("{s:I, s:I, s:I, s:s, s:i, s:i, s:s}", "step", (json_int_t) step,
-                                "epoch", (json_int_t) epoch, "batch", (json_int_t) batch,
-                                "role", "worker", "task", index, "failures", failures,
-                                "error", text));
+    ps_metrics_tty_clear (host->report);
+    ps_metrics_event (host->report, "nonfinite",
+                      json_pack ("{s:I, s:I, s:I, s:s, s:i, s:i, s:s}", "step", (json_int_t) step,
+                                 "epoch", (json_int_t) epoch, "batch", (json_int_t) batch,
+                                 "role", "worker", "task", index, "failures", failures,
+                                 "error", text));
     int retries = host->job->nonfinite_retries;
     if (failures > retries) {
         ps_mode_fail (host, PS_ENONFINITE, "step %" PRIu64 " (epoch %" PRIu64 ", batch %" PRIu64
@@ -430,13 +430,13 @@ s_refuse_report (ps_mode_ps_t *self, ps_peer_t *peer, int index, uint64_t step)
     char held [48] = "nobody";
     if (holder >= 0)
         snprintf (held, sizeof held, "worker:%d", holder);
-    ps_report_tty_clear (host->report);
+    ps_metrics_tty_clear (host->report);
     ps_warn ("refused worker:%d's completion of step %" PRIu64 ": %s holds it (further refusals "
              "of this process are counted in the done record, not logged)", index, step, held);
-    ps_report_event (host->report, "refused",
-                     json_pack ("{s:s, s:s, s:i, s:I, s:i}", "what", "completion", "role",
-                                "worker", "task", index, "step", (json_int_t) step,
-                                "holder", holder));
+    ps_metrics_event (host->report, "refused",
+                      json_pack ("{s:s, s:s, s:i, s:I, s:i}", "what", "completion", "role",
+                                 "worker", "task", index, "step", (json_int_t) step,
+                                 "holder", holder));
 }
 
 static void
@@ -746,12 +746,12 @@ ps_mode_ps_server_failed (void *self_, int index, const char *reason)
 {
     ps_mode_ps_t *self = self_;
     ps_mode_host_t *host = self->host;
-    ps_report_tty_clear (host->report);
+    ps_metrics_tty_clear (host->report);
     ps_warn ("ps:%d failed (%s)%s", index, reason,
              self->recovering ? "" : "; pausing to restore every server from the newest "
              "checkpoint");
-    ps_report_event (host->report, "server_failed",
-                     json_pack ("{s:i, s:s}", "task", index, "reason", reason));
+    ps_metrics_event (host->report, "server_failed",
+                      json_pack ("{s:i, s:s}", "task", index, "reason", reason));
     if (!ps_ckpt_ctl_enabled (host->ckpt)) {
         ps_mode_fail (host, PS_EIO, "ps:%d failed and the job has no checkpoint directory to "
                       "recover from (set checkpoint.dir)", index);
@@ -796,7 +796,7 @@ s_recover (ps_mode_ps_t *self, double now)
         return;
     }
     if (now - self->recover_log_ms >= 2000) {
-        ps_report_tty_clear (host->report);
+        ps_metrics_tty_clear (host->report);
         ps_info ("recovering: %d/%d servers alive, %zu step%s in flight", alive, servers,
                  in_flight, in_flight == 1 ? "" : "s");
         self->recover_log_ms = now;

@@ -7,6 +7,7 @@ packages=(
   build-essential meson ninja-build pkg-config
   libzmq3-dev libczmq-dev libmsgpack-dev libopenblas-dev zlib1g-dev
   libjansson-dev libcmocka-dev
+  libmicrohttpd-dev         # the coordinator's Prometheus endpoint (--metrics-port)
   python3-msgpack           # regenerates schemas/vectors.json
   json-schema-test-suite    # tests/test_jsonschema: the official JSON Schema tests
   python3-jsonschema        # tests/test_jsonschema_cross.py: a second validator of schemas/*.schema.json
@@ -16,6 +17,8 @@ packages=(
   slurm-wlm munge           # tests/test_slurm.sh: a real slurmctld and slurmd, authenticated by munge
   python3-yaml              # tests/kube_manifests.py: the Kubernetes manifests of deploy/k8s
   python3-numpy python3-torch   # tests/test_export.py: the export read by NumPy, the model rebuilt in PyTorch
+  prometheus                # tests/test_prometheus.sh: promtool and a real server scraping the coordinator
+  gnuplot-nox               # coordinator plot (and tests/test_plot.sh)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -4,7 +4,7 @@
 # pass NAME, fail NAME DETAIL...: report a check (fail prints $work/out).
 # run LIMIT COMMAND...: run with a time limit, output in $work/out.
 # expect NAME STATUS WORDS -- COMMAND...: run and check status and words.
-# metrics_count FILE, metrics_field FILE LINE FIELD: read a metrics file.
+# metrics_field FILE EVENT FIELD: read a metrics file.
 # free_port: a TCP port on 127.0.0.1 that nobody serves.
 
 pass () { echo "PASS: $1"; }
@@ -49,15 +49,12 @@ expect () {
   fi
 }
 
-# The JSON lines of a metrics file: their count, then field FIELD of line
-# LINE (1-based), printed by python3 so that the file must parse as JSON.
-metrics_count () {
-  python3 -c 'import json, sys; print(len([json.loads(l) for l in open(sys.argv[1]) if l.strip()]))' "$1"
-}
+# Field FIELD of the first record of event EVENT of a metrics file,
+# printed by python3 so that the file must parse as JSON.
 metrics_field () {
   python3 -c 'import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print(rows[int(sys.argv[2]) - 1][sys.argv[3]])' "$1" "$2" "$3"
+print([r for r in rows if r["event"] == sys.argv[2]][0][sys.argv[3]])' "$1" "$2" "$3"
 }
 
 # A TCP port on 127.0.0.1 that nobody serves (the kernel's choice of a free

@@ -26,7 +26,7 @@ typedef struct {
     ps_plan_t plan;             //  no variables: a checkpoint is its manifest
     json_t *layout, *job_json;
     ps_schedule_t *schedule;
-    ps_report_t *report;
+    ps_metrics_t *report;
     ps_ckpt_ctl_t *ctl;
 } s_fixture_t;
 
@@ -43,7 +43,7 @@ s_setup (void **state)
     fx.job_json = ps_job_to_json (&fx.job);
     ps_error_t err;
     fx.schedule = ps_schedule_new (10, 20, &err);
-    fx.report = ps_report_new (NULL, false, 1e9, false, 0, &err);
+    fx.report = ps_metrics_new (NULL, false, 1e9, false, 0, &err);
     assert_non_null (fx.schedule);
     assert_non_null (fx.report);
     fx.ctl = ps_ckpt_ctl_new (&fx.job, &fx.plan, fx.layout, fx.job_json, 1, fx.schedule,
@@ -57,7 +57,7 @@ s_teardown (void **state)
 {
     s_fixture_t *fx = *state;
     ps_ckpt_ctl_destroy (&fx->ctl);
-    ps_report_destroy (&fx->report);
+    ps_metrics_destroy (&fx->report);
     ps_schedule_destroy (&fx->schedule);
     json_decref (fx->layout);
     json_decref (fx->job_json);

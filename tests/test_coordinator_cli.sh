@@ -405,5 +405,21 @@ expect "no keys" 2 "secured with CurveZMQ: pass --keys DIR" -- \
 expect "--keys and --insecure" 2 "--keys and --insecure contradict" -- \
   env TF_CONFIG="$good" "$coordinator" --keys "$PS_KEYS" --insecure --register-timeout-ms 300
 
+# The Prometheus endpoint's options: refused before anything starts.
+expect "--metrics-port 70000" 2 "--metrics-port \"70000\": expected a whole number in 0..65535" -- \
+  "$coordinator" --local --metrics-port 70000
+expect "--metrics-addr alone" 2 "it needs --metrics-port" -- \
+  "$coordinator" --local --metrics-addr 127.0.0.1
+expect "--metrics-addr bogus" 2 "--metrics-addr \"bogus\": expected an IPv4 or IPv6 address" -- \
+  env TF_CONFIG="$good" "$coordinator" --metrics-port 0 --metrics-addr bogus \
+  --register-timeout-ms 300
+expect "--metrics-port in use" 2 "cannot listen on 127.0.0.1 port|Address already in use" -- \
+  env TF_CONFIG="$good" /usr/bin/python3 -c 'import socket, subprocess, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen()
+sys.exit(subprocess.run([sys.argv[1], "--metrics-port", str(s.getsockname()[1]),
+                         "--register-timeout-ms", "300"]).returncode)' "$coordinator"
+
 [ "$failures" = 0 ] || { echo "$failures check(s) failed"; exit 1; }
 echo "all checks passed"

@@ -66,7 +66,7 @@ typedef struct {
     json_t *layout, *job_json;
     ps_roster_t *roster;
     ps_schedule_t *schedule;
-    ps_report_t *report;
+    ps_metrics_t *report;
     ps_evalq_t *evalq;
     ps_ckpt_ctl_t *ckpt;
     ps_mode_host_t host;
@@ -196,7 +196,7 @@ s_fixture_with (ps_mode_t mode, int staleness)
     ps_error_t err;
     fx.roster = ps_roster_new (0, S_NWORKERS, 0);
     fx.schedule = ps_schedule_new (10, 20, &err);
-    fx.report = ps_report_new (NULL, false, 1e9, false, 0, &err);
+    fx.report = ps_metrics_new (NULL, false, 1e9, false, 0, &err);
     fx.evalq = ps_evalq_new (fx.report);
     fx.layout = json_array ();
     fx.job_json = ps_job_to_json (&fx.job);
@@ -237,7 +237,7 @@ s_close (s_fixture_t *fx)
     fx->ops->destroy (&fx->mode);
     ps_ckpt_ctl_destroy (&fx->ckpt);
     ps_evalq_destroy (&fx->evalq);
-    ps_report_destroy (&fx->report);
+    ps_metrics_destroy (&fx->report);
     ps_schedule_destroy (&fx->schedule);
     ps_roster_destroy (&fx->roster);
     json_decref (fx->layout);

@@ -3,7 +3,6 @@
 #include "ps_ctrstandalone.h"
 
 #include <cblas.h>
-#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 #include "ps_ctrplan.h"
 #include "ps_floats.h"
 #include "ps_log.h"
+#include "ps_metrics.h"
 #include "ps_model.h"
 #include "ps_replica.h"
 #include "ps_sparse.h"
@@ -54,7 +54,7 @@ typedef struct {
     ps_binmetrics_t *metrics;
     float *grads;
     float *probs;
-    FILE *out;                  //  the metrics file
+    ps_metrics_t *out;          //  the metrics file and the progress line
     double start_ms;            //  when training started
     double eval_ms;             //  spent in evaluations since
 } s_run_t;
@@ -172,9 +172,10 @@ s_check_tables (s_run_t *run, uint64_t step, ps_error_t *err)
 //  is checked before any is applied, so a step refused leaves the model
 //  as it was. *loss_sum gains the batch's summed loss.
 static int
-s_train_step (s_run_t *run, uint64_t step, double *loss_sum, ps_error_t *err)
+s_train_step (s_run_t *run, uint64_t step, double *loss_sum, uint64_t *correct,
+              ps_error_t *err)
 {
-    double loss = ps_ctrnet_forward (run->net, ps_replica_params (run->replica), NULL);
+    double loss = ps_ctrnet_forward (run->net, ps_replica_params (run->replica), run->probs);
     if (!isfinite (loss))
         return ps_error_set (err, PS_ENONFINITE, "step %llu: the loss is %g; training "
                              "diverged (a smaller learning rate may help)",
@@ -195,22 +196,27 @@ s_train_step (s_run_t *run, uint64_t step, double *loss_sum, ps_error_t *err)
             ps_error_set (err, rc, "table %s: step %llu was not applied",
                           run->ctr->tables [t].spec.name, (unsigned long long) step);
     }
-    if (rc == 0)
+    if (rc == 0) {
         *loss_sum += loss;
+        *correct = ps_binmetrics_correct (run->batch->labels, run->probs,
+                                          (size_t) run->batch->n);
+    }
     return rc;
 }
 
 //  Evaluate the current model on the test file (its first test_limit
-//  lines when that is set): *logloss and *auc, and in *ms and
-//  run->eval_ms the time it took.
+//  lines when that is set): *logloss, *auc and *accuracy (p >= 0.5 taken
+//  as a click), and in *ms and run->eval_ms the time it took.
 static int
-s_evaluate (s_run_t *run, double *logloss, double *auc, double *ms, ps_error_t *err)
+s_evaluate (s_run_t *run, double *logloss, double *auc, double *accuracy, double *ms,
+            ps_error_t *err)
 {
     double t0 = ps_clock_ms ();
     uint64_t lines = ps_ctrfile_lines (run->test);
     if (run->cfg->test_limit && run->cfg->test_limit < lines)
         lines = run->cfg->test_limit;
     ps_binmetrics_reset (run->metrics);
+    uint64_t correct = 0;
     for (uint64_t at = 0; at < lines; at += S_EVAL_BATCH) {
         uint64_t count = lines - at < S_EVAL_BATCH ? lines - at : S_EVAL_BATCH;
         int rc = s_load_batch (run, run->test, at, count, err);
@@ -218,33 +224,21 @@ s_evaluate (s_run_t *run, double *logloss, double *auc, double *ms, ps_error_t *
             ps_ctrnet_forward (run->net, ps_replica_params (run->replica), run->probs);
             rc = ps_binmetrics_add (run->metrics, run->batch->labels, run->probs,
                                     run->batch->n, err);
+            correct += ps_binmetrics_correct (run->batch->labels, run->probs,
+                                              (size_t) run->batch->n);
         }
         if (rc)
             return ps_error_prefix (err, rc, "evaluating on %s", run->cfg->test_path);
     }
     *logloss = ps_binmetrics_logloss (run->metrics);
+    size_t count = ps_binmetrics_count (run->metrics);
+    *accuracy = count ? (double) correct / (double) count : 0;
     int rc = ps_binmetrics_auc (run->metrics, auc, err);
     if (rc)
         return ps_error_prefix (err, rc, "%s", run->cfg->test_path);
     *ms = ps_clock_ms () - t0;
     run->eval_ms += *ms;
     return 0;
-}
-
-//  Write one JSON object as a line of the metrics file (taking obj's
-//  reference). Returns 0 or PS_EIO naming the file.
-static int
-s_metrics_line (s_run_t *run, json_t *obj, ps_error_t *err)
-{
-    if (!obj)
-        abort ();               //  jansson fails only when out of memory
-    int rc = 0;
-    if (run->out
-    &&  (json_dumpf (obj, run->out, JSON_COMPACT) != 0 || fputc ('\n', run->out) == EOF
-         || fflush (run->out) != 0))
-        rc = ps_error_set (err, PS_EIO, "%s: %s", run->cfg->metrics_path, strerror (errno));
-    json_decref (obj);
-    return rc;
 }
 
 //  The done record's tables: each one's counters.
@@ -286,11 +280,15 @@ s_train (s_run_t *run, ps_ctrstandalone_result_t *result, ps_error_t *err)
              cfg->train_path, (unsigned long long) lines, cfg->batch, cfg->epochs,
              cfg->epochs == 1 ? "" : "s", cfg->test_path,
              (unsigned long long) ps_ctrfile_lines (run->test));
-    uint64_t step = 0, malformed = 0, examples = 0;
-    double loss_sum = 0, busy = 0, test_loss = 0, test_auc = 0;
+    uint64_t step = 0, malformed = 0, examples = 0, total_examples = 0;
+    double loss_sum = 0, busy = 0, train_ms = 0, test_loss = 0, test_auc = 0, test_accuracy = 0;
     run->start_ms = ps_clock_ms ();
+    ps_metrics_start (run->out, run->start_ms);
+    ps_progress_t where = {
+        .total = steps * (uint64_t) cfg->epochs, .steps_per_epoch = steps, .lr = opt->lr,
+        .workers_alive = 1, .workers = 1,
+    };
     for (int epoch = 0; epoch < cfg->epochs; epoch++) {
-        double last_report = ps_clock_ms ();
         loss_sum = busy = 0;
         examples = 0;
         for (uint64_t b = 0; b < steps; b++) {
@@ -304,23 +302,29 @@ s_train (s_run_t *run, ps_ctrstandalone_result_t *result, ps_error_t *err)
             //  Steps count from 1, as a cluster's do; a batch of
             //  malformed lines alone is a step that changes nothing.
             step++;
-            if (run->batch->n && (rc = s_train_step (run, step, &loss_sum, err)))
+            double before = loss_sum;
+            uint64_t correct = 0;
+            if (run->batch->n && (rc = s_train_step (run, step, &loss_sum, &correct, err)))
                 return rc;
             examples += run->batch->n;
             double t1 = ps_clock_ms ();
             busy += t1 - t0;
-            if (cfg->progress_s > 0 && t1 - last_report >= cfg->progress_s * 1e3) {
-                ps_info ("epoch %d/%d: step %llu/%llu, loss %.4f, %.0f examples/s", epoch + 1,
-                         cfg->epochs, (unsigned long long) (b + 1), (unsigned long long) steps,
-                         loss_sum / (double) (examples ? examples : 1),
-                         examples / (busy / 1e3));
-                last_report = t1;
-            }
+            //  One process computes and waits on nothing: the whole step
+            //  is computing.
+            ps_step_report_t report = {
+                .count = run->batch->n, .correct = correct, .loss = loss_sum - before,
+                .compute_ms = t1 - t0,
+            };
+            ps_metrics_step (run->out, &report, 0, step);
+            where.done = step;
+            ps_metrics_progress (run->out, t1, &where);
         }
+        train_ms += busy;
+        total_examples += examples;
         double t_eval = ps_clock_ms (), eval_ms = 0;
-        double time_s = (t_eval - run->start_ms) / 1e3;
+        double params_at_s = (t_eval - run->start_ms) / 1e3;
         double train_s = (t_eval - run->start_ms - run->eval_ms) / 1e3;
-        int rc = s_evaluate (run, &test_loss, &test_auc, &eval_ms, err);
+        int rc = s_evaluate (run, &test_loss, &test_auc, &test_accuracy, &eval_ms, err);
         if (rc)
             return rc;
         result->steps = step;
@@ -332,24 +336,35 @@ s_train (s_run_t *run, ps_ctrstandalone_result_t *result, ps_error_t *err)
                 "(train %.1f s, test %.1f s)\n", epoch + 1, cfg->epochs, result->train_loss,
                 test_loss, test_auc, result->examples_per_s, busy / 1e3, eval_ms / 1e3);
         fflush (stdout);
-        rc = s_metrics_line (run, json_pack ("{s:s, s:i, s:I, s:f, s:f, s:f, s:f, s:f}",
-                                             "event", "eval", "epoch", epoch + 1,
-                                             "step", (json_int_t) step,
-                                             "test_loss", test_loss, "test_auc", test_auc,
-                                             "time_s", time_s, "train_s", train_s,
-                                             "eval_ms", eval_ms), err);
-        if (rc)
-            return rc;
+        ps_metrics_event (run->out, "eval",
+                          json_pack ("{s:i, s:I, s:f, s:f, s:f, s:f, s:f, s:f}",
+                                     "epoch", epoch + 1, "step", (json_int_t) step,
+                                     "test_loss", test_loss, "test_auc", test_auc,
+                                     "test_accuracy", test_accuracy,
+                                     "params_at_s", params_at_s, "train_s", train_s,
+                                     "eval_ms", eval_ms));
+        where.has_auc = true;
+        where.test_auc = test_auc;
     }
-    return s_metrics_line (run, json_pack ("{s:s, s:i, s:I, s:I, s:f, s:f, s:f, s:f, s:I, s:o}",
-                                           "event", "done", "epochs", cfg->epochs,
-                                           "steps", (json_int_t) step,
-                                           "examples", (json_int_t) examples,
-                                           "train_loss", result->train_loss,
-                                           "test_loss", test_loss, "test_auc", test_auc,
-                                           "examples_per_s", result->examples_per_s,
-                                           "malformed", (json_int_t) malformed,
-                                           "tables", s_tables_json (run)), err);
+    //  The cluster's done record's keys that mean something here, and the
+    //  tables'.
+    json_t *done = json_pack ("{s:i, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
+                              "s:f, s:I, s:s, s:o}",
+                              "epochs", cfg->epochs, "steps", (json_int_t) step,
+                              "total", (json_int_t) where.total,
+                              "steps_per_epoch", (json_int_t) steps,
+                              "examples", (json_int_t) examples,
+                              "wall_s", (ps_clock_ms () - run->start_ms) / 1e3,
+                              "samples_per_s", train_ms > 0 ? total_examples / (train_ms / 1e3)
+                                                            : 0.0,
+                              "train_loss", result->train_loss, "test_loss", test_loss,
+                              "test_auc", test_auc, "test_logloss", test_loss,
+                              "test_accuracy", test_accuracy,
+                              "examples_per_s", result->examples_per_s,
+                              "malformed", (json_int_t) malformed, "mode", "standalone",
+                              "tables", s_tables_json (run));
+    ps_metrics_event (run->out, "done", done);
+    return 0;
 }
 
 int
@@ -363,12 +378,17 @@ ps_ctrstandalone_run (const ps_ctrstandalone_config_t *cfg, ps_ctrstandalone_res
     memset (result, 0, sizeof *result);
     s_run_t run = { .cfg = cfg };
     int rc = s_open (&run, err);
-    if (rc == 0 && cfg->metrics_path && !(run.out = fopen (cfg->metrics_path, "w")))
-        rc = ps_error_set (err, PS_EIO, "%s: %s", cfg->metrics_path, strerror (errno));
+    //  The metrics file and the progress line are the coordinator's
+    //  (ps_metrics.h): a progress record every progress_s seconds (none
+    //  with 0), an eval record per epoch and a done record.
+    if (rc == 0
+    &&  !(run.out = ps_metrics_new (cfg->metrics_path, false,
+                                    cfg->progress_s > 0 ? cfg->progress_s : HUGE_VAL, false,
+                                    ps_clock_ms (), err)))
+        rc = err->code;
     if (rc == 0)
         rc = s_train (&run, result, err);
-    if (run.out && fclose (run.out) != 0 && rc == 0)
-        rc = ps_error_set (err, PS_EIO, "%s: %s", cfg->metrics_path, strerror (errno));
+    ps_metrics_destroy (&run.out);
     s_close (&run);
     return rc;
 }

@@ -18,21 +18,30 @@
 //  Each epoch prints one line: the training loss (mean binary
 //  cross-entropy), the test log loss and AUC (ps_binmetrics.h) and the
 //  training examples per second (training steps only); while an epoch
-//  runs, a progress line goes to the log every few seconds. With a metrics
-//  file, each evaluation writes
-//      {"event": "eval", "epoch": E, "step": S, "test_loss": L, "test_auc": A,
-//       "time_s": T, "train_s": R, "eval_ms": M}
+//  runs, the coordinator's progress line goes to the log every few
+//  seconds. A metrics file has the coordinator's record format
+//  (common/base/ps_metrics.h, schemas/metrics.md): a "progress" record
+//  with each progress line, and each evaluation writes
+//      {"event": "eval", "time_s": W, "epoch": E, "step": S, "test_loss": L,
+//       "test_auc": A, "test_accuracy": C, "params_at_s": T, "train_s": R,
+//       "eval_ms": M}
 //  and the end of training
-//      {"event": "done", "epochs": E, "steps": S, "examples": N, "train_loss": L,
-//       "test_loss": L, "test_auc": A, "examples_per_s": X, "malformed": M,
+//      {"event": "done", "time_s": W, "epochs": E, "steps": S, "total": S,
+//       "steps_per_epoch": P, "examples": N, "wall_s": D, "samples_per_s": X,
+//       "train_loss": L, "test_loss": L, "test_auc": A, "test_logloss": L,
+//       "test_accuracy": C, "examples_per_s": X, "malformed": M,
+//       "mode": "standalone",
 //       "tables": [{"name": ..., "rows": ..., "created": ..., "row_updates": ...,
 //                   "dropped": ..., "evicted": ..., "steps": ..., "bytes": ...}, ...]}
-//  with T the wall seconds from the start of training to the evaluation,
-//  R the same less the earlier evaluations, M the evaluation's
-//  milliseconds; in the done record "steps" counts every epoch's, while
-//  "examples", "train_loss" and "examples_per_s" are the last epoch's,
-//  "malformed" counts the training lines skipped, and a table's "steps"
-//  the steps its ledger holds (every step, once).
+//  with W when the record was written, C the share of test examples whose
+//  predicted class (p >= 0.5) is their label, T the wall seconds from the start
+//  of training to the evaluation, R the same less the earlier
+//  evaluations, M the evaluation's milliseconds; in the done record
+//  "steps" counts every epoch's and "samples_per_s" every epoch's
+//  examples per second of training, while "examples", "train_loss" and
+//  "examples_per_s" are the last epoch's, "malformed" counts the training
+//  lines skipped, and a table's "steps" the steps its ledger holds (every
+//  step, once).
 
 #ifndef PS_CTRSTANDALONE_H_INCLUDED
 #define PS_CTRSTANDALONE_H_INCLUDED

@@ -2,8 +2,7 @@
 
 #include "ps_standalone.h"
 
-#include <errno.h>
-#include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include "ps_clock.h"
 #include "ps_floats.h"
 #include "ps_log.h"
+#include "ps_metrics.h"
 #include "ps_mix.h"
 #include "ps_model.h"
 #include "ps_replica.h"
@@ -123,43 +123,21 @@ s_evaluate_test (ps_backend_t *backend, const float *params, const ps_dataset_t 
     return 0;
 }
 
-//  Write one line to the metrics file, if there is one, and flush it.
-//  Returns 0 or PS_EIO naming the file.
-static int
-s_metrics_write (FILE *metrics, const char *path, ps_error_t *err, const char *format, ...)
-    __attribute__ ((format (printf, 4, 5)));
-
-static int
-s_metrics_write (FILE *metrics, const char *path, ps_error_t *err, const char *format, ...)
-{
-    if (!metrics)
-        return 0;
-    va_list args;
-    va_start (args, format);
-    int written = vfprintf (metrics, format, args);
-    va_end (args);
-    if (written < 0 || fflush (metrics) != 0)
-        return ps_error_set (err, PS_EIO, "%s: %s", path, strerror (errno));
-    return 0;
-}
-
-//  Log an evaluation after `step` steps and write its "eval" event.
-static int
-s_report_eval (const ps_standalone_config_t *cfg, FILE *metrics, uint64_t step,
-               size_t batches, const s_eval_t *eval, ps_error_t *err)
+//  Log an evaluation after `step` steps and write its "eval" record.
+static void
+s_report_eval (ps_metrics_t *metrics, uint64_t step, size_t batches, const s_eval_t *eval)
 {
     double epoch_f = (double) step / batches;
     ps_info ("evaluation after %llu steps (epoch %.2f): test loss %.4f, test accuracy %.4f "
              "(%.0f ms; %.1f s since the start, %.1f s training)", (unsigned long long) step,
              epoch_f, eval->test_loss, eval->test_accuracy, eval->ms, eval->time_s,
              eval->train_s);
-    return s_metrics_write (metrics, cfg->metrics_path, err,
-                            "{\"event\": \"eval\", \"epoch\": %llu, \"epoch_f\": %.4f, "
-                            "\"step\": %llu, \"test_loss\": %.6f, \"test_accuracy\": %.6f, "
-                            "\"time_s\": %.3f, \"train_s\": %.3f, \"eval_ms\": %.1f}\n",
-                            (unsigned long long) (step / batches), epoch_f,
-                            (unsigned long long) step, eval->test_loss, eval->test_accuracy,
-                            eval->time_s, eval->train_s, eval->ms);
+    ps_metrics_event (metrics, "eval",
+                      json_pack ("{s:I, s:f, s:I, s:f, s:f, s:f, s:f, s:f}",
+                                 "epoch", (json_int_t) (step / batches), "epoch_f", epoch_f,
+                                 "step", (json_int_t) step, "test_loss", eval->test_loss,
+                                 "test_accuracy", eval->test_accuracy, "params_at_s", eval->time_s,
+                                 "train_s", eval->train_s, "eval_ms", eval->ms));
 }
 
 
@@ -174,7 +152,7 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
     ps_replica_t *replica = NULL;
     float *grads = NULL, *x = NULL;
     uint8_t *labels = NULL;
-    FILE *metrics = NULL;
+    ps_metrics_t *metrics = NULL;
     ps_error_t local;
     //  The codes below come from err, so it must exist.
     if (!err)
@@ -207,8 +185,14 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
         rc = err->code;
         goto done;
     }
-    if (cfg->metrics_path && !(metrics = fopen (cfg->metrics_path, "w"))) {
-        rc = ps_error_set (err, PS_EIO, "%s: %s", cfg->metrics_path, strerror (errno));
+    //  The metrics file and the progress lines are the coordinator's
+    //  (ps_metrics.h): a progress record every progress_s seconds (none
+    //  with 0), an eval record per evaluation, an epoch record per epoch and
+    //  a done record.
+    double progress_s = cfg->progress_s > 0 ? cfg->progress_s : HUGE_VAL;
+    if (!(metrics = ps_metrics_new (cfg->metrics_path, false, progress_s, false, ps_clock_ms (),
+                                    err))) {
+        rc = err->code;
         goto done;
     }
 
@@ -244,9 +228,15 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
         ps_info ("the checkpoint has all %llu steps of %d epochs: nothing is left to train",
                  (unsigned long long) total, cfg->epochs);
     s_timer_t timer = { .start_ms = ps_clock_ms () };
+    ps_metrics_start (metrics, timer.start_ms);
+    ps_progress_t where = {
+        .total = (uint64_t) batches * (uint64_t) cfg->epochs, .steps_per_epoch = batches,
+        .lr = cfg->optimizer.lr, .workers_alive = 1, .workers = 1,
+    };
     s_eval_t eval;
+    double train_s = 0;
     for (int epoch = (int) (step / batches); epoch < cfg->epochs; epoch++) {
-        double busy = 0, loss_sum = 0, last_report = ps_clock_ms () / 1e3;
+        double busy = 0, loss_sum = 0;
         size_t seen = 0;
         //  A resumed run starts in the middle of its first epoch.
         for (size_t b = step % batches; b < batches; b++) {
@@ -272,20 +262,26 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
             step++;
             loss_sum += stats.loss_sum;
             seen += n;
-            if (cfg->progress_s > 0 && t1 - last_report >= cfg->progress_s) {
-                ps_info ("epoch %d/%d: step %zu/%zu, loss %.4f, %.0f samples/s", epoch + 1,
-                         cfg->epochs, b + 1, batches, loss_sum / seen, seen / busy);
-                last_report = t1;
-            }
+            //  One process computes and waits on nothing: the whole step
+            //  is computing.
+            ps_step_report_t report = {
+                .count = stats.count, .correct = stats.correct, .loss = stats.loss_sum,
+                .compute_ms = (t1 - t0) * 1e3,
+            };
+            ps_metrics_step (metrics, &report, 0, step);
+            where.done = step;
+            ps_metrics_progress (metrics, t1 * 1e3, &where);
             //  The epoch's end has its own checkpoint and evaluation below.
             if (cfg->checkpoint_dir && cfg->checkpoint_every && step % cfg->checkpoint_every == 0
             &&  b + 1 < batches
             &&  (rc = ps_standalone_ckpt_save (cfg, model, replica, step, batches, total, err)))
                 goto done;
-            if (cfg->eval_steps && step % cfg->eval_steps == 0 && b + 1 < batches
-            &&  ((rc = s_evaluate_test (backend, params, test, x, labels, &timer, &eval, err))
-                 || (rc = s_report_eval (cfg, metrics, step, batches, &eval, err))))
-                goto done;
+            if (cfg->eval_steps && step % cfg->eval_steps == 0 && b + 1 < batches) {
+                if ((rc = s_evaluate_test (backend, params, test, x, labels, &timer, &eval,
+                                           err)))
+                    goto done;
+                s_report_eval (metrics, step, batches, &eval);
+            }
         }
         if ((rc = s_evaluate_test (backend, params, test, x, labels, &timer, &eval, err))
         ||  (cfg->checkpoint_dir
@@ -300,21 +296,31 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
                 result->train_loss, result->test_loss, result->test_accuracy,
                 result->samples_per_s, busy, eval.ms / 1e3);
         fflush (stdout);
-        if ((rc = s_metrics_write (metrics, cfg->metrics_path, err,
-                                   "{\"epoch\": %d, \"steps\": %llu, \"train_loss\": %.6f, "
-                                   "\"test_loss\": %.6f, \"test_accuracy\": %.6f, "
-                                   "\"samples_per_s\": %.1f, \"train_s\": %.3f, "
-                                   "\"test_s\": %.3f, \"device\": \"%s\"}\n",
-                                   epoch + 1, (unsigned long long) step, result->train_loss,
-                                   result->test_loss, result->test_accuracy,
-                                   result->samples_per_s, busy, eval.ms / 1e3,
-                                   ps_backend_describe (backend)))
-        ||  (cfg->eval_steps && (rc = s_report_eval (cfg, metrics, step, batches, &eval, err))))
-            goto done;
+        train_s += busy;
+        ps_metrics_event (metrics, "epoch",
+                          json_pack ("{s:i, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:s}",
+                                     "epoch", epoch + 1, "steps", (json_int_t) step,
+                                     "train_loss", result->train_loss,
+                                     "test_loss", result->test_loss,
+                                     "test_accuracy", result->test_accuracy,
+                                     "samples_per_s", result->samples_per_s, "train_s", busy,
+                                     "test_s", eval.ms / 1e3,
+                                     "device", ps_backend_describe (backend)));
+        if (cfg->eval_steps)
+            s_report_eval (metrics, step, batches, &eval);
     }
+    //  The cluster's done record's keys that mean something here.
+    ps_metrics_event (metrics, "done",
+                      json_pack ("{s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:s}",
+                                 "steps", (json_int_t) step, "total", (json_int_t) where.total,
+                                 "steps_per_epoch", (json_int_t) batches,
+                                 "wall_s", (ps_clock_ms () - timer.start_ms) / 1e3,
+                                 "samples_per_s", train_s > 0
+                                     ? ps_metrics_samples (metrics) / train_s : 0.0,
+                                 "test_accuracy", result->test_accuracy,
+                                 "test_loss", result->test_loss, "mode", "standalone"));
 done:
-    if (metrics && fclose (metrics) != 0 && rc == 0)
-        rc = ps_error_set (err, PS_EIO, "%s: %s", cfg->metrics_path, strerror (errno));
+    ps_metrics_destroy (&metrics);
     ps_replica_destroy (&replica);
     free (grads);
     free (x);

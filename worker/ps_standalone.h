@@ -3,23 +3,29 @@
 //  the deterministic per-epoch batches of ps_dataset.h. It is the
 //  single-process baseline a cluster is measured against.
 //
-//  Each epoch prints one line (and, with a metrics file, one JSON object):
-//  the mean training loss, the test loss and accuracy, and training
-//  samples per second (training steps only; evaluation is timed apart).
-//  While an epoch runs, a progress line goes to the log every few seconds.
+//  Each epoch prints one line (and, with a metrics file, one "epoch"
+//  record): the mean training loss, the test loss and accuracy, and
+//  training samples per second (training steps only; evaluation is timed
+//  apart). While an epoch runs, the coordinator's progress line goes to
+//  the log every few seconds, with its "progress" record, and the run ends
+//  with a "done" record: the metrics file has the cluster's record format
+//  (common/base/ps_metrics.h, schemas/metrics.md).
 //
 //  With eval_steps N > 0 the test set is also evaluated after every N
 //  steps, so that time-to-accuracy can be measured at the granularity of a
 //  cluster's --eval-steps. Each such evaluation, and the one at the end of
-//  each epoch, logs a line and writes a metrics object
-//      {"event": "eval", "epoch": E, "epoch_f": F, "step": S, "test_loss": L,
-//       "test_accuracy": A, "time_s": T, "train_s": R, "eval_ms": M}
-//  where E is the number of completed epochs, F = S / steps per epoch, T
-//  the wall seconds from the start of training (after loading the model
-//  and the data) to the moment the evaluated parameters existed (the start
-//  of this evaluation), R the same less the time spent in every earlier
-//  evaluation, and M this evaluation's milliseconds. The epoch objects stay
-//  as they are; at an epoch's end the one evaluation feeds both.
+//  each epoch, logs a line and writes a metrics record
+//      {"event": "eval", "time_s": W, "epoch": E, "epoch_f": F, "step": S,
+//       "test_loss": L, "test_accuracy": A, "params_at_s": T, "train_s": R,
+//       "eval_ms": M}
+//  where W is when the record was written (as in every record), E is the
+//  number of completed epochs, F = S / steps per epoch, T (as in the
+//  coordinator's eval records) the wall seconds from the start of training
+//  (after loading the model and the data) to the moment the evaluated
+//  parameters existed (the start of this evaluation), R the same less the
+//  time spent in every earlier evaluation, and M this evaluation's
+//  milliseconds. At an epoch's end the one evaluation feeds both the epoch
+//  record and the eval record.
 //
 //  With a checkpoint directory the run also writes the checkpoints a
 //  cluster writes (ps_standalone_ckpt.h) at every epoch's end and every
@@ -50,7 +56,7 @@ typedef struct {
     ps_opt_config_t optimizer;
     size_t train_limit;         //  0 = the whole training set
     size_t test_limit;          //  0 = the whole test set
-    const char *metrics_path;   //  JSON lines, one per epoch; NULL = none
+    const char *metrics_path;   //  JSON lines, appended to; NULL = none
     double progress_s;          //  seconds between progress lines; 0 = none
     uint64_t eval_steps;        //  also evaluate every N steps; 0 = only per epoch
     const char *checkpoint_dir; //  checkpoints (ps_standalone_ckpt.h); NULL = none

@@ -190,16 +190,6 @@ s_pull_rows (ps_wmode_t *self, const ps_work_t *work, ps_report_t *report)
     return 0;
 }
 
-//  Examples among n whose predicted class (p >= 0.5) is their label.
-static uint64_t
-s_correct (const float *labels, const float *probs, size_t n)
-{
-    uint64_t correct = 0;
-    for (size_t i = 0; i < n; i++)
-        correct += (probs [i] >= 0.5f) == (labels [i] >= 0.5f);
-    return correct;
-}
-
 //  A push refused or lost: the step is reported failed; a gradient the
 //  servers refused as not finite says so above any other reason, since
 //  the coordinator bounds its retries apart.
@@ -288,7 +278,7 @@ s_train (ps_wmode_t *self, const ps_work_t *work, ps_error_t *err)
     const ps_ctrbatch_t *batch = ps_ctrplan_batch (ctrplan);
     if (n) {
         report.loss = ps_ctrnet_forward (net, self->params, self->probs);
-        report.correct = s_correct (batch->labels, self->probs, (size_t) n);
+        report.correct = ps_binmetrics_correct (batch->labels, self->probs, (size_t) n);
         ps_ctrnet_backward (net, self->params, self->grads);
     }
     else
@@ -333,7 +323,7 @@ s_eval (ps_wmode_t *self, const ps_work_t *work, ps_error_t *err)
         if (failed)
             break;
         report.loss += ps_ctrnet_forward (net, self->params, self->probs);
-        report.correct += s_correct (batch->labels, self->probs, (size_t) n);
+        report.correct += ps_binmetrics_correct (batch->labels, self->probs, (size_t) n);
         report.count += (uint64_t) n;
         int rc = ps_binmetrics_add (self->metrics, batch->labels, self->probs, (size_t) n, err);
         if (rc)

@@ -207,3 +207,12 @@ ps_binmetrics_compute (const float *labels, const float *probs, size_t n, double
     ps_binmetrics_destroy (&metrics);
     return rc;
 }
+
+uint64_t
+ps_binmetrics_correct (const float *labels, const float *probs, size_t n)
+{
+    uint64_t correct = 0;
+    for (size_t i = 0; i < n; i++)
+        correct += (probs [i] >= 0.5f) == (labels [i] >= 0.5f);
+    return correct;
+}

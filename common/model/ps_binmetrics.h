@@ -17,6 +17,7 @@
 #define PS_BINMETRICS_H_INCLUDED
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ps_error.h"
 
@@ -60,5 +61,9 @@ int ps_binmetrics_auc (ps_binmetrics_t *self, double *auc, ps_error_t *err);
 //  PS_ETOOBIG when out of memory.
 int ps_binmetrics_compute (const float *labels, const float *probs, size_t n,
                            double *logloss, double *auc, ps_error_t *err);
+
+//  Of n predictions, those whose predicted class (p >= 0.5) is their
+//  label: the accuracy's numerator.
+uint64_t ps_binmetrics_correct (const float *labels, const float *probs, size_t n);
 
 #endif

@@ -16,7 +16,7 @@ or a run that did not train every step).
      2 workers of 1 thread; its steps are global steps, so the granularity
      in samples is the same). The time to 89% is from launch to the moment
      the first parameters that score >= 0.89 existed: standalone, its
-     "training on" log line (stamped here) plus the eval event's time_s;
+     "training on" log line (stamped here) plus the eval event's params_at_s;
      cluster, the "started" event (stamped here when it appears in the
      metrics file) plus the eval event's params_at_s. Then the same less
      evaluation time, samples/s, final accuracy, the epoch at 89%, the
@@ -380,25 +380,26 @@ class Bench:
         s_start = s.line_time("training on")
         s_boot = s_start - s.launch if s_start else None
         s_evals = s.of("eval")
-        s_epochs = [ev for _, ev in s.events if "event" not in ev]
+        s_epochs = [ev for _, ev in s.events if ev.get("event") == "epoch"]
         s_hit = next((e for e in s_evals if e["test_accuracy"] >= target), None)
         s_samples = sum(e["samples_per_s"] * e["train_s"] for e in s_epochs)
         s_busy = sum(e["train_s"] for e in s_epochs)
         s_last = s_evals[-1] if s_evals else None
         s_row = {
             "boot": s_boot,
-            "hit": s_boot + s_hit["time_s"] if s_hit and s_boot is not None else None,
+            "hit": s_boot + s_hit["params_at_s"] if s_hit and s_boot is not None else None,
             "hit_excl": s_boot + s_hit["train_s"] if s_hit and s_boot is not None else None,
             "epoch": s_hit["epoch_f"] if s_hit else None,
             "acc_at": s_hit["test_accuracy"] if s_hit else None,
-            "sps": s_samples / s_last["time_s"] if s_last and s_last["time_s"] > 0 else None,
+            "sps": (s_samples / s_last["params_at_s"]
+                    if s_last and s_last["params_at_s"] > 0 else None),
             "sps_excl": s_samples / s_last["train_s"] if s_last and s_last["train_s"] > 0 else None,
             "sps_busy": s_samples / s_busy if s_busy else None,
             "final": s_epochs[-1]["test_accuracy"] if s_epochs else None,
             # Every evaluation has an eval event, the epoch ends' included.
             "evals": len(s_evals),
             "eval_s": sum(e["eval_ms"] for e in s_evals) / 1e3,
-            "train_wall": s_last["time_s"] if s_last else None,
+            "train_wall": s_last["params_at_s"] if s_last else None,
         }
 
         # Cluster.
@@ -483,7 +484,8 @@ class Bench:
             se, ce = by_step[step]
             rows.append((step, f(step / spe if spe else None, ".2f"),
                          f(se["test_accuracy"] if se else None, ".4f"),
-                         f(s_boot + se["time_s"] if se and s_boot is not None else None, ".1f"),
+                         f(s_boot + se["params_at_s"] if se and s_boot is not None else None,
+                           ".1f"),
                          f(ce["test_accuracy"] if ce else None, ".4f"),
                          f(c_boot + ce["params_at_s"] if ce and c_boot is not None else None,
                            ".1f"),
@@ -544,12 +546,12 @@ class Bench:
         results = []
         for threads in (1, 2):
             m = self.path("standalone-%dT.jsonl" % threads)
-            # --eval-steps beyond the run: an eval event (time_s, train_s) at
+            # --eval-steps beyond the run: an eval event (params_at_s, train_s) at
             # each epoch's end only.
             run = self.standalone(threads, ["--limit", str(limit), "--test-limit", "500",
                                             "--epochs", str(epochs), "--eval-steps", "1000000000",
                                             "--progress", "0"], m, timeout)
-            ep = [ev for _, ev in run.events if "event" not in ev]
+            ep = [ev for _, ev in run.events if ev.get("event") == "epoch"]
             ev = run.of("eval")
             samples = sum(e["samples_per_s"] * e["train_s"] for e in ep)
             busy = sum(e["train_s"] for e in ep)

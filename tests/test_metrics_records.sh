@@ -1,0 +1,152 @@
+#!/bin/bash
+# The metrics files of standalone training (ps-worker --standalone
+# --metrics, of the CNN and of a click-through-rate model) and of a local
+# cluster (coordinator --metrics) have one record format: every line of
+# each validates against schemas/metrics.schema.json with two validators
+# (Debian's python3-jsonschema and our common/base/ps_jsonschema, through
+# tests/jsonschema_check), and their progress records carry sane learning
+# rates, step times and wait times: the cluster's rate follows its
+# piecewise schedule step by step, its workers wait on the servers, and a
+# standalone step waits on nothing. The cluster trains every step exactly
+# once (tests/faults/check_run.py).
+#
+# Usage: test_metrics_records.sh JSONSCHEMA_CHECK GEN_CTR (the test tools'
+# paths), with PS_WORKER, PS_COORDINATOR and PS_SOURCE_ROOT set
+# (tests/meson.build).
+set -u
+check_tool=${1:?usage: test_metrics_records.sh JSONSCHEMA_CHECK GEN_CTR}
+gen=${2:?usage: test_metrics_records.sh JSONSCHEMA_CHECK GEN_CTR}
+worker=${PS_WORKER:?PS_WORKER is not set}
+coordinator=${PS_COORDINATOR:?PS_COORDINATOR is not set}
+schema="${PS_SOURCE_ROOT:?PS_SOURCE_ROOT is not set}/schemas/metrics.schema.json"
+data=${PS_DATA_DIR:-/usr/share/datasets/fashion-mnist}
+work=$(mktemp -d /tmp/ps-metrics-records-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+failures=0
+. "$(dirname "$0")/cli_lib.sh"
+
+# Standalone: 50 steps of batch 64 at lr 0.002, a progress window every
+# 0.1 s, an evaluation every 25 steps.
+run 120 "$worker" --standalone --epochs 1 --limit 3200 --test-limit 500 \
+  --threads 1 --lr 0.002 --progress 0.1 --eval-steps 25 --metrics "$work/standalone.jsonl" \
+  --data "$data"
+if [ "$status" = 0 ]; then
+  pass "standalone run (exit 0)"
+else
+  fail "standalone run" "exit $status (124: timed out), expected 0"
+fi
+
+# A click-through-rate model standalone: lr on 20000 generated Criteo
+# lines, 40 steps of batch 512, a progress window every 0.01 s (its steps
+# take a millisecond or so).
+run 60 "$gen" --out "$work/ctr" --train-rows 20000 --test-rows 2000 --seed 1 \
+  --cardinalities small
+[ "$status" = 0 ] || fail "gen_ctr" "exit $status"
+run 120 "$worker" --standalone --model lr --data "$work/ctr/train.txt" \
+  --test-data "$work/ctr/test.txt" --progress 0.01 --metrics "$work/ctr.jsonl"
+if [ "$status" = 0 ]; then
+  pass "standalone CTR run (exit 0)"
+else
+  fail "standalone CTR run" "exit $status (124: timed out), expected 0"
+fi
+
+# A local cluster: the same 50 steps over 2 workers and 1 server, with the
+# rate 0.002 for the first half epoch and 0.0005 after (PiecewiseConstant
+# at 0.5 epochs), and progress windows of 0.1 s.
+cat >"$work/job.json" <<'EOF'
+{"log_seconds": 0.1,
+ "lr_schedule": {"kind": "piecewise", "boundaries": [0.5], "values": [0.002, 0.0005]}}
+EOF
+run 180 "$coordinator" --local --ps 1 --workers 2 --job "$work/job.json" \
+  --epochs 1 --limit 3200 --test-limit 500 --log-dir "$work/logs" \
+  --checkpoint-dir "$work/ckpt" --metrics "$work/cluster.jsonl" --data "$data"
+if [ "$status" = 0 ]; then
+  pass "local cluster run (exit 0)"
+else
+  fail "local cluster run" "exit $status (124: timed out), expected 0"
+fi
+
+problem=$(/usr/bin/python3 - "$schema" "$check_tool" "$work" <<'PY' 2>&1
+import json, os, subprocess, sys
+import jsonschema
+
+schema_path, check_tool, work = sys.argv[1:]
+schema = json.load(open(schema_path))
+jsonschema.Draft202012Validator.check_schema(schema)
+validator = jsonschema.Draft202012Validator(schema)
+problems = []
+files = {name: os.path.join(work, name + ".jsonl") for name in ("standalone", "ctr", "cluster")}
+records = {}
+for name, path in files.items():
+    lines = [l for l in open(path) if l.strip()]
+    records[name] = [json.loads(l) for l in lines]
+    # Every line by python3-jsonschema, then by ps_jsonschema: one file per line.
+    docs = []
+    for i, (line, record) in enumerate(zip(lines, records[name])):
+        for error in validator.iter_errors(record):
+            problems.append("%s line %d: python3-jsonschema: %s" % (name, i + 1, error.message))
+        docs.append(os.path.join(work, "%s-%d.json" % (name, i + 1)))
+        with open(docs[-1], "w") as f:
+            f.write(line)
+    verdicts = subprocess.run([check_tool, schema_path] + docs, capture_output=True,
+                              text=True).stdout.splitlines()
+    if len(verdicts) != len(docs):
+        problems.append("%s: jsonschema_check gave %d verdicts for %d lines"
+                        % (name, len(verdicts), len(docs)))
+    for i, verdict in enumerate(verdicts):
+        if verdict != "valid":
+            problems.append("%s line %d: ps_jsonschema: %s" % (name, i + 1, verdict))
+    if not records[name] or records[name][-1]["event"] != "done" \
+       or [r["event"] for r in records[name]].count("done") != 1:
+        problems.append("%s: does not end with its one done record" % name)
+    progress = [r for r in records[name] if r["event"] == "progress"]
+    if not progress:
+        problems.append("%s: no progress record" % name)
+    for r in progress:
+        if not r["step_ms"] > 0 or not 0 <= r["wait_ms"] <= r["step_ms"]:
+            problems.append("%s: step_ms %g and wait_ms %g, expected 0 < step_ms and "
+                            "0 <= wait_ms <= step_ms" % (name, r["step_ms"], r["wait_ms"]))
+
+# Standalone: the constant rate, and steps that wait on nothing.
+for r in (r for r in records["standalone"] if r["event"] == "progress"):
+    if abs(r["lr"] - 0.002) > 1e-12 or r["wait_ms"] != 0:
+        problems.append("standalone progress at step %d: lr %g and wait_ms %g, expected "
+                        "0.002 and 0" % (r["step"], r["lr"], r["wait_ms"]))
+# The CTR model: its optimizer's rate, steps that wait on nothing, and a
+# done record of the standalone mode.
+for r in (r for r in records["ctr"] if r["event"] == "progress"):
+    if not r["lr"] > 0 or r["wait_ms"] != 0:
+        problems.append("ctr progress at step %d: lr %g and wait_ms %g, expected > 0 and 0"
+                        % (r["step"], r["lr"], r["wait_ms"]))
+for name in ("standalone", "ctr"):
+    if records[name] and records[name][-1].get("mode") != "standalone":
+        problems.append("%s: done record's mode %s, expected standalone"
+                        % (name, records[name][-1].get("mode")))
+# The cluster: the schedule's rate for the next step (25 steps at 0.002,
+# then 0.0005; the last step's once all 50 are done), and workers that
+# waited on the servers.
+progress = [r for r in records["cluster"] if r["event"] == "progress"]
+for r in progress:
+    want = 0.002 if min(r["step"] + 1, 50) <= 25 else 0.0005
+    if abs(r["lr"] - want) > 1e-12:
+        problems.append("cluster progress at step %d: lr %g, expected %g"
+                        % (r["step"], r["lr"], want))
+if progress and not any(r["wait_ms"] > 0 for r in progress):
+    problems.append("cluster: no progress record with wait_ms > 0")
+print("; ".join(problems))
+PY
+)
+# The cluster trained every batch exactly once, by the check the
+# failure-injection harness and the compose test use.
+if ! checked=$(/usr/bin/python3 "$(dirname "$0")/faults/check_run.py" \
+    --metrics "$work/cluster.jsonl" --total 50 --servers 1 --mode async \
+    --checkpoint-dir "$work/ckpt" 2>&1); then
+  problem="${problem:+$problem; }check_run.py: $checked"
+fi
+if [ -z "$problem" ]; then
+  pass "both metrics files validate against schemas/metrics.schema.json, with sane lr, step_ms and wait_ms"
+else
+  fail "metrics records" "$problem"
+fi
+
+[ "$failures" = 0 ] || exit 1
