@@ -103,6 +103,8 @@ s_usage (FILE *out)
         "  --data-format F     idx (default: IDX files in --data), or criteo or libsvm\n"
         "                      text for a click-through-rate model (lr, dlrm)\n"
         "  --train-data FILE   --test-data FILE   its text files (absolute paths)\n"
+        "  --train-images FILE --train-labels FILE  an image model's IDX files by name,\n"
+        "  --test-images FILE  --test-labels FILE   in place of those in --data\n"
         "  --checkpoint-dir D  --checkpoint-steps N   --checkpoint-seconds S   --keep K\n"
         "  --full-every K      every K-th checkpoint writes the tables whole, the\n"
         "                      others incremental (default 1: always whole)\n"

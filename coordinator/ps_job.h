@@ -55,6 +55,12 @@ typedef struct {
     char data_format [8];
     char train_data [PS_JOB_PATH_MAX];  //  "" unless data_format is criteo or libsvm
     char test_data [PS_JOB_PATH_MAX];
+    //  "data": an image model's IDX files by name, each pair given whole or
+    //  not at all; "" takes data_dir's file of Fashion-MNIST's name.
+    char train_images [PS_JOB_PATH_MAX];
+    char train_labels [PS_JOB_PATH_MAX];
+    char test_images [PS_JOB_PATH_MAX];
+    char test_labels [PS_JOB_PATH_MAX];
     uint64_t train_limit;               //  first N training examples; 0 = all
     uint64_t test_limit;                //  first N test examples; 0 = all
     ps_partitioner_t partitioner;       //  "partitioner": {"kind": ..., ...}

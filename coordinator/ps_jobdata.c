@@ -14,19 +14,27 @@ static int
 s_check_idx (const ps_job_t *job, const ps_model_t *model, size_t *train_count,
              ps_error_t *err)
 {
-    size_t test_count;
-    int rows, cols, test_rows, test_cols;
-    int rc = ps_dataset_probe (job->data_dir, PS_SPLIT_TRAIN, (size_t) job->train_limit,
-                               train_count, &rows, &cols, err);
+    ps_dataset_info_t train, test;
+    int rc = ps_dataset_probe (job->data_dir, PS_SPLIT_TRAIN, job->train_images,
+                               job->train_labels, (size_t) job->train_limit, &train, err);
     if (rc == 0)
-        rc = ps_dataset_probe (job->data_dir, PS_SPLIT_TEST, (size_t) job->test_limit,
-                               &test_count, &test_rows, &test_cols, err);
-    if (rc == 0 && (test_rows != rows || test_cols != cols))
-        rc = ps_error_set (err, PS_ESHAPE, "the test images are %dx%d, the training images "
-                           "%dx%d", test_rows, test_cols, rows, cols);
+        rc = ps_dataset_probe (job->data_dir, PS_SPLIT_TEST, job->test_images,
+                               job->test_labels, (size_t) job->test_limit, &test, err);
+    if (rc == 0 && (test.rows != train.rows || test.cols != train.cols
+                    || test.channels != train.channels))
+        rc = ps_error_set (err, PS_ESHAPE, "the test images are %dx%dx%d, the training images "
+                           "%dx%dx%d (rows x columns x channels)", test.rows, test.cols,
+                           test.channels, train.rows, train.cols, train.channels);
+    int classes = train.classes > test.classes ? train.classes : test.classes;
     if (rc == 0)
-        rc = ps_model_check_input (model, rows, cols, PS_DATASET_CLASSES, err);
-    return rc ? ps_error_prefix (err, rc, "%s", job->data_dir) : 0;
+        rc = ps_model_check_input (model, train.rows, train.cols, train.channels, classes, err);
+    if (rc == 0)
+        *train_count = train.count;
+    //  Named files say where they are themselves; the default ones are
+    //  data_dir's.
+    if (rc && !job->train_images [0] && !job->test_images [0])
+        ps_error_prefix (err, rc, "%s", job->data_dir);
+    return rc;
 }
 
 //  Open one text file (building or finding its index) and count its

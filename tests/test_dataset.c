@@ -516,12 +516,17 @@ test_inconsistent_files (void **state)
     s_write_idx (fx->dir, "train-labels-idx1-ubyte", four, 1, (const uint8_t []) { 0, 1, 2, 3 });
     s_assert_load_fails (fx->dir, PS_ESHAPE, "train-labels-idx1-ubyte", "4 labels");
 
-    //  A label that is no class.
+    //  Any byte is a class: the largest label kept makes the count.
     const uint32_t three [] = { 3 };
-    s_write_idx (fx->dir, "train-labels-idx1-ubyte", three, 1, (const uint8_t []) { 9, 10, 0 });
-    s_assert_load_fails (fx->dir, PS_ECORRUPT, "train-labels-idx1-ubyte", "label 10 at index 1");
     s_write_idx (fx->dir, "train-labels-idx1-ubyte", three, 1, (const uint8_t []) { 0, 1, 255 });
-    s_assert_load_fails (fx->dir, PS_ECORRUPT, "train-labels-idx1-ubyte", "index 2");
+    ps_dataset_t *data = ps_dataset_load (fx->dir, PS_SPLIT_TRAIN, 0, NULL);
+    assert_non_null (data);
+    assert_int_equal (ps_dataset_classes (data), 256);
+    ps_dataset_destroy (&data);
+    data = ps_dataset_load (fx->dir, PS_SPLIT_TRAIN, 2, NULL);
+    assert_non_null (data);
+    assert_int_equal (ps_dataset_classes (data), 2);
+    ps_dataset_destroy (&data);
 
     //  Labels of rank 2, images of rank 2 and 4.
     const uint32_t label_matrix [] = { 3, 1 };
@@ -531,9 +536,9 @@ test_inconsistent_files (void **state)
     const uint32_t flat [] = { 3, 4 };
     s_write_idx (fx->dir, "train-images-idx3-ubyte", flat, 2, bytes);
     s_assert_load_fails (fx->dir, PS_ESHAPE, "train-images-idx3-ubyte", "rank 2");
-    const uint32_t channels [] = { 3, 2, 2, 1 };
-    s_write_idx (fx->dir, "train-images-idx3-ubyte", channels, 4, bytes);
-    s_assert_load_fails (fx->dir, PS_ESHAPE, "train-images-idx3-ubyte", "rank 4");
+    const uint32_t two_channels [] = { 3, 2, 2, 2 };
+    s_write_idx (fx->dir, "train-images-idx3-ubyte", two_channels, 4, bytes);
+    s_assert_load_fails (fx->dir, PS_ESHAPE, "train-images-idx3-ubyte", "2 channels");
 }
 
 //  Probing the real splits gives the sizes loading gives, without the data.
@@ -541,29 +546,30 @@ static void
 test_probe_real (void **state)
 {
     (void) state;
-    size_t count = 0;
-    int rows = 0, cols = 0;
+    ps_dataset_info_t info = { 0 };
     ps_error_t err = { 0 };
-    if (ps_dataset_probe (s_real.dir, PS_SPLIT_TRAIN, 0, &count, &rows, &cols, &err))
+    if (ps_dataset_probe (s_real.dir, PS_SPLIT_TRAIN, NULL, NULL, 0, &info, &err))
         fail_msg ("probe failed: %s", err.msg);
-    assert_int_equal (count, S_TRAIN_COUNT);
-    assert_int_equal (rows, 28);
-    assert_int_equal (cols, 28);
-    assert_int_equal (ps_dataset_probe (s_real.dir, PS_SPLIT_TEST, 0, &count, &rows, &cols,
-                                        &err), PS_OK);
-    assert_int_equal (count, S_TEST_COUNT);
-    assert_int_equal (rows, 28);
-    assert_int_equal (cols, 28);
+    assert_int_equal (info.count, S_TRAIN_COUNT);
+    assert_int_equal (info.rows, 28);
+    assert_int_equal (info.cols, 28);
+    assert_int_equal (ps_dataset_probe (s_real.dir, PS_SPLIT_TEST, NULL, NULL, 0, &info, &err),
+                      PS_OK);
+    assert_int_equal (info.count, S_TEST_COUNT);
+    assert_int_equal (info.rows, 28);
+    assert_int_equal (info.cols, 28);
+    assert_int_equal (info.channels, 1);
+    assert_int_equal (info.classes, 10);
     //  The limit applies as in ps_dataset_load: it only ever lowers the count.
     size_t limits [] = { 1, 100, S_TEST_COUNT - 1, S_TEST_COUNT, S_TEST_COUNT + 1, 1000000 };
     for (size_t i = 0; i < sizeof limits / sizeof limits [0]; i++) {
-        assert_int_equal (ps_dataset_probe (s_real.dir, PS_SPLIT_TEST, limits [i], &count,
-                                            &rows, &cols, &err), PS_OK);
-        assert_int_equal (count, limits [i] < S_TEST_COUNT ? limits [i] : S_TEST_COUNT);
+        assert_int_equal (ps_dataset_probe (s_real.dir, PS_SPLIT_TEST, NULL, NULL, limits [i],
+                                            &info, &err), PS_OK);
+        assert_int_equal (info.count, limits [i] < S_TEST_COUNT ? limits [i] : S_TEST_COUNT);
     }
-    assert_int_equal (ps_dataset_probe (s_real.dir, PS_SPLIT_TRAIN, 70000, &count, &rows,
-                                        &cols, NULL), PS_OK);
-    assert_int_equal (count, S_TRAIN_COUNT);
+    assert_int_equal (ps_dataset_probe (s_real.dir, PS_SPLIT_TRAIN, NULL, NULL, 70000, &info,
+                                        NULL), PS_OK);
+    assert_int_equal (info.count, S_TRAIN_COUNT);
 }
 
 //  Probing dir's train split fails with code and a message that names
@@ -571,17 +577,16 @@ test_probe_real (void **state)
 static void
 s_assert_probe_fails (const char *dir, int code, const char *file, const char *expect)
 {
-    size_t count = 12345;
-    int rows = -7, cols = -8;
+    ps_dataset_info_t info = { .count = 12345, .rows = -7, .cols = -8 };
     ps_error_t err = { 0 };
-    int rc = ps_dataset_probe (dir, PS_SPLIT_TRAIN, 0, &count, &rows, &cols, &err);
+    int rc = ps_dataset_probe (dir, PS_SPLIT_TRAIN, NULL, NULL, 0, &info, &err);
     if (rc == PS_OK)
         fail_msg ("probing %s succeeded, expected %s", dir, ps_error_name (code));
     assert_int_equal (rc, code);
     assert_int_equal (err.code, code);
-    assert_int_equal (count, 12345);
-    assert_int_equal (rows, -7);
-    assert_int_equal (cols, -8);
+    assert_int_equal (info.count, 12345);
+    assert_int_equal (info.rows, -7);
+    assert_int_equal (info.cols, -8);
     char path [512];
     snprintf (path, sizeof path, "%s/%s", dir, file);
     if (!strstr (err.msg, path))
@@ -625,8 +630,8 @@ s_write_bytes (const char *dir, const char *name, const uint8_t *bytes, size_t l
 }
 
 //  Small hand-made files: the probe agrees with the load, reads only the
-//  headers (so short data and bad labels pass), and refuses what the
-//  headers show to be wrong.
+//  images' header (so short image data passes) and the labels, and refuses
+//  what the headers show to be wrong.
 static void
 test_probe_files (void **state)
 {
@@ -636,28 +641,30 @@ test_probe_files (void **state)
     const uint32_t three [] = { 3 };
     s_write_idx (fx->dir, "train-images-idx3-ubyte", image_dims, 3, pixels);
     s_write_idx (fx->dir, "train-labels-idx1-ubyte.gz", three, 1, (const uint8_t []) { 1, 2, 3 });
-    size_t count = 0;
-    int rows = 0, cols = 0;
+    ps_dataset_info_t info = { 0 };
     ps_error_t err = { 0 };
-    if (ps_dataset_probe (fx->dir, PS_SPLIT_TRAIN, 0, &count, &rows, &cols, &err))
+    if (ps_dataset_probe (fx->dir, PS_SPLIT_TRAIN, NULL, NULL, 0, &info, &err))
         fail_msg ("probe failed: %s", err.msg);
-    assert_int_equal (count, 3);
-    assert_int_equal (rows, 2);
-    assert_int_equal (cols, 2);
+    assert_int_equal (info.count, 3);
+    assert_int_equal (info.rows, 2);
+    assert_int_equal (info.cols, 2);
     ps_dataset_t *data = ps_dataset_load (fx->dir, PS_SPLIT_TRAIN, 2, &err);
     assert_non_null (data);
-    assert_int_equal (ps_dataset_probe (fx->dir, PS_SPLIT_TRAIN, 2, &count, &rows, &cols, &err),
+    assert_int_equal (ps_dataset_probe (fx->dir, PS_SPLIT_TRAIN, NULL, NULL, 2, &info, &err),
                       PS_OK);
-    assert_int_equal (count, ps_dataset_count (data));
-    assert_int_equal (rows, ps_dataset_rows (data));
-    assert_int_equal (cols, ps_dataset_cols (data));
+    assert_int_equal (info.count, ps_dataset_count (data));
+    assert_int_equal (info.rows, ps_dataset_rows (data));
+    assert_int_equal (info.cols, ps_dataset_cols (data));
     ps_dataset_destroy (&data);
 
-    //  A label that is no class is in the data, which the probe does not read.
+    //  The probe reads the labels for the classes, as the load does.
     s_write_idx (fx->dir, "train-labels-idx1-ubyte.gz", three, 1, (const uint8_t []) { 1, 20, 3 });
-    assert_int_equal (ps_dataset_probe (fx->dir, PS_SPLIT_TRAIN, 0, &count, &rows, &cols, &err),
+    assert_int_equal (ps_dataset_probe (fx->dir, PS_SPLIT_TRAIN, NULL, NULL, 0, &info, &err),
                       PS_OK);
-    s_assert_load_fails (fx->dir, PS_ECORRUPT, "train-labels-idx1-ubyte.gz", "label 20");
+    assert_int_equal (info.classes, 21);
+    assert_int_equal (ps_dataset_probe (fx->dir, PS_SPLIT_TRAIN, NULL, NULL, 1, &info, &err),
+                      PS_OK);
+    assert_int_equal (info.classes, 2);
 
     //  Four labels for three images, and ranks that make no data set.
     const uint32_t four [] = { 4 };
@@ -682,10 +689,90 @@ test_probe_files (void **state)
 
     //  A whole header with the data cut short probes, but does not load.
     s_write_bytes (fx->dir, "train-images-idx3-ubyte.gz", header, sizeof header);
-    assert_int_equal (ps_dataset_probe (fx->dir, PS_SPLIT_TRAIN, 0, &count, &rows, &cols, &err),
+    assert_int_equal (ps_dataset_probe (fx->dir, PS_SPLIT_TRAIN, NULL, NULL, 0, &info, &err),
                       PS_OK);
-    assert_int_equal (count, 3);
+    assert_int_equal (info.count, 3);
     s_assert_load_fails (fx->dir, PS_ECORRUPT, "train-images-idx3-ubyte.gz", "truncated");
+}
+
+//  Files of any name, with three channels: loaded as NHWC, probed the
+//  same, checked against models, and a pair given by half refused.
+static void
+test_named_files (void **state)
+{
+    fixture_t *fx = *state;
+    //  Two 1x2 RGB images: every value is its own index.
+    uint8_t pixels [12];
+    for (int i = 0; i < 12; i++)
+        pixels [i] = (uint8_t) (i * 20);
+    const uint32_t image_dims [] = { 2, 1, 2, 3 };
+    const uint32_t label_dims [] = { 2 };
+    s_write_idx (fx->dir, "rgb-images.idx.gz", image_dims, 4, pixels);
+    s_write_idx (fx->dir, "rgb-labels.idx", label_dims, 1, (const uint8_t []) { 3, 1 });
+    char images [512], labels [512];
+    snprintf (images, sizeof images, "%s/rgb-images.idx.gz", fx->dir);
+    snprintf (labels, sizeof labels, "%s/rgb-labels.idx", fx->dir);
+    ps_error_t err = { 0 };
+    //  The directory has no Fashion-MNIST files: the named ones are read.
+    ps_dataset_t *data = ps_dataset_open (fx->dir, PS_SPLIT_TEST, images, labels, 0, &err);
+    if (!data)
+        fail_msg ("open failed: %s", err.msg);
+    assert_int_equal (ps_dataset_count (data), 2);
+    assert_int_equal (ps_dataset_rows (data), 1);
+    assert_int_equal (ps_dataset_cols (data), 2);
+    assert_int_equal (ps_dataset_channels (data), 3);
+    assert_int_equal (ps_dataset_classes (data), 4);
+    for (int i = 0; i < 2; i++)
+        for (int v = 0; v < 6; v++)
+            assert_true (ps_dataset_image (data, (size_t) i) [v]
+                         == (float) pixels [i * 6 + v] / 255.0f);
+    ps_dataset_info_t info;
+    assert_int_equal (ps_dataset_probe (NULL, PS_SPLIT_TRAIN, images, labels, 0, &info, &err),
+                      PS_OK);
+    assert_int_equal (info.count, 2);
+    assert_int_equal (info.rows, 1);
+    assert_int_equal (info.cols, 2);
+    assert_int_equal (info.channels, 3);
+    assert_int_equal (info.classes, 4);
+
+    //  A model of 1x2x3 inputs and 4 classes fits, a flat one of 6 too;
+    //  other shapes or fewer classes do not, and the message names both.
+    const char *spec = "{\"input_shape\": [1, 2, 3], \"layers\": [{\"type\": \"Flatten\"}, "
+                       "{\"type\": \"Dense\", \"units\": %d}]}";
+    const char *flat = "{\"input_shape\": [%d], \"layers\": [{\"type\": \"Dense\", "
+                       "\"units\": 4}]}";
+    char json [256];
+    snprintf (json, sizeof json, spec, 4);
+    ps_model_t *model = ps_model_parse (json, "rgb", &err);
+    assert_non_null (model);
+    assert_int_equal (ps_dataset_check_model (data, model, &err), PS_OK);
+    ps_model_destroy (&model);
+    snprintf (json, sizeof json, flat, 6);
+    model = ps_model_parse (json, "flat", &err);
+    assert_non_null (model);
+    assert_int_equal (ps_dataset_check_model (data, model, &err), PS_OK);
+    ps_model_destroy (&model);
+    snprintf (json, sizeof json, spec, 3);
+    model = ps_model_parse (json, "rgb", &err);
+    assert_non_null (model);
+    assert_int_equal (ps_dataset_check_model (data, model, &err), PS_ESHAPE);
+    assert_non_null (strstr (err.msg, "gives 3 classes, but the data has labels up to 3 "
+                                      "(4 classes)"));
+    ps_model_destroy (&model);
+    model = ps_model_load ("cnn", &err);
+    assert_non_null (model);
+    assert_int_equal (ps_dataset_check_model (data, model, &err), PS_ESHAPE);
+    assert_non_null (strstr (err.msg, "takes 28x28x1 inputs, but the data has 1x2x3 images"));
+    ps_model_destroy (&model);
+    ps_dataset_destroy (&data);
+
+    //  Half a pair.
+    assert_null (ps_dataset_open (fx->dir, PS_SPLIT_TRAIN, images, NULL, 0, &err));
+    assert_int_equal (err.code, PS_EINVAL);
+    assert_non_null (strstr (err.msg, "the training images file is given"));
+    assert_int_equal (ps_dataset_probe (fx->dir, PS_SPLIT_TEST, "", labels, 0, &info, &err),
+                      PS_EINVAL);
+    assert_non_null (strstr (err.msg, "the test labels file is given"));
 }
 
 int
@@ -711,6 +798,7 @@ main (int argc, char **argv)
         cmocka_unit_test_setup_teardown (test_inconsistent_files, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_probe_missing, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_probe_files, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_named_files, s_setup, harness_dir_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

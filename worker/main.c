@@ -97,6 +97,9 @@ s_usage (FILE *out)
         "  --device D          cpu, gpu or auto (default auto: the GPU when present)\n"
         "  --threads N         CPU threads, OpenBLAS's included (default: all cores)\n"
         "  --data DIR          IDX files (default " PS_DATASET_DEFAULT_DIR ")\n"
+        "  --train-images FILE --train-labels FILE   IDX files by name, in place of\n"
+        "  --test-images FILE  --test-labels FILE    those in --data: images [N, H, W]\n"
+        "                      or [N, H, W, C] (C 1 or 3), labels [N], plain or gzip\n"
         "  --seed N            weights, shuffle and dropout (default 1)\n"
         "  --limit N           use only the first N training examples\n"
         "  --test-limit N      use only the first N test examples\n"
@@ -286,6 +289,10 @@ main (int argc, char *argv [])
         { "eval-steps", required_argument, NULL, 'E' },
         { "test-data", required_argument, NULL, 'F' },
         { "format", required_argument, NULL, 'R' },
+        { "train-images", required_argument, NULL, 'I' },
+        { "train-labels", required_argument, NULL, 'J' },
+        { "test-images", required_argument, NULL, 'X' },
+        { "test-labels", required_argument, NULL, 'Z' },
         { "cluster", required_argument, NULL, 'C' },
         { "cluster-resolver", required_argument, NULL, 'Q' },
         { "task", required_argument, NULL, 'K' },
@@ -305,7 +312,7 @@ main (int argc, char *argv [])
                 name = options [i].name;
         char flag [32];
         snprintf (flag, sizeof flag, "--%s", name);
-        if (!standalone_only && c && strchr ("MebolDsLTmpEFR", c))
+        if (!standalone_only && c && strchr ("MebolDsLTmpEFRIJXZ", c))
             standalone_only = name;
         int rc = PS_OK;
         switch (c) {
@@ -323,6 +330,10 @@ main (int argc, char *argv [])
                 break;
             case 'M': cfg.model = optarg; break;
             case 'D': cfg.data_dir = data_arg = optarg; break;
+            case 'I': cfg.train_images = optarg; break;
+            case 'J': cfg.train_labels = optarg; break;
+            case 'X': cfg.test_images = optarg; break;
+            case 'Z': cfg.test_labels = optarg; break;
             case 'm': cfg.metrics_path = optarg; break;
             case 'o': opt_kind = optarg; break;
             case 'd':
@@ -415,6 +426,12 @@ main (int argc, char *argv [])
     //  loaded here only to tell which (an unknown one is reported below).
     ps_model_t *model = ps_model_load (cfg.model, NULL);
     const ps_ctrmodel_t *ctr = model ? ps_model_ctr (model) : NULL;
+    if (ctr && (cfg.train_images || cfg.train_labels || cfg.test_images || cfg.test_labels)) {
+        ps_error ("--train-images, --train-labels, --test-images and --test-labels are for "
+                  "image models; a click-through-rate model reads --data and --test-data");
+        ps_model_destroy (&model);
+        return 2;
+    }
     if (ctr && (cfg.eval_steps || cfg.device == PS_DEVICE_GPU)) {
         ps_error ("%s is for image classifiers; a click-through-rate model trains on the CPU "
                   "and evaluates after each epoch", cfg.eval_steps ? "--eval-steps"

@@ -1,6 +1,6 @@
 //  Data sets; see ps_dataset.h.
 //
-//  The whole split is held in memory as floats, pixel p stored as
+//  The whole split is held in memory as floats, value p stored as
 //  p / 255.0f (a single-precision division, so that every implementation
 //  gets the same bits), and the labels as the file's bytes.
 //
@@ -48,8 +48,9 @@ static const struct {
 
 struct ps_dataset_t {
     size_t count;               //  examples kept
-    int rows, cols;
-    size_t pixels;              //  rows * cols
+    int rows, cols, channels;
+    int classes;                //  the largest label kept plus one
+    size_t pixels;              //  rows * cols * channels
     float *images;              //  count * pixels, 64-byte aligned
     uint8_t *labels;            //  count, or more when a limit was applied
     //  The permutation of the epoch ps_dataset_batch was last asked for.
@@ -81,70 +82,108 @@ s_find (const char *dir, const char *name, char *path, size_t size, ps_error_t *
     return ps_error_set (err, PS_ENOTFOUND, "%s(.gz): not found", path);
 }
 
-//  Check what the two headers show: images [N, rows, cols] and labels [N].
+//  Copy a path the user gave into path.
+static int
+s_given (const char *what, const char *given, char *path, size_t size, ps_error_t *err)
+{
+    if (strlen (given) >= size)
+        return ps_error_set (err, PS_EINVAL, "the %s file %s: path longer than %zu bytes",
+                             what, given, size - 1);
+    memcpy (path, given, strlen (given) + 1);
+    return PS_OK;
+}
+
+//  Put in images and labels (each size bytes) the files of one split: the
+//  given paths when both are set, else dir's files for split.
+static int
+s_split_files (const char *dir, ps_split_t split, const char *given_images,
+                  const char *given_labels, char *images, char *labels, size_t size,
+                  ps_error_t *err)
+{
+    assert (split == PS_SPLIT_TRAIN || split == PS_SPLIT_TEST);
+    bool has_images = given_images && given_images [0];
+    bool has_labels = given_labels && given_labels [0];
+    const char *split_name = split == PS_SPLIT_TRAIN ? "training" : "test";
+    if (has_images != has_labels)
+        return ps_error_set (err, PS_EINVAL, "the %s %s file is given (%s) but not its %s "
+                             "file: expected both or neither", split_name,
+                             has_images ? "images" : "labels",
+                             has_images ? given_images : given_labels,
+                             has_images ? "labels" : "images");
+    if (has_images) {
+        int rc = s_given ("images", given_images, images, size, err);
+        return rc ? rc : s_given ("labels", given_labels, labels, size, err);
+    }
+    assert (dir);
+    int rc = s_find (dir, s_files [split].images, images, size, err);
+    return rc ? rc : s_find (dir, s_files [split].labels, labels, size, err);
+}
+
+//  Check what the two headers show: images [N, rows, cols] or [N, rows,
+//  cols, channels] with 1 or 3 channels, and labels [N].
 static int
 s_check_headers (const char *image_path, const ps_idx_t *images, const char *label_path,
                  const ps_idx_t *labels, ps_error_t *err)
 {
-    if (images->rank != 3)
-        return ps_error_set (err, PS_ESHAPE, "%s: rank %d, expected 3 (images, rows, columns)",
-                             image_path, images->rank);
+    if (images->rank != 3 && images->rank != 4)
+        return ps_error_set (err, PS_ESHAPE, "%s: rank %d, expected 3 (images, rows, columns) "
+                             "or 4 (images, rows, columns, channels)", image_path, images->rank);
+    if (images->rank == 4 && images->dims [3] != 1 && images->dims [3] != 3)
+        return ps_error_set (err, PS_ESHAPE, "%s: %u channels, expected 1 (grayscale) or 3 "
+                             "(RGB)", image_path, images->dims [3]);
     if (labels->rank != 1)
         return ps_error_set (err, PS_ESHAPE, "%s: rank %d, expected 1 (labels)",
                              label_path, labels->rank);
     if (labels->dims [0] != images->dims [0])
         return ps_error_set (err, PS_ESHAPE, "%s: %u labels, but %s holds %u images",
                              label_path, labels->dims [0], image_path, images->dims [0]);
-    //  Callers size their buffers as batch * rows * cols in int.
-    if ((uint64_t) images->dims [1] * images->dims [2] > INT_MAX)
-        return ps_error_set (err, PS_ESHAPE, "%s: images of %u x %u pixels, expected at most %d",
-                             image_path, images->dims [1], images->dims [2], INT_MAX);
+    //  Callers size their buffers as batch * rows * cols * channels in int.
+    uint64_t channels = images->rank == 4 ? images->dims [3] : 1;
+    if ((uint64_t) images->dims [1] * images->dims [2] * channels > INT_MAX)
+        return ps_error_set (err, PS_ESHAPE, "%s: images of %u x %u x %u values, expected "
+                             "at most %d", image_path, images->dims [1], images->dims [2],
+                             (unsigned) channels, INT_MAX);
     return PS_OK;
 }
 
-//  Check that the two files make a data set: the headers agree and every
-//  label is a class.
-static int
-s_check (const char *image_path, const ps_idx_t *images, const char *label_path,
-         const ps_idx_t *labels, ps_error_t *err)
+//  Fill info from the checked headers, the labels and the limit.
+static void
+s_info (const ps_idx_t *images, const ps_idx_t *labels, size_t limit, ps_dataset_info_t *info)
 {
-    int rc = s_check_headers (image_path, images, label_path, labels, err);
-    if (rc)
-        return rc;
-    for (size_t i = 0; i < labels->count; i++)
-        if (labels->data [i] >= PS_DATASET_CLASSES)
-            return ps_error_set (err, PS_ECORRUPT, "%s: label %u at index %zu, expected 0..%d",
-                                 label_path, labels->data [i], i, PS_DATASET_CLASSES - 1);
-    return PS_OK;
+    info->count = images->dims [0];
+    if (limit > 0 && limit < info->count)
+        info->count = limit;
+    info->rows = (int) images->dims [1];
+    info->cols = (int) images->dims [2];
+    info->channels = images->rank == 4 ? (int) images->dims [3] : 1;
+    int top = 0;
+    for (size_t i = 0; i < info->count; i++)
+        if (labels->data [i] > top)
+            top = labels->data [i];
+    info->classes = top + 1;
 }
 
 //  Read and check both files of the split, and fill self from them.
 static int
-s_load (ps_dataset_t *self, const char *dir, ps_split_t split, size_t limit, ps_error_t *err)
+s_load (ps_dataset_t *self, const char *image_path, const char *label_path, size_t limit,
+        ps_error_t *err)
 {
-    char image_path [PATH_MAX];
-    char label_path [PATH_MAX];
-    int rc = s_find (dir, s_files [split].images, image_path, sizeof image_path, err);
-    if (rc)
-        return rc;
-    rc = s_find (dir, s_files [split].labels, label_path, sizeof label_path, err);
-    if (rc)
-        return rc;
-
     ps_idx_t images, labels;
-    rc = ps_idx_read (image_path, &images, err);
+    int rc = ps_idx_read (image_path, &images, err);
     if (rc)
         return rc;
     rc = ps_idx_read (label_path, &labels, err);
     if (rc == PS_OK)
-        rc = s_check (image_path, &images, label_path, &labels, err);
+        rc = s_check_headers (image_path, &images, label_path, &labels, err);
     if (rc == PS_OK) {
-        self->count = images.dims [0];
-        if (limit > 0 && limit < self->count)
-            self->count = limit;
-        self->rows = (int) images.dims [1];
-        self->cols = (int) images.dims [2];
-        self->pixels = (size_t) self->rows * (size_t) self->cols;
+        ps_dataset_info_t info;
+        s_info (&images, &labels, limit, &info);
+        self->count = info.count;
+        self->rows = info.rows;
+        self->cols = info.cols;
+        self->channels = info.channels;
+        self->classes = info.classes;
+        self->pixels = (size_t) self->rows * (size_t) self->cols * (size_t) self->channels;
         self->images = ps_floats_alloc (self->count * self->pixels);
         self->perm = malloc (self->count * sizeof (uint32_t));
         if (!self->images || !self->perm)
@@ -152,6 +191,7 @@ s_load (ps_dataset_t *self, const char *dir, ps_split_t split, size_t limit, ps_
                                image_path, self->count);
     }
     if (rc == PS_OK) {
+        //  An IDX file of [N, H, W, C] is row-major, so it is NHWC already.
         size_t n = self->count * self->pixels;
         for (size_t i = 0; i < n; i++)
             self->images [i] = (float) images.data [i] / 255.0f;
@@ -166,50 +206,58 @@ s_load (ps_dataset_t *self, const char *dir, ps_split_t split, size_t limit, ps_
 }
 
 ps_dataset_t *
-ps_dataset_load (const char *dir, ps_split_t split, size_t limit, ps_error_t *err)
+ps_dataset_open (const char *dir, ps_split_t split, const char *images, const char *labels,
+                 size_t limit, ps_error_t *err)
 {
-    assert (dir);
-    assert (split == PS_SPLIT_TRAIN || split == PS_SPLIT_TEST);
+    char image_path [PATH_MAX], label_path [PATH_MAX];
+    if (s_split_files (dir, split, images, labels, image_path, label_path, sizeof image_path, err))
+        return NULL;
     ps_dataset_t *self = calloc (1, sizeof (ps_dataset_t));
     if (!self) {
-        ps_error_set (err, PS_EIO, "%s: cannot allocate a data set", dir);
+        ps_error_set (err, PS_EIO, "%s: cannot allocate a data set", image_path);
         return NULL;
     }
-    if (s_load (self, dir, split, limit, err))
+    if (s_load (self, image_path, label_path, limit, err))
         ps_dataset_destroy (&self);
     return self;
 }
 
-int
-ps_dataset_probe (const char *dir, ps_split_t split, size_t limit, size_t *count, int *rows,
-                  int *cols, ps_error_t *err)
+ps_dataset_t *
+ps_dataset_load (const char *dir, ps_split_t split, size_t limit, ps_error_t *err)
 {
-    assert (dir);
-    assert (split == PS_SPLIT_TRAIN || split == PS_SPLIT_TEST);
-    assert (count && rows && cols);
-    char image_path [PATH_MAX];
-    char label_path [PATH_MAX];
-    int rc = s_find (dir, s_files [split].images, image_path, sizeof image_path, err);
+    return ps_dataset_open (dir, split, NULL, NULL, limit, err);
+}
+
+int
+ps_dataset_probe (const char *dir, ps_split_t split, const char *images, const char *labels,
+                  size_t limit, ps_dataset_info_t *info, ps_error_t *err)
+{
+    assert (info);
+    char image_path [PATH_MAX], label_path [PATH_MAX];
+    int rc = s_split_files (dir, split, images, labels, image_path, label_path, sizeof image_path,
+                      err);
     if (rc)
         return rc;
-    rc = s_find (dir, s_files [split].labels, label_path, sizeof label_path, err);
-    if (rc)
+    //  The images' header carries no data, so only the labels need freeing.
+    ps_idx_t image_idx, label_idx;
+    if ((rc = ps_idx_read_header (image_path, &image_idx, err)))
         return rc;
-    //  Headers carry no data, so there is nothing to free on any path.
-    ps_idx_t images, labels;
-    rc = ps_idx_read_header (image_path, &images, err);
+    rc = ps_idx_read (label_path, &label_idx, err);
     if (rc == PS_OK)
-        rc = ps_idx_read_header (label_path, &labels, err);
+        rc = s_check_headers (image_path, &image_idx, label_path, &label_idx, err);
     if (rc == PS_OK)
-        rc = s_check_headers (image_path, &images, label_path, &labels, err);
-    if (rc)
-        return rc;
-    *count = images.dims [0];
-    if (limit > 0 && limit < *count)
-        *count = limit;
-    *rows = (int) images.dims [1];
-    *cols = (int) images.dims [2];
-    return PS_OK;
+        s_info (&image_idx, &label_idx, limit, info);
+    ps_idx_free (&label_idx);
+    return rc;
+}
+
+int
+ps_dataset_check_model (const ps_dataset_t *self, const ps_model_t *model, ps_error_t *err)
+{
+    assert (self);
+    assert (model);
+    return ps_model_check_input (model, self->rows, self->cols, self->channels, self->classes,
+                                 err);
 }
 
 void
@@ -248,10 +296,17 @@ ps_dataset_cols (const ps_dataset_t *self)
 }
 
 int
+ps_dataset_channels (const ps_dataset_t *self)
+{
+    assert (self);
+    return self->channels;
+}
+
+int
 ps_dataset_classes (const ps_dataset_t *self)
 {
     assert (self);
-    return PS_DATASET_CLASSES;
+    return self->classes;
 }
 
 const float *

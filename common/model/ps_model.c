@@ -544,19 +544,33 @@ ps_model_destroy (ps_model_t **self_p)
 }
 
 int
-ps_model_check_input (const ps_model_t *self, int rows, int cols, int classes, ps_error_t *err)
+ps_model_check_input (const ps_model_t *self, int rows, int cols, int channels, int classes,
+                      ps_error_t *err)
 {
     if (self->ctr)
         return ps_error_set (err, PS_ESHAPE, "model \"%s\" is a click-through-rate model: it "
                              "trains on Criteo or LIBSVM data (ps-worker --standalone --data "
-                             "FILE --test-data FILE), not on %dx%d images", self->name, rows,
-                             cols);
-    if ((size_t) self->in_h * self->in_w * self->in_c != (size_t) rows * cols
-    ||  ps_model_classes (self) != classes)
+                             "FILE --test-data FILE), not on %dx%dx%d images", self->name, rows,
+                             cols, channels);
+    //  A flat input takes the image's values in NHWC order; any other
+    //  shape must be the image's own, so that a [3, 8, 8] model is not fed
+    //  8x8 RGB images in an order it does not expect.
+    bool flat = self->in_h == 1 && self->in_w == 1;
+    bool fits = flat ? (size_t) self->in_c == (size_t) rows * cols * channels
+                     : self->in_h == rows && self->in_w == cols && self->in_c == channels;
+    if (!fits)
         return ps_error_set (err, PS_ESHAPE, "model \"%s\" does not fit the data: it takes "
-                             "%dx%dx%d inputs and gives %d classes, but the data has %dx%dx1 "
-                             "images of %d classes", self->name, self->in_h, self->in_w,
-                             self->in_c, ps_model_classes (self), rows, cols, classes);
+                             "%dx%dx%d inputs, but the data has %dx%dx%d images (rows x "
+                             "columns x channels)", self->name, self->in_h, self->in_w,
+                             self->in_c, rows, cols, channels);
+    //  A label indexes the last layer's outputs, so none may reach past
+    //  them; fewer classes in the data than outputs is allowed, as in
+    //  Keras (a subset of the data may lack the last classes).
+    if (classes > ps_model_classes (self))
+        return ps_error_set (err, PS_ESHAPE, "model \"%s\" does not fit the data: its last "
+                             "layer gives %d classes, but the data has labels up to %d (%d "
+                             "classes)", self->name, ps_model_classes (self), classes - 1,
+                             classes);
     return 0;
 }
 

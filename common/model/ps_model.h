@@ -146,12 +146,13 @@ uint64_t ps_model_variable_seed (uint64_t seed, int index);
 int ps_model_check_variables (const ps_model_t *self, const char *const *names,
                               const ps_shape_t *shapes, int count, ps_error_t *err);
 
-//  Check that the model takes images of rows x cols pixels (in any input
-//  shape of that many values, a flat [784] included) and gives classes
-//  classes. The message says the model does not fit the data and names
-//  both shapes.
-int ps_model_check_input (const ps_model_t *self, int rows, int cols, int classes,
-                          ps_error_t *err);
+//  Check that the model takes images of rows x cols x channels values (in
+//  any input shape of that many values, a flat [784] included) and gives
+//  at least `classes` classes (the data's labels are 0 .. classes - 1).
+//  The message says the model does not fit the data and names both shapes
+//  or both numbers of classes.
+int ps_model_check_input (const ps_model_t *self, int rows, int cols, int channels,
+                          int classes, ps_error_t *err);
 
 //  One line per layer (name, type, output shape, parameters) and a total,
 //  like Keras's model.summary (); written to `out`.

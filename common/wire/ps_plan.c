@@ -38,6 +38,10 @@ ps_plan_to_proto (const ps_plan_t *plan, ps_proto_plan_t *out)
         .has_data_format = plan->data_format [0] != 0, .data_format = plan->data_format,
         .has_train_data = plan->train_data != NULL, .train_data = plan->train_data,
         .has_test_data = plan->test_data != NULL, .test_data = plan->test_data,
+        .has_train_images = plan->train_images != NULL, .train_images = plan->train_images,
+        .has_train_labels = plan->train_labels != NULL, .train_labels = plan->train_labels,
+        .has_test_images = plan->test_images != NULL, .test_images = plan->test_images,
+        .has_test_labels = plan->test_labels != NULL, .test_labels = plan->test_labels,
         .test_limit = plan->test_limit, .threads = (uint64_t) plan->threads,
         .device = plan->device,
         .servers = { (size_t) plan->nservers, (const char **) plan->servers },
@@ -163,6 +167,14 @@ ps_plan_read (ps_plan_t *plan, const ps_proto_plan_t *in, ps_error_t *err)
         tmp.train_data = s_strdup (in->train_data);
     if (in->has_test_data)
         tmp.test_data = s_strdup (in->test_data);
+    if (in->has_train_images)
+        tmp.train_images = s_strdup (in->train_images);
+    if (in->has_train_labels)
+        tmp.train_labels = s_strdup (in->train_labels);
+    if (in->has_test_images)
+        tmp.test_images = s_strdup (in->test_images);
+    if (in->has_test_labels)
+        tmp.test_labels = s_strdup (in->test_labels);
     tmp.servers = calloc (nservers + 1, sizeof (char *));
     tmp.vars = calloc (nvars, sizeof (ps_plan_var_t));
     if (!tmp.servers || !tmp.vars)
@@ -188,6 +200,10 @@ ps_plan_release (ps_plan_t *plan)
     free (plan->data_dir);
     free (plan->train_data);
     free (plan->test_data);
+    free (plan->train_images);
+    free (plan->train_labels);
+    free (plan->test_images);
+    free (plan->test_labels);
     if (plan->servers)
         for (int s = 0; s < plan->nservers; s++)
             free (plan->servers [s]);

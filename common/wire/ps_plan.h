@@ -38,6 +38,9 @@ typedef struct {
     //  are the files (NULL for idx).
     char data_format [8];
     char *train_data, *test_data;
+    //  An image model's IDX files by name (NULL: data_dir's files of
+    //  Fashion-MNIST's names), each split's pair set together.
+    char *train_images, *train_labels, *test_images, *test_labels;
     uint64_t train_limit, test_limit;
     int threads;
     char device [8];            //  cpu, gpu or auto
