@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# A user's own image data as IDX files of any name (tests/gen_idx.py writes
+# them): 8x8 RGB images of 4 classes train to a test accuracy of at least
+# 0.9 standalone and on a real local cluster (2 ps-servers, 2 workers),
+# where every batch is applied exactly once (tests/faults/check_run.py on
+# the metrics and checkpoints); 12x12 grayscale images in [N, H, W] files
+# train a flat model standalone; the job file's "data" object names the
+# files as the flags do. The mistakes are refused before any training,
+# with one line naming both sides: a model of another input shape (both
+# shapes), a last layer with fewer classes than the labels (both numbers),
+# half a pair of files, and IDX files with text data.
+#
+# Usage: test_own_data.sh (PS_WORKER and PS_COORDINATOR name the programs)
+set -u
+worker=${PS_WORKER:?PS_WORKER is not set}
+coordinator=${PS_COORDINATOR:?PS_COORDINATOR is not set}
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d /tmp/ps-own-data-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+. "$here/cli_lib.sh"
+
+# --- the data and the models ------------------------------------------------
+data=$work/data
+/usr/bin/python3 "$here/gen_idx.py" --out "$data" --count 512 --seed 1 --prefix train \
+  >"$work/out" 2>&1 || { fail "gen_idx.py (train)"; exit 1; }
+/usr/bin/python3 "$here/gen_idx.py" --out "$data" --count 128 --seed 2 --prefix test \
+  >"$work/out" 2>&1 || { fail "gen_idx.py (test)"; exit 1; }
+/usr/bin/python3 "$here/gen_idx.py" --out "$data" --count 256 --seed 3 --prefix gray-train \
+  --size 12 --channels 1 >"$work/out" 2>&1 || { fail "gen_idx.py (gray)"; exit 1; }
+/usr/bin/python3 "$here/gen_idx.py" --out "$data" --count 64 --seed 4 --prefix gray-test \
+  --size 12 --channels 1 >"$work/out" 2>&1 || { fail "gen_idx.py (gray test)"; exit 1; }
+files=(--train-images "$data/train-images.idx.gz" --train-labels "$data/train-labels.idx.gz"
+       --test-images "$data/test-images.idx.gz" --test-labels "$data/test-labels.idx.gz")
+cat >"$work/rgb8.json" <<'EOF'
+{"name": "rgb8", "input_shape": [8, 8, 3], "layers": [
+  {"type": "Conv2D", "filters": 8, "kernel_size": 3, "padding": "same", "activation": "relu"},
+  {"type": "MaxPool2D"},
+  {"type": "Flatten"},
+  {"type": "Dense", "units": 4}]}
+EOF
+sed 's/"units": 4/"units": 3/' "$work/rgb8.json" >"$work/rgb8-3.json"
+cat >"$work/gray12.json" <<'EOF'
+{"name": "gray12", "input_shape": [144], "layers": [
+  {"type": "Dense", "units": 16, "activation": "relu"},
+  {"type": "Dense", "units": 4}]}
+EOF
+
+# check_accuracy NAME FILE MIN: the last record of metrics FILE has a test
+# accuracy of at least MIN.
+check_accuracy () {
+  local accuracy
+  accuracy=$(python3 -c 'import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(rows[-1]["test_accuracy"])' "$2" 2>/dev/null)
+  if python3 -c 'import sys; sys.exit(not float(sys.argv[1]) >= float(sys.argv[2]))' \
+       "${accuracy:-0}" "$3"; then
+    pass "$1: test accuracy $accuracy"
+  else
+    fail "$1" "test accuracy ${accuracy:-none}, expected at least $3"
+  fi
+}
+
+# --- standalone -------------------------------------------------------------
+run 120 "$worker" --standalone --model "$work/rgb8.json" "${files[@]}" --epochs 3 --batch 32 \
+  --lr 0.01 --threads 1 --progress 0 --metrics "$work/standalone.jsonl"
+if [ "$status" = 0 ] && grep -qF "512 training and 128 test examples" "$work/out"; then
+  check_accuracy "standalone, 8x8 RGB, 4 classes" "$work/standalone.jsonl" 0.9
+else
+  fail "standalone, 8x8 RGB, 4 classes" "exit $status, expected 0 with 512 and 128 examples"
+fi
+run 120 "$worker" --standalone --model "$work/gray12.json" --epochs 3 --batch 32 --lr 0.01 \
+  --threads 1 --progress 0 --metrics "$work/gray.jsonl" \
+  --train-images "$data/gray-train-images.idx.gz" --train-labels "$data/gray-train-labels.idx.gz" \
+  --test-images "$data/gray-test-images.idx.gz" --test-labels "$data/gray-test-labels.idx.gz"
+if [ "$status" = 0 ]; then
+  check_accuracy "standalone, 12x12 grayscale [N, H, W], flat model" "$work/gray.jsonl" 0.9
+else
+  fail "standalone, 12x12 grayscale" "exit $status, expected 0"
+fi
+
+# --- a local cluster ----------------------------------------------------------
+# 512 examples in batches of 32 for 2 epochs: 32 steps over 2 servers.
+run 180 "$coordinator" --local --model "$work/rgb8.json" "${files[@]}" --epochs 2 --batch 32 \
+  --lr 0.01 --threads 1 --metrics "$work/cluster.jsonl" --checkpoint-dir "$work/ckpt" --keep 10
+if [ "$status" = 0 ]; then
+  check_accuracy "local cluster, 8x8 RGB, 4 classes" "$work/cluster.jsonl" 0.9
+  if /usr/bin/python3 "$here/faults/check_run.py" --metrics "$work/cluster.jsonl" --total 32 \
+       --servers 2 >"$work/out" 2>&1; then
+    pass "local cluster: every batch applied exactly once"
+  else
+    fail "local cluster: every batch applied exactly once" "check_run.py found violations"
+  fi
+else
+  fail "local cluster, 8x8 RGB, 4 classes" "exit $status, expected 0"
+fi
+
+# --- mistakes -------------------------------------------------------------------
+shapes="takes 28x28x1 inputs, but the data has 8x8x3 images"
+expect "coordinator: cnn on 8x8 RGB" 2 "$shapes" -- \
+  "$coordinator" --local --model cnn "${files[@]}"
+expect "standalone: cnn on 8x8 RGB" 1 "$shapes" -- \
+  "$worker" --standalone --model cnn "${files[@]}" --progress 0
+classes="gives 3 classes, but the data has labels up to 3 (4 classes)"
+expect "coordinator: 3 classes for labels 0..3" 2 "$classes" -- \
+  "$coordinator" --local --model "$work/rgb8-3.json" "${files[@]}"
+expect "standalone: 3 classes for labels 0..3" 1 "$classes" -- \
+  "$worker" --standalone --model "$work/rgb8-3.json" "${files[@]}" --progress 0
+expect "coordinator: images without labels" 2 \
+  "the training images file is given ($data/train-images.idx.gz) but not its labels file" -- \
+  "$coordinator" --local --model "$work/rgb8.json" --train-images "$data/train-images.idx.gz"
+expect "standalone: labels without images" 1 \
+  "the test labels file is given ($data/test-labels.idx.gz) but not its images file" -- \
+  "$worker" --standalone --model "$work/rgb8.json" --test-labels "$data/test-labels.idx.gz"
+expect "coordinator: a missing named file" 2 "$work/nothing.idx: not found" -- \
+  "$coordinator" --local --model "$work/rgb8.json" --train-images "$work/nothing.idx" \
+  --train-labels "$data/train-labels.idx.gz"
+
+# The job file's "data" object reads as the flags do: cnn is refused on
+# the files it names, and so are IDX files with text data.
+cat >"$work/job.json" <<EOF
+{"model": "cnn", "epochs": 1,
+ "data": {"train_images": "$data/train-images.idx.gz", "train_labels": "$data/train-labels.idx.gz",
+          "test_images": "$data/test-images.idx.gz", "test_labels": "$data/test-labels.idx.gz"}}
+EOF
+expect "job file: data object" 2 "$shapes" -- "$coordinator" --local --job "$work/job.json"
+expect "job file: IDX files with criteo data" 2 \
+  "at /data/train_images: expected no IDX file while data_format is criteo" -- \
+  "$coordinator" --local --job "$work/job.json" --data-format criteo \
+  --train-data "$work/t.txt" --test-data "$work/t.txt"
+
+[ "$failures" = 0 ] || { echo "$failures check(s) failed"; exit 1; }
+echo "all checks passed"
