@@ -28,6 +28,12 @@ s_check_idx (const ps_job_t *job, const ps_model_t *model, size_t *train_count,
     int classes = train.classes > test.classes ? train.classes : test.classes;
     if (rc == 0)
         rc = ps_model_check_input (model, train.rows, train.cols, train.channels, classes, err);
+    //  Said here once rather than by every worker's backend as it fails
+    //  and is restarted (ps_backend_new).
+    if (rc == 0 && ps_model_binary (model) && strcmp (job->device, "gpu") == 0)
+        return ps_error_set (err, PS_EINVAL, "at /device: model \"%s\" is a binary classifier "
+                             "(a last layer of one logit), which runs on the CPU only; use "
+                             "device cpu or auto", ps_model_name (model));
     if (rc == 0)
         *train_count = train.count;
     //  Named files say where they are themselves; the default ones are

@@ -1063,6 +1063,97 @@ test_softmax_xent_large_logits (void **state)
     s_check_xent ("softmax xent n=5 classes=7 logits +-100", 5, 7, offsets, 6003);
 }
 
+//  Summed sigmoid cross-entropy, log (1 + e^z) - y z computed the plain
+//  way in double, and the number of examples whose z > 0 says y.
+typedef struct {
+    int n;
+    const double *logits;
+    const uint8_t *labels;
+} s_bxent_t;
+
+static double
+s_ref_bxent (const s_bxent_t *bx, int *correct)
+{
+    double total = 0;
+    int right = 0;
+    for (int e = 0; e < bx->n; e++) {
+        double z = bx->logits [e];
+        total += log1p (exp (z)) - (bx->labels [e] ? z : 0);
+        right += (z > 0) == (bx->labels [e] != 0);
+    }
+    if (correct)
+        *correct = right;
+    return total;
+}
+
+static double
+s_bxent_objective (const void *ctx)
+{
+    return s_ref_bxent (ctx, NULL);
+}
+
+//  A binary classifier's loss: the sum, the count and dlogits at the batch
+//  mean's scale, against the reference and its finite differences, over
+//  logits of both signs; offset is added to every logit.
+static void
+s_check_bxent (const char *name, int n, float offset, uint64_t seed)
+{
+    uint64_t state = seed;
+    float *logits = s_floats ((size_t) n);
+    uint8_t *labels = malloc ((size_t) n);
+    assert_non_null (labels);
+    s_fill_uniform (logits, (size_t) n, &state, 3.0);
+    for (int e = 0; e < n; e++) {
+        logits [e] += offset;
+        //  Every third example is labelled against its logit's sign.
+        labels [e] = (uint8_t) ((logits [e] > 0) != (e % 3 == 0));
+    }
+    double *wide = s_doubles ((size_t) n);
+    s_widen (logits, wide, (size_t) n);
+    s_bxent_t bx = { n, wide, labels };
+    int want_correct;
+    double want_loss = s_ref_bxent (&bx, &want_correct);
+    double *grad = s_doubles ((size_t) n);
+    s_numeric_grad (s_bxent_objective, &bx, wide, (size_t) n, grad);
+
+    float *dlogits = s_floats ((size_t) n);
+    s_fill_nan (dlogits, (size_t) n);
+    int correct = 7;
+    float scale = 1.0f / (float) n;
+    double loss = ps_cpu_sigmoid_xent (n, logits, labels, scale, dlogits, &correct);
+    double e_loss = fabs (loss - want_loss) / fabs (want_loss);
+    s_check (name, "loss sum", e_loss, S_FORWARD_TOL);
+    if (correct != 7 + want_correct)
+        fail_msg ("%s: correct count %d, expected %d (added to 7)", name, correct - 7,
+                  want_correct);
+    for (int e = 0; e < n; e++)
+        grad [e] *= scale;
+    double e_grad = s_rel_err (dlogits, grad, (size_t) n);
+    s_check (name, "dlogits", e_grad, S_GRAD_TOL);
+    correct = 0;
+    assert_true (fabs (ps_cpu_sigmoid_xent (n, logits, labels, 1.0f, NULL, &correct) - loss)
+                 <= 1e-12 * fabs (loss));
+    assert_int_equal (correct, want_correct);
+    printf ("  %-52s loss %.1e dlogits %.1e correct %d of %d\n", name, e_loss, e_grad,
+            want_correct, n);
+    free (logits);
+    free (labels);
+    free (wide);
+    free (grad);
+    free (dlogits);
+}
+
+static void
+test_sigmoid_xent (void **state)
+{
+    (void) state;
+    printf ("\n");
+    s_check_bxent ("sigmoid xent n=9", 9, 0.0f, 6101);
+    //  Far from zero, where e^z overflows float32 unless |z| is used.
+    s_check_bxent ("sigmoid xent n=6 logits +30", 6, 30.0f, 6102);
+    s_check_bxent ("sigmoid xent n=6 logits -30", 6, -30.0f, 6103);
+}
+
 int
 main (void)
 {
@@ -1074,6 +1165,7 @@ main (void)
         cmocka_unit_test (test_dropout),
         cmocka_unit_test (test_softmax_xent),
         cmocka_unit_test (test_softmax_xent_large_logits),
+        cmocka_unit_test (test_sigmoid_xent),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

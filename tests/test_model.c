@@ -759,13 +759,27 @@ test_error_model_level (void **state)
     s_expect_error ("{\"input_shape\": [8, 8, 1], \"layers\": ["
                     " {\"type\": \"Conv2D\", \"filters\": 2, \"kernel_size\": 3}]}",
                     PS_ESHAPE, "spec.json", "last layer", "[6, 6, 2]", NULL);
-    //  One class is no classification.
-    s_expect_error ("{\"input_shape\": [4], \"layers\": [{\"type\": \"Dense\", \"units\": 1}]}",
-                    PS_ESHAPE, "spec.json", "1 logits", "2 to 256 classes", NULL);
-    //  A flat input with no layer changing it still needs logits of 2 or
-    //  more classes; [1] is one.
+    //  More than 256 classes is more than a byte label can name.
+    s_expect_error ("{\"input_shape\": [4], \"layers\": [{\"type\": \"Dense\", \"units\": 257}]}",
+                    PS_ESHAPE, "spec.json", "257 logits", "1 (binary) or 2 to 256 classes", NULL);
+    //  A flat input with no layer changing it gives logits, but there is
+    //  nothing to train.
     s_expect_error ("{\"input_shape\": [1], \"layers\": [{\"type\": \"ReLU\"}]}",
-                    PS_ESHAPE, "2 to 256 classes", NULL);
+                    PS_EINVAL, "no Conv2D or Dense layer", NULL);
+    //  One logit is a binary classifier, of labels 0 and 1.
+    ps_error_t err = { 0 };
+    ps_model_t *binary = ps_model_parse ("{\"input_shape\": [4], \"layers\": "
+                                         "[{\"type\": \"Dense\", \"units\": 1}]}",
+                                         "binary.json", &err);
+    assert_non_null (binary);
+    assert_true (ps_model_binary (binary));
+    assert_int_equal (ps_model_classes (binary), 1);
+    assert_int_equal (ps_model_label_classes (binary), 2);
+    assert_int_equal (ps_model_check_input (binary, 2, 2, 1, 2, &err), PS_OK);
+    assert_int_equal (ps_model_check_input (binary, 2, 2, 1, 3, &err), PS_ESHAPE);
+    assert_non_null (strstr (err.msg, "gives 2 classes (one logit: binary), but the data has "
+                                      "labels up to 2 (3 classes)"));
+    ps_model_destroy (&binary);
     s_expect_error ("{\"input_shape\": [28, 28], \"layers\": [{\"type\": \"Flatten\"}]}",
                     PS_EINVAL, "spec.json: at /input_shape: expected an array of 1 item or an array of 3 items",
                     NULL);

@@ -8,7 +8,10 @@
 # files as the flags do. The mistakes are refused before any training,
 # with one line naming both sides: a model of another input shape (both
 # shapes), a last layer with fewer classes than the labels (both numbers),
-# half a pair of files, and IDX files with text data.
+# half a pair of files, and IDX files with text data. A binary classifier
+# (a last layer of one logit, sigmoid cross-entropy) learns 2-class data
+# standalone and on the cluster, and --device gpu is refused for it at
+# once, since only the CPU engine has its loss.
 #
 # Usage: test_own_data.sh (PS_WORKER and PS_COORDINATOR name the programs)
 set -u
@@ -41,6 +44,19 @@ cat >"$work/rgb8.json" <<'EOF'
   {"type": "Dense", "units": 4}]}
 EOF
 sed 's/"units": 4/"units": 3/' "$work/rgb8.json" >"$work/rgb8-3.json"
+/usr/bin/python3 "$here/gen_idx.py" --out "$data" --count 512 --seed 5 --prefix bin-train \
+  --classes 2 >"$work/out" 2>&1 || { fail "gen_idx.py (binary)"; exit 1; }
+/usr/bin/python3 "$here/gen_idx.py" --out "$data" --count 128 --seed 6 --prefix bin-test \
+  --classes 2 >"$work/out" 2>&1 || { fail "gen_idx.py (binary test)"; exit 1; }
+bin_files=(--train-images "$data/bin-train-images.idx.gz"
+           --train-labels "$data/bin-train-labels.idx.gz"
+           --test-images "$data/bin-test-images.idx.gz" --test-labels "$data/bin-test-labels.idx.gz")
+cat >"$work/bin8.json" <<'EOF'
+{"name": "bin8", "input_shape": [8, 8, 3], "layers": [
+  {"type": "Flatten"},
+  {"type": "Dense", "units": 8, "activation": "relu"},
+  {"type": "Dense", "units": 1}]}
+EOF
 cat >"$work/gray12.json" <<'EOF'
 {"name": "gray12", "input_shape": [144], "layers": [
   {"type": "Dense", "units": 16, "activation": "relu"},
@@ -95,6 +111,31 @@ if [ "$status" = 0 ]; then
 else
   fail "local cluster, 8x8 RGB, 4 classes" "exit $status, expected 0"
 fi
+
+# --- a binary classifier ------------------------------------------------------
+run 120 "$worker" --standalone --model "$work/bin8.json" "${bin_files[@]}" --epochs 3 \
+  --batch 32 --lr 0.01 --threads 1 --progress 0 --metrics "$work/bin.jsonl"
+if [ "$status" = 0 ]; then
+  check_accuracy "standalone, binary (one logit)" "$work/bin.jsonl" 0.9
+else
+  fail "standalone, binary (one logit)" "exit $status, expected 0"
+fi
+run 180 "$coordinator" --local --model "$work/bin8.json" "${bin_files[@]}" --epochs 2 \
+  --batch 32 --lr 0.01 --threads 1 --metrics "$work/bin-cluster.jsonl" \
+  --checkpoint-dir "$work/bin-ckpt" --keep 10
+if [ "$status" = 0 ]; then
+  check_accuracy "local cluster, binary (one logit)" "$work/bin-cluster.jsonl" 0.9
+else
+  fail "local cluster, binary (one logit)" "exit $status, expected 0"
+fi
+cpu_only="is a binary classifier (a last layer of one logit), which runs on the CPU only"
+expect "coordinator: binary on --device gpu" 2 "$cpu_only" -- \
+  "$coordinator" --local --model "$work/bin8.json" "${bin_files[@]}" --device gpu
+expect "standalone: binary on --device gpu" 1 "$cpu_only" -- \
+  "$worker" --standalone --model "$work/bin8.json" "${bin_files[@]}" --device gpu --progress 0
+expect "binary model on 4 classes" 2 \
+  "gives 2 classes (one logit: binary), but the data has labels up to 3 (4 classes)" -- \
+  "$coordinator" --local --model "$work/bin8.json" "${files[@]}"
 
 # --- mistakes -------------------------------------------------------------------
 shapes="takes 28x28x1 inputs, but the data has 8x8x3 images"

@@ -322,3 +322,26 @@ ps_cpu_softmax_xent (int n, int classes, const float *logits, const uint8_t *lab
     }
     return loss;
 }
+
+double
+ps_cpu_sigmoid_xent (int n, const float *logits, const uint8_t *labels, float scale,
+                     float *dlogits, int *correct)
+{
+    double loss = 0;
+    for (int e = 0; e < n; e++) {
+        float z = logits [e];
+        float y = labels [e] ? 1.0f : 0.0f;
+        //  log (1 + e^z) - y z = max (z, 0) - y z + log (1 + e^-|z|), which
+        //  neither overflows nor loses the small terms far from zero.
+        loss += (double) fmaxf (z, 0.0f) - (double) (y * z)
+              + (double) log1pf (expf (-fabsf (z)));
+        *correct += (z > 0.0f) == (labels [e] != 0);
+        if (dlogits) {
+            //  The sigmoid, through e^-|z| so that it cannot overflow.
+            float t = expf (-fabsf (z));
+            float p = z >= 0.0f ? 1.0f / (1.0f + t) : t / (1.0f + t);
+            dlogits [e] = (p - y) * scale;
+        }
+    }
+    return loss;
+}

@@ -73,4 +73,12 @@ void ps_cpu_dropout_backward (const ps_layer_t *l, int n, size_t size, uint64_t 
 double ps_cpu_softmax_xent (int n, int classes, const float *logits, const uint8_t *labels,
                             float scale, float *dlogits, int *correct);
 
+//  Sigmoid cross-entropy on one logit z per example with labels y in
+//  {0, 1} (a binary classifier): the loss is log (1 + e^z) - y z, summed
+//  over the n examples and returned; a prediction is class 1 when z > 0
+//  (p > 0.5), and the correct ones are added to *correct. Unless dlogits
+//  is NULL, writes dlogits = (sigmoid (z) - y) * scale.
+double ps_cpu_sigmoid_xent (int n, const float *logits, const uint8_t *labels, float scale,
+                            float *dlogits, int *correct);
+
 #endif

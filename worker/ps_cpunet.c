@@ -227,9 +227,13 @@ s_run (ps_cpunet_t *self, int t)
         const float *logits = s_forward (self, shard, train, acts);
         bool timing = self->profiling && t == 0;
         double t0 = timing ? ps_clock_ms () : 0;
-        shard->loss = ps_cpu_softmax_xent (shard->count, self->classes, logits,
-                                           self->labels + shard->first, 1.0f / self->n,
-                                           train ? shard->grad_a : NULL, &shard->correct);
+        const uint8_t *labels = self->labels + shard->first;
+        float *dlogits = train ? shard->grad_a : NULL;
+        shard->loss = self->classes == 1
+                    ? ps_cpu_sigmoid_xent (shard->count, logits, labels, 1.0f / self->n,
+                                           dlogits, &shard->correct)
+                    : ps_cpu_softmax_xent (shard->count, self->classes, logits, labels,
+                                           1.0f / self->n, dlogits, &shard->correct);
         if (timing)
             (train ? shard->bwd_ms : shard->fwd_ms) [self->layers] += ps_clock_ms () - t0;
         if (train)

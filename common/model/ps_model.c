@@ -418,9 +418,9 @@ s_build (ps_model_t *self, const json_t *spec, const json_t *layer_defs, const c
         return ps_error_set (err, PS_ESHAPE, "%s: the last layer must give flat logits "
                              "[classes], but it gives [%d, %d, %d]; end with Flatten and Dense",
                              origin, h, w, c);
-    if (c < 2 || c > 256)
+    if (c > 256)
         return ps_error_set (err, PS_ESHAPE, "%s: the last layer gives %d logits; "
-                             "classification needs 2 to 256 classes", origin, c);
+                             "classification needs 1 (binary) or 2 to 256 classes", origin, c);
     if (self->param_count == 0)
         return ps_error_set (err, PS_EINVAL, "%s: the model has no Conv2D or Dense layer, "
                              "so no parameters to train", origin);
@@ -566,11 +566,12 @@ ps_model_check_input (const ps_model_t *self, int rows, int cols, int channels, 
     //  A label indexes the last layer's outputs, so none may reach past
     //  them; fewer classes in the data than outputs is allowed, as in
     //  Keras (a subset of the data may lack the last classes).
-    if (classes > ps_model_classes (self))
+    if (classes > ps_model_label_classes (self))
         return ps_error_set (err, PS_ESHAPE, "model \"%s\" does not fit the data: its last "
-                             "layer gives %d classes, but the data has labels up to %d (%d "
-                             "classes)", self->name, ps_model_classes (self), classes - 1,
-                             classes);
+                             "layer gives %d %s, but the data has labels up to %d (%d "
+                             "classes)", self->name, ps_model_label_classes (self),
+                             ps_model_binary (self) ? "classes (one logit: binary)" : "classes",
+                             classes - 1, classes);
     return 0;
 }
 
@@ -653,6 +654,18 @@ int
 ps_model_classes (const ps_model_t *self)
 {
     return self->layers [self->layer_count - 1].out_c;
+}
+
+bool
+ps_model_binary (const ps_model_t *self)
+{
+    return !self->ctr && ps_model_classes (self) == 1;
+}
+
+int
+ps_model_label_classes (const ps_model_t *self)
+{
+    return ps_model_binary (self) ? 2 : ps_model_classes (self);
 }
 
 size_t

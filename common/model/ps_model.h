@@ -118,6 +118,16 @@ size_t ps_model_input_size (const ps_model_t *self);
 //  Number of classes: the features of the last layer, read as logits.
 int ps_model_classes (const ps_model_t *self);
 
+//  An image classifier whose last layer gives one logit is a binary
+//  classifier: the logit is log (p / (1 - p)) for class 1, trained with
+//  sigmoid cross-entropy (Keras's binary_crossentropy from logits), and
+//  its labels are 0 and 1.
+bool ps_model_binary (const ps_model_t *self);
+
+//  The labels a model takes, 0 .. n - 1: 2 for a binary classifier, else
+//  ps_model_classes.
+int ps_model_label_classes (const ps_model_t *self);
+
 //  Largest activation (floats per example) any layer produces, input
 //  included: what a backend sizes its buffers by.
 size_t ps_model_max_activation (const ps_model_t *self);
