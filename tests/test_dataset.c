@@ -211,7 +211,8 @@ test_test_split (void **state)
 
     float low = 1.0f, high = 0.0f;
     for (size_t i = 0; i < S_TEST_COUNT; i++) {
-        const float *image = ps_dataset_image (test, i);
+        float image [S_PIXELS];
+        ps_dataset_image (test, i, image);
         for (size_t p = 0; p < S_PIXELS; p++) {
             float expect = (float) images.data [i * S_PIXELS + p] / 255.0f;
             if (image [p] != expect)
@@ -239,10 +240,13 @@ test_limit (void **state)
             fail_msg ("load failed: %s", err.msg);
         size_t count = limits [i] < S_TEST_COUNT ? limits [i] : S_TEST_COUNT;
         assert_int_equal (ps_dataset_count (data), count);
-        assert_memory_equal (ps_dataset_image (data, 0), ps_dataset_image (s_real.test, 0),
-                             count * S_PIXELS * sizeof (float));
-        for (size_t k = 0; k < count; k++)
+        for (size_t k = 0; k < count; k++) {
+            float mine [S_PIXELS], whole [S_PIXELS];
+            ps_dataset_image (data, k, mine);
+            ps_dataset_image (s_real.test, k, whole);
+            assert_memory_equal (mine, whole, sizeof mine);
             assert_int_equal (ps_dataset_label (data, k), ps_dataset_label (s_real.test, k));
+        }
         ps_dataset_destroy (&data);
         assert_null (data);
         //  A second destroy is harmless.
@@ -357,8 +361,9 @@ s_walk_epoch (ps_dataset_t *train, uint64_t seed, uint64_t epoch, const uint32_t
             uint32_t i = perm [b * batch + (size_t) k];
             assert_int_equal (seen [i]++, 0);
             assert_int_equal (labels [k], ps_dataset_label (train, i));
-            assert_memory_equal (x + (size_t) k * S_PIXELS, ps_dataset_image (train, i),
-                                 S_PIXELS * sizeof (float));
+            float image [S_PIXELS];
+            ps_dataset_image (train, i, image);
+            assert_memory_equal (x + (size_t) k * S_PIXELS, image, sizeof image);
         }
     }
     for (size_t i = 0; i < S_TRAIN_COUNT; i++)
@@ -429,10 +434,12 @@ test_slice (void **state)
         size_t first = firsts [i];
         int expect = S_TEST_COUNT - first < 64 ? (int) (S_TEST_COUNT - first) : 64;
         assert_int_equal (ps_dataset_slice (test, first, 64, x, labels), expect);
-        assert_memory_equal (x, ps_dataset_image (test, first),
-                             (size_t) expect * S_PIXELS * sizeof (float));
-        for (int k = 0; k < expect; k++)
+        for (int k = 0; k < expect; k++) {
+            float image [S_PIXELS];
+            ps_dataset_image (test, first + (size_t) k, image);
+            assert_memory_equal (x + (size_t) k * S_PIXELS, image, sizeof image);
             assert_int_equal (labels [k], ps_dataset_label (test, first + (size_t) k));
+        }
     }
     assert_int_equal (ps_dataset_slice (test, S_TEST_COUNT, 64, x, labels), 0);
     assert_int_equal (ps_dataset_slice (test, S_TEST_COUNT + 5, 64, x, labels), 0);
@@ -459,10 +466,14 @@ test_small_files (void **state)
     assert_int_equal (ps_dataset_count (data), 3);
     assert_int_equal (ps_dataset_rows (data), 2);
     assert_int_equal (ps_dataset_cols (data), 2);
-    for (size_t i = 0; i < 3; i++)
+    float image [4];
+    for (size_t i = 0; i < 3; i++) {
+        ps_dataset_image (data, i, image);
         for (size_t p = 0; p < 4; p++)
-            assert_true (ps_dataset_image (data, i) [p] == (float) pixels [i * 4 + p] / 255.0f);
-    assert_true (ps_dataset_image (data, 0) [1] == 1.0f);
+            assert_true (image [p] == (float) pixels [i * 4 + p] / 255.0f);
+    }
+    ps_dataset_image (data, 0, image);
+    assert_true (image [1] == 1.0f);
     assert_int_equal (ps_dataset_label (data, 2), 6);
     ps_dataset_destroy (&data);
 
@@ -722,10 +733,12 @@ test_named_files (void **state)
     assert_int_equal (ps_dataset_cols (data), 2);
     assert_int_equal (ps_dataset_channels (data), 3);
     assert_int_equal (ps_dataset_classes (data), 4);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
+        float image [6];
+        ps_dataset_image (data, (size_t) i, image);
         for (int v = 0; v < 6; v++)
-            assert_true (ps_dataset_image (data, (size_t) i) [v]
-                         == (float) pixels [i * 6 + v] / 255.0f);
+            assert_true (image [v] == (float) pixels [i * 6 + v] / 255.0f);
+    }
     ps_dataset_info_t info;
     assert_int_equal (ps_dataset_probe (NULL, PS_SPLIT_TRAIN, images, labels, 0, &info, &err),
                       PS_OK);

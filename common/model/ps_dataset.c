@@ -1,8 +1,9 @@
 //  Data sets; see ps_dataset.h.
 //
-//  The whole split is held in memory as floats, value p stored as
-//  p / 255.0f (a single-precision division, so that every implementation
-//  gets the same bits), and the labels as the file's bytes.
+//  An IDX split is held in memory as the file's bytes, and a .npy one is
+//  mapped; a byte p becomes p / 255.0f as a batch is copied out (a
+//  single-precision division, so that every implementation gets the same
+//  bits). Labels are held as bytes, class indices.
 //
 //  Epoch e's permutation for seed s, which every process must compute
 //  identically, is
@@ -21,12 +22,13 @@
 //  the next one taken (Lemire's method), which makes j exactly uniform.
 
 #include "ps_dataset.h"
-#include "ps_floats.h"
 #include "ps_idx.h"
 #include "ps_mix.h"
+#include "ps_npy.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -51,7 +53,14 @@ struct ps_dataset_t {
     int rows, cols, channels;
     int classes;                //  the largest label kept plus one
     size_t pixels;              //  rows * cols * channels
-    float *images;              //  count * pixels, 64-byte aligned
+    //  The examples' values, count * pixels of them: bytes, each scaled
+    //  by 1 / 255 as it is copied out (IDX files, read into owned, or a
+    //  uint8 .npy file, mapped), or float32 taken as they are (a float32
+    //  .npy file, mapped). A mapped file is paged in as batches use it.
+    const uint8_t *bytes;
+    const char *floats;         //  not necessarily aligned: copied with memcpy
+    uint8_t *owned;
+    ps_npy_t npy;
     uint8_t *labels;            //  count, or more when a limit was applied
     //  The permutation of the epoch ps_dataset_batch was last asked for.
     uint32_t *perm;
@@ -119,48 +128,159 @@ s_split_files (const char *dir, ps_split_t split, const char *given_images,
     return rc ? rc : s_find (dir, s_files [split].labels, labels, size, err);
 }
 
-//  Check what the two headers show: images [N, rows, cols] or [N, rows,
-//  cols, channels] with 1 or 3 channels, and labels [N].
-static int
-s_check_headers (const char *image_path, const ps_idx_t *images, const char *label_path,
-                 const ps_idx_t *labels, ps_error_t *err)
+//  A split's images as opened: an IDX file's header (and its bytes when
+//  read) or a mapped .npy file.
+typedef struct {
+    bool is_npy;
+    ps_idx_t idx;
+    ps_npy_t npy;
+    int rank;
+    uint64_t dims [PS_IDX_MAX_RANK];
+} s_images_t;
+
+static void
+s_images_close (s_images_t *im)
 {
-    if (images->rank != 3 && images->rank != 4)
-        return ps_error_set (err, PS_ESHAPE, "%s: rank %d, expected 3 (images, rows, columns) "
-                             "or 4 (images, rows, columns, channels)", image_path, images->rank);
-    if (images->rank == 4 && images->dims [3] != 1 && images->dims [3] != 3)
-        return ps_error_set (err, PS_ESHAPE, "%s: %u channels, expected 1 (grayscale) or 3 "
-                             "(RGB)", image_path, images->dims [3]);
-    if (labels->rank != 1)
-        return ps_error_set (err, PS_ESHAPE, "%s: rank %d, expected 1 (labels)",
-                             label_path, labels->rank);
-    if (labels->dims [0] != images->dims [0])
-        return ps_error_set (err, PS_ESHAPE, "%s: %u labels, but %s holds %u images",
-                             label_path, labels->dims [0], image_path, images->dims [0]);
-    //  Callers size their buffers as batch * rows * cols * channels in int.
-    uint64_t channels = images->rank == 4 ? images->dims [3] : 1;
-    if ((uint64_t) images->dims [1] * images->dims [2] * channels > INT_MAX)
-        return ps_error_set (err, PS_ESHAPE, "%s: images of %u x %u x %u values, expected "
-                             "at most %d", image_path, images->dims [1], images->dims [2],
-                             (unsigned) channels, INT_MAX);
-    return PS_OK;
+    ps_idx_free (&im->idx);
+    ps_npy_close (&im->npy);
 }
 
-//  Fill info from the checked headers, the labels and the limit.
-static void
-s_info (const ps_idx_t *images, const ps_idx_t *labels, size_t limit, ps_dataset_info_t *info)
+//  Open the images at path, IDX or .npy as its first bytes say, reading
+//  the data too when with_data, and check their shape: IDX [N, H, W] or
+//  [N, H, W, C] with C 1 or 3 (the image formats); .npy uint8 or float32
+//  [N, F] (flat features, which make 1 x F x 1 images), [N, H, W] or
+//  [N, H, W, C]. Fills the count and geometry of info.
+static int
+s_open_images (const char *path, bool with_data, s_images_t *im, ps_dataset_info_t *info,
+               ps_error_t *err)
 {
-    info->count = images->dims [0];
+    memset (im, 0, sizeof *im);
+    int rc = ps_npy_sniff (path, &im->is_npy, err);
+    if (rc)
+        return rc;
+    if (im->is_npy) {
+        rc = with_data ? ps_npy_open (path, &im->npy, err)
+                       : ps_npy_read_header (path, &im->npy, err);
+        if (rc)
+            return rc;
+        if (im->npy.dtype != PS_NPY_U8 && im->npy.dtype != PS_NPY_F32)
+            return ps_error_set (err, PS_ESHAPE, "%s: features of element type '%s', "
+                                 "expected uint8 ('|u1': scaled by 1/255) or float32 ('<f4')",
+                                 path, im->npy.descr);
+        if (im->npy.rank < 2 || im->npy.rank > 4)
+            return ps_error_set (err, PS_ESHAPE, "%s: features of rank %d, expected [N, "
+                                 "features], [N, H, W] or [N, H, W, C]", path, im->npy.rank);
+        im->rank = im->npy.rank;
+        memcpy (im->dims, im->npy.dims, sizeof im->dims);
+        if (im->rank == 2) {
+            //  Flat features: one row of F columns.
+            im->rank = 3;
+            im->dims [2] = im->dims [1];
+            im->dims [1] = 1;
+        }
+    }
+    else {
+        rc = with_data ? ps_idx_read (path, &im->idx, err)
+                       : ps_idx_read_header (path, &im->idx, err);
+        if (rc)
+            return rc;
+        im->rank = im->idx.rank;
+        for (int i = 0; i < im->rank; i++)
+            im->dims [i] = im->idx.dims [i];
+        if (im->rank != 3 && im->rank != 4)
+            return ps_error_set (err, PS_ESHAPE, "%s: rank %d, expected 3 (images, rows, "
+                                 "columns) or 4 (images, rows, columns, channels)", path,
+                                 im->rank);
+        if (im->rank == 4 && im->dims [3] != 1 && im->dims [3] != 3)
+            return ps_error_set (err, PS_ESHAPE, "%s: %u channels, expected 1 (grayscale) or 3 "
+                                 "(RGB)", path, (unsigned) im->dims [3]);
+    }
+    uint64_t channels = im->rank == 4 ? im->dims [3] : 1;
+    //  Callers size their buffers as batch * rows * cols * channels in
+    //  int, and an epoch's permutation is of uint32_t.
+    if (im->dims [1] * im->dims [2] * channels > INT_MAX || im->dims [0] > UINT32_MAX
+    ||  im->dims [1] * im->dims [2] * channels == 0)
+        return ps_error_set (err, PS_ESHAPE, "%s: %" PRIu64 " examples of %" PRIu64 " x %"
+                             PRIu64 " x %" PRIu64 " values, expected at most 2^32 - 1 "
+                             "examples of 1 to %d values", path, im->dims [0], im->dims [1],
+                             im->dims [2], channels, INT_MAX);
+    info->count = (size_t) im->dims [0];
+    info->rows = (int) im->dims [1];
+    info->cols = (int) im->dims [2];
+    info->channels = (int) channels;
+    return 0;
+}
+
+//  Read the labels at path, IDX [N] bytes or a .npy [N] of integers, into
+//  *labels (malloc'd, *count of them): each a class, 0 to 255.
+static int
+s_read_labels (const char *path, uint8_t **labels, size_t *count, ps_error_t *err)
+{
+    bool is_npy;
+    int rc = ps_npy_sniff (path, &is_npy, err);
+    if (rc)
+        return rc;
+    if (!is_npy) {
+        ps_idx_t idx;
+        if ((rc = ps_idx_read (path, &idx, err)))
+            return rc;
+        if (idx.rank != 1) {
+            int rank = idx.rank;
+            ps_idx_free (&idx);
+            return ps_error_set (err, PS_ESHAPE, "%s: rank %d, expected 1 (labels)", path,
+                                 rank);
+        }
+        *labels = idx.data;
+        *count = idx.count;
+        return 0;
+    }
+    ps_npy_t npy;
+    if ((rc = ps_npy_open (path, &npy, err)))
+        return rc;
+    if (npy.rank != 1)
+        rc = ps_error_set (err, PS_ESHAPE, "%s: labels of rank %d, expected 1 ([N])", path,
+                           npy.rank);
+    else
+    if (npy.dtype == PS_NPY_F32 || npy.dtype == PS_NPY_F64)
+        rc = ps_error_set (err, PS_ESHAPE, "%s: labels of element type '%s', expected "
+                           "integer class indices (float targets are regression, which "
+                           "needs integer classes here)", path, npy.descr);
+    else
+    if (!(*labels = malloc (npy.count ? npy.count : 1)))
+        rc = ps_error_set (err, PS_EIO, "%s: out of memory for %zu labels", path, npy.count);
+    for (size_t i = 0; rc == 0 && i < npy.count; i++) {
+        int64_t label = ps_npy_int (&npy, i);
+        if (label < 0 || label > 255) {
+            free (*labels);
+            rc = ps_error_set (err, PS_ECORRUPT, "%s: label %" PRId64 " at index %zu, expected "
+                               "a class 0 .. 255", path, label, i);
+        }
+        else
+            (*labels) [i] = (uint8_t) label;
+    }
+    if (rc == 0)
+        *count = npy.count;
+    ps_npy_close (&npy);
+    return rc;
+}
+
+//  Check that the labels match the images, and fill the rest of info:
+//  the limit applied, and the classes of the labels kept.
+static int
+s_match (const char *image_path, const char *label_path, const uint8_t *labels,
+         size_t label_count, size_t limit, ps_dataset_info_t *info, ps_error_t *err)
+{
+    if (label_count != info->count)
+        return ps_error_set (err, PS_ESHAPE, "%s: %zu labels, but %s holds %zu images",
+                             label_path, label_count, image_path, info->count);
     if (limit > 0 && limit < info->count)
         info->count = limit;
-    info->rows = (int) images->dims [1];
-    info->cols = (int) images->dims [2];
-    info->channels = images->rank == 4 ? (int) images->dims [3] : 1;
     int top = 0;
     for (size_t i = 0; i < info->count; i++)
-        if (labels->data [i] > top)
-            top = labels->data [i];
+        if (labels [i] > top)
+            top = labels [i];
     info->classes = top + 1;
+    return 0;
 }
 
 //  Read and check both files of the split, and fill self from them.
@@ -168,40 +288,38 @@ static int
 s_load (ps_dataset_t *self, const char *image_path, const char *label_path, size_t limit,
         ps_error_t *err)
 {
-    ps_idx_t images, labels;
-    int rc = ps_idx_read (image_path, &images, err);
-    if (rc)
-        return rc;
-    rc = ps_idx_read (label_path, &labels, err);
+    s_images_t im;
+    ps_dataset_info_t info;
+    size_t label_count;
+    int rc = s_open_images (image_path, true, &im, &info, err);
     if (rc == PS_OK)
-        rc = s_check_headers (image_path, &images, label_path, &labels, err);
+        rc = s_read_labels (label_path, &self->labels, &label_count, err);
+    if (rc == PS_OK)
+        rc = s_match (image_path, label_path, self->labels, label_count, limit, &info, err);
     if (rc == PS_OK) {
-        ps_dataset_info_t info;
-        s_info (&images, &labels, limit, &info);
         self->count = info.count;
         self->rows = info.rows;
         self->cols = info.cols;
         self->channels = info.channels;
         self->classes = info.classes;
         self->pixels = (size_t) self->rows * (size_t) self->cols * (size_t) self->channels;
-        self->images = ps_floats_alloc (self->count * self->pixels);
-        self->perm = malloc (self->count * sizeof (uint32_t));
-        if (!self->images || !self->perm)
+        self->perm = malloc ((self->count ? self->count : 1) * sizeof (uint32_t));
+        if (!self->perm)
             rc = ps_error_set (err, PS_EIO, "%s: cannot allocate memory for %zu images",
                                image_path, self->count);
     }
     if (rc == PS_OK) {
-        //  An IDX file of [N, H, W, C] is row-major, so it is NHWC already.
-        size_t n = self->count * self->pixels;
-        for (size_t i = 0; i < n; i++)
-            self->images [i] = (float) images.data [i] / 255.0f;
-        //  The label bytes are kept as read; with a limit the tail beyond
-        //  count is never looked at, and is not worth a copy to drop.
-        self->labels = labels.data;
-        labels.data = NULL;
+        //  An [N, H, W, C] array is row-major, so it is NHWC already. The
+        //  data moves into self, which frees or unmaps it.
+        if (im.is_npy && im.npy.dtype == PS_NPY_F32)
+            self->floats = im.npy.data;
+        else
+            self->bytes = im.is_npy ? im.npy.data : im.idx.data;
+        self->owned = im.idx.data;
+        self->npy = im.npy;
+        memset (&im, 0, sizeof im);
     }
-    ps_idx_free (&images);
-    ps_idx_free (&labels);
+    s_images_close (&im);
     return rc;
 }
 
@@ -235,19 +353,22 @@ ps_dataset_probe (const char *dir, ps_split_t split, const char *images, const c
     assert (info);
     char image_path [PATH_MAX], label_path [PATH_MAX];
     int rc = s_split_files (dir, split, images, labels, image_path, label_path, sizeof image_path,
-                      err);
+                            err);
     if (rc)
         return rc;
-    //  The images' header carries no data, so only the labels need freeing.
-    ps_idx_t image_idx, label_idx;
-    if ((rc = ps_idx_read_header (image_path, &image_idx, err)))
-        return rc;
-    rc = ps_idx_read (label_path, &label_idx, err);
+    s_images_t im;
+    ps_dataset_info_t probed;
+    uint8_t *label_bytes = NULL;
+    size_t label_count;
+    rc = s_open_images (image_path, false, &im, &probed, err);
     if (rc == PS_OK)
-        rc = s_check_headers (image_path, &image_idx, label_path, &label_idx, err);
+        rc = s_read_labels (label_path, &label_bytes, &label_count, err);
     if (rc == PS_OK)
-        s_info (&image_idx, &label_idx, limit, info);
-    ps_idx_free (&label_idx);
+        rc = s_match (image_path, label_path, label_bytes, label_count, limit, &probed, err);
+    if (rc == PS_OK)
+        *info = probed;
+    free (label_bytes);
+    s_images_close (&im);
     return rc;
 }
 
@@ -266,7 +387,8 @@ ps_dataset_destroy (ps_dataset_t **self_p)
     assert (self_p);
     ps_dataset_t *self = *self_p;
     if (self) {
-        free (self->images);
+        free (self->owned);
+        ps_npy_close (&self->npy);
         free (self->labels);
         free (self->perm);
         free (self);
@@ -309,12 +431,26 @@ ps_dataset_classes (const ps_dataset_t *self)
     return self->classes;
 }
 
-const float *
-ps_dataset_image (const ps_dataset_t *self, size_t i)
+//  Copy example i's values, as floats, to x.
+static void
+s_values (const ps_dataset_t *self, size_t i, float *x)
+{
+    if (self->floats) {
+        memcpy (x, self->floats + i * self->pixels * sizeof (float),
+                self->pixels * sizeof (float));
+        return;
+    }
+    const uint8_t *at = self->bytes + i * self->pixels;
+    for (size_t p = 0; p < self->pixels; p++)
+        x [p] = (float) at [p] / 255.0f;
+}
+
+void
+ps_dataset_image (const ps_dataset_t *self, size_t i, float *x)
 {
     assert (self);
     assert (i < self->count);
-    return self->images + i * self->pixels;
+    s_values (self, i, x);
 }
 
 uint8_t
@@ -384,7 +520,7 @@ ps_dataset_permutation (const ps_dataset_t *self, uint64_t seed, uint64_t epoch,
 static void
 s_copy (const ps_dataset_t *self, size_t i, size_t k, float *x, uint8_t *labels)
 {
-    memcpy (x + k * self->pixels, self->images + i * self->pixels, self->pixels * sizeof (float));
+    s_values (self, i, x + k * self->pixels);
     labels [k] = self->labels [i];
 }
 
@@ -426,7 +562,7 @@ ps_dataset_slice (const ps_dataset_t *self, size_t first, int n, float *x, uint8
     if (first >= self->count)
         return 0;
     size_t copy = self->count - first < (size_t) n ? self->count - first : (size_t) n;
-    memcpy (x, self->images + first * self->pixels, copy * self->pixels * sizeof (float));
-    memcpy (labels, self->labels + first, copy);
+    for (size_t k = 0; k < copy; k++)
+        s_copy (self, first + k, k, x, labels);
     return (int) copy;
 }

@@ -3,10 +3,15 @@
 //  with pixels scaled to [0, 1], and the deterministic batching every
 //  process of a cluster agrees on.
 //
-//  The images file is [N, H, W] (one channel) or [N, H, W, C] with C 1 or
-//  3, any H and W; the labels file is [N], bytes, so 1 to 256 classes.
-//  The classes are inferred from the labels: the largest label kept, plus
-//  one. Examples are kept as NHWC floats, which is how the models read them.
+//  Each file is IDX or NumPy .npy, told apart by its first bytes. An IDX
+//  images file is [N, H, W] (one channel) or [N, H, W, C] with C 1 or 3,
+//  unsigned bytes, any H and W, read into memory; a .npy one is uint8 or
+//  float32, [N, F] (flat features, 1 x F x 1), [N, H, W] or [N, H, W, C],
+//  and is memory-mapped (ps_npy.h), so that it need not fit in memory.
+//  Bytes are scaled to [0, 1], floats taken as they are. Labels are IDX
+//  [N] bytes or a .npy [N] of integers 0 .. 255, so 1 to 256 classes,
+//  inferred from the labels: the largest label kept, plus one. Examples
+//  come out as NHWC floats, which is how the models read them.
 //
 //  Epoch e's order is a permutation of the training set that is a pure
 //  function of (seed, e): a Fisher-Yates shuffle driven by the counter-based
@@ -84,8 +89,8 @@ int ps_dataset_channels (const ps_dataset_t *self);
 //  The classes of the labels kept: the largest plus one, 1 to 256.
 int ps_dataset_classes (const ps_dataset_t *self);
 
-//  Example i: rows * cols * channels floats in [0, 1], NHWC.
-const float *ps_dataset_image (const ps_dataset_t *self, size_t i);
+//  Copy example i, rows * cols * channels floats (NHWC), to x.
+void ps_dataset_image (const ps_dataset_t *self, size_t i, float *x);
 uint8_t ps_dataset_label (const ps_dataset_t *self, size_t i);
 
 //  Number of batches in an epoch: ceil (count / batch); 0 when batch <= 0.
