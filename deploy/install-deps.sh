@@ -15,6 +15,7 @@ packages=(
   clang libfuzzer-14-dev libclang-rt-14-dev   # the fuzz build (tests/fuzz): clang's libFuzzer and sanitizers
   slurm-wlm munge           # tests/test_slurm.sh: a real slurmctld and slurmd, authenticated by munge
   python3-yaml              # tests/kube_manifests.py: the Kubernetes manifests of deploy/k8s
+  python3-numpy             # tests/gen_images.py: .npy data written by NumPy itself
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A user's own image data as IDX files of any name (tests/gen_idx.py writes
+# A user's own image data as IDX files of any name (tests/gen_images.py writes
 # them): 8x8 RGB images of 4 classes train to a test accuracy of at least
 # 0.9 standalone and on a real local cluster (2 ps-servers, 2 workers),
 # where every batch is applied exactly once (tests/faults/check_run.py on
@@ -11,7 +11,11 @@
 # half a pair of files, and IDX files with text data. A binary classifier
 # (a last layer of one logit, sigmoid cross-entropy) learns 2-class data
 # standalone and on the cluster, and --device gpu is refused for it at
-# once, since only the CPU engine has its loss.
+# once, since only the CPU engine has its loss. NumPy .npy files written
+# by numpy.save (float32 flat features, uint8 images, int64 labels) train
+# standalone and on the cluster, and damaged or unsupported ones (cut
+# short, big-endian, Fortran order, float labels, a label past 255) are
+# refused with one line naming the file and the fault.
 #
 # Usage: test_own_data.sh (PS_WORKER and PS_COORDINATOR name the programs)
 set -u
@@ -26,14 +30,14 @@ failures=0
 
 # --- the data and the models ------------------------------------------------
 data=$work/data
-/usr/bin/python3 "$here/gen_idx.py" --out "$data" --count 512 --seed 1 --prefix train \
-  >"$work/out" 2>&1 || { fail "gen_idx.py (train)"; exit 1; }
-/usr/bin/python3 "$here/gen_idx.py" --out "$data" --count 128 --seed 2 --prefix test \
-  >"$work/out" 2>&1 || { fail "gen_idx.py (test)"; exit 1; }
-/usr/bin/python3 "$here/gen_idx.py" --out "$data" --count 256 --seed 3 --prefix gray-train \
-  --size 12 --channels 1 >"$work/out" 2>&1 || { fail "gen_idx.py (gray)"; exit 1; }
-/usr/bin/python3 "$here/gen_idx.py" --out "$data" --count 64 --seed 4 --prefix gray-test \
-  --size 12 --channels 1 >"$work/out" 2>&1 || { fail "gen_idx.py (gray test)"; exit 1; }
+/usr/bin/python3 "$here/gen_images.py" --out "$data" --count 512 --seed 1 --prefix train \
+  >"$work/out" 2>&1 || { fail "gen_images.py (train)"; exit 1; }
+/usr/bin/python3 "$here/gen_images.py" --out "$data" --count 128 --seed 2 --prefix test \
+  >"$work/out" 2>&1 || { fail "gen_images.py (test)"; exit 1; }
+/usr/bin/python3 "$here/gen_images.py" --out "$data" --count 256 --seed 3 --prefix gray-train \
+  --size 12 --channels 1 >"$work/out" 2>&1 || { fail "gen_images.py (gray)"; exit 1; }
+/usr/bin/python3 "$here/gen_images.py" --out "$data" --count 64 --seed 4 --prefix gray-test \
+  --size 12 --channels 1 >"$work/out" 2>&1 || { fail "gen_images.py (gray test)"; exit 1; }
 files=(--train-images "$data/train-images.idx.gz" --train-labels "$data/train-labels.idx.gz"
        --test-images "$data/test-images.idx.gz" --test-labels "$data/test-labels.idx.gz")
 cat >"$work/rgb8.json" <<'EOF'
@@ -44,10 +48,10 @@ cat >"$work/rgb8.json" <<'EOF'
   {"type": "Dense", "units": 4}]}
 EOF
 sed 's/"units": 4/"units": 3/' "$work/rgb8.json" >"$work/rgb8-3.json"
-/usr/bin/python3 "$here/gen_idx.py" --out "$data" --count 512 --seed 5 --prefix bin-train \
-  --classes 2 >"$work/out" 2>&1 || { fail "gen_idx.py (binary)"; exit 1; }
-/usr/bin/python3 "$here/gen_idx.py" --out "$data" --count 128 --seed 6 --prefix bin-test \
-  --classes 2 >"$work/out" 2>&1 || { fail "gen_idx.py (binary test)"; exit 1; }
+/usr/bin/python3 "$here/gen_images.py" --out "$data" --count 512 --seed 5 --prefix bin-train \
+  --classes 2 >"$work/out" 2>&1 || { fail "gen_images.py (binary)"; exit 1; }
+/usr/bin/python3 "$here/gen_images.py" --out "$data" --count 128 --seed 6 --prefix bin-test \
+  --classes 2 >"$work/out" 2>&1 || { fail "gen_images.py (binary test)"; exit 1; }
 bin_files=(--train-images "$data/bin-train-images.idx.gz"
            --train-labels "$data/bin-train-labels.idx.gz"
            --test-images "$data/bin-test-images.idx.gz" --test-labels "$data/bin-test-labels.idx.gz")
@@ -136,6 +140,78 @@ expect "standalone: binary on --device gpu" 1 "$cpu_only" -- \
 expect "binary model on 4 classes" 2 \
   "gives 2 classes (one logit: binary), but the data has labels up to 3 (4 classes)" -- \
   "$coordinator" --local --model "$work/bin8.json" "${files[@]}"
+
+# --- NumPy .npy ------------------------------------------------------------------
+/usr/bin/python3 "$here/gen_images.py" --out "$data" --count 512 --seed 7 --prefix npy-train \
+  --format npy-f32 --flat >"$work/out" 2>&1 || { fail "gen_images.py (npy)"; exit 1; }
+/usr/bin/python3 "$here/gen_images.py" --out "$data" --count 128 --seed 8 --prefix npy-test \
+  --format npy-f32 --flat >"$work/out" 2>&1 || { fail "gen_images.py (npy test)"; exit 1; }
+/usr/bin/python3 "$here/gen_images.py" --out "$data" --count 128 --seed 9 --prefix u8-test \
+  --format npy-u8 >"$work/out" 2>&1 || { fail "gen_images.py (npy u8)"; exit 1; }
+npy_files=(--train-images "$data/npy-train-images.npy" --train-labels "$data/npy-train-labels.npy"
+           --test-images "$data/npy-test-images.npy" --test-labels "$data/npy-test-labels.npy")
+cat >"$work/flat192.json" <<'EOF'
+{"name": "flat192", "input_shape": [192], "layers": [
+  {"type": "Dense", "units": 16, "activation": "relu"},
+  {"type": "Dense", "units": 4}]}
+EOF
+run 120 "$worker" --standalone --model "$work/flat192.json" "${npy_files[@]}" --epochs 3 \
+  --batch 32 --lr 0.01 --threads 1 --progress 0 --metrics "$work/npy.jsonl"
+if [ "$status" = 0 ]; then
+  check_accuracy "standalone, float32 .npy [N, 192]" "$work/npy.jsonl" 0.9
+else
+  fail "standalone, float32 .npy [N, 192]" "exit $status, expected 0"
+fi
+run 120 "$worker" --standalone --model "$work/rgb8.json" "${files[@]:0:4}" --epochs 3 \
+  --batch 32 --lr 0.01 --threads 1 --progress 0 --metrics "$work/u8.jsonl" \
+  --test-images "$data/u8-test-images.npy" --test-labels "$data/u8-test-labels.npy"
+if [ "$status" = 0 ]; then
+  check_accuracy "standalone, IDX training and uint8 .npy test images" "$work/u8.jsonl" 0.9
+else
+  fail "standalone, IDX training and uint8 .npy test images" "exit $status, expected 0"
+fi
+run 180 "$coordinator" --local --model "$work/flat192.json" "${npy_files[@]}" --epochs 2 \
+  --batch 32 --lr 0.01 --threads 1 --metrics "$work/npy-cluster.jsonl" \
+  --checkpoint-dir "$work/npy-ckpt" --keep 10
+if [ "$status" = 0 ]; then
+  check_accuracy "local cluster, float32 .npy" "$work/npy-cluster.jsonl" 0.9
+else
+  fail "local cluster, float32 .npy" "exit $status, expected 0"
+fi
+# Bad .npy files, each named with its fault; labels.npy stays good.
+/usr/bin/python3 - "$data" <<'EOF' >"$work/out" 2>&1 || fail "writing the bad .npy files"
+import numpy, sys
+d = sys.argv[1]
+good = numpy.load(d + "/npy-train-images.npy")
+raw = open(d + "/npy-train-images.npy", "rb").read()
+open(d + "/cut.npy", "wb").write(raw[:len(raw) - 100])
+numpy.save(d + "/big.npy", good.astype(">f4"))
+numpy.save(d + "/fortran.npy", numpy.asfortranarray(good))
+numpy.save(d + "/f64.npy", good.astype(numpy.float64))
+numpy.save(d + "/float-labels.npy", numpy.load(d + "/npy-train-labels.npy").astype(numpy.float32))
+wide = numpy.load(d + "/npy-train-labels.npy")
+wide[17] = 300
+numpy.save(d + "/wide-labels.npy", wide)
+EOF
+labels_ok=--train-labels=$data/npy-train-labels.npy
+images_ok=--train-images=$data/npy-train-images.npy
+test_ok=("${npy_files[@]:4:4}")
+for bad in "cut.npy|truncated: the shape needs 393216 bytes of data, the file has 393116" \
+           "big.npy|element type '>f4' is not supported" \
+           "fortran.npy|the array is in Fortran order; expected C order" \
+           "f64.npy|features of element type '<f8', expected uint8"; do
+  file=${bad%%|*}
+  expect "bad .npy features: $file" 2 "$data/$file: ${bad#*|}" -- \
+    "$coordinator" --local --model "$work/flat192.json" --train-images "$data/$file" \
+    "$labels_ok" "${test_ok[@]}"
+done
+expect "bad .npy labels: float32" 1 \
+  "$data/float-labels.npy: labels of element type '<f4', expected integer class indices" -- \
+  "$worker" --standalone --model "$work/flat192.json" "$images_ok" \
+  --train-labels "$data/float-labels.npy" "${test_ok[@]}" --progress 0
+expect "bad .npy labels: 300" 2 "$data/wide-labels.npy: label 300 at index 17" -- \
+  "$coordinator" --local --model "$work/flat192.json" "$images_ok" \
+  --train-labels "$data/wide-labels.npy" "${test_ok[@]}"
 
 # --- mistakes -------------------------------------------------------------------
 shapes="takes 28x28x1 inputs, but the data has 8x8x3 images"

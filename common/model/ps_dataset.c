@@ -212,7 +212,8 @@ s_open_images (const char *path, bool with_data, s_images_t *im, ps_dataset_info
 }
 
 //  Read the labels at path, IDX [N] bytes or a .npy [N] of integers, into
-//  *labels (malloc'd, *count of them): each a class, 0 to 255.
+//  *labels (malloc'd, *count of them): each a class, 0 to 255. On error
+//  *labels holds nothing to free.
 static int
 s_read_labels (const char *path, uint8_t **labels, size_t *count, ps_error_t *err)
 {
@@ -252,6 +253,7 @@ s_read_labels (const char *path, uint8_t **labels, size_t *count, ps_error_t *er
         int64_t label = ps_npy_int (&npy, i);
         if (label < 0 || label > 255) {
             free (*labels);
+            *labels = NULL;
             rc = ps_error_set (err, PS_ECORRUPT, "%s: label %" PRId64 " at index %zu, expected "
                                "a class 0 .. 255", path, label, i);
         }

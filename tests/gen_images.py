@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""Writes a small image data set as IDX files, for the tests of own data.
+"""Writes a small image data set as IDX or .npy files, for the tests of own data.
 
 Each image is H x W pixels of C channels (IDX [N, H, W, C], or [N, H, W]
 with one channel) on a dim noisy background, with one bright square in
 one quadrant. With one channel, class k's square is in quadrant k % 4;
 with 3, it is in quadrant (k // 3) % 4 and lights channel k % 3 only, so
 that classes 0, 1 and 2 differ by their colour alone. A small
-convolutional model learns the classes in a few epochs. Labels are IDX [N] bytes. Files whose
-name ends in .gz are gzipped. Only the standard library is used, so the
-test needs no NumPy.
+convolutional model learns the classes in a few epochs.
 
-Usage: gen_idx.py --out DIR [--count N] [--size S] [--channels C]
-                  [--classes K] [--seed N] [--prefix NAME]
-writes DIR/NAME-images.idx.gz and DIR/NAME-labels.idx.gz.
+--format idx (the default) writes DIR/NAME-images.idx.gz and
+DIR/NAME-labels.idx.gz, gzipped IDX with the standard library only (the
+labels [N] bytes). --format npy-u8 and npy-f32 write DIR/NAME-images.npy
+(uint8, or float32 scaled to [0, 1]) and DIR/NAME-labels.npy (int64) with
+NumPy's own numpy.save; --flat makes the features [N, H * W * C].
+
+Usage: gen_images.py --out DIR [--count N] [--size S] [--channels C]
+                     [--classes K] [--seed N] [--prefix NAME]
+                     [--format idx|npy-u8|npy-f32] [--flat]
 """
 
 import argparse
@@ -53,6 +57,8 @@ def main():
     parser.add_argument("--classes", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--prefix", default="train")
+    parser.add_argument("--format", choices=["idx", "npy-u8", "npy-f32"], default="idx")
+    parser.add_argument("--flat", action="store_true")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     labels = [i % args.classes for i in range(args.count)]
@@ -64,6 +70,17 @@ def main():
     if args.channels != 1:
         dims.append(args.channels)
     os.makedirs(args.out, exist_ok=True)
+    if args.format != "idx":
+        import numpy
+        images = numpy.array(pixels, dtype=numpy.uint8).reshape(dims)
+        if args.flat:
+            images = images.reshape(args.count, -1)
+        if args.format == "npy-f32":
+            images = images.astype(numpy.float32) / numpy.float32(255)
+        numpy.save(os.path.join(args.out, args.prefix + "-images.npy"), images)
+        numpy.save(os.path.join(args.out, args.prefix + "-labels.npy"),
+                   numpy.array(labels, dtype=numpy.int64))
+        return
     for name, content in (("images", idx_bytes(dims, pixels)),
                           ("labels", idx_bytes([args.count], labels))):
         with gzip.open(os.path.join(args.out, "%s-%s.idx.gz" % (args.prefix, name)), "wb") as f:
