@@ -105,6 +105,8 @@ s_usage (FILE *out)
         "  --train-data FILE   --test-data FILE   its text files (absolute paths)\n"
         "  --train-images FILE --train-labels FILE  an image model's IDX files by name,\n"
         "  --test-images FILE  --test-labels FILE   in place of those in --data\n"
+        "  --data-format csv   a classifier's CSV files, --train-data and --test-data\n"
+        "  --label-column NAME  their column of labels (default label)\n"
         "  --checkpoint-dir D  --checkpoint-steps N   --checkpoint-seconds S   --keep K\n"
         "  --full-every K      every K-th checkpoint writes the tables whole, the\n"
         "                      others incremental (default 1: always whole)\n"

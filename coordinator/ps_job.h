@@ -61,6 +61,9 @@ typedef struct {
     char train_labels [PS_JOB_PATH_MAX];
     char test_images [PS_JOB_PATH_MAX];
     char test_labels [PS_JOB_PATH_MAX];
+    //  data_format "csv": the column of train_data and test_data that
+    //  holds the labels; the others are features.
+    char label_column [128];
     uint64_t train_limit;               //  first N training examples; 0 = all
     uint64_t test_limit;                //  first N test examples; 0 = all
     ps_partitioner_t partitioner;       //  "partitioner": {"kind": ..., ...}

@@ -19,6 +19,7 @@ enum {
     O_HEARTBEAT, O_HEARTBEAT_TIMEOUT, O_REGISTER_TIMEOUT, O_THREADS, O_DEVICE, O_OVERLAP,
     O_NONFINITE_RETRIES, O_STOP_ON_DIVERGENCE, O_DATA_FORMAT, O_TRAIN_DATA, O_TEST_DATA,
     O_FULL_EVERY, O_STEP_RETRIES, O_TRAIN_IMAGES, O_TRAIN_LABELS, O_TEST_IMAGES, O_TEST_LABELS,
+    O_LABEL_COLUMN,
 };
 
 const struct option ps_jobflags_options [] = {
@@ -57,6 +58,7 @@ const struct option ps_jobflags_options [] = {
     { "train-labels", required_argument, NULL, O_TRAIN_LABELS },
     { "test-images", required_argument, NULL, O_TEST_IMAGES },
     { "test-labels", required_argument, NULL, O_TEST_LABELS },
+    { "label-column", required_argument, NULL, O_LABEL_COLUMN },
     { NULL, 0, NULL, 0 },
 };
 
@@ -117,9 +119,12 @@ ps_jobflags_apply (ps_job_t *job, int option, const char *value)
             return s_copy (flag, value, job->test_images, sizeof job->test_images);
         case O_TEST_LABELS:
             return s_copy (flag, value, job->test_labels, sizeof job->test_labels);
+        case O_LABEL_COLUMN:
+            return s_copy (flag, value, job->label_column, sizeof job->label_column);
         case O_DATA_FORMAT:
-            if (strcmp (value, "idx") && strcmp (value, "criteo") && strcmp (value, "libsvm")) {
-                fprintf (stderr, "coordinator: %s \"%s\": expected idx, criteo or libsvm\n",
+            if (strcmp (value, "idx") && strcmp (value, "criteo") && strcmp (value, "libsvm")
+            &&  strcmp (value, "csv")) {
+                fprintf (stderr, "coordinator: %s \"%s\": expected idx, criteo, libsvm or csv\n",
                          flag, value);
                 return -1;
             }

@@ -34,6 +34,8 @@ ps_layout_plan (ps_plan_t *plan, const ps_job_t *job, const ps_model_t *model,
     for (int i = 0; i < 4; i++)
         if (idx_files [i][0] && !(*plan_files [i] = strdup (idx_files [i])))
             abort ();
+    if (strcmp (job->data_format, "csv") == 0 && !(plan->label_column = strdup (job->label_column)))
+        abort ();
     plan->train_limit = job->train_limit;
     plan->test_limit = job->test_limit;
     plan->threads = job->worker_threads;

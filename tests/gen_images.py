@@ -13,10 +13,13 @@ DIR/NAME-labels.idx.gz, gzipped IDX with the standard library only (the
 labels [N] bytes). --format npy-u8 and npy-f32 write DIR/NAME-images.npy
 (uint8, or float32 scaled to [0, 1]) and DIR/NAME-labels.npy (int64) with
 NumPy's own numpy.save; --flat makes the features [N, H * W * C].
+--format csv writes DIR/NAME.csv.gz: a header row (p0, p1, ... and the
+label column "class" in the middle), then one line per image of its
+values scaled to [0, 1] and its class, with the standard library only.
 
 Usage: gen_images.py --out DIR [--count N] [--size S] [--channels C]
                      [--classes K] [--seed N] [--prefix NAME]
-                     [--format idx|npy-u8|npy-f32] [--flat]
+                     [--format idx|npy-u8|npy-f32|csv] [--flat]
 """
 
 import argparse
@@ -57,7 +60,8 @@ def main():
     parser.add_argument("--classes", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--prefix", default="train")
-    parser.add_argument("--format", choices=["idx", "npy-u8", "npy-f32"], default="idx")
+    parser.add_argument("--format", choices=["idx", "npy-u8", "npy-f32", "csv"],
+                        default="idx")
     parser.add_argument("--flat", action="store_true")
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -70,6 +74,17 @@ def main():
     if args.channels != 1:
         dims.append(args.channels)
     os.makedirs(args.out, exist_ok=True)
+    if args.format == "csv":
+        size = len(pixels) // args.count
+        middle = size // 2
+        names = ["p%d" % i for i in range(size)]
+        lines = [",".join(names[:middle] + ["class"] + names[middle:])]
+        for i, label in enumerate(labels):
+            values = ["%.4f" % (p / 255) for p in pixels[i * size:(i + 1) * size]]
+            lines.append(",".join(values[:middle] + [str(label)] + values[middle:]))
+        with gzip.open(os.path.join(args.out, args.prefix + ".csv.gz"), "wt") as f:
+            f.write("\n".join(lines) + "\n")
+        return
     if args.format != "idx":
         import numpy
         images = numpy.array(pixels, dtype=numpy.uint8).reshape(dims)

@@ -15,7 +15,11 @@
 # by numpy.save (float32 flat features, uint8 images, int64 labels) train
 # standalone and on the cluster, and damaged or unsupported ones (cut
 # short, big-endian, Fortran order, float labels, a label past 255) are
-# refused with one line naming the file and the fault.
+# refused with one line naming the file and the fault. CSV files (gzip,
+# a header row, the labels in a named column) train standalone and on the
+# cluster, and a missing label column, a cell that is no number, a line
+# of the wrong length and a label that is no class are refused naming the
+# file, the line and the column.
 #
 # Usage: test_own_data.sh (PS_WORKER and PS_COORDINATOR name the programs)
 set -u
@@ -212,6 +216,58 @@ expect "bad .npy labels: float32" 1 \
 expect "bad .npy labels: 300" 2 "$data/wide-labels.npy: label 300 at index 17" -- \
   "$coordinator" --local --model "$work/flat192.json" "$images_ok" \
   --train-labels "$data/wide-labels.npy" "${test_ok[@]}"
+
+# --- CSV ----------------------------------------------------------------------------
+/usr/bin/python3 "$here/gen_images.py" --out "$data" --count 512 --seed 10 --prefix csv-train \
+  --format csv >"$work/out" 2>&1 || { fail "gen_images.py (csv)"; exit 1; }
+/usr/bin/python3 "$here/gen_images.py" --out "$data" --count 128 --seed 11 --prefix csv-test \
+  --format csv >"$work/out" 2>&1 || { fail "gen_images.py (csv test)"; exit 1; }
+csv_train=$data/csv-train.csv.gz
+csv_test=$data/csv-test.csv.gz
+run 120 "$worker" --standalone --model "$work/flat192.json" --format csv --data "$csv_train" \
+  --test-data "$csv_test" --label-column class --epochs 3 --batch 32 --lr 0.01 --threads 1 \
+  --progress 0 --metrics "$work/csv.jsonl"
+if [ "$status" = 0 ] && grep -qF "512 training and 128 test examples" "$work/out"; then
+  check_accuracy "standalone, CSV (gzip)" "$work/csv.jsonl" 0.9
+else
+  fail "standalone, CSV (gzip)" "exit $status, expected 0 with 512 and 128 examples"
+fi
+run 180 "$coordinator" --local --model "$work/flat192.json" --data-format csv \
+  --train-data "$csv_train" --test-data "$csv_test" --label-column class --epochs 2 \
+  --batch 32 --lr 0.01 --threads 1 --metrics "$work/csv-cluster.jsonl" \
+  --checkpoint-dir "$work/csv-ckpt" --keep 10
+if [ "$status" = 0 ]; then
+  check_accuracy "local cluster, CSV" "$work/csv-cluster.jsonl" 0.9
+  if /usr/bin/python3 "$here/faults/check_run.py" --metrics "$work/csv-cluster.jsonl" \
+       --total 32 --servers 2 >"$work/out" 2>&1; then
+    pass "local cluster, CSV: every batch applied exactly once"
+  else
+    fail "local cluster, CSV: every batch applied exactly once" "check_run.py found violations"
+  fi
+else
+  fail "local cluster, CSV" "exit $status, expected 0"
+fi
+# Bad CSV files, plain, made from the good one.
+zcat "$csv_train" >"$work/good.csv"
+sed '3s/^[^,]*,/x1,/' "$work/good.csv" >"$work/cell.csv"
+sed '4s/,[^,]*$//' "$work/good.csv" >"$work/short.csv"
+sed '5s/,[0-3],/,1.5,/' "$work/good.csv" >"$work/label.csv"
+head -1 "$work/good.csv" >"$work/empty.csv"
+for bad in "cell.csv|line 3, column 1: \"x1\" is not a finite number" \
+           "short.csv|line 4: 192 cells, expected 193 (the header's columns)" \
+           "label.csv|line 5, column 97: label 1.5, expected a class 0 .. 255" \
+           "empty.csv|a header but no examples"; do
+  file=${bad%%|*}
+  expect "bad CSV: $file" 2 "$work/$file: ${bad#*|}" -- \
+    "$coordinator" --local --model "$work/flat192.json" --data-format csv \
+    --train-data "$work/$file" --test-data "$csv_test" --label-column class
+done
+expect "CSV without the label column" 1 \
+  "$csv_train: line 1: no column \"label\" for the labels in the header (columns: p0, p1," -- \
+  "$worker" --standalone --model "$work/flat192.json" --format csv --data "$csv_train" \
+  --test-data "$csv_test" --progress 0
+expect "CSV without a test file" 2 "--format csv needs the training file" -- \
+  "$worker" --standalone --model "$work/flat192.json" --format csv --data "$csv_train"
 
 # --- mistakes -------------------------------------------------------------------
 shapes="takes 28x28x1 inputs, but the data has 8x8x3 images"

@@ -23,6 +23,7 @@
 
 #include "ps_dataset.h"
 #include "ps_idx.h"
+#include "ps_csv.h"
 #include "ps_mix.h"
 #include "ps_npy.h"
 
@@ -60,6 +61,7 @@ struct ps_dataset_t {
     const uint8_t *bytes;
     const char *floats;         //  not necessarily aligned: copied with memcpy
     uint8_t *owned;
+    float *owned_floats;        //  a CSV file's features
     ps_npy_t npy;
     uint8_t *labels;            //  count, or more when a limit was applied
     //  The permutation of the epoch ps_dataset_batch was last asked for.
@@ -374,6 +376,66 @@ ps_dataset_probe (const char *dir, ps_split_t split, const char *images, const c
     return rc;
 }
 
+//  Fill self (an empty data set) from a CSV file read into csv, whose
+//  arrays move into self.
+static int
+s_from_csv (ps_dataset_t *self, const char *path, ps_csv_t *csv, ps_error_t *err)
+{
+    self->count = csv->rows;
+    self->rows = 1;
+    self->cols = csv->features;
+    self->channels = 1;
+    self->pixels = (size_t) csv->features;
+    int top = 0;
+    for (size_t i = 0; i < csv->rows; i++)
+        if (csv->labels [i] > top)
+            top = csv->labels [i];
+    self->classes = top + 1;
+    self->owned_floats = csv->values;
+    self->floats = (const char *) csv->values;
+    self->labels = csv->labels;
+    memset (csv, 0, sizeof *csv);
+    if (!(self->perm = malloc (self->count * sizeof (uint32_t))))
+        return ps_error_set (err, PS_EIO, "%s: cannot allocate memory for %zu examples", path,
+                             self->count);
+    return 0;
+}
+
+ps_dataset_t *
+ps_dataset_open_csv (const char *path, const char *label_column, size_t limit,
+                     ps_error_t *err)
+{
+    assert (path && label_column);
+    ps_csv_t csv;
+    if (ps_csv_read (path, label_column, limit, &csv, err))
+        return NULL;
+    ps_dataset_t *self = calloc (1, sizeof (ps_dataset_t));
+    if (!self) {
+        ps_csv_free (&csv);
+        ps_error_set (err, PS_EIO, "%s: cannot allocate a data set", path);
+        return NULL;
+    }
+    if (s_from_csv (self, path, &csv, err))
+        ps_dataset_destroy (&self);
+    return self;
+}
+
+int
+ps_dataset_probe_csv (const char *path, const char *label_column, size_t limit,
+                      ps_dataset_info_t *info, ps_error_t *err)
+{
+    assert (info);
+    ps_error_t local;
+    ps_dataset_t *data = ps_dataset_open_csv (path, label_column, limit, err ? err : &local);
+    if (!data)
+        return err ? err->code : local.code;
+    *info = (ps_dataset_info_t) { .count = data->count, .rows = data->rows,
+                                  .cols = data->cols, .channels = data->channels,
+                                  .classes = data->classes };
+    ps_dataset_destroy (&data);
+    return 0;
+}
+
 int
 ps_dataset_check_model (const ps_dataset_t *self, const ps_model_t *model, ps_error_t *err)
 {
@@ -390,6 +452,7 @@ ps_dataset_destroy (ps_dataset_t **self_p)
     ps_dataset_t *self = *self_p;
     if (self) {
         free (self->owned);
+        free (self->owned_floats);
         ps_npy_close (&self->npy);
         free (self->labels);
         free (self->perm);

@@ -3,7 +3,9 @@
 //  with pixels scaled to [0, 1], and the deterministic batching every
 //  process of a cluster agrees on.
 //
-//  Each file is IDX or NumPy .npy, told apart by its first bytes. An IDX
+//  A split is a pair of files, images and labels, or one CSV file
+//  (ps_dataset_open_csv). Each file of a pair is IDX or NumPy .npy, told
+//  apart by its first bytes. An IDX
 //  images file is [N, H, W] (one channel) or [N, H, W, C] with C 1 or 3,
 //  unsigned bytes, any H and W, read into memory; a .npy one is uint8 or
 //  float32, [N, F] (flat features, 1 x F x 1), [N, H, W] or [N, H, W, C],
@@ -75,6 +77,18 @@ typedef struct {
 int ps_dataset_probe (const char *dir, ps_split_t split, const char *images,
                       const char *labels, size_t limit, ps_dataset_info_t *info,
                       ps_error_t *err);
+
+//  Load one split from a CSV file (ps_csv.h): the column label_column
+//  holds the classes and every other column is a feature, so that each
+//  example is 1 x features x 1 (a flat model's input). limit as for
+//  ps_dataset_load. NULL with the reader's message on error.
+ps_dataset_t *ps_dataset_open_csv (const char *path, const char *label_column, size_t limit,
+                                   ps_error_t *err);
+
+//  What ps_dataset_open_csv would load, as ps_dataset_probe says it (the
+//  file is read whole: CSV has no header of sizes).
+int ps_dataset_probe_csv (const char *path, const char *label_column, size_t limit,
+                          ps_dataset_info_t *info, ps_error_t *err);
 
 //  Check that model takes this data set's images and has a class for each
 //  of its labels (ps_model_check_input).

@@ -235,6 +235,8 @@ typedef struct {
     const char *test_images;
     bool has_test_labels;
     const char *test_labels;
+    bool has_label_column;
+    const char *label_column;
     uint64_t train_limit;
     uint64_t test_limit;
     uint64_t threads;
