@@ -107,6 +107,8 @@ s_usage (FILE *out)
         "  --test-images FILE  --test-labels FILE   in place of those in --data\n"
         "  --data-format csv   a classifier's CSV files, --train-data and --test-data\n"
         "  --label-column NAME  their column of labels (default label)\n"
+        "  --classes N         the data's classes, 2 to 256, checked against the labels\n"
+        "                      and the model's last layer (default: from the labels)\n"
         "  --checkpoint-dir D  --checkpoint-steps N   --checkpoint-seconds S   --keep K\n"
         "  --full-every K      every K-th checkpoint writes the tables whole, the\n"
         "                      others incremental (default 1: always whole)\n"

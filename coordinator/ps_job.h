@@ -64,6 +64,7 @@ typedef struct {
     //  data_format "csv": the column of train_data and test_data that
     //  holds the labels; the others are features.
     char label_column [128];
+    int classes;                        //  data.classes: 0 = inferred from the labels
     uint64_t train_limit;               //  first N training examples; 0 = all
     uint64_t test_limit;                //  first N test examples; 0 = all
     ps_partitioner_t partitioner;       //  "partitioner": {"kind": ..., ...}

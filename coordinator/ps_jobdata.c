@@ -22,6 +22,14 @@ s_check_splits (const ps_job_t *job, const ps_model_t *model, const ps_dataset_i
                              test->cols, test->channels, train->rows, train->cols,
                              train->channels);
     int classes = train->classes > test->classes ? train->classes : test->classes;
+    if (job->classes > 0 && classes > job->classes)
+        return ps_error_set (err, PS_ESHAPE, "at /data/classes: %d classes, but the labels go "
+                             "up to %d (%d classes)", job->classes, classes - 1, classes);
+    if (job->classes > 0 && job->classes != ps_model_label_classes (model))
+        return ps_error_set (err, PS_ESHAPE, "at /data/classes: %d classes, but the last layer "
+                             "of model \"%s\" gives %d%s", job->classes, ps_model_name (model),
+                             ps_model_label_classes (model),
+                             ps_model_binary (model) ? " (one logit: binary)" : "");
     int rc = ps_model_check_input (model, train->rows, train->cols, train->channels, classes,
                                    err);
     if (rc)

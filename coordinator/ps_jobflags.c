@@ -19,7 +19,7 @@ enum {
     O_HEARTBEAT, O_HEARTBEAT_TIMEOUT, O_REGISTER_TIMEOUT, O_THREADS, O_DEVICE, O_OVERLAP,
     O_NONFINITE_RETRIES, O_STOP_ON_DIVERGENCE, O_DATA_FORMAT, O_TRAIN_DATA, O_TEST_DATA,
     O_FULL_EVERY, O_STEP_RETRIES, O_TRAIN_IMAGES, O_TRAIN_LABELS, O_TEST_IMAGES, O_TEST_LABELS,
-    O_LABEL_COLUMN,
+    O_LABEL_COLUMN, O_CLASSES,
 };
 
 const struct option ps_jobflags_options [] = {
@@ -59,6 +59,7 @@ const struct option ps_jobflags_options [] = {
     { "test-images", required_argument, NULL, O_TEST_IMAGES },
     { "test-labels", required_argument, NULL, O_TEST_LABELS },
     { "label-column", required_argument, NULL, O_LABEL_COLUMN },
+    { "classes", required_argument, NULL, O_CLASSES },
     { NULL, 0, NULL, 0 },
 };
 
@@ -121,6 +122,13 @@ ps_jobflags_apply (ps_job_t *job, int option, const char *value)
             return s_copy (flag, value, job->test_labels, sizeof job->test_labels);
         case O_LABEL_COLUMN:
             return s_copy (flag, value, job->label_column, sizeof job->label_column);
+        case O_CLASSES:
+            if (ps_parse_uint (flag, value, 2, 256, &u, &err)) {
+                fprintf (stderr, "coordinator: %s\n", err.msg);
+                return -1;
+            }
+            job->classes = (int) u;
+            return 0;
         case O_DATA_FORMAT:
             if (strcmp (value, "idx") && strcmp (value, "criteo") && strcmp (value, "libsvm")
             &&  strcmp (value, "csv")) {

@@ -44,6 +44,7 @@ const ps_jobkey_t ps_jobkeys [] = {
     S_KEY ("/data/test_images",              PS_JOBKEY_TEXT,       test_images),
     S_KEY ("/data/test_labels",              PS_JOBKEY_TEXT,       test_labels),
     S_KEY ("/data/label_column",             PS_JOBKEY_TEXT,       label_column),
+    S_KEY ("/data/classes",                  PS_JOBKEY_INT,        classes),
     S_KEY ("/train_limit",                   PS_JOBKEY_UINT64,     train_limit),
     S_KEY ("/test_limit",                    PS_JOBKEY_UINT64,     test_limit),
     S_KEY ("/partitioner/kind",              PS_JOBKEY_PART_KIND,  partitioner.kind),

@@ -290,6 +290,15 @@ expect "coordinator: a missing named file" 2 "$work/nothing.idx: not found" -- \
   "$coordinator" --local --model "$work/rgb8.json" --train-images "$work/nothing.idx" \
   --train-labels "$data/train-labels.idx.gz"
 
+# Classes set by hand: the model's last layer must give exactly that many,
+# and no label may reach past them.
+expect "--classes 5 with a 4-unit model" 2 \
+  "at /data/classes: 5 classes, but the last layer of model \"rgb8\" gives 4" -- \
+  "$coordinator" --local --model "$work/rgb8.json" "${files[@]}" --classes 5
+expect "--classes 3 with labels up to 3" 2 \
+  "at /data/classes: 3 classes, but the labels go up to 3 (4 classes)" -- \
+  "$coordinator" --local --model "$work/rgb8-3.json" "${files[@]}" --classes 3
+
 # The job file's "data" object reads as the flags do: cnn is refused on
 # the files it names, and so are IDX files with text data.
 cat >"$work/job.json" <<EOF
