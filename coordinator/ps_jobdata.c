@@ -36,10 +36,11 @@ s_check_splits (const ps_job_t *job, const ps_model_t *model, const ps_dataset_i
         return rc;
     //  Said here once rather than by every worker's backend as it fails
     //  and is restarted (ps_backend_new).
-    if (ps_model_binary (model) && strcmp (job->device, "gpu") == 0)
-        return ps_error_set (err, PS_EINVAL, "at /device: model \"%s\" is a binary classifier "
-                             "(a last layer of one logit), which runs on the CPU only; use "
-                             "device cpu or auto", ps_model_name (model));
+    const char *cpu_only = ps_model_cpu_only (model);
+    if (cpu_only && strcmp (job->device, "gpu") == 0)
+        return ps_error_set (err, PS_EINVAL, "at /device: model \"%s\" is %s, which runs on "
+                             "the CPU only; use device cpu or auto", ps_model_name (model),
+                             cpu_only);
     *train_count = train->count;
     return 0;
 }

@@ -19,7 +19,10 @@
 # a header row, the labels in a named column) train standalone and on the
 # cluster, and a missing label column, a cell that is no number, a line
 # of the wrong length and a label that is no class are refused naming the
-# file, the line and the column.
+# file, the line and the column. A model of the Keras layers added for
+# own models (Activation gelu, tanh and sigmoid, AveragePooling2D,
+# GlobalAveragePooling2D) trains standalone and on the cluster; it is
+# refused on the GPU and with an activation after its logits.
 #
 # Usage: test_own_data.sh (PS_WORKER and PS_COORDINATOR name the programs)
 set -u
@@ -268,6 +271,45 @@ expect "CSV without the label column" 1 \
   --test-data "$csv_test" --progress 0
 expect "CSV without a test file" 2 "--format csv needs the training file" -- \
   "$worker" --standalone --model "$work/flat192.json" --format csv --data "$csv_train"
+
+# --- Activation and average-pooling layers ---------------------------------------
+cat >"$work/act8.json" <<'EOF'
+{"name": "act8", "input_shape": [8, 8, 3], "layers": [
+  {"type": "Conv2D", "filters": 8, "kernel_size": 3, "padding": "same"},
+  {"type": "Activation", "activation": "gelu"},
+  {"type": "AveragePooling2D"},
+  {"type": "Conv2D", "filters": 8, "kernel_size": 3, "padding": "same"},
+  {"type": "Activation", "activation": "tanh"},
+  {"type": "GlobalAveragePooling2D"},
+  {"type": "Dense", "units": 8},
+  {"type": "Activation", "activation": "sigmoid"},
+  {"type": "Dense", "units": 1}]}
+EOF
+# The global average keeps the colour and drops the position, so the
+# binary data (colour alone tells its classes apart) is what it learns.
+run 120 "$worker" --standalone --model "$work/act8.json" "${bin_files[@]}" --epochs 5 --batch 32 \
+  --lr 0.01 --threads 1 --progress 0 --metrics "$work/act.jsonl"
+if [ "$status" = 0 ]; then
+  check_accuracy "standalone, gelu/tanh/sigmoid and average pooling" "$work/act.jsonl" 0.9
+else
+  fail "standalone, gelu/tanh/sigmoid and average pooling" "exit $status, expected 0"
+fi
+run 180 "$coordinator" --local --model "$work/act8.json" "${bin_files[@]}" --epochs 4 --batch 32 \
+  --lr 0.01 --threads 1 --metrics "$work/act-cluster.jsonl"
+if [ "$status" = 0 ]; then
+  check_accuracy "local cluster, gelu/tanh/sigmoid and average pooling" \
+    "$work/act-cluster.jsonl" 0.9
+else
+  fail "local cluster, gelu/tanh/sigmoid and average pooling" "exit $status, expected 0"
+fi
+expect "average pooling on --device gpu" 2 \
+  "is a binary classifier (a last layer of one logit), which runs on the CPU only" -- \
+  "$coordinator" --local --model "$work/act8.json" "${bin_files[@]}" --device gpu
+sed 's/"units": 1}]}/"units": 1}, {"type": "Activation", "activation": "softmax"}]}/' \
+  "$work/act8.json" >"$work/softmax-last.json"
+expect "softmax after the logits" 1 \
+  "is an Activation \"softmax\", but the loss takes logits" -- \
+  "$worker" --summary --model "$work/softmax-last.json"
 
 # --- mistakes -------------------------------------------------------------------
 shapes="takes 28x28x1 inputs, but the data has 8x8x3 images"

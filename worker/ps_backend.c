@@ -56,13 +56,13 @@ ps_backend_new (const ps_model_t *model, ps_device_t device, int max_batch, int 
     }
     self->model = model;
     self->max_batch = max_batch;
-    //  The GPU engine's loss kernel is softmax cross-entropy only, so a
-    //  binary classifier runs on the CPU: chosen by auto, refused by gpu.
-    bool cpu_only = ps_model_binary (model);
+    //  The GPU engine has kernels for softmax cross-entropy and the
+    //  original layers only, so other models run on the CPU: chosen by
+    //  auto, refused by gpu.
+    const char *cpu_only = ps_model_cpu_only (model);
     if (device == PS_DEVICE_GPU && cpu_only) {
-        ps_error_set (err, PS_EINVAL, "backend: model \"%s\" is a binary classifier (a last "
-                      "layer of one logit), which runs on the CPU only; use --device cpu or "
-                      "auto", ps_model_name (model));
+        ps_error_set (err, PS_EINVAL, "backend: model \"%s\" is %s, which runs on the CPU "
+                      "only; use --device cpu or auto", ps_model_name (model), cpu_only);
         free (self);
         return NULL;
     }

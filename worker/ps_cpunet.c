@@ -106,6 +106,15 @@ s_forward (ps_cpunet_t *self, s_shard_t *shard, bool train, const float **acts)
             case PS_LAYER_RELU:
                 ps_cpu_relu_forward (n * out_size, cur, out);
                 break;
+            case PS_LAYER_ACTIVATION:
+                ps_cpu_activation_forward (l->activation, n * out_size, l->out_c, cur, out);
+                break;
+            case PS_LAYER_AVGPOOL2D:
+                ps_cpu_avgpool_forward (l, n, cur, out);
+                break;
+            case PS_LAYER_GLOBALAVGPOOL2D:
+                ps_cpu_gap_forward (l, n, cur, out);
+                break;
             case PS_LAYER_FLATTEN:
                 out = (float *) cur;
                 break;
@@ -167,6 +176,19 @@ s_backward (ps_cpunet_t *self, s_shard_t *shard, const float **acts)
             case PS_LAYER_RELU:
                 ps_cpu_relu_backward (n * out_size, acts [i + 1], dy, dy);
                 dx = dy;
+                break;
+            case PS_LAYER_ACTIVATION:
+                ps_cpu_activation_backward (l->activation, n * out_size, l->out_c, acts [i],
+                                            acts [i + 1], dy, dy);
+                dx = dy;
+                break;
+            case PS_LAYER_AVGPOOL2D:
+                if (dx)
+                    ps_cpu_avgpool_backward (l, n, dy, dx);
+                break;
+            case PS_LAYER_GLOBALAVGPOOL2D:
+                if (dx)
+                    ps_cpu_gap_backward (l, n, dy, dx);
                 break;
             case PS_LAYER_FLATTEN:
                 dx = dy;
