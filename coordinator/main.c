@@ -103,7 +103,7 @@ s_usage (FILE *out)
         "  --data-format F     idx (default: IDX files in --data), or criteo or libsvm\n"
         "                      text for a click-through-rate model (lr, dlrm)\n"
         "  --train-data FILE   --test-data FILE   its text files (absolute paths)\n"
-        "  --train-images FILE --train-labels FILE  an image model's IDX files by name,\n"
+        "  --train-images FILE --train-labels FILE  an image model's IDX or .npy files,\n"
         "  --test-images FILE  --test-labels FILE   in place of those in --data\n"
         "  --data-format csv   a classifier's CSV files, --train-data and --test-data\n"
         "  --label-column NAME  their column of labels (default label)\n"
