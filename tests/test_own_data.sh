@@ -122,6 +122,13 @@ if [ "$status" = 0 ]; then
 else
   fail "local cluster, 8x8 RGB, 4 classes" "exit $status, expected 0"
 fi
+# Its checkpoints resume only the job that trained on the same files.
+cp "$data/train-images.idx.gz" "$data/copy-images.idx.gz"
+expect "resume with other training files" 1 \
+  "was written by a job with another data.train_images" -- \
+  "$coordinator" --local --resume --model "$work/rgb8.json" "${files[@]}" --epochs 2 \
+  --batch 32 --lr 0.01 --threads 1 --checkpoint-dir "$work/ckpt" --keep 10 \
+  --train-images "$data/copy-images.idx.gz"
 
 # --- a binary classifier ------------------------------------------------------
 run 120 "$worker" --standalone --model "$work/bin8.json" "${bin_files[@]}" --epochs 3 \
