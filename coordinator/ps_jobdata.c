@@ -155,7 +155,8 @@ ps_jobdata_check (const ps_job_t *job, const ps_model_t *model, size_t *train_co
     if (!ctr && text)
         return ps_error_set (err, PS_EINVAL, "at /data_format: model \"%s\" is an image "
                              "classifier and reads IDX or .npy files (data_format idx) or CSV "
-                             "(data_format csv), not %s text", ps_model_name (model), job->data_format);
+                             "(data_format csv), not %s text", ps_model_name (model),
+                             job->data_format);
     return ctr ? s_check_text (job, model, ctr, train_count, err)
                : s_check_idx (job, model, train_count, err);
 }

@@ -22,8 +22,8 @@
 //  the next one taken (Lemire's method), which makes j exactly uniform.
 
 #include "ps_dataset.h"
-#include "ps_idx.h"
 #include "ps_csv.h"
+#include "ps_idx.h"
 #include "ps_mix.h"
 #include "ps_npy.h"
 
@@ -108,8 +108,8 @@ s_given (const char *what, const char *given, char *path, size_t size, ps_error_
 //  given paths when both are set, else dir's files for split.
 static int
 s_split_files (const char *dir, ps_split_t split, const char *given_images,
-                  const char *given_labels, char *images, char *labels, size_t size,
-                  ps_error_t *err)
+               const char *given_labels, char *images, char *labels, size_t size,
+               ps_error_t *err)
 {
     assert (split == PS_SPLIT_TRAIN || split == PS_SPLIT_TEST);
     bool has_images = given_images && given_images [0];

@@ -42,17 +42,17 @@ typedef enum {
     PS_SPLIT_TEST,              //  t10k-images-idx3-ubyte(.gz), t10k-labels-idx1-ubyte(.gz)
 } ps_split_t;
 
-//  Load one split from dir, taking the .gz file when present and the raw
-//  file otherwise. Checks that images are [N, rows, cols], labels [N] with
-//  the same N, and every label < 10. limit > 0 keeps only the first limit
-//  examples (for quick runs); 0 keeps all. NULL with a message naming the
-//  file on error: PS_ENOTFOUND when neither file exists, PS_ESHAPE for a
-//  rank or count mismatch, PS_ECORRUPT for a bad label, or what
-//  ps_idx_read returns.
+//  Load one split from dir's files of Fashion-MNIST's names, taking the
+//  .gz file when present and the raw file otherwise. Checks the shapes
+//  above and that labels and images are as many. limit > 0 keeps only the
+//  first limit examples (for quick runs); 0 keeps all. NULL with a message
+//  naming the file on error: PS_ENOTFOUND when neither file exists,
+//  PS_ESHAPE for a rank, type or count mismatch, PS_ECORRUPT for a label
+//  that is no class, or what ps_idx_read and ps_npy_open return.
 ps_dataset_t *ps_dataset_load (const char *dir, ps_split_t split, size_t limit, ps_error_t *err);
 
-//  Load one split from the IDX files images and labels (each plain or
-//  gzip) when both are given (not NULL, not empty), else from dir as
+//  Load one split from the files images and labels (IDX, plain or gzip,
+//  or .npy) when both are given (not NULL, not empty), else from dir as
 //  ps_dataset_load does; checked and limited as ps_dataset_load does.
 //  PS_EINVAL when only one of the two files is given.
 ps_dataset_t *ps_dataset_open (const char *dir, ps_split_t split, const char *images,
