@@ -788,6 +788,99 @@ test_named_files (void **state)
     assert_non_null (strstr (err.msg, "the test labels file is given"));
 }
 
+//  Write len bytes to dir/name.
+static void
+s_write_file (const char *dir, const char *name, const void *bytes, size_t len, char *path,
+              size_t size)
+{
+    snprintf (path, size, "%s/%s", dir, name);
+    FILE *file = fopen (path, "wb");
+    assert_non_null (file);
+    assert_int_equal (fwrite (bytes, 1, len, file), len);
+    assert_int_equal (fclose (file), 0);
+}
+
+//  A .npy file of format 2.0 (a 4-byte header length) and one of 1.0 whose
+//  one-byte type says '<u1', as some writers do: header, then data.
+static void
+test_npy_formats (void **state)
+{
+    fixture_t *fx = *state;
+    //  Features: 2 examples of 3 uint8 values; format 2.0.
+    char features [128 + 6];
+    const char *dict = "{'descr': '<u1', 'fortran_order': False, 'shape': (2, 3), }";
+    memset (features, ' ', sizeof features);
+    memcpy (features, "\x93NUMPY\x02\x00", 8);
+    uint32_t header_len = 128 - 12;
+    for (int i = 0; i < 4; i++)
+        features [8 + i] = (char) (header_len >> (8 * i));
+    memcpy (features + 12, dict, strlen (dict));
+    features [127] = '\n';
+    memcpy (features + 128, (const uint8_t []) { 0, 51, 255, 102, 153, 204 }, 6);
+    //  Labels: int32 [2] in format 1.0, with the keys in another order.
+    char labels [128 + 8];
+    const char *ldict = "{'shape': (2,), 'fortran_order': False, 'descr': '<i4'}";
+    memset (labels, ' ', sizeof labels);
+    memcpy (labels, "\x93NUMPY\x01\x00", 8);
+    labels [8] = 128 - 10;
+    labels [9] = 0;
+    memcpy (labels + 10, ldict, strlen (ldict));
+    labels [127] = '\n';
+    memcpy (labels + 128, (const int32_t []) { 7, 2 }, 8);
+    char fpath [512], lpath [512];
+    s_write_file (fx->dir, "f.npy", features, sizeof features, fpath, sizeof fpath);
+    s_write_file (fx->dir, "l.npy", labels, sizeof labels, lpath, sizeof lpath);
+    ps_error_t err = { 0 };
+    ps_dataset_t *data = ps_dataset_open (NULL, PS_SPLIT_TRAIN, fpath, lpath, 0, &err);
+    if (!data)
+        fail_msg ("open failed: %s", err.msg);
+    assert_int_equal (ps_dataset_count (data), 2);
+    assert_int_equal (ps_dataset_rows (data), 1);
+    assert_int_equal (ps_dataset_cols (data), 3);
+    assert_int_equal (ps_dataset_classes (data), 8);
+    float x [3];
+    ps_dataset_image (data, 1, x);
+    assert_true (x [0] == 102 / 255.0f && x [1] == 153 / 255.0f && x [2] == 204 / 255.0f);
+    assert_int_equal (ps_dataset_label (data, 0), 7);
+    ps_dataset_destroy (&data);
+    //  A negative label is no class.
+    memcpy (labels + 128, (const int32_t []) { -1, 2 }, 8);
+    s_write_file (fx->dir, "l.npy", labels, sizeof labels, lpath, sizeof lpath);
+    assert_null (ps_dataset_open (NULL, PS_SPLIT_TRAIN, fpath, lpath, 0, &err));
+    assert_non_null (strstr (err.msg, "label -1 at index 0"));
+}
+
+//  CSV as editors write it: CRLF line ends, spaces around cells, an empty
+//  line, the label column first; and the limit.
+static void
+test_csv_dialects (void **state)
+{
+    fixture_t *fx = *state;
+    const char *text = "label, a ,b\r\n1, 0.5, -2\r\n\r\n 0 ,1e-3,3\r\n2,4,5\r\n";
+    char path [512];
+    s_write_file (fx->dir, "d.csv", text, strlen (text), path, sizeof path);
+    ps_error_t err = { 0 };
+    ps_dataset_t *data = ps_dataset_open_csv (path, "label", 0, &err);
+    if (!data)
+        fail_msg ("open failed: %s", err.msg);
+    assert_int_equal (ps_dataset_count (data), 3);
+    assert_int_equal (ps_dataset_cols (data), 2);
+    assert_int_equal (ps_dataset_classes (data), 3);
+    float x [2];
+    ps_dataset_image (data, 1, x);
+    assert_true (x [0] == 1e-3f && x [1] == 3.0f);
+    assert_int_equal (ps_dataset_label (data, 1), 0);
+    ps_dataset_destroy (&data);
+    ps_dataset_info_t info;
+    assert_int_equal (ps_dataset_probe_csv (path, "label", 2, &info, &err), PS_OK);
+    assert_int_equal (info.count, 2);
+    assert_int_equal (info.classes, 2);
+    //  A label column that is not there, named with the header's columns.
+    assert_int_equal (ps_dataset_probe_csv (path, "y", 0, &info, &err), PS_ECORRUPT);
+    assert_non_null (strstr (err.msg, "no column \"y\" for the labels in the header (columns: "
+                                      "label, a, b)"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -812,6 +905,8 @@ main (int argc, char **argv)
         cmocka_unit_test_setup_teardown (test_probe_missing, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_probe_files, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_named_files, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_npy_formats, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_csv_dialects, s_setup, harness_dir_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
