@@ -386,6 +386,14 @@ s_job_mismatch (const ps_ckpt_ctl_t *self, const json_t *manifest)
     const char *train = json_string_value (json_object_get (job, "train_data"));
     if (strcmp (train ? train : "", self->job->train_data) != 0)
         return "train_data";
+    //  A job from before the data object read data_dir's files.
+    const json_t *data = json_object_get (job, "data");
+    const char *images = json_string_value (json_object_get (data, "train_images"));
+    if (strcmp (images ? images : "", self->job->train_images) != 0)
+        return "data.train_images";
+    const char *labels = json_string_value (json_object_get (data, "train_labels"));
+    if (strcmp (labels ? labels : "", self->job->train_labels) != 0)
+        return "data.train_labels";
     const json_t *tables = json_object_get (manifest, "tables");
     if (!json_equal (json_object_get (tables, "specs"), self->tables)
     &&  (self->tables || json_array_size (json_object_get (tables, "specs")) > 0))

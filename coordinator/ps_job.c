@@ -365,7 +365,16 @@ s_validate (const ps_job_t *job, const ps_jsonschema_t *schema, bool between_key
                              "to criteo or libsvm", job->train_data [0] ? "train_data"
                              : "test_data", job->train_data [0] ? job->train_data
                              : job->test_data);
-    if (text_data && (job->train_limit || job->test_limit))
+    const char *idx_file = job->train_images [0] ? "train_images" : job->train_labels [0]
+                         ? "train_labels" : job->test_images [0] ? "test_images"
+                         : job->test_labels [0] ? "test_labels" : NULL;
+    if (text_data && idx_file)
+        return ps_error_set (err, PS_EINVAL, "at /data/%s: expected no IDX file while "
+                             "data_format is %s (the text files are train_data and test_data)",
+                             idx_file, job->data_format);
+    //  A CSV file is read whole by each process, so its limits apply as
+    //  IDX ones do.
+    if (text_data && strcmp (job->data_format, "csv") != 0 && (job->train_limit || job->test_limit))
         return ps_error_set (err, PS_EINVAL, "at /%s: expected 0 with %s data (a step is a "
                              "block of lines of the whole file), got %llu",
                              job->train_limit ? "train_limit" : "test_limit", job->data_format,
@@ -399,6 +408,7 @@ ps_job_default (ps_job_t *job, int nservers)
     job->seed = 1;
     snprintf (job->data_dir, sizeof job->data_dir, "%s", PS_DATASET_DEFAULT_DIR);
     snprintf (job->data_format, sizeof job->data_format, "idx");
+    snprintf (job->label_column, sizeof job->label_column, "label");
     ps_partitioner_default (&job->partitioner, nservers);
     job->eval_epochs = 1;
     job->heartbeat_ms = 500;

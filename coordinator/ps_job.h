@@ -55,6 +55,16 @@ typedef struct {
     char data_format [8];
     char train_data [PS_JOB_PATH_MAX];  //  "" unless data_format is criteo or libsvm
     char test_data [PS_JOB_PATH_MAX];
+    //  "data": an image model's IDX files by name, each pair given whole or
+    //  not at all; "" takes data_dir's file of Fashion-MNIST's name.
+    char train_images [PS_JOB_PATH_MAX];
+    char train_labels [PS_JOB_PATH_MAX];
+    char test_images [PS_JOB_PATH_MAX];
+    char test_labels [PS_JOB_PATH_MAX];
+    //  data_format "csv": the column of train_data and test_data that
+    //  holds the labels; the others are features.
+    char label_column [128];
+    int classes;                        //  data.classes: 0 = inferred from the labels
     uint64_t train_limit;               //  first N training examples; 0 = all
     uint64_t test_limit;                //  first N test examples; 0 = all
     ps_partitioner_t partitioner;       //  "partitioner": {"kind": ..., ...}

@@ -9,24 +9,75 @@
 #include "ps_dataset.h"
 #include "ps_log.h"
 
-//  The IDX files' headers against an image model.
+//  Check what the two splits show against each other and the model, and
+//  set *train_count.
+static int
+s_check_splits (const ps_job_t *job, const ps_model_t *model, const ps_dataset_info_t *train,
+                const ps_dataset_info_t *test, size_t *train_count, ps_error_t *err)
+{
+    if (test->rows != train->rows || test->cols != train->cols
+    ||  test->channels != train->channels)
+        return ps_error_set (err, PS_ESHAPE, "the test examples are %dx%dx%d, the training "
+                             "examples %dx%dx%d (rows x columns x channels)", test->rows,
+                             test->cols, test->channels, train->rows, train->cols,
+                             train->channels);
+    int classes = train->classes > test->classes ? train->classes : test->classes;
+    if (job->classes > 0 && classes > job->classes)
+        return ps_error_set (err, PS_ESHAPE, "at /data/classes: %d classes, but the labels go "
+                             "up to %d (%d classes)", job->classes, classes - 1, classes);
+    if (job->classes > 0 && job->classes != ps_model_label_classes (model))
+        return ps_error_set (err, PS_ESHAPE, "at /data/classes: %d classes, but the last layer "
+                             "of model \"%s\" gives %d%s", job->classes, ps_model_name (model),
+                             ps_model_label_classes (model),
+                             ps_model_binary (model) ? " (one logit: binary)" : "");
+    int rc = ps_model_check_input (model, train->rows, train->cols, train->channels, classes,
+                                   err);
+    if (rc)
+        return rc;
+    //  Said here once rather than by every worker's backend as it fails
+    //  and is restarted (ps_backend_new).
+    const char *cpu_only = ps_model_cpu_only (model);
+    if (cpu_only && strcmp (job->device, "gpu") == 0)
+        return ps_error_set (err, PS_EINVAL, "at /device: model \"%s\" is %s, which runs on "
+                             "the CPU only; use device cpu or auto", ps_model_name (model),
+                             cpu_only);
+    *train_count = train->count;
+    return 0;
+}
+
+//  A classifier's CSV files against the model.
+static int
+s_check_csv (const ps_job_t *job, const ps_model_t *model, size_t *train_count,
+             ps_error_t *err)
+{
+    ps_dataset_info_t train, test;
+    int rc = ps_dataset_probe_csv (job->train_data, job->label_column,
+                                   (size_t) job->train_limit, &train, err);
+    if (rc == 0)
+        rc = ps_dataset_probe_csv (job->test_data, job->label_column, (size_t) job->test_limit,
+                                   &test, err);
+    return rc ? rc : s_check_splits (job, model, &train, &test, train_count, err);
+}
+
+//  The IDX or .npy files against an image model: their headers, and the
+//  labels for the classes.
 static int
 s_check_idx (const ps_job_t *job, const ps_model_t *model, size_t *train_count,
              ps_error_t *err)
 {
-    size_t test_count;
-    int rows, cols, test_rows, test_cols;
-    int rc = ps_dataset_probe (job->data_dir, PS_SPLIT_TRAIN, (size_t) job->train_limit,
-                               train_count, &rows, &cols, err);
+    ps_dataset_info_t train, test;
+    int rc = ps_dataset_probe (job->data_dir, PS_SPLIT_TRAIN, job->train_images,
+                               job->train_labels, (size_t) job->train_limit, &train, err);
     if (rc == 0)
-        rc = ps_dataset_probe (job->data_dir, PS_SPLIT_TEST, (size_t) job->test_limit,
-                               &test_count, &test_rows, &test_cols, err);
-    if (rc == 0 && (test_rows != rows || test_cols != cols))
-        rc = ps_error_set (err, PS_ESHAPE, "the test images are %dx%d, the training images "
-                           "%dx%d", test_rows, test_cols, rows, cols);
+        rc = ps_dataset_probe (job->data_dir, PS_SPLIT_TEST, job->test_images,
+                               job->test_labels, (size_t) job->test_limit, &test, err);
     if (rc == 0)
-        rc = ps_model_check_input (model, rows, cols, PS_DATASET_CLASSES, err);
-    return rc ? ps_error_prefix (err, rc, "%s", job->data_dir) : 0;
+        rc = s_check_splits (job, model, &train, &test, train_count, err);
+    //  Named files say where they are themselves; the default ones are
+    //  data_dir's.
+    if (rc && !job->train_images [0] && !job->test_images [0])
+        ps_error_prefix (err, rc, "%s", job->data_dir);
+    return rc;
 }
 
 //  Open one text file (building or finding its index) and count its
@@ -90,6 +141,11 @@ ps_jobdata_check (const ps_job_t *job, const ps_model_t *model, size_t *train_co
                   ps_error_t *err)
 {
     const ps_ctrmodel_t *ctr = ps_model_ctr (model);
+    if (strcmp (job->data_format, "csv") == 0)
+        return ctr ? ps_error_set (err, PS_EINVAL, "at /data_format: model \"%s\" is a "
+                                   "click-through-rate model and reads criteo or libsvm text, "
+                                   "not csv", ps_model_name (model))
+                   : s_check_csv (job, model, train_count, err);
     bool text = strcmp (job->data_format, "idx") != 0;
     if (ctr && !text)
         return ps_error_set (err, PS_EINVAL, "at /data_format: model \"%s\" is a "
@@ -98,8 +154,9 @@ ps_jobdata_check (const ps_job_t *job, const ps_model_t *model, size_t *train_co
                              ps_model_name (model), job->data_dir);
     if (!ctr && text)
         return ps_error_set (err, PS_EINVAL, "at /data_format: model \"%s\" is an image "
-                             "classifier and reads IDX files (data_format idx, data_dir), not "
-                             "%s text", ps_model_name (model), job->data_format);
+                             "classifier and reads IDX or .npy files (data_format idx) or CSV "
+                             "(data_format csv), not %s text", ps_model_name (model),
+                             job->data_format);
     return ctr ? s_check_text (job, model, ctr, train_count, err)
                : s_check_idx (job, model, train_count, err);
 }

@@ -18,7 +18,8 @@ enum {
     O_TEST_LIMIT, O_CKPT_DIR, O_CKPT_STEPS, O_CKPT_SECONDS, O_KEEP, O_EVAL_EPOCHS, O_EVAL_STEPS,
     O_HEARTBEAT, O_HEARTBEAT_TIMEOUT, O_REGISTER_TIMEOUT, O_THREADS, O_DEVICE, O_OVERLAP,
     O_NONFINITE_RETRIES, O_STOP_ON_DIVERGENCE, O_DATA_FORMAT, O_TRAIN_DATA, O_TEST_DATA,
-    O_FULL_EVERY, O_STEP_RETRIES,
+    O_FULL_EVERY, O_STEP_RETRIES, O_TRAIN_IMAGES, O_TRAIN_LABELS, O_TEST_IMAGES, O_TEST_LABELS,
+    O_LABEL_COLUMN, O_CLASSES,
 };
 
 const struct option ps_jobflags_options [] = {
@@ -53,6 +54,12 @@ const struct option ps_jobflags_options [] = {
     { "test-data", required_argument, NULL, O_TEST_DATA },
     { "full-every", required_argument, NULL, O_FULL_EVERY },
     { "step-retries", required_argument, NULL, O_STEP_RETRIES },
+    { "train-images", required_argument, NULL, O_TRAIN_IMAGES },
+    { "train-labels", required_argument, NULL, O_TRAIN_LABELS },
+    { "test-images", required_argument, NULL, O_TEST_IMAGES },
+    { "test-labels", required_argument, NULL, O_TEST_LABELS },
+    { "label-column", required_argument, NULL, O_LABEL_COLUMN },
+    { "classes", required_argument, NULL, O_CLASSES },
     { NULL, 0, NULL, 0 },
 };
 
@@ -105,9 +112,27 @@ ps_jobflags_apply (ps_job_t *job, int option, const char *value)
             return s_copy (flag, value, job->train_data, sizeof job->train_data);
         case O_TEST_DATA:
             return s_copy (flag, value, job->test_data, sizeof job->test_data);
+        case O_TRAIN_IMAGES:
+            return s_copy (flag, value, job->train_images, sizeof job->train_images);
+        case O_TRAIN_LABELS:
+            return s_copy (flag, value, job->train_labels, sizeof job->train_labels);
+        case O_TEST_IMAGES:
+            return s_copy (flag, value, job->test_images, sizeof job->test_images);
+        case O_TEST_LABELS:
+            return s_copy (flag, value, job->test_labels, sizeof job->test_labels);
+        case O_LABEL_COLUMN:
+            return s_copy (flag, value, job->label_column, sizeof job->label_column);
+        case O_CLASSES:
+            if (ps_parse_uint (flag, value, 2, 256, &u, &err)) {
+                fprintf (stderr, "coordinator: %s\n", err.msg);
+                return -1;
+            }
+            job->classes = (int) u;
+            return 0;
         case O_DATA_FORMAT:
-            if (strcmp (value, "idx") && strcmp (value, "criteo") && strcmp (value, "libsvm")) {
-                fprintf (stderr, "coordinator: %s \"%s\": expected idx, criteo or libsvm\n",
+            if (strcmp (value, "idx") && strcmp (value, "criteo") && strcmp (value, "libsvm")
+            &&  strcmp (value, "csv")) {
+                fprintf (stderr, "coordinator: %s \"%s\": expected idx, criteo, libsvm or csv\n",
                          flag, value);
                 return -1;
             }

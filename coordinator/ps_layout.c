@@ -26,6 +26,16 @@ ps_layout_plan (ps_plan_t *plan, const ps_job_t *job, const ps_model_t *model,
     &&  (!(plan->train_data = strdup (job->train_data))
          || !(plan->test_data = strdup (job->test_data))))
         abort ();
+    //  An image model's IDX files go by name only when the job names them.
+    const char *idx_files [] = { job->train_images, job->train_labels, job->test_images,
+                                 job->test_labels };
+    char **plan_files [] = { &plan->train_images, &plan->train_labels, &plan->test_images,
+                             &plan->test_labels };
+    for (int i = 0; i < 4; i++)
+        if (idx_files [i][0] && !(*plan_files [i] = strdup (idx_files [i])))
+            abort ();
+    if (strcmp (job->data_format, "csv") == 0 && !(plan->label_column = strdup (job->label_column)))
+        abort ();
     plan->train_limit = job->train_limit;
     plan->test_limit = job->test_limit;
     plan->threads = job->worker_threads;

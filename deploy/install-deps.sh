@@ -16,7 +16,7 @@ packages=(
   clang libfuzzer-14-dev libclang-rt-14-dev   # the fuzz build (tests/fuzz): clang's libFuzzer and sanitizers
   slurm-wlm munge           # tests/test_slurm.sh: a real slurmctld and slurmd, authenticated by munge
   python3-yaml              # tests/kube_manifests.py: the Kubernetes manifests of deploy/k8s
-  python3-numpy python3-torch   # tests/test_export.py: the export read by NumPy, the model rebuilt in PyTorch
+  python3-numpy python3-torch   # tests/test_export.py (NumPy reads the export, PyTorch rebuilds the model), tests/gen_images.py (.npy data)
   prometheus                # tests/test_prometheus.sh: promtool and a real server scraping the coordinator
   gnuplot-nox               # coordinator plot (and tests/test_plot.sh)
 )

@@ -88,7 +88,7 @@ test_dlrm (void **state)
     //  The image engines are not for it, and say so.
     assert_int_equal (ps_model_check_batch (model, 64, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "click-through-rate"));
-    assert_int_equal (ps_model_check_input (model, 28, 28, 10, &err), PS_ESHAPE);
+    assert_int_equal (ps_model_check_input (model, 28, 28, 1, 10, &err), PS_ESHAPE);
     assert_non_null (strstr (err.msg, "Criteo"));
     ps_model_destroy (&model);
 }

@@ -211,7 +211,8 @@ test_test_split (void **state)
 
     float low = 1.0f, high = 0.0f;
     for (size_t i = 0; i < S_TEST_COUNT; i++) {
-        const float *image = ps_dataset_image (test, i);
+        float image [S_PIXELS];
+        ps_dataset_image (test, i, image);
         for (size_t p = 0; p < S_PIXELS; p++) {
             float expect = (float) images.data [i * S_PIXELS + p] / 255.0f;
             if (image [p] != expect)
@@ -239,10 +240,13 @@ test_limit (void **state)
             fail_msg ("load failed: %s", err.msg);
         size_t count = limits [i] < S_TEST_COUNT ? limits [i] : S_TEST_COUNT;
         assert_int_equal (ps_dataset_count (data), count);
-        assert_memory_equal (ps_dataset_image (data, 0), ps_dataset_image (s_real.test, 0),
-                             count * S_PIXELS * sizeof (float));
-        for (size_t k = 0; k < count; k++)
+        for (size_t k = 0; k < count; k++) {
+            float mine [S_PIXELS], whole [S_PIXELS];
+            ps_dataset_image (data, k, mine);
+            ps_dataset_image (s_real.test, k, whole);
+            assert_memory_equal (mine, whole, sizeof mine);
             assert_int_equal (ps_dataset_label (data, k), ps_dataset_label (s_real.test, k));
+        }
         ps_dataset_destroy (&data);
         assert_null (data);
         //  A second destroy is harmless.
@@ -357,8 +361,9 @@ s_walk_epoch (ps_dataset_t *train, uint64_t seed, uint64_t epoch, const uint32_t
             uint32_t i = perm [b * batch + (size_t) k];
             assert_int_equal (seen [i]++, 0);
             assert_int_equal (labels [k], ps_dataset_label (train, i));
-            assert_memory_equal (x + (size_t) k * S_PIXELS, ps_dataset_image (train, i),
-                                 S_PIXELS * sizeof (float));
+            float image [S_PIXELS];
+            ps_dataset_image (train, i, image);
+            assert_memory_equal (x + (size_t) k * S_PIXELS, image, sizeof image);
         }
     }
     for (size_t i = 0; i < S_TRAIN_COUNT; i++)
@@ -429,10 +434,12 @@ test_slice (void **state)
         size_t first = firsts [i];
         int expect = S_TEST_COUNT - first < 64 ? (int) (S_TEST_COUNT - first) : 64;
         assert_int_equal (ps_dataset_slice (test, first, 64, x, labels), expect);
-        assert_memory_equal (x, ps_dataset_image (test, first),
-                             (size_t) expect * S_PIXELS * sizeof (float));
-        for (int k = 0; k < expect; k++)
+        for (int k = 0; k < expect; k++) {
+            float image [S_PIXELS];
+            ps_dataset_image (test, first + (size_t) k, image);
+            assert_memory_equal (x + (size_t) k * S_PIXELS, image, sizeof image);
             assert_int_equal (labels [k], ps_dataset_label (test, first + (size_t) k));
+        }
     }
     assert_int_equal (ps_dataset_slice (test, S_TEST_COUNT, 64, x, labels), 0);
     assert_int_equal (ps_dataset_slice (test, S_TEST_COUNT + 5, 64, x, labels), 0);
@@ -459,10 +466,14 @@ test_small_files (void **state)
     assert_int_equal (ps_dataset_count (data), 3);
     assert_int_equal (ps_dataset_rows (data), 2);
     assert_int_equal (ps_dataset_cols (data), 2);
-    for (size_t i = 0; i < 3; i++)
+    float image [4];
+    for (size_t i = 0; i < 3; i++) {
+        ps_dataset_image (data, i, image);
         for (size_t p = 0; p < 4; p++)
-            assert_true (ps_dataset_image (data, i) [p] == (float) pixels [i * 4 + p] / 255.0f);
-    assert_true (ps_dataset_image (data, 0) [1] == 1.0f);
+            assert_true (image [p] == (float) pixels [i * 4 + p] / 255.0f);
+    }
+    ps_dataset_image (data, 0, image);
+    assert_true (image [1] == 1.0f);
     assert_int_equal (ps_dataset_label (data, 2), 6);
     ps_dataset_destroy (&data);
 
@@ -516,12 +527,17 @@ test_inconsistent_files (void **state)
     s_write_idx (fx->dir, "train-labels-idx1-ubyte", four, 1, (const uint8_t []) { 0, 1, 2, 3 });
     s_assert_load_fails (fx->dir, PS_ESHAPE, "train-labels-idx1-ubyte", "4 labels");
 
-    //  A label that is no class.
+    //  Any byte is a class: the largest label kept makes the count.
     const uint32_t three [] = { 3 };
-    s_write_idx (fx->dir, "train-labels-idx1-ubyte", three, 1, (const uint8_t []) { 9, 10, 0 });
-    s_assert_load_fails (fx->dir, PS_ECORRUPT, "train-labels-idx1-ubyte", "label 10 at index 1");
     s_write_idx (fx->dir, "train-labels-idx1-ubyte", three, 1, (const uint8_t []) { 0, 1, 255 });
-    s_assert_load_fails (fx->dir, PS_ECORRUPT, "train-labels-idx1-ubyte", "index 2");
+    ps_dataset_t *data = ps_dataset_load (fx->dir, PS_SPLIT_TRAIN, 0, NULL);
+    assert_non_null (data);
+    assert_int_equal (ps_dataset_classes (data), 256);
+    ps_dataset_destroy (&data);
+    data = ps_dataset_load (fx->dir, PS_SPLIT_TRAIN, 2, NULL);
+    assert_non_null (data);
+    assert_int_equal (ps_dataset_classes (data), 2);
+    ps_dataset_destroy (&data);
 
     //  Labels of rank 2, images of rank 2 and 4.
     const uint32_t label_matrix [] = { 3, 1 };
@@ -531,9 +547,9 @@ test_inconsistent_files (void **state)
     const uint32_t flat [] = { 3, 4 };
     s_write_idx (fx->dir, "train-images-idx3-ubyte", flat, 2, bytes);
     s_assert_load_fails (fx->dir, PS_ESHAPE, "train-images-idx3-ubyte", "rank 2");
-    const uint32_t channels [] = { 3, 2, 2, 1 };
-    s_write_idx (fx->dir, "train-images-idx3-ubyte", channels, 4, bytes);
-    s_assert_load_fails (fx->dir, PS_ESHAPE, "train-images-idx3-ubyte", "rank 4");
+    const uint32_t two_channels [] = { 3, 2, 2, 2 };
+    s_write_idx (fx->dir, "train-images-idx3-ubyte", two_channels, 4, bytes);
+    s_assert_load_fails (fx->dir, PS_ESHAPE, "train-images-idx3-ubyte", "2 channels");
 }
 
 //  Probing the real splits gives the sizes loading gives, without the data.
@@ -541,29 +557,30 @@ static void
 test_probe_real (void **state)
 {
     (void) state;
-    size_t count = 0;
-    int rows = 0, cols = 0;
+    ps_dataset_info_t info = { 0 };
     ps_error_t err = { 0 };
-    if (ps_dataset_probe (s_real.dir, PS_SPLIT_TRAIN, 0, &count, &rows, &cols, &err))
+    if (ps_dataset_probe (s_real.dir, PS_SPLIT_TRAIN, NULL, NULL, 0, &info, &err))
         fail_msg ("probe failed: %s", err.msg);
-    assert_int_equal (count, S_TRAIN_COUNT);
-    assert_int_equal (rows, 28);
-    assert_int_equal (cols, 28);
-    assert_int_equal (ps_dataset_probe (s_real.dir, PS_SPLIT_TEST, 0, &count, &rows, &cols,
-                                        &err), PS_OK);
-    assert_int_equal (count, S_TEST_COUNT);
-    assert_int_equal (rows, 28);
-    assert_int_equal (cols, 28);
+    assert_int_equal (info.count, S_TRAIN_COUNT);
+    assert_int_equal (info.rows, 28);
+    assert_int_equal (info.cols, 28);
+    assert_int_equal (ps_dataset_probe (s_real.dir, PS_SPLIT_TEST, NULL, NULL, 0, &info, &err),
+                      PS_OK);
+    assert_int_equal (info.count, S_TEST_COUNT);
+    assert_int_equal (info.rows, 28);
+    assert_int_equal (info.cols, 28);
+    assert_int_equal (info.channels, 1);
+    assert_int_equal (info.classes, 10);
     //  The limit applies as in ps_dataset_load: it only ever lowers the count.
     size_t limits [] = { 1, 100, S_TEST_COUNT - 1, S_TEST_COUNT, S_TEST_COUNT + 1, 1000000 };
     for (size_t i = 0; i < sizeof limits / sizeof limits [0]; i++) {
-        assert_int_equal (ps_dataset_probe (s_real.dir, PS_SPLIT_TEST, limits [i], &count,
-                                            &rows, &cols, &err), PS_OK);
-        assert_int_equal (count, limits [i] < S_TEST_COUNT ? limits [i] : S_TEST_COUNT);
+        assert_int_equal (ps_dataset_probe (s_real.dir, PS_SPLIT_TEST, NULL, NULL, limits [i],
+                                            &info, &err), PS_OK);
+        assert_int_equal (info.count, limits [i] < S_TEST_COUNT ? limits [i] : S_TEST_COUNT);
     }
-    assert_int_equal (ps_dataset_probe (s_real.dir, PS_SPLIT_TRAIN, 70000, &count, &rows,
-                                        &cols, NULL), PS_OK);
-    assert_int_equal (count, S_TRAIN_COUNT);
+    assert_int_equal (ps_dataset_probe (s_real.dir, PS_SPLIT_TRAIN, NULL, NULL, 70000, &info,
+                                        NULL), PS_OK);
+    assert_int_equal (info.count, S_TRAIN_COUNT);
 }
 
 //  Probing dir's train split fails with code and a message that names
@@ -571,17 +588,16 @@ test_probe_real (void **state)
 static void
 s_assert_probe_fails (const char *dir, int code, const char *file, const char *expect)
 {
-    size_t count = 12345;
-    int rows = -7, cols = -8;
+    ps_dataset_info_t info = { .count = 12345, .rows = -7, .cols = -8 };
     ps_error_t err = { 0 };
-    int rc = ps_dataset_probe (dir, PS_SPLIT_TRAIN, 0, &count, &rows, &cols, &err);
+    int rc = ps_dataset_probe (dir, PS_SPLIT_TRAIN, NULL, NULL, 0, &info, &err);
     if (rc == PS_OK)
         fail_msg ("probing %s succeeded, expected %s", dir, ps_error_name (code));
     assert_int_equal (rc, code);
     assert_int_equal (err.code, code);
-    assert_int_equal (count, 12345);
-    assert_int_equal (rows, -7);
-    assert_int_equal (cols, -8);
+    assert_int_equal (info.count, 12345);
+    assert_int_equal (info.rows, -7);
+    assert_int_equal (info.cols, -8);
     char path [512];
     snprintf (path, sizeof path, "%s/%s", dir, file);
     if (!strstr (err.msg, path))
@@ -625,8 +641,8 @@ s_write_bytes (const char *dir, const char *name, const uint8_t *bytes, size_t l
 }
 
 //  Small hand-made files: the probe agrees with the load, reads only the
-//  headers (so short data and bad labels pass), and refuses what the
-//  headers show to be wrong.
+//  images' header (so short image data passes) and the labels, and refuses
+//  what the headers show to be wrong.
 static void
 test_probe_files (void **state)
 {
@@ -636,28 +652,30 @@ test_probe_files (void **state)
     const uint32_t three [] = { 3 };
     s_write_idx (fx->dir, "train-images-idx3-ubyte", image_dims, 3, pixels);
     s_write_idx (fx->dir, "train-labels-idx1-ubyte.gz", three, 1, (const uint8_t []) { 1, 2, 3 });
-    size_t count = 0;
-    int rows = 0, cols = 0;
+    ps_dataset_info_t info = { 0 };
     ps_error_t err = { 0 };
-    if (ps_dataset_probe (fx->dir, PS_SPLIT_TRAIN, 0, &count, &rows, &cols, &err))
+    if (ps_dataset_probe (fx->dir, PS_SPLIT_TRAIN, NULL, NULL, 0, &info, &err))
         fail_msg ("probe failed: %s", err.msg);
-    assert_int_equal (count, 3);
-    assert_int_equal (rows, 2);
-    assert_int_equal (cols, 2);
+    assert_int_equal (info.count, 3);
+    assert_int_equal (info.rows, 2);
+    assert_int_equal (info.cols, 2);
     ps_dataset_t *data = ps_dataset_load (fx->dir, PS_SPLIT_TRAIN, 2, &err);
     assert_non_null (data);
-    assert_int_equal (ps_dataset_probe (fx->dir, PS_SPLIT_TRAIN, 2, &count, &rows, &cols, &err),
+    assert_int_equal (ps_dataset_probe (fx->dir, PS_SPLIT_TRAIN, NULL, NULL, 2, &info, &err),
                       PS_OK);
-    assert_int_equal (count, ps_dataset_count (data));
-    assert_int_equal (rows, ps_dataset_rows (data));
-    assert_int_equal (cols, ps_dataset_cols (data));
+    assert_int_equal (info.count, ps_dataset_count (data));
+    assert_int_equal (info.rows, ps_dataset_rows (data));
+    assert_int_equal (info.cols, ps_dataset_cols (data));
     ps_dataset_destroy (&data);
 
-    //  A label that is no class is in the data, which the probe does not read.
+    //  The probe reads the labels for the classes, as the load does.
     s_write_idx (fx->dir, "train-labels-idx1-ubyte.gz", three, 1, (const uint8_t []) { 1, 20, 3 });
-    assert_int_equal (ps_dataset_probe (fx->dir, PS_SPLIT_TRAIN, 0, &count, &rows, &cols, &err),
+    assert_int_equal (ps_dataset_probe (fx->dir, PS_SPLIT_TRAIN, NULL, NULL, 0, &info, &err),
                       PS_OK);
-    s_assert_load_fails (fx->dir, PS_ECORRUPT, "train-labels-idx1-ubyte.gz", "label 20");
+    assert_int_equal (info.classes, 21);
+    assert_int_equal (ps_dataset_probe (fx->dir, PS_SPLIT_TRAIN, NULL, NULL, 1, &info, &err),
+                      PS_OK);
+    assert_int_equal (info.classes, 2);
 
     //  Four labels for three images, and ranks that make no data set.
     const uint32_t four [] = { 4 };
@@ -682,10 +700,185 @@ test_probe_files (void **state)
 
     //  A whole header with the data cut short probes, but does not load.
     s_write_bytes (fx->dir, "train-images-idx3-ubyte.gz", header, sizeof header);
-    assert_int_equal (ps_dataset_probe (fx->dir, PS_SPLIT_TRAIN, 0, &count, &rows, &cols, &err),
+    assert_int_equal (ps_dataset_probe (fx->dir, PS_SPLIT_TRAIN, NULL, NULL, 0, &info, &err),
                       PS_OK);
-    assert_int_equal (count, 3);
+    assert_int_equal (info.count, 3);
     s_assert_load_fails (fx->dir, PS_ECORRUPT, "train-images-idx3-ubyte.gz", "truncated");
+}
+
+//  Files of any name, with three channels: loaded as NHWC, probed the
+//  same, checked against models, and a pair given by half refused.
+static void
+test_named_files (void **state)
+{
+    fixture_t *fx = *state;
+    //  Two 1x2 RGB images: every value is its own index.
+    uint8_t pixels [12];
+    for (int i = 0; i < 12; i++)
+        pixels [i] = (uint8_t) (i * 20);
+    const uint32_t image_dims [] = { 2, 1, 2, 3 };
+    const uint32_t label_dims [] = { 2 };
+    s_write_idx (fx->dir, "rgb-images.idx.gz", image_dims, 4, pixels);
+    s_write_idx (fx->dir, "rgb-labels.idx", label_dims, 1, (const uint8_t []) { 3, 1 });
+    char images [512], labels [512];
+    snprintf (images, sizeof images, "%s/rgb-images.idx.gz", fx->dir);
+    snprintf (labels, sizeof labels, "%s/rgb-labels.idx", fx->dir);
+    ps_error_t err = { 0 };
+    //  The directory has no Fashion-MNIST files: the named ones are read.
+    ps_dataset_t *data = ps_dataset_open (fx->dir, PS_SPLIT_TEST, images, labels, 0, &err);
+    if (!data)
+        fail_msg ("open failed: %s", err.msg);
+    assert_int_equal (ps_dataset_count (data), 2);
+    assert_int_equal (ps_dataset_rows (data), 1);
+    assert_int_equal (ps_dataset_cols (data), 2);
+    assert_int_equal (ps_dataset_channels (data), 3);
+    assert_int_equal (ps_dataset_classes (data), 4);
+    for (int i = 0; i < 2; i++) {
+        float image [6];
+        ps_dataset_image (data, (size_t) i, image);
+        for (int v = 0; v < 6; v++)
+            assert_true (image [v] == (float) pixels [i * 6 + v] / 255.0f);
+    }
+    ps_dataset_info_t info;
+    assert_int_equal (ps_dataset_probe (NULL, PS_SPLIT_TRAIN, images, labels, 0, &info, &err),
+                      PS_OK);
+    assert_int_equal (info.count, 2);
+    assert_int_equal (info.rows, 1);
+    assert_int_equal (info.cols, 2);
+    assert_int_equal (info.channels, 3);
+    assert_int_equal (info.classes, 4);
+
+    //  A model of 1x2x3 inputs and 4 classes fits, a flat one of 6 too;
+    //  other shapes or fewer classes do not, and the message names both.
+    const char *spec = "{\"input_shape\": [1, 2, 3], \"layers\": [{\"type\": \"Flatten\"}, "
+                       "{\"type\": \"Dense\", \"units\": %d}]}";
+    const char *flat = "{\"input_shape\": [%d], \"layers\": [{\"type\": \"Dense\", "
+                       "\"units\": 4}]}";
+    char json [256];
+    snprintf (json, sizeof json, spec, 4);
+    ps_model_t *model = ps_model_parse (json, "rgb", &err);
+    assert_non_null (model);
+    assert_int_equal (ps_dataset_check_model (data, model, &err), PS_OK);
+    ps_model_destroy (&model);
+    snprintf (json, sizeof json, flat, 6);
+    model = ps_model_parse (json, "flat", &err);
+    assert_non_null (model);
+    assert_int_equal (ps_dataset_check_model (data, model, &err), PS_OK);
+    ps_model_destroy (&model);
+    snprintf (json, sizeof json, spec, 3);
+    model = ps_model_parse (json, "rgb", &err);
+    assert_non_null (model);
+    assert_int_equal (ps_dataset_check_model (data, model, &err), PS_ESHAPE);
+    assert_non_null (strstr (err.msg, "gives 3 classes, but the data has labels up to 3 "
+                                      "(4 classes)"));
+    ps_model_destroy (&model);
+    model = ps_model_load ("cnn", &err);
+    assert_non_null (model);
+    assert_int_equal (ps_dataset_check_model (data, model, &err), PS_ESHAPE);
+    assert_non_null (strstr (err.msg, "takes 28x28x1 inputs, but the data has 1x2x3 images"));
+    ps_model_destroy (&model);
+    ps_dataset_destroy (&data);
+
+    //  Half a pair.
+    assert_null (ps_dataset_open (fx->dir, PS_SPLIT_TRAIN, images, NULL, 0, &err));
+    assert_int_equal (err.code, PS_EINVAL);
+    assert_non_null (strstr (err.msg, "the training images file is given"));
+    assert_int_equal (ps_dataset_probe (fx->dir, PS_SPLIT_TEST, "", labels, 0, &info, &err),
+                      PS_EINVAL);
+    assert_non_null (strstr (err.msg, "the test labels file is given"));
+}
+
+//  Write len bytes to dir/name.
+static void
+s_write_file (const char *dir, const char *name, const void *bytes, size_t len, char *path,
+              size_t size)
+{
+    snprintf (path, size, "%s/%s", dir, name);
+    FILE *file = fopen (path, "wb");
+    assert_non_null (file);
+    assert_int_equal (fwrite (bytes, 1, len, file), len);
+    assert_int_equal (fclose (file), 0);
+}
+
+//  A .npy file of format 2.0 (a 4-byte header length) and one of 1.0 whose
+//  one-byte type says '<u1', as some writers do: header, then data.
+static void
+test_npy_formats (void **state)
+{
+    fixture_t *fx = *state;
+    //  Features: 2 examples of 3 uint8 values; format 2.0.
+    char features [128 + 6];
+    const char *dict = "{'descr': '<u1', 'fortran_order': False, 'shape': (2, 3), }";
+    memset (features, ' ', sizeof features);
+    memcpy (features, "\x93NUMPY\x02\x00", 8);
+    uint32_t header_len = 128 - 12;
+    for (int i = 0; i < 4; i++)
+        features [8 + i] = (char) (header_len >> (8 * i));
+    memcpy (features + 12, dict, strlen (dict));
+    features [127] = '\n';
+    memcpy (features + 128, (const uint8_t []) { 0, 51, 255, 102, 153, 204 }, 6);
+    //  Labels: int32 [2] in format 1.0, with the keys in another order.
+    char labels [128 + 8];
+    const char *ldict = "{'shape': (2,), 'fortran_order': False, 'descr': '<i4'}";
+    memset (labels, ' ', sizeof labels);
+    memcpy (labels, "\x93NUMPY\x01\x00", 8);
+    labels [8] = 128 - 10;
+    labels [9] = 0;
+    memcpy (labels + 10, ldict, strlen (ldict));
+    labels [127] = '\n';
+    memcpy (labels + 128, (const int32_t []) { 7, 2 }, 8);
+    char fpath [512], lpath [512];
+    s_write_file (fx->dir, "f.npy", features, sizeof features, fpath, sizeof fpath);
+    s_write_file (fx->dir, "l.npy", labels, sizeof labels, lpath, sizeof lpath);
+    ps_error_t err = { 0 };
+    ps_dataset_t *data = ps_dataset_open (NULL, PS_SPLIT_TRAIN, fpath, lpath, 0, &err);
+    if (!data)
+        fail_msg ("open failed: %s", err.msg);
+    assert_int_equal (ps_dataset_count (data), 2);
+    assert_int_equal (ps_dataset_rows (data), 1);
+    assert_int_equal (ps_dataset_cols (data), 3);
+    assert_int_equal (ps_dataset_classes (data), 8);
+    float x [3];
+    ps_dataset_image (data, 1, x);
+    assert_true (x [0] == 102 / 255.0f && x [1] == 153 / 255.0f && x [2] == 204 / 255.0f);
+    assert_int_equal (ps_dataset_label (data, 0), 7);
+    ps_dataset_destroy (&data);
+    //  A negative label is no class.
+    memcpy (labels + 128, (const int32_t []) { -1, 2 }, 8);
+    s_write_file (fx->dir, "l.npy", labels, sizeof labels, lpath, sizeof lpath);
+    assert_null (ps_dataset_open (NULL, PS_SPLIT_TRAIN, fpath, lpath, 0, &err));
+    assert_non_null (strstr (err.msg, "label -1 at index 0"));
+}
+
+//  CSV as editors write it: CRLF line ends, spaces around cells, an empty
+//  line, the label column first; and the limit.
+static void
+test_csv_dialects (void **state)
+{
+    fixture_t *fx = *state;
+    const char *text = "label, a ,b\r\n1, 0.5, -2\r\n\r\n 0 ,1e-3,3\r\n2,4,5\r\n";
+    char path [512];
+    s_write_file (fx->dir, "d.csv", text, strlen (text), path, sizeof path);
+    ps_error_t err = { 0 };
+    ps_dataset_t *data = ps_dataset_open_csv (path, "label", 0, &err);
+    if (!data)
+        fail_msg ("open failed: %s", err.msg);
+    assert_int_equal (ps_dataset_count (data), 3);
+    assert_int_equal (ps_dataset_cols (data), 2);
+    assert_int_equal (ps_dataset_classes (data), 3);
+    float x [2];
+    ps_dataset_image (data, 1, x);
+    assert_true (x [0] == 1e-3f && x [1] == 3.0f);
+    assert_int_equal (ps_dataset_label (data, 1), 0);
+    ps_dataset_destroy (&data);
+    ps_dataset_info_t info;
+    assert_int_equal (ps_dataset_probe_csv (path, "label", 2, &info, &err), PS_OK);
+    assert_int_equal (info.count, 2);
+    assert_int_equal (info.classes, 2);
+    //  A label column that is not there, named with the header's columns.
+    assert_int_equal (ps_dataset_probe_csv (path, "y", 0, &info, &err), PS_ECORRUPT);
+    assert_non_null (strstr (err.msg, "no column \"y\" for the labels in the header (columns: "
+                                      "label, a, b)"));
 }
 
 int
@@ -711,6 +904,9 @@ main (int argc, char **argv)
         cmocka_unit_test_setup_teardown (test_inconsistent_files, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_probe_missing, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_probe_files, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_named_files, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_npy_formats, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_csv_dialects, s_setup, harness_dir_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -186,7 +186,7 @@ test_key_rules (void **state)
                                       "idx"));
     //  And the schema's: a format it does not know, a full_every below 1.
     s_ctr_job (&job, s_train, s_test);
-    snprintf (job.data_format, sizeof job.data_format, "csv");
+    snprintf (job.data_format, sizeof job.data_format, "arff");
     assert_int_equal (ps_job_validate (&job, &err), PS_EINVAL);
     assert_non_null (strstr (err.msg, "/data_format"));
     s_ctr_job (&job, s_train, s_test);

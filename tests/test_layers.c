@@ -342,6 +342,66 @@ s_ref_xent (int n, int classes, const double *logits, const uint8_t *labels, int
     return total;
 }
 
+//  Activation layer l on count doubles, in double and the plain textbook
+//  forms (softmax over each position's out_c channels).
+static void
+s_ref_activation (const ps_layer_t *l, size_t count, const double *x, double *y)
+{
+    for (size_t i = 0; i < count; i++)
+        switch (l->activation) {
+            case PS_ACT_RELU:    y [i] = fmax (x [i], 0); break;
+            case PS_ACT_SIGMOID: y [i] = 1 / (1 + exp (-x [i])); break;
+            case PS_ACT_TANH:    y [i] = tanh (x [i]); break;
+            case PS_ACT_GELU:    y [i] = x [i] * 0.5 * erfc (-x [i] / sqrt (2)); break;
+            default:             y [i] = x [i]; break;
+        }
+    if (l->activation == PS_ACT_SOFTMAX)
+        for (size_t at = 0; at < count; at += (size_t) l->out_c) {
+            double sum = 0;
+            for (int k = 0; k < l->out_c; k++)
+                sum += exp (x [at + k]);
+            for (int k = 0; k < l->out_c; k++)
+                y [at + k] = exp (x [at + k]) / sum;
+        }
+}
+
+//  AveragePooling2D: each window's mean over its positions in the input.
+static void
+s_ref_avgpool (const ps_layer_t *l, int n, const double *x, double *y)
+{
+    for (int e = 0; e < n; e++)
+        for (int oy = 0; oy < l->out_h; oy++)
+            for (int ox = 0; ox < l->out_w; ox++)
+                for (int k = 0; k < l->out_c; k++) {
+                    double sum = 0;
+                    int count = 0;
+                    for (int dy = 0; dy < l->kh; dy++)
+                        for (int dx = 0; dx < l->kw; dx++) {
+                            int iy = oy * l->stride_h - l->pad_top + dy;
+                            int ix = ox * l->stride_w - l->pad_left + dx;
+                            if (iy < 0 || iy >= l->in_h || ix < 0 || ix >= l->in_w)
+                                continue;
+                            sum += x [(((size_t) e * l->in_h + iy) * l->in_w + ix) * l->in_c + k];
+                            count++;
+                        }
+                    y [(((size_t) e * l->out_h + oy) * l->out_w + ox) * l->out_c + k] = sum / count;
+                }
+}
+
+//  GlobalAveragePooling2D: each channel's mean over the positions.
+static void
+s_ref_gap (const ps_layer_t *l, int n, const double *x, double *y)
+{
+    size_t positions = (size_t) l->in_h * l->in_w;
+    for (int e = 0; e < n; e++)
+        for (int k = 0; k < l->in_c; k++) {
+            double sum = 0;
+            for (size_t p = 0; p < positions; p++)
+                sum += x [((size_t) e * positions + p) * l->in_c + k];
+            y [(size_t) e * l->in_c + k] = sum / (double) positions;
+        }
+}
+
 //  One layer's reference problem: its inputs and parameters in double (the
 //  float32 values widened), the objective's weights r, and scratch for y.
 typedef struct {
@@ -374,6 +434,15 @@ s_ref_forward (const s_ref_t *ref, double *y)
             break;
         case PS_LAYER_DROPOUT:
             s_ref_dropout (l->rate, ref->n, s_in_size (l), ref->seed, ref->first, ref->x, y);
+            break;
+        case PS_LAYER_ACTIVATION:
+            s_ref_activation (l, ref->x_count, ref->x, y);
+            break;
+        case PS_LAYER_AVGPOOL2D:
+            s_ref_avgpool (l, ref->n, ref->x, y);
+            break;
+        case PS_LAYER_GLOBALAVGPOOL2D:
+            s_ref_gap (l, ref->n, ref->x, y);
             break;
         default:
             fail_msg ("no reference for layer kind %d", (int) l->kind);
@@ -875,6 +944,135 @@ test_relu (void **state)
     free (inplace);
 }
 
+//  ---------------------------------------------------------------------
+//  Activation, AveragePooling2D, GlobalAveragePooling2D
+
+//  Forward against the double reference and dx against its finite
+//  differences, for a parameterless layer l on n examples whose inputs
+//  are drawn in [-scale, scale] (kept from 0 for relu's kink).
+static void
+s_check_plain_layer (const char *name, const ps_layer_t *l, int n, double scale, uint64_t seed)
+{
+    size_t x_count = (size_t) n * s_in_size (l);
+    size_t y_count = (size_t) n * s_out_size (l);
+    uint64_t state = seed;
+    float *x = s_floats (x_count), *r = s_floats (y_count);
+    for (size_t i = 0; i < x_count; i++)
+        do
+            s_fill_uniform (x + i, 1, &state, scale);
+        while (l->kind == PS_LAYER_ACTIVATION && l->activation == PS_ACT_RELU
+               && fabsf (x [i]) < (float) S_KINK_MARGIN);
+    s_fill_uniform (r, y_count, &state, 1.0);
+    s_ref_t ref = {
+        .l = l, .n = n, .x_count = x_count, .y_count = y_count,
+        .x = s_doubles (x_count), .r = s_doubles (y_count), .y = s_doubles (y_count),
+    };
+    s_widen (x, ref.x, x_count);
+    s_widen (r, ref.r, y_count);
+    double *want = s_doubles (y_count);
+    s_ref_forward (&ref, want);
+
+    float *y = s_floats (y_count), *dx = s_floats (x_count);
+    s_fill_nan (y, y_count);
+    s_fill_nan (dx, x_count);
+    float *dy = s_copy (r, y_count);
+    if (l->kind == PS_LAYER_ACTIVATION) {
+        ps_cpu_activation_forward (l->activation, x_count, l->out_c, x, y);
+        //  In place (dx = dy), as the engine calls it.
+        ps_cpu_activation_backward (l->activation, x_count, l->out_c, x, y, dy, dy);
+        memcpy (dx, dy, x_count * sizeof (float));
+    }
+    else
+    if (l->kind == PS_LAYER_AVGPOOL2D) {
+        ps_cpu_avgpool_forward (l, n, x, y);
+        ps_cpu_avgpool_backward (l, n, r, dx);
+    }
+    else {
+        ps_cpu_gap_forward (l, n, x, y);
+        ps_cpu_gap_backward (l, n, r, dx);
+    }
+    double err_forward = s_rel_err (y, want, y_count);
+    s_check (name, "forward", err_forward, S_FORWARD_TOL);
+    double *gx = s_doubles (x_count);
+    s_numeric_grad (s_ref_objective, &ref, ref.x, x_count, gx);
+    double err_dx = s_rel_err (dx, gx, x_count);
+    s_check (name, "dx", err_dx, S_GRAD_TOL);
+    printf ("  %-52s fwd %.1e dx %.1e\n", name, err_forward, err_dx);
+    free (x);
+    free (r);
+    free (ref.x);
+    free (ref.r);
+    free (ref.y);
+    free (want);
+    free (y);
+    free (dx);
+    free (dy);
+    free (gx);
+}
+
+static void
+test_activations (void **state)
+{
+    (void) state;
+    printf ("\n");
+    const struct {
+        ps_activation_t act;
+        const char *name;
+        double scale;
+    } cases [] = {
+        { PS_ACT_LINEAR, "activation linear", 2.0 },
+        { PS_ACT_RELU, "activation relu", 2.0 },
+        { PS_ACT_SIGMOID, "activation sigmoid", 6.0 },
+        { PS_ACT_TANH, "activation tanh", 3.0 },
+        { PS_ACT_GELU, "activation gelu", 4.0 },
+        { PS_ACT_SOFTMAX, "activation softmax over 5 channels", 4.0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases [0]; i++) {
+        //  [3, 2, 5]: softmax normalises each of the 6 positions' 5 channels.
+        ps_layer_t l;
+        memset (&l, 0, sizeof l);
+        l.kind = PS_LAYER_ACTIVATION;
+        l.activation = cases [i].act;
+        l.in_h = l.out_h = 3;
+        l.in_w = l.out_w = 2;
+        l.in_c = l.out_c = 5;
+        l.kernel = l.bias = -1;
+        s_check_plain_layer (cases [i].name, &l, 3, cases [i].scale, 7001 + i);
+    }
+}
+
+static void
+test_avgpool (void **state)
+{
+    (void) state;
+    printf ("\n");
+    //  2x2 valid (the default), 3x3 stride 2 same (padded windows average
+    //  fewer positions), 2x3 stride 1 overlapping.
+    ps_layer_t valid = s_window_layer (PS_LAYER_AVGPOOL2D, "average_pooling2d", 6, 4, 3, 3,
+                                       2, 2, 2, 2, false, false);
+    s_check_plain_layer ("avgpool 6x4x3 k2x2 s2 valid", &valid, 2, 1.0, 7101);
+    ps_layer_t same = s_window_layer (PS_LAYER_AVGPOOL2D, "average_pooling2d", 5, 7, 2, 2,
+                                      3, 3, 2, 2, true, false);
+    s_check_plain_layer ("avgpool 5x7x2 k3x3 s2 same", &same, 2, 1.0, 7102);
+    ps_layer_t overlap = s_window_layer (PS_LAYER_AVGPOOL2D, "average_pooling2d", 4, 5, 2, 2,
+                                         2, 3, 1, 1, false, false);
+    s_check_plain_layer ("avgpool 4x5x2 k2x3 s1 valid", &overlap, 3, 1.0, 7103);
+}
+
+static void
+test_gap (void **state)
+{
+    (void) state;
+    printf ("\n");
+    ps_layer_t l;
+    memset (&l, 0, sizeof l);
+    l.kind = PS_LAYER_GLOBALAVGPOOL2D;
+    l.in_h = 3, l.in_w = 4, l.in_c = 5;
+    l.out_h = l.out_w = 1, l.out_c = 5;
+    l.kernel = l.bias = -1;
+    s_check_plain_layer ("global avgpool 3x4x5", &l, 3, 1.0, 7201);
+}
+
 static void
 test_dropout (void **state)
 {
@@ -1063,6 +1261,97 @@ test_softmax_xent_large_logits (void **state)
     s_check_xent ("softmax xent n=5 classes=7 logits +-100", 5, 7, offsets, 6003);
 }
 
+//  Summed sigmoid cross-entropy, log (1 + e^z) - y z computed the plain
+//  way in double, and the number of examples whose z > 0 says y.
+typedef struct {
+    int n;
+    const double *logits;
+    const uint8_t *labels;
+} s_bxent_t;
+
+static double
+s_ref_bxent (const s_bxent_t *bx, int *correct)
+{
+    double total = 0;
+    int right = 0;
+    for (int e = 0; e < bx->n; e++) {
+        double z = bx->logits [e];
+        total += log1p (exp (z)) - (bx->labels [e] ? z : 0);
+        right += (z > 0) == (bx->labels [e] != 0);
+    }
+    if (correct)
+        *correct = right;
+    return total;
+}
+
+static double
+s_bxent_objective (const void *ctx)
+{
+    return s_ref_bxent (ctx, NULL);
+}
+
+//  A binary classifier's loss: the sum, the count and dlogits at the batch
+//  mean's scale, against the reference and its finite differences, over
+//  logits of both signs; offset is added to every logit.
+static void
+s_check_bxent (const char *name, int n, float offset, uint64_t seed)
+{
+    uint64_t state = seed;
+    float *logits = s_floats ((size_t) n);
+    uint8_t *labels = malloc ((size_t) n);
+    assert_non_null (labels);
+    s_fill_uniform (logits, (size_t) n, &state, 3.0);
+    for (int e = 0; e < n; e++) {
+        logits [e] += offset;
+        //  Every third example is labelled against its logit's sign.
+        labels [e] = (uint8_t) ((logits [e] > 0) != (e % 3 == 0));
+    }
+    double *wide = s_doubles ((size_t) n);
+    s_widen (logits, wide, (size_t) n);
+    s_bxent_t bx = { n, wide, labels };
+    int want_correct;
+    double want_loss = s_ref_bxent (&bx, &want_correct);
+    double *grad = s_doubles ((size_t) n);
+    s_numeric_grad (s_bxent_objective, &bx, wide, (size_t) n, grad);
+
+    float *dlogits = s_floats ((size_t) n);
+    s_fill_nan (dlogits, (size_t) n);
+    int correct = 7;
+    float scale = 1.0f / (float) n;
+    double loss = ps_cpu_sigmoid_xent (n, logits, labels, scale, dlogits, &correct);
+    double e_loss = fabs (loss - want_loss) / fabs (want_loss);
+    s_check (name, "loss sum", e_loss, S_FORWARD_TOL);
+    if (correct != 7 + want_correct)
+        fail_msg ("%s: correct count %d, expected %d (added to 7)", name, correct - 7,
+                  want_correct);
+    for (int e = 0; e < n; e++)
+        grad [e] *= scale;
+    double e_grad = s_rel_err (dlogits, grad, (size_t) n);
+    s_check (name, "dlogits", e_grad, S_GRAD_TOL);
+    correct = 0;
+    assert_true (fabs (ps_cpu_sigmoid_xent (n, logits, labels, 1.0f, NULL, &correct) - loss)
+                 <= 1e-12 * fabs (loss));
+    assert_int_equal (correct, want_correct);
+    printf ("  %-52s loss %.1e dlogits %.1e correct %d of %d\n", name, e_loss, e_grad,
+            want_correct, n);
+    free (logits);
+    free (labels);
+    free (wide);
+    free (grad);
+    free (dlogits);
+}
+
+static void
+test_sigmoid_xent (void **state)
+{
+    (void) state;
+    printf ("\n");
+    s_check_bxent ("sigmoid xent n=9", 9, 0.0f, 6101);
+    //  Far from zero, where e^z overflows float32 unless |z| is used.
+    s_check_bxent ("sigmoid xent n=6 logits +30", 6, 30.0f, 6102);
+    s_check_bxent ("sigmoid xent n=6 logits -30", 6, -30.0f, 6103);
+}
+
 int
 main (void)
 {
@@ -1074,6 +1363,10 @@ main (void)
         cmocka_unit_test (test_dropout),
         cmocka_unit_test (test_softmax_xent),
         cmocka_unit_test (test_softmax_xent_large_logits),
+        cmocka_unit_test (test_sigmoid_xent),
+        cmocka_unit_test (test_activations),
+        cmocka_unit_test (test_avgpool),
+        cmocka_unit_test (test_gap),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -759,13 +759,58 @@ test_error_model_level (void **state)
     s_expect_error ("{\"input_shape\": [8, 8, 1], \"layers\": ["
                     " {\"type\": \"Conv2D\", \"filters\": 2, \"kernel_size\": 3}]}",
                     PS_ESHAPE, "spec.json", "last layer", "[6, 6, 2]", NULL);
-    //  One class is no classification.
-    s_expect_error ("{\"input_shape\": [4], \"layers\": [{\"type\": \"Dense\", \"units\": 1}]}",
-                    PS_ESHAPE, "spec.json", "1 logits", "2 to 256 classes", NULL);
-    //  A flat input with no layer changing it still needs logits of 2 or
-    //  more classes; [1] is one.
+    //  More than 256 classes is more than a byte label can name.
+    s_expect_error ("{\"input_shape\": [4], \"layers\": [{\"type\": \"Dense\", \"units\": 257}]}",
+                    PS_ESHAPE, "spec.json", "257 logits", "1 (binary) or 2 to 256 classes", NULL);
+    //  A flat input with no layer changing it gives logits, but there is
+    //  nothing to train.
     s_expect_error ("{\"input_shape\": [1], \"layers\": [{\"type\": \"ReLU\"}]}",
-                    PS_ESHAPE, "2 to 256 classes", NULL);
+                    PS_EINVAL, "no Conv2D or Dense layer", NULL);
+    //  An activation after the logits would be applied twice.
+    s_expect_error ("{\"input_shape\": [4], \"layers\": [{\"type\": \"Dense\", \"units\": 3}, "
+                    "{\"type\": \"Activation\", \"activation\": \"softmax\"}]}",
+                    PS_EINVAL, "is an Activation \"softmax\", but the loss takes logits", NULL);
+    s_expect_error ("{\"input_shape\": [4], \"layers\": [{\"type\": \"Activation\", "
+                    "\"activation\": \"swish\"}, {\"type\": \"Dense\", \"units\": 3}]}",
+                    PS_EINVAL, "at /layers/0/activation", NULL);
+    s_expect_error ("{\"input_shape\": [4], \"layers\": [{\"type\": \"GlobalAveragePooling2D\"}, "
+                    "{\"type\": \"Dense\", \"units\": 3}]}",
+                    PS_ESHAPE, "GlobalAveragePooling2D needs an [h, w, c] input", NULL);
+    //  The new layers' shapes and what runs them.
+    ps_model_t *pooled = ps_model_parse ("{\"input_shape\": [5, 7, 2], \"layers\": ["
+                                         "{\"type\": \"AveragePooling2D\", \"pool_size\": 3, "
+                                         "\"strides\": 2, \"padding\": \"same\"}, "
+                                         "{\"type\": \"Activation\", \"activation\": \"gelu\"}, "
+                                         "{\"type\": \"GlobalAveragePooling2D\"}, "
+                                         "{\"type\": \"Dense\", \"units\": 3}]}", "pooled.json",
+                                         NULL);
+    assert_non_null (pooled);
+    const ps_layer_t *avg = ps_model_layer (pooled, 0);
+    assert_int_equal (avg->kind, PS_LAYER_AVGPOOL2D);
+    assert_int_equal (avg->out_h, 3);
+    assert_int_equal (avg->out_w, 4);
+    assert_int_equal (avg->out_c, 2);
+    assert_string_equal (avg->name, "average_pooling2d");
+    assert_int_equal (ps_model_layer (pooled, 1)->activation, PS_ACT_GELU);
+    const ps_layer_t *gap = ps_model_layer (pooled, 2);
+    assert_int_equal (gap->out_h * gap->out_w, 1);
+    assert_int_equal (gap->out_c, 2);
+    assert_non_null (ps_model_cpu_only (pooled));
+    ps_model_destroy (&pooled);
+    //  One logit is a binary classifier, of labels 0 and 1.
+    ps_error_t err = { 0 };
+    ps_model_t *binary = ps_model_parse ("{\"input_shape\": [4], \"layers\": "
+                                         "[{\"type\": \"Dense\", \"units\": 1}]}",
+                                         "binary.json", &err);
+    assert_non_null (binary);
+    assert_true (ps_model_binary (binary));
+    assert_int_equal (ps_model_classes (binary), 1);
+    assert_int_equal (ps_model_label_classes (binary), 2);
+    assert_int_equal (ps_model_check_input (binary, 2, 2, 1, 2, &err), PS_OK);
+    assert_int_equal (ps_model_check_input (binary, 2, 2, 1, 3, &err), PS_ESHAPE);
+    assert_non_null (strstr (err.msg, "gives 2 classes (one logit: binary), but the data has "
+                                      "labels up to 2 (3 classes)"));
+    ps_model_destroy (&binary);
     s_expect_error ("{\"input_shape\": [28, 28], \"layers\": [{\"type\": \"Flatten\"}]}",
                     PS_EINVAL, "spec.json: at /input_shape: expected an array of 1 item or an array of 3 items",
                     NULL);

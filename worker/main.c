@@ -100,6 +100,10 @@ s_usage (FILE *out)
         "  --device D          cpu, gpu or auto (default auto: the GPU when present)\n"
         "  --threads N         CPU threads, OpenBLAS's included (default: all cores)\n"
         "  --data DIR          IDX files (default " PS_DATASET_DEFAULT_DIR ")\n"
+        "  --train-images FILE --train-labels FILE   IDX or .npy files by name, in\n"
+        "  --test-images FILE  --test-labels FILE    place of those in --data: images\n"
+        "                      [N, H, W] or [N, H, W, C], labels [N] (README.md,\n"
+        "                      Bring your own data)\n"
         "  --seed N            weights, shuffle and dropout (default 1)\n"
         "  --limit N           use only the first N training examples\n"
         "  --test-limit N      use only the first N test examples\n"
@@ -127,6 +131,11 @@ s_usage (FILE *out)
         "  (also --epochs (default 1), --batch (default 512), --optimizer and --lr\n"
         "  for the dense variables (default: the spec's), --threads (default 1),\n"
         "  --seed, --metrics, --progress)\n"
+        "\n"
+        "With --standalone --format csv, a classifier trains on CSV files with a\n"
+        "header row (plain or gzip): --data FILE and --test-data FILE, whose column\n"
+        "--label-column NAME (default label) holds the classes and every other\n"
+        "column is a feature.\n"
         "\n"
         "predict runs a trained image classifier on the images of an IDX file (gzip\n"
         "or raw, [N, rows, cols] or [N, rows, cols, channels]) and writes, one row\n"
@@ -354,6 +363,7 @@ main (int argc, char *argv [])
     const char *test_data = NULL, *data_arg = NULL;
     ps_ctrformat_t format = PS_CTR_CRITEO;
     bool epochs_given = false, batch_given = false;
+    bool csv = false;
     static const struct option options [] = {
         { "standalone", no_argument, NULL, 'S' },
         { "model", required_argument, NULL, 'M' },
@@ -375,6 +385,11 @@ main (int argc, char *argv [])
         { "checkpoint-dir", required_argument, NULL, 'c' },
         { "checkpoint-every", required_argument, NULL, 'k' },
         { "resume", no_argument, NULL, 'r' },
+        { "train-images", required_argument, NULL, 'I' },
+        { "train-labels", required_argument, NULL, 'J' },
+        { "test-images", required_argument, NULL, 'X' },
+        { "test-labels", required_argument, NULL, 'Z' },
+        { "label-column", required_argument, NULL, 'j' },
         { "cluster", required_argument, NULL, 'C' },
         { "cluster-resolver", required_argument, NULL, 'Q' },
         { "task", required_argument, NULL, 'K' },
@@ -394,7 +409,7 @@ main (int argc, char *argv [])
                 name = options [i].name;
         char flag [32];
         snprintf (flag, sizeof flag, "--%s", name);
-        if (!standalone_only && c && strchr ("MebolDsLTmpEFRckr", c))
+        if (!standalone_only && c && strchr ("MebolDsLTmpEFRckrIJXZj", c))
             standalone_only = name;
         int rc = PS_OK;
         switch (c) {
@@ -407,11 +422,17 @@ main (int argc, char *argv [])
             case 'u': summary = true; break;
             case 'F': test_data = optarg; break;
             case 'R':
-                if ((rc = ps_ctrformat_parse (optarg, &format, &err)) != PS_OK)
-                    ps_error_prefix (&err, rc, "--format");
+                csv = strcmp (optarg, "csv") == 0;
+                if (!csv && (rc = ps_ctrformat_parse (optarg, &format, &err)) != PS_OK)
+                    ps_error_prefix (&err, rc, "--format (or csv, for a classifier's CSV files)");
                 break;
             case 'M': cfg.model = optarg; break;
             case 'D': cfg.data_dir = data_arg = optarg; break;
+            case 'I': cfg.train_images = optarg; break;
+            case 'J': cfg.train_labels = optarg; break;
+            case 'X': cfg.test_images = optarg; break;
+            case 'Z': cfg.test_labels = optarg; break;
+            case 'j': cfg.label_column = optarg; break;
             case 'm': cfg.metrics_path = optarg; break;
             case 'o': opt_kind = optarg; break;
             case 'd':
@@ -509,6 +530,14 @@ main (int argc, char *argv [])
     //  loaded here only to tell which (an unknown one is reported below).
     ps_model_t *model = ps_model_load (cfg.model, NULL);
     const ps_ctrmodel_t *ctr = model ? ps_model_ctr (model) : NULL;
+    if (ctr && (cfg.train_images || cfg.train_labels || cfg.test_images || cfg.test_labels
+                || csv || cfg.label_column)) {
+        ps_error ("--train-images, --train-labels, --test-images, --test-labels, --format csv "
+                  "and --label-column are for classifiers; a click-through-rate model reads "
+                  "--data and --test-data in criteo or libsvm format");
+        ps_model_destroy (&model);
+        return 2;
+    }
     if (ctr && (cfg.eval_steps || cfg.device == PS_DEVICE_GPU || cfg.checkpoint_dir)) {
         ps_error ("%s is for image classifiers; a click-through-rate model trains on the CPU, "
                   "evaluates after each epoch and keeps no checkpoints",
@@ -547,9 +576,21 @@ main (int argc, char *argv [])
         return 0;
     }
     ps_model_destroy (&model);
-    if (test_data) {
+    if (csv && (!data_arg || !test_data)) {
+        ps_error ("--format csv needs the training file (--data FILE) and the test file "
+                  "(--test-data FILE)");
+        return 2;
+    }
+    if (csv) {
+        cfg.train_csv = data_arg;
+        cfg.test_csv = test_data;
+        cfg.label_column = cfg.label_column ? cfg.label_column : "label";
+    }
+    else
+    if (test_data || cfg.label_column) {
         ps_error ("--test-data and --format are for click-through-rate models (lr, dlrm or a "
-                  "spec with \"inputs\"), not model \"%s\"", cfg.model);
+                  "spec with \"inputs\") and CSV data (--format csv, with --label-column), "
+                  "not model \"%s\" on IDX data", cfg.model);
         return 2;
     }
     if ((cfg.resume || cfg.checkpoint_every) && !cfg.checkpoint_dir) {

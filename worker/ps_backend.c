@@ -56,9 +56,19 @@ ps_backend_new (const ps_model_t *model, ps_device_t device, int max_batch, int 
     }
     self->model = model;
     self->max_batch = max_batch;
+    //  The GPU engine has kernels for softmax cross-entropy and the
+    //  original layers only, so other models run on the CPU: chosen by
+    //  auto, refused by gpu.
+    const char *cpu_only = ps_model_cpu_only (model);
+    if (device == PS_DEVICE_GPU && cpu_only) {
+        ps_error_set (err, PS_EINVAL, "backend: model \"%s\" is %s, which runs on the CPU "
+                      "only; use --device cpu or auto", ps_model_name (model), cpu_only);
+        free (self);
+        return NULL;
+    }
     if (device == PS_DEVICE_AUTO) {
         ps_gpu_info_t info;
-        device = ps_gpu_probe (&info, NULL) == 0 && info.count > 0
+        device = !cpu_only && ps_gpu_probe (&info, NULL) == 0 && info.count > 0
                ? PS_DEVICE_GPU : PS_DEVICE_CPU;
     }
     self->device = device;
@@ -130,7 +140,7 @@ s_check_batch (const ps_backend_t *self, const uint8_t *labels, int n, ps_error_
     if (n < 1 || n > self->max_batch)
         return ps_error_set (err, PS_EINVAL, "backend: a batch of %d examples, but this "
                              "backend takes 1 to %d", n, self->max_batch);
-    int classes = ps_model_classes (self->model);
+    int classes = ps_model_label_classes (self->model);
     for (int i = 0; i < n; i++)
         if (labels [i] >= classes)
             return ps_error_set (err, PS_EINVAL, "backend: label %d of example %d is not "

@@ -322,3 +322,185 @@ ps_cpu_softmax_xent (int n, int classes, const float *logits, const uint8_t *lab
     }
     return loss;
 }
+
+double
+ps_cpu_sigmoid_xent (int n, const float *logits, const uint8_t *labels, float scale,
+                     float *dlogits, int *correct)
+{
+    double loss = 0;
+    for (int e = 0; e < n; e++) {
+        float z = logits [e];
+        float y = labels [e] ? 1.0f : 0.0f;
+        //  log (1 + e^z) - y z = max (z, 0) - y z + log (1 + e^-|z|), which
+        //  neither overflows nor loses the small terms far from zero.
+        loss += (double) fmaxf (z, 0.0f) - (double) (y * z)
+              + (double) log1pf (expf (-fabsf (z)));
+        *correct += (z > 0.0f) == (labels [e] != 0);
+        if (dlogits) {
+            //  The sigmoid, through e^-|z| so that it cannot overflow.
+            float t = expf (-fabsf (z));
+            float p = z >= 0.0f ? 1.0f / (1.0f + t) : t / (1.0f + t);
+            dlogits [e] = (p - y) * scale;
+        }
+    }
+    return loss;
+}
+
+void
+ps_cpu_activation_forward (ps_activation_t act, size_t count, int channels, const float *x,
+                           float *y)
+{
+    if (act == PS_ACT_SOFTMAX) {
+        for (size_t at = 0; at < count; at += (size_t) channels) {
+            float max = x [at];
+            for (int k = 1; k < channels; k++)
+                max = fmaxf (max, x [at + k]);
+            float sum = 0.0f;
+            for (int k = 0; k < channels; k++)
+                sum += (y [at + k] = expf (x [at + k] - max));
+            for (int k = 0; k < channels; k++)
+                y [at + k] /= sum;
+        }
+        return;
+    }
+    for (size_t i = 0; i < count; i++) {
+        float v = x [i];
+        switch (act) {
+            case PS_ACT_RELU:    y [i] = v > 0.0f ? v : 0.0f; break;
+            case PS_ACT_SIGMOID: {
+                //  Through e^-|v|, which cannot overflow.
+                float t = expf (-fabsf (v));
+                y [i] = v >= 0.0f ? 1.0f / (1.0f + t) : t / (1.0f + t);
+                break;
+            }
+            case PS_ACT_TANH:    y [i] = tanhf (v); break;
+            case PS_ACT_GELU:    y [i] = 0.5f * v * (1.0f + erff (v * (float) M_SQRT1_2)); break;
+            default:             y [i] = v; break;
+        }
+    }
+}
+
+void
+ps_cpu_activation_backward (ps_activation_t act, size_t count, int channels, const float *x,
+                            const float *y, const float *dy, float *dx)
+{
+    if (act == PS_ACT_SOFTMAX) {
+        //  dx_k = y_k (dy_k - sum_j dy_j y_j), the sum taken before dx
+        //  overwrites dy.
+        for (size_t at = 0; at < count; at += (size_t) channels) {
+            float dot = 0.0f;
+            for (int k = 0; k < channels; k++)
+                dot += dy [at + k] * y [at + k];
+            for (int k = 0; k < channels; k++)
+                dx [at + k] = y [at + k] * (dy [at + k] - dot);
+        }
+        return;
+    }
+    //  1 / sqrt (2 pi), the standard normal density's factor.
+    const float inv_sqrt_2pi = 0.3989422804014327f;
+    for (size_t i = 0; i < count; i++) {
+        float g = dy [i];
+        switch (act) {
+            case PS_ACT_RELU:    dx [i] = y [i] > 0.0f ? g : 0.0f; break;
+            case PS_ACT_SIGMOID: dx [i] = g * y [i] * (1.0f - y [i]); break;
+            case PS_ACT_TANH:    dx [i] = g * (1.0f - y [i] * y [i]); break;
+            case PS_ACT_GELU: {
+                float v = x [i];
+                float cdf = 0.5f * (1.0f + erff (v * (float) M_SQRT1_2));
+                dx [i] = g * (cdf + v * inv_sqrt_2pi * expf (-0.5f * v * v));
+                break;
+            }
+            default:             dx [i] = g; break;
+        }
+    }
+}
+
+//  The window of output (oy, ox) clipped to the input: rows [*y0, *y1),
+//  columns [*x0, *x1).
+static void
+s_window (const ps_layer_t *l, int oy, int ox, int *y0, int *y1, int *x0, int *x1)
+{
+    *y0 = oy * l->stride_h - l->pad_top;
+    *x0 = ox * l->stride_w - l->pad_left;
+    *y1 = *y0 + l->kh < l->in_h ? *y0 + l->kh : l->in_h;
+    *x1 = *x0 + l->kw < l->in_w ? *x0 + l->kw : l->in_w;
+    *y0 = *y0 > 0 ? *y0 : 0;
+    *x0 = *x0 > 0 ? *x0 : 0;
+}
+
+void
+ps_cpu_avgpool_forward (const ps_layer_t *l, int n, const float *x, float *y)
+{
+    const int c = l->in_c;
+    for (int e = 0; e < n; e++) {
+        const float *xe = x + (size_t) e * l->in_h * l->in_w * c;
+        float *ye = y + (size_t) e * l->out_h * l->out_w * c;
+        for (int oy = 0; oy < l->out_h; oy++)
+            for (int ox = 0; ox < l->out_w; ox++) {
+                int y0, y1, x0, x1;
+                s_window (l, oy, ox, &y0, &y1, &x0, &x1);
+                float *out = ye + ((size_t) oy * l->out_w + ox) * c;
+                for (int k = 0; k < c; k++)
+                    out [k] = 0.0f;
+                for (int iy = y0; iy < y1; iy++)
+                    for (int ix = x0; ix < x1; ix++)
+                        for (int k = 0; k < c; k++)
+                            out [k] += xe [((size_t) iy * l->in_w + ix) * c + k];
+                float scale = 1.0f / (float) ((y1 - y0) * (x1 - x0));
+                for (int k = 0; k < c; k++)
+                    out [k] *= scale;
+            }
+    }
+}
+
+void
+ps_cpu_avgpool_backward (const ps_layer_t *l, int n, const float *dy, float *dx)
+{
+    const int c = l->in_c;
+    memset (dx, 0, (size_t) n * l->in_h * l->in_w * c * sizeof (float));
+    for (int e = 0; e < n; e++) {
+        float *dxe = dx + (size_t) e * l->in_h * l->in_w * c;
+        const float *dye = dy + (size_t) e * l->out_h * l->out_w * c;
+        for (int oy = 0; oy < l->out_h; oy++)
+            for (int ox = 0; ox < l->out_w; ox++) {
+                int y0, y1, x0, x1;
+                s_window (l, oy, ox, &y0, &y1, &x0, &x1);
+                const float *g = dye + ((size_t) oy * l->out_w + ox) * c;
+                float scale = 1.0f / (float) ((y1 - y0) * (x1 - x0));
+                for (int iy = y0; iy < y1; iy++)
+                    for (int ix = x0; ix < x1; ix++)
+                        for (int k = 0; k < c; k++)
+                            dxe [((size_t) iy * l->in_w + ix) * c + k] += g [k] * scale;
+            }
+    }
+}
+
+void
+ps_cpu_gap_forward (const ps_layer_t *l, int n, const float *x, float *y)
+{
+    const int c = l->in_c;
+    const size_t positions = (size_t) l->in_h * l->in_w;
+    for (int e = 0; e < n; e++) {
+        const float *xe = x + (size_t) e * positions * c;
+        float *ye = y + (size_t) e * c;
+        for (int k = 0; k < c; k++)
+            ye [k] = 0.0f;
+        for (size_t p = 0; p < positions; p++)
+            for (int k = 0; k < c; k++)
+                ye [k] += xe [p * c + k];
+        for (int k = 0; k < c; k++)
+            ye [k] /= (float) positions;
+    }
+}
+
+void
+ps_cpu_gap_backward (const ps_layer_t *l, int n, const float *dy, float *dx)
+{
+    const int c = l->in_c;
+    const size_t positions = (size_t) l->in_h * l->in_w;
+    for (int e = 0; e < n; e++)
+        for (size_t p = 0; p < positions; p++)
+            for (int k = 0; k < c; k++)
+                dx [((size_t) e * positions + p) * c + k] = dy [(size_t) e * c + k]
+                                                            / (float) positions;
+}

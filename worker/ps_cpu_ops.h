@@ -64,6 +64,27 @@ void ps_cpu_dropout_forward (const ps_layer_t *l, int n, size_t size, uint64_t s
 void ps_cpu_dropout_backward (const ps_layer_t *l, int n, size_t size, uint64_t seed,
                               int first, const float *dy, float *dx);
 
+//  Activation `act` (ps_model.h) on count values, which are positions of
+//  `channels` values each (softmax normalises each position's channels).
+//  y may be x.
+void ps_cpu_activation_forward (ps_activation_t act, size_t count, int channels,
+                                const float *x, float *y);
+
+//  Its backward pass: dx from dy, the forward pass's input x and output y.
+//  dx may be dy (in place, as the engine calls it).
+void ps_cpu_activation_backward (ps_activation_t act, size_t count, int channels,
+                                 const float *x, const float *y, const float *dy, float *dx);
+
+//  AveragePooling2D on n NHWC examples: each output is the mean of its
+//  window's positions inside the input (padding does not count, as in
+//  Keras). The backward pass writes all of dx.
+void ps_cpu_avgpool_forward (const ps_layer_t *l, int n, const float *x, float *y);
+void ps_cpu_avgpool_backward (const ps_layer_t *l, int n, const float *dy, float *dx);
+
+//  GlobalAveragePooling2D: [h, w, c] to the per-channel means [c].
+void ps_cpu_gap_forward (const ps_layer_t *l, int n, const float *x, float *y);
+void ps_cpu_gap_backward (const ps_layer_t *l, int n, const float *dy, float *dx);
+
 //  Softmax cross-entropy on logits [n, classes] with integer labels.
 //  Returns the summed loss (natural log) over the n examples, adds the
 //  number of correct argmax predictions to *correct and, unless dlogits is
@@ -72,5 +93,13 @@ void ps_cpu_dropout_backward (const ps_layer_t *l, int n, size_t size, uint64_t 
 //  caller's to refuse.
 double ps_cpu_softmax_xent (int n, int classes, const float *logits, const uint8_t *labels,
                             float scale, float *dlogits, int *correct);
+
+//  Sigmoid cross-entropy on one logit z per example with labels y in
+//  {0, 1} (a binary classifier): the loss is log (1 + e^z) - y z, summed
+//  over the n examples and returned; a prediction is class 1 when z > 0
+//  (p > 0.5), and the correct ones are added to *correct. Unless dlogits
+//  is NULL, writes dlogits = (sigmoid (z) - y) * scale.
+double ps_cpu_sigmoid_xent (int n, const float *logits, const uint8_t *labels, float scale,
+                            float *dlogits, int *correct);
 
 #endif

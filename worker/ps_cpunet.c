@@ -106,6 +106,15 @@ s_forward (ps_cpunet_t *self, s_shard_t *shard, bool train, const float **acts)
             case PS_LAYER_RELU:
                 ps_cpu_relu_forward (n * out_size, cur, out);
                 break;
+            case PS_LAYER_ACTIVATION:
+                ps_cpu_activation_forward (l->activation, n * out_size, l->out_c, cur, out);
+                break;
+            case PS_LAYER_AVGPOOL2D:
+                ps_cpu_avgpool_forward (l, n, cur, out);
+                break;
+            case PS_LAYER_GLOBALAVGPOOL2D:
+                ps_cpu_gap_forward (l, n, cur, out);
+                break;
             case PS_LAYER_FLATTEN:
                 out = (float *) cur;
                 break;
@@ -168,6 +177,19 @@ s_backward (ps_cpunet_t *self, s_shard_t *shard, const float **acts)
                 ps_cpu_relu_backward (n * out_size, acts [i + 1], dy, dy);
                 dx = dy;
                 break;
+            case PS_LAYER_ACTIVATION:
+                ps_cpu_activation_backward (l->activation, n * out_size, l->out_c, acts [i],
+                                            acts [i + 1], dy, dy);
+                dx = dy;
+                break;
+            case PS_LAYER_AVGPOOL2D:
+                if (dx)
+                    ps_cpu_avgpool_backward (l, n, dy, dx);
+                break;
+            case PS_LAYER_GLOBALAVGPOOL2D:
+                if (dx)
+                    ps_cpu_gap_backward (l, n, dy, dx);
+                break;
             case PS_LAYER_FLATTEN:
                 dx = dy;
                 break;
@@ -227,9 +249,13 @@ s_run (ps_cpunet_t *self, int t)
         const float *logits = s_forward (self, shard, train, acts);
         bool timing = self->profiling && t == 0;
         double t0 = timing ? ps_clock_ms () : 0;
-        shard->loss = ps_cpu_softmax_xent (shard->count, self->classes, logits,
-                                           self->labels + shard->first, 1.0f / self->n,
-                                           train ? shard->grad_a : NULL, &shard->correct);
+        const uint8_t *labels = self->labels + shard->first;
+        float *dlogits = train ? shard->grad_a : NULL;
+        shard->loss = self->classes == 1
+                    ? ps_cpu_sigmoid_xent (shard->count, logits, labels, 1.0f / self->n,
+                                           dlogits, &shard->correct)
+                    : ps_cpu_softmax_xent (shard->count, self->classes, logits, labels,
+                                           1.0f / self->n, dlogits, &shard->correct);
         if (timing)
             (train ? shard->bwd_ms : shard->fwd_ms) [self->layers] += ps_clock_ms () - t0;
         if (train)

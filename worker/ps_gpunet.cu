@@ -202,6 +202,12 @@ s_forward_layer (ps_gpunet_t *self, int index, int n, bool training, uint64_t se
             //  Click-through-rate layers never reach this engine:
             //  ps_model_check_batch refuses their models.
             break;
+        case PS_LAYER_ACTIVATION:
+        case PS_LAYER_AVGPOOL2D:
+        case PS_LAYER_GLOBALAVGPOOL2D:
+            //  Nor do the CPU engine's own layers: ps_backend_new and the
+            //  layer check here refuse their models (ps_model_cpu_only).
+            break;
     }
     return PS_OK;
 }
@@ -314,6 +320,12 @@ s_backward_layer (ps_gpunet_t *self, int index, int n, bool need_dx, uint64_t se
         case PS_LAYER_CONCATENATE:
             //  Click-through-rate layers never reach this engine:
             //  ps_model_check_batch refuses their models.
+            break;
+        case PS_LAYER_ACTIVATION:
+        case PS_LAYER_AVGPOOL2D:
+        case PS_LAYER_GLOBALAVGPOOL2D:
+            //  Nor do the CPU engine's own layers: ps_backend_new and the
+            //  layer check here refuse their models (ps_model_cpu_only).
             break;
     }
     return PS_OK;

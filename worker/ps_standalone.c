@@ -172,13 +172,20 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
         rc = err->code;
         goto done;
     }
-    if (!(train = ps_dataset_load (cfg->data_dir, PS_SPLIT_TRAIN, cfg->train_limit, err))
-    ||  !(test = ps_dataset_load (cfg->data_dir, PS_SPLIT_TEST, cfg->test_limit, err))) {
+    train = cfg->train_csv
+          ? ps_dataset_open_csv (cfg->train_csv, cfg->label_column, cfg->train_limit, err)
+          : ps_dataset_open (cfg->data_dir, PS_SPLIT_TRAIN, cfg->train_images,
+                             cfg->train_labels, cfg->train_limit, err);
+    test = !train ? NULL : cfg->test_csv
+         ? ps_dataset_open_csv (cfg->test_csv, cfg->label_column, cfg->test_limit, err)
+         : ps_dataset_open (cfg->data_dir, PS_SPLIT_TEST, cfg->test_images, cfg->test_labels,
+                            cfg->test_limit, err);
+    if (!train || !test) {
         rc = err->code;
         goto done;
     }
-    if ((rc = ps_model_check_input (model, ps_dataset_rows (train), ps_dataset_cols (train),
-                                    ps_dataset_classes (train), err)))
+    if ((rc = ps_dataset_check_model (train, model, err))
+    ||  (rc = ps_dataset_check_model (test, model, err)))
         goto done;
     int max_batch = cfg->batch > S_EVAL_BATCH ? cfg->batch : S_EVAL_BATCH;
     if (!(backend = ps_backend_new (model, cfg->device, max_batch, cfg->threads, err))) {

@@ -48,6 +48,12 @@
 typedef struct {
     const char *model;          //  built-in name or spec file
     const char *data_dir;
+    //  IDX files by name, in place of data_dir's (NULL: data_dir's); each
+    //  split's two are given together.
+    const char *train_images, *train_labels, *test_images, *test_labels;
+    //  CSV files in place of any of those (NULL: none), and their column
+    //  of labels.
+    const char *train_csv, *test_csv, *label_column;
     ps_device_t device;
     int threads;
     int epochs;

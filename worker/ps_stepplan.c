@@ -44,6 +44,9 @@ ps_stepplan_compare (const ps_plan_t *a, const ps_plan_t *b)
     if (!s_str_eq (a->model, b->model) || !s_str_eq (a->data_dir, b->data_dir)
     ||  !s_str_eq (a->data_format, b->data_format) || !s_opt_eq (a->train_data, b->train_data)
     ||  !s_opt_eq (a->test_data, b->test_data)
+    ||  !s_opt_eq (a->train_images, b->train_images) || !s_opt_eq (a->train_labels, b->train_labels)
+    ||  !s_opt_eq (a->test_images, b->test_images) || !s_opt_eq (a->test_labels, b->test_labels)
+    ||  !s_opt_eq (a->label_column, b->label_column)
     ||  a->batch_size != b->batch_size || a->eval_batch != b->eval_batch
     ||  a->train_limit != b->train_limit || a->test_limit != b->test_limit
     ||  a->threads != b->threads || !s_str_eq (a->device, b->device))
@@ -157,17 +160,23 @@ s_build (ps_stepplan_t *self, bool train, const char *device_name, int threads,
     self->trains = train;
     if (ps_model_ctr (self->model))
         return s_build_ctr (self, device_name, err);
-    if (train
-    &&  !(self->train = ps_dataset_load (plan->data_dir, PS_SPLIT_TRAIN,
-                                         (size_t) plan->train_limit, err)))
+    bool csv = strcmp (plan->data_format, "csv") == 0;
+    if (csv && train
+    &&  !(self->train = ps_dataset_open_csv (plan->train_data, plan->label_column,
+                                             (size_t) plan->train_limit, err)))
         return err->code;
-    if (!(self->test = ps_dataset_load (plan->data_dir, PS_SPLIT_TEST,
-                                        (size_t) plan->test_limit, err)))
+    if (csv && !(self->test = ps_dataset_open_csv (plan->test_data, plan->label_column,
+                                                   (size_t) plan->test_limit, err)))
         return err->code;
-    int rc = ps_model_check_input (self->model, ps_dataset_rows (self->test),
-                                   ps_dataset_cols (self->test), ps_dataset_classes (self->test),
-                                   err);
-    if (rc)
+    if (!csv && train
+    &&  !(self->train = ps_dataset_open (plan->data_dir, PS_SPLIT_TRAIN, plan->train_images,
+                                         plan->train_labels, (size_t) plan->train_limit, err)))
+        return err->code;
+    if (!csv && !(self->test = ps_dataset_open (plan->data_dir, PS_SPLIT_TEST, plan->test_images,
+                                        plan->test_labels, (size_t) plan->test_limit, err)))
+        return err->code;
+    int rc = ps_dataset_check_model (self->test, self->model, err);
+    if (rc || (self->train && (rc = ps_dataset_check_model (self->train, self->model, err))))
         return rc;
     ps_device_t device;
     if ((rc = ps_device_parse (device_name ? device_name : plan->device, &device, err)))

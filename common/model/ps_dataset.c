@@ -1,8 +1,9 @@
 //  Data sets; see ps_dataset.h.
 //
-//  The whole split is held in memory as floats, pixel p stored as
-//  p / 255.0f (a single-precision division, so that every implementation
-//  gets the same bits), and the labels as the file's bytes.
+//  An IDX split is held in memory as the file's bytes, and a .npy one is
+//  mapped; a byte p becomes p / 255.0f as a batch is copied out (a
+//  single-precision division, so that every implementation gets the same
+//  bits). Labels are held as bytes, class indices.
 //
 //  Epoch e's permutation for seed s, which every process must compute
 //  identically, is
@@ -21,12 +22,14 @@
 //  the next one taken (Lemire's method), which makes j exactly uniform.
 
 #include "ps_dataset.h"
-#include "ps_floats.h"
+#include "ps_csv.h"
 #include "ps_idx.h"
 #include "ps_mix.h"
+#include "ps_npy.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -48,9 +51,18 @@ static const struct {
 
 struct ps_dataset_t {
     size_t count;               //  examples kept
-    int rows, cols;
-    size_t pixels;              //  rows * cols
-    float *images;              //  count * pixels, 64-byte aligned
+    int rows, cols, channels;
+    int classes;                //  the largest label kept plus one
+    size_t pixels;              //  rows * cols * channels
+    //  The examples' values, count * pixels of them: bytes, each scaled
+    //  by 1 / 255 as it is copied out (IDX files, read into owned, or a
+    //  uint8 .npy file, mapped), or float32 taken as they are (a float32
+    //  .npy file, mapped). A mapped file is paged in as batches use it.
+    const uint8_t *bytes;
+    const char *floats;         //  not necessarily aligned: copied with memcpy
+    uint8_t *owned;
+    float *owned_floats;        //  a CSV file's features
+    ps_npy_t npy;
     uint8_t *labels;            //  count, or more when a limit was applied
     //  The permutation of the epoch ps_dataset_batch was last asked for.
     uint32_t *perm;
@@ -81,135 +93,356 @@ s_find (const char *dir, const char *name, char *path, size_t size, ps_error_t *
     return ps_error_set (err, PS_ENOTFOUND, "%s(.gz): not found", path);
 }
 
-//  Check what the two headers show: images [N, rows, cols] and labels [N].
+//  Copy a path the user gave into path.
 static int
-s_check_headers (const char *image_path, const ps_idx_t *images, const char *label_path,
-                 const ps_idx_t *labels, ps_error_t *err)
+s_given (const char *what, const char *given, char *path, size_t size, ps_error_t *err)
 {
-    if (images->rank != 3)
-        return ps_error_set (err, PS_ESHAPE, "%s: rank %d, expected 3 (images, rows, columns)",
-                             image_path, images->rank);
-    if (labels->rank != 1)
-        return ps_error_set (err, PS_ESHAPE, "%s: rank %d, expected 1 (labels)",
-                             label_path, labels->rank);
-    if (labels->dims [0] != images->dims [0])
-        return ps_error_set (err, PS_ESHAPE, "%s: %u labels, but %s holds %u images",
-                             label_path, labels->dims [0], image_path, images->dims [0]);
-    //  Callers size their buffers as batch * rows * cols in int.
-    if ((uint64_t) images->dims [1] * images->dims [2] > INT_MAX)
-        return ps_error_set (err, PS_ESHAPE, "%s: images of %u x %u pixels, expected at most %d",
-                             image_path, images->dims [1], images->dims [2], INT_MAX);
+    if (strlen (given) >= size)
+        return ps_error_set (err, PS_EINVAL, "the %s file %s: path longer than %zu bytes",
+                             what, given, size - 1);
+    memcpy (path, given, strlen (given) + 1);
     return PS_OK;
 }
 
-//  Check that the two files make a data set: the headers agree and every
-//  label is a class.
+//  Put in images and labels (each size bytes) the files of one split: the
+//  given paths when both are set, else dir's files for split.
 static int
-s_check (const char *image_path, const ps_idx_t *images, const char *label_path,
-         const ps_idx_t *labels, ps_error_t *err)
+s_split_files (const char *dir, ps_split_t split, const char *given_images,
+               const char *given_labels, char *images, char *labels, size_t size,
+               ps_error_t *err)
 {
-    int rc = s_check_headers (image_path, images, label_path, labels, err);
+    assert (split == PS_SPLIT_TRAIN || split == PS_SPLIT_TEST);
+    bool has_images = given_images && given_images [0];
+    bool has_labels = given_labels && given_labels [0];
+    const char *split_name = split == PS_SPLIT_TRAIN ? "training" : "test";
+    if (has_images != has_labels)
+        return ps_error_set (err, PS_EINVAL, "the %s %s file is given (%s) but not its %s "
+                             "file: expected both or neither", split_name,
+                             has_images ? "images" : "labels",
+                             has_images ? given_images : given_labels,
+                             has_images ? "labels" : "images");
+    if (has_images) {
+        int rc = s_given ("images", given_images, images, size, err);
+        return rc ? rc : s_given ("labels", given_labels, labels, size, err);
+    }
+    assert (dir);
+    int rc = s_find (dir, s_files [split].images, images, size, err);
+    return rc ? rc : s_find (dir, s_files [split].labels, labels, size, err);
+}
+
+//  A split's images as opened: an IDX file's header (and its bytes when
+//  read) or a mapped .npy file.
+typedef struct {
+    bool is_npy;
+    ps_idx_t idx;
+    ps_npy_t npy;
+    int rank;
+    uint64_t dims [PS_IDX_MAX_RANK];
+} s_images_t;
+
+static void
+s_images_close (s_images_t *im)
+{
+    ps_idx_free (&im->idx);
+    ps_npy_close (&im->npy);
+}
+
+//  Open the images at path, IDX or .npy as its first bytes say, reading
+//  the data too when with_data, and check their shape: IDX [N, H, W] or
+//  [N, H, W, C] with C 1 or 3 (the image formats); .npy uint8 or float32
+//  [N, F] (flat features, which make 1 x F x 1 images), [N, H, W] or
+//  [N, H, W, C]. Fills the count and geometry of info.
+static int
+s_open_images (const char *path, bool with_data, s_images_t *im, ps_dataset_info_t *info,
+               ps_error_t *err)
+{
+    memset (im, 0, sizeof *im);
+    int rc = ps_npy_sniff (path, &im->is_npy, err);
     if (rc)
         return rc;
-    for (size_t i = 0; i < labels->count; i++)
-        if (labels->data [i] >= PS_DATASET_CLASSES)
-            return ps_error_set (err, PS_ECORRUPT, "%s: label %u at index %zu, expected 0..%d",
-                                 label_path, labels->data [i], i, PS_DATASET_CLASSES - 1);
-    return PS_OK;
+    if (im->is_npy) {
+        rc = with_data ? ps_npy_open (path, &im->npy, err)
+                       : ps_npy_read_header (path, &im->npy, err);
+        if (rc)
+            return rc;
+        if (im->npy.dtype != PS_NPY_U8 && im->npy.dtype != PS_NPY_F32)
+            return ps_error_set (err, PS_ESHAPE, "%s: features of element type '%s', "
+                                 "expected uint8 ('|u1': scaled by 1/255) or float32 ('<f4')",
+                                 path, im->npy.descr);
+        if (im->npy.rank < 2 || im->npy.rank > 4)
+            return ps_error_set (err, PS_ESHAPE, "%s: features of rank %d, expected [N, "
+                                 "features], [N, H, W] or [N, H, W, C]", path, im->npy.rank);
+        im->rank = im->npy.rank;
+        memcpy (im->dims, im->npy.dims, sizeof im->dims);
+        if (im->rank == 2) {
+            //  Flat features: one row of F columns.
+            im->rank = 3;
+            im->dims [2] = im->dims [1];
+            im->dims [1] = 1;
+        }
+    }
+    else {
+        rc = with_data ? ps_idx_read (path, &im->idx, err)
+                       : ps_idx_read_header (path, &im->idx, err);
+        if (rc)
+            return rc;
+        im->rank = im->idx.rank;
+        for (int i = 0; i < im->rank; i++)
+            im->dims [i] = im->idx.dims [i];
+        if (im->rank != 3 && im->rank != 4)
+            return ps_error_set (err, PS_ESHAPE, "%s: rank %d, expected 3 (images, rows, "
+                                 "columns) or 4 (images, rows, columns, channels)", path,
+                                 im->rank);
+        if (im->rank == 4 && im->dims [3] != 1 && im->dims [3] != 3)
+            return ps_error_set (err, PS_ESHAPE, "%s: %u channels, expected 1 (grayscale) or 3 "
+                                 "(RGB)", path, (unsigned) im->dims [3]);
+    }
+    uint64_t channels = im->rank == 4 ? im->dims [3] : 1;
+    //  Callers size their buffers as batch * rows * cols * channels in
+    //  int, and an epoch's permutation is of uint32_t.
+    if (im->dims [1] * im->dims [2] * channels > INT_MAX || im->dims [0] > UINT32_MAX
+    ||  im->dims [1] * im->dims [2] * channels == 0)
+        return ps_error_set (err, PS_ESHAPE, "%s: %" PRIu64 " examples of %" PRIu64 " x %"
+                             PRIu64 " x %" PRIu64 " values, expected at most 2^32 - 1 "
+                             "examples of 1 to %d values", path, im->dims [0], im->dims [1],
+                             im->dims [2], channels, INT_MAX);
+    info->count = (size_t) im->dims [0];
+    info->rows = (int) im->dims [1];
+    info->cols = (int) im->dims [2];
+    info->channels = (int) channels;
+    return 0;
+}
+
+//  Read the labels at path, IDX [N] bytes or a .npy [N] of integers, into
+//  *labels (malloc'd, *count of them): each a class, 0 to 255. On error
+//  *labels holds nothing to free.
+static int
+s_read_labels (const char *path, uint8_t **labels, size_t *count, ps_error_t *err)
+{
+    bool is_npy;
+    int rc = ps_npy_sniff (path, &is_npy, err);
+    if (rc)
+        return rc;
+    if (!is_npy) {
+        ps_idx_t idx;
+        if ((rc = ps_idx_read (path, &idx, err)))
+            return rc;
+        if (idx.rank != 1) {
+            int rank = idx.rank;
+            ps_idx_free (&idx);
+            return ps_error_set (err, PS_ESHAPE, "%s: rank %d, expected 1 (labels)", path,
+                                 rank);
+        }
+        *labels = idx.data;
+        *count = idx.count;
+        return 0;
+    }
+    ps_npy_t npy;
+    if ((rc = ps_npy_open (path, &npy, err)))
+        return rc;
+    if (npy.rank != 1)
+        rc = ps_error_set (err, PS_ESHAPE, "%s: labels of rank %d, expected 1 ([N])", path,
+                           npy.rank);
+    else
+    if (npy.dtype == PS_NPY_F32 || npy.dtype == PS_NPY_F64)
+        rc = ps_error_set (err, PS_ESHAPE, "%s: labels of element type '%s', expected "
+                           "integer class indices (float targets are regression, which "
+                           "needs integer classes here)", path, npy.descr);
+    else
+    if (!(*labels = malloc (npy.count ? npy.count : 1)))
+        rc = ps_error_set (err, PS_EIO, "%s: out of memory for %zu labels", path, npy.count);
+    for (size_t i = 0; rc == 0 && i < npy.count; i++) {
+        int64_t label = ps_npy_int (&npy, i);
+        if (label < 0 || label > 255) {
+            free (*labels);
+            *labels = NULL;
+            rc = ps_error_set (err, PS_ECORRUPT, "%s: label %" PRId64 " at index %zu, expected "
+                               "a class 0 .. 255", path, label, i);
+        }
+        else
+            (*labels) [i] = (uint8_t) label;
+    }
+    if (rc == 0)
+        *count = npy.count;
+    ps_npy_close (&npy);
+    return rc;
+}
+
+//  Check that the labels match the images, and fill the rest of info:
+//  the limit applied, and the classes of the labels kept.
+static int
+s_match (const char *image_path, const char *label_path, const uint8_t *labels,
+         size_t label_count, size_t limit, ps_dataset_info_t *info, ps_error_t *err)
+{
+    if (label_count != info->count)
+        return ps_error_set (err, PS_ESHAPE, "%s: %zu labels, but %s holds %zu images",
+                             label_path, label_count, image_path, info->count);
+    if (limit > 0 && limit < info->count)
+        info->count = limit;
+    int top = 0;
+    for (size_t i = 0; i < info->count; i++)
+        if (labels [i] > top)
+            top = labels [i];
+    info->classes = top + 1;
+    return 0;
 }
 
 //  Read and check both files of the split, and fill self from them.
 static int
-s_load (ps_dataset_t *self, const char *dir, ps_split_t split, size_t limit, ps_error_t *err)
+s_load (ps_dataset_t *self, const char *image_path, const char *label_path, size_t limit,
+        ps_error_t *err)
 {
-    char image_path [PATH_MAX];
-    char label_path [PATH_MAX];
-    int rc = s_find (dir, s_files [split].images, image_path, sizeof image_path, err);
-    if (rc)
-        return rc;
-    rc = s_find (dir, s_files [split].labels, label_path, sizeof label_path, err);
-    if (rc)
-        return rc;
-
-    ps_idx_t images, labels;
-    rc = ps_idx_read (image_path, &images, err);
-    if (rc)
-        return rc;
-    rc = ps_idx_read (label_path, &labels, err);
+    s_images_t im;
+    ps_dataset_info_t info;
+    size_t label_count;
+    int rc = s_open_images (image_path, true, &im, &info, err);
     if (rc == PS_OK)
-        rc = s_check (image_path, &images, label_path, &labels, err);
+        rc = s_read_labels (label_path, &self->labels, &label_count, err);
+    if (rc == PS_OK)
+        rc = s_match (image_path, label_path, self->labels, label_count, limit, &info, err);
     if (rc == PS_OK) {
-        self->count = images.dims [0];
-        if (limit > 0 && limit < self->count)
-            self->count = limit;
-        self->rows = (int) images.dims [1];
-        self->cols = (int) images.dims [2];
-        self->pixels = (size_t) self->rows * (size_t) self->cols;
-        self->images = ps_floats_alloc (self->count * self->pixels);
-        self->perm = malloc (self->count * sizeof (uint32_t));
-        if (!self->images || !self->perm)
+        self->count = info.count;
+        self->rows = info.rows;
+        self->cols = info.cols;
+        self->channels = info.channels;
+        self->classes = info.classes;
+        self->pixels = (size_t) self->rows * (size_t) self->cols * (size_t) self->channels;
+        self->perm = malloc ((self->count ? self->count : 1) * sizeof (uint32_t));
+        if (!self->perm)
             rc = ps_error_set (err, PS_EIO, "%s: cannot allocate memory for %zu images",
                                image_path, self->count);
     }
     if (rc == PS_OK) {
-        size_t n = self->count * self->pixels;
-        for (size_t i = 0; i < n; i++)
-            self->images [i] = (float) images.data [i] / 255.0f;
-        //  The label bytes are kept as read; with a limit the tail beyond
-        //  count is never looked at, and is not worth a copy to drop.
-        self->labels = labels.data;
-        labels.data = NULL;
+        //  An [N, H, W, C] array is row-major, so it is NHWC already. The
+        //  data moves into self, which frees or unmaps it.
+        if (im.is_npy && im.npy.dtype == PS_NPY_F32)
+            self->floats = im.npy.data;
+        else
+            self->bytes = im.is_npy ? im.npy.data : im.idx.data;
+        self->owned = im.idx.data;
+        self->npy = im.npy;
+        memset (&im, 0, sizeof im);
     }
-    ps_idx_free (&images);
-    ps_idx_free (&labels);
+    s_images_close (&im);
     return rc;
+}
+
+ps_dataset_t *
+ps_dataset_open (const char *dir, ps_split_t split, const char *images, const char *labels,
+                 size_t limit, ps_error_t *err)
+{
+    char image_path [PATH_MAX], label_path [PATH_MAX];
+    if (s_split_files (dir, split, images, labels, image_path, label_path, sizeof image_path, err))
+        return NULL;
+    ps_dataset_t *self = calloc (1, sizeof (ps_dataset_t));
+    if (!self) {
+        ps_error_set (err, PS_EIO, "%s: cannot allocate a data set", image_path);
+        return NULL;
+    }
+    if (s_load (self, image_path, label_path, limit, err))
+        ps_dataset_destroy (&self);
+    return self;
 }
 
 ps_dataset_t *
 ps_dataset_load (const char *dir, ps_split_t split, size_t limit, ps_error_t *err)
 {
-    assert (dir);
-    assert (split == PS_SPLIT_TRAIN || split == PS_SPLIT_TEST);
+    return ps_dataset_open (dir, split, NULL, NULL, limit, err);
+}
+
+int
+ps_dataset_probe (const char *dir, ps_split_t split, const char *images, const char *labels,
+                  size_t limit, ps_dataset_info_t *info, ps_error_t *err)
+{
+    assert (info);
+    char image_path [PATH_MAX], label_path [PATH_MAX];
+    int rc = s_split_files (dir, split, images, labels, image_path, label_path, sizeof image_path,
+                            err);
+    if (rc)
+        return rc;
+    s_images_t im;
+    ps_dataset_info_t probed;
+    uint8_t *label_bytes = NULL;
+    size_t label_count;
+    rc = s_open_images (image_path, false, &im, &probed, err);
+    if (rc == PS_OK)
+        rc = s_read_labels (label_path, &label_bytes, &label_count, err);
+    if (rc == PS_OK)
+        rc = s_match (image_path, label_path, label_bytes, label_count, limit, &probed, err);
+    if (rc == PS_OK)
+        *info = probed;
+    free (label_bytes);
+    s_images_close (&im);
+    return rc;
+}
+
+//  Fill self (an empty data set) from a CSV file read into csv, whose
+//  arrays move into self.
+static int
+s_from_csv (ps_dataset_t *self, const char *path, ps_csv_t *csv, ps_error_t *err)
+{
+    self->count = csv->rows;
+    self->rows = 1;
+    self->cols = csv->features;
+    self->channels = 1;
+    self->pixels = (size_t) csv->features;
+    int top = 0;
+    for (size_t i = 0; i < csv->rows; i++)
+        if (csv->labels [i] > top)
+            top = csv->labels [i];
+    self->classes = top + 1;
+    self->owned_floats = csv->values;
+    self->floats = (const char *) csv->values;
+    self->labels = csv->labels;
+    memset (csv, 0, sizeof *csv);
+    if (!(self->perm = malloc (self->count * sizeof (uint32_t))))
+        return ps_error_set (err, PS_EIO, "%s: cannot allocate memory for %zu examples", path,
+                             self->count);
+    return 0;
+}
+
+ps_dataset_t *
+ps_dataset_open_csv (const char *path, const char *label_column, size_t limit,
+                     ps_error_t *err)
+{
+    assert (path && label_column);
+    ps_csv_t csv;
+    if (ps_csv_read (path, label_column, limit, &csv, err))
+        return NULL;
     ps_dataset_t *self = calloc (1, sizeof (ps_dataset_t));
     if (!self) {
-        ps_error_set (err, PS_EIO, "%s: cannot allocate a data set", dir);
+        ps_csv_free (&csv);
+        ps_error_set (err, PS_EIO, "%s: cannot allocate a data set", path);
         return NULL;
     }
-    if (s_load (self, dir, split, limit, err))
+    if (s_from_csv (self, path, &csv, err))
         ps_dataset_destroy (&self);
     return self;
 }
 
 int
-ps_dataset_probe (const char *dir, ps_split_t split, size_t limit, size_t *count, int *rows,
-                  int *cols, ps_error_t *err)
+ps_dataset_probe_csv (const char *path, const char *label_column, size_t limit,
+                      ps_dataset_info_t *info, ps_error_t *err)
 {
-    assert (dir);
-    assert (split == PS_SPLIT_TRAIN || split == PS_SPLIT_TEST);
-    assert (count && rows && cols);
-    char image_path [PATH_MAX];
-    char label_path [PATH_MAX];
-    int rc = s_find (dir, s_files [split].images, image_path, sizeof image_path, err);
-    if (rc)
-        return rc;
-    rc = s_find (dir, s_files [split].labels, label_path, sizeof label_path, err);
-    if (rc)
-        return rc;
-    //  Headers carry no data, so there is nothing to free on any path.
-    ps_idx_t images, labels;
-    rc = ps_idx_read_header (image_path, &images, err);
-    if (rc == PS_OK)
-        rc = ps_idx_read_header (label_path, &labels, err);
-    if (rc == PS_OK)
-        rc = s_check_headers (image_path, &images, label_path, &labels, err);
-    if (rc)
-        return rc;
-    *count = images.dims [0];
-    if (limit > 0 && limit < *count)
-        *count = limit;
-    *rows = (int) images.dims [1];
-    *cols = (int) images.dims [2];
-    return PS_OK;
+    assert (info);
+    ps_error_t local;
+    ps_dataset_t *data = ps_dataset_open_csv (path, label_column, limit, err ? err : &local);
+    if (!data)
+        return err ? err->code : local.code;
+    *info = (ps_dataset_info_t) { .count = data->count, .rows = data->rows,
+                                  .cols = data->cols, .channels = data->channels,
+                                  .classes = data->classes };
+    ps_dataset_destroy (&data);
+    return 0;
+}
+
+int
+ps_dataset_check_model (const ps_dataset_t *self, const ps_model_t *model, ps_error_t *err)
+{
+    assert (self);
+    assert (model);
+    return ps_model_check_input (model, self->rows, self->cols, self->channels, self->classes,
+                                 err);
 }
 
 void
@@ -218,7 +451,9 @@ ps_dataset_destroy (ps_dataset_t **self_p)
     assert (self_p);
     ps_dataset_t *self = *self_p;
     if (self) {
-        free (self->images);
+        free (self->owned);
+        free (self->owned_floats);
+        ps_npy_close (&self->npy);
         free (self->labels);
         free (self->perm);
         free (self);
@@ -248,18 +483,39 @@ ps_dataset_cols (const ps_dataset_t *self)
 }
 
 int
+ps_dataset_channels (const ps_dataset_t *self)
+{
+    assert (self);
+    return self->channels;
+}
+
+int
 ps_dataset_classes (const ps_dataset_t *self)
 {
     assert (self);
-    return PS_DATASET_CLASSES;
+    return self->classes;
 }
 
-const float *
-ps_dataset_image (const ps_dataset_t *self, size_t i)
+//  Copy example i's values, as floats, to x.
+static void
+s_values (const ps_dataset_t *self, size_t i, float *x)
+{
+    if (self->floats) {
+        memcpy (x, self->floats + i * self->pixels * sizeof (float),
+                self->pixels * sizeof (float));
+        return;
+    }
+    const uint8_t *at = self->bytes + i * self->pixels;
+    for (size_t p = 0; p < self->pixels; p++)
+        x [p] = (float) at [p] / 255.0f;
+}
+
+void
+ps_dataset_image (const ps_dataset_t *self, size_t i, float *x)
 {
     assert (self);
     assert (i < self->count);
-    return self->images + i * self->pixels;
+    s_values (self, i, x);
 }
 
 uint8_t
@@ -329,7 +585,7 @@ ps_dataset_permutation (const ps_dataset_t *self, uint64_t seed, uint64_t epoch,
 static void
 s_copy (const ps_dataset_t *self, size_t i, size_t k, float *x, uint8_t *labels)
 {
-    memcpy (x + k * self->pixels, self->images + i * self->pixels, self->pixels * sizeof (float));
+    s_values (self, i, x + k * self->pixels);
     labels [k] = self->labels [i];
 }
 
@@ -371,7 +627,7 @@ ps_dataset_slice (const ps_dataset_t *self, size_t first, int n, float *x, uint8
     if (first >= self->count)
         return 0;
     size_t copy = self->count - first < (size_t) n ? self->count - first : (size_t) n;
-    memcpy (x, self->images + first * self->pixels, copy * self->pixels * sizeof (float));
-    memcpy (labels, self->labels + first, copy);
+    for (size_t k = 0; k < copy; k++)
+        s_copy (self, first + k, k, x, labels);
     return (int) copy;
 }

@@ -1,6 +1,19 @@
-//  Data sets: Fashion-MNIST (or MNIST) loaded from IDX files, with pixels
-//  scaled to [0, 1], and the deterministic batching every process of a
-//  cluster agrees on.
+//  Data sets: images and their class labels loaded from a pair of IDX
+//  files (Fashion-MNIST's or MNIST's by default, or any a user names),
+//  with pixels scaled to [0, 1], and the deterministic batching every
+//  process of a cluster agrees on.
+//
+//  A split is a pair of files, images and labels, or one CSV file
+//  (ps_dataset_open_csv). Each file of a pair is IDX or NumPy .npy, told
+//  apart by its first bytes. An IDX
+//  images file is [N, H, W] (one channel) or [N, H, W, C] with C 1 or 3,
+//  unsigned bytes, any H and W, read into memory; a .npy one is uint8 or
+//  float32, [N, F] (flat features, 1 x F x 1), [N, H, W] or [N, H, W, C],
+//  and is memory-mapped (ps_npy.h), so that it need not fit in memory.
+//  Bytes are scaled to [0, 1], floats taken as they are. Labels are IDX
+//  [N] bytes or a .npy [N] of integers 0 .. 255, so 1 to 256 classes,
+//  inferred from the labels: the largest label kept, plus one. Examples
+//  come out as NHWC floats, which is how the models read them.
 //
 //  Epoch e's order is a permutation of the training set that is a pure
 //  function of (seed, e): a Fisher-Yates shuffle driven by the counter-based
@@ -17,6 +30,7 @@
 #include <stdint.h>
 
 #include "ps_error.h"
+#include "ps_model.h"
 
 //  Where Debian's dataset-fashion-mnist package installs the files.
 #define PS_DATASET_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
@@ -28,36 +42,69 @@ typedef enum {
     PS_SPLIT_TEST,              //  t10k-images-idx3-ubyte(.gz), t10k-labels-idx1-ubyte(.gz)
 } ps_split_t;
 
-//  Load one split from dir, taking the .gz file when present and the raw
-//  file otherwise. Checks that images are [N, rows, cols], labels [N] with
-//  the same N, and every label < 10. limit > 0 keeps only the first limit
-//  examples (for quick runs); 0 keeps all. NULL with a message naming the
-//  file on error: PS_ENOTFOUND when neither file exists, PS_ESHAPE for a
-//  rank or count mismatch, PS_ECORRUPT for a bad label, or what
-//  ps_idx_read returns.
+//  Load one split from dir's files of Fashion-MNIST's names, taking the
+//  .gz file when present and the raw file otherwise. Checks the shapes
+//  above and that labels and images are as many. limit > 0 keeps only the
+//  first limit examples (for quick runs); 0 keeps all. NULL with a message
+//  naming the file on error: PS_ENOTFOUND when neither file exists,
+//  PS_ESHAPE for a rank, type or count mismatch, PS_ECORRUPT for a label
+//  that is no class, or what ps_idx_read and ps_npy_open return.
 ps_dataset_t *ps_dataset_load (const char *dir, ps_split_t split, size_t limit, ps_error_t *err);
+
+//  Load one split from the files images and labels (IDX, plain or gzip,
+//  or .npy) when both are given (not NULL, not empty), else from dir as
+//  ps_dataset_load does; checked and limited as ps_dataset_load does.
+//  PS_EINVAL when only one of the two files is given.
+ps_dataset_t *ps_dataset_open (const char *dir, ps_split_t split, const char *images,
+                               const char *labels, size_t limit, ps_error_t *err);
 void ps_dataset_destroy (ps_dataset_t **self_p);
 
-//  The sizes of one split without loading it: reads only the IDX headers of
-//  the files ps_dataset_load would read, checks what they show as it does
-//  (ranks, equal image and label counts) and applies limit the same way.
-//  Labels and the length of the data are not checked, so a split that
-//  probes well may still fail to load. Returns 0 with *count, *rows and
-//  *cols set, or the error ps_dataset_load would give, naming the file,
-//  with the outputs untouched.
-int ps_dataset_probe (const char *dir, ps_split_t split, size_t limit, size_t *count,
-                      int *rows, int *cols, ps_error_t *err);
+//  What a split holds, as ps_dataset_probe reads it.
+typedef struct {
+    size_t count;               //  examples, after the limit
+    int rows, cols, channels;
+    int classes;                //  the largest label kept plus one
+} ps_dataset_info_t;
+
+//  The sizes of one split without loading its images: reads the IDX
+//  headers of the files ps_dataset_open would read and checks what they
+//  show as it does (ranks, channels, equal image and label counts), and
+//  reads the labels (one byte an example) for the classes; limit applies
+//  the same way. The length of the images' data is not checked, so a
+//  split that probes well may still fail to load. Returns 0 with *info
+//  set, or the error ps_dataset_load would give, naming the file, with
+//  *info untouched.
+int ps_dataset_probe (const char *dir, ps_split_t split, const char *images,
+                      const char *labels, size_t limit, ps_dataset_info_t *info,
+                      ps_error_t *err);
+
+//  Load one split from a CSV file (ps_csv.h): the column label_column
+//  holds the classes and every other column is a feature, so that each
+//  example is 1 x features x 1 (a flat model's input). limit as for
+//  ps_dataset_load. NULL with the reader's message on error.
+ps_dataset_t *ps_dataset_open_csv (const char *path, const char *label_column, size_t limit,
+                                   ps_error_t *err);
+
+//  What ps_dataset_open_csv would load, as ps_dataset_probe says it (the
+//  file is read whole: CSV has no header of sizes).
+int ps_dataset_probe_csv (const char *path, const char *label_column, size_t limit,
+                          ps_dataset_info_t *info, ps_error_t *err);
+
+//  Check that model takes this data set's images and has a class for each
+//  of its labels (ps_model_check_input).
+int ps_dataset_check_model (const ps_dataset_t *self, const ps_model_t *model,
+                            ps_error_t *err);
 
 size_t ps_dataset_count (const ps_dataset_t *self);
 int ps_dataset_rows (const ps_dataset_t *self);
 int ps_dataset_cols (const ps_dataset_t *self);
-//  Fashion-MNIST and MNIST have 10 classes; labels are checked against it.
-#define PS_DATASET_CLASSES 10
+int ps_dataset_channels (const ps_dataset_t *self);
 
-int ps_dataset_classes (const ps_dataset_t *self);     //  PS_DATASET_CLASSES
+//  The classes of the labels kept: the largest plus one, 1 to 256.
+int ps_dataset_classes (const ps_dataset_t *self);
 
-//  Example i: rows * cols floats in [0, 1], row-major (NHWC with c = 1).
-const float *ps_dataset_image (const ps_dataset_t *self, size_t i);
+//  Copy example i, rows * cols * channels floats (NHWC), to x.
+void ps_dataset_image (const ps_dataset_t *self, size_t i, float *x);
 uint8_t ps_dataset_label (const ps_dataset_t *self, size_t i);
 
 //  Number of batches in an epoch: ceil (count / batch); 0 when batch <= 0.
@@ -72,8 +119,8 @@ void ps_dataset_permutation (const ps_dataset_t *self, uint64_t seed, uint64_t e
 //  order of a CTR epoch's blocks of lines (worker/ps_ctrplan.h) too.
 void ps_dataset_shuffle (uint64_t seed, uint64_t epoch, uint32_t count, uint32_t *perm);
 
-//  Copy batch b of epoch `epoch` into x (batch * rows * cols floats) and
-//  labels (batch bytes); returns the number of examples copied (batch, or
+//  Copy batch b of epoch `epoch` into x (batch * rows * cols * channels
+//  floats) and labels (batch bytes); returns the number of examples copied (batch, or
 //  fewer for the last batch; the slots past it are left alone), or
 //  PS_EINVAL when b is past the epoch's end or batch <= 0.
 //  The epoch's permutation is computed once and kept, so walking an epoch

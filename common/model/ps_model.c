@@ -50,6 +50,15 @@ static const struct {
     { "Dropout",   "dropout",       PS_LAYER_DROPOUT },
     { "Embedding", "embedding",     PS_LAYER_EMBEDDING },
     { "Concatenate", "concatenate", PS_LAYER_CONCATENATE },
+    { "Activation", "activation",   PS_LAYER_ACTIVATION },
+    { "AveragePooling2D", "average_pooling2d", PS_LAYER_AVGPOOL2D },
+    { "GlobalAveragePooling2D", "global_average_pooling2d", PS_LAYER_GLOBALAVGPOOL2D },
+};
+
+//  The Activation layer's functions by their Keras names.
+static const char *const s_activations [] = {
+    [PS_ACT_LINEAR] = "linear", [PS_ACT_RELU] = "relu", [PS_ACT_SIGMOID] = "sigmoid",
+    [PS_ACT_TANH] = "tanh", [PS_ACT_GELU] = "gelu", [PS_ACT_SOFTMAX] = "softmax",
 };
 #define S_TYPE_COUNT  (int) (sizeof s_layer_types / sizeof s_layer_types [0])
 
@@ -171,17 +180,31 @@ s_resolve_layer (ps_model_t *self, int index, const json_t *obj, const json_t *f
     l->kh = l->kw = l->stride_h = l->stride_w = 1;
     const json_t *activation = ps_schemadoc_field (obj, fields, "activation");
     l->relu = kind == PS_LAYER_RELU
-           || (activation && strcmp (json_string_value (activation), "relu") == 0);
+           || (activation && strcmp (json_string_value (activation), "relu") == 0
+               && kind != PS_LAYER_ACTIVATION);
+    if (kind == PS_LAYER_ACTIVATION)
+        for (int a = 0; a < (int) (sizeof s_activations / sizeof s_activations [0]); a++)
+            if (strcmp (json_string_value (activation), s_activations [a]) == 0)
+                l->activation = (ps_activation_t) a;
     const json_t *padding = ps_schemadoc_field (obj, fields, "padding");
     bool same = padding && strcmp (json_string_value (padding), "same") == 0;
     const json_t *use_bias = ps_schemadoc_field (obj, fields, "use_bias");
     bool bias = use_bias && json_is_true (use_bias);
 
-    if (kind == PS_LAYER_CONV2D || kind == PS_LAYER_MAXPOOL2D) {
+    if (kind == PS_LAYER_GLOBALAVGPOOL2D) {
+        if (*flat)
+            return ps_error_set (err, PS_ESHAPE, "%s: GlobalAveragePooling2D needs an [h, w, "
+                                 "c] input, but its input is flat ([%d])", where, *c);
+        l->out_h = l->out_w = 1;
+        l->out_c = *c;
+    }
+    else
+    if (kind == PS_LAYER_CONV2D || kind == PS_LAYER_MAXPOOL2D || kind == PS_LAYER_AVGPOOL2D) {
         if (*flat)
             return ps_error_set (err, PS_ESHAPE, "%s: %s needs an [h, w, c] input, "
                                  "but its input is flat ([%d])", where,
-                                 kind == PS_LAYER_CONV2D ? "Conv2D" : "MaxPool2D", *c);
+                                 kind == PS_LAYER_CONV2D ? "Conv2D" : kind == PS_LAYER_MAXPOOL2D
+                                 ? "MaxPool2D" : "AveragePooling2D", *c);
         int k [2], s [2];
         s_size2 (ps_schemadoc_field (obj, fields,
                                      kind == PS_LAYER_CONV2D ? "kernel_size" : "pool_size"), k);
@@ -230,7 +253,9 @@ s_resolve_layer (ps_model_t *self, int index, const json_t *obj, const json_t *f
     }
     *h = l->out_h, *w = l->out_w, *c = l->out_c;
     *flat = kind == PS_LAYER_FLATTEN || kind == PS_LAYER_DENSE
-         || ((kind == PS_LAYER_RELU || kind == PS_LAYER_DROPOUT) && *flat);
+         || kind == PS_LAYER_GLOBALAVGPOOL2D
+         || ((kind == PS_LAYER_RELU || kind == PS_LAYER_DROPOUT || kind == PS_LAYER_ACTIVATION)
+             && *flat);
     return s_check_size (self, *h, *w, *c, where, err);
 }
 
@@ -418,9 +443,15 @@ s_build (ps_model_t *self, const json_t *spec, const json_t *layer_defs, const c
         return ps_error_set (err, PS_ESHAPE, "%s: the last layer must give flat logits "
                              "[classes], but it gives [%d, %d, %d]; end with Flatten and Dense",
                              origin, h, w, c);
-    if (c < 2 || c > 256)
+    const ps_layer_t *last = &self->layers [self->layer_count - 1];
+    if (last->kind == PS_LAYER_ACTIVATION && last->activation != PS_ACT_LINEAR)
+        return ps_error_set (err, PS_EINVAL, "%s: the last layer (\"%s\") is an Activation "
+                             "\"%s\", but the loss takes logits and applies softmax (or, for "
+                             "one logit, sigmoid) itself; end with the Dense layer", origin,
+                             last->name, s_activations [last->activation]);
+    if (c > 256)
         return ps_error_set (err, PS_ESHAPE, "%s: the last layer gives %d logits; "
-                             "classification needs 2 to 256 classes", origin, c);
+                             "classification needs 1 (binary) or 2 to 256 classes", origin, c);
     if (self->param_count == 0)
         return ps_error_set (err, PS_EINVAL, "%s: the model has no Conv2D or Dense layer, "
                              "so no parameters to train", origin);
@@ -544,19 +575,34 @@ ps_model_destroy (ps_model_t **self_p)
 }
 
 int
-ps_model_check_input (const ps_model_t *self, int rows, int cols, int classes, ps_error_t *err)
+ps_model_check_input (const ps_model_t *self, int rows, int cols, int channels, int classes,
+                      ps_error_t *err)
 {
     if (self->ctr)
         return ps_error_set (err, PS_ESHAPE, "model \"%s\" is a click-through-rate model: it "
                              "trains on Criteo or LIBSVM data (ps-worker --standalone --data "
-                             "FILE --test-data FILE), not on %dx%d images", self->name, rows,
-                             cols);
-    if ((size_t) self->in_h * self->in_w * self->in_c != (size_t) rows * cols
-    ||  ps_model_classes (self) != classes)
+                             "FILE --test-data FILE), not on %dx%dx%d images", self->name, rows,
+                             cols, channels);
+    //  A flat input takes the image's values in NHWC order; any other
+    //  shape must be the image's own, so that a [3, 8, 8] model is not fed
+    //  8x8 RGB images in an order it does not expect.
+    bool flat = self->in_h == 1 && self->in_w == 1;
+    bool fits = flat ? (size_t) self->in_c == (size_t) rows * cols * channels
+                     : self->in_h == rows && self->in_w == cols && self->in_c == channels;
+    if (!fits)
         return ps_error_set (err, PS_ESHAPE, "model \"%s\" does not fit the data: it takes "
-                             "%dx%dx%d inputs and gives %d classes, but the data has %dx%dx1 "
-                             "images of %d classes", self->name, self->in_h, self->in_w,
-                             self->in_c, ps_model_classes (self), rows, cols, classes);
+                             "%dx%dx%d inputs, but the data has %dx%dx%d images (rows x "
+                             "columns x channels)", self->name, self->in_h, self->in_w,
+                             self->in_c, rows, cols, channels);
+    //  A label indexes the last layer's outputs, so none may reach past
+    //  them; fewer classes in the data than outputs is allowed, as in
+    //  Keras (a subset of the data may lack the last classes).
+    if (classes > ps_model_label_classes (self))
+        return ps_error_set (err, PS_ESHAPE, "model \"%s\" does not fit the data: its last "
+                             "layer gives %d %s, but the data has labels up to %d (%d "
+                             "classes)", self->name, ps_model_label_classes (self),
+                             ps_model_binary (self) ? "classes (one logit: binary)" : "classes",
+                             classes - 1, classes);
     return 0;
 }
 
@@ -639,6 +685,36 @@ int
 ps_model_classes (const ps_model_t *self)
 {
     return self->layers [self->layer_count - 1].out_c;
+}
+
+bool
+ps_model_binary (const ps_model_t *self)
+{
+    return !self->ctr && ps_model_classes (self) == 1;
+}
+
+int
+ps_model_label_classes (const ps_model_t *self)
+{
+    return ps_model_binary (self) ? 2 : ps_model_classes (self);
+}
+
+const char *
+ps_model_cpu_only (const ps_model_t *self)
+{
+    if (ps_model_binary (self))
+        return "a binary classifier (a last layer of one logit)";
+    for (int i = 0; i < self->layer_count; i++)
+        switch (self->layers [i].kind) {
+            case PS_LAYER_ACTIVATION:
+                return "a model with an Activation layer";
+            case PS_LAYER_AVGPOOL2D:
+            case PS_LAYER_GLOBALAVGPOOL2D:
+                return "a model with average pooling";
+            default:
+                break;
+        }
+    return NULL;
 }
 
 size_t
@@ -751,7 +827,8 @@ ps_model_summary (const ps_model_t *self, void (*out) (const char *line, void *a
             params += self->variables [l->bias].count;
         char shape [64];
         if (l->out_h == 1 && l->out_w == 1
-        &&  (l->kind == PS_LAYER_FLATTEN || l->kind == PS_LAYER_DENSE || l->in_h * l->in_w == 1))
+        &&  (l->kind == PS_LAYER_FLATTEN || l->kind == PS_LAYER_DENSE
+             || l->kind == PS_LAYER_GLOBALAVGPOOL2D || l->in_h * l->in_w == 1))
             snprintf (shape, sizeof shape, "[%d]", l->out_c);
         else
             snprintf (shape, sizeof shape, "[%d, %d, %d]", l->out_h, l->out_w, l->out_c);

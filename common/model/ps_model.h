@@ -40,7 +40,23 @@ typedef enum {
     PS_LAYER_DROPOUT,
     PS_LAYER_EMBEDDING,         //  click-through-rate models (ps_ctrmodel.h)
     PS_LAYER_CONCATENATE,
+    PS_LAYER_ACTIVATION,        //  Keras's Activation layer (CPU engine only)
+    PS_LAYER_AVGPOOL2D,         //  AveragePooling2D (CPU engine only)
+    PS_LAYER_GLOBALAVGPOOL2D,   //  GlobalAveragePooling2D: [h, w, c] to [c] (CPU only)
 } ps_layer_kind_t;
+
+//  The function an Activation layer applies: element by element, except
+//  softmax, which normalises each position's channels (the last axis, as
+//  Keras's softmax does). gelu is the exact form x * Phi (x), Keras's
+//  default (approximate=False).
+typedef enum {
+    PS_ACT_LINEAR,
+    PS_ACT_RELU,
+    PS_ACT_SIGMOID,
+    PS_ACT_TANH,
+    PS_ACT_GELU,
+    PS_ACT_SOFTMAX,
+} ps_activation_t;
 
 //  One resolved layer. Input and output are per-example NHWC shapes; a flat
 //  activation is h = w = 1, c = features. Conv2D and MaxPool2D use kh, kw,
@@ -58,6 +74,7 @@ typedef struct {
     int pad_top, pad_left;
     bool relu;
     double rate;                //  Dropout: fraction dropped, [0, 1)
+    ps_activation_t activation; //  Activation: the function
     int kernel;                 //  variable index, or -1
     int bias;                   //  variable index, or -1
     int embedding;              //  Embedding: its index in ps_model_ctr's, else -1
@@ -118,6 +135,21 @@ size_t ps_model_input_size (const ps_model_t *self);
 //  Number of classes: the features of the last layer, read as logits.
 int ps_model_classes (const ps_model_t *self);
 
+//  An image classifier whose last layer gives one logit is a binary
+//  classifier: the logit is log (p / (1 - p)) for class 1, trained with
+//  sigmoid cross-entropy (Keras's binary_crossentropy from logits), and
+//  its labels are 0 and 1.
+bool ps_model_binary (const ps_model_t *self);
+
+//  The labels a model takes, 0 .. n - 1: 2 for a binary classifier, else
+//  ps_model_classes.
+int ps_model_label_classes (const ps_model_t *self);
+
+//  Why only the CPU engine runs this model (a binary classifier's loss, an
+//  Activation or average-pooling layer, which the GPU engine has no
+//  kernels for), or NULL when the GPU engine runs it too.
+const char *ps_model_cpu_only (const ps_model_t *self);
+
 //  Largest activation (floats per example) any layer produces, input
 //  included: what a backend sizes its buffers by.
 size_t ps_model_max_activation (const ps_model_t *self);
@@ -146,12 +178,13 @@ uint64_t ps_model_variable_seed (uint64_t seed, int index);
 int ps_model_check_variables (const ps_model_t *self, const char *const *names,
                               const ps_shape_t *shapes, int count, ps_error_t *err);
 
-//  Check that the model takes images of rows x cols pixels (in any input
-//  shape of that many values, a flat [784] included) and gives classes
-//  classes. The message says the model does not fit the data and names
-//  both shapes.
-int ps_model_check_input (const ps_model_t *self, int rows, int cols, int classes,
-                          ps_error_t *err);
+//  Check that the model takes images of rows x cols x channels values (in
+//  any input shape of that many values, a flat [784] included) and gives
+//  at least `classes` classes (the data's labels are 0 .. classes - 1).
+//  The message says the model does not fit the data and names both shapes
+//  or both numbers of classes.
+int ps_model_check_input (const ps_model_t *self, int rows, int cols, int channels,
+                          int classes, ps_error_t *err);
 
 //  One line per layer (name, type, output shape, parameters) and a total,
 //  like Keras's model.summary (); written to `out`.

@@ -38,6 +38,11 @@ ps_plan_to_proto (const ps_plan_t *plan, ps_proto_plan_t *out)
         .has_data_format = plan->data_format [0] != 0, .data_format = plan->data_format,
         .has_train_data = plan->train_data != NULL, .train_data = plan->train_data,
         .has_test_data = plan->test_data != NULL, .test_data = plan->test_data,
+        .has_train_images = plan->train_images != NULL, .train_images = plan->train_images,
+        .has_train_labels = plan->train_labels != NULL, .train_labels = plan->train_labels,
+        .has_test_images = plan->test_images != NULL, .test_images = plan->test_images,
+        .has_test_labels = plan->test_labels != NULL, .test_labels = plan->test_labels,
+        .has_label_column = plan->label_column != NULL, .label_column = plan->label_column,
         .test_limit = plan->test_limit, .threads = (uint64_t) plan->threads,
         .device = plan->device,
         .servers = { (size_t) plan->nservers, (const char **) plan->servers },
@@ -134,6 +139,8 @@ ps_plan_read (ps_plan_t *plan, const ps_proto_plan_t *in, ps_error_t *err)
     if (text_data && (!in->has_train_data || !in->has_test_data))
         return ps_error_set (err, PS_EPROTO, "plan: data_format %s needs both 'train_data' "
                              "and 'test_data'", in->data_format);
+    if (text_data && strcmp (in->data_format, "csv") == 0 && !in->has_label_column)
+        return ps_error_set (err, PS_EPROTO, "plan: data_format csv needs 'label_column'");
     if (nservers < 1 && !tmp.mirrored)
         return ps_error_set (err, PS_EPROTO, "plan: no servers, which only a mirrored plan "
                              "may have");
@@ -163,6 +170,16 @@ ps_plan_read (ps_plan_t *plan, const ps_proto_plan_t *in, ps_error_t *err)
         tmp.train_data = s_strdup (in->train_data);
     if (in->has_test_data)
         tmp.test_data = s_strdup (in->test_data);
+    if (in->has_train_images)
+        tmp.train_images = s_strdup (in->train_images);
+    if (in->has_train_labels)
+        tmp.train_labels = s_strdup (in->train_labels);
+    if (in->has_test_images)
+        tmp.test_images = s_strdup (in->test_images);
+    if (in->has_test_labels)
+        tmp.test_labels = s_strdup (in->test_labels);
+    if (in->has_label_column)
+        tmp.label_column = s_strdup (in->label_column);
     tmp.servers = calloc (nservers + 1, sizeof (char *));
     tmp.vars = calloc (nvars, sizeof (ps_plan_var_t));
     if (!tmp.servers || !tmp.vars)
@@ -188,6 +205,11 @@ ps_plan_release (ps_plan_t *plan)
     free (plan->data_dir);
     free (plan->train_data);
     free (plan->test_data);
+    free (plan->train_images);
+    free (plan->train_labels);
+    free (plan->test_images);
+    free (plan->test_labels);
+    free (plan->label_column);
     if (plan->servers)
         for (int s = 0; s < plan->nservers; s++)
             free (plan->servers [s]);

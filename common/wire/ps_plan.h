@@ -38,6 +38,12 @@ typedef struct {
     //  are the files (NULL for idx).
     char data_format [8];
     char *train_data, *test_data;
+    //  An image model's IDX files by name (NULL: data_dir's files of
+    //  Fashion-MNIST's names), each split's pair set together.
+    char *train_images, *train_labels, *test_images, *test_labels;
+    //  data_format "csv": a classifier's CSV files are train_data and
+    //  test_data, and this column holds the labels (NULL otherwise).
+    char *label_column;
     uint64_t train_limit, test_limit;
     int threads;
     char device [8];            //  cpu, gpu or auto

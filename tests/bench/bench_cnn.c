@@ -257,6 +257,9 @@ s_kind_name (ps_layer_kind_t kind)
         case PS_LAYER_DROPOUT: return "Dropout";
         case PS_LAYER_EMBEDDING: return "Embedding";
         case PS_LAYER_CONCATENATE: return "Concatenate";
+        case PS_LAYER_ACTIVATION: return "Activation";
+        case PS_LAYER_AVGPOOL2D: return "AveragePooling2D";
+        case PS_LAYER_GLOBALAVGPOOL2D: return "GlobalAveragePooling2D";
     }
     return "?";
 }
@@ -936,7 +939,7 @@ s_print_table2 (const ps_model_t *model, const s_profile_t *profs, const char *c
     for (int k = 0; k < 2; k++)
         total [k] = profs [k].set_params + profs [k].train_step + profs [k].optimizer;
     for (int i = 0; i <= layers; i++) {
-        char name [PS_NAME_MAX + 8], kind [16], out [32];
+        char name [PS_NAME_MAX + 8], kind [24], out [32];
         double macs = 0, bwd_macs = 0;
         if (i < layers) {
             const ps_layer_t *l = ps_model_layer (model, i);

@@ -76,7 +76,7 @@ s_check (const ps_model_t *model)
                          + ps_model_max_activation (model);
     sink += (size_t) ps_model_forward_macs (model);
     ps_model_check_batch (model, 64, &err);
-    ps_model_check_input (model, 28, 28, 10, &err);
+    ps_model_check_input (model, 28, 28, 1, 10, &err);
     size_t chars = 0;
     ps_model_summary (model, s_line, &chars);
     sink += chars;

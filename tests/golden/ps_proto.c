@@ -366,7 +366,7 @@ s_get (const msgpack_object *map, const char *key)
 //  The values an enum field may take.
 static const char *const s_enum_0 [] = { "zeros", "constant", "uniform", "glorot_uniform", "normal", NULL };
 static const char *const s_enum_1 [] = { "sgd", "momentum", "adagrad", "adam", NULL };
-static const char *const s_enum_2 [] = { "idx", "criteo", "libsvm", NULL };
+static const char *const s_enum_2 [] = { "idx", "criteo", "libsvm", "csv", NULL };
 static const char *const s_enum_3 [] = { "cpu", "gpu", "auto", NULL };
 static const char *const s_enum_4 [] = { "async", "mirrored", "sync", NULL };
 static const char *const s_enum_5 [] = { "train", "eval", "ring", "save", NULL };
@@ -1629,12 +1629,12 @@ s_decode_plan (const msgpack_object *obj, ps_proto_plan_t *out, s_ctx_t *ctx)
     if (obj->type != MSGPACK_OBJECT_MAP)
         return s_expected (ctx, "map", obj);
     memset (out, 0, sizeof *out);
-    static const char *const names [] = { "model", "batch_size", "seed", "data_dir", "data_format", "train_data", "test_data", "train_limit", "test_limit", "threads", "device", "servers", "variables", "client_timeout_ms", "steps_per_epoch", "total_steps", "eval_batch", "overlap", "mode", "optimizer" };
+    static const char *const names [] = { "model", "batch_size", "seed", "data_dir", "data_format", "train_data", "test_data", "train_images", "train_labels", "test_images", "test_labels", "label_column", "train_limit", "test_limit", "threads", "device", "servers", "variables", "client_timeout_ms", "steps_per_epoch", "total_steps", "eval_batch", "overlap", "mode", "optimizer" };
     uint64_t seen = 0;
     size_t used = strlen (ctx->path);
     for (uint32_t i = 0; i < obj->via.map.size; i++) {
         const msgpack_object *val = &obj->via.map.ptr [i].val;
-        int field = s_field (obj, i, names, 20, &seen, ctx);
+        int field = s_field (obj, i, names, 25, &seen, ctx);
         if (field < 0)
             return field;
         s_path_field (ctx, used, names [field]);
@@ -1673,57 +1673,87 @@ s_decode_plan (const msgpack_object *obj, ps_proto_plan_t *out, s_ctx_t *ctx)
                     rc = s_bound_length (ctx, val->via.str.size, 4096);
                 break;
             case 7:
-                rc = s_decode_uint (val, &out->train_limit, ctx);
+                out->has_train_images = true;
+                rc = s_decode_str (val, &out->train_images, ctx);
+                if (rc == PS_OK && val->via.str.size > 4096)
+                    rc = s_bound_length (ctx, val->via.str.size, 4096);
                 break;
             case 8:
-                rc = s_decode_uint (val, &out->test_limit, ctx);
+                out->has_train_labels = true;
+                rc = s_decode_str (val, &out->train_labels, ctx);
+                if (rc == PS_OK && val->via.str.size > 4096)
+                    rc = s_bound_length (ctx, val->via.str.size, 4096);
                 break;
             case 9:
+                out->has_test_images = true;
+                rc = s_decode_str (val, &out->test_images, ctx);
+                if (rc == PS_OK && val->via.str.size > 4096)
+                    rc = s_bound_length (ctx, val->via.str.size, 4096);
+                break;
+            case 10:
+                out->has_test_labels = true;
+                rc = s_decode_str (val, &out->test_labels, ctx);
+                if (rc == PS_OK && val->via.str.size > 4096)
+                    rc = s_bound_length (ctx, val->via.str.size, 4096);
+                break;
+            case 11:
+                out->has_label_column = true;
+                rc = s_decode_str (val, &out->label_column, ctx);
+                if (rc == PS_OK && val->via.str.size > 127)
+                    rc = s_bound_length (ctx, val->via.str.size, 127);
+                break;
+            case 12:
+                rc = s_decode_uint (val, &out->train_limit, ctx);
+                break;
+            case 13:
+                rc = s_decode_uint (val, &out->test_limit, ctx);
+                break;
+            case 14:
                 rc = s_decode_uint (val, &out->threads, ctx);
                 if (rc == PS_OK && (out->threads < UINT64_C (1) || out->threads > UINT64_C (1024)))
                     rc = s_bound_uint (ctx, out->threads, UINT64_C (1), UINT64_C (1024));
                 break;
-            case 10:
+            case 15:
                 rc = s_decode_str (val, &out->device, ctx);
                 if (rc == PS_OK)
                     rc = s_bound_enum (ctx, out->device, s_enum_3);
                 break;
-            case 11:
+            case 16:
                 rc = s_decode_str_array (val, &out->servers, ctx);
                 if (rc == PS_OK && (out->servers.count > 4096))
                     rc = s_bound_items (ctx, out->servers.count, 0, 4096);
                 break;
-            case 12:
+            case 17:
                 rc = s_decode_placed_var_array (val, &out->variables, ctx);
                 if (rc == PS_OK && (out->variables.count < 1 || out->variables.count > 65536))
                     rc = s_bound_items (ctx, out->variables.count, 1, 65536);
                 break;
-            case 13:
+            case 18:
                 rc = s_decode_uint (val, &out->client_timeout_ms, ctx);
                 if (rc == PS_OK && (out->client_timeout_ms < UINT64_C (1) || out->client_timeout_ms > UINT64_C (3600000)))
                     rc = s_bound_uint (ctx, out->client_timeout_ms, UINT64_C (1), UINT64_C (3600000));
                 break;
-            case 14:
+            case 19:
                 rc = s_decode_uint (val, &out->steps_per_epoch, ctx);
                 break;
-            case 15:
+            case 20:
                 rc = s_decode_uint (val, &out->total_steps, ctx);
                 break;
-            case 16:
+            case 21:
                 rc = s_decode_uint (val, &out->eval_batch, ctx);
                 if (rc == PS_OK && (out->eval_batch < UINT64_C (1) || out->eval_batch > UINT64_C (1048576)))
                     rc = s_bound_uint (ctx, out->eval_batch, UINT64_C (1), UINT64_C (1048576));
                 break;
-            case 17:
+            case 22:
                 rc = s_decode_bool (val, &out->overlap, ctx);
                 break;
-            case 18:
+            case 23:
                 out->has_mode = true;
                 rc = s_decode_str (val, &out->mode, ctx);
                 if (rc == PS_OK)
                     rc = s_bound_enum (ctx, out->mode, s_enum_4);
                 break;
-            case 19:
+            case 24:
                 out->has_optimizer = true;
                 rc = s_decode_optimizer (val, &out->optimizer, ctx);
                 break;
@@ -1732,13 +1762,13 @@ s_decode_plan (const msgpack_object *obj, ps_proto_plan_t *out, s_ctx_t *ctx)
             return rc;
         ctx->path [used] = 0;
     }
-    return s_missing (seen, UINT64_C (0x3ff8f), names, ctx);
+    return s_missing (seen, UINT64_C (0x7ff00f), names, ctx);
 }
 
 static int
 s_encode_plan (msgpack_packer *pk, const ps_proto_plan_t *in)
 {
-    int rc = msgpack_pack_map (pk, 15 + in->has_data_format + in->has_train_data + in->has_test_data + in->has_mode + in->has_optimizer);
+    int rc = msgpack_pack_map (pk, 15 + in->has_data_format + in->has_train_data + in->has_test_data + in->has_train_images + in->has_train_labels + in->has_test_images + in->has_test_labels + in->has_label_column + in->has_mode + in->has_optimizer);
     rc |= s_encode_key (pk, "model");
     rc |= s_encode_str (pk, in->model);
     rc |= s_encode_key (pk, "batch_size");
@@ -1758,6 +1788,26 @@ s_encode_plan (msgpack_packer *pk, const ps_proto_plan_t *in)
     if (in->has_test_data) {
         rc |= s_encode_key (pk, "test_data");
         rc |= s_encode_str (pk, in->test_data);
+    }
+    if (in->has_train_images) {
+        rc |= s_encode_key (pk, "train_images");
+        rc |= s_encode_str (pk, in->train_images);
+    }
+    if (in->has_train_labels) {
+        rc |= s_encode_key (pk, "train_labels");
+        rc |= s_encode_str (pk, in->train_labels);
+    }
+    if (in->has_test_images) {
+        rc |= s_encode_key (pk, "test_images");
+        rc |= s_encode_str (pk, in->test_images);
+    }
+    if (in->has_test_labels) {
+        rc |= s_encode_key (pk, "test_labels");
+        rc |= s_encode_str (pk, in->test_labels);
+    }
+    if (in->has_label_column) {
+        rc |= s_encode_key (pk, "label_column");
+        rc |= s_encode_str (pk, in->label_column);
     }
     rc |= s_encode_key (pk, "train_limit");
     rc |= s_encode_uint (pk, in->train_limit);

@@ -227,6 +227,16 @@ typedef struct {
     const char *train_data;
     bool has_test_data;
     const char *test_data;
+    bool has_train_images;
+    const char *train_images;
+    bool has_train_labels;
+    const char *train_labels;
+    bool has_test_images;
+    const char *test_images;
+    bool has_test_labels;
+    const char *test_labels;
+    bool has_label_column;
+    const char *label_column;
     uint64_t train_limit;
     uint64_t test_limit;
     uint64_t threads;
