@@ -268,9 +268,9 @@ vectors = [
                                    timeout_ms=1000,
                                    plan=CRITEO_PLAN)),
     vec('plan of an unknown data format', hdr('register_ok', coordinator=1, heartbeat_ms=100,
-                                              timeout_ms=1000, plan=dict(PLAN, data_format='csv')),
-        expect='invalid', contains="register_ok: plan.data_format: 'csv' is out of bounds, "
-                                   "expected one of idx, criteo, libsvm"),
+                                              timeout_ms=1000, plan=dict(PLAN, data_format='parquet')),
+        expect='invalid', contains="register_ok: plan.data_format: 'parquet' is out of bounds, "
+                                   "expected one of idx, criteo, libsvm, csv"),
     vec('sparse_pull with one frame too few', hdr('sparse_pull', tables=[SREF1, SREF1]), [IDS1],
         expect='bad_message', contains="sparse_pull: 'tables' describes 2 frames, got 1"),
     vec('sparse_pull ids frame of a wrong size', hdr('sparse_pull', tables=[dict(SREF, count=2)]),
