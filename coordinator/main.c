@@ -873,11 +873,14 @@ main (int argc, char *argv [])
     config.progress_tty = isatty (STDERR_FILENO);
     config.stop_fd = stop_fd;
     config.launcher = launcher;
+    int stopped_by = 0;
+    config.stopped_by = &stopped_by;
     if (ps_coord_run (&config, &err) == 0)
         exit_code = 0;
     else {
         ps_error ("%s", err.msg);
-        exit_code = 1;
+        //  As a shell reports a command a signal ended: 128 + its number.
+        exit_code = stopped_by ? 128 + stopped_by : 1;
     }
 done:
     ps_launcher_destroy (&launcher);

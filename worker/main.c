@@ -322,9 +322,9 @@ s_print_line (const char *line, void *arg)
 int
 main (int argc, char *argv [])
 {
-    //  Until cluster mode asks otherwise, the stop signals act as they
-    //  always do on this thread (and the threads standalone training
-    //  starts): they end the process.
+    //  Until cluster mode or standalone training asks otherwise, the stop
+    //  signals act as they always do on this thread (and the threads a
+    //  click-through-rate model's training starts): they end the process.
     sigset_t stop_mask;
     ps_signal_stop_set (&stop_mask);
     if (sigprocmask (SIG_UNBLOCK, &stop_mask, NULL) != 0) {
@@ -555,10 +555,20 @@ main (int argc, char *argv [])
                                                              : "--checkpoint-every");
         return 2;
     }
-    ps_standalone_result_t result;
-    if (ps_standalone_run (&cfg, &result, &err)) {
+    //  A stop signal is read between two steps, so that a checkpoint of
+    //  the steps done can be written; the threads training starts inherit
+    //  the mask and leave the signals to the signalfd.
+    if ((cfg.stop_fd = ps_signal_stop_fd (&err)) < 0) {
         ps_error ("%s", err.msg);
         return 1;
+    }
+    ps_standalone_result_t result;
+    int rc = ps_standalone_run (&cfg, &result, &err);
+    close (cfg.stop_fd);
+    if (rc) {
+        ps_error ("%s", err.msg);
+        //  As a shell reports a command a signal ended: 128 + its number.
+        return result.stopped_by ? 128 + result.stopped_by : 1;
     }
     return 0;
 }
