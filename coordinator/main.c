@@ -879,7 +879,9 @@ main (int argc, char *argv [])
         launcher = ps_launcher_local_new (opt.restart, log_dir, &err);
         if (!launcher
         ||  ps_launcher_start_cluster (launcher, tf_cluster, counts, config.job.checkpoint_dir,
-                                       opt.keys_dir, opt.ps_memory_limit, &err)) {
+                                       opt.keys_dir, opt.ps_memory_limit,
+                                       strcmp (config.job.device, "gpu") == 0 ? "gpu" : NULL,
+                                       &err)) {
             fprintf (stderr, "coordinator: %s\n", err.msg);
             exit_code = 1;
             goto done;
@@ -897,7 +899,7 @@ main (int argc, char *argv [])
         ||  ps_launcher_start_cluster (launcher, tf_cluster, counts, config.job.checkpoint_dir,
                                        opt.insecure ? NULL
                                        : opt.keys_dir ? opt.keys_dir : getenv ("PS_KEYS"),
-                                       NULL, &err)) {
+                                       NULL, NULL, &err)) {
             fprintf (stderr, "coordinator: %s\n", err.msg);
             exit_code = 1;
             goto done;

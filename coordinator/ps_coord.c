@@ -284,6 +284,14 @@ s_check_peers (s_coord_t *self, double now)
                     ps_launcher_name (self->cfg->launcher));
             return;
         }
+        //  A task that cannot run on its machine as told (a GPU it lacks)
+        //  leaves the run unable to go on as the job asks: it ends now,
+        //  with the task's own word for why.
+        if (event->unusable) {
+            s_fail (self, PS_EINVAL, "%s:%d cannot run: %s", ps_role_name (event->role),
+                    event->index, event->reason);
+            return;
+        }
         //  Its process is gone: no longer one that may come back.
         ps_roster_gone (self->roster, event->role, event->index);
         if (ps_roster_fail (self->roster, event->role, event->index))

@@ -156,6 +156,13 @@ s_cluster (const char *cluster_path, const char *resolver, const char *task_text
         ps_error ("--cluster FILE and --cluster-resolver: give one or the other");
         return 2;
     }
+    //  A device this machine lacks is said before registering, and with
+    //  the status a supervisor does not restart: a restart would not help.
+    ps_device_t wanted;
+    if (device && ps_device_parse (device, &wanted, &err) == 0 && ps_device_check (wanted, &err)) {
+        ps_error ("%s", err.msg);
+        return PS_EXIT_UNUSABLE;
+    }
     ps_tfconfig_t *tf = resolver ? ps_slurm_tfconfig (resolver, NULL, &err)
                       : cluster_path ? ps_tfconfig_from_file (cluster_path, &err)
                       : ps_tfconfig_from_env (&err);
@@ -301,6 +308,10 @@ s_predict (int argc, char *argv [])
         ps_error ("predict: %s (see --help)", optind < argc ? "unexpected argument"
                   : !cfg.weights ? "--weights FILE|DIR is required" : "--data FILE is required");
         return 2;
+    }
+    if (ps_device_check (cfg.device, &err)) {
+        ps_error ("predict: %s", err.msg);
+        return PS_EXIT_UNUSABLE;
     }
     size_t examples = 0;
     if (ps_predict_run (&cfg, &examples, &err)) {
@@ -514,6 +525,12 @@ main (int argc, char *argv [])
                                                                       : "--device gpu");
         ps_model_destroy (&model);
         return 2;
+    }
+    //  A device this machine lacks is said before the data are read.
+    if (ps_device_check (cfg.device, &err)) {
+        ps_error ("%s", err.msg);
+        ps_model_destroy (&model);
+        return PS_EXIT_UNUSABLE;
     }
     if (ctr) {
         ps_ctrstandalone_config_t ctr_cfg;
