@@ -2,18 +2,27 @@
 
 #include "ps_shared_root.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <stdbool.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "ps_clock.h"
 
 //  What to do, said after every refusal.
 #define S_ADVICE "start every ps-server with --checkpoint-root set to the coordinator's " \
                  "--checkpoint-dir, a directory every machine of the cluster shares (NFS or " \
                  "similar; README: Several machines)"
+
+//  How long a probe file written on another machine may take to appear
+//  here: a network file system's client may answer from its cache of the
+//  directory for a moment.
+#define S_APPEAR_MS 3000
 
 //  Whether the file at path holds exactly token. A file that is missing
 //  or cannot be read holds nothing.
@@ -43,7 +52,20 @@ ps_shared_root_check (ps_client_t *client, int nservers, const char *const *endp
             return ps_error_prefix (err, rc, "ps:%d at %s cannot write a file into a checkpoint "
                                     "directory (" S_ADVICE ")", s, endpoints [s]);
         snprintf (path, sizeof path, "%s/%s", checkpoint_dir, name);
-        bool seen = s_holds (path, token);
+        //  Opening the directory makes an NFS client look at it afresh
+        //  (close-to-open consistency), rather than trust a cached "no
+        //  such file".
+        double deadline = ps_clock_ms () + S_APPEAR_MS;
+        bool seen = false;
+        while (true) {
+            DIR *dir = opendir (checkpoint_dir);
+            if (dir)
+                closedir (dir);
+            if ((seen = s_holds (path, token)) || ps_clock_ms () >= deadline)
+                break;
+            struct timespec pause = { 0, 100 * 1000 * 1000 };
+            nanosleep (&pause, NULL);
+        }
         //  A probe written where this coordinator sees it is removed here;
         //  one written elsewhere stays in the server's directory, small and
         //  named for what it is.

@@ -5,6 +5,7 @@
 //  machines, one on storage they all share). At start the coordinator has
 //  each server write a probe file there (protocol.json, probe_root) and
 //  looks for it in its own directory; a server whose file does not appear,
+//  (within a few seconds: a network file system may show a new file late)
 //  or that cannot write one, stops the run at once, named, with what to
 //  do, instead of at its first checkpoint. It keeps nothing; the probe
 //  files are removed once looked at.
