@@ -133,8 +133,11 @@ s_usage (FILE *out)
         "A local cluster without --checkpoint-dir checkpoints into its log directory\n"
         "every 30 s, so that a failed server can be recovered; its servers get the\n"
         "checkpoint directory as their --checkpoint-root. Servers started by hand need\n"
-        "--checkpoint-root set to the coordinator's --checkpoint-dir (shared storage).\n"
-        "Exit status 0 means the training completed.\n");
+        "--checkpoint-root set to the coordinator's --checkpoint-dir (shared storage),\n"
+        "which the coordinator checks at start.\n"
+        "Ctrl-C (SIGINT) or SIGTERM writes a final checkpoint, stops every process and\n"
+        "exits 130 (143); a second signal stops at once. Exit status 0 means the\n"
+        "training completed.\n");
 }
 
 typedef struct {

@@ -359,8 +359,8 @@ test_probe_root (void **state)
     harness_tmpdir (base, sizeof base);
     snprintf (root, sizeof root, "%s/root", base);
     harness_server_t server;
-    assert_int_equal (harness_server_start (&server, 0, (const char *[]) { "--checkpoint-root", root,
-                                                                           NULL }), 0);
+    const char *args [] = { "--checkpoint-root", root, NULL };
+    assert_int_equal (harness_server_start (&server, 0, args), 0);
     harness_server_t *servers = &server;
     harness_clients_t clients;
     s_clients (&clients, servers, 1);

@@ -7,10 +7,11 @@
 //  (each vector one message) and from messages encoded here by the
 //  generated codec: for msg one of every message type, each optional field
 //  set; for the server sessions of requests (create, then pushes, pulls,
-//  snapshots, restores, a probe of the root, a fence, a shutdown). The file seeds are made by the code
-//  that writes those files: snapshots of partitions of every optimizer
-//  kind (ps_partition_save), checkpoints (ps_checkpoint_commit) and IDX
-//  files raw and gzipped, so no binary seed is committed. The text seeds
+//  snapshots, restores, a probe of the root, a fence, a shutdown). The
+//  file seeds are made by the code that writes those files: snapshots of
+//  partitions of every optimizer kind (ps_partition_save), checkpoints
+//  (ps_checkpoint_commit) and IDX files raw and gzipped, so no binary
+//  seed is committed. The text seeds
 //  (TF_CONFIG strings, job files, model specs) are files in the source
 //  tree; tests/fuzz/run.sh adds them.
 
