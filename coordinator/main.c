@@ -74,7 +74,10 @@ s_usage (FILE *out)
         "  --workers N         workers of a local cluster (default 2)\n"
         "  --evaluator         a local cluster also runs an evaluator task\n"
         "  --no-restart        do not restart local children that die\n"
-        "  --log-dir DIR       local children's logs (default /tmp/ps-cluster-PID)\n"
+        "  --log-dir DIR       local children's logs (default /tmp/ps-cluster-PID, a run\n"
+        "                      directory removed with its logs and default checkpoints\n"
+        "                      when the run completes; kept when it does not)\n"
+        "  --keep-run-dir      keep the default run directory after a completed run\n"
         "  --cluster FILE      the cluster spec (TF_CONFIG's JSON); default: TF_CONFIG\n"
         "  --cluster-resolver slurm[:ps=N][,evaluator][,port=P]\n"
         "                      the cluster from the Slurm job step this runs in, as\n"
@@ -143,8 +146,11 @@ s_usage (FILE *out)
         "A local cluster without --checkpoint-dir checkpoints into its log directory\n"
         "every 30 s, so that a failed server can be recovered; its servers get the\n"
         "checkpoint directory as their --checkpoint-root. Servers started by hand need\n"
-        "--checkpoint-root set to the coordinator's --checkpoint-dir (shared storage).\n"
-        "Exit status 0 means the training completed.\n");
+        "--checkpoint-root set to the coordinator's --checkpoint-dir (shared storage),\n"
+        "which the coordinator checks at start.\n"
+        "Ctrl-C (SIGINT) or SIGTERM writes a final checkpoint, stops every process and\n"
+        "exits 130 (143); a second signal stops at once. Exit status 0 means the\n"
+        "training completed.\n");
 }
 
 typedef struct {
@@ -156,6 +162,7 @@ typedef struct {
     const char *ps_memory_limit;        //  each server's --memory-limit, or NULL
     bool local_evaluator;
     bool restart;
+    bool keep_run_dir;          //  keep the default run directory of a completed run
     const char *log_dir;
     const char *cluster_file;
     const char *resolver;       //  --cluster-resolver, or NULL
@@ -174,7 +181,8 @@ typedef struct {
 
 //  The options of a local cluster run from O_PS to O_LOG_DIR.
 enum {
-    O_LOCAL = 256, O_PS, O_PS_MEMORY_LIMIT, O_WORKERS, O_EVALUATOR, O_NO_RESTART, O_DATA_PLANE, O_LOG_DIR,
+    O_LOCAL = 256, O_PS, O_PS_MEMORY_LIMIT, O_WORKERS, O_EVALUATOR, O_NO_RESTART, O_KEEP_RUN_DIR,
+    O_DATA_PLANE, O_LOG_DIR,
     O_CLUSTER, O_CLUSTER_RESOLVER, O_JOB,
     O_RESUME, O_METRICS, O_HELP, O_KEYS, O_INSECURE, O_OUT, O_AS, O_TIMEOUT_MS,
     O_CHECKPOINT, O_FORMAT, O_MODEL, O_METRICS_PORT, O_METRICS_ADDR, O_WIDTH, O_HEIGHT,
@@ -189,6 +197,7 @@ static const struct option s_own_options [] = {
     { "workers", required_argument, NULL, O_WORKERS },
     { "evaluator", no_argument, NULL, O_EVALUATOR },
     { "no-restart", no_argument, NULL, O_NO_RESTART },
+    { "keep-run-dir", no_argument, NULL, O_KEEP_RUN_DIR },
     { "log-dir", required_argument, NULL, O_LOG_DIR },
     { "cluster", required_argument, NULL, O_CLUSTER },
     { "cluster-resolver", required_argument, NULL, O_CLUSTER_RESOLVER },
@@ -628,6 +637,39 @@ s_plot (int argc, char *argv [])
     return 0;
 }
 
+//  The end of a local run in the default run directory run_dir (made for
+//  this run, as no --log-dir was given): a completed run (status 0)
+//  removes it unless --keep-run-dir asked to keep it, since its logs and
+//  default checkpoints are of no more use than the user said; a run that
+//  did not complete keeps it, for its logs and for a checkpoint to resume
+//  from. The last line says which, and where the checkpoints are. One
+//  whose cluster never started holds nothing and goes without a word.
+static void
+s_end_run_dir (const s_options_t *opt, const char *run_dir, const char *checkpoint_dir,
+               bool started, int status)
+{
+    size_t len = strlen (run_dir);
+    bool inside = strncmp (checkpoint_dir, run_dir, len) == 0 && checkpoint_dir [len] == '/';
+    if (started && (status != 0 || opt->keep_run_dir)) {
+        ps_info ("run directory %s kept: logs%s%s", run_dir, *checkpoint_dir ? ", checkpoints in "
+                 : "", checkpoint_dir);
+        return;
+    }
+    ps_error_t err;
+    if (ps_file_remove_tree (run_dir, &err)) {
+        ps_warn ("removing the run directory: %s", err.msg);
+        return;
+    }
+    if (!started)
+        return;
+    if (inside)
+        ps_info ("removed the run directory %s with its logs and checkpoints (--keep-run-dir or "
+                 "--checkpoint-dir keeps them)", run_dir);
+    else
+        ps_info ("removed the run directory %s with its logs%s%s", run_dir,
+                 *checkpoint_dir ? "; checkpoints in " : "", checkpoint_dir);
+}
+
 int
 main (int argc, char *argv [])
 {
@@ -660,6 +702,7 @@ main (int argc, char *argv [])
             case O_LOCAL: opt.local = true; break;
             case O_EVALUATOR: opt.local_evaluator = true; break;
             case O_NO_RESTART: opt.restart = false; break;
+            case O_KEEP_RUN_DIR: opt.keep_run_dir = true; break;
             case O_LOG_DIR: opt.log_dir = optarg; break;
             case O_CLUSTER: opt.cluster_file = optarg; break;
             case O_CLUSTER_RESOLVER: opt.resolver = optarg; break;
@@ -846,6 +889,10 @@ main (int argc, char *argv [])
                  "every node shares), from which a relaunched server is restored\n");
         goto done;
     }
+    //  Said once, at the start, rather than discovered after the run.
+    if (!opt.local && !*config.job.checkpoint_dir)
+        ps_warn ("no checkpoint directory (--checkpoint-dir, or checkpoint.dir in the job): "
+                 "nothing of this run will be kept, and a failed server cannot be recovered");
     int min_servers = ps_mode_lookup (config.job.mode)->min_servers;
     if (nps < min_servers || nworkers < 1 || nps > S_MAX_TASKS || nworkers > S_MAX_TASKS
     ||  nevaluators > 1) {
@@ -933,7 +980,9 @@ main (int argc, char *argv [])
         launcher = ps_launcher_local_new (opt.restart, log_dir, &err);
         if (!launcher
         ||  ps_launcher_start_cluster (launcher, tf_cluster, counts, config.job.checkpoint_dir,
-                                       opt.keys_dir, opt.ps_memory_limit, &err)) {
+                                       opt.keys_dir, opt.ps_memory_limit,
+                                       strcmp (config.job.device, "gpu") == 0 ? "gpu" : NULL,
+                                       &err)) {
             fprintf (stderr, "coordinator: %s\n", err.msg);
             exit_code = 1;
             goto done;
@@ -951,7 +1000,7 @@ main (int argc, char *argv [])
         ||  ps_launcher_start_cluster (launcher, tf_cluster, counts, config.job.checkpoint_dir,
                                        opt.insecure ? NULL
                                        : opt.keys_dir ? opt.keys_dir : getenv ("PS_KEYS"),
-                                       NULL, &err)) {
+                                       NULL, NULL, &err)) {
             fprintf (stderr, "coordinator: %s\n", err.msg);
             exit_code = 1;
             goto done;
@@ -972,18 +1021,24 @@ main (int argc, char *argv [])
     config.progress_tty = isatty (STDERR_FILENO);
     config.stop_fd = stop_fd;
     config.launcher = launcher;
+    int stopped_by = 0;
+    config.stopped_by = &stopped_by;
     if (ps_coord_run (&config, &err) == 0)
         exit_code = 0;
     else {
         ps_error ("%s", err.msg);
-        exit_code = 1;
+        //  As a shell reports a command a signal ended: 128 + its number.
+        exit_code = stopped_by ? 128 + stopped_by : 1;
     }
 done:
+    bool launcher_started = opt.local && launcher;
     ps_launcher_destroy (&launcher);
     ps_exporter_destroy (&exporter);
     ps_curve_destroy (&config.curve);
     if (*local_keys && ps_file_remove_tree (local_keys, &err))
         ps_warn ("removing the local cluster's keys: %s", err.msg);
+    if (opt.local && !opt.log_dir && *log_dir)
+        s_end_run_dir (&opt, log_dir, config.job.checkpoint_dir, launcher_started, exit_code);
     ps_model_destroy (&model);
     if (stop_fd >= 0)
         close (stop_fd);

@@ -510,6 +510,12 @@ ps_ckpt_ctl_count (const ps_ckpt_ctl_t *self)
     return self->count;
 }
 
+uint64_t
+ps_ckpt_ctl_last_step (const ps_ckpt_ctl_t *self)
+{
+    return self->done;
+}
+
 int
 ps_ckpt_ctl_failures (const ps_ckpt_ctl_t *self)
 {

@@ -142,6 +142,8 @@ int ps_ckpt_ctl_rewind (ps_ckpt_ctl_t *self, const json_t *manifest, double now,
 
 //  Checkpoints written, and failed since the last good one.
 int ps_ckpt_ctl_count (const ps_ckpt_ctl_t *self);
+//  The steps done at the last checkpoint written (or restored).
+uint64_t ps_ckpt_ctl_last_step (const ps_ckpt_ctl_t *self);
 int ps_ckpt_ctl_failures (const ps_ckpt_ctl_t *self);
 
 #endif

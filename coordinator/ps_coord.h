@@ -49,6 +49,7 @@ typedef struct {
     bool resume;                    //  a checkpoint must exist to resume from
     bool progress_tty;              //  a live progress line instead of log lines
     int stop_fd;                    //  signalfd (SIGINT, SIGTERM) or -1
+    int *stopped_by;                //  receives the signal that stopped the run, or 0; may be NULL
     //  The launcher of the cluster's tasks, or NULL when they were
     //  started otherwise: its events make a task's death a failure at
     //  once rather than after the heartbeat timeout.
@@ -62,8 +63,11 @@ typedef struct {
 //  Train the job. Returns 0 when training completed (every step done, the
 //  final evaluation and checkpoint taken, the servers and workers told to
 //  stop); a negative code with err set otherwise (a server that never
-//  registered, a checkpoint that cannot be written or restored, a stop
-//  signal: PS_EINVAL / PS_ETIMEDOUT / PS_EIO ...).
+//  registered, a checkpoint that cannot be written or restored: PS_EINVAL
+//  / PS_ETIMEDOUT / PS_EIO ...). A stop signal while training writes a
+//  checkpoint, tells every process to stop, ends the metrics file with a
+//  "stopped" record and returns PS_ECANCELED, naming the checkpoint, with
+//  the signal in *stopped_by; a second signal ends the run at once.
 int ps_coord_run (const ps_coord_config_t *config, ps_error_t *err);
 
 #endif

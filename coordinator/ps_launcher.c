@@ -109,6 +109,7 @@ ps_launcher_child_event (const ps_child_event_t *seen, ps_role_t role, int index
     //  shutdown request): the supervisor does not restart it.
     event->clean = seen->status == 0 && !seen->signaled;
     event->gave_up = seen->state == PS_CHILD_GAVE_UP;
+    event->unusable = !seen->signaled && seen->status == PS_EXIT_UNUSABLE;
     if (seen->signaled)
         snprintf (event->reason, sizeof event->reason, "process %d killed by signal %d",
                   (int) seen->pid, seen->status - 128);
@@ -126,7 +127,8 @@ ps_launcher_name (const ps_launcher_t *self)
 int
 ps_launcher_start_cluster (ps_launcher_t *self, const char *tf_cluster,
                            const int counts [PS_ROLES], const char *checkpoint_dir,
-                           const char *keys_dir, const char *memory_limit, ps_error_t *err)
+                           const char *keys_dir, const char *memory_limit, const char *device,
+                           ps_error_t *err)
 {
     for (int r = 0; r < PS_ROLES; r++)
         for (int i = 0; i < counts [r]; i++) {
@@ -152,7 +154,14 @@ ps_launcher_start_cluster (ps_launcher_t *self, const char *tf_cluster,
                 server_args [at] = "--memory-limit";
                 server_args [at + 1] = memory_limit;
             }
-            const char *worker_args [] = { key_args [0], key_args [1], NULL };
+            //  A worker told its device checks it before registering, and
+            //  one that cannot use it says so and is not restarted.
+            const char *worker_args [] = { key_args [0], key_args [1], NULL, NULL, NULL };
+            if (device) {
+                int at = keys_dir ? 2 : 1;
+                worker_args [at] = "--device";
+                worker_args [at + 1] = device;
+            }
             const char *env [] = { tf, NULL };
             ps_launch_spec_t spec = { r == PS_ROLE_PS ? server_args : worker_args, env };
             int rc = ps_launcher_start (self, (ps_role_t) r, i, &spec, err);

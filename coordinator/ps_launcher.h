@@ -36,7 +36,11 @@ typedef struct {
     int index;
     bool clean;                 //  it exited as told (status 0): not a failure to restart
     bool gave_up;               //  it failed too often: the launcher will not restart it
-    char reason [96];           //  what ended it, for the log ("process 12 killed by signal 9")
+    //  It exited with PS_EXIT_UNUSABLE: it cannot run on its machine as
+    //  told (a GPU it lacks), and the run cannot go on as asked. The
+    //  reason is then its own last line, when the launcher has its log.
+    bool unusable;
+    char reason [256];          //  what ended it, for the log ("process 12 killed by signal 9")
 } ps_task_event_t;
 
 //  What a task runs: its arguments after the program, and the variables
@@ -93,7 +97,8 @@ const char *ps_launcher_name (const ps_launcher_t *self);
 //  spec (the JSON of TF_CONFIG's "cluster") is tf_cluster: each gets its
 //  TF_CONFIG, the key directory (NULL: --insecure), and, for servers,
 //  the checkpoint root and memory_limit (their --memory-limit; NULL:
-//  none). Returns 0, or the first failure's code with err.
+//  none), for workers and the evaluator device (their --device; NULL: the
+//  plan's). Returns 0, or the first failure's code with err.
 //  The path of ps-server or ps-worker, for a launcher that runs them: $ENV
 //  (PS_SERVER, PS_WORKER) when set, else next to this executable, else in
 //  the build tree's directory for its role (subdir: ps, worker). Returns
@@ -109,6 +114,6 @@ void ps_launcher_child_event (const ps_child_event_t *seen, ps_role_t role, int 
 int ps_launcher_start_cluster (ps_launcher_t *self, const char *tf_cluster,
                                const int counts [PS_ROLES], const char *checkpoint_dir,
                                const char *keys_dir, const char *memory_limit,
-                               ps_error_t *err);
+                               const char *device, ps_error_t *err);
 
 #endif

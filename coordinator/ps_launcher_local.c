@@ -3,6 +3,7 @@
 #include "ps_launcher_local.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -34,6 +35,13 @@ s_child (const s_local_t *self, ps_role_t role, int index)
     return -1;
 }
 
+//  Task role:index's log file, in path (len bytes).
+static void
+s_log_path (const s_local_t *self, ps_role_t role, int index, char *path, size_t len)
+{
+    snprintf (path, len, "%s/%s%d.log", self->log_dir, ps_role_name (role), index);
+}
+
 static int
 s_start (void *self_, ps_role_t role, int index, const ps_launch_spec_t *spec, ps_error_t *err)
 {
@@ -42,7 +50,7 @@ s_start (void *self_, ps_role_t role, int index, const ps_launch_spec_t *spec, p
     snprintf (name, sizeof name, "%s:%d", ps_role_name (role), index);
     if (s_child (self, role, index) >= 0)
         return ps_error_set (err, PS_EINVAL, "starting %s: it runs already", name);
-    snprintf (log, sizeof log, "%s/%s%d.log", self->log_dir, ps_role_name (role), index);
+    s_log_path (self, role, index, log, sizeof log);
     size_t nargs = 0;
     while (spec->args [nargs])
         nargs++;
@@ -94,15 +102,45 @@ s_stop (void *self, ps_role_t role, int index, ps_error_t *err)
     return s_signal (self, role, index, SIGTERM, err);
 }
 
+//  The last line of a child's log, without its newline or time, in line
+//  (len bytes); line is left as it was when the log cannot be read.
+static void
+s_last_line (const char *path, char *line, size_t len)
+{
+    FILE *log = fopen (path, "r");
+    if (!log)
+        return;
+    char buf [1024], last [1024] = "";
+    while (fgets (buf, sizeof buf, log))
+        if (buf [0] != '\n')
+            memcpy (last, buf, sizeof last);
+    fclose (log);
+    last [strcspn (last, "\n")] = 0;
+    //  The coordinator's log line has a time of its own: the child's goes.
+    const char *text = last;
+    if (isdigit ((unsigned char) *text) && strchr (text, ' '))
+        text = strchr (text, ' ') + 1;
+    if (*text)
+        snprintf (line, len, "%s", text);
+}
+
 static size_t
 s_poll (void *self_, ps_task_event_t *events, size_t max)
 {
     s_local_t *self = self_;
     ps_child_event_t seen [16];
     size_t n = ps_supervisor_poll (self->supervisor, seen, max < 16 ? max : 16);
-    for (size_t e = 0; e < n; e++)
-        ps_launcher_child_event (&seen [e], self->tasks [seen [e].child].role,
-                                 self->tasks [seen [e].child].index, &events [e]);
+    for (size_t e = 0; e < n; e++) {
+        ps_role_t role = self->tasks [seen [e].child].role;
+        int index = self->tasks [seen [e].child].index;
+        ps_launcher_child_event (&seen [e], role, index, &events [e]);
+        //  Why it cannot run is the last thing it said.
+        if (events [e].unusable) {
+            char log [PATH_MAX];
+            s_log_path (self, role, index, log, sizeof log);
+            s_last_line (log, events [e].reason, sizeof events [e].reason);
+        }
+    }
     return n;
 }
 

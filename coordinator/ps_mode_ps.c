@@ -12,6 +12,7 @@
 #include "ps_checkpoint.h"
 #include "ps_clock.h"
 #include "ps_log.h"
+#include "ps_shared_root.h"
 
 //  How long a waiting worker sleeps before it asks again.
 #define S_WAIT_MS          20
@@ -281,6 +282,14 @@ ps_mode_ps_setup (void *self_)
     host->client = ps_plan_client (&plan, inits, host->cfg->curve, &err);
     free (inits);
     if (!host->client) {
+        ps_mode_fail (host, err.code, "%s", err.msg);
+        return -1;
+    }
+    //  Before anything is restored from it or written to it, the servers
+    //  must be seen to share the checkpoint directory.
+    if (ps_ckpt_ctl_enabled (host->ckpt)
+    &&  ps_shared_root_check (host->client, host->cfg->nservers, host->cfg->servers,
+                              host->job->checkpoint_dir, host->generation, &err)) {
         ps_mode_fail (host, err.code, "%s", err.msg);
         return -1;
     }

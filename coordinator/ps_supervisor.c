@@ -533,6 +533,14 @@ s_died (ps_supervisor_t *self, int index, pid_t pid, int status, bool signaled, 
     else
         s_describe (how, sizeof how, status, signaled);
     bool unexpected = signaled || status != 0;
+    if (pid > 0 && !signaled && status == PS_EXIT_UNUSABLE) {
+        //  It cannot run on this machine as told: a restart would fail the
+        //  same way, so it is not tried (its log says why).
+        child->state = PS_CHILD_GAVE_UP;
+        ps_error ("supervisor: %s (pid %d) %s: it cannot run here; not restarting it",
+                  child->name, (int) pid, how);
+    }
+    else
     if (!unexpected || !self->restart) {
         child->state = PS_CHILD_EXITED;
         if (unexpected)

@@ -6,7 +6,9 @@
 //  non-zero status while the supervisor is not stopping; exit status 0
 //  means the child finished its work and is not restarted. A child that
 //  keeps failing (5 unexpected deaths within 30 s) is given up on, so a
-//  misconfigured child cannot spin. Restarts wait a short backoff
+//  misconfigured child cannot spin; one that exits with PS_EXIT_UNUSABLE
+//  (ps_error.h: it cannot run on this machine) is given up on at once.
+//  Restarts wait a short backoff
 //  (100 ms, doubling to 2 s) that resets after the child has run for 10 s.
 //
 //  No child outlives the coordinator: each is started with

@@ -613,6 +613,42 @@ ps_control_fence (ps_control_t *self, const ps_proto_t *req, ps_proto_t *reply,
     return PS_OK;
 }
 
+//  Writes the probe's token, a string, to fd.
+static int
+s_write_token (int fd, void *arg)
+{
+    const char *token = arg;
+    return ps_file_write_all (fd, token, strlen (token), NULL);
+}
+
+int
+ps_control_probe_root (ps_control_t *self, const ps_proto_t *req, ps_proto_t *reply,
+                       ps_writer_t *writer, ps_error_t *err)
+{
+    const char *name = req->probe_root.name;
+    if (!self->root)
+        return ps_error_set (err, PS_EINVAL, "probe_root: this server has no checkpoint root; "
+                             "start it with --checkpoint-root DIR");
+    //  One plain component, so that the file is in the root itself (the
+    //  decoder has held it to 255 bytes).
+    bool plain = *name && strcmp (name, ".") != 0 && strcmp (name, "..") != 0;
+    for (const char *c = name; *c && plain; c++)
+        plain = *c != '/' && (unsigned char) *c >= 0x20 && *c != 0x7f;
+    if (!plain)
+        return ps_error_set (err, PS_EINVAL, "probe_root: name \"%s\": expected one path "
+                             "component (no '/', '.', '..' or control character)", name);
+    char path [PATH_MAX];
+    if (snprintf (path, sizeof path, "%s/%s", ps_ckpt_root_path (self->root), name)
+        >= (int) sizeof path)
+        return ps_error_set (err, PS_EINVAL, "probe_root: the path of \"%s\" is too long", name);
+    int rc = ps_file_write_beside (path, s_write_token, (void *) req->probe_root.token, err);
+    if (rc)
+        return ps_error_prefix (err, rc, "probe_root");
+    reply->probe_root_ok.root = ps_ckpt_root_path (self->root);
+    ps_writer_encode (writer, reply);
+    return PS_OK;
+}
+
 int
 ps_control_table_create (ps_control_t *self, const ps_proto_t *req, ps_proto_t *reply,
                          ps_writer_t *writer, ps_error_t *err)

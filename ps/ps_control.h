@@ -46,6 +46,7 @@ ps_control_fn ps_control_set_optimizer;
 ps_control_fn ps_control_snapshot;
 ps_control_fn ps_control_restore;
 ps_control_fn ps_control_fence;
+ps_control_fn ps_control_probe_root;
 ps_control_fn ps_control_table_create;
 
 #endif

@@ -501,6 +501,7 @@ static const struct {
     [PS_PROTO_SNAPSHOT] = { .cut = true, .control = ps_control_snapshot },
     [PS_PROTO_RESTORE] = { .cut = true, .control = ps_control_restore },
     [PS_PROTO_FENCE] = { .control = ps_control_fence },
+    [PS_PROTO_PROBE_ROOT] = { .control = ps_control_probe_root },
     [PS_PROTO_TABLE_CREATE] = { .control = ps_control_table_create },
 };
 

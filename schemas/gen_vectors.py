@@ -112,6 +112,8 @@ vectors = [
     vec('snapshot incremental', hdr('snapshot', dir='ckpt-3', incremental=True, base='ckpt-1')),
     vec('restore of an incremental snapshot', hdr('restore', dir='ckpt-3', base='ckpt-1')),
     vec('restore that fences', hdr('restore', dir='ckpt-3', base='ckpt-1', generation=4)),
+    vec('probe_root', hdr('probe_root', name='.probe-ps0-5', token='ps:0 9f3a')),
+    vec('probe_root_ok', hdr('probe_root_ok', root='/shared/ckpt')),
     vec('restore_ok with a table', hdr('restore_ok', files=[], tables=[
         TFILE, dict(TFILE, file='emb_c1.shard1of2.incr.table', full=False, rows=7, steps=9)])),
     vec('table_create', hdr('table_create', tables=[
@@ -217,6 +219,9 @@ vectors = [
                                            tensors=[dict(T4, var='v' * 128)]), [G4],
         expect='invalid',
         contains='push: tensors[0].var: a str of 128 bytes is out of bounds, expected at most 127'),
+    vec('probe file name of 256 bytes', hdr('probe_root', name='p' * 256, token='t'),
+        expect='invalid',
+        contains='probe_root: name: a str of 256 bytes is out of bounds, expected at most 255'),
     vec('learning rate NaN', hdr('set_optimizer', optimizer={'kind': 'sgd', 'lr': float('nan')}),
         expect='invalid',
         contains='set_optimizer: optimizer.lr: nan is out of bounds, expected a finite number'),

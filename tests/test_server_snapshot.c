@@ -10,7 +10,9 @@
 //  Snapshots and restores stay inside the server's --checkpoint-root:
 //  absolute paths, '..', symlinks leading out, empty or overlong names and
 //  control characters are refused by name, and a server without a root
-//  refuses both requests.
+//  refuses both requests. So does a probe of the root (probe_root, the
+//  coordinator's check that it shares the directory): its file lands in
+//  the root itself, holding the token, and any other name is refused.
 //
 //  The servers are secured: snapshots, restores and the rest of the
 //  control go through chief:0's client, pushes and pulls through
@@ -23,6 +25,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,12 +349,63 @@ test_paths_confined (void **state)
     harness_rmtree (base);
 }
 
+//  A probe of the root writes its one file there, from the coordinator
+//  only; a name that is not one plain component is refused by name.
+static void
+test_probe_root (void **state)
+{
+    (void) state;
+    char base [64], root [128], real [PATH_MAX], seen [PATH_MAX], path [PATH_MAX];
+    harness_tmpdir (base, sizeof base);
+    snprintf (root, sizeof root, "%s/root", base);
+    harness_server_t server;
+    const char *args [] = { "--checkpoint-root", root, NULL };
+    assert_int_equal (harness_server_start (&server, 0, args), 0);
+    harness_server_t *servers = &server;
+    harness_clients_t clients;
+    s_clients (&clients, servers, 1);
+    ps_error_t err;
+    harness_ok (ps_client_probe_root (clients.control, 0, ".probe-ps0-1", "ps:0 1", seen,
+                                      sizeof seen, &err), &err);
+    assert_non_null (realpath (root, real));
+    assert_string_equal (seen, real);
+    snprintf (path, sizeof path, "%s/.probe-ps0-1", root);
+    FILE *file = fopen (path, "r");
+    assert_non_null (file);
+    char text [32] = "";
+    assert_non_null (fgets (text, sizeof text, file));
+    fclose (file);
+    assert_string_equal (text, "ps:0 1");
+    const char *bad [] = { "..", ".", "", "a/b", "../x", "x\ny" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad [0]; i++) {
+        assert_int_equal (ps_client_probe_root (clients.control, 0, bad [i], "t", seen,
+                                                sizeof seen, &err), PS_EINVAL);
+        assert_non_null (strstr (err.msg, "expected one path component"));
+    }
+    //  A worker may not probe (protocol.json: the chief's request).
+    assert_int_not_equal (ps_client_probe_root (clients.data, 0, "w", "t", seen, sizeof seen,
+                                                &err), 0);
+    harness_clients_close (&clients);
+    assert_int_equal (harness_server_stop (&server, SIGTERM), 0);
+
+    //  Without a root it is refused, saying how to fix it.
+    assert_int_equal (harness_server_start (&server, 0, NULL), 0);
+    s_clients (&clients, servers, 1);
+    assert_int_equal (ps_client_probe_root (clients.control, 0, "p", "t", seen, sizeof seen,
+                                            &err), PS_EINVAL);
+    assert_non_null (strstr (err.msg, "--checkpoint-root"));
+    harness_clients_close (&clients);
+    assert_int_equal (harness_server_stop (&server, SIGTERM), 0);
+    harness_rmtree (base);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_kill_restore_identical),
         cmocka_unit_test (test_paths_confined),
+        cmocka_unit_test (test_probe_root),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

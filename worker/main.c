@@ -118,6 +118,9 @@ s_usage (FILE *out)
         "                      epoch's end (coordinator export and predict read them)\n"
         "  --checkpoint-every N    also every N steps\n"
         "  --resume            continue from the newest checkpoint in --checkpoint-dir\n"
+        "Ctrl-C (SIGINT) or SIGTERM stops between two steps after a checkpoint of the\n"
+        "steps done (with --checkpoint-dir) and exits 130 (143); a second one at once.\n"
+        "--device gpu without a usable GPU exits 69 at once, saying why.\n"
         "\n"
         "With --standalone and a click-through-rate model (lr, dlrm or a spec with\n"
         "\"inputs\"), trains on a Criteo or LIBSVM text file (plain or gzip, streamed)\n"
@@ -166,6 +169,13 @@ s_cluster (const char *cluster_path, const char *resolver, const char *task_text
     if (cluster_path && resolver) {
         ps_error ("--cluster FILE and --cluster-resolver: give one or the other");
         return 2;
+    }
+    //  A device this machine lacks is said before registering, and with
+    //  the status a supervisor does not restart: a restart would not help.
+    ps_device_t wanted;
+    if (device && ps_device_parse (device, &wanted, &err) == 0 && ps_device_check (wanted, &err)) {
+        ps_error ("%s", err.msg);
+        return PS_EXIT_UNUSABLE;
     }
     ps_tfconfig_t *tf = resolver ? ps_slurm_tfconfig (resolver, NULL, &err)
                       : cluster_path ? ps_tfconfig_from_file (cluster_path, &err)
@@ -313,6 +323,10 @@ s_predict (int argc, char *argv [])
                   : !cfg.weights ? "--weights FILE|DIR is required" : "--data FILE is required");
         return 2;
     }
+    if (ps_device_check (cfg.device, &err)) {
+        ps_error ("predict: %s", err.msg);
+        return PS_EXIT_UNUSABLE;
+    }
     size_t examples = 0;
     if (ps_predict_run (&cfg, &examples, &err)) {
         ps_error ("predict: %s", err.msg);
@@ -333,9 +347,9 @@ s_print_line (const char *line, void *arg)
 int
 main (int argc, char *argv [])
 {
-    //  Until cluster mode asks otherwise, the stop signals act as they
-    //  always do on this thread (and the threads standalone training
-    //  starts): they end the process.
+    //  Until cluster mode or standalone training asks otherwise, the stop
+    //  signals act as they always do on this thread (and the threads a
+    //  click-through-rate model's training starts): they end the process.
     sigset_t stop_mask;
     ps_signal_stop_set (&stop_mask);
     if (sigprocmask (SIG_UNBLOCK, &stop_mask, NULL) != 0) {
@@ -546,6 +560,12 @@ main (int argc, char *argv [])
         ps_model_destroy (&model);
         return 2;
     }
+    //  A device this machine lacks is said before the data are read.
+    if (ps_device_check (cfg.device, &err)) {
+        ps_error ("%s", err.msg);
+        ps_model_destroy (&model);
+        return PS_EXIT_UNUSABLE;
+    }
     if (ctr) {
         ps_ctrstandalone_config_t ctr_cfg;
         ps_ctrstandalone_config_default (&ctr_cfg);
@@ -598,10 +618,20 @@ main (int argc, char *argv [])
                                                              : "--checkpoint-every");
         return 2;
     }
-    ps_standalone_result_t result;
-    if (ps_standalone_run (&cfg, &result, &err)) {
+    //  A stop signal is read between two steps, so that a checkpoint of
+    //  the steps done can be written; the threads training starts inherit
+    //  the mask and leave the signals to the signalfd.
+    if ((cfg.stop_fd = ps_signal_stop_fd (&err)) < 0) {
         ps_error ("%s", err.msg);
         return 1;
+    }
+    ps_standalone_result_t result;
+    int rc = ps_standalone_run (&cfg, &result, &err);
+    close (cfg.stop_fd);
+    if (rc) {
+        ps_error ("%s", err.msg);
+        //  As a shell reports a command a signal ended: 128 + its number.
+        return result.stopped_by ? 128 + result.stopped_by : 1;
     }
     return 0;
 }

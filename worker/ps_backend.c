@@ -38,6 +38,18 @@ ps_device_parse (const char *name, ps_device_t *device, ps_error_t *err)
     return 0;
 }
 
+int
+ps_device_check (ps_device_t device, ps_error_t *err)
+{
+    if (device != PS_DEVICE_GPU)
+        return 0;
+    ps_gpu_info_t info;
+    int rc = ps_gpu_probe (&info, err);
+    if (rc == 0 && info.count < 1)
+        rc = ps_error_set (err, PS_ENOTFOUND, "no CUDA device was found");
+    return rc ? ps_error_prefix (err, rc, "--device gpu: no usable GPU") : 0;
+}
+
 ps_backend_t *
 ps_backend_new (const ps_model_t *model, ps_device_t device, int max_batch, int threads,
                 ps_error_t *err)

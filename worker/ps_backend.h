@@ -35,6 +35,12 @@ typedef enum {
 //  Parse "cpu", "gpu" or "auto".
 int ps_device_parse (const char *name, ps_device_t *device, ps_error_t *err);
 
+//  Whether device can be used on this machine, checked before any work is
+//  taken on: gpu needs a CUDA device (ps_gpu_probe), cpu and auto always
+//  do. Returns 0, or the probe's PS_ENOTFOUND (no device or driver) or
+//  PS_EINVAL (a build without CUDA) with err saying so in one line.
+int ps_device_check (ps_device_t device, ps_error_t *err);
+
 typedef struct ps_backend_t ps_backend_t;
 
 //  Build a backend for model, for batches of up to max_batch examples, with

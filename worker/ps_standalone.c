@@ -15,6 +15,7 @@
 #include "ps_mix.h"
 #include "ps_model.h"
 #include "ps_replica.h"
+#include "ps_signal.h"
 #include "ps_standalone_ckpt.h"
 
 //  The evaluation batch: large enough that per-call overheads vanish, small
@@ -36,6 +37,7 @@ ps_standalone_config_default (ps_standalone_config_t *cfg)
     cfg->seed = 1;
     ps_opt_config_default (&cfg->optimizer, PS_OPT_ADAM);
     cfg->progress_s = 5;
+    cfg->stop_fd = -1;
 }
 
 uint64_t
@@ -140,6 +142,42 @@ s_report_eval (ps_metrics_t *metrics, uint64_t step, size_t batches, const s_eva
                                  "train_s", eval->train_s, "eval_ms", eval->ms));
 }
 
+//  A stop signal (signo) came after `step` of total steps: the checkpoint
+//  of the steps done unless the last one written (kept) is of them, a
+//  "stopped" record, and PS_ECANCELED saying where to continue from.
+static int
+s_stop (const ps_standalone_config_t *cfg, int signo, const ps_model_t *model,
+        const ps_replica_t *replica, uint64_t step, uint64_t kept, uint64_t batches,
+        uint64_t total, ps_metrics_t *metrics, ps_error_t *err)
+{
+    //  A second signal while the checkpoint is written ends the process at
+    //  once, as the user asked: its default action, no longer blocked.
+    sigset_t mask;
+    ps_signal_stop_set (&mask);
+    if (sigprocmask (SIG_UNBLOCK, &mask, NULL) != 0)
+        ps_warn ("sigprocmask: %s; a second signal will not stop at once", strerror (errno));
+    char name [32];
+    ps_signal_name (signo, name, sizeof name);
+    ps_warn ("%s: %s, then stopping (a second signal stops at once)", name,
+             cfg->checkpoint_dir ? "writing a final checkpoint" : "no checkpoint directory, so "
+             "the model is not kept");
+    int rc = cfg->checkpoint_dir && kept != step
+           ? ps_standalone_ckpt_save (cfg, model, replica, step, batches, total, err) : 0;
+    if (rc)
+        return rc;
+    ps_metrics_event (metrics, "stopped",
+                      json_pack ("{s:s, s:I, s:I, s:b}", "signal", name, "steps", (json_int_t) step,
+                                 "total", (json_int_t) total,
+                                 "checkpointed", cfg->checkpoint_dir != NULL));
+    if (cfg->checkpoint_dir)
+        return ps_error_set (err, PS_ECANCELED, "stopped by %s after %llu of %llu steps; the "
+                             "checkpoint of step %llu in %s continues it with --resume", name,
+                             (unsigned long long) step, (unsigned long long) total,
+                             (unsigned long long) step, cfg->checkpoint_dir);
+    return ps_error_set (err, PS_ECANCELED, "stopped by %s after %llu of %llu steps; no "
+                         "--checkpoint-dir, so nothing was kept", name, (unsigned long long) step,
+                         (unsigned long long) total);
+}
 
 int
 ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *result,
@@ -231,6 +269,8 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
     uint64_t step = 0, total = (uint64_t) cfg->epochs * batches;
     if (cfg->resume && (rc = ps_standalone_ckpt_resume (cfg, replica, batches, &step, err)))
         goto done;
+    //  The steps of the newest checkpoint written (or resumed from).
+    uint64_t kept = cfg->resume ? step : UINT64_MAX;
     if (step >= total)
         ps_info ("the checkpoint has all %llu steps of %d epochs: nothing is left to train",
                  (unsigned long long) total, cfg->epochs);
@@ -247,6 +287,13 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
         size_t seen = 0;
         //  A resumed run starts in the middle of its first epoch.
         for (size_t b = step % batches; b < batches; b++) {
+            int signo = cfg->stop_fd >= 0 ? ps_signal_take (cfg->stop_fd) : 0;
+            if (signo) {
+                result->stopped_by = signo;
+                rc = s_stop (cfg, signo, model, replica, step, kept, batches, total, metrics,
+                             err);
+                goto done;
+            }
             int n = ps_dataset_batch (train, cfg->seed, (uint64_t) epoch, b, cfg->batch,
                                       x, labels, err);
             if (n < 0) {
@@ -280,9 +327,11 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
             ps_metrics_progress (metrics, t1 * 1e3, &where);
             //  The epoch's end has its own checkpoint and evaluation below.
             if (cfg->checkpoint_dir && cfg->checkpoint_every && step % cfg->checkpoint_every == 0
-            &&  b + 1 < batches
-            &&  (rc = ps_standalone_ckpt_save (cfg, model, replica, step, batches, total, err)))
-                goto done;
+            &&  b + 1 < batches) {
+                if ((rc = ps_standalone_ckpt_save (cfg, model, replica, step, batches, total, err)))
+                    goto done;
+                kept = step;
+            }
             if (cfg->eval_steps && step % cfg->eval_steps == 0 && b + 1 < batches) {
                 if ((rc = s_evaluate_test (backend, params, test, x, labels, &timer, &eval,
                                            err)))
@@ -294,6 +343,7 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
         ||  (cfg->checkpoint_dir
              && (rc = ps_standalone_ckpt_save (cfg, model, replica, step, batches, total, err))))
             goto done;
+        kept = cfg->checkpoint_dir ? step : kept;
         result->train_loss = loss_sum / seen;
         result->test_loss = eval.test_loss;
         result->test_accuracy = eval.test_accuracy;

@@ -30,7 +30,8 @@
 //  With a checkpoint directory the run also writes the checkpoints a
 //  cluster writes (ps_standalone_ckpt.h) at every epoch's end and every
 //  checkpoint_every steps, and with resume it continues from the newest
-//  one, training each remaining step once.
+//  one, training each remaining step once. A stop signal (Ctrl-C) ends the
+//  run between two steps, after the checkpoint of the steps done.
 
 #ifndef PS_STANDALONE_H_INCLUDED
 #define PS_STANDALONE_H_INCLUDED
@@ -68,6 +69,7 @@ typedef struct {
     const char *checkpoint_dir; //  checkpoints (ps_standalone_ckpt.h); NULL = none
     uint64_t checkpoint_every;  //  also every N steps; 0 = at each epoch's end only
     bool resume;                //  continue from checkpoint_dir's newest checkpoint
+    int stop_fd;                //  a signalfd for SIGINT/SIGTERM, or -1 (the default)
 } ps_standalone_config_t;
 
 //  The defaults: cnn, Debian's Fashion-MNIST directory, auto device, all
@@ -81,10 +83,16 @@ typedef struct {
     double test_loss;
     double test_accuracy;
     double samples_per_s;
+    int stopped_by;             //  the stop signal that ended the run, or 0
 } ps_standalone_result_t;
 
 //  Train. Returns 0, or a negative code with a message naming what failed
-//  (model, data file, device, metrics file).
+//  (model, data file, device, metrics file). A stop signal on stop_fd is
+//  taken between steps: the run writes the checkpoint of the steps done
+//  (with a checkpoint directory; --resume continues from it) and a
+//  "stopped" metrics record, and returns PS_ECANCELED with the signal in
+//  result->stopped_by. The stop signals are unblocked on the calling
+//  thread first, so that a second one ends the process at once.
 int ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *result,
                        ps_error_t *err);
 

@@ -42,6 +42,12 @@ extern "C" {
 //  retrying cannot make room.
 #define PS_MEMORY_LIMIT_TEXT "over the server's memory limit"
 
+//  The exit status of a program that cannot run on this machine as it was
+//  told to (`ps-worker --device gpu` without a usable GPU): started again
+//  it would fail the same way, so a supervisor does not restart it
+//  (sysexits.h's EX_UNAVAILABLE).
+#define PS_EXIT_UNUSABLE 69
+
 #define PS_ERROR_MSG_MAX 512
 
 typedef struct {

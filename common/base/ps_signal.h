@@ -9,6 +9,7 @@
 #define PS_SIGNAL_H_INCLUDED
 
 #include <signal.h>
+#include <stddef.h>
 
 #include "ps_error.h"
 
@@ -19,5 +20,12 @@ void ps_signal_stop_set (sigset_t *mask);
 //  later) and return a close-on-exec signalfd that becomes readable when
 //  one arrives; PS_EIO naming the failing call otherwise.
 int ps_signal_stop_fd (ps_error_t *err);
+
+//  The stop signal waiting on signalfd fd, read: its number, or 0 when
+//  none is waiting (fd is polled, not waited on).
+int ps_signal_take (int fd);
+
+//  Signal signo's name as users know it ("SIGINT"), in name (len bytes).
+void ps_signal_name (int signo, char *name, size_t len);
 
 #endif

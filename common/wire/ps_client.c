@@ -793,6 +793,26 @@ ps_client_fence (ps_client_t *self, uint64_t generation, ps_error_t *err)
 }
 
 int
+ps_client_probe_root (ps_client_t *self, int server, const char *name, const char *token,
+                      char *root, size_t len, ps_error_t *err)
+{
+    assert (self);
+    if (server < 0 || server >= self->nservers)
+        return ps_error_set (err, PS_EINVAL, "no server %d", server);
+    s_start (self);
+    ps_proto_t msg;
+    s_begin (self, server, 0, 0, PS_PROTO_PROBE_ROOT, &msg);
+    msg.probe_root = (ps_proto_probe_root_t) { .name = name, .token = token };
+    int rc = s_send (self, &msg, 0, err);
+    int collected = s_collect (self, PS_PROTO_PROBE_ROOT_OK, err);
+    if (rc == PS_OK)
+        rc = collected;
+    if (rc == PS_OK)
+        snprintf (root, len, "%s", ps_msg_proto (self->requests [0].reply)->probe_root_ok.root);
+    return rc;
+}
+
+int
 ps_client_shutdown (ps_client_t *self, int server, ps_error_t *err)
 {
     assert (self);

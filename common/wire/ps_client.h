@@ -191,6 +191,13 @@ int ps_client_fence (ps_client_t *self, uint64_t generation, ps_error_t *err);
 //  Ask server to stop.
 int ps_client_shutdown (ps_client_t *self, int server, ps_error_t *err);
 
+//  Have server write the file name holding token into its checkpoint root
+//  (protocol.json, probe_root), and copy the root's path on the server
+//  into root (len bytes). Returns 0, or the server's refusal (no root, a
+//  name that is not one component) or the call's failure with err.
+int ps_client_probe_root (ps_client_t *self, int server, const char *name, const char *token,
+                          char *root, size_t len, ps_error_t *err);
+
 //  A request that another client of the same servers builds (the
 //  worker's sparse client, ps_sparse_client.h) and this client's request
 //  machinery sends: msg (its type and fields; the client sets the id) to

@@ -7,10 +7,11 @@
 //  (each vector one message) and from messages encoded here by the
 //  generated codec: for msg one of every message type, each optional field
 //  set; for the server sessions of requests (create, then pushes, pulls,
-//  snapshots, restores, a fence, a shutdown). The file seeds are made by the code
-//  that writes those files: snapshots of partitions of every optimizer
-//  kind (ps_partition_save), checkpoints (ps_checkpoint_commit) and IDX
-//  files raw and gzipped, so no binary seed is committed. The text seeds
+//  snapshots, restores, a probe of the root, a fence, a shutdown). The
+//  file seeds are made by the code that writes those files: snapshots of
+//  partitions of every optimizer kind (ps_partition_save), checkpoints
+//  (ps_checkpoint_commit) and IDX files raw and gzipped, so no binary
+//  seed is committed. The text seeds
 //  (TF_CONFIG strings, job files, model specs) are files in the source
 //  tree; tests/fuzz/run.sh adds them.
 
@@ -391,6 +392,8 @@ s_sessions (void)
     s_restore (file, "snap", NULL);
     s_restore (file, "snap", &s_bias);
     s_pull (file, both, 2);
+    s_send (file, &(ps_proto_t) { .type = PS_PROTO_PROBE_ROOT, .id = ++s_id,
+                                  .probe_root = { ".probe-ps0-1", "ps:0 1" } }, NULL, 0);
     s_close (file);
 
     file = s_create ("server", "session-fence");
@@ -536,6 +539,8 @@ s_messages (void)
                                                                    { 0, NULL } } },
         { .type = PS_PROTO_SPARSE_PUSH_PULL_OK, .sparse_push_pull_ok = { { 1, &sapplied },
                                                                          { 1, &sref } } },
+        { .type = PS_PROTO_PROBE_ROOT, .probe_root = { ".probe-ps0-1", "ps:0 1" } },
+        { .type = PS_PROTO_PROBE_ROOT_OK, .probe_root_ok.root = "/shared/ckpt" },
     };
     for (size_t i = 0; i < sizeof tables / sizeof tables [0]; i++) {
         tables [i].id = ++s_id;

@@ -4050,6 +4050,77 @@ s_decode_msg_sparse_push_pull_ok (const msgpack_object *obj, ps_proto_t *msg, s_
     return s_missing (seen, UINT64_C (0x1f), names, ctx);
 }
 
+static int
+s_decode_msg_probe_root (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
+{
+    static const char *const names [] = { "version", "type", "id", "name", "token" };
+    uint64_t seen = 0;
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.map.size; i++) {
+        const msgpack_object *val = &obj->via.map.ptr [i].val;
+        int field = s_field (obj, i, names, 5, &seen, ctx);
+        if (field < 0)
+            return field;
+        s_path_field (ctx, used, names [field]);
+        int rc = PS_OK;
+        switch (field) {
+            case 0:
+                break;      //  read before the body
+            case 1:
+                break;      //  read before the body
+            case 2:
+                rc = s_decode_uint (val, &msg->id, ctx);
+                break;
+            case 3:
+                rc = s_decode_str (val, &msg->probe_root.name, ctx);
+                if (rc == PS_OK && val->via.str.size > 255)
+                    rc = s_bound_length (ctx, val->via.str.size, 255);
+                break;
+            case 4:
+                rc = s_decode_str (val, &msg->probe_root.token, ctx);
+                if (rc == PS_OK && val->via.str.size > 127)
+                    rc = s_bound_length (ctx, val->via.str.size, 127);
+                break;
+        }
+        if (rc)
+            return rc;
+        ctx->path [used] = 0;
+    }
+    return s_missing (seen, UINT64_C (0x1f), names, ctx);
+}
+
+static int
+s_decode_msg_probe_root_ok (const msgpack_object *obj, ps_proto_t *msg, s_ctx_t *ctx)
+{
+    static const char *const names [] = { "version", "type", "id", "root" };
+    uint64_t seen = 0;
+    size_t used = strlen (ctx->path);
+    for (uint32_t i = 0; i < obj->via.map.size; i++) {
+        const msgpack_object *val = &obj->via.map.ptr [i].val;
+        int field = s_field (obj, i, names, 4, &seen, ctx);
+        if (field < 0)
+            return field;
+        s_path_field (ctx, used, names [field]);
+        int rc = PS_OK;
+        switch (field) {
+            case 0:
+                break;      //  read before the body
+            case 1:
+                break;      //  read before the body
+            case 2:
+                rc = s_decode_uint (val, &msg->id, ctx);
+                break;
+            case 3:
+                rc = s_decode_str (val, &msg->probe_root_ok.root, ctx);
+                break;
+        }
+        if (rc)
+            return rc;
+        ctx->path [used] = 0;
+    }
+    return s_missing (seen, UINT64_C (0xf), names, ctx);
+}
+
 //  Tensor frames must match their descriptions one to one.
 static int
 s_check_frames (const ps_proto_t *msg, const size_t *frame_sizes, size_t nframes,
@@ -4241,6 +4312,8 @@ const ps_proto_info_t ps_proto_info [PS_PROTO_NTYPES] = {
     [PS_PROTO_SPARSE_PUSH_OK] = { "sparse_push_ok", PS_PROTO_NONE, false, PS_PROTO_ROLE_PS, "a server" },
     [PS_PROTO_SPARSE_PUSH_PULL] = { "sparse_push_pull", PS_PROTO_SPARSE_PUSH_PULL_OK, true, PS_PROTO_ROLE_WORKER, "a worker" },
     [PS_PROTO_SPARSE_PUSH_PULL_OK] = { "sparse_push_pull_ok", PS_PROTO_NONE, true, PS_PROTO_ROLE_PS, "a server" },
+    [PS_PROTO_PROBE_ROOT] = { "probe_root", PS_PROTO_PROBE_ROOT_OK, false, PS_PROTO_ROLE_CHIEF, "the coordinator" },
+    [PS_PROTO_PROBE_ROOT_OK] = { "probe_root_ok", PS_PROTO_NONE, false, PS_PROTO_ROLE_PS, "a server" },
 };
 
 static int (*const s_decoders [PS_PROTO_NTYPES]) (const msgpack_object *, ps_proto_t *, s_ctx_t *) = {
@@ -4281,6 +4354,8 @@ static int (*const s_decoders [PS_PROTO_NTYPES]) (const msgpack_object *, ps_pro
     [PS_PROTO_SPARSE_PUSH_OK] = s_decode_msg_sparse_push_ok,
     [PS_PROTO_SPARSE_PUSH_PULL] = s_decode_msg_sparse_push_pull,
     [PS_PROTO_SPARSE_PUSH_PULL_OK] = s_decode_msg_sparse_push_pull_ok,
+    [PS_PROTO_PROBE_ROOT] = s_decode_msg_probe_root,
+    [PS_PROTO_PROBE_ROOT_OK] = s_decode_msg_probe_root_ok,
 };
 
 static const char *const s_roles [] = { "chief", "ps", "worker", "evaluator" };
@@ -4974,6 +5049,18 @@ ps_proto_encode (const ps_proto_t *msg, msgpack_packer *pk)
             rc |= s_encode_sparse_applied_array (pk, &msg->sparse_push_pull_ok.applied);
             rc |= s_encode_key (pk, "tables");
             rc |= s_encode_sparse_ref_array (pk, &msg->sparse_push_pull_ok.tables);
+            break;
+        case PS_PROTO_PROBE_ROOT:
+            rc |= s_encode_header (pk, msg, 3 + 2);
+            rc |= s_encode_key (pk, "name");
+            rc |= s_encode_str (pk, msg->probe_root.name);
+            rc |= s_encode_key (pk, "token");
+            rc |= s_encode_str (pk, msg->probe_root.token);
+            break;
+        case PS_PROTO_PROBE_ROOT_OK:
+            rc |= s_encode_header (pk, msg, 3 + 1);
+            rc |= s_encode_key (pk, "root");
+            rc |= s_encode_str (pk, msg->probe_root_ok.root);
             break;
         default:
             return PS_EINVAL;

@@ -65,6 +65,8 @@ typedef enum {
     PS_PROTO_SPARSE_PUSH_OK,
     PS_PROTO_SPARSE_PUSH_PULL,
     PS_PROTO_SPARSE_PUSH_PULL_OK,
+    PS_PROTO_PROBE_ROOT,
+    PS_PROTO_PROBE_ROOT_OK,
     PS_PROTO_NTYPES
 } ps_proto_type_t;
 
@@ -662,6 +664,17 @@ typedef struct {
     ps_proto_sparse_ref_array_t tables;
 } ps_proto_sparse_push_pull_ok_t;
 
+//  probe_root
+typedef struct {
+    const char *name;
+    const char *token;
+} ps_proto_probe_root_t;
+
+//  probe_root_ok
+typedef struct {
+    const char *root;
+} ps_proto_probe_root_ok_t;
+
 //  One message: the header fields, then the body of its type.
 typedef struct {
     ps_proto_type_t type;
@@ -700,6 +713,8 @@ typedef struct {
         ps_proto_sparse_push_ok_t sparse_push_ok;
         ps_proto_sparse_push_pull_t sparse_push_pull;
         ps_proto_sparse_push_pull_ok_t sparse_push_pull_ok;
+        ps_proto_probe_root_t probe_root;
+        ps_proto_probe_root_ok_t probe_root_ok;
     };
 } ps_proto_t;
 
