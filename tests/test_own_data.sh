@@ -149,8 +149,17 @@ fi
 cpu_only="is a binary classifier (a last layer of one logit), which runs on the CPU only"
 expect "coordinator: binary on --device gpu" 2 "$cpu_only" -- \
   "$coordinator" --local --model "$work/bin8.json" "${bin_files[@]}" --device gpu
-expect "standalone: binary on --device gpu" 1 "$cpu_only" -- \
-  "$worker" --standalone --model "$work/bin8.json" "${bin_files[@]}" --device gpu --progress 0
+# Where no GPU is usable, ps-worker's device check comes first (exit 69,
+# test_no_gpu), and the model's refusal is the coordinator's above.
+bin_gpu=("$worker" --standalone --model "$work/bin8.json" "${bin_files[@]}" --device gpu
+         --progress 0)
+run 60 "${bin_gpu[@]}"
+if [ "$status" = 69 ]; then
+  expect "standalone: binary on --device gpu, no usable GPU here" 69 "no usable GPU" -- \
+    "${bin_gpu[@]}"
+else
+  expect "standalone: binary on --device gpu" 1 "$cpu_only" -- "${bin_gpu[@]}"
+fi
 expect "binary model on 4 classes" 2 \
   "gives 2 classes (one logit: binary), but the data has labels up to 3 (4 classes)" -- \
   "$coordinator" --local --model "$work/bin8.json" "${files[@]}"

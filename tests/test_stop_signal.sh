@@ -173,7 +173,7 @@ standalone=("$worker" --standalone --device cpu --threads 1 --limit 3000 --test-
 pid=$!
 started+=("$pid")
 status=none
-if wait_for "$work/s1.jsonl" '"epoch": 1,'; then
+if wait_for "$work/s1.jsonl" '"event":"epoch"'; then
   kill -TERM "$pid"
   wait_exit "$pid" 120
 fi
