@@ -808,6 +808,7 @@ main (int argc, char *argv [])
     int stop_fd = -1;
     char local_keys [PATH_MAX] = "";
     ps_exporter_t *exporter = NULL;
+    bool launcher_started;              //  set at the end: whether tasks ran
 
     ps_coord_config_t config;
     memset (&config, 0, sizeof config);
@@ -1031,7 +1032,7 @@ main (int argc, char *argv [])
         exit_code = stopped_by ? 128 + stopped_by : 1;
     }
 done:
-    bool launcher_started = opt.local && launcher;
+    launcher_started = opt.local && launcher;
     ps_launcher_destroy (&launcher);
     ps_exporter_destroy (&exporter);
     ps_curve_destroy (&config.curve);
