@@ -3,7 +3,9 @@
 #include "ps_launcher.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +118,19 @@ ps_launcher_child_event (const ps_child_event_t *seen, ps_role_t role, int index
     else
         snprintf (event->reason, sizeof event->reason, "process %d exited with status %d",
                   (int) seen->pid, seen->status);
+}
+
+int
+ps_launcher_signal_child (ps_supervisor_t *supervisor, int child, ps_role_t role, int index,
+                          int sig, const char *what, const char *none, ps_error_t *err)
+{
+    pid_t pid = child >= 0 ? ps_supervisor_pid (supervisor, child) : 0;
+    if (pid <= 0)
+        return ps_error_set (err, PS_ENOTFOUND, "%s:%d %s", ps_role_name (role), index, none);
+    if (kill (pid, sig) != 0)
+        return ps_error_set (err, PS_EIO, "signalling %s%s:%d (pid %d): %s", what,
+                             ps_role_name (role), index, (int) pid, strerror (errno));
+    return 0;
 }
 
 const char *

@@ -93,12 +93,6 @@ size_t ps_launcher_poll (ps_launcher_t *self, ps_task_event_t *events, size_t ma
 int ps_launcher_silent (ps_launcher_t *self, ps_role_t role, int index, ps_error_t *err);
 const char *ps_launcher_name (const ps_launcher_t *self);
 
-//  Start every task of a cluster of counts[role] tasks per role, whose
-//  spec (the JSON of TF_CONFIG's "cluster") is tf_cluster: each gets its
-//  TF_CONFIG, the key directory (NULL: --insecure), and, for servers,
-//  the checkpoint root and memory_limit (their --memory-limit; NULL:
-//  none), for workers and the evaluator device (their --device; NULL: the
-//  plan's). Returns 0, or the first failure's code with err.
 //  The path of ps-server or ps-worker, for a launcher that runs them: $ENV
 //  (PS_SERVER, PS_WORKER) when set, else next to this executable, else in
 //  the build tree's directory for its role (subdir: ps, worker). Returns
@@ -110,6 +104,22 @@ int ps_launcher_find_program (const char *env, const char *name, const char *sub
 //  role:index, for launchers whose tasks are supervised child processes.
 void ps_launcher_child_event (const ps_child_event_t *seen, ps_role_t role, int index,
                               ps_task_event_t *event);
+
+//  Send sig to the process of the supervised child that runs task
+//  role:index (child < 0: none), for launchers whose restart and stop are
+//  signals; what names that process in an error ("" or "srun of "), and
+//  none says why there is none. Returns 0, PS_ENOTFOUND naming the task,
+//  or PS_EIO.
+int ps_launcher_signal_child (ps_supervisor_t *supervisor, int child, ps_role_t role,
+                              int index, int sig, const char *what, const char *none,
+                              ps_error_t *err);
+
+//  Start every task of a cluster of counts[role] tasks per role, whose
+//  spec (the JSON of TF_CONFIG's "cluster") is tf_cluster: each gets its
+//  TF_CONFIG, the key directory (NULL: --insecure), and, for servers,
+//  the checkpoint root and memory_limit (their --memory-limit; NULL:
+//  none), for workers and the evaluator device (their --device; NULL: the
+//  plan's). Returns 0, or the first failure's code with err.
 
 int ps_launcher_start_cluster (ps_launcher_t *self, const char *tf_cluster,
                                const int counts [PS_ROLES], const char *checkpoint_dir,

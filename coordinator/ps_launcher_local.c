@@ -79,15 +79,8 @@ s_start (void *self_, ps_role_t role, int index, const ps_launch_spec_t *spec, p
 static int
 s_signal (s_local_t *self, ps_role_t role, int index, int sig, ps_error_t *err)
 {
-    int child = s_child (self, role, index);
-    pid_t pid = child >= 0 ? ps_supervisor_pid (self->supervisor, child) : 0;
-    if (pid <= 0)
-        return ps_error_set (err, PS_ENOTFOUND, "%s:%d is not running", ps_role_name (role),
-                             index);
-    if (kill (pid, sig) != 0)
-        return ps_error_set (err, PS_EIO, "signalling %s:%d (pid %d): %s", ps_role_name (role),
-                             index, (int) pid, strerror (errno));
-    return 0;
+    return ps_launcher_signal_child (self->supervisor, s_child (self, role, index), role, index,
+                                     sig, "", "is not running", err);
 }
 
 static int

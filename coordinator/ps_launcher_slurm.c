@@ -2,7 +2,6 @@
 
 #include "ps_launcher_slurm.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -165,14 +164,9 @@ static int
 s_signal (s_slurm_t *self, ps_role_t role, int index, int sig, ps_error_t *err)
 {
     s_task_t *task = s_task (self, role, index);
-    pid_t pid = task && task->child >= 0 ? ps_supervisor_pid (self->supervisor, task->child) : 0;
-    if (pid <= 0)
-        return ps_error_set (err, PS_ENOTFOUND, "%s:%d was not relaunched by this coordinator "
-                             "(Slurm's first step runs it)", ps_role_name (role), index);
-    if (kill (pid, sig) != 0)
-        return ps_error_set (err, PS_EIO, "signalling srun of %s:%d (pid %d): %s",
-                             ps_role_name (role), index, (int) pid, strerror (errno));
-    return 0;
+    return ps_launcher_signal_child (self->supervisor, task ? task->child : -1, role, index, sig,
+                                     "srun of ", "was not relaunched by this coordinator "
+                                     "(Slurm's first step runs it)", err);
 }
 
 static int
