@@ -747,11 +747,14 @@ s_row_of (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, s_hit_t g
 }
 
 //  Start the pipeline of a group: the entries of its first 2 * S_AHEAD
-//  ids, then the rows of its first S_AHEAD, into guess.
+//  ids, then the rows of its first S_AHEAD, into guess. A stripe without
+//  an index yet has nothing to load: its guesses stay none.
 static void
 s_pipeline_start (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st,
                   const ps_sparse_group_t *g, size_t bytes, int write, s_hit_t *guess)
 {
+    if (!st->index)
+        return;
     for (uint32_t k = 0; k < g->n && k < 2 * S_AHEAD; k++)
         s_load_entry (st, g->hashes [g->order [k]]);
     for (uint32_t k = 0; k < g->n && k < S_AHEAD; k++)
@@ -764,6 +767,8 @@ s_pipeline_step (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st,
                  const ps_sparse_group_t *g, uint32_t k, size_t bytes, int write,
                  s_hit_t *guess)
 {
+    if (!st->index)
+        return;
     if (k + 2 * S_AHEAD < g->n)
         s_load_entry (st, g->hashes [g->order [k + 2 * S_AHEAD]]);
     if (k + S_AHEAD < g->n)
@@ -775,14 +780,9 @@ void
 ps_sparse_stripe_read (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
                        const ps_sparse_group_t *group, float *out, bool *found)
 {
-    if (!self->index) {
-        for (uint32_t k = 0; k < group->n; k++)
-            found [group->order [k]] = false;
-        return;
-    }
     uint32_t dim = layout->spec.dim;
     size_t bytes = out ? layout->value_end : sizeof (uint64_t);
-    s_hit_t guess [S_RING];
+    s_hit_t guess [S_RING] = { { NULL, S_NO_SLOT } };
     s_pipeline_start (layout, self, group, bytes, 0, guess);
     for (uint32_t k = 0; k < group->n; k++) {
         s_pipeline_step (layout, self, group, k, bytes, 0, guess);
@@ -836,18 +836,15 @@ ps_sparse_stripe_push (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
 {
     uint32_t dim = layout->spec.dim;
     s_hit_t guess [S_RING] = { { NULL, S_NO_SLOT } };
-    if (self->index)
-        s_pipeline_start (layout, self, group, layout->stride, 1, guess);
+    s_pipeline_start (layout, self, group, layout->stride, 1, guess);
     for (uint32_t k = 0; k < group->n; k++) {
-        //  A row created by this loop may have grown the index: the guesses
-        //  made before stay right (rows do not move), a missing one is
-        //  probed for.
-        if (self->index)
-            s_pipeline_step (layout, self, group, k, layout->stride, 1, guess);
+        //  A row created by this loop may have made or grown the index: the
+        //  guesses made before stay right (rows do not move), a missing one
+        //  is probed for.
+        s_pipeline_step (layout, self, group, k, layout->stride, 1, guess);
         uint32_t i = group->order [k];
         uint64_t id = group->ids [i], hash = group->hashes [i];
-        s_hit_t hit = self->index ? s_row_of (layout, self, guess [k % S_RING], id, hash)
-                                  : guess [0];
+        s_hit_t hit = s_row_of (layout, self, guess [k % S_RING], id, hash);
         s_push_one (layout, self, hit, id, hash, grads + (size_t) i * dim, step, result);
     }
 }
