@@ -10,6 +10,11 @@
 #                          deploy/docker-compose.yml through podman's API
 #                          socket (layers cached: the second test reuses
 #                          the first's). Needs $work and fail
+#   fail REASON            report and exit 1 (the test's trap cleans up)
+#   state NAME FORMAT, running NAME, restarted NAME, exited NAME
+#                          the container the test knows as NAME, in its
+#                          associative array containers (podman inspect)
+#   step_at_least N        the run's step (query) has reached N
 #   query CMD...           read the coordinator's metrics file $metrics
 #   wait_for LIMIT WHAT COMMAND...   wait for COMMAND to succeed
 #
@@ -18,7 +23,7 @@
 # podman-env.sh's exit status 3). Anything else is a FAIL.
 
 # shellcheck shell=bash
-# The sourcing test sets test, root, work, metrics and total.
+# The sourcing test sets test, root, work, metrics, total and containers.
 # shellcheck disable=SC2154
 
 t_start=$(date +%s)
@@ -26,6 +31,18 @@ say () { echo "[$test $(( $(date +%s) - t_start ))s] $*"; }
 skip () { echo "SKIP: $test: $*"; exit 77; }
 # Before the containers exist (each test's fail takes them down).
 fail_setup () { echo "FAIL $test: $*"; exit 1; }
+# Once they may exist: the test's EXIT trap takes them down.
+fail () {
+    say "$*"
+    echo "FAIL $test: $*"
+    exit 1
+}
+
+state () { podman inspect -f "$2" "${containers[$1]}" 2>/dev/null; }
+running () { [ "$(state "$1" '{{.State.Status}}')" = running ]; }
+restarted () { running "$1" && [ "$(state "$1" '{{.RestartCount}}')" -ge 1 ]; }
+exited () { [ "$(state "$1" '{{.State.Status}}')" = exited ]; }
+step_at_least () { [ "$(query step)" -ge "$1" ]; }
 
 container_setup () {
     [ "$(id -u)" -eq 0 ] || skip "needs root (it runs containers under rootful podman)"

@@ -66,7 +66,7 @@ work=$(mktemp -d /tmp/test_compose.XXXXXX)
 # Each service's container (a restart keeps it), looked up once after up:
 # docker-compose takes a second to start.
 services=(coordinator ps-0 ps-1 worker-0 worker-1 worker-2)
-declare -A ids
+declare -A containers
 compose () { docker-compose -f "$compose_file" -p "$project" "$@"; }
 result=FAIL
 
@@ -78,11 +78,11 @@ cleanup () {
     exec 1>&3 2>&4
     trap - EXIT INT TERM
     if [ "$result" != PASS ]; then
-        if [ ${#ids[@]} -gt 0 ]; then
+        if [ ${#containers[@]} -gt 0 ]; then
             for s in "${services[@]}"; do
-                [ -n "${ids[$s]:-}" ] || continue
+                [ -n "${containers[$s]:-}" ] || continue
                 echo "---- $s (last lines of its log) ----"
-                podman logs --tail 12 "${ids[$s]}" 2>&1 | grep -v 'snapshot of' | tail -n 10
+                podman logs --tail 12 "${containers[$s]}" 2>&1 | grep -v 'snapshot of' | tail -n 10
             done
         else
             echo "---- container logs (last lines) ----"
@@ -115,17 +115,6 @@ cleanup () {
 trap cleanup EXIT
 trap 'echo "interrupted" >&3; exit 1' INT TERM
 
-fail () {
-    say "$*"
-    echo "FAIL test_compose: $*"
-    exit 1
-}
-
-state () { podman inspect -f "$2" "${ids[$1]}" 2>/dev/null; }
-running () { [ "$(state "$1" '{{.State.Status}}')" = running ]; }
-restarted () { running "$1" && [ "$(state "$1" '{{.RestartCount}}')" -ge 1 ]; }
-step_at_least () { [ "$(query step)" -ge "$1" ]; }
-exited () { [ "$(state "$1" '{{.State.Status}}')" = exited ]; }
 all_exited () {
     local s
     for s in "${services[@]}"; do
@@ -153,11 +142,11 @@ t0=$(date +%s)
 say "starting project $project on $PS_NET.0/24: $PS_DEMO_ARGS"
 compose up -d >"$work/up.log" 2>&1 || { cat "$work/up.log"; fail "docker-compose up failed"; }
 while read -r id service; do
-    ids[$service]=$id
+    containers[$service]=$id
 done < <(podman ps -a --filter "label=com.docker.compose.project=$project" \
              --format '{{.ID}} {{index .Labels "com.docker.compose.service"}}')
 for s in "${services[@]}"; do
-    [ -n "${ids[$s]:-}" ] || fail "docker-compose up made no container for $s"
+    [ -n "${containers[$s]:-}" ] || fail "docker-compose up made no container for $s"
 done
 volume=$(podman volume inspect -f '{{.Mountpoint}}' "${project}_state") \
     || fail "no volume ${project}_state"
@@ -219,7 +208,7 @@ done
 # (every start of each) come straight from podman, which is quicker than
 # docker-compose's way through the API socket.
 for s in "${services[@]}"; do
-    podman logs "${ids[$s]}" >"$work/$s.log" 2>&1 || fail "no log of $s (podman logs)"
+    podman logs "${containers[$s]}" >"$work/$s.log" 2>&1 || fail "no log of $s (podman logs)"
 done
 for s in ps-0 ps-1; do
     grep -q 'CurveZMQ' "$work/$s.log" || fail "$s did not serve with CurveZMQ"

@@ -126,17 +126,6 @@ cleanup () {
 trap cleanup EXIT
 trap 'echo "interrupted" >&3; exit 1' INT TERM
 
-fail () {
-    say "$*"
-    echo "FAIL test_kube: $*"
-    exit 1
-}
-
-state () { podman inspect -f "$2" "${containers[$1]}" 2>/dev/null; }
-running () { [ "$(state "$1" '{{.State.Status}}')" = running ]; }
-restarted () { running "$1" && [ "$(state "$1" '{{.RestartCount}}')" -ge 1 ]; }
-exited () { [ "$(state "$1" '{{.State.Status}}')" = exited ]; }
-step_at_least () { [ "$(query step)" -ge "$1" ]; }
 all_exited () {
     local r
     for r in "${roles[@]}"; do
