@@ -43,6 +43,17 @@ harness_slurp (const char *path, size_t *len)
 }
 
 void
+harness_file_is (const char *path, const uint8_t *want, size_t len)
+{
+    size_t got_len;
+    uint8_t *got = harness_slurp (path, &got_len);
+    if (got_len != len)
+        fail_msg ("%s holds %zu bytes, expected %zu", path, got_len, len);
+    assert_memory_equal (got, want, len);
+    free (got);
+}
+
+void
 harness_spit (const char *path, const uint8_t *data, size_t len)
 {
     FILE *file = fopen (path, "wb");

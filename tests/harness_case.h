@@ -23,6 +23,9 @@ void harness_ok (int rc, const ps_error_t *err);
 //  cannot be read.
 uint8_t *harness_slurp (const char *path, size_t *len);
 
+//  Fail the case unless path holds exactly the len bytes of want.
+void harness_file_is (const char *path, const uint8_t *want, size_t len);
+
 //  Replace path with len bytes of data. Fails the case when it cannot.
 void harness_spit (const char *path, const uint8_t *data, size_t len);
 

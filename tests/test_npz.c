@@ -112,11 +112,7 @@ test_bytes (void **state)
     at = s_le (at, 0, 2);
     assert_int_equal (at - want, sizeof want);
 
-    size_t len;
-    uint8_t *got = harness_slurp (f->path, &len);
-    assert_int_equal (len, sizeof want);
-    assert_memory_equal (got, want, sizeof want);
-    free (got);
+    harness_file_is (f->path, want, sizeof want);
     assert_int_equal (harness_dir_entries (f->dir), 1);
 }
 

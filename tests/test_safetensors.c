@@ -64,11 +64,7 @@ test_bytes (void **state)
     memcpy (want + 8, s_header, 80);
     static const uint8_t data [8] = { 0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0 };
     memcpy (want + 88, data, 8);
-    size_t len;
-    uint8_t *got = harness_slurp (f->path, &len);
-    assert_int_equal (len, sizeof want);
-    assert_memory_equal (got, want, sizeof want);
-    free (got);
+    harness_file_is (f->path, want, sizeof want);
     //  Only the file: no temporary one is left beside it.
     assert_int_equal (harness_dir_entries (f->dir), 1);
 }
