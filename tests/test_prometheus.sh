@@ -61,20 +61,22 @@ endpoint () {
   [ -n "$url" ]
 }
 # The endpoint is up before the cluster starts; the run's first steps take
-# a while on a loaded machine.
+# a while on a loaded machine, and a worker's series appears with its first
+# step: the scrape checked below is one where both workers have stepped.
 has_steps () {
   /usr/bin/python3 - "$url" "$work/scrape.txt" <<'PY'
 import re, sys, urllib.request
 text = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
 open(sys.argv[2], "w").write(text)
 m = re.search(r"^ps_steps_total (\S+)$", text, re.M)
-sys.exit(0 if m and float(m.group(1)) > 0 else 1)
+workers = all('ps_worker_steps_total{worker="%d"}' % w in text for w in (0, 1))
+sys.exit(0 if m and float(m.group(1)) > 0 and workers else 1)
 PY
 }
 if ! wait_for 60 endpoint || ! wait_for 120 has_steps; then
   cp "$work/coordinator.log" "$work/out"
   fail "the coordinator serves /metrics with steps" \
-    "no endpoint logged in 60 s, or no step counted in 120 s more"
+    "no endpoint logged in 60 s, or no step of both workers counted in 120 s more"
   exit 1
 fi
 pass "the coordinator serves $url"
