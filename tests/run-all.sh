@@ -3,7 +3,8 @@
 # release build and again in an AddressSanitizer + UBSan build, run every
 # libFuzzer target for 10 seconds in a clang fuzz build, and end with the
 # line "N passed, N failed, N skipped" over all three, after a line for
-# each skipped test with the reason it printed.
+# each skipped test with the reason it printed and, for each failed one,
+# its name and the end of its output.
 set -u
 cd "$(dirname "$0")/.."
 bash deploy/install-deps.sh || { echo "dependency installation failed"; exit 1; }
@@ -41,6 +42,7 @@ CC=clang run_config build-fuzz "--suite fuzz" -Dfuzz=true -Dbuildtype=debugoptim
 python3 - build build-asan build-fuzz <<'PY'
 import json, os, sys
 passed = failed = skipped = 0
+failures = []
 for d in sys.argv[1:]:
     log = os.path.join(d, 'meson-logs', 'testlog.json')
     if not os.path.exists(log):
@@ -64,7 +66,15 @@ for d in sys.argv[1:]:
                 failed += 1
                 print('%s: %s: FAIL: skipped without a SKIP line saying why' % (d, t['name']))
         else:
+            # Name the test and show the end of its output here, next to
+            # the counts: CI keeps only the tail of what the suite prints.
             failed += 1
+            failures.append((d, t))
+for d, t in failures:
+    print('%s: %s: %s after %.0f s; the end of its output:'
+          % (d, t['name'], t['result'], t.get('duration', 0)))
+    for l in (t.get('stdout') or '').splitlines()[-15:]:
+        print('    ' + l)
 print('%d passed, %d failed, %d skipped' % (passed, failed, skipped))
 sys.exit(1 if failed else 0)
 PY
