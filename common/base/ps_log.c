@@ -30,9 +30,9 @@ ps_log (ps_log_level_t level, const char *fmt, ...)
     //  Format the whole line first so that lines of concurrent threads are
     //  written with one call and never interleave.
     char line [1024];
-    int used = snprintf (line, sizeof line, "%02d:%02d:%02d.%03ld %s %s: ",
-                         tm.tm_hour, tm.tm_min, tm.tm_sec, now.tv_nsec / 1000000,
-                         s_name, names [level]);
+    int used = snprintf (line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s: ",
+                         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                         tm.tm_sec, now.tv_nsec / 1000000, s_name, names [level]);
     va_list args;
     va_start (args, fmt);
     vsnprintf (line + used, sizeof line - (size_t) used, fmt, args);

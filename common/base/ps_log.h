@@ -1,6 +1,8 @@
 //  Logging for the ps-cluster programs: one line per event on stderr, with
-//  a UTC timestamp, the program's name and a level, so that the logs of the
-//  processes of a cluster can be merged and sorted.
+//  a UTC timestamp in ISO 8601 with the date and milliseconds
+//  (2026-11-26T14:20:00.123Z), the program's name and a level, so that the
+//  logs of the processes of a cluster, and of runs that cross midnight,
+//  can be merged and sorted as text.
 
 #ifndef PS_LOG_H_INCLUDED
 #define PS_LOG_H_INCLUDED
