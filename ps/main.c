@@ -3,6 +3,7 @@
 //  shutdown request.
 
 #include "ps_address.h"
+#include "ps_cli.h"
 #include "ps_curve.h"
 #include "ps_floats.h"
 #include "ps_heap.h"
@@ -16,7 +17,6 @@
 
 #include <errno.h>
 #include <float.h>
-#include <getopt.h>
 #include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,167 +24,170 @@
 #include <string.h>
 #include <unistd.h>
 
-static void
-s_usage (FILE *out)
+//  The command line, read by argp (ps_cli.h) into this.
+typedef struct {
+    const char *bind;
+    const char *cluster_file;
+    const char *resolver;
+    const char *task_text;
+    const char *endpoint_file;
+    const char *keys_dir;
+    bool insecure;
+    const char *checkpoint_root;
+    const char *opt_kind;
+    double lr;
+    long threads;
+    double max_mb;
+    double pending_mb;
+    double peer_pending_mb;
+    uint64_t memory_limit;
+} s_args_t;
+
+//  Keys of the options without a short form.
+enum {
+    O_RESOLVER = 256, O_MAX_MESSAGE, O_MAX_PENDING, O_MAX_PEER_PENDING, O_MEMORY_LIMIT,
+    O_OPTIMIZER, O_LR, O_ENDPOINT_FILE, O_INSECURE,
+};
+
+static const struct argp_option s_options [] = {
+    { NULL, 0, NULL, 0, "Where it serves, and its cluster:", 1 },
+    { "bind", 'b', "ENDPOINT", 0,
+      "ZeroMQ endpoint to serve on, tcp://HOST:PORT or ipc://PATH; HOST is an IP address, "
+      "a name (bound at the address it resolves to) or * for every interface; PORT is "
+      "1..65535, or 0 or * for a free port. Without --bind the address comes from "
+      "TF_CONFIG (task.type \"ps\"), bound the same way.", 1 },
+    { "cluster", 'c', "FILE", 0,
+      "Read the cluster spec from FILE instead of TF_CONFIG (same JSON). When the spec "
+      "has a chief, the server registers with it and heartbeats (the coordinator).", 1 },
+    { "cluster-resolver", O_RESOLVER, "slurm[:ps=N][,evaluator][,port=P]", 0,
+      "The cluster spec and this task from the Slurm job step it runs in (README.md, "
+      "Running on Slurm)", 1 },
+    { "task", 't', "ps:N", 0,
+      "This server's task, when the spec names none (a file shared by every process), or "
+      "when it serves alone", 1 },
+    { "endpoint-file", O_ENDPOINT_FILE, "FILE", 0,
+      "Write the bound endpoint to FILE (for scripts)", 1 },
+    { NULL, 0, NULL, 0, "Security:", 2 },
+    { "keys", 'k', "DIR", 0,
+      "The cluster's CurveZMQ keys: DIR/public/ and this task's secret certificate "
+      "(README.md, Security)", 2 },
+    { "insecure", O_INSECURE, NULL, 0, "No authentication, no encryption (warns at start)", 2 },
+    { NULL, 0, NULL, 0, "Resources:", 3 },
+    { "threads", 'T', "N", 0,
+      "Apply pool threads (default: number of cores; 0 applies every update on the "
+      "serving thread)", 3 },
+    { "max-message", O_MAX_MESSAGE, "MB", 0,
+      "Largest frame accepted, in MiB (default 2048); a peer sending more is disconnected "
+      "by ZeroMQ", 3 },
+    { "max-peer-pending", O_MAX_PEER_PENDING, "MB", 0,
+      "Bytes one peer may have the server hold for it (its requests in progress and "
+      "replies not yet sent), in MiB (default: half of --max-pending); above it the peer's "
+      "requests are refused (error too_big), and once those refusals go unread too, "
+      "dropped. Other peers are served as usual. Must exceed what one client has in "
+      "flight: its share of the model on this server, twice with overlapping pushes.", 3 },
+    { "max-pending", O_MAX_PENDING, "MB", 0,
+      "The same for all peers together, in MiB (default 1024); above it a peer holding "
+      "more than an equal share is refused", 3 },
+    { "memory-limit", O_MEMORY_LIMIT, "BYTES", 0,
+      "The most memory the embedding tables may hold (K, M, G: times 1024, 1024^2, "
+      "1024^3; default: no limit). A sparse push that could take them past it (each of "
+      "its ids without a row creating one) is refused whole, error too_big naming the "
+      "limit and the table; the server keeps serving. Rlimits are left to the caller "
+      "(prlimit --data).", 3 },
+    { NULL, 0, NULL, 0, "Checkpoints and training:", 4 },
+    { "checkpoint-root", 'r', "DIR", 0,
+      "The directory snapshots are written in and restored from (created when missing): "
+      "snapshot and restore requests name a directory relative to it, and nothing outside "
+      "it is read or written. Without it both are refused. A coordinator's "
+      "--checkpoint-dir (the same shared directory) is what its servers need here.", 4 },
+    { "optimizer", O_OPTIMIZER, "KIND", 0,
+      "sgd, momentum, adagrad or adam (default sgd) until a client sets one", 4 },
+    { "lr", O_LR, "RATE", 0, "Learning rate for --optimizer (default: Keras default)", 4 },
+    { NULL, 0, NULL, 0, "Output:", -1 },
+    { 0 },
+};
+
+static error_t
+s_parse (int key, char *arg, struct argp_state *state)
 {
-    fprintf (out,
-        "usage: ps-server [--bind ENDPOINT] [options]\n"
-        "\n"
-        "Holds partitions of model variables, serves pulls and applies pushed\n"
-        "gradients asynchronously (protocol: schemas/protocol.json).\n"
-        "\n"
-        "  --bind ENDPOINT     ZeroMQ endpoint to serve on, tcp://HOST:PORT or\n"
-        "                      ipc://PATH; HOST is an IP address, a name (bound at\n"
-        "                      the address it resolves to) or * for every\n"
-        "                      interface; PORT is 1..65535, or 0 or * for a free\n"
-        "                      port. Without --bind the address comes from\n"
-        "                      TF_CONFIG (task.type \"ps\"), bound the same way.\n"
-        "  --cluster FILE      read the cluster spec from FILE instead of TF_CONFIG\n"
-        "                      (same JSON). When the spec has a chief, the server\n"
-        "                      registers with it and heartbeats (the coordinator).\n"
-        "  --cluster-resolver slurm[:ps=N][,evaluator][,port=P]\n"
-        "                      the cluster spec and this task from the Slurm job\n"
-        "                      step it runs in (README.md, Running on Slurm)\n"
-        "  --task ps:N         this server's task, when the spec names none (a file\n"
-        "                      shared by every process), or when it serves alone\n"
-        "  --keys DIR          the cluster's CurveZMQ keys: DIR/public/ and this\n"
-        "                      task's secret certificate (see README.md, Security)\n"
-        "  --insecure          no authentication, no encryption (warns at start)\n"
-        "  --threads N         apply pool threads (default: number of cores;\n"
-        "                      0 applies every update on the serving thread)\n"
-        "  --max-message MB    largest frame accepted, in MiB (default 2048); a peer\n"
-        "                      sending more is disconnected by ZeroMQ\n"
-        "  --max-peer-pending MB  bytes one peer may have the server hold for it\n"
-        "                      (its requests in progress and replies not yet sent),\n"
-        "                      in MiB (default: half of --max-pending); above it the\n"
-        "                      peer's requests are refused (error too_big), and\n"
-        "                      once those refusals go unread too, dropped. Other\n"
-        "                      peers are served as usual. Must exceed what one\n"
-        "                      client has in flight: its share of the model on\n"
-        "                      this server, twice with overlapping pushes.\n"
-        "  --max-pending MB    the same for all peers together, in MiB (default\n"
-        "                      1024); above it a peer holding more than an equal\n"
-        "                      share is refused\n"
-        "  --checkpoint-root DIR  the directory snapshots are written in and restored\n"
-        "                      from (created when missing): snapshot and restore\n"
-        "                      requests name a directory relative to it, and nothing\n"
-        "                      outside it is read or written. Without it both are\n"
-        "                      refused. A coordinator's --checkpoint-dir (the same\n"
-        "                      shared directory) is what its servers need here.\n"
-        "  --memory-limit BYTES  the most memory the embedding tables may hold\n"
-        "                      (K, M, G: times 1024, 1024^2, 1024^3; default: no\n"
-        "                      limit). A sparse push that could take them past it\n"
-        "                      (each of its ids without a row creating one) is\n"
-        "                      refused whole, error too_big naming the limit and\n"
-        "                      the table; the server keeps serving. Rlimits are\n"
-        "                      left to the caller (prlimit --data).\n"
-        "  --optimizer KIND    sgd, momentum, adagrad or adam (default sgd) until a\n"
-        "                      client sets one\n"
-        "  --lr RATE           learning rate for --optimizer (default: Keras default)\n"
-        "  --endpoint-file F   write the bound endpoint to F (for scripts)\n"
-        "  --verbose           log every request (type, id, tensor bytes)\n"
-        "  --help              this text\n"
-        "\n"
-        "Prints the bound endpoint on stdout as \"ps-server listening on ENDPOINT\".\n"
-        "SIGTERM or SIGINT finishes the updates in progress and exits 0.\n");
+    s_args_t *args = state->input;
+    ps_error_t err;
+    uint64_t n;
+    int rc = PS_OK;
+    switch (key) {
+        case 'b': args->bind = arg; break;
+        case 'c': args->cluster_file = arg; break;
+        case O_RESOLVER: args->resolver = arg; break;
+        case 't': args->task_text = arg; break;
+        case O_ENDPOINT_FILE: args->endpoint_file = arg; break;
+        case 'r': args->checkpoint_root = arg; break;
+        case O_OPTIMIZER: args->opt_kind = arg; break;
+        case 'k': args->keys_dir = arg; break;
+        case O_INSECURE: args->insecure = true; break;
+        case 'T':
+            if ((rc = ps_parse_uint ("--threads", arg, 0, 256, &n, &err)) == PS_OK)
+                args->threads = (long) n;
+            break;
+        case O_MAX_MESSAGE:
+            rc = ps_parse_double ("--max-message", arg, 0, true, 1e7, &args->max_mb, &err);
+            break;
+        case O_MAX_PENDING:
+            rc = ps_parse_double ("--max-pending", arg, 0, true, 1e7, &args->pending_mb, &err);
+            break;
+        case O_MAX_PEER_PENDING:
+            rc = ps_parse_double ("--max-peer-pending", arg, 0, true, 1e7,
+                                  &args->peer_pending_mb, &err);
+            break;
+        case O_MEMORY_LIMIT:
+            rc = ps_parse_bytes ("--memory-limit", arg, &args->memory_limit, &err);
+            break;
+        case O_LR:
+            rc = ps_parse_double ("--lr", arg, 0, true, DBL_MAX, &args->lr, &err);
+            break;
+        case ARGP_KEY_ARG:
+            argp_error (state, "unexpected argument '%s'", arg);
+            break;
+        default:
+            return ARGP_ERR_UNKNOWN;
+    }
+    if (rc)
+        argp_error (state, "%s", err.msg);
+    return 0;
 }
+
+static const struct argp_child s_children [] = {
+    { &ps_cli_common, 0, NULL, -1 },
+    { 0 },
+};
+
+static const struct argp s_argp = {
+    s_options, s_parse, NULL,
+    "Holds partitions of model variables, serves pulls and applies pushed gradients "
+    "asynchronously (protocol: schemas/protocol.json).\v"
+    "Prints the bound endpoint on stdout as \"ps-server listening on ENDPOINT\". SIGTERM or "
+    "SIGINT finishes the updates in progress and exits 0. With --verbose it logs every "
+    "request (type, id, tensor bytes).",
+    s_children, NULL, NULL,
+};
 
 int
 main (int argc, char *argv [])
 {
-    ps_log_init ("ps-server", PS_LOG_INFO);
+    ps_cli_init ("ps-server");
     ps_floats_flush_subnormals ();
-    const char *bind = NULL;
-    const char *cluster_file = NULL;
-    const char *resolver = NULL;
-    const char *task_text = NULL;
-    const char *endpoint_file = NULL;
-    const char *keys_dir = NULL;
-    bool insecure = false;
-    const char *checkpoint_root = NULL;
-    const char *opt_kind = "sgd";
-    double lr = 0;
-    long threads = sysconf (_SC_NPROCESSORS_ONLN);
-    double max_mb = 2048;
-    double pending_mb = 1024;
-    double peer_pending_mb = 0;
-    uint64_t memory_limit = 0;
-    static const struct option options [] = {
-        { "bind", required_argument, NULL, 'b' },
-        { "cluster", required_argument, NULL, 'c' },
-        { "cluster-resolver", required_argument, NULL, 'R' },
-        { "task", required_argument, NULL, 'k' },
-        { "threads", required_argument, NULL, 't' },
-        { "max-message", required_argument, NULL, 'm' },
-        { "max-pending", required_argument, NULL, 'p' },
-        { "max-peer-pending", required_argument, NULL, 'P' },
-        { "checkpoint-root", required_argument, NULL, 'r' },
-        { "memory-limit", required_argument, NULL, 'M' },
-        { "optimizer", required_argument, NULL, 'o' },
-        { "lr", required_argument, NULL, 'l' },
-        { "endpoint-file", required_argument, NULL, 'e' },
-        { "verbose", no_argument, NULL, 'v' },
-        { "keys", required_argument, NULL, 'Y' },
-        { "insecure", no_argument, NULL, 'N' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
+    s_args_t args = {
+        .opt_kind = "sgd", .threads = sysconf (_SC_NPROCESSORS_ONLN), .max_mb = 2048,
+        .pending_mb = 1024,
     };
-    int c;
-    uint64_t n;
+    ps_cli_parse (&s_argp, argc, argv, &args);
     ps_error_t err;
-    while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
-        int rc = PS_OK;
-        switch (c) {
-            case 'b': bind = optarg; break;
-            case 'c': cluster_file = optarg; break;
-            case 'R': resolver = optarg; break;
-            case 'k': task_text = optarg; break;
-            case 'e': endpoint_file = optarg; break;
-            case 'r': checkpoint_root = optarg; break;
-            case 'o': opt_kind = optarg; break;
-            case 'v': ps_log_init ("ps-server", PS_LOG_DEBUG); break;
-            case 'Y': keys_dir = optarg; break;
-            case 'N': insecure = true; break;
-            case 'h': s_usage (stdout); return 0;
-            case 't':
-                if ((rc = ps_parse_uint ("--threads", optarg, 0, 256, &n, &err)) == PS_OK)
-                    threads = (long) n;
-                break;
-            case 'm':
-                rc = ps_parse_double ("--max-message", optarg, 0, true, 1e7, &max_mb, &err);
-                break;
-            case 'p':
-            case 'P':
-                rc = ps_parse_double (c == 'p' ? "--max-pending" : "--max-peer-pending", optarg,
-                                      0, true, 1e7, c == 'p' ? &pending_mb : &peer_pending_mb,
-                                      &err);
-                break;
-            case 'M':
-                rc = ps_parse_bytes ("--memory-limit", optarg, &memory_limit, &err);
-                break;
-            case 'l':
-                rc = ps_parse_double ("--lr", optarg, 0, true, DBL_MAX, &lr, &err);
-                break;
-            default:
-                s_usage (stderr);
-                return 2;
-        }
-        if (rc) {
-            fprintf (stderr, "ps-server: %s\n", err.msg);
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf (stderr, "ps-server: unexpected argument '%s' (see --help)\n", argv [optind]);
-        return 2;
-    }
     if (ps_heap_tune (&err))
         ps_warn ("%s; large messages will be slower", err.msg);
     //  The endpoint to bind: --bind, checked and with a host name resolved,
     //  or else the task's address in the cluster spec.
     char endpoint [256];
-    if (bind && ps_address_bind_option (bind, endpoint, sizeof endpoint, &err)) {
-        fprintf (stderr, "ps-server: --bind \"%s\": %s\n", bind, err.msg);
+    if (args.bind && ps_address_bind_option (args.bind, endpoint, sizeof endpoint, &err)) {
+        fprintf (stderr, "ps-server: --bind \"%s\": %s\n", args.bind, err.msg);
         return 2;
     }
     //  The cluster spec gives the address to bind (unless --bind says
@@ -196,33 +199,35 @@ main (int argc, char *argv [])
     int task_index = 0;
     bool tf_task = false;       //  the spec named this server's task
     ps_tfconfig_t *tf = NULL;
-    if (cluster_file && resolver) {
+    if (args.cluster_file && args.resolver) {
         fprintf (stderr, "ps-server: --cluster FILE and --cluster-resolver: give one or the "
                  "other\n");
         return 2;
     }
-    const char *source = resolver ? "--cluster-resolver" : cluster_file ? cluster_file
-                                  : "TF_CONFIG";
-    if (resolver)
-        tf = ps_slurm_tfconfig (resolver, NULL, &err);
+    const char *source = args.resolver ? "--cluster-resolver"
+                       : args.cluster_file ? args.cluster_file : "TF_CONFIG";
+    if (args.resolver)
+        tf = ps_slurm_tfconfig (args.resolver, NULL, &err);
     else
-    if (cluster_file)
-        tf = ps_tfconfig_from_file (cluster_file, &err);
+    if (args.cluster_file)
+        tf = ps_tfconfig_from_file (args.cluster_file, &err);
     else
         tf = ps_tfconfig_from_env (&err);
-    if (!tf && (cluster_file || resolver || !bind || err.code != PS_ENOTFOUND)) {
+    if (!tf && (args.cluster_file || args.resolver || !args.bind || err.code != PS_ENOTFOUND)) {
         fprintf (stderr, "ps-server: %s%s\n",
-                 bind || cluster_file || resolver ? "" : "no --bind given and ", err.msg);
+                 args.bind || args.cluster_file || args.resolver ? "" : "no --bind given and ",
+                 err.msg);
         return 2;
     }
     if (tf) {
         int rc = PS_OK;
         char type [16];
         int index;
-        if (task_text
-        &&  (rc = ps_tfconfig_parse_task (task_text, type, sizeof type, &index, &err)) == PS_OK)
+        if (args.task_text
+        &&  (rc = ps_tfconfig_parse_task (args.task_text, type, sizeof type, &index,
+                                          &err)) == PS_OK)
             rc = ps_tfconfig_set_task (tf, type, index, &err);
-        if (rc == PS_OK && !bind)
+        if (rc == PS_OK && !args.bind)
             rc = ps_tfconfig_bind_endpoint (tf, "ps", endpoint, sizeof endpoint, &err);
         else
         if (rc == PS_OK
@@ -243,33 +248,35 @@ main (int argc, char *argv [])
     }
     //  A server alone (--bind, no spec) is task ps:0 unless --task says:
     //  its task names its key (--keys), since it registers with no one.
-    if (!tf_task && task_text) {
+    if (!tf_task && args.task_text) {
         char type [16] = "";
-        if (ps_tfconfig_parse_task (task_text, type, sizeof type, &task_index, &err) != PS_OK
+        if (ps_tfconfig_parse_task (args.task_text, type, sizeof type, &task_index,
+                                    &err) != PS_OK
         ||  (strcmp (type, "ps") != 0
-             && ps_error_set (&err, PS_EINVAL, "--task %s: expected ps:N", task_text))) {
+             && ps_error_set (&err, PS_EINVAL, "--task %s: expected ps:N", args.task_text))) {
             fprintf (stderr, "ps-server: %s\n", err.msg);
             return 2;
         }
     }
     snprintf (name, sizeof name, "ps:%d", task_index);
     ps_server_config_t config = {
-        .bind = endpoint, .name = name, .threads = (int) threads,
-        .max_message = (int64_t) (max_mb * 1024 * 1024),
-        .max_pending = (size_t) (pending_mb * 1024 * 1024),
-        .max_peer_pending = (size_t) ((peer_pending_mb > 0 ? peer_pending_mb : pending_mb / 2)
+        .bind = endpoint, .name = name, .threads = (int) args.threads,
+        .max_message = (int64_t) (args.max_mb * 1024 * 1024),
+        .max_pending = (size_t) (args.pending_mb * 1024 * 1024),
+        .max_peer_pending = (size_t) ((args.peer_pending_mb > 0 ? args.peer_pending_mb
+                                                                : args.pending_mb / 2)
                                       * 1024 * 1024),
-        .checkpoint_root = checkpoint_root, .memory_limit = memory_limit,
+        .checkpoint_root = args.checkpoint_root, .memory_limit = args.memory_limit,
     };
     ps_opt_kind_t kind;
-    if (ps_opt_kind_parse (opt_kind, &kind, &err)) {
+    if (ps_opt_kind_parse (args.opt_kind, &kind, &err)) {
         fprintf (stderr, "ps-server: --optimizer: %s\n", err.msg);
         return 2;
     }
     ps_opt_config_default (&config.opt, kind);
-    if (lr > 0)
-        config.opt.lr = lr;
-    if (ps_curve_open (keys_dir, insecure, name, &config.curve, &err)) {
+    if (args.lr > 0)
+        config.opt.lr = args.lr;
+    if (ps_curve_open (args.keys_dir, args.insecure, name, &config.curve, &err)) {
         fprintf (stderr, "ps-server: %s\n", err.msg);
         return 2;
     }
@@ -291,14 +298,17 @@ main (int argc, char *argv [])
     }
     printf ("ps-server listening on %s\n", ps_server_endpoint (server));
     fflush (stdout);
-    if (endpoint_file) {
-        FILE *file = fopen (endpoint_file, "w");
-        if (!file || fprintf (file, "%s\n", ps_server_endpoint (server)) < 0 || fclose (file) != 0) {
-            fprintf (stderr, "ps-server: cannot write %s: %s\n", endpoint_file, strerror (errno));
+    if (args.endpoint_file) {
+        FILE *file = fopen (args.endpoint_file, "w");
+        if (!file || fprintf (file, "%s\n", ps_server_endpoint (server)) < 0
+        ||  fclose (file) != 0) {
+            fprintf (stderr, "ps-server: cannot write %s: %s\n", args.endpoint_file,
+                     strerror (errno));
             goto done;
         }
     }
-    ps_info ("serving %s with %d apply threads%s", ps_server_endpoint (server), (int) threads,
+    ps_info ("serving %s with %d apply threads%s", ps_server_endpoint (server),
+             (int) args.threads,
              !config.curve ? ", UNSECURED" : ps_curve_plain (config.curve)
              ? ", a PLAIN data plane (not encrypted)" : ", CurveZMQ");
     //  The link registers and heartbeats on its own thread, so the

@@ -30,7 +30,7 @@ expect () {
   fi
 }
 
-expect 0 "--bind ENDPOINT" -- "$server" --help
+expect 0 "--bind=ENDPOINT" -- "$server" --help
 expect 2 '--threads "lots"' -- "$server" --bind tcp://127.0.0.1:0 --threads lots
 expect 2 "--max-message" -- "$server" --bind tcp://127.0.0.1:0 --max-message -3
 expect 2 '--max-peer-pending "lots": expected a number' -- "$server" --bind tcp://127.0.0.1:0 --max-peer-pending lots

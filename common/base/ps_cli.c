@@ -4,12 +4,10 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ps_log.h"
 
-//  argp prints these two for --version and in usage errors. They are
-//  argp's own globals, defined here once for every program.
-const char *argp_program_version;
 static char s_version [96];
 static char s_program [32] = "ps";
 static int s_quiet;
@@ -23,18 +21,21 @@ ps_cli_init (const char *program)
 {
     snprintf (s_program, sizeof s_program, "%s", program);
     snprintf (s_version, sizeof s_version, "%s (ps-cluster) %s", program, PS_VERSION);
-    argp_program_version = s_version;
     argp_err_exit_status = PS_CLI_USAGE;
     ps_log_init (program, PS_LOG_INFO);
 }
 
-enum { O_HELP = 'h', O_QUIET = 'q', O_VERBOSE = 'v' };
+enum { O_HELP = 'h', O_QUIET = 'q', O_VERBOSE = 'v', O_VERSION = 'V', O_USAGE = 256 };
 
+//  argp's own help option is -?, and ps_cli_parse turns it off (with its
+//  --usage and --version): -h is what users type first, so all three are
+//  defined here.
 static const struct argp_option s_options [] = {
+    { "help", O_HELP, NULL, 0, "Give this help list", -1 },
+    { "usage", O_USAGE, NULL, 0, "Give a short usage message", -1 },
+    { "version", O_VERSION, NULL, 0, "Print the program's version", -1 },
     { "quiet", O_QUIET, NULL, 0, "Print only warnings and errors, and no progress", -1 },
     { "verbose", O_VERBOSE, NULL, 0, "Print debug lines too", -1 },
-    //  argp's own help option is -?; -h is what users type first.
-    { NULL, O_HELP, NULL, 0, "Give this help list", -1 },
     { 0 },
 };
 
@@ -46,6 +47,12 @@ s_parse (int key, char *arg, struct argp_state *state)
         case O_HELP:
             argp_state_help (state, stdout, ARGP_HELP_STD_HELP);
             return 0;           //  not reached: ARGP_HELP_STD_HELP exits 0
+        case O_USAGE:
+            argp_state_help (state, stdout, ARGP_HELP_USAGE | ARGP_HELP_EXIT_OK);
+            return 0;
+        case O_VERSION:
+            printf ("%s\n", s_version);
+            exit (0);
         case O_QUIET:
             s_quiet = 1;
             ps_log_init (s_program, PS_LOG_WARN);
@@ -64,9 +71,17 @@ const struct argp ps_cli_common = { s_options, s_parse, NULL, NULL, NULL, NULL, 
 void
 ps_cli_parse (const struct argp *argp, int argc, char **argv, void *input)
 {
+    //  getopt names the program in its own messages by argv [0], which may
+    //  be a path: the copy names it as the user knows it.
+    char *args [argc + 1];
+    for (int i = 0; i < argc; i++)
+        args [i] = argv [i];
+    args [argc] = NULL;
+    if (argc > 0 && strrchr (argv [0], '/'))
+        args [0] = strrchr (argv [0], '/') + 1;
     //  argp exits by itself on a usage error (status argp_err_exit_status)
     //  and after --help or --version; a parser's own error code ends here.
-    error_t rc = argp_parse (argp, argc, argv, 0, NULL, input);
+    error_t rc = argp_parse (argp, argc, args, ARGP_NO_HELP, NULL, input);
     if (rc != 0)
         exit (PS_CLI_USAGE);
 }

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The command-line conventions of ps_cli.h, for every program and every
+# subcommand: -h and --help print the help on stdout and exit 0, --usage
+# too, -V and --version print "PROGRAM (ps-cluster) VERSION"; an unknown
+# option, a missing argument or a bad value print a line that starts with
+# the command's name, then the hint to --help, on stderr, and exit 2;
+# --opt=value, --opt value and an unambiguous abbreviation are the same
+# option; -q and -v are accepted everywhere.
+set -u
+work=$(mktemp -d /tmp/ps-cliconv-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+failures=0
+. "$(dirname "$0")/cli_lib.sh"
+server=${PS_SERVER:?PS_SERVER is not set}
+worker=${PS_WORKER:?PS_WORKER is not set}
+coordinator=${PS_COORDINATOR:?PS_COORDINATOR is not set}
+version=${PS_VERSION:?PS_VERSION is not set}
+
+# usage_error NAME STATUS-LINE -- COMMAND...: exit 2, nothing on stdout,
+# and exactly two lines on stderr: STATUS-LINE, then the hint naming NAME.
+usage_error () {
+  local name=$1 line=$2; shift 3
+  timeout 60 "$@" >"$work/stdout" 2>"$work/stderr"
+  status=$?
+  cp "$work/stderr" "$work/out"
+  local hint="Try \`$name --help' or \`$name --usage' for more information."
+  if [ "$status" = 2 ] && [ ! -s "$work/stdout" ] && [ "$(wc -l <"$work/stderr")" = 2 ] \
+     && [ "$(sed -n 1p "$work/stderr")" = "$line" ] \
+     && [ "$(sed -n 2p "$work/stderr")" = "$hint" ]; then
+    pass "$* -> exit 2, '$line'"
+  else
+    fail "$*" "exit $status, expected 2 with the two lines:" "$line" "$hint"
+  fi
+}
+
+# help_ok NAME -- COMMAND...: the command's help on stdout, exit 0.
+help_ok () {
+  local name=$1; shift 2
+  for flag in -h --help --he; do
+    run 60 "$@" $flag
+    if [ "$status" = 0 ] && head -1 "$work/out" | grep -qF "Usage: $name [OPTION...]" \
+       && grep -qF -- "-q, --quiet" "$work/out" && grep -qF -- "-V, --version" "$work/out"; then
+      pass "$* $flag -> help"
+    else
+      fail "$* $flag" "expected exit 0 and 'Usage: $name [OPTION...]' first"
+    fi
+  done
+  run 60 "$@" --usage
+  if [ "$status" = 0 ] && head -1 "$work/out" | grep -qF "Usage: $name [-"; then
+    pass "$* --usage"
+  else
+    fail "$* --usage" "expected exit 0 and 'Usage: $name [-...'"
+  fi
+}
+
+# The programs, and the subcommands that have their own options.
+for cmd in "ps-server:$server" "ps-worker:$worker" "coordinator:$coordinator" \
+           "ps-worker predict:$worker predict" "coordinator keygen:$coordinator keygen" \
+           "coordinator ping:$coordinator ping" "coordinator export:$coordinator export" \
+           "coordinator plot:$coordinator plot"; do
+  name=${cmd%%:*}
+  # shellcheck disable=SC2206  # the command and its subcommand are words
+  argv=(${cmd#*:})
+  help_ok "$name" -- "${argv[@]}"
+  usage_error "$name" "$name: unrecognized option '--no-such-option'" -- \
+    "${argv[@]}" --no-such-option
+  usage_error "$name" "$name: invalid option -- 'Z'" -- "${argv[@]}" -Z
+done
+for prog in "ps-server:$server" "ps-worker:$worker" "coordinator:$coordinator"; do
+  name=${prog%%:*}
+  for flag in -V --version; do
+    run 60 "${prog#*:}" $flag
+    if [ "$status" = 0 ] && [ "$(cat "$work/out")" = "$name (ps-cluster) $version" ]; then
+      pass "$name $flag"
+    else
+      fail "$name $flag" "expected exit 0 and '$name (ps-cluster) $version'"
+    fi
+  done
+done
+
+# A bad value names the option, whichever way it was written.
+for form in "--threads=lots" "--threads lots" "--thr=lots" "-T lots" "-Tlots"; do
+  # shellcheck disable=SC2086  # the form is one or two words
+  usage_error ps-server 'ps-server: --threads "lots": expected a whole number in 0..256' -- \
+    "$server" $form
+done
+usage_error ps-server "ps-server: option '--bind' requires an argument" -- "$server" --bind
+usage_error ps-worker 'ps-worker: --threads "lots": expected a whole number in 1..256' -- \
+  "$worker" --standalone --threads=lots
+usage_error coordinator 'coordinator: --epochs "x": expected a whole number in 0..2147483647' -- \
+  "$coordinator" --local --epochs=x
+usage_error coordinator "coordinator: unexpected argument 'extra'" -- \
+  "$coordinator" --local extra
+
+[ "$failures" = 0 ] || { echo "$failures check(s) failed"; exit 1; }
+echo "all command-line convention checks passed"
