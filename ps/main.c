@@ -41,12 +41,13 @@ typedef struct {
     double pending_mb;
     double peer_pending_mb;
     uint64_t memory_limit;
+    uint64_t stop_grace;
 } s_args_t;
 
 //  Keys of the options without a short form.
 enum {
     O_RESOLVER = 256, O_MAX_MESSAGE, O_MAX_PENDING, O_MAX_PEER_PENDING, O_MEMORY_LIMIT,
-    O_OPTIMIZER, O_LR, O_ENDPOINT_FILE, O_INSECURE,
+    O_OPTIMIZER, O_LR, O_ENDPOINT_FILE, O_INSECURE, O_STOP_GRACE,
 };
 
 static const struct argp_option s_options [] = {
@@ -67,6 +68,11 @@ static const struct argp_option s_options [] = {
       "when it serves alone", 1 },
     { "endpoint-file", O_ENDPOINT_FILE, "FILE", 0,
       "Write the bound endpoint to FILE (for scripts)", 1 },
+    { "stop-grace", O_STOP_GRACE, "SECONDS", 0,
+      "After a stop signal, a server registered with a coordinator serves on until the "
+      "coordinator's final checkpoint is written and it says stop, or it falls silent, or "
+      "SECONDS pass (default 30; 0 stops at once): docker compose stop, scancel and "
+      "Kubernetes signal every process at once. A second signal stops at once.", 1 },
     { NULL, 0, NULL, 0, "Security:", 2 },
     { "keys", 'k', "DIR", 0,
       "The cluster's CurveZMQ keys: DIR/public/ and this task's secret certificate "
@@ -138,6 +144,9 @@ s_parse (int key, char *arg, struct argp_state *state)
             rc = ps_parse_double ("--max-peer-pending", arg, 0, true, 1e7,
                                   &args->peer_pending_mb, &err);
             break;
+        case O_STOP_GRACE:
+            rc = ps_parse_uint ("--stop-grace", arg, 0, 86400, &args->stop_grace, &err);
+            break;
         case O_MEMORY_LIMIT:
             rc = ps_parse_bytes ("--memory-limit", arg, &args->memory_limit, &err);
             break;
@@ -177,7 +186,7 @@ main (int argc, char *argv [])
     ps_floats_flush_subnormals ();
     s_args_t args = {
         .opt_kind = "sgd", .threads = sysconf (_SC_NPROCESSORS_ONLN), .max_mb = 2048,
-        .pending_mb = 1024,
+        .pending_mb = 1024, .stop_grace = 30,
     };
     ps_cli_parse (&s_argp, argc, argv, &args);
     ps_error_t err;
@@ -325,6 +334,7 @@ main (int argc, char *argv [])
             goto done;
         }
         ps_info ("registering with the coordinator at %s", coordinator);
+        ps_server_set_stop_grace (server, (int) args.stop_grace * 1000, link);
     }
     rc = ps_server_run (server, stop_fd);
     ps_info ("stopped");

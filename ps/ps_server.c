@@ -11,6 +11,7 @@
 #include "ps_peers.h"
 #include "ps_pool.h"
 #include "ps_proto_conv.h"
+#include "ps_signal.h"
 #include "ps_sparsejob.h"
 #include "ps_table.h"
 #include "ps_tables.h"
@@ -31,6 +32,9 @@
 //  it last fell idle returns its free heap to the kernel (see ps_heap.h).
 #define S_IDLE_RELEASE_MS  500
 
+//  How often a server serving on after a stop signal checks its link.
+#define S_GRACE_POLL_MS  100
+
 //  How long the last replies may take to leave when the server closes.
 #define S_LINGER_MS  1000
 
@@ -48,6 +52,8 @@ struct _ps_server_t {
     ps_writer_t writer;         //  reply headers; main thread only
     uint64_t requests, errors;
     bool shutdown;              //  a shutdown request was answered
+    int stop_grace_ms;          //  serving on after a stop signal (ps_server_set_stop_grace)
+    ps_link_t *link;
     //  The bytes held for each peer: gradients being applied and replies
     //  ZeroMQ has not sent yet, and the back-pressure they decide.
     ps_peers_t *peers;
@@ -631,6 +637,48 @@ s_handle_request (ps_server_t *self)
     return self->shutdown;
 }
 
+void
+ps_server_set_stop_grace (ps_server_t *self, int grace_ms, ps_link_t *link)
+{
+    assert (self);
+    self->stop_grace_ms = grace_ms;
+    self->link = link;
+}
+
+//  Whether the coordinator may still need this server after a stop signal:
+//  it is linked, registered and has not said the run is over.
+static bool
+s_coordinator_needs (ps_server_t *self)
+{
+    return self->link && ps_link_registered (self->link) && !ps_link_finished (self->link);
+}
+
+//  A stop signal on stop_fd. Returns true when the server stops now; the
+//  first signal to a server whose coordinator still needs it sets
+//  *grace_end (ps_clock_ms) instead.
+static bool
+s_on_stop_signal (ps_server_t *self, int stop_fd, double *grace_end)
+{
+    int signo = ps_signal_take (stop_fd);
+    if (signo == 0)
+        return false;
+    char name [32];
+    ps_signal_name (signo, name, sizeof name);
+    if (*grace_end > 0) {
+        ps_warn ("%s again: stopping at once", name);
+        return true;
+    }
+    if (self->stop_grace_ms <= 0 || !s_coordinator_needs (self)) {
+        ps_info ("%s: stopping", name);
+        return true;
+    }
+    *grace_end = ps_clock_ms () + self->stop_grace_ms;
+    ps_warn ("%s: serving on until the coordinator has written its final checkpoint and says "
+             "stop (at most %d s; a second signal stops at once)", name,
+             self->stop_grace_ms / 1000);
+    return false;
+}
+
 int
 ps_server_run (ps_server_t *self, int stop_fd)
 {
@@ -644,13 +692,31 @@ ps_server_run (ps_server_t *self, int stop_fd)
     int nitems = stop_fd >= 0 ? 4 : 3;
     bool stop = false;
     bool busy = false;          //  requests served since the heap was released
+    double grace_end = 0;       //  serving on after a stop signal until then
     int rc = PS_OK;
     ps_error_t err;
     while (!stop) {
+        //  After a stop signal the server looks at its coordinator at
+        //  least every S_GRACE_POLL_MS, and stops once it is not needed.
+        int timeout = busy ? S_IDLE_RELEASE_MS : -1;
+        if (grace_end > 0) {
+            if (!s_coordinator_needs (self)) {
+                ps_info ("the coordinator no longer needs this server: stopping");
+                stop = true;
+                break;
+            }
+            if (ps_clock_ms () >= grace_end) {
+                ps_warn ("no stop from the coordinator within %d s of the stop signal: "
+                         "stopping", self->stop_grace_ms / 1000);
+                stop = true;
+                break;
+            }
+            timeout = S_GRACE_POLL_MS;
+        }
         //  The socket is read whatever the server holds: back-pressure is
         //  per peer (ps_peers.h), and reading is also what lets ZeroMQ
         //  process a departed peer's disconnection and free its replies.
-        int ready = zmq_poll (items, nitems, busy ? S_IDLE_RELEASE_MS : -1);
+        int ready = zmq_poll (items, nitems, timeout);
         if (ready < 0) {
             if (errno == EINTR)
                 continue;
@@ -658,10 +724,12 @@ ps_server_run (ps_server_t *self, int stop_fd)
             rc = PS_EIO;
             break;
         }
-        if (ready == 0 && ps_pool_busy (self->pool) == 0) {
-            ps_heap_release ();
-            ps_peers_sweep (self->peers);
-            busy = false;
+        if (ready == 0) {
+            if (busy && ps_pool_busy (self->pool) == 0) {
+                ps_heap_release ();
+                ps_peers_sweep (self->peers);
+                busy = false;
+            }
             continue;
         }
         busy = true;
@@ -677,10 +745,9 @@ ps_server_run (ps_server_t *self, int stop_fd)
         }
         if (items [0].revents & ZMQ_POLLIN)
             stop = s_handle_request (self);
-        if (nitems == 4 && (items [3].revents & ZMQ_POLLIN)) {
-            ps_info ("stop signal received");
+        if (nitems == 4 && (items [3].revents & ZMQ_POLLIN)
+        &&  s_on_stop_signal (self, stop_fd, &grace_end))
             stop = true;
-        }
     }
     if (rc == PS_OK && stop)
         s_log_table_memory (self);

@@ -59,6 +59,7 @@
 
 #include "ps_curve.h"
 #include "ps_error.h"
+#include "ps_link.h"
 #include "ps_optimizer.h"
 
 typedef struct _ps_server_t ps_server_t;
@@ -89,10 +90,22 @@ void ps_server_destroy (ps_server_t **self_p);
 //  The endpoint actually bound (with the port chosen for port 0).
 const char *ps_server_endpoint (ps_server_t *self);
 
+//  How a stop signal ends a server that belongs to a cluster: docker
+//  compose stop, scancel and a deleted Kubernetes Job signal every process
+//  at once, and a server that exited at once would take the coordinator's
+//  final checkpoint with it. So while link (the server's link to its
+//  coordinator; NULL: none) is registered and the run is not over, the
+//  first stop signal leaves the server serving until the coordinator's
+//  shutdown request, the coordinator falls silent, or grace_ms pass; a
+//  second signal stops it at once. Without a call, or with grace_ms 0, a
+//  signal stops the server at once. The caller keeps link until
+//  ps_server_run returns.
+void ps_server_set_stop_grace (ps_server_t *self, int grace_ms, ps_link_t *link);
+
 //  Serve until a shutdown request or until stop_fd (a signalfd, or -1)
-//  becomes readable. The requests in progress are finished and answered
-//  before it returns. Returns 0, or a negative code after a fatal socket
-//  error.
+//  becomes readable (see ps_server_set_stop_grace). The requests in
+//  progress are finished and answered before it returns. Returns 0, or a
+//  negative code after a fatal socket error.
 int ps_server_run (ps_server_t *self, int stop_fd);
 
 #endif

@@ -15,7 +15,13 @@
 #   stopped at once, and leaves no process behind;
 # - standalone training signalled mid-run exits 130 after the checkpoint
 #   of the steps it had done, and --resume trains the rest, each step once
-#   (the final manifest's watermark, total and updates agree).
+#   (the final manifest's watermark, total and updates agree);
+# - a cluster whose every process gets SIGTERM at once, as docker compose
+#   stop, scancel or a deleted Kubernetes Job do (a local cluster without
+#   restarts stands in for them): the servers serve on until the
+#   coordinator's final checkpoint is written and it tells them to stop,
+#   so the coordinator exits 143 with that checkpoint, and every process
+#   exits.
 set -u
 coordinator=${PS_COORDINATOR:?PS_COORDINATOR is not set}
 worker=${PS_WORKER:?PS_WORKER is not set}
@@ -202,6 +208,29 @@ if [ "$status" = 0 ] && grep -q "resuming from .*ckpt-0*$steps: $steps steps don
 else
   fail "standalone --resume: every step applied once" \
     "exit $status; watermark, total, updates: $got (expected $want)"
+fi
+
+# 4. SIGTERM to every process at once.
+"${cluster[@]}" --no-restart --metrics "$work/m4.jsonl" --checkpoint-dir "$work/ck4" \
+  --log-dir "$work/logs4" >"$work/c4.out" 2>&1 &
+pid=$!
+started+=("$pid")
+status=none
+if wait_for "$work/m4.jsonl" '"event":"progress"'; then
+  kill -TERM "$pid" $(children "$work/c4.out")
+  wait_exit "$pid" 120
+fi
+cp "$work/c4.out" "$work/out"
+event=$(last_field "$work/m4.jsonl" event 2>/dev/null)
+steps=$(last_field "$work/m4.jsonl" steps 2>/dev/null)
+at=$(last_field "$work/m4.jsonl" checkpoint_step 2>/dev/null)
+left=$(orphans "$work/c4.out")
+if [ "$status" = 143 ] && [ "$event" = stopped ] && [ "$at" = "$steps" ] \
+   && [ -f "$(printf '%s/ck4/ckpt-%012d' "$work" "${at:-0}")/MANIFEST.json" ] && [ -z "$left" ]; then
+  pass "SIGTERM to every process: the servers outlive the final checkpoint (step $at)"
+else
+  fail "SIGTERM to every process: the final checkpoint is written, every process exits" \
+    "exit $status, last record $event, steps $steps, checkpoint_step $at, still running:$left"
 fi
 
 [ "$failures" = 0 ] || { echo "$failures check(s) failed"; exit 1; }
