@@ -293,8 +293,13 @@ s_check_peers (s_coord_t *self, double now)
         //  A task that exits cleanly was told to stop. A worker that stops
         //  is a failure like any other; a server that stops before the end
         //  leaves the run without its partitions.
-        if (event->clean && self->host.state == PS_RUN_STOPPING)
+        if (event->clean && self->host.state == PS_RUN_STOPPING) {
+            //  Nor does the stop wait for it any longer: it may have
+            //  exited on a signal of its own before being told.
+            ps_roster_gone (self->roster, event->role, event->index);
+            ps_roster_fail (self->roster, event->role, event->index);
             continue;
+        }
         if (event->clean && event->role == PS_ROLE_PS && self->host.state != PS_RUN_STARTING) {
             s_fail (self, PS_EIO, "ps:%d stopped (%s) before training completed; the %s "
                     "launcher restarts only servers that die", event->index, event->reason,
@@ -644,6 +649,10 @@ s_advance_stopping (s_coord_t *self, double now)
     if (!all && now < self->stop_deadline_ms)
         return;
     for (int s = 0; s < self->cfg->nservers && self->host.client; s++) {
+        //  A server the launcher saw exit has nobody to answer.
+        const ps_peer_t *peer = ps_roster_peer (self->roster, PS_ROLE_PS, s);
+        if (!peer->alive && !peer->silent)
+            continue;
         ps_error_t err;
         if (ps_client_shutdown (self->host.client, s, &err))
             ps_warn ("ps:%d did not acknowledge shutdown: %s", s, err.msg);

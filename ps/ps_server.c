@@ -700,8 +700,10 @@ ps_server_run (ps_server_t *self, int stop_fd)
         //  least every S_GRACE_POLL_MS, and stops once it is not needed.
         int timeout = busy ? S_IDLE_RELEASE_MS : -1;
         if (grace_end > 0) {
-            if (!s_coordinator_needs (self)) {
-                ps_info ("the coordinator no longer needs this server: stopping");
+            //  The run's end is not enough: the coordinator's shutdown
+            //  request follows it, and should find the server there.
+            if (!ps_link_registered (self->link)) {
+                ps_info ("the coordinator has gone: stopping");
                 stop = true;
                 break;
             }

@@ -39,6 +39,8 @@ expect 1 "checkpoint root: directory $work/file: exists but is not a directory" 
   "$server" --bind tcp://127.0.0.1:0 --checkpoint-root "$work/file"
 expect 2 "unexpected argument 'extra'" -- "$server" --bind tcp://127.0.0.1:0 extra
 expect 2 "optimizer" -- "$server" --bind tcp://127.0.0.1:0 --optimizer rmsprop
+expect 2 '--stop-grace "-1": expected a whole number in 0..86400' -- \
+  "$server" --bind tcp://127.0.0.1:0 --stop-grace -1
 # A well-formed address this machine does not have: the bind fails (exit 1).
 expect 1 "cannot bind tcp://192.0.2.1:5" -- "$server" --bind tcp://192.0.2.1:5
 
