@@ -85,8 +85,19 @@ for form in "--threads=lots" "--threads lots" "--thr=lots" "-T lots" "-Tlots"; d
     "$server" $form
 done
 usage_error ps-server "ps-server: option '--bind' requires an argument" -- "$server" --bind
-usage_error ps-worker 'ps-worker: --threads "lots": expected a whole number in 1..256' -- \
-  "$worker" --standalone --threads=lots
+for form in "--threads=lots" "--threads lots" "--thr=lots" "-T lots" "-Tlots"; do
+  # shellcheck disable=SC2086  # the form is one or two words
+  usage_error ps-worker 'ps-worker: --threads "lots": expected a whole number in 1..256' -- \
+    "$worker" --standalone $form
+  # shellcheck disable=SC2086
+  usage_error "ps-worker predict" \
+    'ps-worker predict: --threads "lots": expected a whole number in 1..256' -- \
+    "$worker" predict $form
+done
+usage_error ps-worker "ps-worker: option '--model' requires an argument" -- "$worker" --model
+usage_error ps-worker "ps-worker: unexpected argument 'extra'" -- "$worker" --standalone extra
+usage_error "ps-worker predict" "ps-worker predict: unexpected argument 'extra'" -- \
+  "$worker" predict -w x -D y extra
 usage_error coordinator 'coordinator: --epochs "x": expected a whole number in 0..2147483647' -- \
   "$coordinator" --local --epochs=x
 usage_error coordinator "coordinator: unexpected argument 'extra'" -- \

@@ -22,11 +22,26 @@ failures=0
 . "$(dirname "$0")/cli_lib.sh"
 
 # --- help, summary, mode ---------------------------------------------------
-expect "--help" 0 "--standalone|--cluster|--task" -- "$worker" --help
+expect "--help" 0 "--standalone|--cluster|--task|--job=FILE|schemas/job.md" -- "$worker" --help
 expect "--summary (cnn)" 0 "total parameters: 347146|conv2d|dense_1" -- "$worker" --summary
 expect "--summary --model mlp" 0 "total parameters: 101770" -- "$worker" --summary --model mlp
-expect "unknown option" 2 "usage" -- "$worker" --standalone --frobnicate
-expect "stray argument" 2 "unexpected argument" -- "$worker" --standalone extra
+expect "-m mlp --summary" 0 "total parameters: 101770" -- "$worker" -m mlp --summary
+expect "unknown option" 2 \
+  "ps-worker: unrecognized option '--frobnicate'|Try \`ps-worker --help'" -- \
+  "$worker" --standalone --frobnicate
+expect "stray argument" 2 "ps-worker: unexpected argument 'extra'" -- \
+  "$worker" --standalone extra
+# --job is accepted (worker 0 of a cluster without a chief uses it; the
+# others ignore it): it is no standalone option in cluster mode.
+expect "--job in cluster mode" 2 "no cluster spec" -- \
+  env -u TF_CONFIG "$worker" --job "$work/job.json"
+# predict's own mistakes name the subcommand.
+expect "predict without --weights" 2 "ps-worker predict: --weights FILE|DIR is required" -- \
+  "$worker" predict --data "$data/t10k-images-idx3-ubyte.gz"
+expect "predict without --data" 2 "ps-worker predict: --data FILE is required" -- \
+  "$worker" predict -w "$work/none.safetensors"
+expect "predict -b 0" 2 'ps-worker predict: --batch "0": expected a whole number' -- \
+  "$worker" predict -w "$work/none.safetensors" -D "$data/t10k-images-idx3-ubyte.gz" -b 0
 
 # --- cluster mode: the spec and the task ------------------------------------
 # Without --standalone the worker needs a cluster spec with a chief (the
@@ -134,6 +149,8 @@ expect "--lr 0x1p-10" 2 '--lr "0x1p-10"' -- \
 expect "--threads 4 (cluster mode)" 2 '--threads "4 "' -- \
   env -u TF_CONFIG "$worker" --threads "4 "
 expect "--lr 0" nonzero "lr" -- "$worker" --standalone --lr 0 --data "$data"
+expect "-l 0" 2 '--lr "0"' -- "$worker" --standalone -l 0 --data "$data"
+expect "-e0" 2 '--epochs "0"' -- "$worker" --standalone -e0 --data "$data"
 expect "--device tpu" nonzero "device|tpu" -- "$worker" --standalone --device tpu --data "$data"
 expect "--optimizer rmsprop" nonzero "optimizer|rmsprop" -- \
   "$worker" --standalone --optimizer rmsprop --data "$data"
@@ -189,6 +206,31 @@ if [ "$status" = 0 ] && [ "$lines" = 1 ] && [ "$rows" = "epoch done" ] \
 else
   fail "quick run" "exit $status (124: timed out), $lines 'epoch 1/1:' lines," \
     "records '$rows', test accuracy $accuracy (expected 0, 1, 'epoch done', > 0.6)"
+fi
+
+# --- options in any order ------------------------------------------------------
+# --optimizer sets its defaults and --lr the rate, whichever comes first:
+# the training line says the optimizer and the rate it trains with.
+tiny=(--standalone --device cpu --threads 1 --epochs 1 --limit 64 --test-limit 64 --progress 0
+      --data "$data")
+for order in "--optimizer momentum --lr 0.05" "--lr 0.05 --optimizer momentum" \
+             "--lr=0.05 --optimizer=momentum" "-l 0.05 --opt momentum"; do
+  # shellcheck disable=SC2086  # the options are words
+  run 120 "$worker" "${tiny[@]}" $order
+  if [ "$status" = 0 ] && grep -qF "momentum lr 0.05," "$work/out"; then
+    pass "$order: momentum at lr 0.05"
+  else
+    fail "$order" "exit $status, expected 0 and 'momentum lr 0.05,' in the training line"
+  fi
+done
+# --quiet: no log lines and no progress, only the last epoch's line (the
+# result) on stdout.
+run 120 "$worker" "${tiny[@]}" --epochs 2 --quiet
+if [ "$status" = 0 ] && [ "$(wc -l <"$work/out")" = 1 ] && grep -q "^epoch 2/2:" "$work/out"
+then
+  pass "--quiet: only the last epoch's line"
+else
+  fail "--quiet" "exit $status, expected 0 and the one line 'epoch 2/2: ...'"
 fi
 
 # --- evaluation every N steps ---------------------------------------------------

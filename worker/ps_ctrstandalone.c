@@ -332,10 +332,15 @@ s_train (s_run_t *run, ps_ctrstandalone_result_t *result, ps_error_t *err)
         result->test_loss = test_loss;
         result->test_auc = test_auc;
         result->examples_per_s = examples / (busy / 1e3);
-        printf ("epoch %d/%d: train loss %.4f, test loss %.4f, test AUC %.4f, %.0f examples/s "
-                "(train %.1f s, test %.1f s)\n", epoch + 1, cfg->epochs, result->train_loss,
-                test_loss, test_auc, result->examples_per_s, busy / 1e3, eval_ms / 1e3);
-        fflush (stdout);
+        //  The last epoch's line is the run's result, printed even when
+        //  quiet; the others are progress.
+        if (!cfg->quiet || epoch + 1 == cfg->epochs) {
+            printf ("epoch %d/%d: train loss %.4f, test loss %.4f, test AUC %.4f, "
+                    "%.0f examples/s (train %.1f s, test %.1f s)\n", epoch + 1, cfg->epochs,
+                    result->train_loss, test_loss, test_auc, result->examples_per_s,
+                    busy / 1e3, eval_ms / 1e3);
+            fflush (stdout);
+        }
         ps_metrics_event (run->out, "eval",
                           json_pack ("{s:i, s:I, s:f, s:f, s:f, s:f, s:f, s:f}",
                                      "epoch", epoch + 1, "step", (json_int_t) step,

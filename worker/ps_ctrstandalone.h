@@ -69,6 +69,7 @@ typedef struct {
     uint64_t test_limit;
     const char *metrics_path;   //  NULL = none
     double progress_s;          //  seconds between progress lines; 0 = none
+    bool quiet;                 //  print only the last epoch's line on stdout (--quiet)
 } ps_ctrstandalone_config_t;
 
 //  The defaults: Criteo format, one thread, 1 epoch of batch 512, seed 1,

@@ -348,11 +348,15 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
         result->test_loss = eval.test_loss;
         result->test_accuracy = eval.test_accuracy;
         result->samples_per_s = seen / busy;
-        printf ("epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.4f, "
-                "%.0f samples/s (train %.1f s, test %.1f s)\n", epoch + 1, cfg->epochs,
-                result->train_loss, result->test_loss, result->test_accuracy,
-                result->samples_per_s, busy, eval.ms / 1e3);
-        fflush (stdout);
+        //  The last epoch's line is the run's result, printed even when
+        //  quiet; the others are progress.
+        if (!cfg->quiet || epoch + 1 == cfg->epochs) {
+            printf ("epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.4f, "
+                    "%.0f samples/s (train %.1f s, test %.1f s)\n", epoch + 1, cfg->epochs,
+                    result->train_loss, result->test_loss, result->test_accuracy,
+                    result->samples_per_s, busy, eval.ms / 1e3);
+            fflush (stdout);
+        }
         train_s += busy;
         ps_metrics_event (metrics, "epoch",
                           json_pack ("{s:i, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:s}",

@@ -65,6 +65,7 @@ typedef struct {
     size_t test_limit;          //  0 = the whole test set
     const char *metrics_path;   //  JSON lines, appended to; NULL = none
     double progress_s;          //  seconds between progress lines; 0 = none
+    bool quiet;                 //  print only the last epoch's line on stdout (--quiet)
     uint64_t eval_steps;        //  also evaluate every N steps; 0 = only per epoch
     const char *checkpoint_dir; //  checkpoints (ps_standalone_ckpt.h); NULL = none
     uint64_t checkpoint_every;  //  also every N steps; 0 = at each epoch's end only

@@ -2,6 +2,7 @@
 
 #include "ps_cli.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,30 @@
 static char s_version [96];
 static char s_program [32] = "ps";
 static int s_quiet;
+
+//  argp wraps what it prints at column 79, the hint after a usage error
+//  too, and a subcommand's hint ("Try `ps-worker predict --help' or
+//  `ps-worker predict --usage' for more information.") is longer than
+//  that: a usage error must stay two lines, the message and the hint, for
+//  the scripts that read it. argp reads its layout from ARGP_HELP_FMT
+//  once, when it first prints, so during the parse the variable asks for
+//  a margin no hint reaches, and --help and --usage put the user's own
+//  setting back before they print. Whatever a program runs later inherits
+//  the user's environment.
+static char *s_help_fmt;        //  the user's ARGP_HELP_FMT, or NULL
+static bool s_help_fmt_wide;    //  ARGP_HELP_FMT is ours now
+
+static void
+s_help_fmt_restore (void)
+{
+    if (!s_help_fmt_wide)
+        return;
+    //  Should this fail (no memory), the help is printed wide; nothing
+    //  else depends on it.
+    if ((s_help_fmt ? setenv ("ARGP_HELP_FMT", s_help_fmt, 1)
+                    : unsetenv ("ARGP_HELP_FMT")) == 0)
+        s_help_fmt_wide = false;
+}
 
 #ifndef PS_VERSION
 #   error "PS_VERSION must be defined by the build (meson.build)"
@@ -45,9 +70,11 @@ s_parse (int key, char *arg, struct argp_state *state)
     (void) arg;
     switch (key) {
         case O_HELP:
+            s_help_fmt_restore ();
             argp_state_help (state, stdout, ARGP_HELP_STD_HELP);
             return 0;           //  not reached: ARGP_HELP_STD_HELP exits 0
         case O_USAGE:
+            s_help_fmt_restore ();
             argp_state_help (state, stdout, ARGP_HELP_USAGE | ARGP_HELP_EXIT_OK);
             return 0;
         case O_VERSION:
@@ -79,9 +106,15 @@ ps_cli_parse (const struct argp *argp, int argc, char **argv, void *input)
     args [argc] = NULL;
     if (argc > 0 && strrchr (argv [0], '/'))
         args [0] = strrchr (argv [0], '/') + 1;
+    const char *help_fmt = getenv ("ARGP_HELP_FMT");
+    free (s_help_fmt);
+    s_help_fmt = help_fmt ? strdup (help_fmt) : NULL;
+    s_help_fmt_wide = (!help_fmt || s_help_fmt)
+                   && setenv ("ARGP_HELP_FMT", "rmargin=1000", 1) == 0;
     //  argp exits by itself on a usage error (status argp_err_exit_status)
     //  and after --help or --version; a parser's own error code ends here.
     error_t rc = argp_parse (argp, argc, args, ARGP_NO_HELP, NULL, input);
+    s_help_fmt_restore ();
     if (rc != 0)
         exit (PS_CLI_USAGE);
 }

@@ -17,6 +17,12 @@ ps_log_init (const char *name, ps_log_level_t level)
     s_level = level;
 }
 
+ps_log_level_t
+ps_log_level (void)
+{
+    return s_level;
+}
+
 void
 ps_log (ps_log_level_t level, const char *fmt, ...)
 {

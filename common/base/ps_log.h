@@ -13,6 +13,10 @@ typedef enum { PS_LOG_DEBUG, PS_LOG_INFO, PS_LOG_WARN, PS_LOG_ERROR } ps_log_lev
 //  printed (default INFO).
 void ps_log_init (const char *name, ps_log_level_t level);
 
+//  The lowest level printed: a program that renames its lines later
+//  (ps-worker, once it knows its task) keeps what --quiet or --verbose set.
+ps_log_level_t ps_log_level (void);
+
 void ps_log (ps_log_level_t level, const char *fmt, ...)
     __attribute__ ((format (printf, 2, 3)));
 
