@@ -38,8 +38,11 @@ expect "standalone option in cluster mode" 2 "--data|--standalone" -- \
   env -u TF_CONFIG "$worker" --data "$data"
 expect "--task with --standalone" 2 "--task|--standalone" -- \
   env -u TF_CONFIG "$worker" --standalone --task worker:0
-expect "TF_CONFIG without chief" 2 "TF_CONFIG|chief" -- \
-  env TF_CONFIG='{"cluster": {"worker": ["127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}}' \
+# A cluster of workers only has its coordinator at worker 0's port + 1
+# (README.md, TF_CONFIG); where another task has that address, it is said.
+expect "TF_CONFIG without chief, coordinator address taken" 2 \
+  "TF_CONFIG|chief|127.0.0.1:3|cluster.worker[1]" -- \
+  env TF_CONFIG='{"cluster": {"worker": ["127.0.0.1:2", "127.0.0.1:3"]}, "task": {"type": "worker", "index": 1}}' \
   "$worker"
 expect "TF_CONFIG task type ps" 2 "\"ps\"|worker or an evaluator" -- \
   env TF_CONFIG="{\"cluster\": {$chief_ok}, \"task\": {\"type\": \"ps\", \"index\": 0}}" "$worker"

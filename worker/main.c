@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ps_chief_child.h"
 #include "ps_ctrstandalone.h"
 #include "ps_dataset.h"
 #include "ps_floats.h"
@@ -59,7 +60,8 @@ static void
 s_usage (FILE *out)
 {
     fprintf (out,
-        "usage: ps-worker [--cluster FILE] [--task TYPE:INDEX] [--threads N] [--device D]\n"
+        "usage: ps-worker [--cluster FILE] [--task TYPE:INDEX] [--job FILE] [--threads N]\n"
+        "                 [--device D]\n"
         "       ps-worker --standalone [options]\n"
         "       ps-worker --summary [--model NAME|FILE]\n"
         "       ps-worker predict --weights FILE|DIR --data FILE [--model NAME|FILE]\n"
@@ -82,6 +84,9 @@ s_usage (FILE *out)
         "  --keys DIR          the cluster's CurveZMQ keys: DIR/public/ and this\n"
         "                      task's secret certificate (see README.md, Security)\n"
         "  --insecure          no authentication, no encryption (warns at start)\n"
+        "  --job FILE          for a cluster of workers only (no chief): worker 0 runs\n"
+        "                      the coordinator, with this job (schemas/job.md); the\n"
+        "                      other workers ignore it (README.md, TF_CONFIG)\n"
         "  --threads N         CPU threads (default: the plan's)\n"
         "  --device D          cpu, gpu or auto (default: the plan's)\n"
         "\n"
@@ -163,7 +168,7 @@ s_usage (FILE *out)
 //  comes. Returns the exit status.
 static int
 s_cluster (const char *cluster_path, const char *resolver, const char *task_text, int threads,
-           const char *device, const char *keys_dir, bool insecure)
+           const char *device, const char *keys_dir, bool insecure, const char *job_file)
 {
     ps_error_t err;
     if (cluster_path && resolver) {
@@ -257,12 +262,7 @@ s_cluster (const char *cluster_path, const char *resolver, const char *task_text
         .device = device, .stop_fd = stop_fd, .ring_bind = have_ring ? ring_bind : NULL,
         .curve = curve,
     };
-    if (ps_trainer_run (&config, &err)) {
-        ps_error ("%s", err.msg);
-        status = 1;
-    }
-    else
-        status = 0;
+    status = ps_chief_child_train (tf, job_file, keys_dir, insecure, &config);
     close (stop_fd);
     ps_curve_destroy (&curve);
 done:
@@ -366,7 +366,7 @@ main (int argc, char *argv [])
     const char *opt_kind = NULL;
     //  Cluster mode: the spec file, the task, and the overrides of the plan.
     const char *cluster_path = NULL, *resolver = NULL, *task_text = NULL, *device_name = NULL;
-    const char *keys_dir = NULL;
+    const char *keys_dir = NULL, *job_file = NULL;
     bool insecure = false;
     int threads = 0;
     //  The first option given that only standalone training reads.
@@ -409,6 +409,7 @@ main (int argc, char *argv [])
         { "task", required_argument, NULL, 'K' },
         { "keys", required_argument, NULL, 'Y' },
         { "insecure", no_argument, NULL, 'N' },
+        { "job", required_argument, NULL, 'B' },
         { "summary", no_argument, NULL, 'u' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
@@ -433,6 +434,7 @@ main (int argc, char *argv [])
             case 'K': task_text = optarg; break;
             case 'Y': keys_dir = optarg; break;
             case 'N': insecure = true; break;
+            case 'B': job_file = optarg; break;
             case 'u': summary = true; break;
             case 'F': test_data = optarg; break;
             case 'R':
@@ -533,11 +535,11 @@ main (int argc, char *argv [])
             return 2;
         }
         return s_cluster (cluster_path, resolver, task_text, threads, device_name, keys_dir,
-                          insecure);
+                          insecure, job_file);
     }
-    if (cluster_path || resolver || task_text || keys_dir || insecure) {
-        ps_error ("--cluster, --cluster-resolver, --task, --keys and --insecure are for cluster "
-                  "mode, not --standalone");
+    if (cluster_path || resolver || task_text || keys_dir || insecure || job_file) {
+        ps_error ("--cluster, --cluster-resolver, --task, --keys, --insecure and --job are for "
+                  "cluster mode, not --standalone");
         return 2;
     }
     //  A click-through-rate model trains on its own path; the model is

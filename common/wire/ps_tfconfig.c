@@ -106,7 +106,7 @@ s_bare (const char *address)
 //  is not an error until a process asks for the coordinator: a spec read
 //  only for its servers' addresses does not need it.
 static void
-s_derive_chief (ps_tfconfig_t *self, const char *source)
+s_derive_chief (ps_tfconfig_t *self)
 {
     if (self->roles [0] || !self->roles [1] || json_array_size (self->roles [1]) == 0)
         return;
@@ -118,9 +118,9 @@ s_derive_chief (ps_tfconfig_t *self, const char *source)
     int rc = colon && !strstr (colon, "//")
            ? ps_parse_uint ("the port", colon + 1, 1, 65535, &port, &why) : PS_EINVAL;
     if (rc || port + S_CHIEF_PORT_OFFSET > 65535) {
-        snprintf (text, sizeof text, "%s: the cluster lists no chief, and worker 0's address %s "
+        snprintf (text, sizeof text, "the cluster lists no chief, and worker 0's address %s "
                   "has no port + %d to take the coordinator's address from (the rule for a "
-                  "cluster without a chief): list one in cluster.chief", source, worker0,
+                  "cluster without a chief): list one in cluster.chief", worker0,
                   S_CHIEF_PORT_OFFSET);
         self->derive_error = strdup (text);
         if (!self->derive_error)
@@ -134,10 +134,10 @@ s_derive_chief (ps_tfconfig_t *self, const char *source)
             const char *other = json_string_value (json_array_get (self->roles [r], i));
             if (strcmp (s_bare (other), s_bare (text)) == 0) {
                 char message [1400];
-                snprintf (message, sizeof message, "%s: the cluster lists no chief, so the "
+                snprintf (message, sizeof message, "the cluster lists no chief, so the "
                           "coordinator's address is worker 0's port + %d, %s, but that is "
                           "cluster.%s[%zu]'s address (%s): list a chief in cluster.chief or "
-                          "give that task another port", source, S_CHIEF_PORT_OFFSET, text,
+                          "give that task another port", S_CHIEF_PORT_OFFSET, text,
                           s_roles [r], i, other);
                 self->derive_error = strdup (message);
                 if (!self->derive_error)
@@ -313,7 +313,7 @@ ps_tfconfig_parse (const char *text, const char *source, ps_error_t *err)
     if (rc == PS_OK)
         rc = s_check_cluster (self, json_object_get (root, "cluster"), source, err);
     if (rc == PS_OK)
-        s_derive_chief (self, source);
+        s_derive_chief (self);
     if (rc == PS_OK && json_object_get (root, "task"))
         rc = s_check_task (self, json_object_get (root, "task"), source, err);
     if (rc)
