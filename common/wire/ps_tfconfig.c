@@ -203,6 +203,9 @@ ps_tfconfig_set_task (ps_tfconfig_t *self, const char *type, int index, ps_error
     if (role < 0)
         return ps_error_set (err, PS_EINVAL, "task type \"%s\": expected chief, worker, ps "
                              "or evaluator", type);
+    //  A chief that could not be derived says why.
+    if (role == 0 && self->derive_error)
+        return ps_error_set (err, PS_EINVAL, "%s", self->derive_error);
     size_t count = self->roles [role] ? json_array_size (self->roles [role]) : 0;
     if (!s_unlisted_evaluator (self, role, index) && (index < 0 || (size_t) index >= count))
         return ps_error_set (err, PS_EINVAL, "task %s:%d is out of range: cluster.%s has %zu "
