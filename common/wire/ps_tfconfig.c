@@ -20,6 +20,8 @@
 
 static const char *s_roles [] = { "chief", "worker", "ps", "evaluator" };
 #define S_NROLES (sizeof s_roles / sizeof s_roles [0])
+//  Indexes into s_roles.
+enum { S_CHIEF, S_WORKER, S_PS, S_EVALUATOR };
 
 struct _ps_tfconfig_t {
     json_t *root;
@@ -108,9 +110,10 @@ s_bare (const char *address)
 static void
 s_derive_chief (ps_tfconfig_t *self)
 {
-    if (self->roles [0] || !self->roles [1] || json_array_size (self->roles [1]) == 0)
+    if (self->roles [S_CHIEF] || !self->roles [S_WORKER]
+    ||  json_array_size (self->roles [S_WORKER]) == 0)
         return;
-    const char *worker0 = json_string_value (json_array_get (self->roles [1], 0));
+    const char *worker0 = json_string_value (json_array_get (self->roles [S_WORKER], 0));
     const char *colon = strrchr (worker0, ':');
     uint64_t port = 0;
     ps_error_t why;
@@ -129,7 +132,7 @@ s_derive_chief (ps_tfconfig_t *self)
     }
     snprintf (text, sizeof text, "%.*s:%u", (int) (colon - worker0), worker0,
               (unsigned) (port + S_CHIEF_PORT_OFFSET));
-    for (size_t r = 1; r < S_NROLES; r++)
+    for (size_t r = S_WORKER; r < S_NROLES; r++)
         for (size_t i = 0; self->roles [r] && i < json_array_size (self->roles [r]); i++) {
             const char *other = json_string_value (json_array_get (self->roles [r], i));
             if (strcmp (s_bare (other), s_bare (text)) == 0) {
@@ -148,7 +151,7 @@ s_derive_chief (ps_tfconfig_t *self)
     self->derived_chief = json_pack ("[s]", text);
     if (!self->derived_chief)
         abort ();
-    self->roles [0] = self->derived_chief;
+    self->roles [S_CHIEF] = self->derived_chief;
 }
 
 //  TensorFlow starts ParameterServerStrategy's side-car evaluator with the
@@ -158,7 +161,7 @@ s_derive_chief (ps_tfconfig_t *self)
 static bool
 s_unlisted_evaluator (ps_tfconfig_t *self, int role, long long index)
 {
-    return role == 3 && !self->roles [3] && index == 0;
+    return role == S_EVALUATOR && !self->roles [S_EVALUATOR] && index == 0;
 }
 
 static int
@@ -204,7 +207,7 @@ ps_tfconfig_set_task (ps_tfconfig_t *self, const char *type, int index, ps_error
         return ps_error_set (err, PS_EINVAL, "task type \"%s\": expected chief, worker, ps "
                              "or evaluator", type);
     //  A chief that could not be derived says why.
-    if (role == 0 && self->derive_error)
+    if (role == S_CHIEF && self->derive_error)
         return ps_error_set (err, PS_EINVAL, "%s", self->derive_error);
     size_t count = self->roles [role] ? json_array_size (self->roles [role]) : 0;
     if (!s_unlisted_evaluator (self, role, index) && (index < 0 || (size_t) index >= count))
