@@ -5,7 +5,8 @@
 #      started as two ps-worker processes with TF_CONFIG only (and the same
 #      command line, --job included): worker 0 starts the coordinator at
 #      worker 0's port + 1, both train mirrored and exit 0, the run reports
-#      its steps and an accuracy, and no process is left; each TF_CONFIG
+#      its steps and an accuracy, and no process is left (nor when worker
+#      0 is stopped or killed while its coordinator waits); each TF_CONFIG
 #      also carries TensorFlow's "rpc_layer": "grpc", which is ignored
 #      with a line saying so (c);
 #  (b) ParameterServerStrategy's side-car evaluator: chief, ps and worker
@@ -54,6 +55,12 @@ wait_exit () {
   return 124
 }
 
+# alive PID: the process runs (a zombie, which a container's init may
+# never reap, has ended).
+alive () {
+  kill -0 "$1" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
+}
+
 # A tiny run: 640 examples in batches of 32, one epoch, 200 to evaluate.
 printf '{"model": "mlp", "epochs": 1, "batch_size": 32, "train_limit": 640, "test_limit": 200, "data_dir": "%s"}\n' \
   "$data" >"$work/job.json"
@@ -99,7 +106,7 @@ if grep -q "mirrored mode" "$work/w0.log" \
 else
   fail "chiefless: trained mirrored, 20 steps and an accuracy"
 fi
-if [ -n "$child" ] && ! kill -0 "$child" 2>/dev/null; then
+if [ -n "$child" ] && ! alive "$child"; then
   pass "chiefless: no process left"
 else
   fail "chiefless: no process left" "coordinator pid '${child}' still runs"
@@ -110,6 +117,35 @@ else
   cp "$work/w1.log" "$work/out"
   fail "rpc_layer \"grpc\" accepted and ignored"
 fi
+
+# Worker 0 stopped or killed while its coordinator waits for worker 1: the
+# coordinator goes too (SIGTERM passed on: the run's status, 143; SIGKILL:
+# the kernel's PR_SET_PDEATHSIG).
+for sig in TERM KILL; do
+  log="$work/w0-$sig.log"
+  TF_CONFIG="{\"cluster\": $cluster, \"task\": {\"type\": \"worker\", \"index\": 0}}" \
+    "$worker" --insecure --job "$work/job.json" >"$log" 2>&1 &
+  pids+=($!)
+  w0=$!
+  wait_for "$log" "waiting for workers" 30
+  child=$(sed -n 's/.*started the coordinator (pid \([0-9]*\)).*/\1/p' "$log" | head -n 1)
+  kill -"$sig" "$w0"
+  wait_exit "$w0" 30; s0=$?
+  gone=0
+  for ((i = 0; i < 300; i++)); do
+    [ -n "$child" ] && ! alive "$child" && { gone=1; break; }
+    sleep 0.1
+  done
+  want=$([ "$sig" = TERM ] && echo 143 || echo 137)
+  cp "$log" "$work/out"
+  if [ "$gone" = 1 ] && [ "$s0" = "$want" ]; then
+    pass "chiefless: worker 0 given SIG$sig exits $want and its coordinator goes too"
+  else
+    [ -n "$child" ] && kill -9 "$child" 2>/dev/null
+    fail "chiefless: worker 0 given SIG$sig exits $want and its coordinator goes too" \
+      "worker 0 exit $s0; coordinator pid '$child' gone: $gone"
+  fi
+done
 
 # --- mistakes ----------------------------------------------------------------
 printf '{"mode": "async"}\n' >"$work/async.json"
