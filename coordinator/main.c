@@ -878,9 +878,9 @@ main (int argc, char *argv [])
     nps = ps_tfconfig_count (tf, "ps");
     nworkers = ps_tfconfig_count (tf, "worker");
     nevaluators = ps_tfconfig_count (tf, "evaluator");
-    //  The job's default partitioner is made for at least one server; a
-    //  cluster without any is refused below unless the job's mode needs none.
-    if (!opt.local && s_load_job (&config.job, nps > 0 ? nps : 1, &opt, flags, nflags, log_dir,
+    //  A cluster without servers defaults to mirrored mode (ps_job.h); a
+    //  job that asks for a mode that needs servers is refused below.
+    if (!opt.local && s_load_job (&config.job, nps, &opt, flags, nflags, log_dir,
                                   sizeof log_dir))
         goto done;
     //  A server relaunched into a Slurm job is restored from the run's
@@ -895,6 +895,13 @@ main (int argc, char *argv [])
         ps_warn ("no checkpoint directory (--checkpoint-dir, or checkpoint.dir in the job): "
                  "nothing of this run will be kept, and a failed server cannot be recovered");
     int min_servers = ps_mode_lookup (config.job.mode)->min_servers;
+    if (nps == 0 && min_servers > 0) {
+        fprintf (stderr, "coordinator: %s: the cluster lists no ps task, and mode \"%s\" keeps "
+                 "the variables on ps-servers: list ps tasks, or train in mode \"mirrored\" "
+                 "(the default for a cluster of workers only)\n", source,
+                 ps_mode_name (config.job.mode));
+        goto done;
+    }
     if (nps < min_servers || nworkers < 1 || nps > S_MAX_TASKS || nworkers > S_MAX_TASKS
     ||  nevaluators > 1) {
         fprintf (stderr, "coordinator: %s: the cluster has %d ps, %d worker and %d evaluator "

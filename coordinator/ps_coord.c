@@ -756,11 +756,16 @@ s_open (s_coord_t *self)
                                    self->job->stop_on_divergence, ps_clock_ms (), &err);
     if (!self->report)
         return s_fail (self, err.code, "%s", err.msg), -1;
-    self->roster = ps_roster_new (cfg->nservers, cfg->nworkers, cfg->nevaluators);
+    self->ops = ps_mode_lookup (self->job->mode);
+    //  TensorFlow starts its side-car evaluator with a cluster that does
+    //  not list it (ps_tfconfig.h): evaluator:0 has a place in the roster
+    //  whenever the mode uses an evaluator, listed or not. The evaluator
+    //  is optional either way: evaluation goes to a worker until it comes.
+    int nevaluators = cfg->nevaluators < 1 && !self->ops->no_evaluator ? 1 : cfg->nevaluators;
+    self->roster = ps_roster_new (cfg->nservers, cfg->nworkers, nevaluators);
     self->evalq = ps_evalq_new (self->report);
     self->admit = ps_admit_new (self->roster, self->report, cfg->curve,
                                 self->job->heartbeat_timeout_ms);
-    self->ops = ps_mode_lookup (self->job->mode);
     if (getrandom (&self->incarnation, sizeof self->incarnation, 0) != sizeof self->incarnation)
         return s_fail (self, PS_EIO, "getrandom: %s", strerror (errno)), -1;
     self->incarnation |= 1;

@@ -401,7 +401,10 @@ ps_job_default (ps_job_t *job, int nservers)
     job->batch_size = 64;
     job->epochs = 3;
     job->steps = 0;
-    job->mode = PS_MODE_ASYNC;
+    //  Without servers the variables can live only on the workers: a
+    //  cluster of workers only (TensorFlow's MultiWorkerMirroredStrategy's)
+    //  trains mirrored unless its job says otherwise.
+    job->mode = nservers > 0 ? PS_MODE_ASYNC : PS_MODE_MIRRORED;
     job->staleness = 3;
     job->checkpoint_keep = 3;
     job->checkpoint_full_every = 1;
@@ -409,7 +412,7 @@ ps_job_default (ps_job_t *job, int nservers)
     snprintf (job->data_dir, sizeof job->data_dir, "%s", PS_DATASET_DEFAULT_DIR);
     snprintf (job->data_format, sizeof job->data_format, "idx");
     snprintf (job->label_column, sizeof job->label_column, "label");
-    ps_partitioner_default (&job->partitioner, nservers);
+    ps_partitioner_default (&job->partitioner, nservers > 0 ? nservers : 1);
     job->eval_epochs = 1;
     job->heartbeat_ms = 500;
     job->heartbeat_timeout_ms = 3000;

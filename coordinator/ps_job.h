@@ -91,7 +91,8 @@ typedef struct {
 //  evaluation every epoch, heartbeats 500 ms / 3000 ms, 60 s to register,
 //  1 thread per worker, device cpu, a metrics window of 5 s, 2 retries of
 //  a step with a non-finite gradient, 100 of a step that fails otherwise,
-//  a warning only when the loss diverges.
+//  a warning only when the loss diverges. For a cluster of no servers
+//  (nservers 0) the mode is mirrored, and the partitioner is one server's.
 void ps_job_default (ps_job_t *job, int nservers);
 
 //  Overlay the keys of a job file (or of a JSON object from a checkpoint

@@ -93,12 +93,6 @@ size_t ps_launcher_poll (ps_launcher_t *self, ps_task_event_t *events, size_t ma
 int ps_launcher_silent (ps_launcher_t *self, ps_role_t role, int index, ps_error_t *err);
 const char *ps_launcher_name (const ps_launcher_t *self);
 
-//  The path of ps-server or ps-worker, for a launcher that runs them: $ENV
-//  (PS_SERVER, PS_WORKER) when set, else next to this executable, else in
-//  the build tree's directory for its role (subdir: ps, worker). Returns
-//  0, or -1 when none of these is an executable.
-int ps_launcher_find_program (const char *env, const char *name, const char *subdir, char *buf,
-                              size_t len);
 
 //  The event of a supervised child's end (ps_supervisor.h) that runs task
 //  role:index, for launchers whose tasks are supervised child processes.

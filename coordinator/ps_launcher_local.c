@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "ps_program.h"
 #include "ps_supervisor.h"
 
 typedef struct {
@@ -164,10 +165,10 @@ ps_launcher_local_new (bool restart, const char *log_dir, ps_error_t *err)
     s_local_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
-    if (ps_launcher_find_program ("PS_SERVER", "ps-server", "ps", self->server,
-                                  sizeof self->server)
-    ||  ps_launcher_find_program ("PS_WORKER", "ps-worker", "worker", self->worker,
-                                  sizeof self->worker)) {
+    if (ps_program_find ("PS_SERVER", "ps-server", "ps", self->server,
+                         sizeof self->server)
+    ||  ps_program_find ("PS_WORKER", "ps-worker", "worker", self->worker,
+                         sizeof self->worker)) {
         free (self);
         ps_error_set (err, PS_ENOTFOUND, "cannot find ps-server and ps-worker next to this "
                       "program (or set PS_SERVER and PS_WORKER)");

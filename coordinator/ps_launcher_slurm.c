@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ps_log.h"
+#include "ps_program.h"
 #include "ps_tfconfig.h"
 
 //  How to run one task again: the whole srun command line and the
@@ -258,10 +259,10 @@ ps_launcher_slurm_new (const char *job_id, ps_error_t *err)
     if (s_find_srun (self->srun, sizeof self->srun))
         rc = ps_error_set (err, PS_ENOTFOUND, "cannot find srun on PATH (or set PS_SRUN)");
     else
-    if (ps_launcher_find_program ("PS_SERVER", "ps-server", "ps", self->server,
-                                  sizeof self->server)
-    ||  ps_launcher_find_program ("PS_WORKER", "ps-worker", "worker", self->worker,
-                                  sizeof self->worker))
+    if (ps_program_find ("PS_SERVER", "ps-server", "ps", self->server,
+                         sizeof self->server)
+    ||  ps_program_find ("PS_WORKER", "ps-worker", "worker", self->worker,
+                         sizeof self->worker))
         rc = ps_error_set (err, PS_ENOTFOUND, "cannot find ps-server and ps-worker next to "
                            "this program (or set PS_SERVER and PS_WORKER)");
     if (rc) {

@@ -159,8 +159,11 @@ expect "TF_CONFIG: unknown key" 2 "TF_CONFIG|cluster.bogus|chief, worker, ps or 
   env TF_CONFIG="{\"cluster\": {\"chief\": [\"127.0.0.1:$chief_port\"], \"ps\": \
 [\"127.0.0.1:$ps_port\"], \"worker\": [\"127.0.0.1:$worker_port\"], \"bogus\": [\"a:1\"]}}" \
   "$coordinator"
-expect "TF_CONFIG: no chief" 2 "TF_CONFIG|chief" -- \
-  env TF_CONFIG="{\"cluster\": {\"ps\": [\"127.0.0.1:$ps_port\"], \
+# Without a chief the coordinator's address is worker 0's port + 1
+# (README.md, TF_CONFIG): here that is the ps task's, which is said.
+expect "TF_CONFIG: no chief, its address taken" 2 \
+  "TF_CONFIG|chief|127.0.0.1:$((worker_port + 1))|cluster.ps[0]" -- \
+  env TF_CONFIG="{\"cluster\": {\"ps\": [\"127.0.0.1:$((worker_port + 1))\"], \
 \"worker\": [\"127.0.0.1:$worker_port\"]}}" "$coordinator"
 expect "TF_CONFIG: task without a type" 2 "TF_CONFIG|task.type" -- \
   env TF_CONFIG="{\"cluster\": $cluster, \"task\": {\"index\": 0}}" "$coordinator"
@@ -180,9 +183,11 @@ expect "TF_CONFIG: port out of range" 2 \
 expect "TF_CONFIG: a peer with no host" 2 "TF_CONFIG: 'cluster.worker[0]' is \":$worker_port\": no host" -- \
   env TF_CONFIG="{\"cluster\": {\"chief\": [\"127.0.0.1:$chief_port\"], \"ps\": \
 [\"127.0.0.1:$ps_port\"], \"worker\": [\":$worker_port\"]}}" "$coordinator"
-expect "TF_CONFIG: no ps" 2 "TF_CONFIG|0 ps|1..256 ps" -- \
+# Without ps the default mode is mirrored; a mode of the ps-servers is
+# refused, saying so.
+expect "TF_CONFIG: no ps, mode async" 2 "TF_CONFIG|lists no ps task|\"async\"|mirrored" -- \
   env TF_CONFIG="{\"cluster\": {\"chief\": [\"127.0.0.1:$chief_port\"], \"ps\": [], \
-\"worker\": [\"127.0.0.1:$worker_port\"]}}" "$coordinator"
+\"worker\": [\"127.0.0.1:$worker_port\"]}}" "$coordinator" --mode async
 expect "TF_CONFIG: two evaluators" 2 "TF_CONFIG|2 evaluator|at most 1 evaluator" -- \
   env TF_CONFIG="{\"cluster\": {\"chief\": [\"127.0.0.1:$chief_port\"], \"ps\": \
 [\"127.0.0.1:$ps_port\"], \"worker\": [\"127.0.0.1:$worker_port\"], \"evaluator\": \
@@ -200,8 +205,9 @@ printf '{"cluster": %s, "task": {"type": "ps", "index": 0}}\n' "$cluster" >"$wor
 expect "--cluster: task ps" 2 "$work/ps.json|\"ps\"|expected \"chief\"" -- \
   "$coordinator" --cluster "$work/ps.json"
 # The file wins over TF_CONFIG, which is not even read.
-printf '{"cluster": {"ps": ["127.0.0.1:2"], "worker": ["127.0.0.1:3"]}}\n' >"$work/nochief.json"
-expect "--cluster: no chief (TF_CONFIG ignored)" 2 "$work/nochief.json|chief" -- \
+printf '{"cluster": {"ps": ["127.0.0.1:4"], "worker": ["127.0.0.1:3"]}}\n' >"$work/nochief.json"
+expect "--cluster: no chief, its address taken (TF_CONFIG ignored)" 2 \
+  "$work/nochief.json|chief|127.0.0.1:4|cluster.ps[0]" -- \
   env TF_CONFIG="$good" "$coordinator" --cluster "$work/nochief.json"
 
 # --- the job file ---------------------------------------------------------------
@@ -333,8 +339,9 @@ fi
 # --- a task the coordinator's cluster does not have --------------------------------
 # The coordinator knows 1 worker and no evaluator, and waits (for a server
 # nobody serves); a ps-worker whose own spec lists 2 workers registers as
-# worker:1, an evaluator as evaluator:0. Each is refused, and exits
-# non-zero with the coordinator's words.
+# worker:1: it is refused, and exits non-zero with the coordinator's
+# words. An evaluator:0 is taken although the coordinator's spec lists
+# none (TensorFlow's side-car evaluator, tests/test_tfconfig_compat.sh).
 TF_CONFIG="$good" "$coordinator" --register-timeout-ms 20000 --limit 640 --data "$data" \
   >"$work/coordinator.log" 2>&1 &
 coordinator_pid=$!
@@ -345,9 +352,21 @@ wide="{\"chief\": [\"127.0.0.1:$chief_port\"], \"ps\": [\"127.0.0.1:$ps_port\"],
 expect "worker index beyond the coordinator's cluster" 1 \
   "refused to register worker 1|unknown task worker:1|the cluster has 1 worker task" -- \
   env TF_CONFIG="{\"cluster\": $wide, \"task\": {\"type\": \"worker\", \"index\": 1}}" "$worker"
-expect "evaluator the coordinator's cluster lacks" 1 \
-  "refused to register evaluator 0|unknown task evaluator:0|0 evaluator tasks" -- \
-  env TF_CONFIG="{\"cluster\": $wide, \"task\": {\"type\": \"evaluator\", \"index\": 0}}" "$worker"
+TF_CONFIG="{\"cluster\": $wide, \"task\": {\"type\": \"evaluator\", \"index\": 0}}" "$worker" \
+  >"$work/evaluator.log" 2>&1 &
+evaluator_pid=$!
+for ((i = 0; i < 300; i++)); do
+  grep -qF "evaluator:0 registered" "$work/coordinator.log" && break
+  sleep 0.1
+done
+kill -TERM "$evaluator_pid" 2>/dev/null
+wait "$evaluator_pid"
+if grep -qF "evaluator:0 registered" "$work/coordinator.log"; then
+  pass "evaluator the coordinator's cluster lacks: taken as evaluator:0"
+else
+  cp "$work/evaluator.log" "$work/out"
+  fail "evaluator the coordinator's cluster lacks: taken as evaluator:0"
+fi
 # ps-worker's own checks come before it ever talks to the coordinator.
 expect "ps-worker: index beyond its own spec" 2 "TF_CONFIG|task.index|5|cluster.worker" -- \
   env TF_CONFIG="{\"cluster\": $cluster, \"task\": {\"type\": \"worker\", \"index\": 5}}" "$worker"

@@ -399,6 +399,105 @@ test_tfjob_operator (void **state)
     s_refused ("{\"cluster\": {\"Chief\": [\"a:1\"]}}", "unknown key 'cluster.Chief'");
 }
 
+//  TensorFlow's own documentation's specs, verbatim but for the ports:
+//  "rpc_layer" is read and ignored (a non-string is named), an evaluator
+//  started with a cluster that lists none is taken as evaluator:0, and a
+//  cluster of workers only has its coordinator at worker 0's port + 1.
+static void
+test_tensorflow_shapes (void **state)
+{
+    (void) state;
+    ps_error_t err;
+    //  MultiWorkerMirroredStrategy's TF_CONFIG with TensorFlow's rpc_layer.
+    ps_tfconfig_t *tf = ps_tfconfig_parse (
+        "{\"cluster\": {\"worker\": [\"localhost:12345\", \"localhost:23456\"]}, "
+        "\"task\": {\"type\": \"worker\", \"index\": 0}, \"rpc_layer\": \"grpc\"}",
+        "TF_CONFIG", &err);
+    if (!tf)
+        fail_msg ("refused: %s", err.msg);
+    assert_true (ps_tfconfig_chief_derived (tf));
+    assert_int_equal (ps_tfconfig_count (tf, "chief"), 1);
+    char endpoint [128];
+    assert_int_equal (ps_tfconfig_coordinator_endpoint (tf, endpoint, sizeof endpoint, &err),
+                      PS_OK);
+    assert_string_equal (endpoint, "tcp://localhost:12346");
+    //  The coordinator started for it binds there as chief:0.
+    assert_int_equal (ps_tfconfig_set_task (tf, "chief", 0, &err), PS_OK);
+    assert_int_equal (ps_tfconfig_bind_endpoint (tf, "chief", endpoint, sizeof endpoint, &err),
+                      PS_OK);
+    assert_string_equal (endpoint, "tcp://127.0.0.1:12346");
+    //  The text a child is started with: the same spec, its own task, and
+    //  no chief written into it (it derives the same one).
+    char *text = ps_tfconfig_text_as (tf, "chief", 0);
+    ps_tfconfig_destroy (&tf);
+    tf = ps_tfconfig_parse (text, "child", &err);
+    free (text);
+    assert_non_null (tf);
+    assert_true (ps_tfconfig_chief_derived (tf));
+    assert_string_equal (ps_tfconfig_task_type (tf), "chief");
+    assert_int_equal (ps_tfconfig_coordinator_endpoint (tf, endpoint, sizeof endpoint, &err),
+                      PS_OK);
+    assert_string_equal (endpoint, "tcp://localhost:12346");
+    ps_tfconfig_destroy (&tf);
+
+    //  A listed chief is never replaced.
+    tf = ps_tfconfig_parse (s_good, "x", &err);
+    assert_non_null (tf);
+    assert_false (ps_tfconfig_chief_derived (tf));
+    ps_tfconfig_destroy (&tf);
+
+    //  The derived address taken by another task: refused when asked for,
+    //  naming both; the spec itself still parses (a server reads only its
+    //  own address).
+    tf = ps_tfconfig_parse ("{\"cluster\": {\"worker\": [\"localhost:12345\", "
+                            "\"localhost:12346\"]}}", "TF_CONFIG", &err);
+    assert_non_null (tf);
+    assert_false (ps_tfconfig_chief_derived (tf));
+    assert_int_equal (ps_tfconfig_coordinator_endpoint (tf, endpoint, sizeof endpoint, &err),
+                      PS_EINVAL);
+    assert_non_null (strstr (err.msg, "localhost:12346"));
+    assert_non_null (strstr (err.msg, "cluster.worker[1]"));
+    assert_non_null (strstr (err.msg, "port + 1"));
+    ps_tfconfig_destroy (&tf);
+    tf = ps_tfconfig_parse ("{\"cluster\": {\"worker\": [\"h:65535\"]}}", "x", &err);
+    assert_non_null (tf);
+    assert_int_equal (ps_tfconfig_coordinator_endpoint (tf, endpoint, sizeof endpoint, &err),
+                      PS_EINVAL);
+    assert_non_null (strstr (err.msg, "h:65535"));
+    ps_tfconfig_destroy (&tf);
+
+    //  ParameterServerStrategy's evaluator: its cluster lists no evaluator.
+    tf = ps_tfconfig_parse ("{\"cluster\": {\"chief\": [\"localhost:2222\"], "
+                            "\"worker\": [\"localhost:2223\"], \"ps\": [\"localhost:2224\"]}, "
+                            "\"task\": {\"type\": \"evaluator\", \"index\": 0}}",
+                            "TF_CONFIG", &err);
+    if (!tf)
+        fail_msg ("evaluator refused: %s", err.msg);
+    assert_string_equal (ps_tfconfig_task_type (tf), "evaluator");
+    assert_int_equal (ps_tfconfig_task_index (tf), 0);
+    assert_int_equal (ps_tfconfig_count (tf, "evaluator"), 0);
+    assert_null (ps_tfconfig_address (tf, "evaluator", 0));
+    assert_int_equal (ps_tfconfig_coordinator_endpoint (tf, endpoint, sizeof endpoint, &err),
+                      PS_OK);
+    assert_string_equal (endpoint, "tcp://localhost:2222");
+    assert_int_equal (ps_tfconfig_set_task (tf, "evaluator", 0, &err), PS_OK);
+    //  Only evaluator:0, and only where no evaluator is listed.
+    assert_int_equal (ps_tfconfig_set_task (tf, "evaluator", 1, &err), PS_EINVAL);
+    assert_int_equal (ps_tfconfig_set_task (tf, "ps", 1, &err), PS_EINVAL);
+    ps_tfconfig_destroy (&tf);
+    s_refused ("{\"cluster\": {\"ps\": [\"a:1\"]}, \"task\": {\"type\": \"evaluator\", "
+               "\"index\": 1}}", "'task.index' is 1");
+    s_refused ("{\"cluster\": {\"ps\": [\"a:1\"], \"evaluator\": [\"a:2\"]}, "
+               "\"task\": {\"type\": \"evaluator\", \"index\": 1}}", "'task.index' is 1");
+    s_refused ("{\"cluster\": {\"ps\": [\"a:1\"]}, \"task\": {\"type\": \"worker\", "
+               "\"index\": 0}}", "'task.index' is 0");
+    //  rpc_layer is a string or nothing.
+    s_refused ("{\"cluster\": {\"ps\": [\"a:1\"]}, \"rpc_layer\": 1}",
+               "'rpc_layer' is not a string");
+    s_refused ("{\"cluster\": {\"ps\": [\"a:1\"]}, \"rpc\": \"grpc\"}",
+               "expected cluster, task, environment or rpc_layer");
+}
+
 int
 main (void)
 {
@@ -411,6 +510,7 @@ main (void)
         cmocka_unit_test (test_file_duplicate_keys),
         cmocka_unit_test (test_set_task),
         cmocka_unit_test (test_tfjob_operator),
+        cmocka_unit_test (test_tensorflow_shapes),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

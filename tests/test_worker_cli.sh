@@ -53,8 +53,11 @@ expect "standalone option in cluster mode" 2 "--data|--standalone" -- \
   env -u TF_CONFIG "$worker" --data "$data"
 expect "--task with --standalone" 2 "--task|--standalone" -- \
   env -u TF_CONFIG "$worker" --standalone --task worker:0
-expect "TF_CONFIG without chief" 2 "TF_CONFIG|chief" -- \
-  env TF_CONFIG='{"cluster": {"worker": ["127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}}' \
+# A cluster of workers only has its coordinator at worker 0's port + 1
+# (README.md, TF_CONFIG); where another task has that address, it is said.
+expect "TF_CONFIG without chief, coordinator address taken" 2 \
+  "TF_CONFIG|chief|127.0.0.1:3|cluster.worker[1]" -- \
+  env TF_CONFIG='{"cluster": {"worker": ["127.0.0.1:2", "127.0.0.1:3"]}, "task": {"type": "worker", "index": 1}}' \
   "$worker"
 expect "TF_CONFIG task type ps" 2 "\"ps\"|worker or an evaluator" -- \
   env TF_CONFIG="{\"cluster\": {$chief_ok}, \"task\": {\"type\": \"ps\", \"index\": 0}}" "$worker"
@@ -65,8 +68,10 @@ expect "TF_CONFIG task index out of range" 2 "TF_CONFIG|task.index|cluster.worke
   "$worker"
 expect "--task index out of range" 2 "worker:3|out of range|cluster.worker" -- \
   env TF_CONFIG="{\"cluster\": {$chief_ok}}" "$worker" --task worker:3
-expect "--task evaluator:0 without evaluators" 2 "evaluator:0|out of range" -- \
-  env TF_CONFIG="{\"cluster\": {$chief_ok}}" "$worker" --task evaluator:0
+# evaluator:0 is taken without evaluators (TensorFlow's side-car evaluator);
+# no other index is.
+expect "--task evaluator:1 without evaluators" 2 "evaluator:1|out of range" -- \
+  env TF_CONFIG="{\"cluster\": {$chief_ok}}" "$worker" --task evaluator:1
 expect "--task without index" 2 "--task|TYPE:INDEX" -- \
   env TF_CONFIG="{\"cluster\": {$chief_ok}}" "$worker" --task worker
 expect "--task bad index" 2 "--task|worker:x" -- \
@@ -75,9 +80,10 @@ expect "no task anywhere" 2 "task|--task" -- \
   env TF_CONFIG="{\"cluster\": {$chief_ok}}" "$worker"
 expect "unreadable --cluster file" 2 "$work/nonexistent.json" -- \
   env -u TF_CONFIG "$worker" --cluster "$work/nonexistent.json" --task worker:0
-printf '{"cluster": {"worker": ["127.0.0.1:2"]}}\n' >"$work/nochief.json"
-expect "--cluster file without chief" 2 "nochief.json|chief" -- \
-  env -u TF_CONFIG "$worker" --cluster "$work/nochief.json" --task worker:0
+printf '{"cluster": {"worker": ["127.0.0.1:2", "127.0.0.1:3"]}}\n' >"$work/nochief.json"
+expect "--cluster file without chief, coordinator address taken" 2 \
+  "nochief.json|chief|127.0.0.1:3|cluster.worker[1]" -- \
+  env -u TF_CONFIG "$worker" --cluster "$work/nochief.json" --task worker:1
 printf '{"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]},\n "task": 7}\n' \
   >"$work/badtask.json"
 expect "--cluster file with a bad task" 2 "badtask.json|task" -- \

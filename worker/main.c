@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ps_chief_child.h"
 #include "ps_cli.h"
 #include "ps_ctrstandalone.h"
 #include "ps_floats.h"
@@ -154,12 +155,7 @@ s_cluster (const ps_wcmdline_t *args)
         .device = device, .stop_fd = stop_fd, .ring_bind = have_ring ? ring_bind : NULL,
         .curve = curve,
     };
-    if (ps_trainer_run (&config, &err)) {
-        ps_error ("%s", err.msg);
-        status = 1;
-    }
-    else
-        status = 0;
+    status = ps_chief_child_train (tf, args->job_file, args->keys_dir, args->insecure, &config);
     close (stop_fd);
     ps_curve_destroy (&curve);
 done:
@@ -235,9 +231,10 @@ main (int argc, char *argv [])
         }
         return s_cluster (&args);
     }
-    if (args.cluster_path || args.resolver || args.task_text || args.keys_dir || args.insecure) {
-        ps_error ("--cluster, --cluster-resolver, --task, --keys and --insecure are for cluster "
-                  "mode, not --standalone");
+    if (args.cluster_path || args.resolver || args.task_text || args.keys_dir || args.insecure
+    ||  args.job_file) {
+        ps_error ("--cluster, --cluster-resolver, --task, --keys, --insecure and --job are for "
+                  "cluster mode, not --standalone");
         return 2;
     }
     //  A click-through-rate model trains on its own path; the model is

@@ -40,9 +40,9 @@ static const struct argp_option s_options [] = {
     { "insecure", O_INSECURE, NULL, 0, "No authentication, no encryption (warns at start)",
       G_CLUSTER },
     { "job", O_JOB, "FILE", 0,
-      "A job file (schemas/job.md); in a cluster whose spec has workers but no chief, "
-      "worker 0 starts the coordinator with it, see README.md TF_CONFIG; other workers "
-      "accept and ignore it", G_CLUSTER },
+      "For a cluster of workers only (no chief): worker 0 runs the coordinator with this "
+      "job (schemas/job.md) and exits with its status; the other workers ignore it "
+      "(README.md, TF_CONFIG from TensorFlow)", G_CLUSTER },
     { NULL, 0, NULL, 0, "Standalone training:", G_STANDALONE },
     { "standalone", O_STANDALONE, NULL, 0, "Train in this process, without a cluster",
       G_STANDALONE },

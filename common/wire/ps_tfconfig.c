@@ -12,6 +12,7 @@
 #include "ps_address.h"
 #include "ps_file.h"
 #include "ps_json.h"
+#include "ps_log.h"
 #include "ps_parse.h"
 
 //  A cluster file holds a few addresses; a larger one is not a cluster file.
@@ -19,13 +20,22 @@
 
 static const char *s_roles [] = { "chief", "worker", "ps", "evaluator" };
 #define S_NROLES (sizeof s_roles / sizeof s_roles [0])
+//  Indexes into s_roles.
+enum { S_CHIEF, S_WORKER, S_PS, S_EVALUATOR };
 
 struct _ps_tfconfig_t {
     json_t *root;
     json_t *roles [S_NROLES];   //  borrowed arrays, NULL when absent
     const char *task_type;
     int task_index;
+    //  A chiefless spec's chief, derived from worker 0's address (the one
+    //  list not borrowed from root), or why none could be derived.
+    json_t *derived_chief;
+    char *derive_error;
 };
+
+//  The port a chiefless cluster's coordinator takes, relative to worker 0's.
+#define S_CHIEF_PORT_OFFSET 1
 
 static int
 s_role (const char *type)
@@ -83,6 +93,77 @@ s_check_cluster (ps_tfconfig_t *self, json_t *cluster, const char *source, ps_er
     return PS_OK;
 }
 
+//  An address without its "tcp://" prefix, as two addresses are compared.
+static const char *
+s_bare (const char *address)
+{
+    return strncmp (address, "tcp://", 6) == 0 ? address + 6 : address;
+}
+
+//  A cluster without a chief (TensorFlow's MultiWorkerMirroredStrategy
+//  lists only workers) still needs a coordinator; every process derives
+//  its address by the same rule, worker 0's host with worker 0's port + 1,
+//  so that none needs to be told. A rule that cannot be applied (worker 0
+//  is not host:port, the port is 65535, or the address is another task's)
+//  is not an error until a process asks for the coordinator: a spec read
+//  only for its servers' addresses does not need it.
+static void
+s_derive_chief (ps_tfconfig_t *self)
+{
+    if (self->roles [S_CHIEF] || !self->roles [S_WORKER]
+    ||  json_array_size (self->roles [S_WORKER]) == 0)
+        return;
+    const char *worker0 = json_string_value (json_array_get (self->roles [S_WORKER], 0));
+    const char *colon = strrchr (worker0, ':');
+    uint64_t port = 0;
+    ps_error_t why;
+    char text [600];
+    int rc = colon && !strstr (colon, "//")
+           ? ps_parse_uint ("the port", colon + 1, 1, 65535, &port, &why) : PS_EINVAL;
+    if (rc || port + S_CHIEF_PORT_OFFSET > 65535) {
+        snprintf (text, sizeof text, "the cluster lists no chief, and worker 0's address %s "
+                  "has no port + %d to take the coordinator's address from (the rule for a "
+                  "cluster without a chief): list one in cluster.chief", worker0,
+                  S_CHIEF_PORT_OFFSET);
+        self->derive_error = strdup (text);
+        if (!self->derive_error)
+            abort ();
+        return;
+    }
+    snprintf (text, sizeof text, "%.*s:%u", (int) (colon - worker0), worker0,
+              (unsigned) (port + S_CHIEF_PORT_OFFSET));
+    for (size_t r = S_WORKER; r < S_NROLES; r++)
+        for (size_t i = 0; self->roles [r] && i < json_array_size (self->roles [r]); i++) {
+            const char *other = json_string_value (json_array_get (self->roles [r], i));
+            if (strcmp (s_bare (other), s_bare (text)) == 0) {
+                char message [1400];
+                snprintf (message, sizeof message, "the cluster lists no chief, so the "
+                          "coordinator's address is worker 0's port + %d, %s, but that is "
+                          "cluster.%s[%zu]'s address (%s): list a chief in cluster.chief or "
+                          "give that task another port", S_CHIEF_PORT_OFFSET, text,
+                          s_roles [r], i, other);
+                self->derive_error = strdup (message);
+                if (!self->derive_error)
+                    abort ();
+                return;
+            }
+        }
+    self->derived_chief = json_pack ("[s]", text);
+    if (!self->derived_chief)
+        abort ();
+    self->roles [S_CHIEF] = self->derived_chief;
+}
+
+//  TensorFlow starts ParameterServerStrategy's side-car evaluator with the
+//  cluster of chief, workers and ps only and the task evaluator:0: the
+//  evaluator is a client and needs no address, so that task is taken
+//  although the cluster lists no evaluator.
+static bool
+s_unlisted_evaluator (ps_tfconfig_t *self, int role, long long index)
+{
+    return role == S_EVALUATOR && !self->roles [S_EVALUATOR] && index == 0;
+}
+
 static int
 s_check_task (ps_tfconfig_t *self, json_t *task, const char *source, ps_error_t *err)
 {
@@ -107,7 +188,8 @@ s_check_task (ps_tfconfig_t *self, json_t *task, const char *source, ps_error_t 
         return ps_error_set (err, PS_EINVAL, "%s: 'task.index' is missing or not an integer", source);
     json_int_t value_index = json_integer_value (index);
     size_t count = self->roles [role] ? json_array_size (self->roles [role]) : 0;
-    if (value_index < 0 || (size_t) value_index >= count)
+    if (!s_unlisted_evaluator (self, role, value_index)
+    &&  (value_index < 0 || (size_t) value_index >= count))
         return ps_error_set (err, PS_EINVAL,
                              "%s: 'task.index' is %lld but cluster.%s has %zu addresses",
                              source, (long long) value_index, type, count);
@@ -124,8 +206,11 @@ ps_tfconfig_set_task (ps_tfconfig_t *self, const char *type, int index, ps_error
     if (role < 0)
         return ps_error_set (err, PS_EINVAL, "task type \"%s\": expected chief, worker, ps "
                              "or evaluator", type);
+    //  A chief that could not be derived says why.
+    if (role == S_CHIEF && self->derive_error)
+        return ps_error_set (err, PS_EINVAL, "%s", self->derive_error);
     size_t count = self->roles [role] ? json_array_size (self->roles [role]) : 0;
-    if (index < 0 || (size_t) index >= count)
+    if (!s_unlisted_evaluator (self, role, index) && (index < 0 || (size_t) index >= count))
         return ps_error_set (err, PS_EINVAL, "task %s:%d is out of range: cluster.%s has %zu "
                              "address%s", type, index, type, count, count == 1 ? "" : "es");
     self->task_type = s_roles [role];
@@ -137,6 +222,8 @@ int
 ps_tfconfig_coordinator_endpoint (ps_tfconfig_t *self, char *buf, size_t len, ps_error_t *err)
 {
     assert (self);
+    if (self->derive_error)
+        return ps_error_set (err, PS_EINVAL, "%s", self->derive_error);
     if (ps_tfconfig_count (self, "chief") < 1)
         return ps_error_set (err, PS_ENOTFOUND, "the cluster has no 'chief' (cluster.chief: "
                              "the coordinator's address)");
@@ -206,21 +293,33 @@ ps_tfconfig_parse (const char *text, const char *source, ps_error_t *err)
     //  "environment" is what Kubeflow's TFJob operator adds to every
     //  TF_CONFIG it writes ("cloud", for TensorFlow 1.3's learn module);
     //  it says nothing about the cluster, so it is read and ignored.
+    //  "rpc_layer" ("grpc") names TensorFlow's transport; ps-cluster always
+    //  speaks ZeroMQ, so it is ignored too, and said so once.
     if (rc == PS_OK)
         json_object_foreach (root, key, value) {
             if (rc == PS_OK && strcmp (key, "environment") == 0 && !json_is_string (value))
                 rc = ps_error_set (err, PS_EINVAL, "%s: 'environment' is not a string (TensorFlow's "
                                    "\"cloud\" or \"local\")", source);
             else
+            if (rc == PS_OK && strcmp (key, "rpc_layer") == 0 && !json_is_string (value))
+                rc = ps_error_set (err, PS_EINVAL, "%s: 'rpc_layer' is not a string (TensorFlow's "
+                                   "\"grpc\")", source);
+            else
+            if (rc == PS_OK && strcmp (key, "rpc_layer") == 0)
+                ps_info ("%s: rpc_layer \"%s\" ignored: ps-cluster always speaks ZeroMQ", source,
+                         json_string_value (value));
+            else
             if (rc == PS_OK && strcmp (key, "cluster") && strcmp (key, "task")
             &&  strcmp (key, "environment"))
-                rc = ps_error_set (err, PS_EINVAL, "%s: unknown key '%s', expected cluster, task "
-                                   "or environment", source, key);
+                rc = ps_error_set (err, PS_EINVAL, "%s: unknown key '%s', expected cluster, task, "
+                                   "environment or rpc_layer", source, key);
         }
     if (rc == PS_OK && !json_object_get (root, "cluster"))
         rc = ps_error_set (err, PS_EINVAL, "%s: key 'cluster' is missing", source);
     if (rc == PS_OK)
         rc = s_check_cluster (self, json_object_get (root, "cluster"), source, err);
+    if (rc == PS_OK)
+        s_derive_chief (self);
     if (rc == PS_OK && json_object_get (root, "task"))
         rc = s_check_task (self, json_object_get (root, "task"), source, err);
     if (rc)
@@ -264,6 +363,8 @@ ps_tfconfig_destroy (ps_tfconfig_t **self_p)
     ps_tfconfig_t *self = *self_p;
     if (self) {
         json_decref (self->root);
+        json_decref (self->derived_chief);
+        free (self->derive_error);
         free (self);
         *self_p = NULL;
     }
@@ -330,4 +431,26 @@ ps_tfconfig_bind_endpoint (ps_tfconfig_t *self, const char *expect_type,
     if (rc)
         return ps_error_prefix (err, rc, "cluster.%s[%d]", self->task_type, self->task_index);
     return PS_OK;
+}
+
+bool
+ps_tfconfig_chief_derived (ps_tfconfig_t *self)
+{
+    assert (self);
+    return self->derived_chief != NULL;
+}
+
+char *
+ps_tfconfig_text_as (ps_tfconfig_t *self, const char *type, int index)
+{
+    assert (self);
+    json_t *copy = json_deep_copy (self->root);
+    if (!copy
+    ||  json_object_set_new (copy, "task", json_pack ("{s:s, s:i}", "type", type, "index", index)))
+        abort ();
+    char *text = json_dumps (copy, JSON_COMPACT);
+    json_decref (copy);
+    if (!text)
+        abort ();
+    return text;
 }

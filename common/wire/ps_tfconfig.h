@@ -6,6 +6,20 @@
 //
 //  Kubeflow's TFJob operator writes exactly this, with the task type in
 //  lower case and a top-level "environment": "cloud", which is ignored.
+//  TensorFlow's own top-level "rpc_layer" ("grpc") is ignored too, with an
+//  info line saying so: ps-cluster always speaks ZeroMQ.
+//
+//  Two shapes of TensorFlow's documentation are taken as they are:
+//    - a side-car evaluator started with the cluster of chief, workers and
+//      ps only and the task {"type": "evaluator", "index": 0}: the
+//      evaluator is a client and needs no address of its own;
+//    - a cluster of workers only (MultiWorkerMirroredStrategy's), with no
+//      chief: the coordinator's address is derived, worker 0's host with
+//      worker 0's port + 1, by every process alike, and it counts as task
+//      chief:0 (ps-worker worker:0 starts the coordinator there). Where
+//      that rule cannot be applied (the port is 65535, worker 0 is not
+//      host:port, or the address is another task's) asking for the
+//      coordinator is an error that names both addresses.
 //
 //  Every ps-cluster process reads the same spec, from the TF_CONFIG
 //  environment variable or from a file with the same JSON. Parsing checks
@@ -18,6 +32,7 @@
 #ifndef PS_TFCONFIG_H_INCLUDED
 #define PS_TFCONFIG_H_INCLUDED
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "ps_error.h"
@@ -29,8 +44,9 @@ typedef struct _ps_tfconfig_t ps_tfconfig_t;
 //  role that is not a list of address strings, an address that is not
 //  well formed (the message names the key, "cluster.worker[1]", the address
 //  and what is wrong with it), a duplicate address, more than one chief, or
-//  a task whose type is unknown or absent from the cluster or whose index
-//  is out of range. The task is optional.
+//  a task whose type is unknown or absent from the cluster (evaluator:0
+//  excepted, above) or whose index is out of range, or an "rpc_layer" that
+//  is not a string. The task is optional.
 ps_tfconfig_t *ps_tfconfig_parse (const char *text, const char *source, ps_error_t *err);
 
 //  Parse the TF_CONFIG environment variable; PS_ENOTFOUND when unset.
@@ -41,7 +57,8 @@ ps_tfconfig_t *ps_tfconfig_from_file (const char *path, ps_error_t *err);
 
 void ps_tfconfig_destroy (ps_tfconfig_t **self_p);
 
-//  Number of tasks of a type ("chief", "worker", "ps", "evaluator").
+//  Number of tasks of a type ("chief", "worker", "ps", "evaluator"); a
+//  chiefless cluster's derived chief counts.
 int ps_tfconfig_count (ps_tfconfig_t *self, const char *type);
 
 //  The address of task (type, index), or NULL when out of range.
@@ -56,8 +73,9 @@ int ps_tfconfig_task_index (ps_tfconfig_t *self);
 //  or the index is out of range for the cluster.
 int ps_tfconfig_set_task (ps_tfconfig_t *self, const char *type, int index, ps_error_t *err);
 
-//  The endpoint of the coordinator (task chief:0). PS_ENOTFOUND when the
-//  cluster has no chief.
+//  The endpoint of the coordinator (task chief:0, listed or derived).
+//  PS_ENOTFOUND when the cluster has neither a chief nor a worker, and
+//  PS_EINVAL naming both addresses when the derived one is another task's.
 int ps_tfconfig_coordinator_endpoint (ps_tfconfig_t *self, char *buf, size_t len,
                                       ps_error_t *err);
 
@@ -79,5 +97,12 @@ int ps_tfconfig_connect_endpoint (ps_tfconfig_t *self, const char *type, int ind
 //  name does not resolve.
 int ps_tfconfig_bind_endpoint (ps_tfconfig_t *self, const char *expect_type,
                                char *buf, size_t len, ps_error_t *err);
+
+//  Whether the chief is derived from worker 0 (the cluster lists none).
+bool ps_tfconfig_chief_derived (ps_tfconfig_t *self);
+
+//  The spec's JSON, as parsed, with its task set to (type, index): for a
+//  process started with the same spec as another task. Free it.
+char *ps_tfconfig_text_as (ps_tfconfig_t *self, const char *type, int index);
 
 #endif
