@@ -79,6 +79,17 @@ ps_cli_parse (const struct argp *argp, int argc, char **argv, void *input)
     args [argc] = NULL;
     if (argc > 0 && strrchr (argv [0], '/'))
         args [0] = strrchr (argv [0], '/') + 1;
+    //  argp wraps its hint to --help at 79 columns, which would cut a
+    //  subcommand's ("Try `coordinator export --help' or ...") in two:
+    //  the margin is widened to fit it, unless the user chose one.
+    const char *hint = "Try `' or `' for more information.--help --usage";
+    size_t width = strlen (hint) + 2 * strlen (args [0]) + 8;
+    if (width > 79) {
+        char fmt [32];
+        snprintf (fmt, sizeof fmt, "rmargin=%zu", width);
+        if (setenv ("ARGP_HELP_FMT", fmt, 0) != 0)
+            perror ("setenv");
+    }
     //  argp exits by itself on a usage error (status argp_err_exit_status)
     //  and after --help or --version; a parser's own error code ends here.
     error_t rc = argp_parse (argp, argc, args, ARGP_NO_HELP, NULL, input);
