@@ -43,7 +43,7 @@ good="{\"cluster\": $cluster}"
 # --- the command line ---------------------------------------------------------
 expect "--help" 0 "--local|--cluster FILE|--resume" -- "$coordinator" --help
 expect "unknown flag" 2 "frobnicate|usage" -- "$coordinator" --local --frobnicate
-expect "stray argument" 2 "unexpected argument \"extra\"" -- "$coordinator" --local extra
+expect "stray argument" 2 "unexpected argument 'extra'" -- "$coordinator" --local extra
 expect "--ps 0" 2 "--ps \"0\": expected a whole number in 1..256" -- "$coordinator" --local --ps 0
 expect "--workers 0" 2 "--workers \"0\": expected a whole number in 1..256" -- \
   "$coordinator" --local --workers 0
