@@ -64,11 +64,11 @@ static const struct argp_option s_options [] = {
       "The training data's text or CSV file (an absolute path)", S_GROUP },
     { "test-data", O_TEST_DATA, "FILE", 0, "The test data's text or CSV file", S_GROUP },
     { "train-images", O_TRAIN_IMAGES, "FILE", 0,
-      "An image model's IDX or .npy file, in place of that in --data (also --train-labels, "
-      "--test-images, --test-labels)", S_GROUP },
-    { "train-labels", O_TRAIN_LABELS, "FILE", 0, NULL, S_GROUP },
-    { "test-images", O_TEST_IMAGES, "FILE", 0, NULL, S_GROUP },
-    { "test-labels", O_TEST_LABELS, "FILE", 0, NULL, S_GROUP },
+      "An image model's training images, an IDX or .npy file in place of that in --data",
+      S_GROUP },
+    { "train-labels", O_TRAIN_LABELS, "FILE", 0, "Its training labels, the same way", S_GROUP },
+    { "test-images", O_TEST_IMAGES, "FILE", 0, "Its test images, the same way", S_GROUP },
+    { "test-labels", O_TEST_LABELS, "FILE", 0, "Its test labels, the same way", S_GROUP },
     { "label-column", O_LABEL_COLUMN, "NAME", 0,
       "The CSV files' column of labels (default label)", S_GROUP },
     { "classes", O_CLASSES, "N", 0,
@@ -97,8 +97,8 @@ static const struct argp_option s_options [] = {
       "Retries of a step whose gradient is NaN or infinite before the run fails (default 2)",
       S_GROUP },
     { "step-retries", O_STEP_RETRIES, "N", 0,
-      "Retries in a row of a step that fails otherwise (a server's error) before the run "
-      "fails (default 100)", S_GROUP },
+      "Retries in a row of a step failing otherwise (a server's error) before the run fails "
+      "(default 100)", S_GROUP },
     { "stop-on-divergence", O_STOP_ON_DIVERGENCE, NULL, 0,
       "Fail a run whose training loss diverges (default: warn)", S_GROUP },
     { 0 },
