@@ -6,7 +6,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <float.h>
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 
 #include "ps_checkpoint.h"
+#include "ps_cli.h"
 #include "ps_coord.h"
 #include "ps_ctrmodel.h"
 #include "ps_curve.h"
@@ -40,119 +40,8 @@
 
 #define S_MAX_TASKS 256
 
-static void
-s_usage (FILE *out)
-{
-    fprintf (out,
-        "usage: coordinator --local [options]\n"
-        "       coordinator [--cluster FILE] [options]     (cluster from TF_CONFIG or FILE)\n"
-        "       coordinator plot METRICS.jsonl --out FILE.png [--width W] [--height H]\n"
-        "                          (draw a metrics file with gnuplot)\n"
-        "       coordinator --cluster-resolver slurm[:ps=N][,evaluator][,port=P] [options]\n"
-        "                                                     (task 0 of a Slurm job step)\n"
-        "       coordinator keygen --out DIR [--cluster FILE | --ps N --workers N\n"
-        "                          [--evaluator]] [--data-plane curve|plain]\n"
-        "                                                     (a cluster's keys)\n"
-        "       coordinator ping ps[:INDEX] [--cluster FILE] [--as TYPE:INDEX]\n"
-        "                        [--keys DIR | --insecure] [--timeout-ms N]\n"
-        "                                                     (a probe: exit 0 when the server,\n"
-        "                                                     or every one, answers a ping)\n"
-        "       coordinator export --checkpoint DIR --format safetensors|npz --out FILE\n"
-        "                          [--model NAME|FILE]        (the trained weights)\n"
-        "\n"
-        "Trains a model on a parameter-server cluster: registers the servers and\n"
-        "workers, places the variables, hands out steps, survives failures, takes\n"
-        "checkpoints and reports progress (schemas/job.md).\n"
-        "\n"
-        "Cluster:\n"
-        "  --local             start the servers and workers here, on 127.0.0.1\n"
-        "  --ps N              servers of a local cluster (default 2; none in mirrored\n"
-        "                      mode, where every worker holds the variables)\n"
-        "  --ps-memory-limit BYTES  each local server's --memory-limit (K, M, G):\n"
-        "                      the most its embedding tables may hold; a run whose\n"
-        "                      rows do not fit fails at once, naming the server\n"
-        "  --workers N         workers of a local cluster (default 2)\n"
-        "  --evaluator         a local cluster also runs an evaluator task\n"
-        "  --no-restart        do not restart local children that die\n"
-        "  --log-dir DIR       local children's logs (default /tmp/ps-cluster-PID, a run\n"
-        "                      directory removed with its logs and default checkpoints\n"
-        "                      when the run completes; kept when it does not)\n"
-        "  --keep-run-dir      keep the default run directory after a completed run\n"
-        "  --cluster FILE      the cluster spec (TF_CONFIG's JSON); default: TF_CONFIG\n"
-        "  --cluster-resolver slurm[:ps=N][,evaluator][,port=P]\n"
-        "                      the cluster from the Slurm job step this runs in, as\n"
-        "                      its task 0; servers and workers that die are\n"
-        "                      relaunched into the job with srun (README.md, Running\n"
-        "                      on Slurm). Needs --checkpoint-dir on shared storage\n"
-        "  --keys DIR          the cluster's CurveZMQ keys (public/ and chief-0's secret\n"
-        "                      certificate; README.md, Security). --local makes a fresh\n"
-        "                      set per run unless given one\n"
-        "  --insecure          no authentication, no encryption, for every process\n"
-        "                      (warns at start)\n"
-        "  --data-plane P      curve (default) or plain: the servers' connections\n"
-        "                      authenticated by passwords and not encrypted, for a\n"
-        "                      network no one else reaches (faster; README Security)\n"
-        "Job (flags override the job file):\n"
-        "  --job FILE          job file (schemas/job.md)\n"
-        "  --model NAME|FILE   cnn, cnn2, mlp or a spec file (default cnn)\n"
-        "  --epochs N          (default 3)        --steps N   train N steps instead\n"
-        "  --batch N           per worker (default 64)\n"
-        "  --optimizer KIND    sgd, momentum, adagrad, adam (default adam)\n"
-        "  --lr RATE           (default 0.001)\n"
-        "  --mode MODE         async (default); mirrored: synchronous, every worker a\n"
-        "                      replica, gradients summed by ring all-reduce; ssp:\n"
-        "                      async with no worker more than S steps ahead of the\n"
-        "                      slowest live one (bounded staleness); or sync:\n"
-        "                      synchronous on the servers, which apply each round's\n"
-        "                      mean gradient once\n"
-        "  --staleness S       ssp's bound, a whole number (default 3; 0 = lockstep)\n"
-        "                      or unbounded (as async)\n"
-        "  --seed N            (default 1)\n"
-        "  --data DIR          (default " PS_DATASET_DEFAULT_DIR ")\n"
-        "  --limit N           first N training examples   --test-limit N\n"
-        "  --data-format F     idx (default: IDX files in --data), or criteo or libsvm\n"
-        "                      text for a click-through-rate model (lr, dlrm)\n"
-        "  --train-data FILE   --test-data FILE   its text files (absolute paths)\n"
-        "  --train-images FILE --train-labels FILE  an image model's IDX or .npy files,\n"
-        "  --test-images FILE  --test-labels FILE   in place of those in --data\n"
-        "  --data-format csv   a classifier's CSV files, --train-data and --test-data\n"
-        "  --label-column NAME  their column of labels (default label)\n"
-        "  --classes N         the data's classes, 2 to 256, checked against the labels\n"
-        "                      and the model's last layer (default: from the labels)\n"
-        "  --checkpoint-dir D  --checkpoint-steps N   --checkpoint-seconds S   --keep K\n"
-        "  --full-every K      every K-th checkpoint writes the tables whole, the\n"
-        "                      others incremental (default 1: always whole)\n"
-        "  --eval-epochs N     evaluate every N epochs (default 1; 0 = never)\n"
-        "  --eval-steps N      also evaluate every N steps\n"
-        "  --heartbeat-ms N    (default 500)   --heartbeat-timeout-ms N (default 3000)\n"
-        "  --register-timeout-ms N   wait this long for the servers (default 60000)\n"
-        "  --threads N         compute threads per worker (default 1)\n"
-        "  --device D          cpu, gpu or auto for the workers (default cpu)\n"
-        "  --overlap           workers push a step while computing the next (faster,\n"
-        "                      one step staler)\n"
-        "  --nonfinite-retries N   retries of a step whose gradient is NaN or infinite\n"
-        "                      before the run fails (default 2)\n"
-        "  --step-retries N    retries in a row of a step that fails otherwise (a\n"
-        "                      server's error) before the run fails (default 100)\n"
-        "  --stop-on-divergence    fail a run whose training loss diverges (default: warn)\n"
-        "Run:\n"
-        "  --resume            resume from the newest valid checkpoint (required to exist)\n"
-        "  --metrics FILE      JSON lines: progress, evaluations, checkpoints, failures, done\n"
-        "  --metrics-port PORT serve /metrics in the Prometheus text format on PORT\n"
-        "                      (0: any free port, logged); off by default\n"
-        "  --metrics-addr ADDR the address it listens on (default 127.0.0.1)\n"
-        "  --help              this text\n"
-        "\n"
-        "A local cluster without --checkpoint-dir checkpoints into its log directory\n"
-        "every 30 s, so that a failed server can be recovered; its servers get the\n"
-        "checkpoint directory as their --checkpoint-root. Servers started by hand need\n"
-        "--checkpoint-root set to the coordinator's --checkpoint-dir (shared storage),\n"
-        "which the coordinator checks at start.\n"
-        "Ctrl-C (SIGINT) or SIGTERM writes a final checkpoint, stops every process and\n"
-        "exits 130 (143); a second signal stops at once. Exit status 0 means the\n"
-        "training completed.\n");
-}
-
+//  The command line of a run, read by argp (ps_cli.h) into this; the job
+//  flags go to their own child parser (ps_jobflags.h).
 typedef struct {
     bool local;
     const char *keys_dir;
@@ -171,73 +60,172 @@ typedef struct {
     int metrics_port;           //  -1: no Prometheus endpoint
     const char *metrics_addr;
     bool resume;
+    ps_jobflags_t *jobflags;
+    const char *local_only;     //  the first option given that only a local cluster reads
 } s_options_t;
 
-//  The job flags, collected in order while the command line is read.
-typedef struct {
-    int option;
-    const char *value;
-} s_flag_t;
-
-//  The options of a local cluster run from O_PS to O_LOG_DIR.
+//  Option keys, of the main command and the subcommands: the letters are
+//  the short forms.
 enum {
-    O_LOCAL = 256, O_PS, O_PS_MEMORY_LIMIT, O_WORKERS, O_EVALUATOR, O_NO_RESTART, O_KEEP_RUN_DIR,
-    O_DATA_PLANE, O_LOG_DIR,
-    O_CLUSTER, O_CLUSTER_RESOLVER, O_JOB,
-    O_RESUME, O_METRICS, O_HELP, O_KEYS, O_INSECURE, O_OUT, O_AS, O_TIMEOUT_MS,
-    O_CHECKPOINT, O_FORMAT, O_MODEL, O_METRICS_PORT, O_METRICS_ADDR, O_WIDTH, O_HEIGHT,
+    O_CLUSTER = 'c', O_KEYS = 'k', O_JOB = 'j', O_WORKERS = 'w', O_PS = 'p', O_LOCAL = 'l',
+    O_RESUME = 'r', O_OUT = 'o', O_MODEL = 'm',
+    O_PS_MEMORY_LIMIT = 256, O_EVALUATOR, O_NO_RESTART, O_KEEP_RUN_DIR, O_DATA_PLANE, O_LOG_DIR,
+    O_CLUSTER_RESOLVER, O_METRICS, O_INSECURE, O_AS, O_TIMEOUT_MS, O_CHECKPOINT, O_FORMAT,
+    O_METRICS_PORT, O_METRICS_ADDR, O_WIDTH, O_HEIGHT,
 };
 
-//  The program's own options; the job flags (ps_jobflags.h) join them in
-//  s_long_options.
-static const struct option s_own_options [] = {
-    { "local", no_argument, NULL, O_LOCAL },
-    { "ps", required_argument, NULL, O_PS },
-    { "ps-memory-limit", required_argument, NULL, O_PS_MEMORY_LIMIT },
-    { "workers", required_argument, NULL, O_WORKERS },
-    { "evaluator", no_argument, NULL, O_EVALUATOR },
-    { "no-restart", no_argument, NULL, O_NO_RESTART },
-    { "keep-run-dir", no_argument, NULL, O_KEEP_RUN_DIR },
-    { "log-dir", required_argument, NULL, O_LOG_DIR },
-    { "cluster", required_argument, NULL, O_CLUSTER },
-    { "cluster-resolver", required_argument, NULL, O_CLUSTER_RESOLVER },
-    { "job", required_argument, NULL, O_JOB },
-    { "resume", no_argument, NULL, O_RESUME },
-    { "metrics", required_argument, NULL, O_METRICS },
-    { "metrics-port", required_argument, NULL, O_METRICS_PORT },
-    { "metrics-addr", required_argument, NULL, O_METRICS_ADDR },
-    { "help", no_argument, NULL, O_HELP },
-    { "keys", required_argument, NULL, O_KEYS },
-    { "insecure", no_argument, NULL, O_INSECURE },
-    { "data-plane", required_argument, NULL, O_DATA_PLANE },
-    { NULL, 0, NULL, 0 },
+static const struct argp_option s_options [] = {
+    { NULL, 0, NULL, 0, "Cluster:", 1 },
+    { "local", O_LOCAL, NULL, 0, "Start the servers and workers here, on 127.0.0.1", 1 },
+    { "ps", O_PS, "N", 0,
+      "Servers of a local cluster (default 2; none in mirrored mode, where every worker "
+      "holds the variables)", 1 },
+    { "ps-memory-limit", O_PS_MEMORY_LIMIT, "BYTES", 0,
+      "Each local server's --memory-limit (K, M, G): the most its embedding tables may "
+      "hold; a run whose rows do not fit fails at once, naming the server", 1 },
+    { "workers", O_WORKERS, "N", 0, "Workers of a local cluster (default 2)", 1 },
+    { "evaluator", O_EVALUATOR, NULL, 0, "A local cluster also runs an evaluator task", 1 },
+    { "no-restart", O_NO_RESTART, NULL, 0, "Do not restart local children that die", 1 },
+    { "log-dir", O_LOG_DIR, "DIR", 0,
+      "Local children's logs (default /tmp/ps-cluster-PID, a run directory removed with its "
+      "logs and default checkpoints when the run completes; kept when it does not)", 1 },
+    { "keep-run-dir", O_KEEP_RUN_DIR, NULL, 0,
+      "Keep the default run directory after a completed run", 1 },
+    { "cluster", O_CLUSTER, "FILE", 0, "The cluster spec (TF_CONFIG's JSON); default: TF_CONFIG",
+      1 },
+    { "cluster-resolver", O_CLUSTER_RESOLVER, "slurm[:ps=N][,evaluator][,port=P]", 0,
+      "The cluster from the Slurm job step this runs in, as its task 0; servers and workers "
+      "that die are relaunched into the job with srun (README.md, Running on Slurm). Needs "
+      "--checkpoint-dir on shared storage", 1 },
+    { NULL, 0, NULL, 0, "Security:", 2 },
+    { "keys", O_KEYS, "DIR", 0,
+      "The cluster's CurveZMQ keys (public/ and chief-0's secret certificate; README.md, "
+      "Security). --local makes a fresh set per run unless given one", 2 },
+    { "insecure", O_INSECURE, NULL, 0,
+      "No authentication, no encryption, for every process (warns at start)", 2 },
+    { "data-plane", O_DATA_PLANE, "P", 0,
+      "curve (default) or plain: a local cluster's servers' connections authenticated by "
+      "passwords and not encrypted, for a network no one else reaches (faster; README "
+      "Security)", 2 },
+    { NULL, 0, NULL, 0, "Run:", 3 },
+    { "job", O_JOB, "FILE", 0, "The job file (schemas/job.md); the job flags override it", 3 },
+    { "resume", O_RESUME, NULL, 0,
+      "Resume from the newest valid checkpoint (required to exist)", 3 },
+    { "metrics", O_METRICS, "FILE", 0,
+      "JSON lines: progress, evaluations, checkpoints, failures, done", 3 },
+    { "metrics-port", O_METRICS_PORT, "PORT", 0,
+      "Serve /metrics in the Prometheus text format on PORT (0: any free port, logged); off "
+      "by default", 3 },
+    { "metrics-addr", O_METRICS_ADDR, "ADDR", 0,
+      "The address it listens on (default 127.0.0.1)", 3 },
+    { NULL, 0, NULL, 0, "Output:", -1 },
+    { 0 },
 };
 
-//  The program's options and the job flags, for getopt_long.
-static const struct option *
-s_long_options (void)
-{
-    static struct option all [64];
-    size_t own = 0, job = 0;
-    while (s_own_options [own].name)
-        own++;
-    while (ps_jobflags_options [job].name)
-        job++;
-    assert (own + job < sizeof all / sizeof all [0]);
-    memcpy (all, s_own_options, own * sizeof all [0]);
-    memcpy (all + own, ps_jobflags_options, (job + 1) * sizeof all [0]);
-    return all;
-}
-
-//  The name of one of the program's own options.
+//  The long name of one of the main command's options.
 static const char *
-s_flag_name (int option)
+s_option_name (int key)
 {
-    for (int i = 0; s_own_options [i].name; i++)
-        if (s_own_options [i].val == option)
-            return s_own_options [i].name;
+    for (int i = 0; s_options [i].name || s_options [i].doc; i++)
+        if (s_options [i].name && s_options [i].key == key)
+            return s_options [i].name;
     return "?";
 }
+
+//  Parse --data-plane: curve or plain. Returns 0, or an error code with
+//  *err saying why.
+static int
+s_data_plane (const char *text, bool *plain, ps_error_t *err)
+{
+    if (strcmp (text, "curve") && strcmp (text, "plain"))
+        return ps_error_set (err, PS_EINVAL, "--data-plane \"%s\": expected curve or plain",
+                             text);
+    *plain = strcmp (text, "plain") == 0;
+    return 0;
+}
+
+static error_t
+s_parse (int key, char *arg, struct argp_state *state)
+{
+    s_options_t *opt = state->input;
+    ps_error_t err;
+    uint64_t u;
+    int rc = PS_OK;
+    //  A cluster from TF_CONFIG or a file lists its own tasks: these
+    //  options would mean nothing to it, and are refused after parsing.
+    if (!opt->local_only
+    &&  (key == O_PS || key == O_WORKERS || (key >= O_PS_MEMORY_LIMIT && key <= O_LOG_DIR)))
+        opt->local_only = s_option_name (key);
+    switch (key) {
+        case ARGP_KEY_INIT: state->child_inputs [0] = opt->jobflags; break;
+        case O_LOCAL: opt->local = true; break;
+        case O_EVALUATOR: opt->local_evaluator = true; break;
+        case O_NO_RESTART: opt->restart = false; break;
+        case O_KEEP_RUN_DIR: opt->keep_run_dir = true; break;
+        case O_LOG_DIR: opt->log_dir = arg; break;
+        case O_CLUSTER: opt->cluster_file = arg; break;
+        case O_CLUSTER_RESOLVER: opt->resolver = arg; break;
+        case O_JOB: opt->job_file = arg; break;
+        case O_RESUME: opt->resume = true; break;
+        case O_METRICS: opt->metrics = arg; break;
+        case O_METRICS_ADDR: opt->metrics_addr = arg; break;
+        case O_KEYS: opt->keys_dir = arg; break;
+        case O_INSECURE: opt->insecure = true; break;
+        case O_DATA_PLANE: rc = s_data_plane (arg, &opt->plain, &err); break;
+        case O_METRICS_PORT:
+            if ((rc = ps_parse_uint ("--metrics-port", arg, 0, 65535, &u, &err)) == PS_OK)
+                opt->metrics_port = (int) u;
+            break;
+        case O_PS_MEMORY_LIMIT:
+            if ((rc = ps_parse_bytes ("--ps-memory-limit", arg, &u, &err)) == PS_OK)
+                opt->ps_memory_limit = arg;
+            break;
+        case O_PS:
+        case O_WORKERS:
+            if ((rc = ps_parse_uint (key == O_PS ? "--ps" : "--workers", arg, 1, S_MAX_TASKS, &u,
+                                     &err)) == PS_OK)
+                *(key == O_PS ? &opt->local_ps : &opt->local_workers) = (int) u;
+            break;
+        case ARGP_KEY_ARG:
+            argp_error (state, "unexpected argument '%s'", arg);
+            break;
+        default:
+            return ARGP_ERR_UNKNOWN;
+    }
+    if (rc)
+        argp_error (state, "%s", err.msg);
+    return 0;
+}
+
+static const struct argp_child s_children [] = {
+    { &ps_jobflags_argp, 0, NULL, 4 },
+    { &ps_cli_common, 0, NULL, -1 },
+    { 0 },
+};
+
+static const struct argp s_argp = {
+    s_options, s_parse,
+    "--local\n"
+    "[--cluster FILE]\n"
+    "keygen|ping|export|plot [OPTION...]",
+    "Trains a model on a parameter-server cluster: registers the servers and workers, places "
+    "the variables, hands out steps, survives failures, takes checkpoints and reports "
+    "progress (schemas/job.md). The cluster comes from --local, --cluster FILE, "
+    "--cluster-resolver or TF_CONFIG.\v"
+    "Subcommands (each has its own --help):\n"
+    "  keygen   a cluster's keys\n"
+    "  ping     a probe: exit 0 when a server, or every one, answers a ping\n"
+    "  export   a checkpoint's weights as one safetensors or npz file\n"
+    "  plot     draw a metrics file with gnuplot\n"
+    "\n"
+    "A local cluster without --checkpoint-dir checkpoints into its log directory every 30 s, "
+    "so that a failed server can be recovered; its servers get the checkpoint directory as "
+    "their --checkpoint-root. Servers started by hand need --checkpoint-root set to the "
+    "coordinator's --checkpoint-dir (shared storage), which the coordinator checks at start.\n"
+    "Ctrl-C (SIGINT) or SIGTERM writes a final checkpoint, stops every process and exits 130 "
+    "(143); a second signal stops at once. Exit status 0 means the training completed.",
+    s_children, NULL, NULL,
+};
 
 //  Load the model, give the job its optimizer unless the job set one,
 //  and check the model against the job's data (ps_jobdata.h). Returns the
@@ -259,18 +247,6 @@ s_load_model (ps_job_t *job, size_t *train_count)
         ps_model_destroy (&model);
     }
     return model;
-}
-
-//  Parse --data-plane: curve or plain. Returns 0, or -1 after saying why.
-static int
-s_data_plane (const char *text, bool *plain)
-{
-    if (strcmp (text, "curve") && strcmp (text, "plain")) {
-        fprintf (stderr, "coordinator: --data-plane \"%s\": expected curve or plain\n", text);
-        return -1;
-    }
-    *plain = strcmp (text, "plain") == 0;
-    return 0;
 }
 
 //  The tasks of a cluster of nps servers, nworkers workers and
@@ -304,56 +280,96 @@ s_tasks_free (char **tasks, size_t n)
     free (tasks);
 }
 
+//  A subcommand's argv for ps_cli_parse: argv [0] names the subcommand
+//  ("coordinator keygen"), so that its messages and its help do.
+static void
+s_subcommand_name (char *argv [], char *name, size_t len)
+{
+    snprintf (name, len, "coordinator %s", argv [0]);
+    argv [0] = name;
+}
+
+//  coordinator keygen's command line.
+typedef struct {
+    const char *out, *cluster;
+    int nps, nworkers, nevaluators;
+    bool plain;
+} s_keygen_args_t;
+
+static const struct argp_option s_keygen_options [] = {
+    { "out", O_OUT, "DIR", 0, "The key directory to make (required; new or empty)", 1 },
+    { "cluster", O_CLUSTER, "FILE", 0,
+      "The tasks of this cluster spec (default: TF_CONFIG's, unless --ps and --workers give "
+      "counts)", 1 },
+    { "ps", O_PS, "N", 0, "Servers (0 or more)", 1 },
+    { "workers", O_WORKERS, "N", 0, "Workers (1 or more)", 1 },
+    { "evaluator", O_EVALUATOR, NULL, 0, "An evaluator task too", 1 },
+    { "data-plane", O_DATA_PLANE, "P", 0,
+      "curve (default) or plain: the servers' connections authenticated by passwords and "
+      "not encrypted (README.md, Security)", 1 },
+    { NULL, 0, NULL, 0, "Output:", -1 },
+    { 0 },
+};
+
+static error_t
+s_keygen_parse (int key, char *arg, struct argp_state *state)
+{
+    s_keygen_args_t *args = state->input;
+    ps_error_t err;
+    uint64_t u;
+    int rc = PS_OK;
+    switch (key) {
+        case O_OUT: args->out = arg; break;
+        case O_CLUSTER: args->cluster = arg; break;
+        case O_DATA_PLANE: rc = s_data_plane (arg, &args->plain, &err); break;
+        case O_EVALUATOR: args->nevaluators = 1; break;
+        case O_PS:
+        case O_WORKERS:
+            if ((rc = ps_parse_uint (key == O_PS ? "--ps" : "--workers", arg, 0, S_MAX_TASKS,
+                                     &u, &err)) == PS_OK)
+                *(key == O_PS ? &args->nps : &args->nworkers) = (int) u;
+            break;
+        case ARGP_KEY_ARG:
+            argp_error (state, "unexpected argument '%s'", arg);
+            break;
+        case ARGP_KEY_END:
+            if (!args->out)
+                argp_error (state, "--out DIR is required");
+            break;
+        default:
+            return ARGP_ERR_UNKNOWN;
+    }
+    if (rc)
+        argp_error (state, "%s", err.msg);
+    return 0;
+}
+
+static const struct argp_child s_common_children [] = {
+    { &ps_cli_common, 0, NULL, -1 },
+    { 0 },
+};
+
+static const struct argp s_keygen_argp = {
+    s_keygen_options, s_keygen_parse, NULL,
+    "Makes a cluster's key directory: a CurveZMQ certificate for every task of the cluster "
+    "spec, or of the counts given, with chief:0 first (README.md, Security).\v"
+    "Hand each process DIR/public/ and its own DIR/<role>-<index>.cert_secret.",
+    s_common_children, NULL, NULL,
+};
+
 //  coordinator keygen: make a cluster's key directory (ps_curve.h), for
 //  the tasks of a cluster spec or of the counts given. Returns the exit
 //  status.
 static int
 s_keygen (int argc, char *argv [])
 {
-    static const struct option options [] = {
-        { "out", required_argument, NULL, O_OUT },
-        { "cluster", required_argument, NULL, O_CLUSTER },
-        { "ps", required_argument, NULL, O_PS },
-    { "ps-memory-limit", required_argument, NULL, O_PS_MEMORY_LIMIT },
-        { "workers", required_argument, NULL, O_WORKERS },
-        { "evaluator", no_argument, NULL, O_EVALUATOR },
-        { "data-plane", required_argument, NULL, O_DATA_PLANE },
-        { "help", no_argument, NULL, O_HELP },
-        { NULL, 0, NULL, 0 },
-    };
-    const char *out = NULL, *cluster = NULL;
-    int nps = -1, nworkers = -1, nevaluators = 0;
-    bool plain = false;
-    int c;
-    uint64_t u;
+    char name [64];
+    s_subcommand_name (argv, name, sizeof name);
+    s_keygen_args_t args = { .nps = -1, .nworkers = -1 };
+    ps_cli_parse (&s_keygen_argp, argc, argv, &args);
+    const char *out = args.out, *cluster = args.cluster;
+    int nps = args.nps, nworkers = args.nworkers, nevaluators = args.nevaluators;
     ps_error_t err;
-    while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
-        switch (c) {
-            case O_OUT: out = optarg; break;
-            case O_CLUSTER: cluster = optarg; break;
-            case O_DATA_PLANE:
-                if (s_data_plane (optarg, &plain))
-                    return 2;
-                break;
-            case O_EVALUATOR: nevaluators = 1; break;
-            case O_PS:
-            case O_WORKERS:
-                if (ps_parse_uint (c == O_PS ? "--ps" : "--workers", optarg, 0, S_MAX_TASKS, &u,
-                                   &err)) {
-                    fprintf (stderr, "coordinator keygen: %s\n", err.msg);
-                    return 2;
-                }
-                *(c == O_PS ? &nps : &nworkers) = (int) u;
-                break;
-            case O_HELP: s_usage (stdout); return 0;
-            default: s_usage (stderr); return 2;
-        }
-    }
-    if (optind < argc || !out) {
-        fprintf (stderr, "coordinator keygen: %s (see --help)\n", optind < argc
-                 ? "unexpected argument" : "--out DIR is required");
-        return 2;
-    }
     bool counts = nps >= 0 || nworkers >= 0 || nevaluators > 0;
     if (!counts) {
         ps_tfconfig_t *tf = cluster ? ps_tfconfig_from_file (cluster, &err)
@@ -376,7 +392,7 @@ s_keygen (int argc, char *argv [])
     }
     char **tasks;
     size_t n = s_tasks (nps, nworkers, nevaluators, &tasks);
-    int rc = ps_curve_keygen (out, (const char *const *) tasks, n, plain, &err);
+    int rc = ps_curve_keygen (out, (const char *const *) tasks, n, args.plain, &err);
     s_tasks_free (tasks, n);
     if (rc) {
         fprintf (stderr, "coordinator keygen: %s\n", err.msg);
@@ -388,6 +404,64 @@ s_keygen (int argc, char *argv [])
     return 0;
 }
 
+//  coordinator ping's command line.
+typedef struct {
+    const char *cluster, *as, *keys_dir, *target;
+    bool insecure;
+    uint64_t timeout_ms;
+} s_ping_args_t;
+
+static const struct argp_option s_ping_options [] = {
+    { "cluster", O_CLUSTER, "FILE", 0, "The cluster spec (default: TF_CONFIG)", 1 },
+    { "as", O_AS, "TYPE:INDEX", 0,
+      "The task to ping as, whose keys are used (default: the spec's task)", 1 },
+    { "keys", O_KEYS, "DIR", 0, "The cluster's keys (README.md, Security)", 1 },
+    { "insecure", O_INSECURE, NULL, 0, "No authentication, no encryption", 1 },
+    { "timeout-ms", O_TIMEOUT_MS, "N", 0, "How long to wait for each answer (default 2000)",
+      1 },
+    { NULL, 0, NULL, 0, "Output:", -1 },
+    { 0 },
+};
+
+static error_t
+s_ping_parse (int key, char *arg, struct argp_state *state)
+{
+    s_ping_args_t *args = state->input;
+    ps_error_t err;
+    switch (key) {
+        case O_CLUSTER: args->cluster = arg; break;
+        case O_AS: args->as = arg; break;
+        case O_KEYS: args->keys_dir = arg; break;
+        case O_INSECURE: args->insecure = true; break;
+        case O_TIMEOUT_MS:
+            if (ps_parse_uint ("--timeout-ms", arg, 1, 600000, &args->timeout_ms, &err))
+                argp_error (state, "%s", err.msg);
+            break;
+        case ARGP_KEY_ARG:
+            if (args->target)
+                argp_error (state, "unexpected argument '%s': expected one target, ps:INDEX "
+                            "or ps (every server)", arg);
+            args->target = arg;
+            break;
+        case ARGP_KEY_END:
+            if (!args->target)
+                argp_error (state, "expected one target, ps:INDEX or ps (every server)");
+            break;
+        default:
+            return ARGP_ERR_UNKNOWN;
+    }
+    return 0;
+}
+
+static const struct argp s_ping_argp = {
+    s_ping_options, s_ping_parse, "ps[:INDEX]",
+    "Sends the protocol's ping to a ps task, or to every one (ps), from this process's task "
+    "(TF_CONFIG's, or --as) with its keys: a probe for deploy/k8s.\v"
+    "Exit status 0 when each server answered ping_ok in time, 1 when one did not, 2 on a "
+    "usage mistake.",
+    s_common_children, NULL, NULL,
+};
+
 //  coordinator ping: the protocol's ping to a ps task, or to every one,
 //  from this process's task (TF_CONFIG's, or --as) with its keys
 //  (ps_probe.h), for the probes of deploy/k8s. Exit status 0 when each
@@ -395,43 +469,16 @@ s_keygen (int argc, char *argv [])
 static int
 s_ping (int argc, char *argv [])
 {
-    static const struct option options [] = {
-        { "cluster", required_argument, NULL, O_CLUSTER },
-        { "as", required_argument, NULL, O_AS },
-        { "keys", required_argument, NULL, O_KEYS },
-        { "insecure", no_argument, NULL, O_INSECURE },
-        { "timeout-ms", required_argument, NULL, O_TIMEOUT_MS },
-        { "help", no_argument, NULL, O_HELP },
-        { NULL, 0, NULL, 0 },
-    };
-    const char *cluster = NULL, *as = NULL, *keys_dir = NULL;
-    bool insecure = false;
-    uint64_t timeout_ms = 2000;
-    int c;
+    char name [64];
+    s_subcommand_name (argv, name, sizeof name);
+    s_ping_args_t args = { .timeout_ms = 2000 };
+    ps_cli_parse (&s_ping_argp, argc, argv, &args);
+    const char *cluster = args.cluster, *as = args.as, *keys_dir = args.keys_dir;
+    bool insecure = args.insecure;
+    uint64_t timeout_ms = args.timeout_ms;
     ps_error_t err;
-    while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
-        switch (c) {
-            case O_CLUSTER: cluster = optarg; break;
-            case O_AS: as = optarg; break;
-            case O_KEYS: keys_dir = optarg; break;
-            case O_INSECURE: insecure = true; break;
-            case O_TIMEOUT_MS:
-                if (ps_parse_uint ("--timeout-ms", optarg, 1, 600000, &timeout_ms, &err)) {
-                    fprintf (stderr, "coordinator ping: %s\n", err.msg);
-                    return 2;
-                }
-                break;
-            case O_HELP: s_usage (stdout); return 0;
-            default: s_usage (stderr); return 2;
-        }
-    }
-    if (optind != argc - 1) {
-        fprintf (stderr, "coordinator ping: expected one target, ps:INDEX or ps (every "
-                 "server), got %d (see --help)\n", argc - optind);
-        return 2;
-    }
     //  The target: "ps" alone, or "ps:INDEX" read as --task is.
-    const char *target = argv [optind];
+    const char *target = args.target;
     char type [16];
     int server = -1;
     if (strcmp (target, "ps") != 0
@@ -479,39 +526,72 @@ s_ping (int argc, char *argv [])
     return status;
 }
 
+//  coordinator export's command line.
+typedef struct {
+    const char *checkpoint, *format, *out, *model;
+} s_export_args_t;
+
+static const struct argp_option s_export_options [] = {
+    { "checkpoint", O_CHECKPOINT, "DIR", 0,
+      "The checkpoint: a run's checkpoint directory (its newest valid checkpoint) or one "
+      "checkpoint in it (required)", 1 },
+    { "format", O_FORMAT, "safetensors|npz", 0, "The file's format (required)", 1 },
+    { "out", O_OUT, "FILE", 0, "The file to write (required)", 1 },
+    { "model", O_MODEL, "NAME|FILE", 0,
+      "The model, when the checkpoint does not name it", 1 },
+    { NULL, 0, NULL, 0, "Output:", -1 },
+    { 0 },
+};
+
+static error_t
+s_export_parse (int key, char *arg, struct argp_state *state)
+{
+    s_export_args_t *args = state->input;
+    switch (key) {
+        case O_CHECKPOINT: args->checkpoint = arg; break;
+        case O_FORMAT: {
+            ps_export_format_t format;
+            ps_error_t err;
+            if (ps_export_format_parse (arg, &format, &err))
+                argp_error (state, "%s", err.msg);
+            args->format = arg;
+            break;
+        }
+        case O_OUT: args->out = arg; break;
+        case O_MODEL: args->model = arg; break;
+        case ARGP_KEY_ARG:
+            argp_error (state, "unexpected argument '%s'", arg);
+            break;
+        case ARGP_KEY_END:
+            if (!args->checkpoint || !args->format || !args->out)
+                argp_error (state, "%s", !args->checkpoint ? "--checkpoint DIR is required"
+                            : !args->format ? "--format safetensors|npz is required"
+                            : "--out FILE is required");
+            break;
+        default:
+            return ARGP_ERR_UNKNOWN;
+    }
+    return 0;
+}
+
+static const struct argp s_export_argp = {
+    s_export_options, s_export_parse, NULL,
+    "Writes a checkpoint's weights (the trained variables) as one safetensors or npz file.",
+    s_common_children, NULL, NULL,
+};
+
 //  coordinator export: a checkpoint's weights as one safetensors or npz
 //  file (ps_export.h). Returns the exit status: 2 for bad usage, 1 when
 //  the checkpoint cannot be read or the file written.
 static int
 s_export (int argc, char *argv [])
 {
-    static const struct option options [] = {
-        { "checkpoint", required_argument, NULL, O_CHECKPOINT },
-        { "format", required_argument, NULL, O_FORMAT },
-        { "out", required_argument, NULL, O_OUT },
-        { "model", required_argument, NULL, O_MODEL },
-        { "help", no_argument, NULL, O_HELP },
-        { NULL, 0, NULL, 0 },
-    };
-    const char *checkpoint = NULL, *format_text = NULL, *out = NULL, *model = NULL;
-    int c;
-    while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
-        switch (c) {
-            case O_CHECKPOINT: checkpoint = optarg; break;
-            case O_FORMAT: format_text = optarg; break;
-            case O_OUT: out = optarg; break;
-            case O_MODEL: model = optarg; break;
-            case O_HELP: s_usage (stdout); return 0;
-            default: s_usage (stderr); return 2;
-        }
-    }
-    if (optind < argc || !checkpoint || !format_text || !out) {
-        fprintf (stderr, "coordinator export: %s (see --help)\n", optind < argc
-                 ? "unexpected argument" : !checkpoint ? "--checkpoint DIR is required"
-                 : !format_text ? "--format safetensors|npz is required"
-                 : "--out FILE is required");
-        return 2;
-    }
+    char name [64];
+    s_subcommand_name (argv, name, sizeof name);
+    s_export_args_t args = { NULL };
+    ps_cli_parse (&s_export_argp, argc, argv, &args);
+    const char *checkpoint = args.checkpoint, *format_text = args.format, *out = args.out;
+    const char *model = args.model;
     ps_export_format_t format;
     ps_error_t err;
     if (ps_export_format_parse (format_text, &format, &err)) {
@@ -532,8 +612,7 @@ s_export (int argc, char *argv [])
 //  local cluster also its log directory (made here) and default
 //  checkpoints. Returns 0, or -1 after saying what is wrong.
 static int
-s_load_job (ps_job_t *job, int nps, const s_options_t *opt, const s_flag_t *flags, int nflags,
-            char *log_dir, size_t log_len)
+s_load_job (ps_job_t *job, int nps, const s_options_t *opt, char *log_dir, size_t log_len)
 {
     ps_error_t err;
     ps_job_default (job, nps);
@@ -541,9 +620,10 @@ s_load_job (ps_job_t *job, int nps, const s_options_t *opt, const s_flag_t *flag
         fprintf (stderr, "coordinator: %s\n", err.msg);
         return -1;
     }
-    for (int f = 0; f < nflags; f++)
-        if (ps_jobflags_apply (job, flags [f].option, flags [f].value))
-            return -1;
+    if (ps_jobflags_apply (opt->jobflags, job, &err)) {
+        fprintf (stderr, "coordinator: %s\n", err.msg);
+        return -1;
+    }
     if (opt->local) {
         //  The default directories are new for every run, so there would be
         //  nothing to resume from.
@@ -587,45 +667,63 @@ s_load_job (ps_job_t *job, int nps, const s_options_t *opt, const s_flag_t *flag
     return 0;
 }
 
+//  coordinator plot's command line, into the plot's configuration.
+static const struct argp_option s_plot_options [] = {
+    { "out", O_OUT, "FILE.png", 0, "The picture to write (required)", 1 },
+    { "width", O_WIDTH, "W", 0, "Its width in pixels, 100..10000 (default 1000)", 1 },
+    { "height", O_HEIGHT, "H", 0, "Its height in pixels, 100..10000 (default 750)", 1 },
+    { NULL, 0, NULL, 0, "Output:", -1 },
+    { 0 },
+};
+
+static error_t
+s_plot_parse (int key, char *arg, struct argp_state *state)
+{
+    ps_plot_config_t *cfg = state->input;
+    ps_error_t err;
+    uint64_t u;
+    switch (key) {
+        case O_OUT: cfg->out_path = arg; break;
+        case O_WIDTH:
+        case O_HEIGHT:
+            if (ps_parse_uint (key == O_WIDTH ? "--width" : "--height", arg, 100, 10000, &u,
+                               &err))
+                argp_error (state, "%s", err.msg);
+            *(key == O_WIDTH ? &cfg->width : &cfg->height) = (int) u;
+            break;
+        case ARGP_KEY_ARG:
+            if (cfg->metrics_path)
+                argp_error (state, "unexpected argument '%s': one metrics file only", arg);
+            cfg->metrics_path = arg;
+            break;
+        case ARGP_KEY_END:
+            if (!cfg->out_path || !cfg->metrics_path)
+                argp_error (state, "%s", !cfg->out_path ? "--out FILE is required"
+                                                        : "which metrics file?");
+            break;
+        default:
+            return ARGP_ERR_UNKNOWN;
+    }
+    return 0;
+}
+
+static const struct argp s_plot_argp = {
+    s_plot_options, s_plot_parse, "METRICS.jsonl",
+    "Draws a metrics file (--metrics) with gnuplot: loss, accuracy and throughput over the "
+    "steps, with the evaluations, failures and recoveries marked.",
+    s_common_children, NULL, NULL,
+};
+
 //  coordinator plot METRICS --out PNG: draw a metrics file (ps_plot.h).
 //  Returns the exit status.
 static int
 s_plot (int argc, char *argv [])
 {
-    static const struct option options [] = {
-        { "out", required_argument, NULL, O_OUT },
-        { "width", required_argument, NULL, O_WIDTH },
-        { "height", required_argument, NULL, O_HEIGHT },
-        { "help", no_argument, NULL, O_HELP },
-        { NULL, 0, NULL, 0 },
-    };
+    char name [64];
+    s_subcommand_name (argv, name, sizeof name);
     ps_plot_config_t cfg = { .width = 1000, .height = 750 };
-    int c;
-    uint64_t u;
+    ps_cli_parse (&s_plot_argp, argc, argv, &cfg);
     ps_error_t err;
-    while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
-        switch (c) {
-            case O_OUT: cfg.out_path = optarg; break;
-            case O_WIDTH:
-            case O_HEIGHT:
-                if (ps_parse_uint (c == O_WIDTH ? "--width" : "--height", optarg, 100, 10000,
-                                   &u, &err)) {
-                    fprintf (stderr, "coordinator plot: %s\n", err.msg);
-                    return 2;
-                }
-                *(c == O_WIDTH ? &cfg.width : &cfg.height) = (int) u;
-                break;
-            case O_HELP: s_usage (stdout); return 0;
-            default: s_usage (stderr); return 2;
-        }
-    }
-    if (optind + 1 != argc || !cfg.out_path) {
-        fprintf (stderr, "coordinator plot: %s (usage: coordinator plot METRICS.jsonl --out "
-                 "FILE.png [--width W] [--height H])\n", !cfg.out_path ? "--out FILE is required"
-                 : optind == argc ? "which metrics file?" : "one metrics file only");
-        return 2;
-    }
-    cfg.metrics_path = argv [optind];
     ps_plot_summary_t summary;
     if (ps_plot_run (&cfg, &summary, &err)) {
         fprintf (stderr, "coordinator plot: %s\n", err.msg);
@@ -670,114 +768,26 @@ s_end_run_dir (const s_options_t *opt, const char *run_dir, const char *checkpoi
                  *checkpoint_dir ? "; checkpoints in " : "", checkpoint_dir);
 }
 
-int
-main (int argc, char *argv [])
+//  The main command: the run its options describe. Returns the exit
+//  status.
+static int
+s_run (s_options_t opt)
 {
-    ps_log_init ("coordinator", PS_LOG_INFO);
-    if (argc > 1 && strcmp (argv [1], "keygen") == 0)
-        return s_keygen (argc - 1, argv + 1);
-    if (argc > 1 && strcmp (argv [1], "plot") == 0)
-        return s_plot (argc - 1, argv + 1);
-    if (argc > 1 && strcmp (argv [1], "export") == 0)
-        return s_export (argc - 1, argv + 1);
-    if (argc > 1 && strcmp (argv [1], "ping") == 0)
-        return s_ping (argc - 1, argv + 1);
-    //  local_ps -1: the mode's default for a local cluster.
-    s_options_t opt = { .local_ps = -1, .local_workers = 2, .restart = true,
-                        .metrics_port = -1 };
-    s_flag_t *flags = calloc ((size_t) argc + 1, sizeof (s_flag_t));
-    if (!flags)
-        abort ();
-    int nflags = 0;
-    int c;
-    uint64_t u = 0;
     ps_error_t err;
-    //  The first option given that only a local cluster reads.
-    const char *local_only = NULL;
-    const struct option *options = s_long_options ();
-    while ((c = getopt_long (argc, argv, "", options, NULL)) != -1) {
-        if (!local_only && c >= O_PS && c <= O_LOG_DIR)
-            local_only = s_flag_name (c);
-        switch (c) {
-            case O_LOCAL: opt.local = true; break;
-            case O_EVALUATOR: opt.local_evaluator = true; break;
-            case O_NO_RESTART: opt.restart = false; break;
-            case O_KEEP_RUN_DIR: opt.keep_run_dir = true; break;
-            case O_LOG_DIR: opt.log_dir = optarg; break;
-            case O_CLUSTER: opt.cluster_file = optarg; break;
-            case O_CLUSTER_RESOLVER: opt.resolver = optarg; break;
-            case O_JOB: opt.job_file = optarg; break;
-            case O_RESUME: opt.resume = true; break;
-            case O_METRICS: opt.metrics = optarg; break;
-            case O_METRICS_ADDR: opt.metrics_addr = optarg; break;
-            case O_METRICS_PORT:
-                if (ps_parse_uint ("--metrics-port", optarg, 0, 65535, &u, &err)) {
-                    fprintf (stderr, "coordinator: %s\n", err.msg);
-                    free (flags);
-                    return 2;
-                }
-                opt.metrics_port = (int) u;
-                break;
-            case O_KEYS: opt.keys_dir = optarg; break;
-            case O_INSECURE: opt.insecure = true; break;
-            case O_DATA_PLANE:
-                if (s_data_plane (optarg, &opt.plain)) {
-                    free (flags);
-                    return 2;
-                }
-                break;
-            case O_HELP: s_usage (stdout); free (flags); return 0;
-            case O_PS_MEMORY_LIMIT:
-                if (ps_parse_bytes ("--ps-memory-limit", optarg, &u, &err)) {
-                    fprintf (stderr, "coordinator: %s\n", err.msg);
-                    free (flags);
-                    return 2;
-                }
-                opt.ps_memory_limit = optarg;
-                break;
-            case O_PS:
-            case O_WORKERS:
-                if (ps_parse_uint (c == O_PS ? "--ps" : "--workers", optarg, 1, S_MAX_TASKS, &u,
-                                   &err)) {
-                    fprintf (stderr, "coordinator: %s\n", err.msg);
-                    free (flags);
-                    return 2;
-                }
-                *(c == O_PS ? &opt.local_ps : &opt.local_workers) = (int) u;
-                break;
-            default:
-                if (ps_jobflags_is (c)) {
-                    flags [nflags].option = c;
-                    flags [nflags++].value = optarg;
-                    break;
-                }
-                s_usage (stderr);
-                free (flags);
-                return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf (stderr, "coordinator: unexpected argument \"%s\" (see --help)\n", argv [optind]);
-        free (flags);
-        return 2;
-    }
-    if (local_only && !opt.local) {
+    if (opt.local_only && !opt.local) {
         fprintf (stderr, "coordinator: --%s is for --local (a cluster from TF_CONFIG or "
-                 "--cluster FILE lists its own tasks)\n", local_only);
-        free (flags);
+                 "--cluster FILE lists its own tasks)\n", opt.local_only);
         return 2;
     }
     if (opt.plain && (opt.keys_dir || opt.insecure)) {
         fprintf (stderr, "coordinator: --data-plane plain chooses how a local cluster's own keys "
                  "are made; %s\n", opt.insecure ? "--insecure has none"
                  : "with --keys the keys decide (coordinator keygen --data-plane plain)");
-        free (flags);
         return 2;
     }
     if (opt.metrics_addr && opt.metrics_port < 0) {
         fprintf (stderr, "coordinator: --metrics-addr says where the Prometheus endpoint "
                  "listens; it needs --metrics-port\n");
-        free (flags);
         return 2;
     }
     //  Each of these says where the cluster comes from.
@@ -793,7 +803,6 @@ main (int argc, char *argv [])
         fprintf (stderr, "coordinator: %s and %s%s%s: each says where the cluster comes from "
                  "(a local cluster makes its own spec); give one\n", sources [0], sources [1],
                  nsources > 2 ? " and " : "", nsources > 2 ? sources [2] : "");
-        free (flags);
         return 2;
     }
     int exit_code = 2;
@@ -819,7 +828,7 @@ main (int argc, char *argv [])
         //  TF_CONFIG may be in the environment for other programs.
         if (getenv ("TF_CONFIG"))
             ps_info ("--local: ignoring TF_CONFIG");
-        if (s_load_job (&config.job, opt.local_ps < 0 ? 2 : opt.local_ps, &opt, flags, nflags,
+        if (s_load_job (&config.job, opt.local_ps < 0 ? 2 : opt.local_ps, &opt,
                         log_dir, sizeof log_dir))
             goto done;
         const ps_mode_ops_t *mode = ps_mode_lookup (config.job.mode);
@@ -880,7 +889,7 @@ main (int argc, char *argv [])
     nevaluators = ps_tfconfig_count (tf, "evaluator");
     //  A cluster without servers defaults to mirrored mode (ps_job.h); a
     //  job that asks for a mode that needs servers is refused below.
-    if (!opt.local && s_load_job (&config.job, nps, &opt, flags, nflags, log_dir,
+    if (!opt.local && s_load_job (&config.job, nps, &opt, log_dir,
                                   sizeof log_dir))
         goto done;
     //  A server relaunched into a Slurm job is restored from the run's
@@ -1026,7 +1035,8 @@ main (int argc, char *argv [])
     config.metrics_path = opt.metrics;
     config.exporter = exporter;
     config.resume = opt.resume;
-    config.progress_tty = isatty (STDERR_FILENO);
+    //  --quiet: no progress line either.
+    config.progress_tty = isatty (STDERR_FILENO) && !ps_cli_quiet ();
     config.stop_fd = stop_fd;
     config.launcher = launcher;
     int stopped_by = 0;
@@ -1060,6 +1070,26 @@ done:
     free (workers);
     free (tf_cluster);
     ps_tfconfig_destroy (&tf);
-    free (flags);
+    return exit_code;
+}
+
+int
+main (int argc, char *argv [])
+{
+    ps_cli_init ("coordinator");
+    if (argc > 1 && strcmp (argv [1], "keygen") == 0)
+        return s_keygen (argc - 1, argv + 1);
+    if (argc > 1 && strcmp (argv [1], "plot") == 0)
+        return s_plot (argc - 1, argv + 1);
+    if (argc > 1 && strcmp (argv [1], "export") == 0)
+        return s_export (argc - 1, argv + 1);
+    if (argc > 1 && strcmp (argv [1], "ping") == 0)
+        return s_ping (argc - 1, argv + 1);
+    //  local_ps -1: the mode's default for a local cluster.
+    s_options_t opt = { .local_ps = -1, .local_workers = 2, .restart = true,
+                        .metrics_port = -1, .jobflags = ps_jobflags_new () };
+    ps_cli_parse (&s_argp, argc, argv, &opt);
+    int exit_code = s_run (opt);
+    ps_jobflags_destroy (&opt.jobflags);
     return exit_code;
 }

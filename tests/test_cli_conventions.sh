@@ -36,7 +36,7 @@ usage_error () {
 # help_ok NAME -- COMMAND...: the command's help on stdout, exit 0.
 help_ok () {
   local name=$1; shift 2
-  for flag in -h --help --he; do
+  for flag in -h --help --hel; do
     run 60 "$@" $flag
     if [ "$status" = 0 ] && head -1 "$work/out" | grep -qF "Usage: $name [OPTION...]" \
        && grep -qF -- "-q, --quiet" "$work/out" && grep -qF -- "-V, --version" "$work/out"; then

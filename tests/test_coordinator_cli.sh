@@ -43,7 +43,7 @@ good="{\"cluster\": $cluster}"
 # --- the command line ---------------------------------------------------------
 expect "--help" 0 "--local|--cluster FILE|--resume" -- "$coordinator" --help
 expect "unknown flag" 2 "frobnicate|usage" -- "$coordinator" --local --frobnicate
-expect "stray argument" 2 "unexpected argument \"extra\"" -- "$coordinator" --local extra
+expect "stray argument" 2 "unexpected argument 'extra'" -- "$coordinator" --local extra
 expect "--ps 0" 2 "--ps \"0\": expected a whole number in 1..256" -- "$coordinator" --local --ps 0
 expect "--workers 0" 2 "--workers \"0\": expected a whole number in 1..256" -- \
   "$coordinator" --local --workers 0
@@ -267,6 +267,23 @@ printf '{"input_shape": [784], "layers": [{"type": "Dense", "units": 10}]}\n' >"
 expect "flat model trains" 0 "training done" -- \
   "$coordinator" --local --model "$work/flat.json" --steps 20 --limit 1280 --test-limit 200 \
   --log-dir "$work/flat-logs"
+# Options in any order give the same run: a rate on the command line wins
+# over the defaults of the optimizer named, before or after it. The servers
+# log the optimizer they were set (a run this short has no progress record
+# in its metrics, which would carry the rate).
+for order in "--lr 0.1 --optimizer sgd" "--optimizer sgd --lr 0.1"; do
+  dir="$work/order-${order// /}"
+  # shellcheck disable=SC2086  # the order is four words
+  run 120 "$coordinator" --local --model "$work/flat.json" --steps 2 --limit 256 \
+    --test-limit 100 --log-dir "$dir" $order
+  if [ "$status" = 0 ] && grep -rqF "optimizer sgd lr 0.1 on" "$dir" \
+     && ! grep -rF "ps-server info: optimizer" "$dir" | grep -qvF "optimizer sgd lr 0.1 on"; then
+    pass "$order: sgd at lr 0.1"
+  else
+    fail "$order" "expected exit 0 and the servers set to sgd at lr 0.1; they logged:" \
+      "$(grep -rhF "optimizer" "$dir" 2>/dev/null | head -2)"
+  fi
+done
 printf '{"input_shape": [28, 28, 1], "layers": [{"type": "Flatten"},\n' >"$work/typo.json"
 printf ' {"type": "Dense", "unit": 10}]}\n' >>"$work/typo.json"
 expect "model spec with an unknown field" 2 "$work/typo.json: at /layers/1/unit: unknown key \"unit\"" -- \

@@ -1,11 +1,12 @@
 //  Unit tests for the coordinator's job flags (coordinator/ps_jobflags.c),
 //  which test_coordinator_cli reaches only through the program: every
-//  flag is a getopt_long option with a value of its own, clear of a
-//  program's, and sets its field of the job; an optimizer of another kind
-//  starts from that kind's defaults while naming the kind in force keeps
-//  the rate; ssp's staleness takes "unbounded"; and a value of the wrong
-//  form, or too long or too large for its field, is refused with a message
-//  on stderr naming the flag, leaving the job as it was. Ranges are
+//  flag is an argp option with a key of its own, clear of a program's,
+//  and sets its field of the job; an optimizer of another kind starts from
+//  that kind's defaults while naming the kind in force keeps the rate, and
+//  a rate given wins over an optimizer's default in either order; ssp's
+//  staleness takes "unbounded"; and a value of the wrong form, or too long
+//  or too large for its field, is refused with a message naming the flag,
+//  and not recorded. Ranges are
 //  ps_job_validate's (test_job), not the flags'. The dense optimizer's
 //  precedence: a model's own (a CTR spec's) over the job's default, the
 //  job file's over the model's, a flag's over both.
@@ -16,96 +17,97 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "harness_job.h"
 #include "ps_ctrmodel.h"
 #include "ps_jobflags.h"
 #include "ps_model.h"
 
-//  The getopt_long value of the flag called name. Fails the case when
-//  there is none.
-static int
-s_option (const char *name)
-{
-    for (int i = 0; ps_jobflags_options [i].name; i++)
-        if (strcmp (ps_jobflags_options [i].name, name) == 0)
-            return ps_jobflags_options [i].val;
-    fail_msg ("no job flag --%s", name);
-    return -1;
-}
-
 static void
 s_apply (ps_job_t *job, const char *name, const char *value)
 {
-    if (ps_jobflags_apply (job, s_option (name), value))
-        fail_msg ("--%s %s was refused", name, value ? value : "");
+    ps_jobflags_t *flags = ps_jobflags_new ();
+    ps_error_t err;
+    if (ps_jobflags_add (flags, name, value, &err) || ps_jobflags_apply (flags, job, &err))
+        fail_msg ("--%s %s was refused: %s", name, value ? value : "", err.msg);
+    ps_jobflags_destroy (&flags);
+    assert_null (flags);
 }
 
-//  Applying --name value fails, the job stays as it was, and what the
-//  flag wrote to stderr (read back from a file in the case's directory)
-//  names the flag and holds fragment.
+//  Recording --name value fails with a message that names the flag and
+//  holds fragment, and nothing is recorded.
 static void
 s_assert_refused (harness_job_fixture_t *fx, const char *name, const char *value,
                   const char *fragment)
 {
-    ps_job_t job;
-    ps_job_default (&job, 2);
-    ps_job_t before;
-    memcpy (&before, &job, sizeof job);
-    char log [128];
-    snprintf (log, sizeof log, "%s/stderr.txt", fx->dir);
-    fflush (stderr);
-    int saved = dup (STDERR_FILENO);
-    assert_true (saved >= 0);
-    int fd = open (log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    assert_true (fd >= 0);
-    assert_int_equal (dup2 (fd, STDERR_FILENO), STDERR_FILENO);
-    assert_int_equal (close (fd), 0);
-    int rc = ps_jobflags_apply (&job, s_option (name), value);
-    fflush (stderr);
-    assert_int_equal (dup2 (saved, STDERR_FILENO), STDERR_FILENO);
-    assert_int_equal (close (saved), 0);
-    size_t len;
-    char *text = (char *) harness_slurp (log, &len);
-    if (rc != -1)
-        fail_msg ("--%s %s gave %d, expected -1", name, value, rc);
+    (void) fx;
+    ps_jobflags_t *flags = ps_jobflags_new ();
+    ps_error_t err;
+    int rc = ps_jobflags_add (flags, name, value, &err);
+    if (rc >= 0)
+        fail_msg ("--%s %s gave %d, expected an error", name, value, rc);
     char flag [64];
     snprintf (flag, sizeof flag, "--%s", name);
-    if (!strstr (text, flag) || !strstr (text, fragment))
-        fail_msg ("--%s %s: message \"%s\" lacks %s or \"%s\"", name, value, text, flag,
+    if (!strstr (err.msg, flag) || !strstr (err.msg, fragment))
+        fail_msg ("--%s %s: message \"%s\" lacks %s or \"%s\"", name, value, err.msg, flag,
                   fragment);
-    free (text);
-    assert_memory_equal (&job, &before, sizeof job);
+    assert_int_equal (ps_jobflags_count (flags), 0);
+    ps_jobflags_destroy (&flags);
 }
 
+//  Every option has a name, a key and a doc of its own (or shares the doc
+//  above it), clear of a program's keys below PS_JOBFLAGS_FIRST other than
+//  the short forms; an unknown name is refused.
 static void
 test_options (void **state)
 {
     (void) state;
+    const struct argp_option *options = ps_jobflags_argp.options;
     int count = 0;
-    for (int i = 0; ps_jobflags_options [i].name; i++, count++) {
-        int val = ps_jobflags_options [i].val;
-        assert_true (val >= PS_JOBFLAGS_FIRST);
-        assert_true (ps_jobflags_is (val));
-        assert_null (ps_jobflags_options [i].flag);
+    for (int i = 0; options [i].name || options [i].doc; i++) {
+        if (!options [i].name)
+            continue;           //  a group's heading
+        count++;
+        int key = options [i].key;
+        assert_true (key >= PS_JOBFLAGS_FIRST || (key > 0 && key < 128));
         for (int j = 0; j < i; j++)
-            if (ps_jobflags_options [j].val == val
-            ||  strcmp (ps_jobflags_options [j].name, ps_jobflags_options [i].name) == 0)
-                fail_msg ("--%s and --%s share a value or a name", ps_jobflags_options [j].name,
-                          ps_jobflags_options [i].name);
+            if (options [j].name
+            &&  (options [j].key == key || strcmp (options [j].name, options [i].name) == 0))
+                fail_msg ("--%s and --%s share a key or a name", options [j].name,
+                          options [i].name);
     }
     assert_true (count >= 26);
-    //  A program's own options and getopt's answers are not job flags.
-    assert_false (ps_jobflags_is ('h'));
-    assert_false (ps_jobflags_is ('?'));
-    assert_false (ps_jobflags_is (-1));
-    assert_false (ps_jobflags_is (PS_JOBFLAGS_FIRST - 1));
+    ps_jobflags_t *flags = ps_jobflags_new ();
+    ps_error_t err;
+    assert_int_equal (ps_jobflags_add (flags, "frobnicate", "1", &err), PS_ENOTFOUND);
+    ps_jobflags_destroy (&flags);
+}
+
+//  The rate given wins over the optimizer's default in either order, and
+//  the optimizer is the one named.
+static void
+test_order (void **state)
+{
+    (void) state;
+    const char *orders [2][4] = {
+        { "lr", "0.1", "optimizer", "sgd" }, { "optimizer", "sgd", "lr", "0.1" },
+    };
+    for (int o = 0; o < 2; o++) {
+        ps_job_t job;
+        ps_job_default (&job, 2);
+        ps_jobflags_t *flags = ps_jobflags_new ();
+        ps_error_t err;
+        assert_int_equal (ps_jobflags_add (flags, orders [o][0], orders [o][1], &err), 0);
+        assert_int_equal (ps_jobflags_add (flags, orders [o][2], orders [o][3], &err), 0);
+        assert_int_equal (ps_jobflags_apply (flags, &job, &err), 0);
+        assert_int_equal (job.optimizer.kind, PS_OPT_SGD);
+        assert_true (job.optimizer.lr == 0.1);
+        ps_jobflags_destroy (&flags);
+    }
 }
 
 static void
@@ -271,6 +273,7 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_options),
         cmocka_unit_test (test_apply),
+        cmocka_unit_test (test_order),
         cmocka_unit_test_setup_teardown (test_refused, harness_job_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_model_optimizer, harness_job_setup,
                                          harness_dir_teardown),
