@@ -175,6 +175,89 @@ s_cmp_row (const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+//  Sort rows [0, n) by id in place. glibc's qsort sorts a copy when it
+//  fits in memory, which would double what a table's join needs; this is
+//  an introsort: quicksort on the median of three, heapsort past a depth
+//  that only an adversarial order reaches, insertion sort for short runs.
+static void
+s_sift (s_row_t *rows, size_t root, size_t n)
+{
+    for (size_t child; (child = 2 * root + 1) < n; root = child) {
+        if (child + 1 < n && rows [child].id < rows [child + 1].id)
+            child++;
+        if (rows [root].id >= rows [child].id)
+            return;
+        s_row_t t = rows [root];
+        rows [root] = rows [child];
+        rows [child] = t;
+    }
+}
+
+static void
+s_sort (s_row_t *rows, size_t n, int depth)
+{
+    while (n > 16) {
+        if (depth-- == 0) {
+            for (size_t i = n / 2; i-- > 0; )
+                s_sift (rows, i, n);
+            for (size_t end = n - 1; end > 0; end--) {
+                s_row_t t = rows [0];
+                rows [0] = rows [end];
+                rows [end] = t;
+                s_sift (rows, 0, end);
+            }
+            return;
+        }
+        //  Median of three to the front, then Hoare's partition.
+        size_t mid = n / 2;
+        s_row_t *a = &rows [0], *b = &rows [mid], *c = &rows [n - 1], t;
+        if (b->id < a->id) { t = *a; *a = *b; *b = t; }
+        if (c->id < b->id) { t = *b; *b = *c; *c = t; }
+        if (b->id < a->id) { t = *a; *a = *b; *b = t; }
+        uint64_t pivot = b->id;
+        size_t i = 0, j = n - 1;
+        for (;;) {
+            while (rows [i].id < pivot)
+                i++;
+            while (rows [j].id > pivot)
+                j--;
+            if (i >= j)
+                break;
+            t = rows [i];
+            rows [i++] = rows [j];
+            rows [j--] = t;
+        }
+        //  [0, j] and [j + 1, n): recurse into the smaller, loop on the
+        //  larger, so that the stack stays logarithmic.
+        size_t left = j + 1;
+        if (left < n - left) {
+            s_sort (rows, left, depth);
+            rows += left;
+            n -= left;
+        }
+        else {
+            s_sort (rows + left, n - left, depth);
+            n = left;
+        }
+    }
+    for (size_t i = 1; i < n; i++) {
+        s_row_t t = rows [i];
+        size_t j = i;
+        for (; j > 0 && rows [j - 1].id > t.id; j--)
+            rows [j] = rows [j - 1];
+        rows [j] = t;
+    }
+}
+
+static void
+s_sort_rows (s_row_t *rows, size_t n)
+{
+    int depth = 0;
+    for (size_t m = n; m > 1; m >>= 1)
+        depth += 2;
+    s_sort (rows, n, depth);
+}
+
 static int
 s_cmp_u64 (const void *a, const void *b)
 {
@@ -217,7 +300,7 @@ s_join_stripe (ps_ckpt_tables_t *self, s_table_t *t, uint32_t k, uint32_t s, ps_
     }
     //  The replaced rows are found by id among the incremental ones.
     uint64_t nincr = t->nrows - first;
-    qsort (t->rows + first, nincr, sizeof (s_row_t), s_cmp_row);
+    s_sort_rows (t->rows + first, (size_t) nincr);
     for (uint64_t i = 1; incr && i < incr->nevicted; i++)
         if (ps_get_u64 (incr->evicted + 8 * i) <= ps_get_u64 (incr->evicted + 8 * (i - 1)))
             return ps_error_set (err, PS_ECORRUPT, "file %s: the evicted ids of stripe %u are "
@@ -255,7 +338,7 @@ s_join (ps_ckpt_tables_t *self, s_table_t *t, ps_error_t *err)
             rc = s_join_stripe (self, t, k, s, err);
     if (rc)
         return rc;
-    qsort (t->rows, t->nrows, sizeof (s_row_t), s_cmp_row);
+    s_sort_rows (t->rows, (size_t) t->nrows);
     for (uint64_t i = 1; i < t->nrows; i++)
         if (t->rows [i].id == t->rows [i - 1].id)
             return ps_error_set (err, PS_ECORRUPT, "checkpoint %s: table \"%s\" holds id %llu "
