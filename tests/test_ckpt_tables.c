@@ -6,8 +6,8 @@
 //  incremental checkpoint must hold exactly the rows ps_sparse_load (what
 //  a server restores) gives each shard from the same files, with their
 //  values, ids ascending; the full checkpoint's likewise. Then the
-//  refusals: a shard file missing, a base that is gone, a file of another
-//  table.
+//  refusals: a shard file missing, a base that is gone, a manifest's row
+//  width that is not the files', a file of another table.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -252,11 +252,20 @@ test_refusals (void **state)
     assert_int_equal (rename (f->full, moved), 0);
     s_refused (f->incr, PS_ENOTFOUND, "ckpt-000000000010");
     assert_int_equal (rename (moved, f->full), 0);
+    //  A manifest whose table has another row width than its files.
+    json_t *manifest = s_load_manifest (f->full);
+    json_object_set_new (json_array_get (json_object_get (json_object_get (manifest, "tables"),
+                                                          "specs"), 0), "dim", json_integer (5));
+    ps_error_t err;
+    assert_null (ps_ckpt_tables_read (f->full, manifest, &err));
+    json_decref (manifest);
+    assert_int_equal (err.code, PS_EINVAL);
+    assert_non_null (strstr (err.msg, "rows of 3 floats, but the manifest's table \"emb\" "
+                                      "has 5"));
     //  A file of another table under this table's name.
     ps_tablespec_t spec;
     ps_tablespec_default (&spec, "other", S_DIM);
     spec.shard_seed = S_SEED;
-    ps_error_t err;
     ps_sparse_t *other = ps_sparse_new (&spec, &err);
     assert_non_null (other);
     snprintf (path, sizeof path, "%s/emb.shard0of2.full.table", f->full);

@@ -159,6 +159,10 @@ s_open_shard (ps_ckpt_tables_t *self, s_table_t *t, uint32_t k, const json_t *ma
     if (strcmp (shard->full.header.spec.name, name) != 0)
         return ps_error_set (err, PS_EINVAL, "file %s: holds table \"%s\", expected \"%s\"",
                              shard->full_path, shard->full.header.spec.name, name);
+    if (k == 0 && t->spec.dim && shard->full.header.spec.dim != t->spec.dim)
+        return ps_error_set (err, PS_EINVAL, "file %s: rows of %u floats, but the manifest's "
+                             "table \"%s\" has %u", shard->full_path,
+                             shard->full.header.spec.dim, name, t->spec.dim);
     if (k == 0)
         t->spec = shard->full.header.spec;
     else
@@ -378,15 +382,17 @@ ps_ckpt_tables_read (const char *dir, const json_t *manifest, ps_error_t *err)
     int rc = PS_OK;
     for (int i = 0; !rc && i < self->count; i++) {
         s_table_t *t = &self->tables [i];
-        const char *name = json_string_value (json_object_get (json_array_get (specs,
-                                                                               (size_t) i),
-                                                               "name"));
+        const json_t *spec = json_array_get (specs, (size_t) i);
+        const char *name = json_string_value (json_object_get (spec, "name"));
+        json_int_t dim = json_integer_value (json_object_get (spec, "dim"));
         if (!name || ps_name_check (name, strlen (name), NULL)) {
             rc = ps_error_set (err, PS_EINVAL, "checkpoint %s: tables.specs [%d] has no valid "
                                "name", dir, i);
             break;
         }
         snprintf (t->spec.name, sizeof t->spec.name, "%s", name);
+        //  0 (none given) leaves the row width to the files.
+        t->spec.dim = dim > 0 && dim <= UINT32_MAX ? (uint32_t) dim : 0;
         snprintf (t->ids_name, sizeof t->ids_name, "%s/ids", name);
         snprintf (t->embeddings_name, sizeof t->embeddings_name, "%s/embeddings", name);
         if (!(t->shards = calloc (self->nshards, sizeof (s_shard_t))))
