@@ -20,8 +20,9 @@ trained every step exactly once, by tests/faults/check_run.py). Then:
   (JSON lines): one well-formed row per test image, probabilities that
   sum to 1, and an argmax accuracy equal to the coordinator's.
 - Bad input: no checkpoint, a corrupt and a missing partition file, a
-  checkpoint with embedding tables (refused, naming one: only dense
-  variables are exported), an unknown format, an unwritable output; weights that lack a variable or
+  checkpoint with an embedding table the model does not have (refused,
+  naming it; tests/test_export_tables.py exports real tables), an unknown
+  format, an unwritable output; weights that lack a variable or
   hold it in another shape. Each exits non-zero with one line naming what
   is wrong (a usage error: that line and the hint to --help), and an
   existing output file is left as it was.
@@ -314,7 +315,7 @@ def body(work):
     refused("a corrupt partition file", export + [broken], [part, "checksum"])
     os.remove(os.path.join(broken, part))
     refused("a missing partition file", export + [broken], [part])
-    # A click-through-rate checkpoint: its tables are not dense variables.
+    # A checkpoint with a table the model does not have (the CNN has none).
     tables = os.path.join(work, "tables")
     shutil.copytree(os.path.join(ckpt, newest), tables)
     with open(os.path.join(tables, "MANIFEST.json")) as f:
@@ -322,8 +323,8 @@ def body(work):
     manifest["tables"] = {"shards": 2, "specs": [{"name": "embedding/f0"}], "files": []}
     with open(os.path.join(tables, "MANIFEST.json"), "w") as f:
         json.dump(manifest, f)
-    refused("a checkpoint with embedding tables", export + [tables],
-            ["embedding/f0", "only dense variables"])
+    refused("a checkpoint with an embedding table the model lacks", export + [tables],
+            ["embedding/f0", "does not have"])
     refused("an unknown format", [COORDINATOR, "export", "--checkpoint", ckpt, "--format",
                                   "onnx", "--out", target], ["onnx", "safetensors or npz"], 2)
     status, out = run([COORDINATOR, "export", "--checkpoint", ckpt, "--format", "npz",

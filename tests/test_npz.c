@@ -2,7 +2,10 @@
 //  archive compared byte for byte with one worked out by hand from the
 //  zip and .npy format descriptions (its .npy entry is also exactly what
 //  numpy.save writes for np.array([1.0], np.float32)), the .npy headers
-//  of other shapes, the metadata entry, and an unwritable path.
+//  of other shapes, a uint64 array ('<u8', an embedding table's ids) and
+//  a float32 one filled through the writer's buffer in several chunks
+//  (their CRC-32, put into the local header after the data, checked
+//  against zlib's), the metadata entry, and an unwritable path.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <zlib.h>
 
 #include "harness_case.h"
 #include "ps_npz.h"
@@ -139,6 +144,89 @@ test_shape_and_metadata (void **state)
     free (got);
 }
 
+static uint32_t
+s_get_u32 (const uint8_t *p)
+{
+    return (uint32_t) p [0] | (uint32_t) p [1] << 8 | (uint32_t) p [2] << 16
+         | (uint32_t) p [3] << 24;
+}
+
+//  A fill function over an array in memory, checking that the writer asks
+//  for consecutive ranges.
+typedef struct {
+    const uint8_t *bytes;
+    uint64_t next;
+    int calls;
+} s_filler_t;
+
+static void
+s_fill (void *arg, uint64_t at, void *buf, size_t len)
+{
+    s_filler_t *filler = arg;
+    assert_int_equal (at, filler->next);
+    memcpy (buf, filler->bytes + at, len);
+    filler->next = at + len;
+    filler->calls++;
+}
+
+//  Check the entry whose local header is at got + at: its name, its .npy
+//  dict, its data, and its CRC-32 (local and central) against zlib's.
+//  Returns the offset after it.
+static size_t
+s_check_entry (const uint8_t *got, size_t len, size_t at, const char *name, const char *dict,
+               const void *data, size_t data_len, size_t central)
+{
+    size_t nlen = strlen (name);
+    assert_true (at + 30 + nlen + 128 + data_len <= len);
+    assert_int_equal (s_get_u32 (got + at), 0x04034b50);
+    assert_memory_equal (got + at + 30, name, nlen);
+    const uint8_t *npy = got + at + 30 + nlen;
+    assert_memory_equal (npy + 10, dict, strlen (dict));
+    assert_memory_equal (npy + 128, data, data_len);
+    uint32_t crc = (uint32_t) crc32 (0L, Z_NULL, 0);
+    crc = (uint32_t) crc32_z (crc, npy, 128 + data_len);
+    assert_int_equal (s_get_u32 (got + at + 14), crc);
+    assert_int_equal (s_get_u32 (got + central + 16), crc);
+    return at + 30 + nlen + 128 + data_len;
+}
+
+static void
+test_u64_and_filled (void **state)
+{
+    fixture_t *f = *state;
+    static const uint64_t ids [3] = { 1, (UINT64_C (1) << 40) + 5, UINT64_MAX };
+    enum { N = 600 * 1000 };
+    float *values = malloc (N * sizeof (float));
+    assert_non_null (values);
+    for (int i = 0; i < N; i++)
+        values [i] = (float) i * 0.5f - 7;
+    s_filler_t ids_filler = { .bytes = (const uint8_t *) ids };
+    s_filler_t filler = { .bytes = (const uint8_t *) values };
+    ps_tensor_t t [2] = {
+        { .name = "t/ids", .shape = { .rank = 1, .dims = { 3 } }, .dtype = PS_DTYPE_U64,
+          .fill = s_fill, .fill_arg = &ids_filler },
+        { .name = "t/embeddings", .shape = { .rank = 2, .dims = { N / 3, 3 } },
+          .fill = s_fill, .fill_arg = &filler },
+    };
+    ps_error_t err;
+    harness_ok (ps_npz_write (f->path, t, 2, NULL, &err), &err);
+    assert_true (filler.calls > 1);
+    assert_int_equal (filler.next, (uint64_t) N * sizeof (float));
+    size_t len;
+    uint8_t *got = harness_slurp (f->path, &len);
+    //  The central directory: from the end record, its first and second
+    //  headers (46 bytes and the name each).
+    size_t central = s_get_u32 (got + len - 22 + 16);
+    size_t second = s_check_entry (got, len, 0, "t/ids.npy",
+                                   "{'descr': '<u8', 'fortran_order': False, 'shape': (3,), }",
+                                   ids, sizeof ids, central);
+    s_check_entry (got, len, second, "t/embeddings.npy",
+                   "{'descr': '<f4', 'fortran_order': False, 'shape': (200000, 3), }",
+                   values, N * sizeof (float), central + 46 + strlen ("t/ids.npy"));
+    free (got);
+    free (values);
+}
+
 static void
 test_unwritable (void **state)
 {
@@ -159,6 +247,7 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_setup_teardown (test_bytes, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_shape_and_metadata, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_u64_and_filled, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_unwritable, s_setup, harness_dir_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -1,6 +1,8 @@
 //  Unit tests for safetensors files (common/store/ps_safetensors.c): a
 //  tiny file compared byte for byte with one worked out by hand from the
-//  format's description, a round trip, and the refusals of the writer
+//  format's description (float32, and uint64 ids), a round trip (with a
+//  tensor filled through the writer's buffer in several chunks), and the
+//  refusals of the writer
 //  (non-string metadata, a name twice, an unwritable path) and of the
 //  reader (short, a header length past the end, another dtype, data
 //  offsets that do not hold the tensor). Each case works in its own
@@ -67,6 +69,83 @@ test_bytes (void **state)
     harness_file_is (f->path, want, sizeof want);
     //  Only the file: no temporary one is left beside it.
     assert_int_equal (harness_dir_entries (f->dir), 1);
+}
+
+//  A fill function over an array in memory: the writer's chunks, and the
+//  ranges it asked for, checked to be consecutive.
+typedef struct {
+    const uint8_t *bytes;
+    uint64_t next;
+    int calls;
+} s_filler_t;
+
+static void
+s_fill (void *arg, uint64_t at, void *buf, size_t len)
+{
+    s_filler_t *filler = arg;
+    assert_int_equal (at, filler->next);
+    memcpy (buf, filler->bytes + at, len);
+    filler->next = at + len;
+    filler->calls++;
+}
+
+//  A uint64 tensor ("U64", as an embedding table's ids): the header worked
+//  out by hand (57 bytes of JSON, 7 spaces), then the ids little-endian.
+static void
+test_u64_bytes (void **state)
+{
+    fixture_t *f = *state;
+    static const uint64_t ids [3] = { 1, (UINT64_C (1) << 40) + 5, UINT64_MAX };
+    s_filler_t filler = { .bytes = (const uint8_t *) ids };
+    ps_tensor_t t = { .name = "ids", .shape = { .rank = 1, .dims = { 3 } },
+                      .dtype = PS_DTYPE_U64, .fill = s_fill, .fill_arg = &filler };
+    ps_error_t err;
+    harness_ok (ps_safetensors_write (f->path, &t, 1, NULL, &err), &err);
+    static const char header [] =
+        "{\"ids\":{\"dtype\":\"U64\",\"shape\":[3],\"data_offsets\":[0,24]}}       ";
+    uint8_t want [8 + 64 + 24] = { 64 };
+    assert_int_equal (strlen (header), 64);
+    memcpy (want + 8, header, 64);
+    static const uint8_t data [24] = { 1, 0, 0, 0, 0, 0, 0, 0,  5, 0, 0, 0, 0, 1, 0, 0,
+                                       0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+    memcpy (want + 72, data, 24);
+    harness_file_is (f->path, want, sizeof want);
+    assert_int_equal (filler.next, 24);
+    //  The reader (ps-worker predict's) takes float32 only, naming the rest.
+    assert_null (ps_safetensors_read (f->path, &err));
+    assert_non_null (strstr (err.msg, "tensor \"ids\" has dtype U64"));
+}
+
+//  A float32 tensor larger than the writer's buffer comes through in
+//  several fills, and reads back the same.
+static void
+test_filled_round_trip (void **state)
+{
+    fixture_t *f = *state;
+    enum { N = 600 * 1000 };
+    float *values = malloc (N * sizeof (float));
+    assert_non_null (values);
+    for (int i = 0; i < N; i++)
+        values [i] = (float) i * 0.5f - 7;
+    s_filler_t filler = { .bytes = (const uint8_t *) values };
+    ps_tensor_t t [2] = {
+        s_tensor ("a"),
+        { .name = "emb/embeddings", .shape = { .rank = 2, .dims = { N / 3, 3 } },
+          .fill = s_fill, .fill_arg = &filler },
+    };
+    ps_error_t err;
+    harness_ok (ps_safetensors_write (f->path, t, 2, NULL, &err), &err);
+    assert_true (filler.calls > 1);
+    assert_int_equal (filler.next, (uint64_t) N * sizeof (float));
+    ps_safetensors_t *file = ps_safetensors_read (f->path, &err);
+    assert_non_null (file);
+    const ps_tensor_t *e = ps_safetensors_find (file, "emb/embeddings");
+    assert_non_null (e);
+    assert_true (ps_shape_equal (&e->shape, &t [1].shape));
+    assert_memory_equal (e->data, values, N * sizeof (float));
+    assert_memory_equal (ps_safetensors_find (file, "a")->data, s_values, sizeof s_values);
+    ps_safetensors_destroy (&file);
+    free (values);
 }
 
 static void
@@ -158,6 +237,9 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_setup_teardown (test_bytes, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_round_trip, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_u64_bytes, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_filled_round_trip, s_setup,
+                                         harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_write_refusals, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_read_refusals, s_setup, harness_dir_teardown),
     };

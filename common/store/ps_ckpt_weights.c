@@ -9,12 +9,14 @@
 
 #include "ps_ckpt_verify.h"
 #include "ps_ckpt_layout.h"
+#include "ps_ckpt_tables.h"
 #include "ps_ckpt_weights.h"
 #include "ps_snapshot.h"
 
 struct _ps_ckpt_weights_t {
     ps_model_t *model;
     float *params;
+    ps_ckpt_tables_t *tables;   //  read_all only
     char dir [PATH_MAX];
     uint64_t step;
 };
@@ -123,8 +125,35 @@ s_load (ps_ckpt_weights_t *self, const json_t *manifest, ps_error_t *err)
     return rc;
 }
 
-ps_ckpt_weights_t *
-ps_ckpt_weights_read (const char *path, const char *model, ps_error_t *err)
+//  Check that the model has every table of the checkpoint, with its row
+//  width: the export's metadata describes the tables by the model.
+static int
+s_check_tables (ps_ckpt_weights_t *self, const json_t *tables, ps_error_t *err)
+{
+    const ps_ctrmodel_t *ctr = ps_model_ctr (self->model);
+    size_t at;
+    const json_t *spec;
+    json_array_foreach (tables, at, spec) {
+        const char *name = json_string_value (json_object_get (spec, "name"));
+        int t = ctr && name ? ps_ctrmodel_find_table (ctr, name) : -1;
+        if (t < 0)
+            return ps_error_set (err, PS_EINVAL, "checkpoint %s holds embedding table \"%s\", "
+                                 "which model \"%s\" does not have", self->dir,
+                                 name ? name : "(no name)", ps_model_name (self->model));
+        json_int_t dim = json_integer_value (json_object_get (spec, "dim"));
+        if (dim != (json_int_t) ctr->tables [t].spec.dim)
+            return ps_error_set (err, PS_ESHAPE, "checkpoint %s: table \"%s\" has rows of %lld "
+                                 "floats, but %u in model \"%s\"", self->dir, name,
+                                 (long long) dim, ctr->tables [t].spec.dim,
+                                 ps_model_name (self->model));
+    }
+    return PS_OK;
+}
+
+//  Read the checkpoint at path: its dense variables, and its tables too
+//  when with_tables (else a checkpoint with tables is refused).
+static ps_ckpt_weights_t *
+s_read (const char *path, const char *model, bool with_tables, ps_error_t *err)
 {
     ps_ckpt_weights_t *self = calloc (1, sizeof *self);
     if (!self)
@@ -134,10 +163,10 @@ ps_ckpt_weights_read (const char *path, const char *model, ps_error_t *err)
         goto fail;
     self->step = (uint64_t) json_integer_value (json_object_get (manifest, "step"));
     const json_t *tables = json_object_get (json_object_get (manifest, "tables"), "specs");
-    if (json_array_size (tables) > 0) {
+    if (!with_tables && json_array_size (tables) > 0) {
         ps_error_set (err, PS_EINVAL, "checkpoint %s holds embedding table \"%s\" (a "
                       "click-through-rate model): its rows are not dense variables, and only "
-                      "dense variables are exported", self->dir,
+                      "dense variables are read here", self->dir,
                       json_string_value (json_object_get (json_array_get (tables, 0), "name")));
         goto fail;
     }
@@ -152,15 +181,19 @@ ps_ckpt_weights_read (const char *path, const char *model, ps_error_t *err)
         ps_error_prefix (err, PS_EINVAL, "checkpoint %s: model", self->dir);
         goto fail;
     }
-    if (ps_model_ctr (self->model)) {
+    if (!with_tables && ps_model_ctr (self->model)) {
         ps_error_set (err, PS_EINVAL, "checkpoint %s: model \"%s\" is a click-through-rate "
                       "model; only image classifiers' weights are read", self->dir,
                       ps_model_name (self->model));
         goto fail;
     }
+    if (with_tables && s_check_tables (self, tables, err))
+        goto fail;
     if (!(self->params = calloc (ps_model_param_count (self->model) + 1, sizeof (float))))
         abort ();
     if (s_load (self, manifest, err))
+        goto fail;
+    if (with_tables && !(self->tables = ps_ckpt_tables_read (self->dir, manifest, err)))
         goto fail;
     json_decref (manifest);
     return self;
@@ -170,6 +203,18 @@ fail:
     return NULL;
 }
 
+ps_ckpt_weights_t *
+ps_ckpt_weights_read (const char *path, const char *model, ps_error_t *err)
+{
+    return s_read (path, model, false, err);
+}
+
+ps_ckpt_weights_t *
+ps_ckpt_weights_read_all (const char *path, const char *model, ps_error_t *err)
+{
+    return s_read (path, model, true, err);
+}
+
 void
 ps_ckpt_weights_destroy (ps_ckpt_weights_t **self_p)
 {
@@ -177,6 +222,7 @@ ps_ckpt_weights_destroy (ps_ckpt_weights_t **self_p)
     if (!self)
         return;
     ps_model_destroy (&self->model);
+    ps_ckpt_tables_destroy (&self->tables);
     free (self->params);
     free (self);
     *self_p = NULL;
@@ -204,4 +250,10 @@ uint64_t
 ps_ckpt_weights_step (const ps_ckpt_weights_t *self)
 {
     return self->step;
+}
+
+ps_ckpt_tables_t *
+ps_ckpt_weights_tables (ps_ckpt_weights_t *self)
+{
+    return self->tables;
 }

@@ -11,13 +11,18 @@
 //  caller names one; every variable's partitions must cover its rows
 //  exactly once with the model's shape, and every file must belong to a
 //  variable of the model. Embedding tables are not variables and have no
-//  place in the vector: a checkpoint with tables is refused, naming one.
+//  place in the vector: ps_ckpt_weights_read refuses a checkpoint with
+//  tables, naming one (ps-worker predict runs image classifiers only);
+//  ps_ckpt_weights_read_all reads a click-through-rate checkpoint's dense
+//  variables here and its tables with ps_ckpt_tables.h (coordinator
+//  export writes both).
 
 #ifndef PS_CKPT_WEIGHTS_H_INCLUDED
 #define PS_CKPT_WEIGHTS_H_INCLUDED
 
 #include <stdint.h>
 
+#include "ps_ckpt_tables.h"
 #include "ps_error.h"
 #include "ps_model.h"
 
@@ -32,7 +37,19 @@ typedef struct _ps_ckpt_weights_t ps_ckpt_weights_t;
 //  has another shape than the model's: both are named), PS_EINVAL (tables,
 //  a file of a variable the model lacks, rows held twice, a bad model).
 ps_ckpt_weights_t *ps_ckpt_weights_read (const char *path, const char *model, ps_error_t *err);
+
+//  As ps_ckpt_weights_read, and a checkpoint with embedding tables too (a
+//  click-through-rate model's): every table of the checkpoint must be one
+//  of the model's with its row width (PS_EINVAL, PS_ESHAPE naming it), and
+//  the tables are read and joined as ps_ckpt_tables_read says, with its
+//  errors.
+ps_ckpt_weights_t *ps_ckpt_weights_read_all (const char *path, const char *model,
+                                             ps_error_t *err);
 void ps_ckpt_weights_destroy (ps_ckpt_weights_t **self_p);
+
+//  The tables read by ps_ckpt_weights_read_all (none for a checkpoint
+//  without tables), owned by self; NULL after ps_ckpt_weights_read.
+ps_ckpt_tables_t *ps_ckpt_weights_tables (ps_ckpt_weights_t *self);
 
 //  The model whose flat vector the weights fill.
 const ps_model_t *ps_ckpt_weights_model (const ps_ckpt_weights_t *self);

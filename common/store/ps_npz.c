@@ -2,19 +2,19 @@
 //  APPNOTE.TXT (local file header, central directory header, end of
 //  central directory record), with every field little-endian.
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <zlib.h>
+#include <unistd.h>
 
 #include "ps_file.h"
 #include "ps_npz.h"
 
 _Static_assert (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-                "npy data is written '<f4' (little-endian) from memory as it is");
+                "npy data is written '<f4' and '<u8' (little-endian) from memory as it is");
 
 //  The zip version needed to extract a stored entry (2.0, what every
 //  reader takes), and the fixed MS-DOS date of 1980-01-01 (day 1, month 1,
@@ -23,15 +23,18 @@ _Static_assert (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 #define S_DOS_DATE      0x0021
 #define S_DOS_TIME      0
 
+//  Where the CRC-32 lies in a local file header.
+#define S_LOCAL_CRC     14
+
 //  One entry of the archive: its name, the .npy header (or the whole
-//  metadata text) and the data after it.
+//  metadata text) and the tensor after it (none for the metadata).
 typedef struct {
     char *name;
     char *head;
     size_t head_len;
-    const void *data;
-    size_t data_len;
-    uint32_t crc;
+    const ps_tensor_t *tensor;
+    uint64_t data_len;
+    uint32_t crc;               //  known once the entry is written
     uint32_t offset;            //  of its local header in the archive
 } s_entry_t;
 
@@ -57,11 +60,11 @@ s_u32 (uint8_t *at, uint32_t v)
     return at + 4;
 }
 
-//  The .npy header of a float32 array of this shape, padded so that the
-//  data starts at a multiple of 64 bytes, as numpy writes it. Returns a
-//  new buffer of *len bytes.
+//  The .npy header of a float32 or uint64 array of this shape, padded so
+//  that the data starts at a multiple of 64 bytes, as numpy writes it.
+//  Returns a new buffer of *len bytes.
 static char *
-s_npy_header (const ps_shape_t *shape, size_t *len)
+s_npy_header (const ps_shape_t *shape, ps_dtype_t dtype, size_t *len)
 {
     char dims [PS_MAX_RANK * 24 + 4] = "";
     size_t at = 0;
@@ -71,8 +74,8 @@ s_npy_header (const ps_shape_t *shape, size_t *len)
     if (shape->rank == 1)
         snprintf (dims + at, sizeof dims - at, ",");
     char dict [sizeof dims + 80];
-    int n = snprintf (dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, "
-                      "'shape': (%s), }", dims);
+    int n = snprintf (dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, "
+                      "'shape': (%s), }", dtype == PS_DTYPE_U64 ? "<u8" : "<f4", dims);
     //  magic (6), version (2), header length (2), dict, padding, newline.
     size_t total = (10 + (size_t) n + 1 + 63) / 64 * 64;
     char *head = malloc (total);
@@ -85,6 +88,21 @@ s_npy_header (const ps_shape_t *shape, size_t *len)
     head [total - 1] = '\n';
     *len = total;
     return head;
+}
+
+//  Put the entry's CRC-32 into its local header, written before the data
+//  it sums was produced: a filled tensor is read once, and never held.
+static int
+s_patch_crc (int fd, const s_entry_t *e)
+{
+    uint8_t crc [4];
+    s_u32 (crc, e->crc);
+    ssize_t n = pwrite (fd, crc, sizeof crc, (off_t) e->offset + S_LOCAL_CRC);
+    if (n == (ssize_t) sizeof crc)
+        return 0;
+    if (n >= 0)
+        errno = EIO;
+    return -1;
 }
 
 static int
@@ -103,16 +121,18 @@ s_write_content (int fd, void *arg)
         at = s_u16 (at, 0);             //  stored
         at = s_u16 (at, S_DOS_TIME);
         at = s_u16 (at, S_DOS_DATE);
-        at = s_u32 (at, e->crc);
+        at = s_u32 (at, 0);             //  the CRC-32, patched after the data
         at = s_u32 (at, size);          //  compressed size
         at = s_u32 (at, size);
         at = s_u16 (at, (uint32_t) nlen);
         s_u16 (at, 0);                  //  no extra field
         e->offset = (uint32_t) offset;
+        e->crc = 0;
         if (ps_file_write_all (fd, rec, sizeof rec, NULL)
         ||  ps_file_write_all (fd, e->name, nlen, NULL)
-        ||  ps_file_write_all (fd, e->head, e->head_len, NULL)
-        ||  ps_file_write_all (fd, e->data, e->data_len, NULL))
+        ||  ps_file_write_all (fd, e->head, e->head_len, &e->crc)
+        ||  (e->tensor && ps_tensor_write (e->tensor, fd, &e->crc))
+        ||  s_patch_crc (fd, e))
             return -1;
         offset += sizeof rec + nlen + size;
     }
@@ -185,20 +205,15 @@ ps_npz_write (const char *path, const ps_tensor_t *tensors, int count, const cha
             if (!(e->name = malloc (nlen)))
                 abort ();
             snprintf (e->name, nlen, "%s.npy", tensors [i].name);
-            e->head = s_npy_header (&tensors [i].shape, &e->head_len);
-            e->data = tensors [i].data;
-            e->data_len = (size_t) ps_shape_count (&tensors [i].shape) * sizeof (float);
+            e->head = s_npy_header (&tensors [i].shape, tensors [i].dtype, &e->head_len);
+            e->tensor = &tensors [i];
+            e->data_len = ps_tensor_bytes (&tensors [i]);
         }
         else {
             if (!(e->name = strdup (PS_NPZ_METADATA)) || !(e->head = strdup (metadata)))
                 abort ();
             e->head_len = strlen (metadata);
         }
-        uLong crc = crc32 (0L, Z_NULL, 0);
-        crc = crc32_z (crc, (const Bytef *) e->head, e->head_len);
-        if (e->data_len)
-            crc = crc32_z (crc, (const Bytef *) e->data, e->data_len);
-        e->crc = (uint32_t) crc;
         total += 30 + 46 + 2 * strlen (e->name) + e->head_len + e->data_len;
     }
     int rc;

@@ -6,10 +6,13 @@
 //  multiple of 64 bytes), then the raw data
 //  (https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html).
 //
-//  We write float32 ('<f4') arrays in C order, stored in the zip without
-//  compression (weights hardly compress, and stored entries need no
-//  inflater to check), with a fixed 1980-01-01 time so that the same
-//  tensors give the same bytes. An optional text entry "__metadata__.json"
+//  We write float32 ('<f4') and uint64 ('<u8': an embedding table's ids)
+//  arrays in C order, stored in the zip without compression (weights
+//  hardly compress, and stored entries need no inflater to check), with a
+//  fixed 1980-01-01 time so that the same tensors give the same bytes. An
+//  entry's CRC-32 is summed as its data is written and then put into its
+//  local header, so that a tensor with a fill function (ps_tensor.h) is
+//  produced once, through a bounded buffer. An optional text entry "__metadata__.json"
 //  carries what safetensors keeps in its header; numpy.load hands it back
 //  as bytes (np.load(f)["__metadata__.json"]). Archives past the classic
 //  zip limits (4 GiB, 65535 entries) would need zip64, which we do not

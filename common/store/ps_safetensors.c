@@ -9,7 +9,7 @@
 #include "ps_file.h"
 #include "ps_safetensors.h"
 
-//  The raw data is the floats' bytes as they are in memory, which is the
+//  The raw data is the elements' bytes as they are in memory, which is the
 //  format's little-endian order only on a little-endian machine.
 _Static_assert (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                 "safetensors data is little-endian; this writer copies memory as it is");
@@ -55,9 +55,7 @@ s_write_content (int fd, void *arg)
     if (ps_file_write_all (fd, spaces, w->header_len - text, NULL))
         return -1;
     for (int i = 0; i < w->count; i++)
-        if (ps_file_write_all (fd, w->tensors [i].data,
-                               (size_t) ps_shape_count (&w->tensors [i].shape) * sizeof (float),
-                               NULL))
+        if (ps_tensor_write (&w->tensors [i], fd, NULL))
             return -1;
     return 0;
 }
@@ -99,8 +97,9 @@ s_header (const ps_tensor_t *tensors, int count, const json_t *metadata, ps_erro
         json_t *shape = json_array ();
         for (int d = 0; d < t->shape.rank; d++)
             json_array_append_new (shape, json_integer (t->shape.dims [d]));
-        uint64_t end = offset + (uint64_t) ps_shape_count (&t->shape) * sizeof (float);
-        json_t *entry = json_pack ("{s:s, s:o, s:[I, I]}", "dtype", "F32", "shape", shape,
+        uint64_t end = offset + ps_tensor_bytes (t);
+        json_t *entry = json_pack ("{s:s, s:o, s:[I, I]}", "dtype",
+                                   t->dtype == PS_DTYPE_U64 ? "U64" : "F32", "shape", shape,
                                    "data_offsets", (json_int_t) offset, (json_int_t) end);
         if (!entry)
             abort ();

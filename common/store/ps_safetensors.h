@@ -5,13 +5,16 @@
 //  "data_offsets": [begin, end]}, the offsets counted from the start of
 //  the data; an optional "__metadata__" maps strings to strings.
 //
-//  We write float32 ("F32") tensors only, in the order given, packed one
-//  after the other, with the header padded with spaces to a multiple of 8
-//  bytes (as the reference writer does) so that the data is aligned. The
+//  We write float32 ("F32") and uint64 ("U64": an embedding table's ids)
+//  tensors, in the order given, packed one after the other, with the
+//  header padded with spaces to a multiple of 8 bytes (as the reference
+//  writer does) so that the data is aligned; a tensor with a fill
+//  function is written through a bounded buffer (ps_tensor.h). The
 //  file is replaced atomically (ps_file_write_atomic): a failed write
 //  leaves no partial file. The reader takes what the writer writes and
 //  checks everything the format promises, so ps-worker predict can load
-//  an export; other dtypes are refused, naming the tensor.
+//  an export's float32 tensors; other dtypes (U64 included) are refused,
+//  naming the tensor.
 
 #ifndef PS_SAFETENSORS_H_INCLUDED
 #define PS_SAFETENSORS_H_INCLUDED

@@ -494,37 +494,9 @@ ps_sparse_load (const char *full_path, const char *incr_path, ps_error_t *err)
 {
     assert (full_path);
     ps_sparse_file_t full, incr;
-    int rc = ps_sparse_file_open (full_path, &full, err);
-    if (rc)
+    if (ps_sparse_file_open_pair (full_path, incr_path, &full, &incr, err))
         return NULL;
-    if (!full.header.full) {
-        ps_error_set (err, PS_EINVAL, "file %s: an incremental snapshot, expected a full one",
-                      full_path);
-        ps_sparse_file_close (&full);
-        return NULL;
-    }
-    if (incr_path) {
-        rc = ps_sparse_file_open (incr_path, &incr, err);
-        if (rc) {
-            ps_sparse_file_close (&full);
-            return NULL;
-        }
-        char diff [256];
-        if (incr.header.full)
-            rc = ps_error_set (err, PS_EINVAL, "file %s: a full snapshot, expected an "
-                               "incremental one", incr_path);
-        else
-        if (incr.header.base_size != full.size || incr.header.base_crc != full.crc)
-            rc = ps_error_set (err, PS_EINVAL, "file %s: follows a full snapshot of %llu bytes "
-                               "with CRC 0x%08x, not %s (%llu bytes, CRC 0x%08x)", incr_path,
-                               (unsigned long long) incr.header.base_size, incr.header.base_crc,
-                               full_path, (unsigned long long) full.size, full.crc);
-        else
-        if (ps_tablespec_differs (&incr.header.spec, &full.header.spec, diff, sizeof diff))
-            rc = ps_error_set (err, PS_EINVAL, "file %s: the spec differs from %s's: %s",
-                               incr_path, full_path, diff);
-    }
-    ps_sparse_t *self = rc ? NULL : s_build (&full, incr_path ? &incr : NULL, err);
+    ps_sparse_t *self = s_build (&full, incr_path ? &incr : NULL, err);
     ps_sparse_file_close (&full);
     if (incr_path)
         ps_sparse_file_close (&incr);

@@ -322,3 +322,42 @@ ps_sparse_file_close (ps_sparse_file_t *file)
         (void) munmap (file->map, (size_t) file->size);
     memset (file, 0, sizeof *file);
 }
+
+int
+ps_sparse_file_open_pair (const char *full_path, const char *incr_path, ps_sparse_file_t *full,
+                          ps_sparse_file_t *incr, ps_error_t *err)
+{
+    int rc = ps_sparse_file_open (full_path, full, err);
+    if (rc)
+        return rc;
+    if (!full->header.full) {
+        ps_sparse_file_close (full);
+        return ps_error_set (err, PS_EINVAL, "file %s: an incremental snapshot, expected a "
+                             "full one", full_path);
+    }
+    if (!incr_path)
+        return PS_OK;
+    if ((rc = ps_sparse_file_open (incr_path, incr, err))) {
+        ps_sparse_file_close (full);
+        return rc;
+    }
+    char diff [256];
+    if (incr->header.full)
+        rc = ps_error_set (err, PS_EINVAL, "file %s: a full snapshot, expected an "
+                           "incremental one", incr_path);
+    else
+    if (incr->header.base_size != full->size || incr->header.base_crc != full->crc)
+        rc = ps_error_set (err, PS_EINVAL, "file %s: follows a full snapshot of %llu bytes "
+                           "with CRC 0x%08x, not %s (%llu bytes, CRC 0x%08x)", incr_path,
+                           (unsigned long long) incr->header.base_size, incr->header.base_crc,
+                           full_path, (unsigned long long) full->size, full->crc);
+    else
+    if (ps_tablespec_differs (&incr->header.spec, &full->header.spec, diff, sizeof diff))
+        rc = ps_error_set (err, PS_EINVAL, "file %s: the spec differs from %s's: %s",
+                           incr_path, full_path, diff);
+    if (rc) {
+        ps_sparse_file_close (full);
+        ps_sparse_file_close (incr);
+    }
+    return rc;
+}

@@ -72,6 +72,16 @@ typedef struct {
 //  PS_EVERSION or PS_ECORRUPT; *file then holds nothing.
 int ps_sparse_file_open (const char *path, ps_sparse_file_t *file, ps_error_t *err);
 
+//  Open what a shard is restored from (ps_sparse_load) or exported from
+//  (ps_ckpt_tables.h): the full file at full_path and, when incr_path is
+//  not NULL, the incremental one written after it, checked to follow that
+//  full file (its base size and CRC) with the same spec. Returns 0 with
+//  both open, or the error of opening either, or PS_EINVAL naming the file
+//  of the wrong kind or the pair that does not belong together; then
+//  neither is open.
+int ps_sparse_file_open_pair (const char *full_path, const char *incr_path,
+                              ps_sparse_file_t *full, ps_sparse_file_t *incr, ps_error_t *err);
+
 //  Unmap what ps_sparse_file_open mapped.
 void ps_sparse_file_close (ps_sparse_file_t *file);
 
