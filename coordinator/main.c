@@ -576,7 +576,11 @@ s_export_parse (int key, char *arg, struct argp_state *state)
 
 static const struct argp s_export_argp = {
     s_export_options, s_export_parse, NULL,
-    "Writes a checkpoint's weights (the trained variables) as one safetensors or npz file.",
+    "Writes a checkpoint's weights (the trained variables) as one safetensors or npz file.\v"
+    "Every dense variable goes in under its model-spec name (conv2d/kernel), and every "
+    "embedding table of a click-through-rate model as TABLE/ids (uint64, ascending) and "
+    "TABLE/embeddings (float32, a row per id), with the model spec as metadata (README.md, "
+    "Export and predict).",
     s_common_children, NULL, NULL,
 };
 
@@ -603,8 +607,12 @@ s_export (int argc, char *argv [])
         fprintf (stderr, "coordinator export: %s\n", err.msg);
         return 1;
     }
-    printf ("exported %d variables of checkpoint %s (step %llu) to %s\n", result.variables,
-            result.dir, (unsigned long long) result.step, out);
+    char tables [96] = "";
+    if (result.tables > 0)
+        snprintf (tables, sizeof tables, " and %d embedding table%s (%llu rows)", result.tables,
+                  result.tables == 1 ? "" : "s", (unsigned long long) result.table_rows);
+    printf ("exported %d variables%s of checkpoint %s (step %llu) to %s\n", result.variables,
+            tables, result.dir, (unsigned long long) result.step, out);
     return 0;
 }
 

@@ -34,6 +34,7 @@ environment).
 
 import json
 import os
+import re
 import shutil
 import signal
 import struct
@@ -197,7 +198,9 @@ def check_export(work, root, ckpt, label):
     for fmt, reader in (("safetensors", read_safetensors), ("npz", read_npz)):
         out = os.path.join(work, "%s.%s" % (ckpt, fmt))
         status, text = export(os.path.join(root, ckpt), fmt, out)
-        check(status == 0, "%s: exported as %s" % (label, fmt), text)
+        check(status == 0 and re.search(r"exported \d+ variables and 1 embedding table "
+                                        r"\(%d rows\)" % len(table), text),
+              "%s: exported as %s, saying how many rows" % (label, fmt), text)
         if status != 0:
             return None
         got[fmt] = reader(out)
