@@ -76,15 +76,18 @@ typedef struct {
 //  One training step on n <= max_batch examples: x holds n inputs of
 //  ps_model_input_size floats, labels n labels of ps_model_label_size
 //  bytes: a class index (each < classes, or PS_EINVAL) or a regression
-//  model's k float32 targets (each finite, or PS_EINVAL). Dropout is active and seeded by dropout_seed. Writes the
-//  gradient of the mean loss into grads (ps_model_param_count floats) and
-//  the batch's stats into *stats.
+//  model's k float32 targets (each finite, or PS_EINVAL). Dropout is
+//  active and seeded by dropout_seed. Writes the gradient of the mean loss
+//  into grads (ps_model_param_count floats) and the batch's stats into
+//  *stats.
 int ps_backend_train_step (ps_backend_t *self, const float *x, const uint8_t *labels,
                            int n, uint64_t dropout_seed, float *grads,
                            ps_batch_stats_t *stats, ps_error_t *err);
 
-//  Forward pass without dropout on n <= max_batch examples: loss and
-//  accuracy into *stats and, unless logits is NULL, the logits [n, classes].
+//  Forward pass without dropout on n <= max_batch examples (labels as for
+//  ps_backend_train_step): loss and accuracy (or a regression model's
+//  errors) into *stats and, unless logits is NULL, the logits [n, classes]
+//  (a regression model's outputs).
 int ps_backend_forward (ps_backend_t *self, const float *x, const uint8_t *labels,
                         int n, float *logits, ps_batch_stats_t *stats, ps_error_t *err);
 

@@ -12,7 +12,9 @@
 //  and is memory-mapped (ps_npy.h), so that it need not fit in memory.
 //  Bytes are scaled to [0, 1], floats taken as they are. Labels are IDX
 //  [N] bytes or a .npy [N] of integers 0 .. 255, so 1 to 256 classes,
-//  inferred from the labels: the largest label kept, plus one. Examples
+//  inferred from the labels: the largest label kept, plus one. A
+//  regression model's data set holds k float targets an example instead
+//  (ps_dataset_open_targets), from a float .npy or a CSV column. Examples
 //  come out as NHWC floats, which is how the models read them.
 //
 //  Epoch e's order is a permutation of the training set that is a pure
@@ -159,8 +161,9 @@ void ps_dataset_permutation (const ps_dataset_t *self, uint64_t seed, uint64_t e
 void ps_dataset_shuffle (uint64_t seed, uint64_t epoch, uint32_t count, uint32_t *perm);
 
 //  Copy batch b of epoch `epoch` into x (batch * rows * cols * channels
-//  floats) and labels (batch * ps_dataset_label_size bytes); returns the number of examples copied (batch, or
-//  fewer for the last batch; the slots past it are left alone), or
+//  floats) and labels (batch * ps_dataset_label_size bytes); returns the
+//  number of examples copied (batch, or fewer for the last batch; the
+//  slots past it are left alone), or
 //  PS_EINVAL when b is past the epoch's end or batch <= 0.
 //  The epoch's permutation is computed once and kept, so walking an epoch
 //  costs O(count) in all; asking for another epoch recomputes it.
@@ -168,7 +171,7 @@ int ps_dataset_batch (ps_dataset_t *self, uint64_t seed, uint64_t epoch, size_t 
                       int batch, float *x, uint8_t *labels, ps_error_t *err);
 
 //  Copy examples [first, first + n) in file order (evaluation needs no
-//  shuffle); returns the number copied (fewer at the end, 0 when first is
+//  shuffle), labels as ps_dataset_batch does; returns the number copied (fewer at the end, 0 when first is
 //  past it), or PS_EINVAL when n < 0.
 int ps_dataset_slice (const ps_dataset_t *self, size_t first, int n, float *x, uint8_t *labels);
 
