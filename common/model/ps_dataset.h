@@ -171,8 +171,8 @@ int ps_dataset_batch (ps_dataset_t *self, uint64_t seed, uint64_t epoch, size_t 
                       int batch, float *x, uint8_t *labels, ps_error_t *err);
 
 //  Copy examples [first, first + n) in file order (evaluation needs no
-//  shuffle), labels as ps_dataset_batch does; returns the number copied (fewer at the end, 0 when first is
-//  past it), or PS_EINVAL when n < 0.
+//  shuffle), labels as ps_dataset_batch does; returns the number copied
+//  (fewer at the end, 0 when first is past it), or PS_EINVAL when n < 0.
 int ps_dataset_slice (const ps_dataset_t *self, size_t first, int n, float *x, uint8_t *labels);
 
 #endif
