@@ -527,6 +527,11 @@ s_host_finish (void *loop, double now)
         json_array_append_new (workers, json_integer (
             (json_int_t) ps_roster_peer (self->roster, PS_ROLE_WORKER, w)->steps));
     ps_metrics_tty_clear (self->report);
+    double test_mae = ps_evalq_latest_mae (self->evalq);
+    if (isfinite (test_mae))
+        ps_info ("training done: %" PRIu64 " steps in %.1f s (%.0f samples/s), test mse %.4f, "
+                 "test mae %.4f", done, wall, samples_s, test_loss, test_mae);
+    else
     if (isfinite (test_auc))
         ps_info ("training done: %" PRIu64 " steps in %.1f s (%.0f samples/s), test AUC %.4f, "
                  "test log loss %.4f", done, wall, samples_s, test_auc, test_loss);
@@ -537,8 +542,8 @@ s_host_finish (void *loop, double now)
                                 "steps", (json_int_t) done, "total", (json_int_t) self->host.total,
                                 "steps_per_epoch", (json_int_t) self->host.steps_per_epoch,
                                 "wall_s", wall, "samples_per_s", samples_s,
-                                "test_accuracy", have_eval ? json_real (test_accuracy)
-                                                           : json_null (),
+                                "test_accuracy", have_eval && isfinite (test_accuracy)
+                                                 ? json_real (test_accuracy) : json_null (),
                                 "checkpoints", ps_ckpt_ctl_count (self->ckpt),
                                 "worker_failures", self->worker_failures,
                                 "recoveries", self->host.recoveries,
@@ -554,6 +559,18 @@ s_host_finish (void *loop, double now)
     json_object_set_new (record, "test_loss", have_eval && isfinite (test_loss)
                                               ? json_real (test_loss) : json_null ());
     json_object_set_new (record, "mode", json_string (self->ops->name));
+    //  A regression model's errors stand in for its accuracy, and a binary
+    //  image classifier's AUC joins it.
+    if (ps_model_regression (self->cfg->model)) {
+        json_object_del (record, "test_accuracy");
+        json_object_set_new (record, "test_mse", have_eval && isfinite (test_loss)
+                                                 ? json_real (test_loss) : json_null ());
+        json_object_set_new (record, "test_mae", isfinite (test_mae) ? json_real (test_mae)
+                                                                     : json_null ());
+    }
+    if (!tables && ps_model_binary (self->cfg->model))
+        json_object_set_new (record, "test_auc", isfinite (test_auc) ? json_real (test_auc)
+                                                                     : json_null ());
     if (tables) {
         json_object_set_new (record, "test_auc", isfinite (test_auc) ? json_real (test_auc)
                                                                      : json_null ());

@@ -17,6 +17,7 @@ struct _ps_evalq_t {
     bool have;
     uint64_t last_step;
     double test_loss, test_accuracy, test_auc;
+    double test_mae;            //  a regression model's, else NaN
 };
 
 ps_evalq_t *
@@ -92,7 +93,7 @@ ps_evalq_lost (ps_evalq_t *self, ps_role_t role, int index)
 
 void
 ps_evalq_result (ps_evalq_t *self, double loss, uint64_t correct, uint64_t count,
-                 double auc, const char *who, int task, double now)
+                 double auc, double abs_error, const char *who, int task, double now)
 {
     self->busy = false;
     if (count == 0)
@@ -100,10 +101,16 @@ ps_evalq_result (ps_evalq_t *self, double loss, uint64_t correct, uint64_t count
     self->test_loss = loss / count;
     self->test_accuracy = (double) correct / count;
     self->test_auc = auc;
+    self->test_mae = abs_error / count;
     self->have = true;
     self->last_step = self->out.step;
     const ps_eval_t *e = &self->out;
     ps_metrics_tty_clear (self->report);
+    if (isfinite (self->test_mae))
+        ps_info ("evaluation after epoch %" PRIu64 " (step %" PRIu64 "): test mse %.4f, test "
+                 "mae %.4f (%s:%d, %.0f ms)", e->epoch, e->step, self->test_loss,
+                 self->test_mae, who, task, now - e->sent_ms);
+    else
     if (isfinite (auc))
         ps_info ("evaluation after epoch %" PRIu64 " (step %" PRIu64 "): test AUC %.4f, test "
                  "log loss %.4f, test accuracy %.4f (%s:%d, %.0f ms)", e->epoch, e->step, auc,
@@ -124,6 +131,12 @@ ps_evalq_result (ps_evalq_t *self, double loss, uint64_t correct, uint64_t count
         json_object_set_new (record, "test_auc", json_real (auc));
         json_object_set_new (record, "test_logloss", isfinite (self->test_loss)
                                                      ? json_real (self->test_loss) : json_null ());
+    }
+    //  A regression model has no accuracy: its errors stand in its place.
+    if (isfinite (self->test_mae) && record) {
+        json_object_del (record, "test_accuracy");
+        json_object_set_new (record, "test_mse", json_real (self->test_loss));
+        json_object_set_new (record, "test_mae", json_real (self->test_mae));
     }
     ps_metrics_event (self->report, "eval", record);
 }
@@ -147,6 +160,12 @@ ps_evalq_final (ps_evalq_t *self, uint64_t epoch, uint64_t done)
     if (!self->busy && (!self->pending || self->step != done))
         ps_evalq_ask (self, epoch, done);
     return false;
+}
+
+double
+ps_evalq_latest_mae (const ps_evalq_t *self)
+{
+    return self->have ? self->test_mae : NAN;
 }
 
 bool

@@ -60,8 +60,12 @@ void ps_evalq_lost (ps_evalq_t *self, ps_role_t role, int index);
 //  the AUC over them (NAN for others), by task `task` of `who` (a role's
 //  name, or "ring"). Logged and written as an "eval" record, which for a
 //  CTR model also holds test_auc and test_logloss (the mean loss).
+//  abs_error is a regression model's summed absolute error (NaN for a
+//  classifier): its record then gives test_mse (loss / count) and test_mae
+//  in place of test_accuracy. A binary image classifier's AUC is recorded
+//  as a CTR model's is.
 void ps_evalq_result (ps_evalq_t *self, double loss, uint64_t correct, uint64_t count,
-                      double auc, const char *who, int task, double now);
+                      double auc, double abs_error, const char *who, int task, double now);
 
 //  The parameters were rewound to step `after`: drop what lies past it.
 void ps_evalq_rewind (ps_evalq_t *self, uint64_t after);
@@ -74,5 +78,9 @@ bool ps_evalq_final (ps_evalq_t *self, uint64_t epoch, uint64_t done);
 //  is none.
 bool ps_evalq_latest (const ps_evalq_t *self, double *test_loss, double *test_accuracy,
                       double *test_auc);
+
+//  The latest result's mean absolute error, NaN when it has none (no
+//  result yet, or a classifier's).
+double ps_evalq_latest_mae (const ps_evalq_t *self);
 
 #endif

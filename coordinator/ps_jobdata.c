@@ -22,6 +22,10 @@ s_check_splits (const ps_job_t *job, const ps_model_t *model, const ps_dataset_i
                              test->cols, test->channels, train->rows, train->cols,
                              train->channels);
     int classes = train->classes > test->classes ? train->classes : test->classes;
+    if (job->classes > 0 && ps_model_regression (model))
+        return ps_error_set (err, PS_EINVAL, "at /data/classes: model \"%s\" is a regression "
+                             "model (\"loss\": \"mse\"), which has no classes; leave "
+                             "classes out", ps_model_name (model));
     if (job->classes > 0 && classes > job->classes)
         return ps_error_set (err, PS_ESHAPE, "at /data/classes: %d classes, but the labels go "
                              "up to %d (%d classes)", job->classes, classes - 1, classes);
@@ -51,11 +55,12 @@ s_check_csv (const ps_job_t *job, const ps_model_t *model, size_t *train_count,
              ps_error_t *err)
 {
     ps_dataset_info_t train, test;
-    int rc = ps_dataset_probe_csv (job->train_data, job->label_column,
-                                   (size_t) job->train_limit, &train, err);
+    int targets = ps_model_targets (model);
+    int rc = ps_dataset_probe_csv_targets (job->train_data, job->label_column, targets,
+                                           (size_t) job->train_limit, &train, err);
     if (rc == 0)
-        rc = ps_dataset_probe_csv (job->test_data, job->label_column, (size_t) job->test_limit,
-                                   &test, err);
+        rc = ps_dataset_probe_csv_targets (job->test_data, job->label_column, targets,
+                                           (size_t) job->test_limit, &test, err);
     return rc ? rc : s_check_splits (job, model, &train, &test, train_count, err);
 }
 
@@ -66,11 +71,14 @@ s_check_idx (const ps_job_t *job, const ps_model_t *model, size_t *train_count,
              ps_error_t *err)
 {
     ps_dataset_info_t train, test;
-    int rc = ps_dataset_probe (job->data_dir, PS_SPLIT_TRAIN, job->train_images,
-                               job->train_labels, (size_t) job->train_limit, &train, err);
+    int targets = ps_model_targets (model);
+    int rc = ps_dataset_probe_targets (job->data_dir, PS_SPLIT_TRAIN, job->train_images,
+                                       job->train_labels, targets, (size_t) job->train_limit,
+                                       &train, err);
     if (rc == 0)
-        rc = ps_dataset_probe (job->data_dir, PS_SPLIT_TEST, job->test_images,
-                               job->test_labels, (size_t) job->test_limit, &test, err);
+        rc = ps_dataset_probe_targets (job->data_dir, PS_SPLIT_TEST, job->test_images,
+                                       job->test_labels, targets, (size_t) job->test_limit,
+                                       &test, err);
     if (rc == 0)
         rc = s_check_splits (job, model, &train, &test, train_count, err);
     //  Named files say where they are themselves; the default ones are

@@ -66,6 +66,7 @@ typedef struct {
     char save_tmp [PS_JOB_PATH_MAX + 64];
     double ev_loss;             //  the evaluation's sums over the shards
     uint64_t ev_correct, ev_count;
+    double ev_abs;              //  a regression model's absolute error, else NaN
     uint64_t replica_checks, replica_mismatches, replica_checksum;
 } s_mirror_t;
 
@@ -454,6 +455,7 @@ s_start_eval (s_mirror_t *self)
                                            ps_clock_ms ());
     self->ev_loss = 0;
     self->ev_correct = self->ev_count = 0;
+    self->ev_abs = NAN;
     self->order++;
     for (int r = 0; r < self->ring_n; r++) {
         ps_proto_work_t *work = s_begin (self, self->ring [r], "eval", eval->step);
@@ -569,6 +571,8 @@ s_on_report (s_mirror_t *self, int worker, const ps_proto_report_t *report)
         member->checksum = report->has_checksum ? report->checksum : 0;
         self->ev_loss += report->loss;
         self->ev_correct += report->correct;
+        if (report->has_abs_error)
+            self->ev_abs = (isnan (self->ev_abs) ? 0 : self->ev_abs) + report->abs_error;
         self->ev_count += report->count;
     }
 }
@@ -681,7 +685,8 @@ s_end_eval (s_mirror_t *self, bool all)
                                  (json_int_t) (eval ? eval->step : 0), "updates",
                                  (json_int_t) self->committed, "equal", equal,
                                  "checksums", sums));
-    ps_evalq_result (host->evalq, self->ev_loss, self->ev_correct, self->ev_count, NAN, "ring",
+    ps_evalq_result (host->evalq, self->ev_loss, self->ev_correct, self->ev_count, NAN,
+                     self->ev_abs, "ring",
                      self->ring_n, ps_clock_ms ());
 }
 

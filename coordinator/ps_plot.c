@@ -37,8 +37,9 @@ typedef struct {
 typedef struct {
     double (*progress) [5];     //  time_s, step, loss, accuracy, samples_per_s
     size_t nprogress;
-    double (*evals) [3];        //  step, test_accuracy, test_loss
+    double (*evals) [4];        //  step, test_accuracy, test_loss, test_mae
     size_t nevals;
+    bool regression;            //  an eval record had test_mae (and no accuracy)
     s_event_t *events;
     size_t nevents;
     size_t records;
@@ -119,6 +120,9 @@ s_take (s_curves_t *curves, json_t *record)
         row [1] = s_number (record, "test_accuracy");
         //  A loss that was not finite is written as -1.
         row [2] = loss >= 0 ? loss : NAN;
+        //  A regression model's test loss is its mse; its mae joins it.
+        row [3] = s_number (record, "test_mae");
+        curves->regression |= isfinite (row [3]);
     }
     else
     if (strcmp (event, "worker_failed") == 0)
@@ -244,8 +248,8 @@ s_write_inputs (const ps_plot_config_t *cfg, const s_curves_t *curves, const cha
         abort ();
     //  gnuplot reads NaN as a missing point.
     for (size_t i = 0; i < curves->nevals; i++)
-        fprintf (out, "%.17g %.17g %.17g\n", curves->evals [i][0], curves->evals [i][1],
-                 curves->evals [i][2]);
+        fprintf (out, "%.17g %.17g %.17g %.17g\n", curves->evals [i][0],
+                 curves->evals [i][1], curves->evals [i][2], curves->evals [i][3]);
     if (fclose (out) != 0)
         abort ();
     rc = s_write_file (dir, "eval.dat", text, err);
@@ -282,9 +286,11 @@ s_write_inputs (const ps_plot_config_t *cfg, const s_curves_t *curves, const cha
              "'training: loss, accuracy and samples/s by step (dashed: failures in red, "
              "recoveries in green)'");
     fprintf (out, "set ylabel 'loss'\nplot 'progress.dat' using 1:2 with lines lw 2 lc rgb "
-                  "'#1f77b4' title 'training loss'%s\n", curves->nevals
+                  "'#1f77b4' title 'training loss'%s%s\n", curves->nevals
              ? ", 'eval.dat' using 1:3 with linespoints pt 7 ps 0.8 lc rgb '#ff7f0e' "
-               "title 'test loss (evaluations)'" : "");
+               "title 'test loss (evaluations)'" : "", curves->regression
+             ? ", 'eval.dat' using 1:4 with linespoints pt 5 ps 0.8 lc rgb '#2ca02c' "
+               "title 'test mae (evaluations)'" : "");
     fprintf (out, "unset label\nset ylabel 'accuracy'\nset yrange [0:1]\nset key bottom right\n"
                   "plot 'progress.dat' using 1:3 with lines lw 2 lc rgb '#1f77b4' "
                   "title 'training accuracy'%s\n", curves->nevals

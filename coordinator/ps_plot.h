@@ -1,6 +1,7 @@
 //  coordinator plot: a metrics file (schemas/metrics.md) drawn as a PNG
 //  with gnuplot. Three panels over the step: the training loss (and each
-//  evaluation's test loss), the training and test accuracy (each
+//  evaluation's test loss; a regression model's is its mse, and its test
+//  mae is drawn beside it), the training and test accuracy (each
 //  evaluation a point), and the samples per second; every failure of a
 //  worker or server and every recovery (a restore from a checkpoint, or a
 //  failed task registered again) is a labelled vertical line across the

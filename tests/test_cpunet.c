@@ -839,7 +839,7 @@ s_evaluate (ps_backend_t *backend, const ps_dataset_t *data, float *x, uint8_t *
             ps_batch_stats_t *stats)
 {
     ps_error_t err = { 0 };
-    if (ps_evaluate (backend, data, S_EVAL_BATCH, x, labels, stats, &err))
+    if (ps_evaluate (backend, data, S_EVAL_BATCH, x, labels, NULL, stats, &err))
         fail_msg ("ps_evaluate: %s", err.msg);
     assert_int_equal (stats->count, (int) ps_dataset_count (data));
 }

@@ -18,6 +18,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -881,6 +882,121 @@ test_csv_dialects (void **state)
                                       "label, a, b)"));
 }
 
+//  Write a .npy file of format 1.0: the header dict, padded so that the
+//  data starts at byte 128, then len bytes of data.
+static void
+s_write_npy (const char *dir, const char *name, const char *dict, const void *data,
+             size_t len, char *path, size_t size)
+{
+    char *bytes = malloc (128 + len);
+    assert_non_null (bytes);
+    memset (bytes, ' ', 128);
+    memcpy (bytes, "\x93NUMPY\x01\x00", 8);
+    bytes [8] = 128 - 10;
+    bytes [9] = 0;
+    memcpy (bytes + 10, dict, strlen (dict));
+    bytes [127] = '\n';
+    memcpy (bytes + 128, data, len);
+    s_write_file (dir, name, bytes, 128 + len, path, size);
+    free (bytes);
+}
+
+//  A regression model's targets: float32 [N] and float64 [N, k] .npy
+//  files become float32 targets, batched k floats an example; IDX labels,
+//  the wrong second dimension and a NaN are refused; CSV reads any number
+//  in the label column, one target only; a classifier's data set does not
+//  fit a regression model.
+static void
+test_targets (void **state)
+{
+    fixture_t *fx = *state;
+    char fpath [512], tpath [512], path [512];
+    const uint8_t features [] = { 0, 51, 255, 102, 153, 204 };
+    s_write_npy (fx->dir, "f.npy", "{'descr': '<u1', 'fortran_order': False, 'shape': (2, 3), }",
+                 features, sizeof features, fpath, sizeof fpath);
+    s_write_npy (fx->dir, "t.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }",
+                 (const float []) { 1.5f, -2.25f }, 8, tpath, sizeof tpath);
+    ps_error_t err = { 0 };
+    ps_dataset_t *data = ps_dataset_open_targets (NULL, PS_SPLIT_TRAIN, fpath, tpath, 1, 0,
+                                                  &err);
+    if (!data)
+        fail_msg ("open failed: %s", err.msg);
+    assert_int_equal (ps_dataset_targets (data), 1);
+    assert_int_equal (ps_dataset_label_size (data), 4);
+    assert_int_equal (ps_dataset_classes (data), 0);
+    float y [2], x [6];
+    uint8_t labels [8];
+    ps_dataset_target (data, 1, y);
+    assert_true (y [0] == -2.25f);
+    assert_int_equal (ps_dataset_slice (data, 0, 2, x, labels), 2);
+    memcpy (y, labels, sizeof y);
+    assert_true (y [0] == 1.5f && y [1] == -2.25f);
+    ps_dataset_destroy (&data);
+
+    //  float64 [2, 2]: two targets an example.
+    s_write_npy (fx->dir, "t2.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }",
+                 (const double []) { 1, 2, 3, 0.5 }, 32, tpath, sizeof tpath);
+    data = ps_dataset_open_targets (NULL, PS_SPLIT_TRAIN, fpath, tpath, 2, 0, &err);
+    if (!data)
+        fail_msg ("open failed: %s", err.msg);
+    assert_int_equal (ps_dataset_label_size (data), 8);
+    ps_dataset_target (data, 1, y);
+    assert_true (y [0] == 3.0f && y [1] == 0.5f);
+    ps_dataset_info_t info;
+    assert_int_equal (ps_dataset_probe_targets (NULL, PS_SPLIT_TRAIN, fpath, tpath, 2, 0,
+                                                &info, &err), PS_OK);
+    assert_int_equal (info.targets, 2);
+    assert_int_equal (info.count, 2);
+    ps_dataset_destroy (&data);
+    //  A model of 3 outputs does not take 2 targets an example.
+    assert_null (ps_dataset_open_targets (NULL, PS_SPLIT_TRAIN, fpath, tpath, 3, 0, &err));
+    assert_int_equal (err.code, PS_ESHAPE);
+    assert_non_null (strstr (err.msg, "expected [N] or [N, 3] for a regression model of 3 "
+                                      "outputs"));
+    //  A NaN target.
+    s_write_npy (fx->dir, "t3.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }",
+                 (const float []) { 1, NAN }, 8, tpath, sizeof tpath);
+    assert_null (ps_dataset_open_targets (NULL, PS_SPLIT_TRAIN, fpath, tpath, 1, 0, &err));
+    assert_non_null (strstr (err.msg, "target nan at index 1, expected a finite float32"));
+    //  IDX labels are classes.
+    const uint8_t idx [] = { 0, 0, 8, 1, 0, 0, 0, 2, 1, 0 };
+    s_write_file (fx->dir, "l.idx", idx, sizeof idx, path, sizeof path);
+    assert_null (ps_dataset_open_targets (NULL, PS_SPLIT_TRAIN, fpath, path, 1, 0, &err));
+    assert_int_equal (err.code, PS_ESHAPE);
+    assert_non_null (strstr (err.msg, "IDX labels are integer classes, but the model is a "
+                                      "regression model"));
+
+    //  CSV: any number is a target; a cell that is no number is refused.
+    const char *text = "a,y,b\n1,0.25,2\n3,-7.5e2,4\n";
+    s_write_file (fx->dir, "r.csv", text, strlen (text), path, sizeof path);
+    data = ps_dataset_open_csv_targets (path, "y", 1, 0, &err);
+    if (!data)
+        fail_msg ("open failed: %s", err.msg);
+    ps_dataset_target (data, 1, y);
+    assert_true (y [0] == -750.0f);
+    ps_dataset_image (data, 1, x);
+    assert_true (x [0] == 3.0f && x [1] == 4.0f);
+    ps_model_t *model = ps_model_parse ("{\"input_shape\": [2], \"loss\": \"mse\", "
+                                        "\"layers\": [{\"type\": \"Dense\", \"units\": 1}]}",
+                                        "reg.json", &err);
+    assert_non_null (model);
+    assert_int_equal (ps_dataset_check_model (data, model, &err), PS_OK);
+    ps_dataset_destroy (&data);
+    data = ps_dataset_open_csv (path, "b", 0, &err);
+    assert_non_null (data);
+    assert_int_equal (ps_dataset_check_model (data, model, &err), PS_ESHAPE);
+    assert_non_null (strstr (err.msg, "is a regression model, but the data set's labels were "
+                                      "read as classes"));
+    ps_dataset_destroy (&data);
+    ps_model_destroy (&model);
+    assert_null (ps_dataset_open_csv_targets (path, "y", 2, 0, &err));
+    assert_non_null (strstr (err.msg, "CSV data holds one target (the column \"y\")"));
+    text = "a,y\n1,high\n";
+    s_write_file (fx->dir, "bad.csv", text, strlen (text), path, sizeof path);
+    assert_null (ps_dataset_open_csv_targets (path, "y", 1, 0, &err));
+    assert_non_null (strstr (err.msg, "line 2, column 2: \"high\" is not a finite number"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -907,6 +1023,7 @@ main (int argc, char **argv)
         cmocka_unit_test_setup_teardown (test_named_files, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_npy_formats, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_csv_dialects, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_targets, s_setup, harness_dir_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

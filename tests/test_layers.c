@@ -1352,6 +1352,94 @@ test_sigmoid_xent (void **state)
     s_check_bxent ("sigmoid xent n=6 logits -30", 6, -30.0f, 6103);
 }
 
+//  Mean squared error, Keras's mse: each example's mean over its k outputs
+//  of (y - t)^2, summed over the examples, computed the plain way in double.
+typedef struct {
+    int n, k;
+    const double *outputs;
+    const float *targets;
+} s_mse_t;
+
+static double
+s_ref_mse (const s_mse_t *m, double *abs_sum)
+{
+    double total = 0, abs_total = 0;
+    for (int e = 0; e < m->n; e++)
+        for (int j = 0; j < m->k; j++) {
+            double d = m->outputs [e * m->k + j] - (double) m->targets [e * m->k + j];
+            total += d * d / m->k;
+            abs_total += fabs (d) / m->k;
+        }
+    if (abs_sum)
+        *abs_sum = abs_total;
+    return total;
+}
+
+static double
+s_mse_objective (const void *ctx)
+{
+    return s_ref_mse (ctx, NULL);
+}
+
+//  A regression model's loss: the sum, the absolute error and dlogits at
+//  the batch mean's scale, against the float64 reference and its finite
+//  differences. The targets go in as bytes, as the label buffers hold
+//  them, at an odd offset so that nothing assumes they are aligned.
+static void
+s_check_mse (const char *name, int n, int k, uint64_t seed)
+{
+    uint64_t state = seed;
+    size_t count = (size_t) n * (size_t) k;
+    float *outputs = s_floats (count);
+    float *targets = s_floats (count);
+    s_fill_uniform (outputs, count, &state, 3.0);
+    s_fill_uniform (targets, count, &state, 2.0);
+    uint8_t *bytes = malloc (count * sizeof (float) + 1);
+    assert_non_null (bytes);
+    memcpy (bytes + 1, targets, count * sizeof (float));
+    double *wide = s_doubles (count);
+    s_widen (outputs, wide, count);
+    s_mse_t m = { n, k, wide, targets };
+    double want_abs;
+    double want_loss = s_ref_mse (&m, &want_abs);
+    double *grad = s_doubles (count);
+    s_numeric_grad (s_mse_objective, &m, wide, count, grad);
+
+    float *dlogits = s_floats (count);
+    s_fill_nan (dlogits, count);
+    double abs_sum = 0.5;
+    float scale = 1.0f / (float) n;
+    double loss = ps_cpu_mse (n, k, outputs, bytes + 1, scale, dlogits, &abs_sum);
+    double e_loss = fabs (loss - want_loss) / fabs (want_loss);
+    s_check (name, "loss sum", e_loss, S_FORWARD_TOL);
+    double e_abs = fabs (abs_sum - 0.5 - want_abs) / fabs (want_abs);
+    s_check (name, "abs sum (added)", e_abs, S_FORWARD_TOL);
+    for (size_t i = 0; i < count; i++)
+        grad [i] *= scale;
+    double e_grad = s_rel_err (dlogits, grad, count);
+    s_check (name, "dlogits", e_grad, S_GRAD_TOL);
+    abs_sum = 0;
+    assert_true (fabs (ps_cpu_mse (n, k, outputs, bytes + 1, 1.0f, NULL, &abs_sum) - loss)
+                 <= 1e-12 * fabs (loss));
+    printf ("  %-52s loss %.1e abs %.1e dlogits %.1e\n", name, e_loss, e_abs, e_grad);
+    free (outputs);
+    free (targets);
+    free (bytes);
+    free (wide);
+    free (grad);
+    free (dlogits);
+}
+
+static void
+test_mse (void **state)
+{
+    (void) state;
+    printf ("\n");
+    s_check_mse ("mse n=7 k=1", 7, 1, 6201);
+    s_check_mse ("mse n=5 k=3", 5, 3, 6202);
+    s_check_mse ("mse n=1 k=16", 1, 16, 6203);
+}
+
 int
 main (void)
 {
@@ -1364,6 +1452,7 @@ main (void)
         cmocka_unit_test (test_softmax_xent),
         cmocka_unit_test (test_softmax_xent_large_logits),
         cmocka_unit_test (test_sigmoid_xent),
+        cmocka_unit_test (test_mse),
         cmocka_unit_test (test_activations),
         cmocka_unit_test (test_avgpool),
         cmocka_unit_test (test_gap),

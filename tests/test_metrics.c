@@ -179,8 +179,29 @@ test_prometheus_text (void **state)
     s_expect_line (text, "ps_test_accuracy 0.75");
     s_expect_line (text, "ps_test_loss 0.5");
     s_expect_line (text, "ps_evaluations_total 1");
+    //  A classifier's evaluation has no errors and this one no AUC.
+    s_expect_line (text, "ps_test_mse NaN");
+    s_expect_line (text, "ps_test_auc NaN");
     //  Only workers 0 and 1 have counters of their own.
     assert_null (strstr (text, "worker=\"2\""));
+    free (text);
+
+    //  A regression model's evaluation: its errors, and no accuracy; then a
+    //  binary classifier's AUC.
+    ps_metrics_event (metrics, "eval", json_pack ("{s:f, s:f, s:f}", "test_loss", 0.25,
+                                                  "test_mse", 0.25, "test_mae", 0.125));
+    text = ps_metrics_prometheus (metrics);
+    s_expect_line (text, "# TYPE ps_test_mse gauge");
+    s_expect_line (text, "ps_test_mse 0.25");
+    s_expect_line (text, "ps_test_mae 0.125");
+    s_expect_line (text, "ps_test_accuracy NaN");
+    s_expect_line (text, "ps_evaluations_total 2");
+    free (text);
+    ps_metrics_event (metrics, "eval", json_pack ("{s:f, s:f, s:f}", "test_loss", 0.3,
+                                                  "test_accuracy", 0.9, "test_auc", 0.875));
+    text = ps_metrics_prometheus (metrics);
+    s_expect_line (text, "ps_test_auc 0.875");
+    s_expect_line (text, "ps_test_mae NaN");
     free (text);
     ps_metrics_destroy (&metrics);
 }

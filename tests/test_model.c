@@ -811,6 +811,36 @@ test_error_model_level (void **state)
     assert_non_null (strstr (err.msg, "gives 2 classes (one logit: binary), but the data has "
                                       "labels up to 2 (3 classes)"));
     ps_model_destroy (&binary);
+    //  "loss": "mse" makes the same last layer a regression model of one
+    //  output; 3 units are 3 outputs, none of them classes.
+    ps_model_t *reg = ps_model_parse ("{\"input_shape\": [4], \"loss\": \"mse\", \"layers\": "
+                                      "[{\"type\": \"Dense\", \"units\": 3}]}", "reg.json", &err);
+    assert_non_null (reg);
+    assert_true (ps_model_regression (reg));
+    assert_false (ps_model_binary (reg));
+    assert_int_equal (ps_model_targets (reg), 3);
+    assert_int_equal (ps_model_label_size (reg), 12);
+    assert_non_null (ps_model_cpu_only (reg));
+    assert_int_equal (ps_model_check_input (reg, 2, 2, 1, 0, &err), PS_OK);
+    ps_model_destroy (&reg);
+    //  Its outputs are the values themselves: nothing may bend them.
+    s_expect_error ("{\"input_shape\": [4], \"loss\": \"mse\", \"layers\": "
+                    "[{\"type\": \"Dense\", \"units\": 1, \"activation\": \"relu\"}]}",
+                    PS_EINVAL, "applies relu, but \"loss\": \"mse\" needs linear outputs", NULL);
+    s_expect_error ("{\"input_shape\": [4], \"loss\": \"mse\", \"layers\": "
+                    "[{\"type\": \"Dense\", \"units\": 2}, {\"type\": \"Activation\", "
+                    "\"activation\": \"sigmoid\"}]}",
+                    PS_EINVAL, "is an Activation \"sigmoid\", but \"loss\": \"mse\"", NULL);
+    s_expect_error ("{\"input_shape\": [4, 4, 1], \"loss\": \"mse\", \"layers\": "
+                    "[{\"type\": \"Conv2D\", \"filters\": 1, \"kernel_size\": 1}]}",
+                    PS_ESHAPE, "\"loss\": \"mse\" needs a flat last layer", NULL);
+    s_expect_error ("{\"input_shape\": [4], \"loss\": \"mae\", \"layers\": "
+                    "[{\"type\": \"Dense\", \"units\": 1}]}", PS_EINVAL, "/loss", NULL);
+    //  Many outputs are fine for regression (no byte label names them).
+    reg = ps_model_parse ("{\"input_shape\": [4], \"loss\": \"mse\", \"layers\": "
+                          "[{\"type\": \"Dense\", \"units\": 300}]}", "reg.json", &err);
+    assert_non_null (reg);
+    ps_model_destroy (&reg);
     s_expect_error ("{\"input_shape\": [28, 28], \"layers\": [{\"type\": \"Flatten\"}]}",
                     PS_EINVAL, "spec.json: at /input_shape: expected an array of 1 item or an array of 3 items",
                     NULL);

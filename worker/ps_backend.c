@@ -4,6 +4,7 @@
 
 #include "ps_backend.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,6 +153,17 @@ s_check_batch (const ps_backend_t *self, const uint8_t *labels, int n, ps_error_
     if (n < 1 || n > self->max_batch)
         return ps_error_set (err, PS_EINVAL, "backend: a batch of %d examples, but this "
                              "backend takes 1 to %d", n, self->max_batch);
+    int targets = ps_model_targets (self->model);
+    for (int i = 0; targets && i < n; i++)
+        for (int j = 0; j < targets; j++) {
+            float t;
+            memcpy (&t, labels + ((size_t) i * targets + j) * sizeof t, sizeof t);
+            if (!isfinite (t))
+                return ps_error_set (err, PS_EINVAL, "backend: target %d of example %d is "
+                                     "%g, not a finite number", j, i, (double) t);
+        }
+    if (targets)
+        return 0;
     int classes = ps_model_label_classes (self->model);
     for (int i = 0; i < n; i++)
         if (labels [i] >= classes)

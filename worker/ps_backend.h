@@ -61,24 +61,33 @@ ps_device_t ps_backend_device (const ps_backend_t *self);
 //  it and calling this again, as a trainer does); the GPU copies it.
 int ps_backend_set_params (ps_backend_t *self, const float *params, ps_error_t *err);
 
-//  The outcome of a batch: summed loss and correct predictions.
+//  The outcome of a batch: summed loss and correct predictions. For a
+//  regression model the loss is the squared error (each example's mean
+//  over its outputs, so loss_sum / count is Keras's mse), abs_sum the
+//  same of the absolute error (abs_sum / count is the mae) and correct 0;
+//  a classifier's abs_sum is 0.
 typedef struct {
     double loss_sum;
     int correct;
     int count;
+    double abs_sum;
 } ps_batch_stats_t;
 
 //  One training step on n <= max_batch examples: x holds n inputs of
-//  ps_model_input_size floats, labels n class indices (each < classes, or
-//  PS_EINVAL). Dropout is active and seeded by dropout_seed. Writes the
-//  gradient of the mean loss into grads (ps_model_param_count floats) and
-//  the batch's stats into *stats.
+//  ps_model_input_size floats, labels n labels of ps_model_label_size
+//  bytes: a class index (each < classes, or PS_EINVAL) or a regression
+//  model's k float32 targets (each finite, or PS_EINVAL). Dropout is
+//  active and seeded by dropout_seed. Writes the gradient of the mean loss
+//  into grads (ps_model_param_count floats) and the batch's stats into
+//  *stats.
 int ps_backend_train_step (ps_backend_t *self, const float *x, const uint8_t *labels,
                            int n, uint64_t dropout_seed, float *grads,
                            ps_batch_stats_t *stats, ps_error_t *err);
 
-//  Forward pass without dropout on n <= max_batch examples: loss and
-//  accuracy into *stats and, unless logits is NULL, the logits [n, classes].
+//  Forward pass without dropout on n <= max_batch examples (labels as for
+//  ps_backend_train_step): loss and accuracy (or a regression model's
+//  errors) into *stats and, unless logits is NULL, the logits [n, classes]
+//  (a regression model's outputs).
 int ps_backend_forward (ps_backend_t *self, const float *x, const uint8_t *labels,
                         int n, float *logits, ps_batch_stats_t *stats, ps_error_t *err);
 

@@ -504,3 +504,30 @@ ps_cpu_gap_backward (const ps_layer_t *l, int n, const float *dy, float *dx)
                 dx [((size_t) e * positions + p) * c + k] = dy [(size_t) e * c + k]
                                                             / (float) positions;
 }
+
+double
+ps_cpu_mse (int n, int k, const float *outputs, const uint8_t *targets, float scale,
+            float *dlogits, double *abs_sum)
+{
+    double loss = 0, abs_total = 0;
+    for (int e = 0; e < n; e++) {
+        const float *y = outputs + (size_t) e * k;
+        const uint8_t *at = targets + (size_t) e * k * sizeof (float);
+        //  Summed in double: the per-example mean of k squares is what
+        //  Keras reports, and float would drop the small terms of a large k.
+        double sq = 0, ab = 0;
+        for (int j = 0; j < k; j++) {
+            float t;
+            memcpy (&t, at + (size_t) j * sizeof t, sizeof t);
+            double d = (double) y [j] - (double) t;
+            sq += d * d;
+            ab += fabs (d);
+            if (dlogits)
+                dlogits [(size_t) e * k + j] = (float) (2.0 * d / k) * scale;
+        }
+        loss += sq / k;
+        abs_total += ab / k;
+    }
+    *abs_sum += abs_total;
+    return loss;
+}

@@ -102,4 +102,13 @@ double ps_cpu_softmax_xent (int n, int classes, const float *logits, const uint8
 double ps_cpu_sigmoid_xent (int n, const float *logits, const uint8_t *labels, float scale,
                             float *dlogits, int *correct);
 
+//  Mean squared error (a regression model, Keras's mse) of n examples of
+//  k outputs y against k float32 targets t each, which `targets` holds as
+//  bytes (the label buffers are bytes; read with memcpy): an example's
+//  loss is the mean over its outputs of (y - t)^2, summed over the n
+//  examples and returned; the same mean of |y - t| is summed into
+//  *abs_sum. Unless dlogits is NULL, writes dlogits = 2 (y - t) / k * scale.
+double ps_cpu_mse (int n, int k, const float *outputs, const uint8_t *targets, float scale,
+                   float *dlogits, double *abs_sum);
+
 #endif

@@ -37,6 +37,7 @@ typedef struct {
     float *grads;               //  parameter gradient of this shard
     double loss;
     int correct;
+    double abs_sum;             //  a regression model's summed absolute error
     double *fwd_ms, *bwd_ms;    //  per layer + loss (shard 0 only)
     ps_cpunet_t *owner;         //  for the thread that runs this shard
     int index;
@@ -49,7 +50,9 @@ struct ps_cpunet_t {
     int threads;                //  running, the caller included
     int shard_count;            //  allocated
     int max_batch;
-    int classes;
+    int classes;                //  the last layer's outputs
+    bool regression;            //  mse against float targets, not cross-entropy
+    size_t label_size;          //  bytes of one example's label
     int last_param_layer;       //  backward stops after the first layer with parameters
     size_t param_count;
     const float *params;        //  the caller's vector, read in place
@@ -243,15 +246,19 @@ s_run (ps_cpunet_t *self, int t)
     shard->count = (int) ((int64_t) self->n * (t + 1) / self->threads) - shard->first;
     shard->loss = 0;
     shard->correct = 0;
+    shard->abs_sum = 0;
     if (shard->count > 0) {
         const float *acts [self->layers + 1];
         bool train = self->job == S_JOB_TRAIN;
         const float *logits = s_forward (self, shard, train, acts);
         bool timing = self->profiling && t == 0;
         double t0 = timing ? ps_clock_ms () : 0;
-        const uint8_t *labels = self->labels + shard->first;
+        const uint8_t *labels = self->labels + (size_t) shard->first * self->label_size;
         float *dlogits = train ? shard->grad_a : NULL;
-        shard->loss = self->classes == 1
+        shard->loss = self->regression
+                    ? ps_cpu_mse (shard->count, self->classes, logits, labels, 1.0f / self->n,
+                                  dlogits, &shard->abs_sum)
+                    : self->classes == 1
                     ? ps_cpu_sigmoid_xent (shard->count, logits, labels, 1.0f / self->n,
                                            dlogits, &shard->correct)
                     : ps_cpu_softmax_xent (shard->count, self->classes, logits, labels,
@@ -368,6 +375,8 @@ ps_cpunet_new (const ps_model_t *model, int max_batch, int threads, ps_error_t *
     self->threads = 1;          //  only the caller until the workers start
     self->max_batch = max_batch;
     self->classes = ps_model_classes (model);
+    self->regression = ps_model_regression (model);
+    self->label_size = ps_model_label_size (model);
     self->param_count = ps_model_param_count (model);
     for (int i = 0; i < self->layers; i++)
         self->conv_count += ps_model_layer (model, i)->kind == PS_LAYER_CONV2D;
@@ -474,8 +483,10 @@ s_stats (const ps_cpunet_t *self, ps_batch_stats_t *stats)
     stats->loss_sum = 0;
     stats->correct = 0;
     stats->count = self->n;
+    stats->abs_sum = 0;
     for (int t = 0; t < self->threads; t++) {
         stats->loss_sum += self->shards [t].loss;
+        stats->abs_sum += self->shards [t].abs_sum;
         stats->correct += self->shards [t].correct;
     }
 }

@@ -720,6 +720,7 @@ s_stats_out (const ps_gpunet_t *self, int n, ps_batch_stats_t *stats)
         stats->loss_sum = self->h_stats->loss_sum;
         stats->correct = self->h_stats->correct;
         stats->count = n;
+        stats->abs_sum = 0;     //  no regression models on the GPU
     }
 }
 

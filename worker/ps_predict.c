@@ -12,6 +12,7 @@
 #include "ps_ckpt_weights.h"
 #include "ps_file.h"
 #include "ps_idx.h"
+#include "ps_npy.h"
 #include "ps_predict.h"
 #include "ps_safetensors.h"
 
@@ -24,7 +25,8 @@ typedef struct {
     ps_model_t *model;          //  owned, when read for a safetensors file
     ps_ckpt_weights_t *weights; //  when read from a checkpoint
     float *params;              //  owned when read from a safetensors file
-    ps_idx_t images;
+    ps_idx_t images;            //  an IDX file's bytes, or
+    ps_npy_t npy;               //  a .npy file's bytes or float32 values, mapped
     size_t count, size;         //  examples, floats per example
     bool jsonl;
     ps_backend_t *backend;
@@ -94,28 +96,96 @@ s_load_safetensors (s_run_t *run, ps_error_t *err)
     return rc;
 }
 
-//  The images: an IDX file that fits the model's input, one example per
-//  first-axis entry.
+//  A .npy file of examples: uint8 (scaled as training scales them) or
+//  float32 (taken as they are), [N, F] flat features or [N, H, W(, C)].
+static int
+s_load_npy (s_run_t *run, size_t *per, int *rank, ps_error_t *err)
+{
+    const char *path = run->cfg->data;
+    int rc = ps_npy_open (path, &run->npy, err);
+    if (rc)
+        return rc;
+    if (run->npy.dtype != PS_NPY_U8 && run->npy.dtype != PS_NPY_F32)
+        return ps_error_set (err, PS_ESHAPE, "data %s: element type '%s', expected uint8 or "
+                             "float32 examples", path, run->npy.descr);
+    *rank = run->npy.rank;
+    *per = *rank >= 2 && *rank <= 4 ? 1 : 0;
+    for (int i = 1; *per && i < *rank; i++)
+        *per *= (size_t) run->npy.dims [i];
+    run->count = *rank >= 1 ? (size_t) run->npy.dims [0] : 0;
+    return PS_OK;
+}
+
+//  The images: an IDX file, or a .npy file (s_load_npy), that fits the
+//  model's input, one example per first-axis entry.
 static int
 s_load_images (s_run_t *run, ps_error_t *err)
 {
     const char *path = run->cfg->data;
-    int rc = ps_idx_read (path, &run->images, err);
-    if (rc)
-        return rc;
+    bool is_npy;
+    int rc = ps_npy_sniff (path, &is_npy, err);
     int h, w, c;
     ps_model_input_shape (run->net, &h, &w, &c);
-    const uint32_t *d = run->images.dims;
-    int rank = run->images.rank;
-    size_t per = rank == 3 ? (size_t) d [1] * d [2] : rank == 4 ? (size_t) d [1] * d [2] * d [3] : 0;
     run->size = ps_model_input_size (run->net);
+    size_t per = 0;
+    int rank = 0;
+    if (rc == 0 && is_npy)
+        rc = s_load_npy (run, &per, &rank, err);
+    else
+    if (rc == 0)
+        rc = ps_idx_read (path, &run->images, err);
+    if (rc)
+        return rc;
+    const uint32_t *d = run->images.dims;
+    if (!is_npy) {
+        rank = run->images.rank;
+        per = rank == 3 ? (size_t) d [1] * d [2] : rank == 4 ? (size_t) d [1] * d [2] * d [3]
+            : 0;
+        run->count = d [0];
+    }
     if (per != run->size)
         return ps_error_set (err, PS_ESHAPE, "data %s: expected images of %dx%dx%d values for "
                              "model \"%s\" ([N, %d, %d] or [N, %d, %d, %d]), but the file holds "
                              "a rank-%d array of %zu values per example", path, h, w, c,
                              ps_model_name (run->net), h, w, h, w, c, rank, per);
-    run->count = d [0];
     return PS_OK;
+}
+
+//  Copy examples [first, first + n) to x as the model's floats.
+static void
+s_inputs (const s_run_t *run, size_t first, int n, float *x)
+{
+    size_t values = (size_t) n * run->size;
+    if (run->npy.data && run->npy.dtype == PS_NPY_F32) {
+        memcpy (x, (const char *) run->npy.data + first * run->size * sizeof (float),
+                values * sizeof (float));
+        return;
+    }
+    const uint8_t *pixels = (run->npy.data ? (const uint8_t *) run->npy.data
+                                           : run->images.data) + first * run->size;
+    for (size_t i = 0; i < values; i++)
+        x [i] = (float) pixels [i] / 255.0f;
+}
+
+//  Write one example's row of a regression model: its k outputs.
+static int
+s_write_values (FILE *out, bool jsonl, size_t index, const float *outputs, int k)
+{
+    fprintf (out, jsonl ? "{\"index\": %zu, \"outputs\": [" : "%zu", index);
+    for (int j = 0; j < k; j++)
+        fprintf (out, "%s%.9g", jsonl && j == 0 ? "" : jsonl ? ", " : ",", (double) outputs [j]);
+    return fputs (jsonl ? "]}\n" : "\n", out) < 0 ? -1 : 0;
+}
+
+//  Write one example's row of a binary classifier: class 1 when its logit
+//  z > 0, and the probabilities 1 - p and p of p = sigmoid (z).
+static int
+s_write_binary (FILE *out, bool jsonl, size_t index, float z)
+{
+    double p = 1.0 / (1.0 + exp (-(double) z));
+    fprintf (out, jsonl ? "{\"index\": %zu, \"predicted\": %d, \"probabilities\": "
+                          "[%.9g, %.9g]}\n" : "%zu,%d,%.9g,%.9g\n", index, z > 0, 1 - p, p);
+    return ferror (out) ? -1 : 0;
 }
 
 //  Write one example's row.
@@ -155,33 +225,39 @@ s_write (int fd, void *arg)
         return -1;
     }
     int classes = ps_model_classes (run->net);
+    bool regression = ps_model_regression (run->net);
+    bool binary = ps_model_binary (run->net);
     int batch = run->cfg->batch;
     float *x = malloc ((size_t) batch * run->size * sizeof (float));
     float *logits = malloc ((size_t) batch * (size_t) classes * sizeof (float));
-    uint8_t *labels = calloc ((size_t) batch, 1);
+    //  The forward pass takes labels for its loss, which is not used here:
+    //  zeros are a class 0, or targets 0, for every model.
+    uint8_t *labels = calloc ((size_t) batch, ps_model_label_size (run->net));
     if (!x || !logits || !labels)
         abort ();
     int rc = 0;
     if (!run->jsonl) {
-        fputs ("index,predicted", out);
-        for (int k = 0; k < classes; k++)
-            fprintf (out, ",p%d", k);
+        fputs (regression ? "index" : "index,predicted", out);
+        for (int k = 0; k < (binary ? 2 : classes); k++)
+            fprintf (out, regression ? ",y%d" : ",p%d", k);
         fputs ("\n", out);
     }
     for (size_t first = 0; !rc && first < run->count; first += (size_t) batch) {
         int n = run->count - first < (size_t) batch ? (int) (run->count - first) : batch;
-        const uint8_t *pixels = run->images.data + first * run->size;
-        for (size_t i = 0; i < (size_t) n * run->size; i++)
-            x [i] = (float) pixels [i] / 255.0f;
+        s_inputs (run, first, n, x);
         ps_batch_stats_t stats;
         if ((run->rc = ps_backend_forward (run->backend, x, labels, n, logits, &stats,
                                            &run->error))) {
             errno = EIO;
             rc = -1;
         }
-        for (int i = 0; !rc && i < n; i++)
-            rc = s_write_row (out, run->jsonl, first + (size_t) i, logits + (size_t) i * classes,
-                              classes);
+        for (int i = 0; !rc && i < n; i++) {
+            size_t index = first + (size_t) i;
+            const float *row = logits + (size_t) i * classes;
+            rc = regression ? s_write_values (out, run->jsonl, index, row, classes)
+               : binary ? s_write_binary (out, run->jsonl, index, row [0])
+               : s_write_row (out, run->jsonl, index, row, classes);
+        }
         if (!rc)
             run->written += (size_t) n;
     }
@@ -245,6 +321,7 @@ ps_predict_run (const ps_predict_config_t *cfg, size_t *examples, ps_error_t *er
 done:
     ps_backend_destroy (&run.backend);
     ps_idx_free (&run.images);
+    ps_npy_close (&run.npy);
     ps_ckpt_weights_destroy (&run.weights);
     ps_model_destroy (&run.model);
     free (run.params);

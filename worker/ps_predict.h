@@ -1,7 +1,8 @@
 //  ps-worker predict: a trained image classifier run on new images, batch
 //  by batch, on the CPU or a GPU (ps_backend.h), writing each example's
-//  class probabilities (the softmax of its logits) and its most likely
-//  class.
+//  class probabilities (the softmax of its logits; for a binary classifier
+//  1 - p and p, p the sigmoid of its logit) and its most likely class, or
+//  a regression model's k outputs.
 //
 //  The weights come from a safetensors export (coordinator export,
 //  ps_safetensors.h) or straight from a checkpoint (a checkpoint
@@ -11,12 +12,16 @@
 //  with its shape, and nothing else may be, so a file of another model is
 //  refused naming the variable and both shapes. The images are an IDX
 //  file (gzip or raw) of [N, rows, cols] or [N, rows, cols, channels]
-//  unsigned bytes, scaled to [0, 1] as training scales them (ps_dataset.h).
+//  unsigned bytes, scaled to [0, 1] as training scales them (ps_dataset.h),
+//  or a .npy file of uint8 (scaled so too) or float32 values (taken as
+//  they are), [N, features], [N, rows, cols] or [N, rows, cols, channels].
 //
 //  Output is one row per example, in file order: CSV (a header "index,
 //  predicted,p0,...,pK-1", then a line per example) or JSON lines
 //  ({"index": i, "predicted": k, "probabilities": [...]}), to a file
 //  (replaced atomically: a failed run leaves none) or to stdout as CSV.
+//  A regression model's rows are "index,y0,...,yK-1" in CSV and
+//  {"index": i, "outputs": [...]} in JSON lines: its K outputs as they are.
 
 #ifndef PS_PREDICT_H_INCLUDED
 #define PS_PREDICT_H_INCLUDED

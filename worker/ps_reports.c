@@ -136,6 +136,7 @@ s_proto_report (const ps_report_t *report, ps_proto_report_t *out)
         .has_order = report->has_update, .order = report->order,
         .has_checksum = report->has_checksum, .checksum = report->checksum,
         .has_auc = report->has_auc, .auc = report->auc,
+        .has_abs_error = report->has_abs_error, .abs_error = report->abs_error,
         .has_error = *report->error != 0, .error = report->error,
     };
 }

@@ -57,8 +57,10 @@ typedef struct {
     uint64_t order;             //  the order's number, echoed
     bool has_checksum;          //  carries a replica's checksum (an evaluation)
     uint64_t checksum;
-    bool has_auc;               //  carries the AUC of a CTR model's evaluation
+    bool has_auc;               //  carries the AUC of a binary model's evaluation
     double auc;
+    bool has_abs_error;         //  carries a regression model's summed absolute error
+    double abs_error;
     char error [400];           //  why a failed step failed, when it matters to the
                                 //  coordinator ("nonfinite: ..."); "" otherwise
 } ps_report_t;

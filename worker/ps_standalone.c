@@ -48,16 +48,31 @@ ps_step_dropout_seed (uint64_t seed, uint64_t step)
 
 int
 ps_evaluate (ps_backend_t *backend, const ps_dataset_t *data, int batch,
-             float *x, uint8_t *labels, ps_batch_stats_t *stats, ps_error_t *err)
+             float *x, uint8_t *labels, ps_binmetrics_t *bin, ps_batch_stats_t *stats,
+             ps_error_t *err)
 {
     return ps_evaluate_range (backend, data, 0, ps_dataset_count (data), batch, x, labels,
-                              stats, err);
+                              bin, stats, err);
+}
+
+//  Add a binary classifier's n predictions (logits) and labels to bin.
+static int
+s_add_binary (ps_binmetrics_t *bin, const float *logits, const uint8_t *labels, int n,
+              float *probs, float *ys, ps_error_t *err)
+{
+    for (int i = 0; i < n; i++) {
+        //  The sigmoid through e^-|z|, which cannot overflow.
+        float t = expf (-fabsf (logits [i]));
+        probs [i] = logits [i] >= 0 ? 1.0f / (1.0f + t) : t / (1.0f + t);
+        ys [i] = labels [i] ? 1.0f : 0.0f;
+    }
+    return ps_binmetrics_add (bin, ys, probs, (size_t) n, err);
 }
 
 int
 ps_evaluate_range (ps_backend_t *backend, const ps_dataset_t *data, size_t first,
-                   size_t count, int batch, float *x, uint8_t *labels, ps_batch_stats_t *stats,
-                   ps_error_t *err)
+                   size_t count, int batch, float *x, uint8_t *labels, ps_binmetrics_t *bin,
+                   ps_batch_stats_t *stats, ps_error_t *err)
 {
     memset (stats, 0, sizeof *stats);
     size_t end = ps_dataset_count (data);
@@ -65,19 +80,30 @@ ps_evaluate_range (ps_backend_t *backend, const ps_dataset_t *data, size_t first
         first = end;
     if (count < end - first)
         end = first + count;
-    for (size_t at = first; at < end; at += (size_t) batch) {
+    //  A binary classifier's logits, and its probabilities and labels as
+    //  ps_binmetrics takes them: one float each an example.
+    float *scratch = bin ? ps_floats_alloc (3 * (size_t) batch) : NULL;
+    if (bin && !scratch)
+        return ps_error_set (err, PS_ETOOBIG, "out of memory for the AUC's predictions");
+    int rc = 0;
+    for (size_t at = first; rc == 0 && at < end; at += (size_t) batch) {
         int n = ps_dataset_slice (data, at, (int) (end - at < (size_t) batch ? end - at
                                                                                : (size_t) batch),
                                   x, labels);
         ps_batch_stats_t part;
-        int rc = ps_backend_forward (backend, x, labels, n, NULL, &part, err);
+        rc = ps_backend_forward (backend, x, labels, n, scratch, &part, err);
+        if (rc == 0 && bin)
+            rc = s_add_binary (bin, scratch, labels, n, scratch + batch, scratch + 2 * batch,
+                               err);
         if (rc)
-            return rc;
+            break;
         stats->loss_sum += part.loss_sum;
         stats->correct += part.correct;
         stats->count += part.count;
+        stats->abs_sum += part.abs_sum;
     }
-    return 0;
+    free (scratch);
+    return rc;
 }
 
 static void
@@ -97,7 +123,9 @@ typedef struct {
 //  One evaluation of the parameters on the test set.
 typedef struct {
     double test_loss;
-    double test_accuracy;
+    double test_accuracy;       //  NaN for a regression model
+    double test_mae;            //  a regression model's, else NaN
+    double test_auc;            //  a binary classifier's, else NaN
     double time_s;              //  since training started, when it began
     double train_s;             //  time_s less the earlier evaluations
     double ms;                  //  how long it took
@@ -107,22 +135,60 @@ typedef struct {
 //  add the time taken to timer. Returns 0 or the backend's error.
 static int
 s_evaluate_test (ps_backend_t *backend, const float *params, const ps_dataset_t *test,
-                 float *x, uint8_t *labels, s_timer_t *timer, s_eval_t *eval, ps_error_t *err)
+                 float *x, uint8_t *labels, ps_binmetrics_t *bin, s_timer_t *timer,
+                 s_eval_t *eval, ps_error_t *err)
 {
     double t0 = ps_clock_ms ();
     eval->time_s = (t0 - timer->start_ms) / 1e3;
     eval->train_s = (t0 - timer->start_ms - timer->eval_ms) / 1e3;
     ps_batch_stats_t stats;
+    if (bin)
+        ps_binmetrics_reset (bin);
     int rc = ps_backend_set_params (backend, params, err);
     if (rc == 0)
-        rc = ps_evaluate (backend, test, S_EVAL_BATCH, x, labels, &stats, err);
+        rc = ps_evaluate (backend, test, S_EVAL_BATCH, x, labels, bin, &stats, err);
     if (rc)
         return rc;
     eval->ms = ps_clock_ms () - t0;
     timer->eval_ms += eval->ms;
+    bool regression = ps_dataset_targets (test) > 0;
     eval->test_loss = stats.loss_sum / stats.count;
-    eval->test_accuracy = (double) stats.correct / stats.count;
+    eval->test_accuracy = regression ? NAN : (double) stats.correct / stats.count;
+    eval->test_mae = regression ? stats.abs_sum / stats.count : NAN;
+    eval->test_auc = NAN;
+    //  A test set of one class has no AUC: said once per evaluation, and
+    //  the records leave it out.
+    ps_error_t auc_err;
+    if (bin && ps_binmetrics_auc (bin, &eval->test_auc, &auc_err))
+        ps_warn ("test AUC: %s", auc_err.msg);
     return 0;
+}
+
+//  The metrics after the test loss, for a log line: "test accuracy A",
+//  "test mse M, test mae E" (regression), and ", test auc U" when known.
+static void
+s_eval_text (const s_eval_t *eval, char *text, size_t size)
+{
+    int len = isnan (eval->test_accuracy)
+            ? snprintf (text, size, "test mse %.4f, test mae %.4f", eval->test_loss,
+                        eval->test_mae)
+            : snprintf (text, size, "test accuracy %.4f", eval->test_accuracy);
+    if (len > 0 && (size_t) len < size && isfinite (eval->test_auc))
+        snprintf (text + len, size - (size_t) len, ", test auc %.4f", eval->test_auc);
+}
+
+//  Put into record the metrics a regression model or a binary classifier
+//  has in place of, or beside, the accuracy.
+static void
+s_eval_json (const s_eval_t *eval, json_t *record)
+{
+    if (isnan (eval->test_accuracy)) {
+        json_object_del (record, "test_accuracy");
+        json_object_set_new (record, "test_mse", json_real (eval->test_loss));
+        json_object_set_new (record, "test_mae", json_real (eval->test_mae));
+    }
+    if (isfinite (eval->test_auc))
+        json_object_set_new (record, "test_auc", json_real (eval->test_auc));
 }
 
 //  Log an evaluation after `step` steps and write its "eval" record.
@@ -130,16 +196,21 @@ static void
 s_report_eval (ps_metrics_t *metrics, uint64_t step, size_t batches, const s_eval_t *eval)
 {
     double epoch_f = (double) step / batches;
-    ps_info ("evaluation after %llu steps (epoch %.2f): test loss %.4f, test accuracy %.4f "
+    char text [128];
+    s_eval_text (eval, text, sizeof text);
+    ps_info ("evaluation after %llu steps (epoch %.2f): test loss %.4f, %s "
              "(%.0f ms; %.1f s since the start, %.1f s training)", (unsigned long long) step,
-             epoch_f, eval->test_loss, eval->test_accuracy, eval->ms, eval->time_s,
-             eval->train_s);
-    ps_metrics_event (metrics, "eval",
-                      json_pack ("{s:I, s:f, s:I, s:f, s:f, s:f, s:f, s:f}",
-                                 "epoch", (json_int_t) (step / batches), "epoch_f", epoch_f,
-                                 "step", (json_int_t) step, "test_loss", eval->test_loss,
-                                 "test_accuracy", eval->test_accuracy, "params_at_s", eval->time_s,
-                                 "train_s", eval->train_s, "eval_ms", eval->ms));
+             epoch_f, eval->test_loss, text, eval->ms, eval->time_s, eval->train_s);
+    json_t *record = json_pack ("{s:I, s:f, s:I, s:f, s:f, s:f, s:f, s:f}",
+                                "epoch", (json_int_t) (step / batches), "epoch_f", epoch_f,
+                                "step", (json_int_t) step, "test_loss", eval->test_loss,
+                                "test_accuracy", isnan (eval->test_accuracy)
+                                                 ? 0.0 : eval->test_accuracy,
+                                "params_at_s", eval->time_s, "train_s", eval->train_s,
+                                "eval_ms", eval->ms);
+    if (record)
+        s_eval_json (eval, record);
+    ps_metrics_event (metrics, "eval", record);
 }
 
 //  A stop signal (signo) came after `step` of total steps: the checkpoint
@@ -190,6 +261,7 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
     ps_replica_t *replica = NULL;
     float *grads = NULL, *x = NULL;
     uint8_t *labels = NULL;
+    ps_binmetrics_t *bin = NULL;
     ps_metrics_t *metrics = NULL;
     ps_error_t local;
     //  The codes below come from err, so it must exist.
@@ -210,14 +282,17 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
         rc = err->code;
         goto done;
     }
+    int targets = ps_model_targets (model);
     train = cfg->train_csv
-          ? ps_dataset_open_csv (cfg->train_csv, cfg->label_column, cfg->train_limit, err)
-          : ps_dataset_open (cfg->data_dir, PS_SPLIT_TRAIN, cfg->train_images,
-                             cfg->train_labels, cfg->train_limit, err);
+          ? ps_dataset_open_csv_targets (cfg->train_csv, cfg->label_column, targets,
+                                         cfg->train_limit, err)
+          : ps_dataset_open_targets (cfg->data_dir, PS_SPLIT_TRAIN, cfg->train_images,
+                                     cfg->train_labels, targets, cfg->train_limit, err);
     test = !train ? NULL : cfg->test_csv
-         ? ps_dataset_open_csv (cfg->test_csv, cfg->label_column, cfg->test_limit, err)
-         : ps_dataset_open (cfg->data_dir, PS_SPLIT_TEST, cfg->test_images, cfg->test_labels,
-                            cfg->test_limit, err);
+         ? ps_dataset_open_csv_targets (cfg->test_csv, cfg->label_column, targets,
+                                        cfg->test_limit, err)
+         : ps_dataset_open_targets (cfg->data_dir, PS_SPLIT_TEST, cfg->test_images,
+                                    cfg->test_labels, targets, cfg->test_limit, err);
     if (!train || !test) {
         rc = err->code;
         goto done;
@@ -252,8 +327,9 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
     float *params = ps_replica_params (replica);
     grads = ps_floats_alloc (param_count);
     x = ps_floats_alloc ((size_t) max_batch * input_size);
-    labels = malloc (max_batch);
-    if (!grads || !x || !labels) {
+    labels = malloc ((size_t) max_batch * ps_model_label_size (model));
+    bin = ps_model_binary (model) ? ps_binmetrics_new () : NULL;
+    if (!grads || !x || !labels || (ps_model_binary (model) && !bin)) {
         rc = ps_error_set (err, PS_ETOOBIG, "out of memory for the gradients and a batch of "
                            "model \"%s\"", ps_model_name (model));
         goto done;
@@ -280,7 +356,8 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
         .total = (uint64_t) batches * (uint64_t) cfg->epochs, .steps_per_epoch = batches,
         .lr = cfg->optimizer.lr, .workers_alive = 1, .workers = 1,
     };
-    s_eval_t eval;
+    //  Filled by each evaluation; a run with nothing left to train has none.
+    s_eval_t eval = { .test_accuracy = 0, .test_mae = NAN, .test_auc = NAN };
     double train_s = 0;
     for (int epoch = (int) (step / batches); epoch < cfg->epochs; epoch++) {
         double busy = 0, loss_sum = 0;
@@ -333,13 +410,14 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
                 kept = step;
             }
             if (cfg->eval_steps && step % cfg->eval_steps == 0 && b + 1 < batches) {
-                if ((rc = s_evaluate_test (backend, params, test, x, labels, &timer, &eval,
-                                           err)))
+                if ((rc = s_evaluate_test (backend, params, test, x, labels, bin, &timer,
+                                           &eval, err)))
                     goto done;
                 s_report_eval (metrics, step, batches, &eval);
             }
         }
-        if ((rc = s_evaluate_test (backend, params, test, x, labels, &timer, &eval, err))
+        if ((rc = s_evaluate_test (backend, params, test, x, labels, bin, &timer, &eval,
+                                   err))
         ||  (cfg->checkpoint_dir
              && (rc = ps_standalone_ckpt_save (cfg, model, replica, step, batches, total, err))))
             goto done;
@@ -347,45 +425,56 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
         result->train_loss = loss_sum / seen;
         result->test_loss = eval.test_loss;
         result->test_accuracy = eval.test_accuracy;
+        result->test_mae = eval.test_mae;
+        result->test_auc = eval.test_auc;
         result->samples_per_s = seen / busy;
         //  The last epoch's line is the run's result, printed even when
         //  quiet; the others are progress.
         if (!cfg->quiet || epoch + 1 == cfg->epochs) {
-            printf ("epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.4f, "
+            char text [128];
+            s_eval_text (&eval, text, sizeof text);
+            printf ("epoch %d/%d: train loss %.4f, test loss %.4f, %s, "
                     "%.0f samples/s (train %.1f s, test %.1f s)\n", epoch + 1, cfg->epochs,
-                    result->train_loss, result->test_loss, result->test_accuracy,
+                    result->train_loss, result->test_loss, text,
                     result->samples_per_s, busy, eval.ms / 1e3);
             fflush (stdout);
         }
         train_s += busy;
-        ps_metrics_event (metrics, "epoch",
-                          json_pack ("{s:i, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:s}",
-                                     "epoch", epoch + 1, "steps", (json_int_t) step,
-                                     "train_loss", result->train_loss,
-                                     "test_loss", result->test_loss,
-                                     "test_accuracy", result->test_accuracy,
-                                     "samples_per_s", result->samples_per_s, "train_s", busy,
-                                     "test_s", eval.ms / 1e3,
-                                     "device", ps_backend_describe (backend)));
+        json_t *record = json_pack ("{s:i, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:s}",
+                                    "epoch", epoch + 1, "steps", (json_int_t) step,
+                                    "train_loss", result->train_loss,
+                                    "test_loss", result->test_loss,
+                                    "test_accuracy", isnan (result->test_accuracy)
+                                                     ? 0.0 : result->test_accuracy,
+                                    "samples_per_s", result->samples_per_s, "train_s", busy,
+                                    "test_s", eval.ms / 1e3,
+                                    "device", ps_backend_describe (backend));
+        if (record)
+            s_eval_json (&eval, record);
+        ps_metrics_event (metrics, "epoch", record);
         if (cfg->eval_steps)
             s_report_eval (metrics, step, batches, &eval);
     }
     //  The cluster's done record's keys that mean something here.
-    ps_metrics_event (metrics, "done",
-                      json_pack ("{s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:s}",
-                                 "steps", (json_int_t) step, "total", (json_int_t) where.total,
-                                 "steps_per_epoch", (json_int_t) batches,
-                                 "wall_s", (ps_clock_ms () - timer.start_ms) / 1e3,
-                                 "samples_per_s", train_s > 0
-                                     ? ps_metrics_samples (metrics) / train_s : 0.0,
-                                 "test_accuracy", result->test_accuracy,
-                                 "test_loss", result->test_loss, "mode", "standalone"));
+    json_t *record = json_pack ("{s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:s}",
+                                "steps", (json_int_t) step, "total", (json_int_t) where.total,
+                                "steps_per_epoch", (json_int_t) batches,
+                                "wall_s", (ps_clock_ms () - timer.start_ms) / 1e3,
+                                "samples_per_s", train_s > 0
+                                    ? ps_metrics_samples (metrics) / train_s : 0.0,
+                                "test_accuracy", isnan (result->test_accuracy)
+                                                 ? 0.0 : result->test_accuracy,
+                                "test_loss", result->test_loss, "mode", "standalone");
+    if (record)
+        s_eval_json (&eval, record);
+    ps_metrics_event (metrics, "done", record);
 done:
     ps_metrics_destroy (&metrics);
     ps_replica_destroy (&replica);
     free (grads);
     free (x);
     free (labels);
+    ps_binmetrics_destroy (&bin);
     ps_backend_destroy (&backend);
     ps_dataset_destroy (&train);
     ps_dataset_destroy (&test);

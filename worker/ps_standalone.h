@@ -25,7 +25,10 @@
 //  parameters existed (the start of this evaluation), R the same less the
 //  time spent in every earlier evaluation, and M this evaluation's
 //  milliseconds. At an epoch's end the one evaluation feeds both the epoch
-//  record and the eval record.
+//  record and the eval record. A regression model ("loss": "mse") has no
+//  accuracy: its lines and records give "test_mse" and "test_mae" in its
+//  place (test_loss is the mse too); a binary classifier's add
+//  "test_auc", the exact AUC of its test predictions (ps_binmetrics.h).
 //
 //  With a checkpoint directory the run also writes the checkpoints a
 //  cluster writes (ps_standalone_ckpt.h) at every epoch's end and every
@@ -41,6 +44,7 @@
 #include <stdint.h>
 
 #include "ps_backend.h"
+#include "ps_binmetrics.h"
 #include "ps_dataset.h"
 #include "ps_error.h"
 #include "ps_model.h"
@@ -82,7 +86,9 @@ void ps_standalone_config_default (ps_standalone_config_t *cfg);
 typedef struct {
     double train_loss;
     double test_loss;
-    double test_accuracy;
+    double test_accuracy;       //  NaN for a regression model
+    double test_mae;            //  a regression model's, else NaN
+    double test_auc;            //  a binary classifier's, else NaN
     double samples_per_s;
     int stopped_by;             //  the stop signal that ended the run, or 0
 } ps_standalone_result_t;
@@ -102,16 +108,21 @@ int ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t
 //  units in the same step.
 uint64_t ps_step_dropout_seed (uint64_t seed, uint64_t step);
 
-//  Loss and accuracy of the backend's current parameters over a whole data
+//  Loss and accuracy (a regression model's squared and absolute errors,
+//  ps_batch_stats_t) of the backend's current parameters over a whole data
 //  set, in file order, in batches of up to `batch` (at most the backend's
-//  largest batch). x and labels are scratch space for one batch.
+//  largest batch). x and labels are scratch space for one batch (labels
+//  of ps_dataset_label_size bytes an example). Unless bin is NULL, which
+//  it must be unless the model is a binary classifier, every example's
+//  predicted probability and label are added to bin, for the exact AUC.
 int ps_evaluate (ps_backend_t *backend, const ps_dataset_t *data, int batch,
-                 float *x, uint8_t *labels, ps_batch_stats_t *stats, ps_error_t *err);
+                 float *x, uint8_t *labels, ps_binmetrics_t *bin, ps_batch_stats_t *stats,
+                 ps_error_t *err);
 
 //  The same over examples [first, first + count) only (clipped to the data
 //  set): one member's share of a mirrored evaluation.
 int ps_evaluate_range (ps_backend_t *backend, const ps_dataset_t *data, size_t first,
                        size_t count, int batch, float *x, uint8_t *labels,
-                       ps_batch_stats_t *stats, ps_error_t *err);
+                       ps_binmetrics_t *bin, ps_batch_stats_t *stats, ps_error_t *err);
 
 #endif

@@ -4,6 +4,7 @@
 
 #include <cblas.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,7 @@ struct _ps_stepplan_t {
     ps_ctrplan_t *ctr;
     float *x;                   //  a batch of inputs and its labels
     uint8_t *labels;
+    ps_binmetrics_t *bin;       //  a binary classifier's test predictions, for the AUC
 };
 
 static bool
@@ -161,19 +163,24 @@ s_build (ps_stepplan_t *self, bool train, const char *device_name, int threads,
     if (ps_model_ctr (self->model))
         return s_build_ctr (self, device_name, err);
     bool csv = strcmp (plan->data_format, "csv") == 0;
+    int targets = ps_model_targets (self->model);
     if (csv && train
-    &&  !(self->train = ps_dataset_open_csv (plan->train_data, plan->label_column,
-                                             (size_t) plan->train_limit, err)))
+    &&  !(self->train = ps_dataset_open_csv_targets (plan->train_data, plan->label_column,
+                                                     targets, (size_t) plan->train_limit, err)))
         return err->code;
-    if (csv && !(self->test = ps_dataset_open_csv (plan->test_data, plan->label_column,
-                                                   (size_t) plan->test_limit, err)))
+    if (csv && !(self->test = ps_dataset_open_csv_targets (plan->test_data, plan->label_column,
+                                                           targets, (size_t) plan->test_limit,
+                                                           err)))
         return err->code;
     if (!csv && train
-    &&  !(self->train = ps_dataset_open (plan->data_dir, PS_SPLIT_TRAIN, plan->train_images,
-                                         plan->train_labels, (size_t) plan->train_limit, err)))
+    &&  !(self->train = ps_dataset_open_targets (plan->data_dir, PS_SPLIT_TRAIN,
+                                                 plan->train_images, plan->train_labels,
+                                                 targets, (size_t) plan->train_limit, err)))
         return err->code;
-    if (!csv && !(self->test = ps_dataset_open (plan->data_dir, PS_SPLIT_TEST, plan->test_images,
-                                        plan->test_labels, (size_t) plan->test_limit, err)))
+    if (!csv && !(self->test = ps_dataset_open_targets (plan->data_dir, PS_SPLIT_TEST,
+                                                        plan->test_images, plan->test_labels,
+                                                        targets, (size_t) plan->test_limit,
+                                                        err)))
         return err->code;
     int rc = ps_dataset_check_model (self->test, self->model, err);
     if (rc || (self->train && (rc = ps_dataset_check_model (self->train, self->model, err))))
@@ -187,7 +194,9 @@ s_build (ps_stepplan_t *self, bool train, const char *device_name, int threads,
     if (!(self->backend = ps_backend_new (self->model, device, max_batch, threads, err)))
         return err->code;
     self->x = ps_floats_alloc ((size_t) max_batch * ps_model_input_size (self->model));
-    self->labels = malloc ((size_t) max_batch);
+    self->labels = malloc ((size_t) max_batch * ps_model_label_size (self->model));
+    if (ps_model_binary (self->model) && !(self->bin = ps_binmetrics_new ()))
+        return ps_error_set (err, PS_ETOOBIG, "out of memory for the AUC");
     if (!self->x || !self->labels)
         return ps_error_set (err, PS_ETOOBIG, "out of memory for a batch of %d examples of "
                              "model \"%s\"", max_batch, ps_model_name (self->model));
@@ -225,6 +234,7 @@ ps_stepplan_destroy (ps_stepplan_t **self_p)
     ps_model_destroy (&self->model);
     free (self->x);
     free (self->labels);
+    ps_binmetrics_destroy (&self->bin);
     ps_plan_release (&self->plan);
     free (self);
     *self_p = NULL;
@@ -310,6 +320,20 @@ int
 ps_stepplan_evaluate (ps_stepplan_t *self, size_t first, size_t count,
                       ps_batch_stats_t *stats, ps_error_t *err)
 {
+    if (self->bin)
+        ps_binmetrics_reset (self->bin);
     return ps_evaluate_range (self->backend, self->test, first, count, self->plan.eval_batch,
-                              self->x, self->labels, stats, err);
+                              self->x, self->labels, self->bin, stats, err);
+}
+
+double
+ps_stepplan_test_auc (ps_stepplan_t *self)
+{
+    double auc = NAN;
+    ps_error_t err;
+    if (self->bin && ps_binmetrics_auc (self->bin, &auc, &err)) {
+        ps_warn ("test AUC: %s", err.msg);
+        auc = NAN;
+    }
+    return auc;
 }

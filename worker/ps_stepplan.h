@@ -93,4 +93,9 @@ int ps_stepplan_compute (ps_stepplan_t *self, uint64_t step, int n, float *grad,
 int ps_stepplan_evaluate (ps_stepplan_t *self, size_t first, size_t count,
                           ps_batch_stats_t *stats, ps_error_t *err);
 
+//  The exact AUC of the last evaluation's predictions (a binary
+//  classifier's), or NaN: another model, or examples of one class only
+//  (logged as a warning).
+double ps_stepplan_test_auc (ps_stepplan_t *self);
+
 #endif

@@ -343,6 +343,10 @@ s_eval (ps_wmode_t *self, const ps_work_t *work, ps_error_t *err)
     report.loss = stats.loss_sum;
     report.correct = (uint64_t) stats.correct;
     report.count = (uint64_t) stats.count;
+    //  A shard's AUC does not add up to the test set's, so only a
+    //  regression model's summed absolute error goes with the sums.
+    report.has_abs_error = ps_dataset_targets (ps_stepplan_test (self->stepplan)) > 0;
+    report.abs_error = stats.abs_sum;
     report.has_checksum = true;
     report.checksum = ps_replica_checksum (replica);
     s_report (self, &report, true);

@@ -27,6 +27,7 @@
 #include "ps_wmode_ps.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -329,10 +330,22 @@ ps_wmode_ps_eval (ps_wmode_t *self, const ps_work_t *work, ps_error_t *err)
         report.loss = stats.loss_sum;
         report.correct = (uint64_t) stats.correct;
         report.count = (uint64_t) stats.count;
-        ps_info ("evaluation after %" PRIu64 " steps (epoch %" PRIu64 "): test loss %.4f, "
-                 "accuracy %.4f on %d examples", work->step, work->epoch,
-                 stats.count ? stats.loss_sum / stats.count : 0,
-                 stats.count ? (double) stats.correct / stats.count : 0, stats.count);
+        //  A binary classifier's AUC and a regression model's absolute
+        //  error go with the loss, so the coordinator reports them too.
+        report.auc = ps_stepplan_test_auc (self->stepplan);
+        report.has_auc = isfinite (report.auc);
+        report.has_abs_error = ps_dataset_targets (test) > 0;
+        report.abs_error = stats.abs_sum;
+        if (report.has_abs_error)
+            ps_info ("evaluation after %" PRIu64 " steps (epoch %" PRIu64 "): test mse %.4f, "
+                     "mae %.4f on %d examples", work->step, work->epoch,
+                     stats.count ? stats.loss_sum / stats.count : 0,
+                     stats.count ? stats.abs_sum / stats.count : 0, stats.count);
+        else
+            ps_info ("evaluation after %" PRIu64 " steps (epoch %" PRIu64 "): test loss %.4f, "
+                     "accuracy %.4f on %d examples", work->step, work->epoch,
+                     stats.count ? stats.loss_sum / stats.count : 0,
+                     stats.count ? (double) stats.correct / stats.count : 0, stats.count);
     }
     ps_reports_work (self->reports, &report);
     return 0;

@@ -71,6 +71,7 @@ struct _ps_metrics_t {
     double compute_s, wait_s;
     ps_progress_t where;
     double last_samples_s, last_loss, last_accuracy, test_loss, test_accuracy;
+    double test_mse, test_mae, test_auc;    //  NaN unless the latest evaluation had them
     s_histogram_t step_s, checkpoint_s;
     s_tasks_t workers, servers;
 
@@ -105,6 +106,7 @@ ps_metrics_new (const char *metrics_path, bool tty, double log_seconds, bool sto
     self->where.lr = NAN;
     self->last_samples_s = self->last_loss = self->last_accuracy = NAN;
     self->test_loss = self->test_accuracy = NAN;
+    self->test_mse = self->test_mae = self->test_auc = NAN;
     return self;
 }
 
@@ -213,6 +215,9 @@ s_count_event (ps_metrics_t *self, const char *event, json_t *obj)
         self->evaluations++;
         self->test_loss = s_number (obj, "test_loss");
         self->test_accuracy = s_number (obj, "test_accuracy");
+        self->test_mse = s_number (obj, "test_mse");
+        self->test_mae = s_number (obj, "test_mae");
+        self->test_auc = s_number (obj, "test_auc");
     }
 }
 
@@ -454,6 +459,12 @@ ps_metrics_prometheus (const ps_metrics_t *self)
               self->test_loss);
     s_single (text, "ps_test_accuracy", "gauge", "Test accuracy of the latest evaluation.",
               self->test_accuracy);
+    s_single (text, "ps_test_mse", "gauge", "Test mean squared error of the latest "
+              "evaluation (a regression model).", self->test_mse);
+    s_single (text, "ps_test_mae", "gauge", "Test mean absolute error of the latest "
+              "evaluation (a regression model).", self->test_mae);
+    s_single (text, "ps_test_auc", "gauge", "Test AUC of the latest evaluation (a binary "
+              "classifier).", self->test_auc);
     s_single (text, "ps_evaluations_total", "counter", "Evaluations of the test set.",
               (double) self->evaluations);
     s_single (text, "ps_workers_alive", "gauge", "Workers alive.", at->workers_alive);

@@ -142,10 +142,19 @@ s_row (s_reader_t *reader, int label, int columns, ps_csv_t *out, size_t *capaci
         float *values = realloc (out->values, grown * (size_t) out->features * sizeof (float));
         if (values)
             out->values = values;
-        uint8_t *labels = realloc (out->labels, grown);
-        if (labels)
-            out->labels = labels;
-        if (!values || !labels)
+        //  One label array grows: bytes for classes, floats for targets.
+        bool grew;
+        if (out->targets) {
+            float *targets = realloc (out->targets, grown * sizeof (float));
+            if ((grew = targets != NULL))
+                out->targets = targets;
+        }
+        else {
+            uint8_t *labels = realloc (out->labels, grown);
+            if ((grew = labels != NULL))
+                out->labels = labels;
+        }
+        if (!values || !grew)
             return ps_error_set (err, PS_EIO, "%s: out of memory at line %zu", reader->path,
                                  reader->number);
         *capacity = grown;
@@ -163,6 +172,9 @@ s_row (s_reader_t *reader, int label, int columns, ps_csv_t *out, size_t *capaci
             return ps_error_set (err, PS_ECORRUPT, "%s: line %zu, column %d: \"%.40s\" is not "
                                  "a finite number", reader->path, reader->number, column + 1,
                                  cell);
+        if (column == label && out->targets)
+            out->targets [out->rows] = (float) value;
+        else
         if (column == label) {
             if (value != floor (value) || value < 0 || value > 255)
                 return ps_error_set (err, PS_ECORRUPT, "%s: line %zu, column %d: label %.40s, "
@@ -182,11 +194,14 @@ s_row (s_reader_t *reader, int label, int columns, ps_csv_t *out, size_t *capaci
 }
 
 int
-ps_csv_read (const char *path, const char *label_column, size_t limit, ps_csv_t *out,
-             ps_error_t *err)
+ps_csv_read (const char *path, const char *label_column, bool targets, size_t limit,
+             ps_csv_t *out, ps_error_t *err)
 {
     assert (path && label_column && out);
     memset (out, 0, sizeof *out);
+    //  s_row grows whichever label array is there: start the one wanted.
+    if (targets && !(out->targets = malloc (sizeof (float))))
+        return ps_error_set (err, PS_EIO, "%s: out of memory", path);
     int fd = ps_file_open_regular (path, err);
     if (fd < 0)
         return fd;
@@ -228,5 +243,6 @@ ps_csv_free (ps_csv_t *csv)
     assert (csv);
     free (csv->values);
     free (csv->labels);
+    free (csv->targets);
     memset (csv, 0, sizeof *csv);
 }

@@ -1,7 +1,8 @@
-//  CSV data for a classifier: a header row naming the columns, then one
-//  example a line, every cell a number. One column, named by the caller,
-//  holds the class labels (integers 0 to 255); every other column is a
-//  feature, in file order. The file is plain or gzip (read through
+//  CSV data for a classifier or a regression model: a header row naming
+//  the columns, then one example a line, every cell a number. One column,
+//  named by the caller, holds the class labels (integers 0 to 255) or, for
+//  a regression model, the float target; every other column is a feature,
+//  in file order. The file is plain or gzip (read through
 //  zlib's gz* interface, which passes a plain file through).
 //
 //  The whole file is parsed once into memory as float32 features and
@@ -13,6 +14,7 @@
 #ifndef PS_CSV_H_INCLUDED
 #define PS_CSV_H_INCLUDED
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,17 +24,19 @@ typedef struct {
     size_t rows;                //  examples read
     int features;               //  columns less the label's
     float *values;              //  rows * features, row-major, owned
-    uint8_t *labels;            //  rows, owned
+    uint8_t *labels;            //  rows, owned; NULL when reading targets
+    float *targets;             //  rows, owned, when reading targets; else NULL
 } ps_csv_t;
 
 //  Read the CSV file at path, its labels from column label_column, into
-//  *out (ps_csv_free frees it). limit > 0 stops after that many examples.
+//  *out (ps_csv_free frees it): classes into out->labels or, when targets
+//  is true, any finite number into out->targets. limit > 0 stops after that many examples.
 //  Returns 0; PS_ENOTFOUND or PS_EIO for the file; PS_ECORRUPT for a
 //  header without the label column, a line with another number of cells
 //  than the header, a cell that is not a finite number, a label that is
 //  not an integer 0 .. 255, or no examples at all.
-int ps_csv_read (const char *path, const char *label_column, size_t limit, ps_csv_t *out,
-                 ps_error_t *err);
+int ps_csv_read (const char *path, const char *label_column, bool targets, size_t limit,
+                 ps_csv_t *out, ps_error_t *err);
 
 void ps_csv_free (ps_csv_t *csv);
 

@@ -29,8 +29,10 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +65,12 @@ struct ps_dataset_t {
     uint8_t *owned;
     float *owned_floats;        //  a CSV file's features
     ps_npy_t npy;
-    uint8_t *labels;            //  count, or more when a limit was applied
+    uint8_t *labels;            //  count, or more when a limit was applied; classes
+    //  A regression data set's labels instead: `targets` floats an example
+    //  (count * targets of them, or more), and labels is NULL. A classifier's
+    //  labels stay bytes, so its data takes no more memory than before.
+    int targets;
+    float *target_values;
     //  The permutation of the epoch ps_dataset_batch was last asked for.
     uint32_t *perm;
     bool perm_valid;
@@ -268,6 +275,72 @@ s_read_labels (const char *path, uint8_t **labels, size_t *count, ps_error_t *er
     return rc;
 }
 
+//  Element i of a numeric .npy array as a double.
+static double
+s_npy_value (const ps_npy_t *npy, size_t i)
+{
+    const char *at = (const char *) npy->data + i * (size_t) npy->itemsize;
+    if (npy->dtype == PS_NPY_F32) {
+        float value;
+        memcpy (&value, at, sizeof value);
+        return value;
+    }
+    if (npy->dtype == PS_NPY_F64) {
+        double value;
+        memcpy (&value, at, sizeof value);
+        return value;
+    }
+    return (double) ps_npy_int (npy, i);
+}
+
+//  Read a regression model's targets at path, a .npy of numbers, [N] or
+//  [N, 1] for one target an example and [N, targets] for more, into
+//  *values (malloc'd float32, *count examples). IDX label files hold
+//  classes, so they are refused. On error *values holds nothing to free.
+static int
+s_read_targets (const char *path, int targets, float **values, size_t *count,
+                ps_error_t *err)
+{
+    bool is_npy;
+    int rc = ps_npy_sniff (path, &is_npy, err);
+    if (rc)
+        return rc;
+    if (!is_npy)
+        return ps_error_set (err, PS_ESHAPE, "%s: IDX labels are integer classes, but the "
+                             "model is a regression model (\"loss\": \"mse\") of %d "
+                             "output%s; give its targets as a float32 or float64 .npy file "
+                             "[N%s]", path, targets, targets == 1 ? "" : "s",
+                             targets == 1 ? "" : ", outputs");
+    ps_npy_t npy;
+    if ((rc = ps_npy_open (path, &npy, err)))
+        return rc;
+    bool fits = npy.rank == 1 ? targets == 1
+              : npy.rank == 2 && npy.dims [1] == (uint64_t) targets;
+    if (!fits)
+        rc = ps_error_set (err, PS_ESHAPE, "%s: targets of rank %d (second dimension %llu), "
+                           "expected [N] or [N, %d] for a regression model of %d output%s",
+                           path, npy.rank, npy.rank > 1 ? (unsigned long long) npy.dims [1]
+                           : 0ULL, targets, targets, targets == 1 ? "" : "s");
+    else
+    if (!(*values = malloc ((npy.count ? npy.count : 1) * sizeof (float))))
+        rc = ps_error_set (err, PS_EIO, "%s: out of memory for %zu targets", path, npy.count);
+    for (size_t i = 0; rc == 0 && i < npy.count; i++) {
+        double value = s_npy_value (&npy, i);
+        if (!isfinite (value) || fabs (value) > FLT_MAX) {
+            free (*values);
+            *values = NULL;
+            rc = ps_error_set (err, PS_ECORRUPT, "%s: target %g at index %zu, expected a "
+                               "finite float32", path, value, i);
+        }
+        else
+            (*values) [i] = (float) value;
+    }
+    if (rc == 0)
+        *count = npy.dims [0];
+    ps_npy_close (&npy);
+    return rc;
+}
+
 //  Check that the labels match the images, and fill the rest of info:
 //  the limit applied, and the classes of the labels kept.
 static int
@@ -280,11 +353,21 @@ s_match (const char *image_path, const char *label_path, const uint8_t *labels,
     if (limit > 0 && limit < info->count)
         info->count = limit;
     int top = 0;
-    for (size_t i = 0; i < info->count; i++)
+    for (size_t i = 0; labels && i < info->count; i++)
         if (labels [i] > top)
             top = labels [i];
-    info->classes = top + 1;
+    info->classes = labels ? top + 1 : 0;
     return 0;
+}
+
+//  Read a split's labels: classes (targets 0) into *labels, else targets
+//  into *values.
+static int
+s_read_any (const char *path, int targets, uint8_t **labels, float **values, size_t *count,
+            ps_error_t *err)
+{
+    return targets ? s_read_targets (path, targets, values, count, err)
+                   : s_read_labels (path, labels, count, err);
 }
 
 //  Read and check both files of the split, and fill self from them.
@@ -297,7 +380,8 @@ s_load (ps_dataset_t *self, const char *image_path, const char *label_path, size
     size_t label_count;
     int rc = s_open_images (image_path, true, &im, &info, err);
     if (rc == PS_OK)
-        rc = s_read_labels (label_path, &self->labels, &label_count, err);
+        rc = s_read_any (label_path, self->targets, &self->labels, &self->target_values,
+                         &label_count, err);
     if (rc == PS_OK)
         rc = s_match (image_path, label_path, self->labels, label_count, limit, &info, err);
     if (rc == PS_OK) {
@@ -331,6 +415,14 @@ ps_dataset_t *
 ps_dataset_open (const char *dir, ps_split_t split, const char *images, const char *labels,
                  size_t limit, ps_error_t *err)
 {
+    return ps_dataset_open_targets (dir, split, images, labels, 0, limit, err);
+}
+
+ps_dataset_t *
+ps_dataset_open_targets (const char *dir, ps_split_t split, const char *images,
+                         const char *labels, int targets, size_t limit, ps_error_t *err)
+{
+    assert (targets >= 0);
     char image_path [PATH_MAX], label_path [PATH_MAX];
     if (s_split_files (dir, split, images, labels, image_path, label_path, sizeof image_path, err))
         return NULL;
@@ -339,6 +431,7 @@ ps_dataset_open (const char *dir, ps_split_t split, const char *images, const ch
         ps_error_set (err, PS_EIO, "%s: cannot allocate a data set", image_path);
         return NULL;
     }
+    self->targets = targets;
     if (s_load (self, image_path, label_path, limit, err))
         ps_dataset_destroy (&self);
     return self;
@@ -354,6 +447,14 @@ int
 ps_dataset_probe (const char *dir, ps_split_t split, const char *images, const char *labels,
                   size_t limit, ps_dataset_info_t *info, ps_error_t *err)
 {
+    return ps_dataset_probe_targets (dir, split, images, labels, 0, limit, info, err);
+}
+
+int
+ps_dataset_probe_targets (const char *dir, ps_split_t split, const char *images,
+                          const char *labels, int targets, size_t limit,
+                          ps_dataset_info_t *info, ps_error_t *err)
+{
     assert (info);
     char image_path [PATH_MAX], label_path [PATH_MAX];
     int rc = s_split_files (dir, split, images, labels, image_path, label_path, sizeof image_path,
@@ -363,15 +464,19 @@ ps_dataset_probe (const char *dir, ps_split_t split, const char *images, const c
     s_images_t im;
     ps_dataset_info_t probed;
     uint8_t *label_bytes = NULL;
+    float *target_values = NULL;
     size_t label_count;
     rc = s_open_images (image_path, false, &im, &probed, err);
     if (rc == PS_OK)
-        rc = s_read_labels (label_path, &label_bytes, &label_count, err);
+        rc = s_read_any (label_path, targets, &label_bytes, &target_values, &label_count, err);
     if (rc == PS_OK)
         rc = s_match (image_path, label_path, label_bytes, label_count, limit, &probed, err);
-    if (rc == PS_OK)
+    if (rc == PS_OK) {
+        probed.targets = targets;
         *info = probed;
+    }
     free (label_bytes);
+    free (target_values);
     s_images_close (&im);
     return rc;
 }
@@ -387,13 +492,14 @@ s_from_csv (ps_dataset_t *self, const char *path, ps_csv_t *csv, ps_error_t *err
     self->channels = 1;
     self->pixels = (size_t) csv->features;
     int top = 0;
-    for (size_t i = 0; i < csv->rows; i++)
+    for (size_t i = 0; csv->labels && i < csv->rows; i++)
         if (csv->labels [i] > top)
             top = csv->labels [i];
-    self->classes = top + 1;
+    self->classes = csv->labels ? top + 1 : 0;
     self->owned_floats = csv->values;
     self->floats = (const char *) csv->values;
     self->labels = csv->labels;
+    self->target_values = csv->targets;
     memset (csv, 0, sizeof *csv);
     if (!(self->perm = malloc (self->count * sizeof (uint32_t))))
         return ps_error_set (err, PS_EIO, "%s: cannot allocate memory for %zu examples", path,
@@ -405,9 +511,27 @@ ps_dataset_t *
 ps_dataset_open_csv (const char *path, const char *label_column, size_t limit,
                      ps_error_t *err)
 {
+    return ps_dataset_open_csv_targets (path, label_column, 0, limit, err);
+}
+
+ps_dataset_t *
+ps_dataset_open_csv_targets (const char *path, const char *label_column, int targets,
+                             size_t limit, ps_error_t *err)
+{
     assert (path && label_column);
+    assert (targets >= 0);
+    //  One column names the labels (--label-column); more than one target
+    //  would need a naming rule of its own, and .npy files say [N, k]
+    //  plainly, so those are where several targets go.
+    if (targets > 1) {
+        ps_error_set (err, PS_EINVAL, "%s: the model is a regression model of %d outputs, "
+                      "but CSV data holds one target (the column \"%s\"); give %d targets "
+                      "an example as a .npy labels file [N, %d]", path, targets, label_column,
+                      targets, targets);
+        return NULL;
+    }
     ps_csv_t csv;
-    if (ps_csv_read (path, label_column, limit, &csv, err))
+    if (ps_csv_read (path, label_column, targets > 0, limit, &csv, err))
         return NULL;
     ps_dataset_t *self = calloc (1, sizeof (ps_dataset_t));
     if (!self) {
@@ -415,6 +539,7 @@ ps_dataset_open_csv (const char *path, const char *label_column, size_t limit,
         ps_error_set (err, PS_EIO, "%s: cannot allocate a data set", path);
         return NULL;
     }
+    self->targets = targets;
     if (s_from_csv (self, path, &csv, err))
         ps_dataset_destroy (&self);
     return self;
@@ -424,14 +549,22 @@ int
 ps_dataset_probe_csv (const char *path, const char *label_column, size_t limit,
                       ps_dataset_info_t *info, ps_error_t *err)
 {
+    return ps_dataset_probe_csv_targets (path, label_column, 0, limit, info, err);
+}
+
+int
+ps_dataset_probe_csv_targets (const char *path, const char *label_column, int targets,
+                              size_t limit, ps_dataset_info_t *info, ps_error_t *err)
+{
     assert (info);
     ps_error_t local;
-    ps_dataset_t *data = ps_dataset_open_csv (path, label_column, limit, err ? err : &local);
+    ps_dataset_t *data = ps_dataset_open_csv_targets (path, label_column, targets, limit,
+                                                      err ? err : &local);
     if (!data)
         return err ? err->code : local.code;
     *info = (ps_dataset_info_t) { .count = data->count, .rows = data->rows,
                                   .cols = data->cols, .channels = data->channels,
-                                  .classes = data->classes };
+                                  .classes = data->classes, .targets = data->targets };
     ps_dataset_destroy (&data);
     return 0;
 }
@@ -441,6 +574,11 @@ ps_dataset_check_model (const ps_dataset_t *self, const ps_model_t *model, ps_er
 {
     assert (self);
     assert (model);
+    if (ps_model_targets (model) != self->targets)
+        return ps_error_set (err, PS_ESHAPE, "model \"%s\" does not fit the data: it %s, but "
+                             "the data set's labels were read as %s", ps_model_name (model),
+                             ps_model_regression (model) ? "is a regression model" : "is a "
+                             "classifier", self->targets ? "regression targets" : "classes");
     return ps_model_check_input (model, self->rows, self->cols, self->channels, self->classes,
                                  err);
 }
@@ -455,6 +593,7 @@ ps_dataset_destroy (ps_dataset_t **self_p)
         free (self->owned_floats);
         ps_npy_close (&self->npy);
         free (self->labels);
+        free (self->target_values);
         free (self->perm);
         free (self);
         *self_p = NULL;
@@ -523,7 +662,32 @@ ps_dataset_label (const ps_dataset_t *self, size_t i)
 {
     assert (self);
     assert (i < self->count);
+    assert (self->labels);
     return self->labels [i];
+}
+
+int
+ps_dataset_targets (const ps_dataset_t *self)
+{
+    assert (self);
+    return self->targets;
+}
+
+size_t
+ps_dataset_label_size (const ps_dataset_t *self)
+{
+    assert (self);
+    return self->targets ? (size_t) self->targets * sizeof (float) : 1;
+}
+
+void
+ps_dataset_target (const ps_dataset_t *self, size_t i, float *y)
+{
+    assert (self);
+    assert (i < self->count);
+    assert (self->target_values);
+    memcpy (y, self->target_values + i * (size_t) self->targets,
+            (size_t) self->targets * sizeof (float));
 }
 
 size_t
@@ -586,7 +750,12 @@ static void
 s_copy (const ps_dataset_t *self, size_t i, size_t k, float *x, uint8_t *labels)
 {
     s_values (self, i, x + k * self->pixels);
-    labels [k] = self->labels [i];
+    if (self->targets) {
+        size_t size = (size_t) self->targets * sizeof (float);
+        memcpy (labels + k * size, self->target_values + i * (size_t) self->targets, size);
+    }
+    else
+        labels [k] = self->labels [i];
 }
 
 int

@@ -76,6 +76,7 @@ struct ps_model_t {
     size_t max_activation;
     char *spec;                 //  the spec as compact JSON text
     ps_ctrmodel_t *ctr;         //  a click-through-rate model's part, or NULL
+    bool regression;            //  "loss": "mse": the last layer's outputs are values
 };
 
 //  ---------------------------------------------------------------------
@@ -361,6 +362,30 @@ s_check_ctr_end (const ps_model_t *self, const char *origin, ps_error_t *err)
     return 0;
 }
 
+//  Check the end of a regression model ("loss": "mse"): its flat last
+//  layer gives the k predicted values as they are, so nothing there may
+//  bend them (a relu would make every negative target unreachable, a
+//  sigmoid or softmax squash them), as Keras's Dense (k) with its default
+//  linear activation.
+static int
+s_check_regression_end (const ps_model_t *self, const ps_layer_t *last, const char *origin,
+                        ps_error_t *err)
+{
+    if (last->kind == PS_LAYER_ACTIVATION && last->activation != PS_ACT_LINEAR)
+        return ps_error_set (err, PS_EINVAL, "%s: the last layer (\"%s\") is an Activation "
+                             "\"%s\", but \"loss\": \"mse\" compares the outputs as they are; "
+                             "end with a linear Dense layer", origin, last->name,
+                             s_activations [last->activation]);
+    if (last->relu)
+        return ps_error_set (err, PS_EINVAL, "%s: the last layer (\"%s\") applies relu, but "
+                             "\"loss\": \"mse\" needs linear outputs; give it activation "
+                             "\"linear\"", origin, last->name);
+    if (self->param_count == 0)
+        return ps_error_set (err, PS_EINVAL, "%s: the model has no Conv2D or Dense layer, "
+                             "so no parameters to train", origin);
+    return 0;
+}
+
 //  Build the model from a spec that the schema accepted; what the schema
 //  cannot say (shapes that chain, unique names, the logits) is checked
 //  here. layer_defs is the schema's $defs, which holds each layer type's
@@ -399,6 +424,13 @@ s_build (ps_model_t *self, const json_t *spec, const json_t *layer_defs, const c
     &&  !(self->ctr = ps_ctrmodel_new (inputs, json_object_get (spec, "optimizer"), where,
                                        err)))
         return err->code;
+
+    const json_t *loss = json_object_get (spec, "loss");
+    self->regression = loss && strcmp (json_string_value (loss), "mse") == 0;
+    if (self->regression && inputs)
+        return ps_error_set (err, PS_EINVAL, "%s: \"loss\": \"mse\" is for image models "
+                             "(with \"input_shape\"); a click-through-rate model's loss is "
+                             "binary cross-entropy", origin);
 
     const json_t *layers = json_object_get (spec, "layers");
     size_t count = json_array_size (layers);
@@ -439,11 +471,17 @@ s_build (ps_model_t *self, const json_t *spec, const json_t *layer_defs, const c
     }
     if (self->ctr)
         return s_check_ctr_end (self, origin, err);
+    if (!flat && self->regression)
+        return ps_error_set (err, PS_ESHAPE, "%s: \"loss\": \"mse\" needs a flat last layer "
+                             "[outputs], but it gives [%d, %d, %d]; end with Flatten and Dense",
+                             origin, h, w, c);
     if (!flat)
         return ps_error_set (err, PS_ESHAPE, "%s: the last layer must give flat logits "
                              "[classes], but it gives [%d, %d, %d]; end with Flatten and Dense",
                              origin, h, w, c);
     const ps_layer_t *last = &self->layers [self->layer_count - 1];
+    if (self->regression)
+        return s_check_regression_end (self, last, origin, err);
     if (last->kind == PS_LAYER_ACTIVATION && last->activation != PS_ACT_LINEAR)
         return ps_error_set (err, PS_EINVAL, "%s: the last layer (\"%s\") is an Activation "
                              "\"%s\", but the loss takes logits and applies softmax (or, for "
@@ -594,6 +632,8 @@ ps_model_check_input (const ps_model_t *self, int rows, int cols, int channels, 
                              "%dx%dx%d inputs, but the data has %dx%dx%d images (rows x "
                              "columns x channels)", self->name, self->in_h, self->in_w,
                              self->in_c, rows, cols, channels);
+    if (self->regression)
+        return 0;
     //  A label indexes the last layer's outputs, so none may reach past
     //  them; fewer classes in the data than outputs is allowed, as in
     //  Keras (a subset of the data may lack the last classes).
@@ -690,7 +730,25 @@ ps_model_classes (const ps_model_t *self)
 bool
 ps_model_binary (const ps_model_t *self)
 {
-    return !self->ctr && ps_model_classes (self) == 1;
+    return !self->ctr && !self->regression && ps_model_classes (self) == 1;
+}
+
+bool
+ps_model_regression (const ps_model_t *self)
+{
+    return self->regression;
+}
+
+int
+ps_model_targets (const ps_model_t *self)
+{
+    return self->regression ? ps_model_classes (self) : 0;
+}
+
+size_t
+ps_model_label_size (const ps_model_t *self)
+{
+    return self->regression ? (size_t) ps_model_classes (self) * sizeof (float) : 1;
 }
 
 int
@@ -704,6 +762,8 @@ ps_model_cpu_only (const ps_model_t *self)
 {
     if (ps_model_binary (self))
         return "a binary classifier (a last layer of one logit)";
+    if (self->regression)
+        return "a regression model (\"loss\": \"mse\")";
     for (int i = 0; i < self->layer_count; i++)
         switch (self->layers [i].kind) {
             case PS_LAYER_ACTIVATION:

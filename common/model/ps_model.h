@@ -141,11 +141,28 @@ int ps_model_classes (const ps_model_t *self);
 //  its labels are 0 and 1.
 bool ps_model_binary (const ps_model_t *self);
 
+//  A regression model: its spec says "loss": "mse", and its flat last
+//  layer's k outputs are the predicted values themselves (Keras's Dense (k)
+//  with a linear activation, compiled with loss="mse"), trained against k
+//  float targets an example with the mean over the outputs of the squared
+//  error. Never binary, whatever k.
+bool ps_model_regression (const ps_model_t *self);
+
+//  The float targets an example of a regression model has (its k
+//  outputs), or 0 for a classifier, whose label is one class byte.
+int ps_model_targets (const ps_model_t *self);
+
+//  Bytes of one example's label in the label buffers the backends, the
+//  data sets and the trainers pass around: 1 (a class) for a classifier,
+//  k float32 values (4 k bytes, host order) for a regression model.
+size_t ps_model_label_size (const ps_model_t *self);
+
 //  The labels a model takes, 0 .. n - 1: 2 for a binary classifier, else
 //  ps_model_classes.
 int ps_model_label_classes (const ps_model_t *self);
 
-//  Why only the CPU engine runs this model (a binary classifier's loss, an
+//  Why only the CPU engine runs this model (a binary classifier's or a
+//  regression model's loss, an
 //  Activation or average-pooling layer, which the GPU engine has no
 //  kernels for), or NULL when the GPU engine runs it too.
 const char *ps_model_cpu_only (const ps_model_t *self);

@@ -1848,12 +1848,12 @@ s_decode_report (const msgpack_object *obj, ps_proto_report_t *out, s_ctx_t *ctx
     if (obj->type != MSGPACK_OBJECT_MAP)
         return s_expected (ctx, "map", obj);
     memset (out, 0, sizeof *out);
-    static const char *const names [] = { "kind", "status", "step", "generation", "loss", "correct", "count", "applied", "duplicates", "compute_ms", "comm_ms", "update", "checksum", "auc", "order", "error" };
+    static const char *const names [] = { "kind", "status", "step", "generation", "loss", "correct", "count", "applied", "duplicates", "compute_ms", "comm_ms", "update", "checksum", "auc", "abs_error", "order", "error" };
     uint64_t seen = 0;
     size_t used = strlen (ctx->path);
     for (uint32_t i = 0; i < obj->via.map.size; i++) {
         const msgpack_object *val = &obj->via.map.ptr [i].val;
-        int field = s_field (obj, i, names, 16, &seen, ctx);
+        int field = s_field (obj, i, names, 17, &seen, ctx);
         if (field < 0)
             return field;
         s_path_field (ctx, used, names [field]);
@@ -1915,10 +1915,16 @@ s_decode_report (const msgpack_object *obj, ps_proto_report_t *out, s_ctx_t *ctx
                     rc = s_bound_float (ctx, out->auc, 0.0, 1.0);
                 break;
             case 14:
+                out->has_abs_error = true;
+                rc = s_decode_float (val, &out->abs_error, ctx);
+                if (rc == PS_OK && (!(out->abs_error >= 0.0)))
+                    rc = s_bound_float (ctx, out->abs_error, 0.0, HUGE_VAL);
+                break;
+            case 15:
                 out->has_order = true;
                 rc = s_decode_uint (val, &out->order, ctx);
                 break;
-            case 15:
+            case 16:
                 out->has_error = true;
                 rc = s_decode_str (val, &out->error, ctx);
                 break;
@@ -1933,7 +1939,7 @@ s_decode_report (const msgpack_object *obj, ps_proto_report_t *out, s_ctx_t *ctx
 static int
 s_encode_report (msgpack_packer *pk, const ps_proto_report_t *in)
 {
-    int rc = msgpack_pack_map (pk, 11 + in->has_update + in->has_checksum + in->has_auc + in->has_order + in->has_error);
+    int rc = msgpack_pack_map (pk, 11 + in->has_update + in->has_checksum + in->has_auc + in->has_abs_error + in->has_order + in->has_error);
     rc |= s_encode_key (pk, "kind");
     rc |= s_encode_str (pk, in->kind);
     rc |= s_encode_key (pk, "status");
@@ -1967,6 +1973,10 @@ s_encode_report (msgpack_packer *pk, const ps_proto_report_t *in)
     if (in->has_auc) {
         rc |= s_encode_key (pk, "auc");
         rc |= s_encode_float (pk, in->auc);
+    }
+    if (in->has_abs_error) {
+        rc |= s_encode_key (pk, "abs_error");
+        rc |= s_encode_float (pk, in->abs_error);
     }
     if (in->has_order) {
         rc |= s_encode_key (pk, "order");

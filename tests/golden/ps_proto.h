@@ -274,6 +274,8 @@ typedef struct {
     uint64_t checksum;
     bool has_auc;
     double auc;
+    bool has_abs_error;
+    double abs_error;
     bool has_order;
     uint64_t order;
     bool has_error;
