@@ -70,10 +70,11 @@ static const struct argp_option s_options [] = {
     { "test-images", O_TEST_IMAGES, "FILE", 0, "Its test images, the same way", S_GROUP },
     { "test-labels", O_TEST_LABELS, "FILE", 0, "Its test labels, the same way", S_GROUP },
     { "label-column", O_LABEL_COLUMN, "NAME", 0,
-      "The CSV files' column of labels (default label)", S_GROUP },
+      "The CSV files' column of labels, or of a regression model's target (default label)",
+      S_GROUP },
     { "classes", O_CLASSES, "N", 0,
       "The data's classes, 2 to 256, checked against the labels and the model's last layer "
-      "(default: from the labels)", S_GROUP },
+      "(default: from the labels); refused for a regression model", S_GROUP },
     { "checkpoint-dir", O_CKPT_DIR, "DIR", 0, "Where checkpoints are written", S_GROUP },
     { "checkpoint-steps", O_CKPT_STEPS, "N", 0, "A checkpoint every N steps", S_GROUP },
     { "checkpoint-seconds", O_CKPT_SECONDS, "S", 0, "A checkpoint every S seconds", S_GROUP },

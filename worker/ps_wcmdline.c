@@ -97,7 +97,8 @@ static const struct argp_option s_options [] = {
       "criteo or libsvm (default criteo), plain or gzip, streamed; or csv, for a "
       "classifier on CSV files with a header row", G_CTR },
     { "label-column", O_LABEL_COLUMN, "NAME", 0,
-      "The CSV column of the classes (default label); every other column is a feature",
+      "The CSV column of the classes, or of a regression model's target (default label); "
+      "every other column is a feature",
       G_CTR },
     { NULL, 0, NULL, 0, "In a cluster and standalone:", G_BOTH },
     { "threads", 'T', "N", 0,
@@ -265,7 +266,9 @@ static const struct argp s_argp = {
     "second. A click-through-rate model (lr, dlrm or a spec with \"inputs\") trains on a "
     "Criteo or LIBSVM text file with the tables in process, and prints the test log loss "
     "and AUC instead.\n\n"
-    "ps-worker predict runs a trained image classifier on images (ps-worker predict "
+    "A regression model (\"loss\": \"mse\") prints the test mse and mae instead of the "
+    "accuracy, and a binary classifier the test AUC too.\n\n"
+    "ps-worker predict runs a trained model on images or arrays (ps-worker predict "
     "--help).\v"
     "Standalone training stops between two steps on Ctrl-C (SIGINT) or SIGTERM, after a "
     "checkpoint of the steps done (with --checkpoint-dir), and exits 130 (143); a second "
@@ -289,11 +292,11 @@ static const struct argp_option s_predict_options [] = {
       "A safetensors file (coordinator export) or a checkpoint directory or root (its "
       "newest valid checkpoint); required", 1 },
     { "data", 'D', "FILE", 0,
-      "The images: an IDX file (gzip or raw, [N, rows, cols] or [N, rows, cols, channels]); "
-      "required", 1 },
+      "The inputs: an IDX file (gzip or raw, [N, rows, cols] or [N, rows, cols, channels]) "
+      "or a .npy array (uint8 scaled to [0, 1], float32 as it is); required", 1 },
     { "model", 'm', "NAME|FILE", 0, "Default: the model the weights name", 1 },
     { "out", 'o', "FILE", 0, "FILE.csv or FILE.jsonl (default: CSV to stdout)", 1 },
-    { "batch", 'b', "N", 0, "Images per forward pass (default 256)", 1 },
+    { "batch", 'b', "N", 0, "Examples per forward pass (default 256)", 1 },
     { "device", 'd', "D", 0, "cpu (default), gpu or auto", 1 },
     { "threads", 'T', "N", 0, "CPU threads (default 1)", 1 },
     { NULL, 0, NULL, 0, "Output:", -1 },
@@ -344,8 +347,9 @@ s_parse_predict (int key, char *arg, struct argp_state *state)
 
 static const struct argp s_predict_argp = {
     s_predict_options, s_parse_predict, NULL,
-    "Runs a trained image classifier on the images of an IDX file and writes, one row per "
-    "image, the predicted class and every class's probability (softmax).",
+    "Runs a trained model on the examples of an IDX or .npy file and writes one row per "
+    "example: a classifier's predicted class and every class's probability (softmax; a "
+    "binary classifier's 1 - p and p), a regression model's outputs.",
     s_children, NULL, NULL,
 };
 
