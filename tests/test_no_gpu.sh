@@ -28,7 +28,7 @@ one_line () {
     && grep -qE "no CUDA support|no CUDA device" "$work/out"
 }
 
-if [ "$status" = 69 ] && one_line "ps-worker error: $why"; then
+if [ "$status" = 69 ] && one_line "ps-worker: $why"; then
   pass "ps-worker --standalone --device gpu: exit 69, one line"
 else
   fail "ps-worker --standalone --device gpu: exit 69, one line" "exit $status"
@@ -38,7 +38,7 @@ fi
 p1=$(free_port); p2=$(free_port)
 run 30 env TF_CONFIG="{\"cluster\": {\"chief\": [\"127.0.0.1:$p1\"], \"worker\": [\"127.0.0.1:$p2\"]},
 \"task\": {\"type\": \"worker\", \"index\": 0}}" "$worker" --insecure --device gpu
-if [ "$status" = 69 ] && one_line "ps-worker error: $why"; then
+if [ "$status" = 69 ] && one_line "ps-worker: $why"; then
   pass "ps-worker --device gpu in a cluster: exit 69 before registering, one line"
 else
   fail "ps-worker --device gpu in a cluster: exit 69 before registering" "exit $status"
@@ -46,7 +46,7 @@ fi
 
 printf 'label,pixel\n' >"$work/data.csv"
 run 30 "$worker" predict --weights "$work/none.safetensors" --data "$work/data.csv" --device gpu
-if [ "$status" = 69 ] && one_line "ps-worker error: predict: $why"; then
+if [ "$status" = 69 ] && one_line "ps-worker: predict: $why"; then
   pass "ps-worker predict --device gpu: exit 69, one line"
 else
   fail "ps-worker predict --device gpu: exit 69, one line" "exit $status"
@@ -58,7 +58,7 @@ start=$(date +%s)
 run 60 "$coordinator" --local --device gpu --epochs 1 --limit 640 --log-dir "$work/logs"
 took=$(( $(date +%s) - start ))
 if [ "$status" = 1 ] && [ "$took" -lt 30 ] \
-   && grep -qE "worker:[01] cannot run: ps-worker error: $why" "$work/out" \
+   && grep -qE "worker:[01] cannot run: ps-worker: $why" "$work/out" \
    && grep -qE "no CUDA support|no CUDA device" "$work/out" \
    && ! grep -q "restarting in" "$work/out"; then
   pass "coordinator --local --device gpu: exit 1 in ${took} s, no restart, the worker's line"

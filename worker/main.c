@@ -65,14 +65,14 @@ s_cluster (const ps_wcmdline_t *args)
     const char *task_text = args->task_text, *device = args->device_name;
     ps_error_t err;
     if (cluster_path && resolver) {
-        ps_error ("--cluster FILE and --cluster-resolver: give one or the other");
+        ps_cli_error ("--cluster FILE and --cluster-resolver: give one or the other");
         return 2;
     }
     //  A device this machine lacks is said before registering, and with
     //  the status a supervisor does not restart: a restart would not help.
     ps_device_t wanted;
     if (device && ps_device_parse (device, &wanted, &err) == 0 && ps_device_check (wanted, &err)) {
-        ps_error ("%s", err.msg);
+        ps_cli_error ("%s", err.msg);
         return PS_EXIT_UNUSABLE;
     }
     ps_tfconfig_t *tf = resolver ? ps_slurm_tfconfig (resolver, NULL, &err)
@@ -80,10 +80,10 @@ s_cluster (const ps_wcmdline_t *args)
                       : ps_tfconfig_from_env (&err);
     if (!tf) {
         if (err.code == PS_ENOTFOUND && !cluster_path && !resolver)
-            ps_error ("no cluster spec: TF_CONFIG is not set and no --cluster FILE was given "
-                      "(or train alone with --standalone)");
+            ps_cli_error ("no cluster spec: TF_CONFIG is not set and no --cluster FILE was given "
+                          "(or train alone with --standalone)");
         else
-            ps_error ("%s", err.msg);
+            ps_cli_error ("%s", err.msg);
         return 2;
     }
     const char *source = resolver ? "--cluster-resolver" : cluster_path ? cluster_path
@@ -94,30 +94,30 @@ s_cluster (const ps_wcmdline_t *args)
     if (task_text
     &&  (ps_tfconfig_parse_task (task_text, type, sizeof type, &index, &err)
          || ps_tfconfig_set_task (tf, type, index, &err))) {
-        ps_error ("%s: %s", source, err.msg);
+        ps_cli_error ("%s: %s", source, err.msg);
         goto done;
     }
     if (!ps_tfconfig_task_type (tf)) {
-        ps_error ("%s has no 'task', and no --task TYPE:INDEX was given", source);
+        ps_cli_error ("%s has no 'task', and no --task TYPE:INDEX was given", source);
         goto done;
     }
     snprintf (type, sizeof type, "%s", ps_tfconfig_task_type (tf));
     index = ps_tfconfig_task_index (tf);
     if (strcmp (type, "worker") != 0 && strcmp (type, "evaluator") != 0) {
-        ps_error ("task type \"%s\": ps-worker runs as a worker or an evaluator (ps-server "
-                  "runs the ps tasks, the coordinator the chief)", type);
+        ps_cli_error ("task type \"%s\": ps-worker runs as a worker or an evaluator (ps-server "
+                      "runs the ps tasks, the coordinator the chief)", type);
         goto done;
     }
     char coordinator [512];
     if (ps_tfconfig_coordinator_endpoint (tf, coordinator, sizeof coordinator, &err)) {
-        ps_error ("%s: %s", source, err.msg);
+        ps_cli_error ("%s: %s", source, err.msg);
         goto done;
     }
     char task [48];
     snprintf (task, sizeof task, "%s:%d", type, index);
     ps_curve_t *curve = NULL;
     if (ps_curve_open (args->keys_dir, args->insecure, task, &curve, &err)) {
-        ps_error ("%s", err.msg);
+        ps_cli_error ("%s", err.msg);
         goto done;
     }
     //  The stop signals are blocked before any thread of ours starts (the
@@ -127,7 +127,7 @@ s_cluster (const ps_wcmdline_t *args)
     //  finished, never cut.
     int stop_fd = ps_signal_stop_fd (&err);
     if (stop_fd < 0) {
-        ps_error ("%s", err.msg);
+        ps_cli_error ("%s", err.msg);
         ps_curve_destroy (&curve);
         status = 1;
         goto done;
@@ -172,12 +172,12 @@ s_predict (int argc, char *argv [])
     ps_wcmdline_parse_predict (argc, argv, &cfg);
     ps_error_t err;
     if (ps_device_check (cfg.device, &err)) {
-        ps_error ("predict: %s", err.msg);
+        ps_cli_error ("predict: %s", err.msg);
         return PS_EXIT_UNUSABLE;
     }
     size_t examples = 0;
     if (ps_predict_run (&cfg, &examples, &err)) {
-        ps_error ("predict: %s", err.msg);
+        ps_cli_error ("predict: %s", err.msg);
         return 1;
     }
     if (cfg.out)
@@ -216,7 +216,7 @@ main (int argc, char *argv [])
     if (args.summary) {
         ps_model_t *model = ps_model_load (cfg.model, &err);
         if (!model) {
-            ps_error ("%s", err.msg);
+            ps_cli_error ("%s", err.msg);
             return 1;
         }
         ps_model_summary (model, s_print_line, NULL);
@@ -225,16 +225,16 @@ main (int argc, char *argv [])
     }
     if (!args.standalone) {
         if (args.standalone_only) {
-            ps_error ("--%s is for --standalone; in a cluster the coordinator's job sets it",
-                      args.standalone_only);
+            ps_cli_error ("--%s is for --standalone; in a cluster the coordinator's job sets it",
+                          args.standalone_only);
             return 2;
         }
         return s_cluster (&args);
     }
     if (args.cluster_path || args.resolver || args.task_text || args.keys_dir || args.insecure
     ||  args.job_file) {
-        ps_error ("--cluster, --cluster-resolver, --task, --keys, --insecure and --job are for "
-                  "cluster mode, not --standalone");
+        ps_cli_error ("--cluster, --cluster-resolver, --task, --keys, --insecure and --job are for "
+                      "cluster mode, not --standalone");
         return 2;
     }
     //  A click-through-rate model trains on its own path; the model is
@@ -243,23 +243,23 @@ main (int argc, char *argv [])
     const ps_ctrmodel_t *ctr = model ? ps_model_ctr (model) : NULL;
     if (ctr && (cfg.train_images || cfg.train_labels || cfg.test_images || cfg.test_labels
                 || args.csv || cfg.label_column)) {
-        ps_error ("--train-images, --train-labels, --test-images, --test-labels, --format csv "
-                  "and --label-column are for classifiers; a click-through-rate model reads "
-                  "--data and --test-data in criteo or libsvm format");
+        ps_cli_error ("--train-images, --train-labels, --test-images, --test-labels, --format csv "
+                      "and --label-column are for classifiers; a click-through-rate model reads "
+                      "--data and --test-data in criteo or libsvm format");
         ps_model_destroy (&model);
         return 2;
     }
     if (ctr && (cfg.eval_steps || cfg.device == PS_DEVICE_GPU || cfg.checkpoint_dir)) {
-        ps_error ("%s is for image classifiers; a click-through-rate model trains on the CPU, "
-                  "evaluates after each epoch and keeps no checkpoints",
-                  cfg.eval_steps ? "--eval-steps" : cfg.checkpoint_dir ? "--checkpoint-dir"
-                                                                      : "--device gpu");
+        ps_cli_error ("%s is for image classifiers; a click-through-rate model trains on the CPU, "
+                      "evaluates after each epoch and keeps no checkpoints",
+                      cfg.eval_steps ? "--eval-steps" : cfg.checkpoint_dir ? "--checkpoint-dir"
+                                                                          : "--device gpu");
         ps_model_destroy (&model);
         return 2;
     }
     //  A device this machine lacks is said before the data are read.
     if (ps_device_check (cfg.device, &err)) {
-        ps_error ("%s", err.msg);
+        ps_cli_error ("%s", err.msg);
         ps_model_destroy (&model);
         return PS_EXIT_UNUSABLE;
     }
@@ -295,8 +295,8 @@ main (int argc, char *argv [])
     }
     ps_model_destroy (&model);
     if (args.csv && (!args.data_arg || !args.test_data)) {
-        ps_error ("--format csv needs the training file (--data FILE) and the test file "
-                  "(--test-data FILE)");
+        ps_cli_error ("--format csv needs the training file (--data FILE) and the test file "
+                      "(--test-data FILE)");
         return 2;
     }
     if (args.csv) {
@@ -306,21 +306,21 @@ main (int argc, char *argv [])
     }
     else
     if (args.test_data || cfg.label_column) {
-        ps_error ("--test-data and --format are for click-through-rate models (lr, dlrm or a "
-                  "spec with \"inputs\") and CSV data (--format csv, with --label-column), "
-                  "not model \"%s\" on IDX data", cfg.model);
+        ps_cli_error ("--test-data and --format are for click-through-rate models (lr, dlrm or a "
+                      "spec with \"inputs\") and CSV data (--format csv, with --label-column), "
+                      "not model \"%s\" on IDX data", cfg.model);
         return 2;
     }
     if ((cfg.resume || cfg.checkpoint_every) && !cfg.checkpoint_dir) {
-        ps_error ("%s needs --checkpoint-dir DIR", cfg.resume ? "--resume"
-                                                             : "--checkpoint-every");
+        ps_cli_error ("%s needs --checkpoint-dir DIR", cfg.resume ? "--resume"
+                                                                 : "--checkpoint-every");
         return 2;
     }
     //  A stop signal is read between two steps, so that a checkpoint of
     //  the steps done can be written; the threads training starts inherit
     //  the mask and leave the signals to the signalfd.
     if ((cfg.stop_fd = ps_signal_stop_fd (&err)) < 0) {
-        ps_error ("%s", err.msg);
+        ps_cli_error ("%s", err.msg);
         return 1;
     }
     ps_standalone_result_t result;

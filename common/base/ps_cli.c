@@ -2,6 +2,7 @@
 
 #include "ps_cli.h"
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +118,20 @@ ps_cli_parse (const struct argp *argp, int argc, char **argv, void *input)
     s_help_fmt_restore ();
     if (rc != 0)
         exit (PS_CLI_USAGE);
+}
+
+void
+ps_cli_error (const char *fmt, ...)
+{
+    //  One write, so that lines of other processes on the same terminal
+    //  never cut into it.
+    char line [1024];
+    int used = snprintf (line, sizeof line, "%s: ", s_program);
+    va_list args;
+    va_start (args, fmt);
+    vsnprintf (line + used, sizeof line - (size_t) used, fmt, args);
+    va_end (args);
+    fprintf (stderr, "%s\n", line);
 }
 
 int

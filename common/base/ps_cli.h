@@ -35,6 +35,12 @@ extern const struct argp ps_cli_common;
 //  and --help, --usage and --version exit 0.
 void ps_cli_parse (const struct argp *argp, int argc, char **argv, void *input);
 
+//  Print "PROGRAM: message" on stderr: the form of an error that stops a
+//  program before its work starts (a bad spec, a missing file, options
+//  that do not go together), as GNU tools print theirs. Events of a run,
+//  its final failure included, are log lines (ps_log.h).
+void ps_cli_error (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+
 //  Whether --quiet was given: programs then print on stdout only what was
 //  asked for (results), not progress.
 int ps_cli_quiet (void);
