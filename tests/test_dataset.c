@@ -22,7 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdbool.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "harness.h"
@@ -882,6 +886,114 @@ test_csv_dialects (void **state)
                                       "label, a, b)"));
 }
 
+//  The bytes of private writable memory this process has (VmData), which
+//  RLIMIT_DATA limits.
+static size_t
+s_vm_data (void)
+{
+    FILE *status = fopen ("/proc/self/status", "r");
+    assert_non_null (status);
+    char line [256];
+    size_t kb = 0;
+    while (fgets (line, sizeof line, status))
+        if (sscanf (line, "VmData: %zu kB", &kb) == 1)
+            break;
+    fclose (status);
+    assert_true (kb > 0);
+    return kb * 1024;
+}
+
+//  Load the CSV at path and check every value: example i's feature j is
+//  (i + j) % 10, its label i % 3. Returns 0 or what failed, for a child.
+static int
+s_check_big_csv (const char *path, size_t rows, int features)
+{
+    ps_error_t err = { 0 };
+    ps_dataset_t *data = ps_dataset_open_csv (path, "label", 0, &err);
+    if (!data) {
+        fprintf (stderr, "open failed: %s\n", err.msg);
+        return 1;
+    }
+    int rc = ps_dataset_count (data) == rows && ps_dataset_cols (data) == features ? 0 : 2;
+    float *x = malloc ((size_t) features * sizeof (float));
+    for (size_t i = 0; rc == 0 && x && i < rows; i++) {
+        ps_dataset_image (data, i, x);
+        for (int j = 0; j < features; j++)
+            if (x [j] != (float) ((i + (size_t) j) % 10))
+                rc = 3;
+        if (ps_dataset_label (data, i) != i % 3)
+            rc = 4;
+    }
+    free (x);
+    ps_dataset_destroy (&data);
+    return x ? rc : 5;
+}
+
+//  A CSV file whose features are larger than the memory the process may
+//  take: they are mapped from the file they were parsed into, never held
+//  in the heap, so it loads under an RLIMIT_DATA of 16 MB above what the
+//  process had (its 32 MB of features did not fit before). Without room
+//  for that file the error names the directory.
+static void
+test_csv_out_of_core (void **state)
+{
+    fixture_t *fx = *state;
+    const size_t rows = 65536;
+    const int features = 128;
+    char path [512];
+    snprintf (path, sizeof path, "%s/big.csv", fx->dir);
+    FILE *file = fopen (path, "w");
+    assert_non_null (file);
+    fprintf (file, "label");
+    for (int j = 0; j < features; j++)
+        fprintf (file, ",f%d", j);
+    fputc ('\n', file);
+    for (size_t i = 0; i < rows; i++) {
+        fprintf (file, "%zu", i % 3);
+        for (int j = 0; j < features; j++)
+            fprintf (file, ",%zu", (i + (size_t) j) % 10);
+        fputc ('\n', file);
+    }
+    assert_int_equal (fclose (file), 0);
+    bool sanitized = false;
+#if defined (__SANITIZE_ADDRESS__)
+    sanitized = true;
+#elif defined (__has_feature)
+#if __has_feature (address_sanitizer)
+    sanitized = true;
+#endif
+#endif
+    pid_t pid = fork ();
+    assert_true (pid >= 0);
+    if (pid == 0) {
+        //  The sanitizer's own memory cannot live under RLIMIT_DATA: there
+        //  only the values are checked.
+        struct rlimit limit = { s_vm_data () + 16 * 1024 * 1024, RLIM_INFINITY };
+        if (!sanitized && setrlimit (RLIMIT_DATA, &limit) != 0)
+            _exit (6);
+        _exit (s_check_big_csv (path, rows, features));
+    }
+    int status;
+    assert_int_equal (waitpid (pid, &status, 0), pid);
+    if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
+        fail_msg ("loading %zu x %d features under RLIMIT_DATA: status %d", rows, features,
+                  status);
+    if (sanitized)
+        printf ("note: sanitizer build: the values were checked, not the memory limit\n");
+    //  No room for the features' file: said, naming where.
+    char *tmpdir = getenv ("TMPDIR") ? strdup (getenv ("TMPDIR")) : NULL;
+    assert_int_equal (setenv ("TMPDIR", "/nonexistent-ps-dir", 1), 0);
+    ps_error_t err = { 0 };
+    assert_null (ps_dataset_open_csv (path, "label", 0, &err));
+    assert_non_null (strstr (err.msg, "cannot make a temporary file for its features in "
+                                      "/nonexistent-ps-dir"));
+    if (tmpdir)
+        assert_int_equal (setenv ("TMPDIR", tmpdir, 1), 0);
+    else
+        assert_int_equal (unsetenv ("TMPDIR"), 0);
+    free (tmpdir);
+}
+
 //  Write a .npy file of format 1.0: the header dict, padded so that the
 //  data starts at byte 128, then len bytes of data.
 static void
@@ -1023,6 +1135,7 @@ main (int argc, char **argv)
         cmocka_unit_test_setup_teardown (test_named_files, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_npy_formats, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_csv_dialects, s_setup, harness_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_csv_out_of_core, s_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_targets, s_setup, harness_dir_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

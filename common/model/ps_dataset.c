@@ -59,11 +59,12 @@ struct ps_dataset_t {
     //  The examples' values, count * pixels of them: bytes, each scaled
     //  by 1 / 255 as it is copied out (IDX files, read into owned, or a
     //  uint8 .npy file, mapped), or float32 taken as they are (a float32
-    //  .npy file, mapped). A mapped file is paged in as batches use it.
+    //  .npy file, mapped, or a CSV file's features, mapped from the file
+    //  they were parsed into). A mapped file is paged in as batches use it.
     const uint8_t *bytes;
     const char *floats;         //  not necessarily aligned: copied with memcpy
     uint8_t *owned;
-    float *owned_floats;        //  a CSV file's features
+    ps_csv_t csv;               //  a CSV file's features, mapped
     ps_npy_t npy;
     uint8_t *labels;            //  count, or more when a limit was applied; classes
     //  A regression data set's labels instead: `targets` floats an example
@@ -496,10 +497,12 @@ s_from_csv (ps_dataset_t *self, const char *path, ps_csv_t *csv, ps_error_t *err
         if (csv->labels [i] > top)
             top = csv->labels [i];
     self->classes = csv->labels ? top + 1 : 0;
-    self->owned_floats = csv->values;
     self->floats = (const char *) csv->values;
     self->labels = csv->labels;
     self->target_values = csv->targets;
+    csv->labels = NULL;
+    csv->targets = NULL;
+    self->csv = *csv;
     memset (csv, 0, sizeof *csv);
     if (!(self->perm = malloc (self->count * sizeof (uint32_t))))
         return ps_error_set (err, PS_EIO, "%s: cannot allocate memory for %zu examples", path,
@@ -590,7 +593,7 @@ ps_dataset_destroy (ps_dataset_t **self_p)
     ps_dataset_t *self = *self_p;
     if (self) {
         free (self->owned);
-        free (self->owned_floats);
+        ps_csv_free (&self->csv);
         ps_npy_close (&self->npy);
         free (self->labels);
         free (self->target_values);

@@ -103,7 +103,7 @@ ps_dataset_t *ps_dataset_open_csv (const char *path, const char *label_column, s
                                    ps_error_t *err);
 
 //  What ps_dataset_open_csv would load, as ps_dataset_probe says it (the
-//  file is read whole: CSV has no header of sizes).
+//  file is parsed whole: CSV has no header of sizes).
 int ps_dataset_probe_csv (const char *path, const char *label_column, size_t limit,
                           ps_dataset_info_t *info, ps_error_t *err);
 
