@@ -5,7 +5,8 @@
 # option, a missing argument or a bad value print a line that starts with
 # the command's name, then the hint to --help, on stderr, and exit 2;
 # --opt=value, --opt value and an unambiguous abbreviation are the same
-# option; -q and -v are accepted everywhere.
+# option; -q and -v are accepted everywhere; log lines start with an ISO
+# 8601 time with the date, and -q leaves only warnings and errors.
 set -u
 work=$(mktemp -d /tmp/ps-cliconv-XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -102,6 +103,34 @@ usage_error coordinator 'coordinator: --epochs "x": expected a whole number in 0
   "$coordinator" --local --epochs=x
 usage_error coordinator "coordinator: unexpected argument 'extra'" -- \
   "$coordinator" --local extra
+
+# Log lines: ISO 8601 UTC time with the date and milliseconds, the
+# program, the level; -q leaves only warnings and errors.
+serve () {
+  rm -f "$work/endpoint"
+  "$server" --insecure --bind tcp://127.0.0.1:0 --endpoint-file "$work/endpoint" "$@" \
+    >/dev/null 2>"$work/out" &
+  local pid=$! i
+  for i in $(seq 1 300); do
+    [ -s "$work/endpoint" ] && break
+    sleep 0.1
+  done
+  kill -TERM "$pid"
+  wait "$pid"
+}
+serve
+if grep -qE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z ps-server info: serving tcp://127\.0\.0\.1:[0-9]+' \
+     "$work/out"; then
+  pass "log lines: 2026-11-26T14:20:00.123Z ps-server info: ..."
+else
+  fail "log lines start with an ISO 8601 time with the date, then program and level"
+fi
+serve -q
+if [ -s "$work/endpoint" ] && ! grep -q " info: " "$work/out"; then
+  pass "-q: no info lines"
+else
+  fail "-q: no info lines"
+fi
 
 [ "$failures" = 0 ] || { echo "$failures check(s) failed"; exit 1; }
 echo "all command-line convention checks passed"
