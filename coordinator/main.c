@@ -344,17 +344,12 @@ s_keygen_parse (int key, char *arg, struct argp_state *state)
     return 0;
 }
 
-static const struct argp_child s_common_children [] = {
-    { &ps_cli_common, 0, NULL, -1 },
-    { 0 },
-};
-
 static const struct argp s_keygen_argp = {
     s_keygen_options, s_keygen_parse, NULL,
     "Makes a cluster's key directory: a CurveZMQ certificate for every task of the cluster "
     "spec, or of the counts given, with chief:0 first (README.md, Security).\v"
     "Hand each process DIR/public/ and its own DIR/<role>-<index>.cert_secret.",
-    s_common_children, NULL, NULL,
+    ps_cli_children, NULL, NULL,
 };
 
 //  coordinator keygen: make a cluster's key directory (ps_curve.h), for
@@ -459,7 +454,7 @@ static const struct argp s_ping_argp = {
     "(TF_CONFIG's, or --as) with its keys: a probe for deploy/k8s.\v"
     "Exit status 0 when each server answered ping_ok in time, 1 when one did not, 2 on a "
     "usage mistake.",
-    s_common_children, NULL, NULL,
+    ps_cli_children, NULL, NULL,
 };
 
 //  coordinator ping: the protocol's ping to a ps task, or to every one,
@@ -581,7 +576,7 @@ static const struct argp s_export_argp = {
     "embedding table of a click-through-rate model as TABLE/ids (uint64, ascending) and "
     "TABLE/embeddings (float32, a row per id), with the model spec as metadata (README.md, "
     "Export and predict).",
-    s_common_children, NULL, NULL,
+    ps_cli_children, NULL, NULL,
 };
 
 //  coordinator export: a checkpoint's weights as one safetensors or npz
@@ -719,7 +714,7 @@ static const struct argp s_plot_argp = {
     s_plot_options, s_plot_parse, "METRICS.jsonl",
     "Draws a metrics file (--metrics) with gnuplot: loss, accuracy and throughput over the "
     "steps, with the evaluations, failures and recoveries marked.",
-    s_common_children, NULL, NULL,
+    ps_cli_children, NULL, NULL,
 };
 
 //  coordinator plot METRICS --out PNG: draw a metrics file (ps_plot.h).

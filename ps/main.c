@@ -164,11 +164,6 @@ s_parse (int key, char *arg, struct argp_state *state)
     return 0;
 }
 
-static const struct argp_child s_children [] = {
-    { &ps_cli_common, 0, NULL, -1 },
-    { 0 },
-};
-
 static const struct argp s_argp = {
     s_options, s_parse, NULL,
     "Holds partitions of model variables, serves pulls and applies pushed gradients "
@@ -176,7 +171,7 @@ static const struct argp s_argp = {
     "Prints the bound endpoint on stdout as \"ps-server listening on ENDPOINT\". SIGTERM or "
     "SIGINT finishes the updates in progress and exits 0. With --verbose it logs every "
     "request (type, id, tensor bytes).",
-    s_children, NULL, NULL,
+    ps_cli_children, NULL, NULL,
 };
 
 int

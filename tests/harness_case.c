@@ -54,6 +54,16 @@ harness_file_is (const char *path, const uint8_t *want, size_t len)
 }
 
 void
+harness_fill (void *arg, uint64_t at, void *buf, size_t len)
+{
+    harness_filler_t *filler = arg;
+    assert_int_equal (at, filler->next);
+    memcpy (buf, filler->bytes + at, len);
+    filler->next = at + len;
+    filler->calls++;
+}
+
+void
 harness_spit (const char *path, const uint8_t *data, size_t len)
 {
     FILE *file = fopen (path, "wb");

@@ -29,6 +29,17 @@ void harness_file_is (const char *path, const uint8_t *want, size_t len);
 //  Replace path with len bytes of data. Fails the case when it cannot.
 void harness_spit (const char *path, const uint8_t *data, size_t len);
 
+//  A ps_tensor_t fill function over bytes in memory (its arg a
+//  harness_filler_t): copies what the writer asks for, and fails the case
+//  unless the writer asks for consecutive ranges; counts the calls.
+typedef struct {
+    const uint8_t *bytes;
+    uint64_t next;              //  the offset the next call must ask for
+    int calls;
+} harness_filler_t;
+
+void harness_fill (void *arg, uint64_t at, void *buf, size_t len);
+
 //  The number of entries of a directory besides . and .. Fails the case
 //  when it cannot be read.
 int harness_dir_entries (const char *path);

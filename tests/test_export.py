@@ -38,9 +38,7 @@ import gzip
 import json
 import os
 import shutil
-import signal
 import struct
-import subprocess
 import sys
 import tempfile
 
@@ -58,29 +56,8 @@ TRAIN_LIMIT, TEST_LIMIT = 6000, 2000
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "faults"))
 from check_run import check_run  # noqa: E402  (the exactly-once check)
-
-failures = []
-
-
-def check(ok, what, detail=""):
-    print("%s: %s%s" % ("PASS" if ok else "FAIL", what, "" if ok else "\n      " + detail))
-    if not ok:
-        failures.append(what)
-
-
-def run(args, limit=300):
-    """Run a program in a session of its own (so that a time-out stops its
-    children too); returns (status, output)."""
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         start_new_session=True, text=True)
-    try:
-        out, _ = p.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, _ = p.communicate()
-        return 124, out
-    return p.returncode, out
-
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from checks import check, failures, run  # noqa: E402
 
 def read_safetensors(path):
     """The tensors and metadata of a safetensors file, parsed by hand."""

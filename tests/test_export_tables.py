@@ -36,9 +36,7 @@ import json
 import os
 import re
 import shutil
-import signal
 import struct
-import subprocess
 import sys
 import tempfile
 import zlib
@@ -67,28 +65,8 @@ MODEL = {
 }
 TABLE, DIM = "emb/table", 4
 
-failures = []
-
-
-def check(ok, what, detail=""):
-    print("%s: %s%s" % ("PASS" if ok else "FAIL", what, "" if ok else "\n      " + str(detail)))
-    if not ok:
-        failures.append(what)
-
-
-def run(args, limit=120):
-    """Run a program in a session of its own (so that a time-out stops its
-    children too); returns (status, output)."""
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         start_new_session=True, text=True)
-    try:
-        out, _ = p.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, _ = p.communicate()
-        return 124, out
-    return p.returncode, out
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, failures, run  # noqa: E402
 
 # ---------------------------------------------------------------------------
 # The shard file format, from schemas/checkpoint.md ("Embedding table

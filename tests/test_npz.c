@@ -151,24 +151,6 @@ s_get_u32 (const uint8_t *p)
          | (uint32_t) p [3] << 24;
 }
 
-//  A fill function over an array in memory, checking that the writer asks
-//  for consecutive ranges.
-typedef struct {
-    const uint8_t *bytes;
-    uint64_t next;
-    int calls;
-} s_filler_t;
-
-static void
-s_fill (void *arg, uint64_t at, void *buf, size_t len)
-{
-    s_filler_t *filler = arg;
-    assert_int_equal (at, filler->next);
-    memcpy (buf, filler->bytes + at, len);
-    filler->next = at + len;
-    filler->calls++;
-}
-
 //  Check the entry whose local header is at got + at: its name, its .npy
 //  dict, its data, and its CRC-32 (local and central) against zlib's.
 //  Returns the offset after it.
@@ -200,13 +182,13 @@ test_u64_and_filled (void **state)
     assert_non_null (values);
     for (int i = 0; i < N; i++)
         values [i] = (float) i * 0.5f - 7;
-    s_filler_t ids_filler = { .bytes = (const uint8_t *) ids };
-    s_filler_t filler = { .bytes = (const uint8_t *) values };
+    harness_filler_t ids_filler = { .bytes = (const uint8_t *) ids };
+    harness_filler_t filler = { .bytes = (const uint8_t *) values };
     ps_tensor_t t [2] = {
         { .name = "t/ids", .shape = { .rank = 1, .dims = { 3 } }, .dtype = PS_DTYPE_U64,
-          .fill = s_fill, .fill_arg = &ids_filler },
+          .fill = harness_fill, .fill_arg = &ids_filler },
         { .name = "t/embeddings", .shape = { .rank = 2, .dims = { N / 3, 3 } },
-          .fill = s_fill, .fill_arg = &filler },
+          .fill = harness_fill, .fill_arg = &filler },
     };
     ps_error_t err;
     harness_ok (ps_npz_write (f->path, t, 2, NULL, &err), &err);

@@ -71,24 +71,6 @@ test_bytes (void **state)
     assert_int_equal (harness_dir_entries (f->dir), 1);
 }
 
-//  A fill function over an array in memory: the writer's chunks, and the
-//  ranges it asked for, checked to be consecutive.
-typedef struct {
-    const uint8_t *bytes;
-    uint64_t next;
-    int calls;
-} s_filler_t;
-
-static void
-s_fill (void *arg, uint64_t at, void *buf, size_t len)
-{
-    s_filler_t *filler = arg;
-    assert_int_equal (at, filler->next);
-    memcpy (buf, filler->bytes + at, len);
-    filler->next = at + len;
-    filler->calls++;
-}
-
 //  A uint64 tensor ("U64", as an embedding table's ids): the header worked
 //  out by hand (57 bytes of JSON, 7 spaces), then the ids little-endian.
 static void
@@ -96,9 +78,9 @@ test_u64_bytes (void **state)
 {
     fixture_t *f = *state;
     static const uint64_t ids [3] = { 1, (UINT64_C (1) << 40) + 5, UINT64_MAX };
-    s_filler_t filler = { .bytes = (const uint8_t *) ids };
+    harness_filler_t filler = { .bytes = (const uint8_t *) ids };
     ps_tensor_t t = { .name = "ids", .shape = { .rank = 1, .dims = { 3 } },
-                      .dtype = PS_DTYPE_U64, .fill = s_fill, .fill_arg = &filler };
+                      .dtype = PS_DTYPE_U64, .fill = harness_fill, .fill_arg = &filler };
     ps_error_t err;
     harness_ok (ps_safetensors_write (f->path, &t, 1, NULL, &err), &err);
     static const char header [] =
@@ -127,11 +109,11 @@ test_filled_round_trip (void **state)
     assert_non_null (values);
     for (int i = 0; i < N; i++)
         values [i] = (float) i * 0.5f - 7;
-    s_filler_t filler = { .bytes = (const uint8_t *) values };
+    harness_filler_t filler = { .bytes = (const uint8_t *) values };
     ps_tensor_t t [2] = {
         s_tensor ("a"),
         { .name = "emb/embeddings", .shape = { .rank = 2, .dims = { N / 3, 3 } },
-          .fill = s_fill, .fill_arg = &filler },
+          .fill = harness_fill, .fill_arg = &filler },
     };
     ps_error_t err;
     harness_ok (ps_safetensors_write (f->path, t, 2, NULL, &err), &err);

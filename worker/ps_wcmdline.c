@@ -246,11 +246,6 @@ s_parse (int key, char *arg, struct argp_state *state)
     return 0;
 }
 
-static const struct argp_child s_children [] = {
-    { &ps_cli_common, 0, NULL, -1 },
-    { 0 },
-};
-
 static const struct argp s_argp = {
     s_options, s_parse, NULL,
     "In a cluster (the default), registers with the coordinator (the cluster's chief), "
@@ -275,7 +270,7 @@ static const struct argp s_argp = {
     "signal stops it at once. --device gpu without a usable GPU exits 69 at once, saying "
     "why. --quiet leaves out the per-epoch lines but the last.\n\n"
     "Exit status: 0 done or stopped, 1 training failed, 2 bad usage or cluster spec.",
-    s_children, NULL, NULL,
+    ps_cli_children, NULL, NULL,
 };
 
 void
@@ -350,7 +345,7 @@ static const struct argp s_predict_argp = {
     "Runs a trained model on the examples of an IDX or .npy file and writes one row per "
     "example: a classifier's predicted class and every class's probability (softmax; a "
     "binary classifier's 1 - p and p), a regression model's outputs.",
-    s_children, NULL, NULL,
+    ps_cli_children, NULL, NULL,
 };
 
 void

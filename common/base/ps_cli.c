@@ -96,6 +96,11 @@ s_parse (int key, char *arg, struct argp_state *state)
 
 const struct argp ps_cli_common = { s_options, s_parse, NULL, NULL, NULL, NULL, NULL };
 
+const struct argp_child ps_cli_children [] = {
+    { &ps_cli_common, 0, NULL, -1 },
+    { 0 },
+};
+
 void
 ps_cli_parse (const struct argp *argp, int argc, char **argv, void *input)
 {

@@ -29,6 +29,10 @@ void ps_cli_init (const char *program);
 //  child: { &ps_cli_common, 0, NULL, 0 }.
 extern const struct argp ps_cli_common;
 
+//  The children of a command with no options of its own beyond these:
+//  ps_cli_common alone.
+extern const struct argp_child ps_cli_children [];
+
 //  Parse argc/argv with argp into input. argv [0] names the command in
 //  messages ("coordinator export" for a subcommand). Returns only on
 //  success; a usage error exits PS_CLI_USAGE after saying what is wrong,
