@@ -220,6 +220,16 @@ s_child_main (int index, int in, int out, const harness_ring_net_t *net,
                                    .secured = !net->insecure };
     ps_error_t err;
     char bind [512];
+    //  "host" and "hosts" bind tcp and hand out the ring's endpoint set
+    //  (ps_host.h); under "hosts" every child has a host identity of its
+    //  own, as the members of a ring over several machines have.
+    bool set = strcmp (net->transport, "host") == 0 || strcmp (net->transport, "hosts") == 0;
+    if (strcmp (net->transport, "hosts") == 0) {
+        char host [32];
+        snprintf (host, sizeof host, "harness-host-%d", index);
+        if (setenv ("PS_HOST_ID", host, 1) != 0)
+            return HARNESS_RING_EXIT_EXEC;
+    }
     if (strcmp (net->transport, "ipc") == 0)
         snprintf (bind, sizeof bind, "ipc://%s/ring-%d-%d", s_dir, s_clusters, index);
     else
@@ -234,7 +244,8 @@ s_child_main (int index, int in, int out, const harness_ring_net_t *net,
         harness_ring_child_say (&child, "ps_ring_new: %s", err.msg);
         return HARNESS_RING_EXIT_RING_NEW;
     }
-    if (harness_write_line (out, "endpoint %s", ps_ring_endpoint (child.ring)))
+    if (harness_write_line (out, "endpoint %s", set ? ps_ring_advert (child.ring)
+                                                    : ps_ring_endpoint (child.ring)))
         return HARNESS_RING_EXIT_PIPE;
     int rc = fn (&child, arg);
     ps_ring_destroy (&child.ring);

@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ps_host.h"
 #include "ps_ring.h"
 
 #define HARNESS_RING_MAX_CHILDREN      6
@@ -85,7 +86,11 @@ void harness_ring_fill (float *data, size_t count, uint64_t seed, int rank, bool
 void harness_ring_fill_bytes (unsigned char *data, size_t bytes, uint64_t seed, int root);
 
 typedef struct {
-    const char *transport;      //  "tcp" or "ipc"
+    //  "tcp" or "ipc"; or "host": tcp, the members given as endpoint sets
+    //  (ps_host.h) so that they reach each other over ipc://; or "hosts":
+    //  the same, each child with a host identity of its own (PS_HOST_ID),
+    //  so that they use tcp.
+    const char *transport;
     size_t chunk_bytes;         //  0: the ring's default
     int timeout_ms;             //  0: the ring's default
     bool insecure;              //  no CURVE: no identity, no member tasks
@@ -136,7 +141,7 @@ typedef struct {
     int to [HARNESS_RING_MAX_CHILDREN];
     int from [HARNESS_RING_MAX_CHILDREN];
     bool reaped [HARNESS_RING_MAX_CHILDREN];
-    char endpoint [HARNESS_RING_MAX_CHILDREN][256];
+    char endpoint [HARNESS_RING_MAX_CHILDREN][PS_HOST_SET_MAX];
 } harness_ring_cluster_t;
 
 //  Start n children running the scenario named scenario with its text arg,

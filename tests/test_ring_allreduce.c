@@ -21,6 +21,8 @@
 #include "harness.h"
 #include "harness_ring.h"
 #include "harness_ring_wire.h"
+#include "ps_file.h"
+#include "ps_host.h"
 
 
 #define S_MAX_CASES 16
@@ -61,6 +63,8 @@ s_scenario_cases (harness_ring_child_t *child, const char *arg)
     int rc = harness_ring_child_form (child);
     if (rc)
         return rc == 1 ? 0 : rc;
+    if (harness_write_line (child->out, "successor %s", ps_ring_successor (child->ring)))
+        return HARNESS_RING_EXIT_PIPE;
     for (int k = 0; k < cases.count; k++)
         if ((rc = harness_ring_child_case (child, cases.tag, k, &cases.cases [k])))
             return rc;
@@ -81,6 +85,17 @@ s_run_cases (int n, const harness_ring_net_t *net, const char *tag)
     harness_ring_cluster_start (&cluster, n, net, "cases", arg);
     harness_ring_cluster_form_all (&cluster, 1);
     char line [HARNESS_RING_LINE_MAX];
+    //  Which transport each member sends on: ipc:// where the members are
+    //  given as endpoint sets of one host (ps_host.h) or bound on ipc.
+    const char *want = strcmp (net->transport, "ipc") == 0
+                    || (strcmp (net->transport, "host") == 0 && ps_host_same_host ())
+                     ? "ipc://" : "tcp://";
+    for (int i = 0; i < n; i++) {
+        const char *successor = harness_ring_cluster_expect (&cluster, i, "successor ", line,
+                                                             sizeof line);
+        if (n > 1 && strncmp (successor, want, strlen (want)) != 0)
+            fail_msg ("%s: member %d sends to %s, not over %s", tag, i, successor, want);
+    }
     for (int i = 0; i < n; i++) {
         const char *stats = harness_ring_cluster_expect (&cluster, i, "stats ", line, sizeof line);
         uint64_t collectives = strtoull (stats, NULL, 10);
@@ -120,6 +135,53 @@ test_allreduce_ipc (void **state)
     //  --insecure clusters run.
     harness_ring_net_t odd = { .transport = "ipc", .chunk_bytes = 1001, .insecure = true };
     s_run_cases (2, &odd, "ipc2");
+}
+
+//  Whether cases of tags a and b (n members each) are bitwise the same.
+static void
+s_same_results (const char *a, const char *b, int n)
+{
+    s_cases_t cases;
+    s_cases_for (&cases, n, a, 1000 * (uint64_t) n);
+    for (int k = 0; k < cases.count; k++)
+        for (int i = 0; i < n; i++) {
+            char pa [512], pb [512];
+            snprintf (pa, sizeof pa, "%s/%s-%d-%d.f32", harness_ring_dir (), a, k, i);
+            snprintf (pb, sizeof pb, "%s/%s-%d-%d.f32", harness_ring_dir (), b, k, i);
+            size_t na, nb;
+            char *da = NULL, *db = NULL;
+            ps_error_t err;
+            if (ps_file_read (pa, SIZE_MAX, &da, &na, &err)
+            ||  ps_file_read (pb, SIZE_MAX, &db, &nb, &err))
+                fail_msg ("%s", err.msg);
+            if (na != nb || memcmp (da, db, na) != 0)
+                fail_msg ("case %d of member %d: %s differs from %s", k, i, pb, pa);
+            free (da);
+            free (db);
+        }
+}
+
+//  Members of one host reach each other over ipc:// when given as
+//  endpoint sets, secured and not, and sum bitwise as they do over tcp;
+//  members of different host identities, or of one with same-host
+//  peers turned off, use tcp.
+static void
+test_allreduce_same_host (void **state)
+{
+    (void) state;
+    harness_ring_net_t tcp = { .transport = "tcp", .chunk_bytes = 4096 };
+    harness_ring_net_t host = { .transport = "host", .chunk_bytes = 4096 };
+    s_run_cases (3, &tcp, "st3");
+    s_run_cases (3, &host, "sh3");
+    s_same_results ("st3", "sh3", 3);
+    harness_ring_net_t plain = { .transport = "host", .insecure = true };
+    s_run_cases (2, &plain, "sh2");
+    harness_ring_net_t hosts = { .transport = "hosts", .chunk_bytes = 4096 };
+    s_run_cases (3, &hosts, "sd3");
+    s_same_results ("st3", "sd3", 3);
+    assert_int_equal (setenv ("PS_SAME_HOST", "tcp", 1), 0);
+    s_run_cases (2, &host, "so2");
+    assert_int_equal (unsetenv ("PS_SAME_HOST"), 0);
 }
 
 //  ---------------------------------------------------------------------
@@ -317,6 +379,7 @@ main (int argc, char *argv [])
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_teardown (test_allreduce_tcp, harness_ring_teardown),
         cmocka_unit_test_teardown (test_allreduce_ipc, harness_ring_teardown),
+        cmocka_unit_test_teardown (test_allreduce_same_host, harness_ring_teardown),
         cmocka_unit_test_teardown (test_reform, harness_ring_teardown),
         cmocka_unit_test_teardown (test_broadcast, harness_ring_teardown),
     };

@@ -242,6 +242,20 @@ ps_ring_endpoint (const ps_ring_t *self)
     return ps_ring_transport_endpoint (self->transport);
 }
 
+const char *
+ps_ring_advert (const ps_ring_t *self)
+{
+    assert (self);
+    return ps_ring_transport_advert (self->transport);
+}
+
+const char *
+ps_ring_successor (const ps_ring_t *self)
+{
+    assert (self);
+    return ps_ring_transport_successor (self->transport);
+}
+
 void
 ps_ring_set_watch (ps_ring_t *self, void *socket, int fd, ps_ring_watch_fn *fn, void *arg)
 {

@@ -80,6 +80,15 @@ void ps_ring_destroy (ps_ring_t **self_p);
 //  asked for a wildcard port, tcp://127.0.0.1:*).
 const char *ps_ring_endpoint (const ps_ring_t *self);
 
+//  What other members are to be given as this one's member endpoint: the
+//  endpoint and, when same-host peers are on, an ipc:// endpoint and this
+//  host's identity (ps_host.h), so that members on this host use ipc://.
+const char *ps_ring_advert (const ps_ring_t *self);
+
+//  The endpoint this member sends to: its successor's, as picked from the
+//  member list (ipc:// for a successor on this host), or "no successor".
+const char *ps_ring_successor (const ps_ring_t *self);
+
 //  Poll `socket` (a ZeroMQ socket of any context, or NULL) or else `fd`
 //  (or -1) while a collective waits, calling fn (arg) as described above,
 //  on the collective's thread. fn should read what made the watch

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "ps_clock.h"
+#include "ps_host.h"
 #include "ps_log.h"
 
 //  ZeroMQ I/O threads: with two, the socket sending to the successor and
@@ -63,6 +64,8 @@ struct _ps_ring_transport_t {
     int release_fd;             //  eventfd: ZeroMQ let go of the last buffer
     atomic_size_t outstanding;  //  zero-copy buffers ZeroMQ holds
     char endpoint [256];
+    char ipc [256];             //  the same-host endpoint also bound, or ""
+    char advert [PS_HOST_SET_MAX]; //  what peers are told (ps_host.h's set)
     char *successor;
     char *predecessor;
     char predecessor_task [32]; //  "worker:N", the only sender read when secured
@@ -375,6 +378,44 @@ s_monitor_read (ps_ring_transport_t *self)
 //  ---------------------------------------------------------------------
 //  Construction and connection
 
+//  Bind the receiving socket also to an ipc:// endpoint for members on
+//  this host (ps_host.h), when it serves TCP and same-host peers are on.
+//  It is the same socket, so CurveZMQ guards both endpoints alike. A
+//  failure costs only speed: it is logged and the ring goes on over TCP.
+static void
+s_bind_ipc (ps_ring_transport_t *self)
+{
+    if (strncmp (self->endpoint, "tcp://", 6) != 0 || !ps_host_same_host ())
+        return;
+    ps_error_t err = { 0 };
+    char ipc [sizeof self->ipc];
+    if (ps_host_ipc_endpoint ("ring", ipc, sizeof ipc, &err)) {
+        ps_warn ("ring at %s: members on this host use tcp: %s", self->endpoint, err.msg);
+        return;
+    }
+    if (zmq_bind (self->pull, ipc) != 0) {
+        ps_warn ("ring at %s: members on this host use tcp: cannot bind %s: %s",
+                 self->endpoint, ipc, zmq_strerror (errno));
+        return;
+    }
+    memcpy (self->ipc, ipc, sizeof self->ipc);
+}
+
+//  Remove the ipc:// endpoint's file now: ZeroMQ would only when its
+//  reaper closes the listener, which the process's exit may come before.
+static void
+s_unbind_ipc (ps_ring_transport_t *self)
+{
+    if (!self->ipc [0])
+        return;
+    if (zmq_unbind (self->pull, self->ipc) != 0)
+        ps_debug ("ring at %s: unbinding %s: %s", self->endpoint, self->ipc,
+                  zmq_strerror (errno));
+    if (unlink (self->ipc + 6) != 0 && errno != ENOENT)
+        ps_warn ("ring at %s: removing %s: %s", self->endpoint, self->ipc + 6, strerror (errno));
+    self->ipc [0] = '\0';
+}
+
 //  Make the context, the eventfd and the bound PULL socket. Returns 0 or
 //  a code with err set.
 static int
@@ -413,7 +454,9 @@ s_open (ps_ring_transport_t *self, const char *bind, ps_error_t *err)
     if (zmq_getsockopt (self->pull, ZMQ_LAST_ENDPOINT, self->endpoint, &size) != 0)
         return ps_error_set (err, PS_EIO, "ring at %s: ZMQ_LAST_ENDPOINT: %s", bind,
                              zmq_strerror (errno));
-    return PS_OK;
+    s_bind_ipc (self);
+    return ps_host_set (self->endpoint, self->ipc [0] ? self->ipc : NULL, self->advert,
+                        sizeof self->advert, err);
 }
 
 ps_ring_transport_t *
@@ -442,6 +485,7 @@ ps_ring_transport_destroy (ps_ring_transport_t **self_p)
     //  buffers, so closing cannot leave it reading freed memory.
     assert (atomic_load (&self->outstanding) == 0);
     s_close_push (&self->push, &self->monitor);
+    s_unbind_ipc (self);
     s_close (&self->pull);
     if (self->ctx)
         while (zmq_ctx_term (self->ctx) != 0 && errno == EINTR)
@@ -460,6 +504,12 @@ ps_ring_transport_endpoint (const ps_ring_transport_t *self)
     return self->endpoint;
 }
 
+const char *
+ps_ring_transport_advert (const ps_ring_transport_t *self)
+{
+    return self->advert;
+}
+
 int
 ps_ring_transport_connect (ps_ring_transport_t *self, uint64_t ring_id,
                            const char *successor, int successor_rank,
@@ -469,6 +519,18 @@ ps_ring_transport_connect (ps_ring_transport_t *self, uint64_t ring_id,
     assert (atomic_load (&self->outstanding) == 0);
     void *push = NULL;
     void *monitor = NULL;
+    //  A member given as an endpoint set is reached over ipc:// from its
+    //  own host, over TCP from any other (ps_host.h).
+    char picked [sizeof self->endpoint], from [sizeof self->endpoint];
+    bool local = false;
+    if (successor) {
+        int rc = ps_host_pick (successor, picked, sizeof picked, &local, err);
+        if (rc)
+            return rc;
+        successor = picked;
+    }
+    if (predecessor && ps_host_pick (predecessor, from, sizeof from, NULL, err) == 0)
+        predecessor = from;
     if (successor) {
         //  The monitor's inproc endpoint is unique to this transport and
         //  attempt: a failed attempt's endpoint stays bound until ZeroMQ's
@@ -522,6 +584,9 @@ ps_ring_transport_connect (ps_ring_transport_t *self, uint64_t ring_id,
     free (self->predecessor);
     self->successor = s_strdup (successor ? successor : self->endpoint);
     self->predecessor = s_strdup (predecessor);
+    if (local)
+        ps_debug ("ring %" PRIx64 ": member %d is on this host, reached at %s", ring_id,
+                  successor_rank, successor);
     snprintf (self->predecessor_task, sizeof self->predecessor_task, "%s", predecessor_task);
     return PS_OK;
 }

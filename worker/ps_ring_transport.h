@@ -8,8 +8,10 @@
 //
 //  It knows the wire format of one message but nothing of collectives:
 //  which slice goes in which round, and whether a message belongs to the
-//  collective under way, are ps_ring.c's. A same-host transport (ipc or
-//  shared memory) would stand behind the same functions.
+//  collective under way, are ps_ring.c's. Members on one host reach each
+//  other over ipc:// (ps_host.h): the receiving socket binds an ipc://
+//  endpoint beside its TCP one, members advertise both, and a member
+//  connects to the ipc:// one of a successor on its own host.
 //
 //  Wire format. Every message has two frames: a header of
 //  PS_RING_HEADER_SIZE bytes and the payload, a slice of the vector. The
@@ -77,7 +79,13 @@ void ps_ring_transport_destroy (ps_ring_transport_t **self_p);
 //  The endpoint actually bound.
 const char *ps_ring_transport_endpoint (const ps_ring_transport_t *self);
 
-//  Connect to the successor at endpoint successor (rank successor_rank,
+//  What other members are to be told to reach this one at: the endpoint
+//  set of ps_host.h, the endpoint bound and, when same-host peers are on,
+//  an ipc:// endpoint bound beside it and this host's identity.
+const char *ps_ring_transport_advert (const ps_ring_transport_t *self);
+
+//  Connect to the successor at endpoint successor (an endpoint set of
+//  ps_host.h, from which the ipc:// endpoint is picked on its host; rank successor_rank,
 //  worker task successor_task, "" when unknown, which a secured transport
 //  refuses), or to none when successor is NULL (a ring of one), and read
 //  only predecessor_task's messages when secured. The new connection is

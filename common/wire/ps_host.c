@@ -1,0 +1,194 @@
+//  Host identity and same-host ipc:// endpoints; see ps_host.h.
+
+#include "ps_host.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "ps_log.h"
+
+static char s_id [PS_HOST_ID_MAX];
+static pthread_once_t s_id_once = PTHREAD_ONCE_INIT;
+static atomic_uint s_counter;
+
+//  Append the first line of file to buf (of len bytes), keeping only the
+//  characters an endpoint set can carry. Returns whether it read any.
+static bool
+s_append_file (char *buf, size_t len, const char *file)
+{
+    FILE *f = fopen (file, "r");
+    if (!f)
+        return false;
+    char line [PS_HOST_ID_MAX];
+    bool read = fgets (line, sizeof line, f) != NULL;
+    if (fclose (f) != 0)
+        ps_warn ("closing %s: %s", file, strerror (errno));
+    if (!read)
+        return false;
+    line [strcspn (line, "\r\n")] = '\0';
+    if (!line [0])
+        return false;
+    size_t used = strlen (buf);
+    snprintf (buf + used, len - used, "%s%s", used ? "-" : "", line);
+    return true;
+}
+
+//  Keep letters, digits, '.', '_' and '-'; anything else becomes '_', so
+//  that an identity never breaks the set it is written in.
+static void
+s_sanitise (char *text)
+{
+    for (char *p = text; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')
+              || *p == '.' || *p == '_' || *p == '-'))
+            *p = '_';
+}
+
+static void
+s_read_id (void)
+{
+    const char *forced = getenv ("PS_HOST_ID");
+    if (forced && *forced) {
+        snprintf (s_id, sizeof s_id, "%s", forced);
+        s_sanitise (s_id);
+        return;
+    }
+    char id [PS_HOST_ID_MAX] = "";
+    if (!s_append_file (id, sizeof id, "/etc/machine-id")) {
+        char name [64];
+        if (gethostname (name, sizeof name) == 0) {
+            name [sizeof name - 1] = '\0';
+            snprintf (id, sizeof id, "%s", name);
+        }
+    }
+    //  Without a boot id the machine alone names the host: a reboot then
+    //  changes nothing that matters, since no process outlives it.
+    if (id [0])
+        (void) s_append_file (id, sizeof id, "/proc/sys/kernel/random/boot_id");
+    s_sanitise (id);
+    memcpy (s_id, id, sizeof s_id);
+}
+
+const char *
+ps_host_id (void)
+{
+    if (pthread_once (&s_id_once, s_read_id) != 0)
+        return "";
+    return s_id;
+}
+
+bool
+ps_host_same_host (void)
+{
+    const char *mode = getenv ("PS_SAME_HOST");
+    return !(mode && strcmp (mode, "tcp") == 0);
+}
+
+//  Make (or check) the private directory into dir.
+static int
+s_dir (char *dir, size_t len, ps_error_t *err)
+{
+    const char *runtime = getenv ("XDG_RUNTIME_DIR");
+    int n = runtime && runtime [0] == '/'
+          ? snprintf (dir, len, "%s/ps-cluster", runtime)
+          : snprintf (dir, len, "/tmp/ps-cluster-ipc-%u", (unsigned) getuid ());
+    if (n < 0 || (size_t) n >= len)
+        return ps_error_set (err, PS_EINVAL, "the ipc directory's path is too long");
+    if (strpbrk (dir, ", "))
+        return ps_error_set (err, PS_EINVAL, "the ipc directory %s holds a comma or a space, "
+                             "which an endpoint set cannot carry", dir);
+    if (mkdir (dir, 0700) != 0 && errno != EEXIST)
+        return ps_error_set (err, PS_EIO, "cannot make the ipc directory %s: %s", dir,
+                             strerror (errno));
+    //  A directory someone else made, or left open to others, could hand
+    //  our peers another process's socket: refuse it.
+    struct stat st;
+    if (lstat (dir, &st) != 0)
+        return ps_error_set (err, PS_EIO, "the ipc directory %s: %s", dir, strerror (errno));
+    if (!S_ISDIR (st.st_mode) || st.st_uid != getuid () || (st.st_mode & 077) != 0)
+        return ps_error_set (err, PS_EIO, "the ipc directory %s must be a directory of user "
+                             "%u with mode 0700 (it is %s of user %u, mode %03o)", dir,
+                             (unsigned) getuid (), S_ISDIR (st.st_mode) ? "one" : "not one",
+                             (unsigned) st.st_uid, (unsigned) (st.st_mode & 0777));
+    return 0;
+}
+
+int
+ps_host_ipc_endpoint (const char *what, char *buf, size_t len, ps_error_t *err)
+{
+    char dir [sizeof ((struct sockaddr_un *) 0)->sun_path];
+    int rc = s_dir (dir, sizeof dir, err);
+    if (rc)
+        return rc;
+    char name [64];
+    snprintf (name, sizeof name, "%s", what);
+    s_sanitise (name);
+    char path [sizeof dir + 128];
+    int n = snprintf (path, sizeof path, "%s/%s-%ld-%u", dir, name, (long) getpid (),
+                      atomic_fetch_add (&s_counter, 1));
+    if (n < 0 || (size_t) n >= sizeof dir)
+        return ps_error_set (err, PS_EINVAL, "the ipc socket %s is longer than a socket's "
+                             "path may be (%zu bytes)", path, sizeof dir - 1);
+    n = snprintf (buf, len, "ipc://%s", path);
+    if (n < 0 || (size_t) n >= len)
+        return ps_error_set (err, PS_EINVAL, "no room for the endpoint ipc://%s", path);
+    return 0;
+}
+
+int
+ps_host_set (const char *tcp, const char *ipc, char *buf, size_t len, ps_error_t *err)
+{
+    int n = ipc && *ps_host_id ()
+          ? snprintf (buf, len, "%s,%s,host=%s", tcp, ipc, ps_host_id ())
+          : snprintf (buf, len, "%s", tcp);
+    if (n < 0 || (size_t) n >= len)
+        return ps_error_set (err, PS_EINVAL, "no room for the endpoints of %s", tcp);
+    return 0;
+}
+
+int
+ps_host_pick (const char *set, char *buf, size_t len, bool *local, ps_error_t *err)
+{
+    if (local)
+        *local = false;
+    size_t first = strcspn (set, ",");
+    if (first == 0)
+        return ps_error_set (err, PS_EINVAL, "an empty endpoint");
+    const char *pick = set;
+    size_t pick_len = first;
+    const char *ipc = NULL;
+    size_t ipc_len = 0;
+    bool same = false;
+    for (const char *p = set + first; *p; ) {
+        p += strspn (p, ",");
+        size_t n = strcspn (p, ",");
+        if (n > 6 && strncmp (p, "ipc://", 6) == 0) {
+            ipc = p;
+            ipc_len = n;
+        }
+        else
+        if (n > 5 && strncmp (p, "host=", 5) == 0)
+            same = *ps_host_id () && n - 5 == strlen (ps_host_id ())
+                && strncmp (p + 5, ps_host_id (), n - 5) == 0;
+        p += n;
+    }
+    if (ipc && same && ps_host_same_host ()) {
+        pick = ipc;
+        pick_len = ipc_len;
+        if (local)
+            *local = true;
+    }
+    if (pick_len >= len)
+        return ps_error_set (err, PS_EINVAL, "no room for the endpoint %.*s", (int) pick_len,
+                             pick);
+    memcpy (buf, pick, pick_len);
+    buf [pick_len] = '\0';
+    return 0;
+}

@@ -1,0 +1,63 @@
+//  Same-host peers: which machine a process runs on, and the ipc://
+//  endpoints that processes of one machine reach each other on instead of
+//  loopback TCP (as NCCL picks its intra-node transport by a host hash).
+//
+//  The host identity is the machine's /etc/machine-id joined to the
+//  running kernel's boot id (/proc/sys/kernel/random/boot_id), so a
+//  machine differs from its clones (machine-id) and from its own earlier
+//  boots; without a machine-id, the kernel's host name stands for it.
+//  PS_HOST_ID, when set, replaces it (tests give processes of one machine
+//  different identities with it). Two processes of one identity are
+//  taken to share a file system for their ipc:// sockets.
+//
+//  A process that others connect to advertises an endpoint set: its TCP
+//  endpoint, then optionally its ipc:// endpoint and host identity,
+//  separated by commas (lists of endpoints are separated by spaces):
+//      tcp://10.0.0.5:2222,ipc:///run/user/1000/ps-cluster/ps-4242-1,host=ID
+//  A peer with the same identity connects to the ipc:// endpoint, any
+//  other to the first. A plain endpoint is a set of one. The ipc://
+//  sockets live in a directory of this user's alone (mode 0700):
+//  $XDG_RUNTIME_DIR/ps-cluster, or /tmp/ps-cluster-ipc-UID. ZeroMQ removes
+//  a socket's file when the socket closes (and a stale one when its name
+//  is bound again); the directory stays, empty, for the user's next run.
+//
+//  PS_SAME_HOST=tcp turns all of it off: nothing binds an ipc:// endpoint
+//  and every peer is reached over TCP.
+
+#ifndef PS_HOST_H_INCLUDED
+#define PS_HOST_H_INCLUDED
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ps_error.h"
+
+//  The longest host identity, and the longest endpoint set.
+#define PS_HOST_ID_MAX      128
+#define PS_HOST_SET_MAX     512
+
+//  This process's host identity (read once; PS_HOST_ID wins). Returns ""
+//  when none can be read, which matches no peer.
+const char *ps_host_id (void);
+
+//  Whether same-host peers use ipc:// (false under PS_SAME_HOST=tcp).
+bool ps_host_same_host (void);
+
+//  A fresh ipc:// endpoint for this process to bind, named after what
+//  (letters, digits, '-'), the process id and a counter, in the private
+//  directory (made if need be). Returns 0, or PS_EIO / PS_EINVAL with the
+//  directory and what is wrong with it (not ours, open to others, the
+//  path too long for a socket's or holding a comma or a space).
+int ps_host_ipc_endpoint (const char *what, char *buf, size_t len, ps_error_t *err);
+
+//  Write the set of tcp, ipc (may be NULL: tcp alone) and this host's
+//  identity into buf. Returns 0, or PS_EINVAL when it does not fit.
+int ps_host_set (const char *tcp, const char *ipc, char *buf, size_t len, ps_error_t *err);
+
+//  The endpoint of set to connect to from here, into buf: its ipc://
+//  endpoint when its host identity is this process's and same-host
+//  peers are on, else its first. *local (may be NULL) says which.
+//  Returns 0, or PS_EINVAL when set is empty or buf too small.
+int ps_host_pick (const char *set, char *buf, size_t len, bool *local, ps_error_t *err);
+
+#endif
