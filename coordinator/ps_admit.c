@@ -144,6 +144,13 @@ ps_admit_register (ps_admit_t *self, ps_msg_t *msg, void *router, const void *id
                                      "restarted", join == PS_JOIN_RESTARTED,
                                      "endpoint", reg->endpoint));
     }
+    //  The endpoint of the process taken now (a new incarnation may have
+    //  another ipc endpoint), cut short as an unusable set rather than
+    //  mended: a set too long for the roster is told to no one.
+    if (strlen (reg->endpoint) < sizeof peer->endpoint)
+        memcpy (peer->endpoint, reg->endpoint, strlen (reg->endpoint) + 1);
+    else
+        peer->endpoint [0] = '\0';
     *role_p = role;
     *index_p = (int) index;
     *join_p = join;

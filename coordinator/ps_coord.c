@@ -348,6 +348,39 @@ s_check_peers (s_coord_t *self, double now)
 //  ---------------------------------------------------------------------
 //  Messages
 
+//  Give the plan's servers that have registered an ipc:// endpoint their
+//  endpoint sets (ps_host.h): the plan's tcp endpoint (the cluster spec's,
+//  as every worker can reach it) followed by the server's ipc endpoint and
+//  host identity, so that a worker on the server's host uses ipc://. A
+//  server not registered yet is given as the plan has it, and is reached
+//  over tcp. The message's array of servers is replaced by one made here
+//  (the plan's own stays as it is): free *items and the strings returned
+//  (NULL: none) once the message is sent.
+static char **
+s_server_sets (s_coord_t *self, ps_proto_plan_t *out, const char ***items_p)
+{
+    *items_p = NULL;
+    int n = self->plan.nservers;
+    if (n == 0 || out->servers.count != (size_t) n)
+        return NULL;
+    char **sets = calloc ((size_t) n, sizeof (char *));
+    const char **items = calloc ((size_t) n, sizeof (char *));
+    if (!sets || !items)
+        abort ();
+    for (int s = 0; s < n; s++) {
+        const ps_peer_t *peer = ps_roster_peer (self->roster, PS_ROLE_PS, s);
+        const char *tail = peer->alive ? strchr (peer->endpoint, ',') : NULL;
+        items [s] = self->plan.servers [s];
+        if (tail && asprintf (&sets [s], "%s%s", self->plan.servers [s], tail) >= 0)
+            items [s] = sets [s];
+        else
+            sets [s] = NULL;
+    }
+    out->servers.items = items;
+    *items_p = items;
+    return sets;
+}
+
 //  A registration: taken (the task's process, told the heartbeat and, for
 //  a worker or evaluator, the plan), or refused by admission.
 static void
@@ -370,11 +403,20 @@ s_on_register (s_coord_t *self, const char *id, size_t id_len)
                          .timeout_ms = (uint64_t) self->job->heartbeat_timeout_ms,
                          .has_plan = role != PS_ROLE_PS },
     };
-    if (self->out.register_ok.has_plan)
+    char **sets = NULL;
+    const char **items = NULL;
+    if (self->out.register_ok.has_plan) {
         ps_plan_to_proto (&self->plan, &self->out.register_ok.plan);
+        sets = s_server_sets (self, &self->out.register_ok.plan, &items);
+    }
     s_send (self, peer->id, peer->id_len);
-    if (self->out.register_ok.has_plan)
+    if (self->out.register_ok.has_plan) {
         ps_plan_proto_release (&self->out.register_ok.plan);
+        for (int s = 0; sets && s < self->plan.nservers; s++)
+            free (sets [s]);
+        free (sets);
+        free (items);
+    }
 }
 
 //  Whether task role:index may send a message of type, as the protocol's

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ps_host.h"
 #include "ps_role.h"
 
 //  The longest ZeroMQ routing id a peer may have.
@@ -42,6 +43,9 @@ typedef struct {
     size_t id_len;
     double last_seen;
     uint64_t pid;
+    //  What the process said to reach it at (register's endpoint): a
+    //  server's endpoint set (ps_host.h), "" for other roles.
+    char endpoint [PS_HOST_SET_MAX];
     uint64_t steps;             //  train reports accepted
     //  What this task asked for and was refused: completions of steps it
     //  did not hold, and registrations of new incarnations while it lived.

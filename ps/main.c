@@ -7,6 +7,7 @@
 #include "ps_curve.h"
 #include "ps_floats.h"
 #include "ps_heap.h"
+#include "ps_host.h"
 #include "ps_link.h"
 #include "ps_log.h"
 #include "ps_parse.h"
@@ -271,6 +272,9 @@ main (int argc, char *argv [])
                                                                 : args.pending_mb / 2)
                                       * 1024 * 1024),
         .checkpoint_root = args.checkpoint_root, .memory_limit = args.memory_limit,
+        //  Only a cluster's server is told of to its peers, through the
+        //  coordinator, so only it serves same-host peers over ipc://.
+        .same_host = *coordinator && ps_host_same_host (),
     };
     ps_opt_kind_t kind;
     if (ps_opt_kind_parse (args.opt_kind, &kind, &err)) {
@@ -311,7 +315,7 @@ main (int argc, char *argv [])
             goto done;
         }
     }
-    ps_info ("serving %s with %d apply threads%s", ps_server_endpoint (server),
+    ps_info ("serving %s with %d apply threads%s", ps_server_advert (server),
              (int) args.threads,
              !config.curve ? ", UNSECURED" : ps_curve_plain (config.curve)
              ? ", a PLAIN data plane (not encrypted)" : ", CurveZMQ");
@@ -321,7 +325,7 @@ main (int argc, char *argv [])
     if (*coordinator) {
         ps_link_config_t link_config = {
             .coordinator = coordinator, .role = "ps", .index = task_index,
-            .endpoint = ps_server_endpoint (server), .deliver = false, .curve = config.curve,
+            .endpoint = ps_server_advert (server), .deliver = false, .curve = config.curve,
         };
         link = ps_link_new (&link_config, &err);
         if (!link) {

@@ -46,6 +46,10 @@ struct _ps_listener_t {
     in_port_t port;             //  tcp, host byte order
     char path [sizeof ((struct sockaddr_un *) 0)->sun_path];
     size_t path_len;            //  ipc
+    //  The same-host ipc path bound beside a tcp endpoint (ps_host.h), or
+    //  none: its connections count as the endpoint's.
+    char also [sizeof ((struct sockaddr_un *) 0)->sun_path];
+    size_t also_len;
     long limit;                 //  RLIMIT_NOFILE, soft
     size_t high;                //  most connections kept
     s_conn_t *conns;            //  accepted and not yet disconnected, oldest first
@@ -135,13 +139,17 @@ s_is_other (ps_listener_t *self, int fd)
         return ntohs (addr.in.sin_port) != self->port;
     if (self->family == AF_INET && addr.any.sa_family == AF_INET6)
         return ntohs (addr.in6.sin6_port) != self->port;
-    if (self->family == AF_UNIX && addr.any.sa_family == AF_UNIX) {
+    if (addr.any.sa_family == AF_UNIX) {
         //  A path's length counts its terminating NUL; an abstract name,
         //  which starts with one, is as long as it was bound.
         size_t name_len = len - offsetof (struct sockaddr_un, sun_path);
         if (name_len > 0 && addr.un.sun_path [0])
             name_len = strnlen (addr.un.sun_path, name_len);
-        return name_len != self->path_len || memcmp (addr.un.sun_path, self->path, name_len);
+        bool ours = (self->family == AF_UNIX && name_len == self->path_len
+                     && memcmp (addr.un.sun_path, self->path, name_len) == 0)
+                 || (self->also_len && name_len == self->also_len
+                     && memcmp (addr.un.sun_path, self->also, name_len) == 0);
+        return !ours;
     }
     return true;
 }
@@ -268,6 +276,24 @@ ps_listener_destroy (ps_listener_t **self_p)
     free (self->conns);
     free (self);
     *self_p = NULL;
+}
+
+int
+ps_listener_bind_also (ps_listener_t *self, const char *ipc, ps_error_t *err)
+{
+    assert (self && !self->also_len);
+    const char *path = ipc + strlen ("ipc://");
+    if (strncmp (ipc, "ipc://", 6) != 0 || !*path || path [0] == '@'
+    ||  strlen (path) >= sizeof self->also)
+        return ps_error_set (err, PS_EINVAL, "cannot bind %s beside %s: expected ipc://PATH of "
+                             "at most %zu bytes", ipc, self->endpoint, sizeof self->also - 1);
+    if (zmq_bind (self->socket, ipc) != 0)
+        return ps_error_set (err, PS_EIO, "cannot bind %s: %s", ipc, zmq_strerror (errno));
+    self->also_len = strlen (path);
+    memcpy (self->also, path, self->also_len);
+    //  Its connections are counted from now on; the mark stays as it was,
+    //  since the socket bound costs no more than the one descriptor.
+    return PS_OK;
 }
 
 const char *

@@ -42,6 +42,11 @@ typedef struct _ps_listener_t ps_listener_t;
 ps_listener_t *ps_listener_new (void *ctx, void *socket, const char *endpoint,
                                 ps_error_t *err);
 
+//  Bind the socket also to ipc (ipc://PATH, the same-host endpoint of
+//  ps_host.h), whose connections count as the endpoint's. Returns 0, or
+//  PS_EINVAL / PS_EIO naming the endpoint.
+int ps_listener_bind_also (ps_listener_t *self, const char *ipc, ps_error_t *err);
+
 //  Stop monitoring and destroy the listener; the socket stays bound.
 void ps_listener_destroy (ps_listener_t **self_p);
 

@@ -6,6 +6,7 @@
 #include "ps_heap.h"
 #include "ps_job.h"
 #include "ps_listener.h"
+#include "ps_host.h"
 #include "ps_log.h"
 #include "ps_msg.h"
 #include "ps_peers.h"
@@ -41,6 +42,8 @@
 struct _ps_server_t {
     void *router;               //  in ps_curve_context (), where zauth serves
     ps_listener_t *listener;    //  the bound endpoint and its connections
+    char ipc [256];             //  the same-host endpoint bound beside it, or ""
+    char advert [PS_HOST_SET_MAX];  //  what peers are told (ps_host.h)
     char name [64];
     ps_curve_t *curve;          //  the caller's; NULL: unsecured
     ps_table_t *table;          //  the partitions held
@@ -61,6 +64,26 @@ struct _ps_server_t {
 
 //  ---------------------------------------------------------------------
 //  Construction
+
+//  Bind the router also to an ipc:// endpoint for peers on this host
+//  (ps_host.h), when it serves tcp. The same socket, so CurveZMQ guards
+//  both alike. A failure costs only speed: it is logged, and peers on
+//  this host use tcp.
+static void
+s_bind_ipc (ps_server_t *self)
+{
+    const char *tcp = ps_listener_endpoint (self->listener);
+    if (strncmp (tcp, "tcp://", 6) != 0)
+        return;
+    ps_error_t err = { 0 };
+    char ipc [sizeof self->ipc];
+    if (ps_host_ipc_endpoint ("ps", tcp, ipc, sizeof ipc, &err)
+    ||  ps_listener_bind_also (self->listener, ipc, &err)) {
+        ps_warn ("peers on this host use %s: %s", tcp, err.msg);
+        return;
+    }
+    memcpy (self->ipc, ipc, sizeof self->ipc);
+}
 
 ps_server_t *
 ps_server_new (const ps_server_config_t *config, ps_error_t *err)
@@ -116,6 +139,11 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     self->listener = ps_listener_new (ps_curve_context (), self->router, config->bind, err);
     if (!self->listener)
         goto fail;
+    if (config->same_host)
+        s_bind_ipc (self);
+    if (ps_host_set (ps_listener_endpoint (self->listener), self->ipc [0] ? self->ipc : NULL,
+                     self->advert, sizeof self->advert, err))
+        goto fail;
     self->pool = ps_pool_new (config->threads, err);
     if (!self->pool)
         goto fail;
@@ -134,6 +162,11 @@ ps_server_destroy (ps_server_t **self_p)
         return;
     ps_pool_destroy (&self->pool);
     ps_listener_destroy (&self->listener);
+    //  The ipc endpoint's file goes before the tcp endpoint is let go of,
+    //  so a server restarted on the same tcp endpoint, which binds the
+    //  same file, never has it removed under it.
+    if (self->ipc [0] && unlink (self->ipc + 6) != 0 && errno != ENOENT)
+        ps_warn ("removing %s: %s", self->ipc + 6, strerror (errno));
     if (self->router) {
         zmq_close (self->router);
         //  The router's context outlives this server, so closing it does
@@ -172,6 +205,13 @@ ps_server_endpoint (ps_server_t *self)
 {
     assert (self);
     return ps_listener_endpoint (self->listener);
+}
+
+const char *
+ps_server_advert (ps_server_t *self)
+{
+    assert (self);
+    return self->advert;
 }
 
 //  ---------------------------------------------------------------------

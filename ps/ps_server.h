@@ -55,6 +55,7 @@
 #ifndef PS_SERVER_H_INCLUDED
 #define PS_SERVER_H_INCLUDED
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ps_curve.h"
@@ -78,6 +79,7 @@ typedef struct {
                                     //  NULL: snapshot and restore are refused
     uint64_t memory_limit;      //  bytes the embedding tables may hold (0: no limit);
                                 //  a push that could pass it is refused (ps_tables.h)
+    bool same_host;             //  bind an ipc:// endpoint beside a tcp one (ps_host.h)
 } ps_server_config_t;
 
 //  Create a server and bind its socket. Returns NULL and sets err when the
@@ -89,6 +91,12 @@ void ps_server_destroy (ps_server_t **self_p);
 
 //  The endpoint actually bound (with the port chosen for port 0).
 const char *ps_server_endpoint (ps_server_t *self);
+
+//  What peers are to be told to reach the server at: the endpoint set of
+//  ps_host.h, the endpoint and, with same_host, the ipc:// endpoint bound
+//  beside it and this host's identity (only the endpoint when none was
+//  bound).
+const char *ps_server_advert (ps_server_t *self);
 
 //  How a stop signal ends a server that belongs to a cluster: docker
 //  compose stop, scancel and a deleted Kubernetes Job signal every process

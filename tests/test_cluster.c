@@ -8,7 +8,9 @@
 //       and again from cluster files, the workers with --task; and a
 //       worker hung (SIGSTOP) until after the coordinator has exited, which
 //       then stops by itself since the coordinator had said it finished;
-//    h. an evaluator task does the evaluations.
+//    h. an evaluator task does the evaluations;
+//    o. workers reach the servers of their host over ipc://, and over tcp
+//       when every process is given a host identity of its own.
 //  The other cluster tests, one program each: test_cluster_faults (c-g:
 //  workers, servers and the coordinator killed or stopped, damaged
 //  checkpoints), test_cluster_security (i-j: liars, strangers, keys),
@@ -283,6 +285,100 @@ s_manual (bool files, bool hang)
     cluster_run_destroy (run);
 }
 
+//  ---------------------------------------------------------------------
+//  o. Same-host peers: the workers reach the servers of their host over
+//  ipc://, or over tcp when each process has a host identity of its own
+
+
+//  A cluster by hand whose servers have registered before the workers
+//  start, so that every worker's plan gives the servers' endpoint sets
+//  (ps_host.h). With distinct, every process has a PS_HOST_ID of its own.
+static void
+s_same_host (bool distinct)
+{
+    cluster_run_t *run = cluster_run_new (distinct ? "same host, distinct host ids"
+                                          : "same host, over ipc");
+    int ports [5];
+    cluster_free_ports (ports, 5);
+    char cluster [512];
+    snprintf (cluster, sizeof cluster, "{\"chief\": [\"127.0.0.1:%d\"], \"ps\": [\"127.0.0.1:%d\", "
+              "\"127.0.0.1:%d\"], \"worker\": [\"127.0.0.1:%d\", \"127.0.0.1:%d\"]}", ports [0],
+              ports [1], ports [2], ports [3], ports [4]);
+    char specs [5][700], hosts [5][48], names [5][16];
+    const char *types [5] = { "chief", "ps", "ps", "worker", "worker" };
+    int indices [5] = { 0, 0, 1, 0, 1 };
+    for (int t = 0; t < 5; t++) {
+        snprintf (names [t], sizeof names [t], "%s%d", types [t], indices [t]);
+        snprintf (specs [t], sizeof specs [t], "TF_CONFIG={\"cluster\": %s, \"task\": "
+                  "{\"type\": \"%s\", \"index\": %d}}", cluster, types [t], indices [t]);
+        snprintf (hosts [t], sizeof hosts [t], "PS_HOST_ID=test-host-%d", t);
+    }
+    char root [PATH_MAX + 32];
+    snprintf (root, sizeof root, "%s/checkpoints", run->dir);
+    pid_t pids [5];
+    for (int t = 1; t < 3; t++) {
+        const char *args [] = { "--threads", "0", "--checkpoint-root", root, NULL };
+        const char *env [] = { specs [t], distinct ? hosts [t] : NULL, NULL };
+        pids [t] = cluster_start_task (run, "PS_SERVER", args, env, names [t]);
+    }
+    int limit = cluster_limit (1600), test_limit = cluster_test_limit (500), epochs = 1;
+    uint64_t total = cluster_steps_per_epoch (limit) * (uint64_t) epochs;
+    cluster_args (run, (const char *[]) { "--checkpoint-dir", root, NULL });
+    cluster_job_args (run, limit, test_limit, epochs);
+    const char *env [] = { specs [0], NULL };
+    cluster_run_start (run, env);
+    pids [0] = run->pid;
+    for (int s = 0; s < 2; s++) {
+        json_t *row = cluster_wait_event (run, cluster_ev ("registered", "ps", s), CLUSTER_RUN_MS);
+        //  A server registers its endpoint set: tcp, ipc:// and host.
+        const char *endpoint = cluster_str (row, "endpoint");
+        if (!strstr (endpoint, ",ipc://") || !strstr (endpoint, ",host="))
+            fail_msg ("ps:%d registered %s: expected tcp,ipc://...,host=...", s, endpoint);
+        json_decref (row);
+    }
+    for (int t = 3; t < 5; t++) {
+        const char *wenv [] = { specs [t], distinct ? hosts [t] : NULL, NULL };
+        pids [t] = cluster_start_task (run, "PS_WORKER", NULL, wenv, names [t]);
+    }
+    cluster_run_finish (run, 0);
+    for (int t = 1; t < 5; t++) {
+        int status = harness_wait_or_kill (pids [t], 20000);
+        if (status != 0) {
+            char log [PATH_MAX + 80];
+            snprintf (log, sizeof log, "%s/%s.log", run->dir, names [t]);
+            harness_print_log (log);
+            fail_msg ("%s: %s exited with status %d", run->name, names [t], status);
+        }
+        cluster_untrack_pid (pids [t]);
+    }
+    //  Every step applied once per partition, over either transport.
+    assert_int_equal (cluster_check_done (run, total, 2), 0);
+    for (int t = 3; t < 5; t++) {
+        char log [PATH_MAX + 80];
+        snprintf (log, sizeof log, "%s/%s.log", run->dir, names [t]);
+        for (int s = 0; s < 2; s++) {
+            char said [64];
+            snprintf (said, sizeof said, "server %d is on this host: reached at ipc://", s);
+            if (harness_file_contains (log, said) == distinct) {
+                harness_print_log (log);
+                fail_msg ("%s: %s %s \"%s\"", run->name, names [t],
+                          distinct ? "said" : "did not say", said);
+            }
+        }
+    }
+    cluster_summary (run, "%" PRIu64 " steps, workers to servers over %s", total,
+                     distinct ? "tcp" : "ipc");
+    cluster_run_destroy (run);
+}
+
+static void
+test_same_host (void **state)
+{
+    (void) state;
+    s_same_host (false);
+    s_same_host (true);
+}
+
 static void
 test_manual_tfconfig (void **state)
 {
@@ -352,6 +448,7 @@ main (void)
         cmocka_unit_test_teardown (test_manual_files, cluster_teardown),
         cmocka_unit_test_teardown (test_manual_hung_worker, cluster_teardown),
         cmocka_unit_test_teardown (test_evaluator, cluster_teardown),
+        cmocka_unit_test_teardown (test_same_host, cluster_teardown),
     };
     return CLUSTER_MAIN ("cluster", tests);
 }

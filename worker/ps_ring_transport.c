@@ -389,7 +389,7 @@ s_bind_ipc (ps_ring_transport_t *self)
         return;
     ps_error_t err = { 0 };
     char ipc [sizeof self->ipc];
-    if (ps_host_ipc_endpoint ("ring", ipc, sizeof ipc, &err)) {
+    if (ps_host_ipc_endpoint ("ring", self->endpoint, ipc, sizeof ipc, &err)) {
         ps_warn ("ring at %s: members on this host use tcp: %s", self->endpoint, err.msg);
         return;
     }

@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +15,6 @@
 
 static char s_id [PS_HOST_ID_MAX];
 static pthread_once_t s_id_once = PTHREAD_ONCE_INIT;
-static atomic_uint s_counter;
 
 //  Append the first line of file to buf (of len bytes), keeping only the
 //  characters an endpoint set can carry. Returns whether it read any.
@@ -121,18 +119,18 @@ s_dir (char *dir, size_t len, ps_error_t *err)
 }
 
 int
-ps_host_ipc_endpoint (const char *what, char *buf, size_t len, ps_error_t *err)
+ps_host_ipc_endpoint (const char *what, const char *tcp, char *buf, size_t len, ps_error_t *err)
 {
     char dir [sizeof ((struct sockaddr_un *) 0)->sun_path];
     int rc = s_dir (dir, sizeof dir, err);
     if (rc)
         return rc;
-    char name [64];
-    snprintf (name, sizeof name, "%s", what);
+    char name [sizeof dir];
+    snprintf (name, sizeof name, "%s-%s", what,
+              strncmp (tcp, "tcp://", 6) == 0 ? tcp + 6 : tcp);
     s_sanitise (name);
-    char path [sizeof dir + 128];
-    int n = snprintf (path, sizeof path, "%s/%s-%ld-%u", dir, name, (long) getpid (),
-                      atomic_fetch_add (&s_counter, 1));
+    char path [2 * sizeof dir];
+    int n = snprintf (path, sizeof path, "%s/%s", dir, name);
     if (n < 0 || (size_t) n >= sizeof dir)
         return ps_error_set (err, PS_EINVAL, "the ipc socket %s is longer than a socket's "
                              "path may be (%zu bytes)", path, sizeof dir - 1);

@@ -17,9 +17,11 @@
 //  A peer with the same identity connects to the ipc:// endpoint, any
 //  other to the first. A plain endpoint is a set of one. The ipc://
 //  sockets live in a directory of this user's alone (mode 0700):
-//  $XDG_RUNTIME_DIR/ps-cluster, or /tmp/ps-cluster-ipc-UID. ZeroMQ removes
-//  a socket's file when the socket closes (and a stale one when its name
-//  is bound again); the directory stays, empty, for the user's next run.
+//  $XDG_RUNTIME_DIR/ps-cluster, or /tmp/ps-cluster-ipc-UID. A process
+//  removes its socket's file when it closes the socket, before it lets go
+//  of the TCP endpoint (ZeroMQ does not); a file left by a process that
+//  was killed is replaced when its name is bound again. The directory
+//  stays, for the user's next run.
 //
 //  PS_SAME_HOST=tcp turns all of it off: nothing binds an ipc:// endpoint
 //  and every peer is reached over TCP.
@@ -43,12 +45,17 @@ const char *ps_host_id (void);
 //  Whether same-host peers use ipc:// (false under PS_SAME_HOST=tcp).
 bool ps_host_same_host (void);
 
-//  A fresh ipc:// endpoint for this process to bind, named after what
-//  (letters, digits, '-'), the process id and a counter, in the private
-//  directory (made if need be). Returns 0, or PS_EIO / PS_EINVAL with the
-//  directory and what is wrong with it (not ours, open to others, the
-//  path too long for a socket's or holding a comma or a space).
-int ps_host_ipc_endpoint (const char *what, char *buf, size_t len, ps_error_t *err);
+//  The ipc:// endpoint that the process bound at tcp (its bound TCP
+//  endpoint) binds beside it, named after what (a word) and tcp's address,
+//  in the private directory (made if need be). The name stays the same
+//  for a process restarted on the same TCP endpoint, so that its peers'
+//  reconnections find it, and only one process can hold it at a time, as
+//  only one can hold the TCP endpoint. Returns 0, or PS_EIO / PS_EINVAL
+//  with the directory and what is wrong with it (not ours, open to
+//  others, the path too long for a socket's or holding a comma or a
+//  space).
+int ps_host_ipc_endpoint (const char *what, const char *tcp, char *buf, size_t len,
+                          ps_error_t *err);
 
 //  Write the set of tcp, ipc (may be NULL: tcp alone) and this host's
 //  identity into buf. Returns 0, or PS_EINVAL when it does not fit.
