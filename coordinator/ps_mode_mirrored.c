@@ -53,6 +53,7 @@ typedef struct {
     int ring_n;
     int *ring;                  //  the worker index of each rank
     const char **ring_members;  //  a "ring" order's members and tasks, in rank order
+    char **ring_sets;           //  the members' endpoint sets made for it (ps_host.h)
     uint64_t *ring_tasks;
     uint64_t committed;         //  updates every current replica has applied
     uint64_t *g_steps;          //  the batches of the global step in hand
@@ -94,11 +95,21 @@ s_new (ps_mode_host_t *host, ps_error_t *err)
     self->g_owner = calloc ((size_t) n, sizeof (int));
     self->g_steps = calloc ((size_t) n, sizeof (uint64_t));
     self->ring_members = calloc ((size_t) n, sizeof (const char *));
+    self->ring_sets = calloc ((size_t) n, sizeof (char *));
     self->ring_tasks = calloc ((size_t) n, sizeof (uint64_t));
     if (!self->members || !self->ring || !self->g_owner || !self->g_steps
-    ||  !self->ring_members || !self->ring_tasks)
+    ||  !self->ring_members || !self->ring_sets || !self->ring_tasks)
         abort ();
     return self;
+}
+
+static void
+s_free_sets (s_mirror_t *self)
+{
+    for (int w = 0; w <= self->nworkers; w++) {
+        free (self->ring_sets [w]);
+        self->ring_sets [w] = NULL;
+    }
 }
 
 static void
@@ -112,6 +123,8 @@ s_destroy (void **self_p)
     free (self->g_owner);
     free (self->g_steps);
     free (self->ring_members);
+    s_free_sets (self);
+    free (self->ring_sets);
     free (self->ring_tasks);
     free (self);
     *self_p = NULL;
@@ -379,8 +392,18 @@ s_form_ring (s_mirror_t *self)
     self->need_ring = false;
     for (int w = 0; w < self->nworkers; w++)
         self->members [w].in_ring = false;
+    //  A member is given at its address in the cluster spec, followed by
+    //  the ipc:// endpoint and host identity it registered, if any, so
+    //  that its predecessor on the same host reaches it over ipc://.
+    s_free_sets (self);
     for (int m = 0; m < n; m++) {
-        self->ring_members [m] = host->cfg->workers [self->ring [m]];
+        const char *tcp = host->cfg->workers [self->ring [m]];
+        const char *tail = strchr (s_peer (self, self->ring [m])->endpoint, ',');
+        self->ring_members [m] = tcp;
+        if (tail && asprintf (&self->ring_sets [m], "%s%s", tcp, tail) >= 0)
+            self->ring_members [m] = self->ring_sets [m];
+        else
+            self->ring_sets [m] = NULL;
         self->ring_tasks [m] = (uint64_t) self->ring [m];
     }
     for (int r = 0; r < n; r++) {

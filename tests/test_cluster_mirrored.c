@@ -74,6 +74,45 @@ test_mirrored_run (void **state)
     cluster_run_destroy (run);
 }
 
+//  Members of one host reach each other over ipc:// (each worker
+//  registers its ring's ipc:// endpoint, ps_host.h), and over tcp with
+//  same-host peers turned off (PS_SAME_HOST=tcp); every batch is trained
+//  once and the replicas stay equal either way.
+static void
+s_same_host (bool off)
+{
+    cluster_run_t *run = cluster_run_new (off ? "mirrored, PS_SAME_HOST=tcp"
+                                          : "mirrored, ring over ipc");
+    int limit = cluster_limit (1600), test_limit = cluster_test_limit (500), epochs = 1;
+    uint64_t total = cluster_steps_per_epoch (limit) * (uint64_t) epochs;
+    cluster_local_args (run, limit, test_limit, epochs);
+    cluster_args (run, (const char *[]) { "--mode", "mirrored", "--workers", "2", NULL });
+    const char *env [] = { "PS_SAME_HOST=tcp", NULL };
+    cluster_run_start (run, off ? env : NULL);
+    cluster_run_finish (run, 0);
+    cluster_check_mirrored (run, total, 2);
+    for (int w = 0; w < 2; w++) {
+        char log [PATH_MAX + 32];
+        snprintf (log, sizeof log, "%s/worker%d.log", run->log_dir, w);
+        const char *said = "is on this host, reached at ipc://";
+        if (harness_file_contains (log, said) == off) {
+            harness_print_log (log);
+            fail_msg ("%s: worker:%d %s \"%s\"", run->name, w, off ? "said" : "did not say",
+                      said);
+        }
+    }
+    cluster_summary (run, "%" PRIu64 " batches, ring over %s", total, off ? "tcp" : "ipc");
+    cluster_run_destroy (run);
+}
+
+static void
+test_mirrored_same_host (void **state)
+{
+    (void) state;
+    s_same_host (false);
+    s_same_host (true);
+}
+
 //  kill -9 of a member mid-run: the ring aborts the step, re-forms from the
 //  survivors, takes the restarted worker back in at a step boundary, and
 //  every batch is still trained exactly once.
@@ -184,6 +223,7 @@ main (void)
 {
     const struct CMUnitTest tests [] = {
         cmocka_unit_test_teardown (test_mirrored_run, cluster_teardown),
+        cmocka_unit_test_teardown (test_mirrored_same_host, cluster_teardown),
         cmocka_unit_test_teardown (test_mirrored_kill_worker, cluster_teardown),
         cmocka_unit_test_teardown (test_mirrored_resume_across_modes, cluster_teardown),
     };

@@ -21,6 +21,7 @@
 #include "ps_ctrstandalone.h"
 #include "ps_floats.h"
 #include "ps_heap.h"
+#include "ps_host.h"
 #include "ps_log.h"
 #include "ps_model.h"
 #include "ps_predict.h"
@@ -150,9 +151,26 @@ s_cluster (const ps_wcmdline_t *args)
                                                 &err) == 0;
     if (strcmp (type, "worker") == 0 && !have_ring)
         ps_warn ("%s: %s; a mirrored job cannot run on this worker", source, err.msg);
+    //  Ring members on this host reach this one over ipc:// (ps_host.h):
+    //  the endpoint is named now, and registered with the coordinator,
+    //  which gives it to the ring's members; the ring binds it later.
+    char ring_ipc [256] = "", ring_advert [PS_HOST_SET_MAX] = "";
+    if (have_ring && ps_host_same_host ()
+    &&  strncmp (ring_bind, "tcp://", 6) == 0
+    &&  ps_host_ipc_endpoint ("ring", ring_bind, ring_ipc, sizeof ring_ipc, &err) != 0) {
+        ps_warn ("ring members on this host will use tcp: %s", err.msg);
+        ring_ipc [0] = '\0';
+    }
+    if (have_ring
+    &&  ps_host_set (ring_bind, ring_ipc [0] ? ring_ipc : NULL, ring_advert,
+                     sizeof ring_advert, &err) != 0) {
+        ps_warn ("ring members on this host will use tcp: %s", err.msg);
+        ring_ipc [0] = ring_advert [0] = '\0';
+    }
     ps_trainer_config_t config = {
         .coordinator = coordinator, .role = type, .index = index, .threads = args->threads,
         .device = device, .stop_fd = stop_fd, .ring_bind = have_ring ? ring_bind : NULL,
+        .ring_ipc = ring_ipc, .ring_advert = ring_advert [0] ? ring_advert : NULL,
         .curve = curve,
     };
     status = ps_chief_child_train (tf, args->job_file, args->keys_dir, args->insecure, &config);

@@ -19,14 +19,16 @@ struct _ps_mirror_t {
 
 ps_mirror_t *
 ps_mirror_new (const ps_model_t *model, uint64_t seed, const ps_opt_config_t *opt,
-               const char *bind, int timeout_ms, ps_curve_t *curve, ps_error_t *err)
+               const char *bind, const char *ipc, int timeout_ms, ps_curve_t *curve,
+               ps_error_t *err)
 {
     ps_mirror_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
     self->opt = *opt;
     self->count = ps_model_param_count (model);
-    ps_ring_config_t config = { .bind = bind, .timeout_ms = timeout_ms, .curve = curve };
+    ps_ring_config_t config = { .bind = bind, .ipc = ipc, .timeout_ms = timeout_ms,
+                                .curve = curve };
     if (!(self->replica = ps_replica_new (model, seed, opt, err))
     ||  !(self->ring = ps_ring_new (&config, err)))
         goto fail;

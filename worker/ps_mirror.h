@@ -24,13 +24,13 @@
 typedef struct _ps_mirror_t ps_mirror_t;
 
 //  A member for model whose replica starts from seed's initial values with
-//  optimizer opt, receiving on bind (ps_ring_config_t; timeout_ms is the
+//  optimizer opt, receiving on bind and ipc (ps_ring_config_t; timeout_ms is the
 //  ring's no-progress timeout; curve this worker's identity or NULL).
 //  Returns NULL with err set when the endpoint cannot be bound or memory
 //  is short.
 ps_mirror_t *ps_mirror_new (const ps_model_t *model, uint64_t seed, const ps_opt_config_t *opt,
-                            const char *bind, int timeout_ms, ps_curve_t *curve,
-                            ps_error_t *err);
+                            const char *bind, const char *ipc, int timeout_ms,
+                            ps_curve_t *curve, ps_error_t *err);
 
 void ps_mirror_destroy (ps_mirror_t **self_p);
 

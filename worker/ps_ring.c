@@ -215,7 +215,7 @@ ps_ring_new (const ps_ring_config_t *config, ps_error_t *err)
     self->secured = config->curve != NULL;
     self->chunk_bytes = config->chunk_bytes ? config->chunk_bytes : PS_RING_DEFAULT_CHUNK;
     self->timeout_ms = config->timeout_ms ? config->timeout_ms : S_DEFAULT_TIMEOUT_MS;
-    if (!(self->transport = ps_ring_transport_new (config->bind, config->curve, err)))
+    if (!(self->transport = ps_ring_transport_new (config->bind, config->ipc, config->curve, err)))
         ps_ring_destroy (&self);
     return self;
 }

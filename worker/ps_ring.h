@@ -67,6 +67,10 @@ typedef struct {
                                 //  caller until the ring is destroyed
     size_t chunk_bytes;         //  bytes per message, 4 .. 64 MiB (0: PS_RING_DEFAULT_CHUNK)
     int timeout_ms;             //  no progress for this long: PS_ETIMEDOUT (0: 10000)
+    //  The ipc:// endpoint to bind beside a tcp bind for members on this
+    //  host (ps_host.h): the one this worker registered; "" none; NULL
+    //  one named after the tcp endpoint bound (ps_host_ipc_endpoint).
+    const char *ipc;
 } ps_ring_config_t;
 
 //  Bind this member's receiving socket. Returns NULL and sets err when the

@@ -383,12 +383,21 @@ s_monitor_read (ps_ring_transport_t *self)
 //  It is the same socket, so CurveZMQ guards both endpoints alike. A
 //  failure costs only speed: it is logged and the ring goes on over TCP.
 static void
-s_bind_ipc (ps_ring_transport_t *self)
+s_bind_ipc (ps_ring_transport_t *self, const char *given)
 {
-    if (strncmp (self->endpoint, "tcp://", 6) != 0 || !ps_host_same_host ())
+    if (strncmp (self->endpoint, "tcp://", 6) != 0 || !ps_host_same_host ()
+    ||  (given && !*given))
         return;
     ps_error_t err = { 0 };
     char ipc [sizeof self->ipc];
+    if (given && strlen (given) >= sizeof ipc) {
+        ps_warn ("ring at %s: members on this host use tcp: %s is too long", self->endpoint,
+                 given);
+        return;
+    }
+    if (given)
+        snprintf (ipc, sizeof ipc, "%s", given);
+    else
     if (ps_host_ipc_endpoint ("ring", self->endpoint, ipc, sizeof ipc, &err)) {
         ps_warn ("ring at %s: members on this host use tcp: %s", self->endpoint, err.msg);
         return;
@@ -419,7 +428,7 @@ s_unbind_ipc (ps_ring_transport_t *self)
 //  Make the context, the eventfd and the bound PULL socket. Returns 0 or
 //  a code with err set.
 static int
-s_open (ps_ring_transport_t *self, const char *bind, ps_error_t *err)
+s_open (ps_ring_transport_t *self, const char *bind, const char *ipc, ps_error_t *err)
 {
     self->release_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (self->release_fd < 0)
@@ -454,13 +463,13 @@ s_open (ps_ring_transport_t *self, const char *bind, ps_error_t *err)
     if (zmq_getsockopt (self->pull, ZMQ_LAST_ENDPOINT, self->endpoint, &size) != 0)
         return ps_error_set (err, PS_EIO, "ring at %s: ZMQ_LAST_ENDPOINT: %s", bind,
                              zmq_strerror (errno));
-    s_bind_ipc (self);
+    s_bind_ipc (self, ipc);
     return ps_host_set (self->endpoint, self->ipc [0] ? self->ipc : NULL, self->advert,
                         sizeof self->advert, err);
 }
 
 ps_ring_transport_t *
-ps_ring_transport_new (const char *bind, ps_curve_t *curve, ps_error_t *err)
+ps_ring_transport_new (const char *bind, const char *ipc, ps_curve_t *curve, ps_error_t *err)
 {
     ps_ring_transport_t *self = calloc (1, sizeof *self);
     if (!self)
@@ -469,7 +478,7 @@ ps_ring_transport_new (const char *bind, ps_curve_t *curve, ps_error_t *err)
     self->item_monitor = self->item_release = -1;
     atomic_init (&self->outstanding, 0);
     self->curve = curve;
-    if (s_open (self, bind, err))
+    if (s_open (self, bind, ipc, err))
         ps_ring_transport_destroy (&self);
     return self;
 }
@@ -585,7 +594,7 @@ ps_ring_transport_connect (ps_ring_transport_t *self, uint64_t ring_id,
     self->successor = s_strdup (successor ? successor : self->endpoint);
     self->predecessor = s_strdup (predecessor);
     if (local)
-        ps_debug ("ring %" PRIx64 ": member %d is on this host, reached at %s", ring_id,
+        ps_info ("ring %" PRIx64 ": member %d is on this host, reached at %s", ring_id,
                   successor_rank, successor);
     snprintf (self->predecessor_task, sizeof self->predecessor_task, "%s", predecessor_task);
     return PS_OK;

@@ -69,9 +69,10 @@ const char *ps_ring_kind_name (unsigned kind);
 typedef struct _ps_ring_transport_t ps_ring_transport_t;
 
 //  Bind the receiving socket on bind (curve: the member's identity, or
-//  NULL). Returns NULL with err set, naming the endpoint, when it cannot.
-ps_ring_transport_t *ps_ring_transport_new (const char *bind, ps_curve_t *curve,
-                                            ps_error_t *err);
+//  NULL), and beside a tcp bind on ipc (as ps_ring_config_t's ipc says).
+//  Returns NULL with err set, naming the endpoint, when it cannot.
+ps_ring_transport_t *ps_ring_transport_new (const char *bind, const char *ipc,
+                                            ps_curve_t *curve, ps_error_t *err);
 
 //  Close the sockets; ZeroMQ must hold none of the caller's buffers.
 void ps_ring_transport_destroy (ps_ring_transport_t **self_p);

@@ -116,7 +116,8 @@ s_apply_plan (s_trainer_t *self, ps_plan_t *plan, ps_error_t *err)
         ps_wmode_env_t env = {
             .stepplan = self->stepplan, .reports = self->reports, .host = &self->host,
             .evaluator = self->evaluator, .index = self->config->index,
-            .bind = self->config->ring_bind, .curve = self->config->curve,
+            .bind = self->config->ring_bind, .ipc = self->config->ring_ipc,
+            .curve = self->config->curve,
         };
         if (!(self->mode = ops->create (&env, err)))
             return err->code;
@@ -325,7 +326,7 @@ ps_trainer_run (const ps_trainer_config_t *config, ps_error_t *err)
     };
     ps_wsession_config_t session_config = {
         .coordinator = config->coordinator, .role = config->role, .index = config->index,
-        .stop_fd = config->stop_fd, .curve = config->curve,
+        .stop_fd = config->stop_fd, .curve = config->curve, .endpoint = config->ring_advert,
     };
     int rc;
     if (!(self->session = ps_wsession_new (&session_config, &self->handler, err)))

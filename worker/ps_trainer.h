@@ -40,6 +40,9 @@ typedef struct {
     int stop_fd;                //  a signalfd for SIGTERM/SIGINT, or -1
     const char *ring_bind;      //  this worker's own cluster address, for a mode that
                                 //  binds an endpoint there (a ring), or NULL
+    const char *ring_ipc;       //  the ipc:// endpoint it binds beside ring_bind ("": none)
+    const char *ring_advert;    //  what the worker registers to be reached at: ring_bind
+                                //  and ring_ipc as an endpoint set (ps_host.h), or NULL
     ps_curve_t *curve;          //  this process's identity for every socket it opens
                                 //  (NULL: an unsecured cluster); the caller's
 } ps_trainer_config_t;

@@ -100,6 +100,7 @@ typedef struct {
     bool evaluator;             //  an evaluator: it only evaluates
     int index;                  //  the task index
     const char *bind;           //  this worker's own cluster address to bind, or NULL
+    const char *ipc;            //  the ipc:// endpoint registered beside it ("": none)
     ps_curve_t *curve;          //  this process's identity (NULL: unsecured)
 } ps_wmode_env_t;
 

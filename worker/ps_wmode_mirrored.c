@@ -94,7 +94,8 @@ s_create (const ps_wmode_env_t *env, ps_error_t *err)
     //  heartbeat timeout.
     int timeout_ms = 2 * plan->client_timeout_ms + 1000;
     if (!(self->mirror = ps_mirror_new (ps_stepplan_model (env->stepplan), plan->seed,
-                                        &plan->optimizer, env->bind, timeout_ms, env->curve,
+                                        &plan->optimizer, env->bind, env->ipc, timeout_ms,
+                                        env->curve,
                                         err))) {
         ps_error_prefix (err, err->code, "mirrored mode");
         s_destroy (&self);

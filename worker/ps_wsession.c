@@ -76,7 +76,7 @@ ps_wsession_new (const ps_wsession_config_t *config, const ps_wsession_handler_t
     self->since = ps_clock_ms ();
     ps_link_config_t link_config = {
         .coordinator = config->coordinator, .role = config->role, .index = config->index,
-        .deliver = true, .curve = config->curve,
+        .deliver = true, .curve = config->curve, .endpoint = config->endpoint,
     };
     if (!(self->link = ps_link_new (&link_config, err))) {
         free (self);

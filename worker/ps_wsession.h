@@ -56,6 +56,7 @@ typedef struct {
     int index;                  //  task index
     int stop_fd;                //  a signalfd for SIGTERM/SIGINT, or -1
     ps_curve_t *curve;          //  this process's identity (NULL: unsecured)
+    const char *endpoint;       //  registered: where the ring reaches this worker, or NULL
 } ps_wsession_config_t;
 
 //  What a wait saw.
