@@ -1,0 +1,158 @@
+//  Unit tests for same-host peers (common/wire/ps_host.c): the host
+//  identity from PS_HOST_ID (made safe for an endpoint set); endpoint sets
+//  and the pick of one (ipc:// on the same host only, tcp elsewhere, for
+//  a plain endpoint and under PS_SAME_HOST=tcp); the private ipc
+//  directory, made with mode 0700 and refused when open to others or
+//  named with a comma; the ipc endpoint named after the tcp one.
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "ps_file.h"
+#include "ps_host.h"
+
+static char s_tmp [64];
+
+static int
+s_setup (void **state)
+{
+    (void) state;
+    snprintf (s_tmp, sizeof s_tmp, "/tmp/test_host.XXXXXX");
+    return mkdtemp (s_tmp) ? 0 : -1;
+}
+
+static int
+s_teardown (void **state)
+{
+    (void) state;
+    ps_error_t err;
+    return ps_file_remove_tree (s_tmp, &err) == 0 ? 0 : -1;
+}
+
+static void
+test_identity (void **state)
+{
+    (void) state;
+    //  main set PS_HOST_ID before anything read it; it is read once.
+    assert_string_equal (ps_host_id (), "test_host_1");
+    assert_int_equal (setenv ("PS_HOST_ID", "another", 1), 0);
+    assert_string_equal (ps_host_id (), "test_host_1");
+}
+
+static void
+test_sets (void **state)
+{
+    (void) state;
+    ps_error_t err;
+    char set [PS_HOST_SET_MAX], out [256];
+    bool local;
+    assert_int_equal (ps_host_set ("tcp://10.0.0.5:2222", "ipc:///d/ps-x", set, sizeof set,
+                                   &err), 0);
+    assert_string_equal (set, "tcp://10.0.0.5:2222,ipc:///d/ps-x,host=test_host_1");
+    //  This host's set: its ipc endpoint.
+    assert_int_equal (ps_host_pick (set, out, sizeof out, &local, &err), 0);
+    assert_string_equal (out, "ipc:///d/ps-x");
+    assert_true (local);
+    //  Another host's, or a host named only in part: the tcp endpoint.
+    const char *others [] = { "tcp://h:1,ipc:///d/ps-x,host=test_host_2",
+                              "tcp://h:1,ipc:///d/ps-x,host=test_host_",
+                              "tcp://h:1,ipc:///d/ps-x,host=test_host_10",
+                              "tcp://h:1,ipc:///d/ps-x,host=",
+                              "tcp://h:1,ipc:///d/ps-x", "tcp://h:1,host=test_host_1",
+                              "tcp://h:1" };
+    for (size_t i = 0; i < sizeof others / sizeof others [0]; i++) {
+        assert_int_equal (ps_host_pick (others [i], out, sizeof out, &local, &err), 0);
+        assert_string_equal (out, "tcp://h:1");
+        assert_false (local);
+    }
+    //  Without an ipc endpoint the set is the tcp endpoint alone.
+    assert_int_equal (ps_host_set ("tcp://h:1", NULL, set, sizeof set, &err), 0);
+    assert_string_equal (set, "tcp://h:1");
+    //  Same-host peers turned off.
+    assert_int_equal (setenv ("PS_SAME_HOST", "tcp", 1), 0);
+    assert_false (ps_host_same_host ());
+    assert_int_equal (ps_host_pick ("tcp://h:1,ipc:///d/x,host=test_host_1", out, sizeof out,
+                                    &local, &err), 0);
+    assert_string_equal (out, "tcp://h:1");
+    assert_false (local);
+    assert_int_equal (unsetenv ("PS_SAME_HOST"), 0);
+    assert_true (ps_host_same_host ());
+    //  Empty, or no room.
+    assert_int_equal (ps_host_pick ("", out, sizeof out, NULL, &err), PS_EINVAL);
+    assert_int_equal (ps_host_pick (",ipc:///x", out, sizeof out, NULL, &err), PS_EINVAL);
+    assert_int_equal (ps_host_pick ("tcp://h:1", out, 5, NULL, &err), PS_EINVAL);
+    assert_int_equal (ps_host_set ("tcp://h:1", "ipc:///x", set, 12, &err), PS_EINVAL);
+}
+
+static void
+test_directory (void **state)
+{
+    (void) state;
+    ps_error_t err;
+    char runtime [128], dir [160], ipc [256];
+    snprintf (runtime, sizeof runtime, "%s/run", s_tmp);
+    assert_int_equal (mkdir (runtime, 0700), 0);
+    assert_int_equal (setenv ("XDG_RUNTIME_DIR", runtime, 1), 0);
+    assert_int_equal (ps_host_ipc_endpoint ("ps", "tcp://127.0.0.1:5000", ipc, sizeof ipc, &err),
+                      0);
+    char want [300];
+    snprintf (want, sizeof want, "ipc://%s/ps-cluster/ps-127.0.0.1_5000", runtime);
+    assert_string_equal (ipc, want);
+    snprintf (dir, sizeof dir, "%s/ps-cluster", runtime);
+    struct stat st;
+    assert_int_equal (lstat (dir, &st), 0);
+    assert_true (S_ISDIR (st.st_mode));
+    assert_int_equal (st.st_mode & 0777, 0700);
+    //  The same tcp endpoint, the same name (a restarted server's peers
+    //  find it again); an IPv6 one is made safe.
+    char again [256];
+    assert_int_equal (ps_host_ipc_endpoint ("ps", "tcp://127.0.0.1:5000", again, sizeof again,
+                                            &err), 0);
+    assert_string_equal (again, ipc);
+    assert_int_equal (ps_host_ipc_endpoint ("ring", "tcp://[::1]:7", again, sizeof again,
+                                            &err), 0);
+    snprintf (want, sizeof want, "ipc://%s/ps-cluster/ring-___1__7", runtime);
+    assert_string_equal (again, want);
+    //  Open to others: refused, naming the directory.
+    assert_int_equal (chmod (dir, 0755), 0);
+    assert_int_equal (ps_host_ipc_endpoint ("ps", "tcp://h:1", ipc, sizeof ipc, &err), PS_EIO);
+    assert_non_null (strstr (err.msg, dir));
+    assert_int_equal (chmod (dir, 0700), 0);
+    //  A comma would break the sets it is written in.
+    snprintf (runtime, sizeof runtime, "%s/a,b", s_tmp);
+    assert_int_equal (mkdir (runtime, 0700), 0);
+    assert_int_equal (setenv ("XDG_RUNTIME_DIR", runtime, 1), 0);
+    assert_int_equal (ps_host_ipc_endpoint ("ps", "tcp://h:1", ipc, sizeof ipc, &err),
+                      PS_EINVAL);
+    //  Longer than a socket's path may be.
+    char deep [200];
+    snprintf (deep, sizeof deep, "%s/%0120d", s_tmp, 0);
+    assert_int_equal (mkdir (deep, 0700), 0);
+    assert_int_equal (setenv ("XDG_RUNTIME_DIR", deep, 1), 0);
+    assert_int_equal (ps_host_ipc_endpoint ("ps", "tcp://h:1", ipc, sizeof ipc, &err),
+                      PS_EINVAL);
+    assert_int_equal (unsetenv ("XDG_RUNTIME_DIR"), 0);
+}
+
+int
+main (void)
+{
+    if (setenv ("PS_HOST_ID", "test host,1", 1) != 0)
+        return 1;
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_identity),
+        cmocka_unit_test (test_sets),
+        cmocka_unit_test (test_directory),
+    };
+    return harness_finish (cmocka_run_group_tests (tests, s_setup, s_teardown));
+}
