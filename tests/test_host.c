@@ -1,7 +1,7 @@
 //  Unit tests for same-host peers (common/wire/ps_host.c): the host
 //  identity from PS_HOST_ID (made safe for an endpoint set); endpoint sets
-//  and the pick of one (ipc:// on the same host only, tcp elsewhere, for
-//  a plain endpoint and under PS_SAME_HOST=tcp); the private ipc
+//  and the pick of one (ipc:// on the same host only and with its socket
+//  there, tcp elsewhere, for a plain endpoint and under PS_SAME_HOST=tcp); the private ipc
 //  directory, made with mode 0700 and refused when open to others or
 //  named with a comma; the ipc endpoint named after the tcp one.
 
@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -49,29 +51,59 @@ test_identity (void **state)
     assert_string_equal (ps_host_id (), "test_host_1");
 }
 
+//  Bind a Unix socket at path, as a peer's ipc:// endpoint leaves one.
+static void
+s_socket_file (const char *path)
+{
+    int fd = socket (AF_UNIX, SOCK_STREAM, 0);
+    assert_true (fd >= 0);
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    assert_true (strlen (path) < sizeof addr.sun_path);
+    memcpy (addr.sun_path, path, strlen (path) + 1);
+    assert_int_equal (bind (fd, (struct sockaddr *) &addr, sizeof addr), 0);
+    assert_int_equal (close (fd), 0);
+}
+
 static void
 test_sets (void **state)
 {
     (void) state;
     ps_error_t err;
-    char set [PS_HOST_SET_MAX], out [256];
+    char set [PS_HOST_SET_MAX], out [256], path [128], ipc [160];
     bool local;
-    assert_int_equal (ps_host_set ("tcp://10.0.0.5:2222", "ipc:///d/ps-x", set, sizeof set,
-                                   &err), 0);
-    assert_string_equal (set, "tcp://10.0.0.5:2222,ipc:///d/ps-x,host=test_host_1");
-    //  This host's set: its ipc endpoint.
+    snprintf (path, sizeof path, "%s/ps-x", s_tmp);
+    snprintf (ipc, sizeof ipc, "ipc://%s", path);
+    //  This host's set whose socket is not there (a process of this
+    //  identity that shares no /tmp with this one): tcp.
+    assert_int_equal (ps_host_set ("tcp://10.0.0.5:2222", ipc, set, sizeof set, &err), 0);
+    char want [PS_HOST_SET_MAX];
+    snprintf (want, sizeof want, "tcp://10.0.0.5:2222,%s,host=test_host_1", ipc);
+    assert_string_equal (set, want);
     assert_int_equal (ps_host_pick (set, out, sizeof out, &local, &err), 0);
-    assert_string_equal (out, "ipc:///d/ps-x");
+    assert_string_equal (out, "tcp://10.0.0.5:2222");
+    assert_false (local);
+    //  A file that is no socket: tcp still.
+    assert_int_equal (harness_write_file (path, "not a socket"), 0);
+    assert_int_equal (ps_host_pick (set, out, sizeof out, &local, &err), 0);
+    assert_false (local);
+    assert_int_equal (unlink (path), 0);
+    //  With the socket there: its ipc endpoint.
+    s_socket_file (path);
+    assert_int_equal (ps_host_pick (set, out, sizeof out, &local, &err), 0);
+    assert_string_equal (out, ipc);
     assert_true (local);
     //  Another host's, or a host named only in part: the tcp endpoint.
-    const char *others [] = { "tcp://h:1,ipc:///d/ps-x,host=test_host_2",
-                              "tcp://h:1,ipc:///d/ps-x,host=test_host_",
-                              "tcp://h:1,ipc:///d/ps-x,host=test_host_10",
-                              "tcp://h:1,ipc:///d/ps-x,host=",
-                              "tcp://h:1,ipc:///d/ps-x", "tcp://h:1,host=test_host_1",
-                              "tcp://h:1" };
-    for (size_t i = 0; i < sizeof others / sizeof others [0]; i++) {
-        assert_int_equal (ps_host_pick (others [i], out, sizeof out, &local, &err), 0);
+    const char *others [] = { "host=test_host_2", "host=test_host_", "host=test_host_10",
+                              "host=", NULL };
+    for (size_t i = 0; i < sizeof others / sizeof others [0] + 2; i++) {
+        char other [PS_HOST_SET_MAX];
+        if (i < sizeof others / sizeof others [0])
+            snprintf (other, sizeof other, "tcp://h:1,%s%s%s", ipc, others [i] ? "," : "",
+                      others [i] ? others [i] : "");
+        else
+            snprintf (other, sizeof other, "%s", i == sizeof others / sizeof others [0]
+                      ? "tcp://h:1,host=test_host_1" : "tcp://h:1");
+        assert_int_equal (ps_host_pick (other, out, sizeof out, &local, &err), 0);
         assert_string_equal (out, "tcp://h:1");
         assert_false (local);
     }
@@ -81,8 +113,8 @@ test_sets (void **state)
     //  Same-host peers turned off.
     assert_int_equal (setenv ("PS_SAME_HOST", "tcp", 1), 0);
     assert_false (ps_host_same_host ());
-    assert_int_equal (ps_host_pick ("tcp://h:1,ipc:///d/x,host=test_host_1", out, sizeof out,
-                                    &local, &err), 0);
+    snprintf (set, sizeof set, "tcp://h:1,%s,host=test_host_1", ipc);
+    assert_int_equal (ps_host_pick (set, out, sizeof out, &local, &err), 0);
     assert_string_equal (out, "tcp://h:1");
     assert_false (local);
     assert_int_equal (unsetenv ("PS_SAME_HOST"), 0);

@@ -58,13 +58,16 @@ s_read_id (void)
         s_sanitise (s_id);
         return;
     }
+    //  The host name too: containers of one machine often share the
+    //  machine-id of their image and the kernel's boot id, but each has a
+    //  host name (and a /tmp) of its own.
     char id [PS_HOST_ID_MAX] = "";
-    if (!s_append_file (id, sizeof id, "/etc/machine-id")) {
-        char name [64];
-        if (gethostname (name, sizeof name) == 0) {
-            name [sizeof name - 1] = '\0';
-            snprintf (id, sizeof id, "%s", name);
-        }
+    (void) s_append_file (id, sizeof id, "/etc/machine-id");
+    char name [64];
+    if (gethostname (name, sizeof name) == 0) {
+        name [sizeof name - 1] = '\0';
+        size_t used = strlen (id);
+        snprintf (id + used, sizeof id - used, "%s%s", used ? "-" : "", name);
     }
     //  Without a boot id the machine alone names the host: a reboot then
     //  changes nothing that matters, since no process outlives it.
@@ -177,7 +180,18 @@ ps_host_pick (const char *set, char *buf, size_t len, bool *local, ps_error_t *e
                 && strncmp (p + 5, ps_host_id (), n - 5) == 0;
         p += n;
     }
-    if (ipc && same && ps_host_same_host ()) {
+    //  The socket must be there, seen from here: a process of the same
+    //  identity that does not share this file system (a container of its
+    //  own /tmp) is reached over tcp rather than never.
+    char path [sizeof ((struct sockaddr_un *) 0)->sun_path];
+    struct stat st;
+    bool there = ipc && ipc_len - 6 < sizeof path;
+    if (there) {
+        memcpy (path, ipc + 6, ipc_len - 6);
+        path [ipc_len - 6] = '\0';
+        there = stat (path, &st) == 0 && S_ISSOCK (st.st_mode);
+    }
+    if (ipc && same && there && ps_host_same_host ()) {
         pick = ipc;
         pick_len = ipc_len;
         if (local)

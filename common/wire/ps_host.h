@@ -2,10 +2,10 @@
 //  endpoints that processes of one machine reach each other on instead of
 //  loopback TCP (as NCCL picks its intra-node transport by a host hash).
 //
-//  The host identity is the machine's /etc/machine-id joined to the
-//  running kernel's boot id (/proc/sys/kernel/random/boot_id), so a
-//  machine differs from its clones (machine-id) and from its own earlier
-//  boots; without a machine-id, the kernel's host name stands for it.
+//  The host identity is the machine's /etc/machine-id, the host name and
+//  the running kernel's boot id (/proc/sys/kernel/random/boot_id), so a
+//  machine differs from its clones (machine-id), containers of one machine
+//  (their host names) and its own earlier boots.
 //  PS_HOST_ID, when set, replaces it (tests give processes of one machine
 //  different identities with it). Two processes of one identity are
 //  taken to share a file system for their ipc:// sockets.
@@ -14,8 +14,8 @@
 //  endpoint, then optionally its ipc:// endpoint and host identity,
 //  separated by commas (lists of endpoints are separated by spaces):
 //      tcp://10.0.0.5:2222,ipc:///run/user/1000/ps-cluster/ps-4242-1,host=ID
-//  A peer with the same identity connects to the ipc:// endpoint, any
-//  other to the first. A plain endpoint is a set of one. The ipc://
+//  A peer with the same identity connects to the ipc:// endpoint (when
+//  its socket file is there to see), any other to the first. A plain endpoint is a set of one. The ipc://
 //  sockets live in a directory of this user's alone (mode 0700):
 //  $XDG_RUNTIME_DIR/ps-cluster, or /tmp/ps-cluster-ipc-UID. A process
 //  removes its socket's file when it closes the socket, before it lets go
@@ -62,8 +62,9 @@ int ps_host_ipc_endpoint (const char *what, const char *tcp, char *buf, size_t l
 int ps_host_set (const char *tcp, const char *ipc, char *buf, size_t len, ps_error_t *err);
 
 //  The endpoint of set to connect to from here, into buf: its ipc://
-//  endpoint when its host identity is this process's and same-host
-//  peers are on, else its first. *local (may be NULL) says which.
+//  endpoint when its host identity is this process's, its socket is there
+//  (seen from this process) and same-host peers are on, else its first.
+//  *local (may be NULL) says which.
 //  Returns 0, or PS_EINVAL when set is empty or buf too small.
 int ps_host_pick (const char *set, char *buf, size_t len, bool *local, ps_error_t *err);
 
