@@ -138,11 +138,17 @@ ps_admit_register (ps_admit_t *self, ps_msg_t *msg, void *router, const void *id
         ps_info ("%s:%" PRIu64 " registered (pid %" PRIu64 ")%s", role_name, index, pid,
                  join == PS_JOIN_RESTARTED ? ", a new incarnation"
                  : join == PS_JOIN_BACK ? ", back after a silence" : "");
-        ps_metrics_event (self->report, "registered",
-                          json_pack ("{s:s, s:I, s:I, s:b, s:s}", "role", role_name,
-                                     "task", (json_int_t) index, "pid", (json_int_t) pid,
-                                     "restarted", join == PS_JOIN_RESTARTED,
-                                     "endpoint", reg->endpoint));
+        //  The event's endpoint is the tcp one, as before endpoint sets
+        //  (ps_host.h); the ipc endpoint beside it, if any, is its own field.
+        const char *endpoint = reg->endpoint;
+        const char *ipc = strstr (endpoint, ",ipc://");
+        json_t *event = json_pack ("{s:s, s:I, s:I, s:b, s:s%}", "role", role_name,
+                                   "task", (json_int_t) index, "pid", (json_int_t) pid,
+                                   "restarted", join == PS_JOIN_RESTARTED,
+                                   "endpoint", endpoint, strcspn (endpoint, ","));
+        if (event && ipc)
+            json_object_set_new (event, "ipc", json_stringn (ipc + 1, strcspn (ipc + 1, ",")));
+        ps_metrics_event (self->report, "registered", event);
     }
     //  The endpoint of the process taken now (a new incarnation may have
     //  another ipc endpoint), cut short as an unusable set rather than
