@@ -16,6 +16,8 @@
 
 #include "ps_client.h"
 #include "ps_clock.h"
+#include "ps_host.h"
+#include "ps_log.h"
 #include "ps_msg.h"
 #include "ps_proto_conv.h"
 
@@ -78,6 +80,7 @@ typedef struct {
 
 typedef struct {
     char endpoint [256];
+    char connect [256];         //  where it is reached from here (ps_host.h: ipc:// on its host)
     void *socket;
     size_t *parts;              //  indices into the client's parts, in order
     size_t nparts;
@@ -135,7 +138,7 @@ s_connect (ps_client_t *self, s_server_t *server, ps_error_t *err)
     //  No send limit: frames are the caller's buffers, lent zero-copy, and
     //  a server that is down must not block a send past the call's timeout.
     int hwm = 0;
-    int ipv6 = strchr (server->endpoint, '[') != NULL;     //  an IPv6 literal
+    int ipv6 = strchr (server->connect, '[') != NULL;      //  an IPv6 literal
     int rc = PS_OK;
     if (!server->socket
     ||  zmq_setsockopt (server->socket, ZMQ_LINGER, &linger, sizeof linger) != 0
@@ -146,9 +149,9 @@ s_connect (ps_client_t *self, s_server_t *server, ps_error_t *err)
     if (self->curve && (rc = ps_curve_data_client (self->curve, server->socket, task, err)))
         ;                       //  err names the certificate that is missing
     else
-    if (zmq_connect (server->socket, server->endpoint) != 0)
+    if (zmq_connect (server->socket, server->connect) != 0)
         rc = ps_error_set (err, PS_EINVAL, "cannot connect to %s: %s",
-                           server->endpoint, zmq_strerror (errno));
+                           server->connect, zmq_strerror (errno));
     if (rc && server->socket) {
         zmq_close (server->socket);
         server->socket = NULL;
@@ -188,11 +191,22 @@ ps_client_new (const char *const *endpoints, int nservers, int timeout_ms, ps_cu
     for (int i = 0; i < nservers; i++) {
         s_server_t *server = &self->servers [i];
         self->nservers++;
-        if (snprintf (server->endpoint, sizeof server->endpoint, "%s", endpoints [i])
-            >= (int) sizeof server->endpoint) {
+        //  An endpoint set (ps_host.h) is named by its tcp endpoint, the
+        //  cluster's address for the server, and reached at the endpoint
+        //  for this host.
+        size_t name_len = strcspn (endpoints [i], ",");
+        bool local;
+        if (name_len >= sizeof server->endpoint) {
             ps_error_set (err, PS_EINVAL, "endpoint %s is too long", endpoints [i]);
             goto fail;
         }
+        memcpy (server->endpoint, endpoints [i], name_len);
+        server->endpoint [name_len] = '\0';
+        if (ps_host_pick (endpoints [i], server->connect, sizeof server->connect, &local, err))
+            goto fail;
+        if (local)
+            ps_info ("server %d is on this host: reached at %s (for %s)", i, server->connect,
+                     server->endpoint);
         if (s_connect (self, server, err))
             goto fail;
     }

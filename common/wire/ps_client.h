@@ -80,8 +80,10 @@ typedef struct {
     uint64_t rows, steps;
 } ps_table_file_t;
 
-//  Connect to nservers servers; server i is task ps:i of the cluster.
-//  timeout_ms bounds each call's wait for replies. With curve (this
+//  Connect to nservers servers; server i is task ps:i of the cluster, at
+//  endpoints [i], a ZeroMQ endpoint or an endpoint set (ps_host.h: the
+//  ipc:// endpoint is used on the server's host, and the tcp one names the
+//  server in messages). timeout_ms bounds each call's wait for replies. With curve (this
 //  process's identity, which the caller keeps until the client is
 //  destroyed; NULL: unsecured) every connection is a CURVE client of its
 //  server's key. Returns NULL and sets err when an endpoint is invalid or

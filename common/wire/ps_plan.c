@@ -6,8 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ps_host.h"
-#include "ps_log.h"
 #include "ps_proto_conv.h"
 
 void
@@ -187,20 +185,10 @@ ps_plan_read (ps_plan_t *plan, const ps_proto_plan_t *in, ps_error_t *err)
     if (!tmp.servers || !tmp.vars)
         abort ();
     tmp.nservers = (int) nservers;
-    //  A server given as an endpoint set is reached at the endpoint for
-    //  this host: its ipc:// one when it runs here (ps_host.h).
-    for (size_t s = 0; s < nservers && rc == 0; s++) {
-        char endpoint [PS_HOST_SET_MAX];
-        bool local;
-        rc = ps_host_pick (in->servers.items [s], endpoint, sizeof endpoint, &local, err);
-        if (rc) {
-            rc = ps_error_prefix (err, PS_EPROTO, "plan: server %zu", s);
-            break;
-        }
-        if (local)
-            ps_info ("server %zu is on this host: reached at %s", s, endpoint);
-        tmp.servers [s] = s_strdup (endpoint);
-    }
+    //  A server may be given as an endpoint set (ps_host.h), which the
+    //  client turns into the endpoint for this host (ps_client_new).
+    for (size_t s = 0; s < nservers; s++)
+        tmp.servers [s] = s_strdup (in->servers.items [s]);
     tmp.nvars = (int) nvars;
     for (size_t v = 0; v < nvars && rc == 0; v++)
         rc = s_read_var (&tmp.vars [v], &in->variables.items [v], tmp.nservers, tmp.mirrored,
