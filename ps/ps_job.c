@@ -42,6 +42,8 @@ struct _ps_job_t {
     uint64_t *dims;             //  the pulled shapes, PS_MAX_RANK per task
     size_t *nonfinite;          //  per task: index + 1 of the gradient's first
                                 //  NaN or infinity, 0 when it has none
+    ps_opt_runner_t runner;     //  applies large partitions in ranges (ps_job_apply_on)
+    bool split;                 //  runner is set
     atomic_int failed;          //  task index + 1 of the first failure
     ps_error_t err;             //  that failure
 };
@@ -96,7 +98,8 @@ s_push_rounds (ps_job_t *self)
     ps_error_t err;
     int rc = ps_partition_push_rounds (self->parts, n, self->fields.step, self->fields.round,
                                        (uint32_t) self->fields.round_steps, grads, outcomes,
-                                       applied, self->versions, &err);
+                                       applied, self->versions,
+                                       self->split ? &self->runner : NULL, &err);
     if (rc < 0)
         s_fail_task (self, 0, &err);
     for (size_t i = 0; i < n; i++)
@@ -119,8 +122,9 @@ s_run_task (ps_job_t *self, size_t i)
     }
     else
     if (self->push) {
-        int rc = ps_partition_push (self->parts [i], self->fields.step,
-                                    ps_msg_tensor (self->msg, i), out, &self->versions [i], &err);
+        int rc = ps_partition_push_on (self->parts [i], self->fields.step,
+                                       ps_msg_tensor (self->msg, i), out, &self->versions [i],
+                                       self->split ? &self->runner : NULL, &err);
         if (rc < 0)
             s_fail_task (self, i, &err);
         self->duplicate [i] = rc == PS_DUPLICATE;
@@ -394,6 +398,15 @@ ps_job_prepare (ps_job_t *self, ps_table_t *table, uint64_t fence, ps_error_t *e
     }
     self->pull = pull;
     return PS_OK;
+}
+
+void
+ps_job_apply_on (ps_job_t *self, ps_pool_t *pool)
+{
+    assert (self);
+    self->split = pool && ps_pool_size (pool) > 0;
+    if (self->split)
+        self->runner = ps_pool_runner (pool);
 }
 
 size_t

@@ -41,6 +41,11 @@ ps_msg_t *ps_job_destroy (ps_job_t **self_p);
 //  that was wrong; nothing was applied.
 int ps_job_prepare (ps_job_t *self, ps_table_t *table, uint64_t fence, ps_error_t *err);
 
+//  Have the job's pushes update a partition of PS_PARTITION_SPLIT_MIN
+//  floats or more in ranges on pool's threads as well as the one running
+//  its task (ps_partition_push_on); a pool without threads changes nothing.
+void ps_job_apply_on (ps_job_t *self, ps_pool_t *pool);
+
 //  The tensor bytes a prepared job moves, in and out, and its task count:
 //  what decides between running it inline and on the pool.
 size_t ps_job_bytes (ps_job_t *self);
