@@ -484,6 +484,23 @@ s_check_nonfinite (ps_job_t *self, ps_error_t *err)
                          ps_msg_tensor (self->msg, first) [at], at, count, self->base.ntasks);
 }
 
+//  Close the gradient frames of a push that sends no values back, once
+//  nothing reads them. They are freed here, before the reply goes out,
+//  rather than with the job after it: the client's next push of the same
+//  size may arrive as soon as the reply does, and its frame should find
+//  this one's memory free, not add a second copy to the server's peak.
+static void
+s_release_gradients (ps_job_t *self)
+{
+    if (!self->push || self->pull)
+        return;
+    for (size_t i = 0; i < self->base.ntasks; i++) {
+        zmq_msg_t frame;
+        if (ps_msg_take_tensor (self->msg, i, &frame) == PS_OK && zmq_msg_close (&frame) != 0)
+            abort ();
+    }
+}
+
 int
 ps_job_reply (ps_job_t *self, ps_writer_t *writer, zmq_msg_t **frames, size_t *nframes,
               ps_error_t *err)
@@ -491,9 +508,12 @@ ps_job_reply (ps_job_t *self, ps_writer_t *writer, zmq_msg_t **frames, size_t *n
     assert (self);
     if (self->push) {
         int rc = s_check_nonfinite (self, err);
-        if (rc)
+        if (rc) {
+            s_release_gradients (self);
             return rc;
+        }
     }
+    s_release_gradients (self);
     if (atomic_load (&self->failed)) {
         *err = self->err;
         return self->err.code;

@@ -63,7 +63,8 @@ ps_job_t *ps_job_from_pool (ps_pool_job_t *job);
 //  After its tasks ran: encode the reply into writer and point *frames at
 //  its *nframes tensor frames, which sending consumes; or return the error
 //  code of a refused push (a NaN, a partition's refusal) with err saying
-//  why.
+//  why. A push's gradient frames that the reply does not carry are freed
+//  here, before the reply is sent.
 int ps_job_reply (ps_job_t *self, ps_writer_t *writer, zmq_msg_t **frames, size_t *nframes,
                   ps_error_t *err);
 
