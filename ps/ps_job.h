@@ -7,7 +7,9 @@
 //  given its reply frames, so that a request is refused whole before
 //  anything is applied. Its tasks, one per partition, then run on the
 //  calling thread or on the pool (ps_pool.h): a push's gradients are all
-//  scanned for NaN and infinities before any partition applies its own.
+//  scanned for NaN and infinities before any partition applies its own. A
+//  task whose partition is large is itself split into ranges that the
+//  pool's other threads help with (ps_job_apply_on).
 //  Gradients are read in place from the request's frames; a push-pull's
 //  fresh values are written over its own gradient frames and sent back in
 //  them. What the job holds is charged to its peer (ps_peers.h) until it
