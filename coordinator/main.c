@@ -17,6 +17,7 @@
 #include "ps_checkpoint.h"
 #include "ps_cli.h"
 #include "ps_coord.h"
+#include "ps_cores.h"
 #include "ps_ctrmodel.h"
 #include "ps_curve.h"
 #include "ps_dataset.h"
@@ -651,6 +652,7 @@ s_load_job (ps_job_t *job, int nps, const s_options_t *opt, char *log_dir, size_
                 job->checkpoint_seconds = 30;
         }
     }
+    ps_job_mode_defaults (job);
     if (ps_job_validate (job, &err)) {
         fprintf (stderr, "coordinator: %s: %s\n", opt->job_file ? opt->job_file : "job", err.msg);
         return -1;
@@ -821,6 +823,7 @@ s_run (s_options_t opt)
     char local_keys [PATH_MAX] = "";
     ps_exporter_t *exporter = NULL;
     bool launcher_started;              //  set at the end: whether tasks ran
+    ps_cores_split_t split = { 0 };     //  a local cluster's threads
 
     ps_coord_config_t config;
     memset (&config, 0, sizeof config);
@@ -846,6 +849,20 @@ s_run (s_options_t opt)
         nps = opt.local_ps < 0 ? mode->local_servers : opt.local_ps;
         nworkers = opt.local_workers;
         nevaluators = opt.local_evaluator ? 1 : 0;
+        //  The cluster's processes share this machine's cores: threads
+        //  sized so that they do not oversubscribe them, unless the job
+        //  sets the workers' (the evaluator, idle but for evaluations,
+        //  takes the workers' count and is not counted).
+        char cores_source [32];
+        int cores = ps_cores_available (cores_source, sizeof cores_source);
+        ps_cores_split (cores, nworkers, nps, &split);
+        if (!config.job.worker_threads_given)
+            config.job.worker_threads = split.worker_threads;
+        ps_info ("local cluster on %d cores (%s): %d workers of %d compute threads%s, %d "
+                 "servers of %d apply threads, %d ZeroMQ I/O thread per process", cores,
+                 cores_source, nworkers, config.job.worker_threads,
+                 config.job.worker_threads_given ? " (as the job says)" : "", nps,
+                 split.server_threads, split.io_threads);
         int counts [PS_ROLES] = { nps, nworkers, nevaluators };
         if (ps_launcher_local_spec (counts, &tf_cluster, &err)) {
             fprintf (stderr, "coordinator: %s\n", err.msg);
@@ -1000,7 +1017,7 @@ s_run (s_options_t opt)
         launcher = ps_launcher_local_new (opt.restart, log_dir, &err);
         if (!launcher
         ||  ps_launcher_start_cluster (launcher, tf_cluster, counts, config.job.checkpoint_dir,
-                                       opt.keys_dir, opt.ps_memory_limit,
+                                       opt.keys_dir, split.server_threads, opt.ps_memory_limit,
                                        strcmp (config.job.device, "gpu") == 0 ? "gpu" : NULL,
                                        &err)) {
             fprintf (stderr, "coordinator: %s\n", err.msg);
@@ -1020,7 +1037,7 @@ s_run (s_options_t opt)
         ||  ps_launcher_start_cluster (launcher, tf_cluster, counts, config.job.checkpoint_dir,
                                        opt.insecure ? NULL
                                        : opt.keys_dir ? opt.keys_dir : getenv ("PS_KEYS"),
-                                       NULL, NULL, &err)) {
+                                       0, NULL, NULL, &err)) {
             fprintf (stderr, "coordinator: %s\n", err.msg);
             exit_code = 1;
             goto done;

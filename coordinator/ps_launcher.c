@@ -115,9 +115,11 @@ ps_launcher_name (const ps_launcher_t *self)
 int
 ps_launcher_start_cluster (ps_launcher_t *self, const char *tf_cluster,
                            const int counts [PS_ROLES], const char *checkpoint_dir,
-                           const char *keys_dir, const char *memory_limit, const char *device,
-                           ps_error_t *err)
+                           const char *keys_dir, int server_threads, const char *memory_limit,
+                           const char *device, ps_error_t *err)
 {
+    char threads [16];
+    snprintf (threads, sizeof threads, "%d", server_threads > 0 ? server_threads : 0);
     for (int r = 0; r < PS_ROLES; r++)
         for (int i = 0; i < counts [r]; i++) {
             const char *role = ps_role_name ((ps_role_t) r);
@@ -132,9 +134,10 @@ ps_launcher_start_cluster (ps_launcher_t *self, const char *tf_cluster,
                 key_args [0] = "--keys";
                 key_args [1] = keys_dir;
             }
-            //  Each server applies updates on its serving thread: the
-            //  machine's cores are the workers'.
-            const char *server_args [] = { "--threads", "0", "--checkpoint-root",
+            //  The caller sized the apply pool (ps_cores.h): the
+            //  server's own default, a thread per core, would
+            //  oversubscribe the cores the workers compute on.
+            const char *server_args [] = { "--threads", threads, "--checkpoint-root",
                                            checkpoint_dir, key_args [0], key_args [1],
                                            NULL, NULL, NULL };
             if (memory_limit) {

@@ -65,6 +65,19 @@ if [ "$status" = 0 ]; then
 else
   fail "local cluster run" "exit $status (124: timed out), expected 0"
 fi
+# It logs how it split this machine's cores (coordinator/ps_cores.h), and its
+# servers and workers run with the threads it chose.
+split=$(grep -o "local cluster on [0-9]* cores ([a-zA-Z ]*): 2 workers of [0-9]* compute threads, \
+1 servers of [0-9]* apply threads, 1 ZeroMQ I/O thread per process" "$work/out")
+wthreads=$(echo "$split" | sed -n 's/.*2 workers of \([0-9]*\) compute.*/\1/p')
+sthreads=$(echo "$split" | sed -n 's/.*1 servers of \([0-9]*\) apply.*/\1/p')
+if [ -n "$wthreads" ] && [ -n "$sthreads" ] \
+   && grep -q "with $sthreads apply threads" "$work/logs/ps0.log"; then
+  pass "local cluster logs its split of the cores ($wthreads + $sthreads threads)"
+else
+  fail "local cluster logs its split of the cores" "no split line, or ps0 does not use it: \
+$(grep -i "cores\|apply threads" "$work/out" "$work/logs/ps0.log")"
+fi
 
 problem=$(/usr/bin/python3 - "$schema" "$check_tool" "$work" <<'PY' 2>&1
 import json, os, subprocess, sys
