@@ -7,6 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
+//  An evaluator's threads: standalone evaluates the 10k Fashion-MNIST
+//  test images in about 0.4 s on 2.
+#define S_EVALUATOR_THREADS 2
+
 //  The cgroup v2 quota in cores, rounded up; 0 when there is none or it
 //  cannot be read (cgroup v1, no /sys/fs/cgroup): the other limits stand.
 static int
@@ -52,7 +56,8 @@ ps_cores_available (char *source, size_t size)
 }
 
 void
-ps_cores_split (int cores, int nworkers, int nservers, ps_cores_split_t *split)
+ps_cores_split (int cores, int nworkers, int nservers, bool may_evaluate,
+                ps_cores_split_t *split)
 {
     if (cores < 1)
         cores = 1;
@@ -60,15 +65,21 @@ ps_cores_split (int cores, int nworkers, int nservers, ps_cores_split_t *split)
         nworkers = 1;
     if (nservers < 0)
         nservers = 0;
+    int total = cores;
+    bool evaluator = may_evaluate && cores >= nworkers + nservers + S_EVALUATOR_THREADS;
+    if (evaluator)
+        cores -= S_EVALUATOR_THREADS;
     int server_threads = nservers > 0 ? cores / 4 / nservers : 0;
     //  Every worker keeps a core of its own before a server has a pool.
     while (server_threads > 0 && cores - nservers * server_threads < nworkers)
         server_threads--;
     int worker_threads = (cores - nservers * server_threads) / nworkers;
     *split = (ps_cores_split_t) {
-        .cores = cores,
+        .cores = total,
         .worker_threads = worker_threads > 0 ? worker_threads : 1,
         .server_threads = server_threads,
         .io_threads = 1,
+        .evaluator = evaluator,
+        .evaluator_threads = evaluator ? S_EVALUATOR_THREADS : 0,
     };
 }
