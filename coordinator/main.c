@@ -666,7 +666,6 @@ s_load_job (ps_job_t *job, int nps, const s_options_t *opt, char *log_dir, size_
                 job->checkpoint_seconds = 30;
         }
     }
-    ps_job_mode_defaults (job);
     if (ps_job_validate (job, &err)) {
         fprintf (stderr, "coordinator: %s: %s\n", opt->job_file ? opt->job_file : "job", err.msg);
         return -1;

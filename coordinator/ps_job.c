@@ -454,19 +454,9 @@ ps_job_load_json (ps_job_t *job, const json_t *obj, const char *source, ps_error
     *job = overlay.job;
     if (json_object_get (obj, "optimizer"))
         job->optimizer_given = true;
-    if (json_object_get (obj, "overlap"))
-        job->overlap_given = true;
     if (json_object_get (obj, "worker_threads"))
         job->worker_threads_given = true;
     return 0;
-}
-
-void
-ps_job_mode_defaults (ps_job_t *job)
-{
-    assert (job);
-    if (!job->overlap_given)
-        job->overlap = job->mode == PS_MODE_ASYNC;
 }
 
 void

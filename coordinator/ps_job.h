@@ -74,8 +74,6 @@ typedef struct {
     int heartbeat_timeout_ms;
     int register_timeout_ms;            //  wait for servers at start-up
     bool overlap;                       //  workers push step k while computing k + 1
-    bool overlap_given;                 //  the file or a flag set overlap, so the mode's
-                                        //  default (ps_job_mode_defaults) yields
     int worker_threads;                 //  compute threads per worker
     bool worker_threads_given;          //  the file or --threads set them, so a local
                                         //  cluster's split of its cores (ps_cores.h) yields
@@ -123,12 +121,6 @@ int ps_job_load_json (ps_job_t *job, const json_t *obj, const char *source, ps_e
 //  the job's default, the model's, the job file's, the flags'. The model's
 //  optimizer passed its schema, so the job stays valid.
 void ps_job_model_optimizer (ps_job_t *job, const ps_opt_config_t *model_optimizer);
-
-//  Give the job its mode's defaults where neither the job file nor a flag
-//  set them: overlap is on in async mode (measured to reach the target
-//  accuracy sooner: README, Benchmarks) and off in the others (ssp counts
-//  staleness in steps, sync ignores it). Call it once the mode is final.
-void ps_job_mode_defaults (ps_job_t *job);
 
 //  Check the combination (ranges, piecewise lengths, a checkpoint interval
 //  without a directory, ...). Errors name the key by its JSON pointer.

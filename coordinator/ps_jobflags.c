@@ -95,10 +95,11 @@ static const struct argp_option s_options [] = {
       S_GROUP },
     { "device", O_DEVICE, "D", 0, "cpu, gpu or auto for the workers (default cpu)", S_GROUP },
     { "overlap", O_OVERLAP, NULL, 0,
-      "Workers push a step while computing the next (faster, one step staler; default in "
-      "async mode)", S_GROUP },
+      "Workers push a step while computing the next (faster, one step staler: README, "
+      "Benchmarks)", S_GROUP },
     { "no-overlap", O_NO_OVERLAP, NULL, 0,
-      "Workers wait for a step's push before computing the next", S_GROUP },
+      "Workers wait for a step's push before computing the next (the default; overrides a "
+      "job file's overlap)", S_GROUP },
     { "nonfinite-retries", O_NONFINITE_RETRIES, "N", 0,
       "Retries of a step whose gradient is NaN or infinite before the run fails (default 2)",
       S_GROUP },
@@ -222,7 +223,6 @@ s_apply (ps_job_t *job, int key, const char *value, ps_error_t *err)
         case O_OVERLAP:
         case O_NO_OVERLAP:
             job->overlap = key == O_OVERLAP;
-            job->overlap_given = true;
             return 0;
         case O_STOP_ON_DIVERGENCE:
             job->stop_on_divergence = true;

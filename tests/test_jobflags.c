@@ -267,43 +267,32 @@ test_model_optimizer (void **state)
     assert_memory_equal (&opt, &adam, sizeof adam);
 }
 
-//  Overlap is on by default in async mode only, unless a job file or a
-//  flag says; the workers' threads are marked given by the file or
-//  --threads (a local cluster splits its cores otherwise).
+//  Overlap is off by default in every mode (it cost accuracy: README,
+//  Benchmarks); --no-overlap overrides a job file's "overlap": true. The
+//  workers' threads are marked given by the file or --threads (a local
+//  cluster splits its cores otherwise).
 static void
-test_mode_defaults (void **state)
+test_overlap_threads (void **state)
 {
     harness_job_fixture_t *fx = *state;
-    const struct { const char *mode; bool overlap; } modes [] = {
-        { "async", true }, { "ssp", false }, { "sync", false }, { "mirrored", false },
-    };
+    const char *modes [] = { "async", "ssp", "sync", "mirrored" };
     for (size_t i = 0; i < sizeof modes / sizeof modes [0]; i++) {
         ps_job_t job;
         ps_job_default (&job, 2);
-        ps_error_t err;
-        assert_int_equal (ps_mode_parse (modes [i].mode, &job.mode, &err), 0);
-        ps_job_mode_defaults (&job);
-        assert_int_equal (job.overlap, modes [i].overlap);
+        s_apply (&job, "mode", modes [i]);
+        assert_false (job.overlap);
         assert_false (job.worker_threads_given);
     }
-    //  --no-overlap and the file's "overlap": false win in async mode;
-    //  --overlap wins in ssp mode.
     ps_job_t job;
     ps_job_default (&job, 2);
-    s_apply (&job, "no-overlap", NULL);
-    ps_job_mode_defaults (&job);
-    assert_false (job.overlap);
-    ps_job_default (&job, 2);
     ps_error_t err;
-    assert_int_equal (ps_job_load_file (&job, harness_job_write (fx, "no.json",
-                                                                 "{\"overlap\": false}"), &err), 0);
-    ps_job_mode_defaults (&job);
-    assert_false (job.overlap);
+    assert_int_equal (ps_job_load_file (&job, harness_job_write (fx, "on.json",
+                                                                 "{\"overlap\": true}"), &err), 0);
+    assert_true (job.overlap);
     assert_false (job.worker_threads_given);
-    ps_job_default (&job, 2);
-    s_apply (&job, "mode", "ssp");
+    s_apply (&job, "no-overlap", NULL);
+    assert_false (job.overlap);
     s_apply (&job, "overlap", NULL);
-    ps_job_mode_defaults (&job);
     assert_true (job.overlap);
     ps_job_default (&job, 2);
     s_apply (&job, "threads", "3");
@@ -323,7 +312,7 @@ main (void)
         cmocka_unit_test (test_options),
         cmocka_unit_test (test_apply),
         cmocka_unit_test (test_order),
-        cmocka_unit_test_setup_teardown (test_mode_defaults, harness_job_setup,
+        cmocka_unit_test_setup_teardown (test_overlap_threads, harness_job_setup,
                                          harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_refused, harness_job_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_model_optimizer, harness_job_setup,

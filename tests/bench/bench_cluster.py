@@ -30,8 +30,8 @@ or a run that did not train every step).
      --insecure, twice each, interleaved.
   c. Checkpoint pause: a cluster run with --checkpoint-steps 200; per
      checkpoint pause_ms and write_ms against the mean step time.
-  e. (on request) The async cluster's defaults against the old ones, for
-     the decision on each: with --overlap (the default) and --no-overlap,
+  e. (on request) The async cluster's defaults against the alternatives, for
+     the decision on each: with --overlap and --no-overlap (the default),
      and on 8 cores (--cores 8: an evaluator of 2 threads) and with
      --no-evaluator, as section a measures time to 89% (the first eval
      record >= 0.89: its step and params_at_s), the final accuracy and
@@ -798,10 +798,10 @@ class Bench:
         every = 25 if q else 235
         limit = ["--limit", "6400", "--test-limit", "1000"] if q else []
         epochs = 2 if q else 3
-        variants = [("overlap (default)", ["--overlap"]), ("no overlap", ["--no-overlap"]),
+        variants = [("overlap", ["--overlap"]), ("no overlap (default)", ["--no-overlap"]),
                     ("evaluator, --cores 8", ["--cores", "8"]),
                     ("no evaluator, --cores 8", ["--cores", "8", "--no-evaluator"])]
-        print("e. The async cluster's defaults against the old ones: time to %.0f%%, %d "
+        print("e. The async cluster's defaults against the alternatives: time to %.0f%%, %d "
               "rounds, interleaved" % (100 * target, self.args.rounds))
         print("   " + load_line())
         results = {name: [] for name, _ in variants}
