@@ -116,6 +116,46 @@ else
   pass "a local cluster with cores to spare evaluates on an evaluator ($evals evaluations)"
 fi
 
+# The evaluator killed once it has evaluated: as today, its evaluation
+# waits again for the next task that asks (a worker, while the supervisor
+# restarts it), the run completes, and every batch is applied once.
+"$coordinator" --local --cores 8 --ps 1 --workers 2 --epochs 4 --limit 3200 --test-limit 500 \
+  --eval-steps 5 --log-dir "$work/klogs" --checkpoint-dir "$work/kckpt" \
+  --metrics "$work/killed.jsonl" --data "$data" >"$work/kout" 2>&1 &
+kcoord=$!
+for _ in $(seq 1 600); do
+  grep -q '"event":"eval".*"role":"evaluator"' "$work/killed.jsonl" 2>/dev/null && break
+  kill -0 "$kcoord" 2>/dev/null || break
+  sleep 0.1
+done
+kpid=$(grep -o "started evaluator:0 (pid [0-9]*" "$work/kout" | grep -o "[0-9]*$")
+killed=no
+[ -n "$kpid" ] && kill -9 "$kpid" 2>/dev/null && killed=yes
+wait "$kcoord"
+kstatus=$?
+if [ "$killed" != yes ]; then
+  fail "evaluator killed mid-run" "no evaluator to kill (pid '$kpid'); the run exited $kstatus"
+elif [ "$kstatus" != 0 ]; then
+  fail "evaluator killed mid-run" "exit $kstatus, expected 0: $(tail -5 "$work/kout")"
+elif ! grep -q "evaluator:0 failed" "$work/kout" \
+     || ! kproblem=$(/usr/bin/python3 - "$work/killed.jsonl" <<'PY' 2>&1
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+done = rows[-1]
+evals = [r for r in rows if r["event"] == "eval"]
+if done["event"] != "done" or done["steps"] != done["total"] or evals[-1]["step"] != done["total"]:
+    sys.exit("done %s, last evaluation of step %s" % (done.get("steps"), evals[-1]["step"]))
+PY
+); then
+  fail "evaluator killed mid-run" "no failure logged, or $kproblem"
+elif ! checked=$(/usr/bin/python3 "$(dirname "$0")/faults/check_run.py" \
+    --metrics "$work/killed.jsonl" --total 200 --servers 1 --mode async \
+    --checkpoint-dir "$work/kckpt" 2>&1); then
+  fail "evaluator killed mid-run" "check_run.py: $checked"
+else
+  pass "an evaluator killed mid-run: the run completes, evaluated to its last step, every batch once"
+fi
+
 problem=$(/usr/bin/python3 - "$schema" "$check_tool" "$work" <<'PY' 2>&1
 import json, os, subprocess, sys
 import jsonschema
