@@ -7,13 +7,15 @@
 //  can keep a core and 2 remain, and the mode allows one, an evaluator
 //  task takes those 2, so that evaluations run beside training rather than
 //  on a worker, whose training would stop for each (2 threads: as fast as
-//  standalone's evaluation). Of the rest, a quarter goes to
-//  the ps-servers' apply pools, split evenly (0 threads each, applying on
-//  the serving thread, when the quarter is less than one core a server, or
-//  when the workers would not keep a core each), and the rest to the workers' compute threads, split evenly, at least 1
-//  each. Every process keeps ZeroMQ's one I/O thread. Workers compute
-//  about 70% of a step and the servers apply in the rest, so the workers
-//  get most cores; explicit thread options win over the split.
+//  standalone's evaluation). Of the rest, a quarter goes to the
+//  ps-servers' apply pools, split evenly (0 threads each, applying on the
+//  serving thread, when the quarter is less than one core a server, or
+//  when the workers would not keep a core each), and the rest to the
+//  workers' compute threads, split evenly, at least 1 each. Every process
+//  keeps ZeroMQ's one I/O thread (a mirrored ring's transport has its own
+//  2). Workers compute about 70% of a step and the servers apply in the
+//  rest, so the workers get most cores; explicit thread options win over
+//  the split.
 
 #ifndef PS_CORES_H_INCLUDED
 #define PS_CORES_H_INCLUDED

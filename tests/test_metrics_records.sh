@@ -153,7 +153,8 @@ elif ! checked=$(/usr/bin/python3 "$(dirname "$0")/faults/check_run.py" \
     --checkpoint-dir "$work/kckpt" 2>&1); then
   fail "evaluator killed mid-run" "check_run.py: $checked"
 else
-  pass "an evaluator killed mid-run: the run completes, evaluated to its last step, every batch once"
+  pass "an evaluator killed mid-run: the run completes, evaluated to its last step, \
+every batch once"
 fi
 
 problem=$(/usr/bin/python3 - "$schema" "$check_tool" "$work" <<'PY' 2>&1
