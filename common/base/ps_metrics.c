@@ -50,6 +50,7 @@ enum { S_S_FAILURES, S_S_REGISTRATIONS };
 
 struct _ps_metrics_t {
     FILE *metrics;
+    bool ended;                 //  the file's last record, done or failed, is written
     bool tty;
     bool tty_dirty;
     double log_seconds;
@@ -227,7 +228,11 @@ ps_metrics_event (ps_metrics_t *self, const char *event, json_t *obj)
     if (!obj)
         obj = json_object ();
     s_count_event (self, event, obj);
-    if (self->metrics) {
+    //  A run's file ends with its done or failed record (schemas/metrics.md),
+    //  whatever the processes still do then: a worker that registers only
+    //  after the last step, say, is counted but not written.
+    if (self->metrics && !self->ended) {
+        self->ended = strcmp (event, "done") == 0 || strcmp (event, "failed") == 0;
         json_t *line = json_object ();
         json_object_set_new (line, "event", json_string (event));
         json_object_set_new (line, "time_s",
