@@ -103,7 +103,8 @@ test_progress_record (void **state)
 }
 
 //  A run's file ends with its done record: an event after it (a worker
-//  registering after the last step) is not written. test_own_data read
+//  registering after the last step) is not written, but for the failed
+//  record of a run that did not verify; after failed, nothing. test_own_data read
 //  the last record for the accuracy and found that one, now and then.
 static void
 test_done_is_last (void **state)
@@ -119,21 +120,24 @@ test_done_is_last (void **state)
     ps_metrics_event (metrics, "registered", json_pack ("{s:s}", "role", "worker"));
     ps_metrics_event (metrics, "done", json_pack ("{s:f}", "test_accuracy", 0.5));
     ps_metrics_event (metrics, "registered", json_pack ("{s:s}", "role", "worker"));
+    //  A run whose end did not verify: its failed record follows done.
     ps_metrics_event (metrics, "failed", NULL);
+    ps_metrics_event (metrics, "registered", json_pack ("{s:s}", "role", "worker"));
     ps_metrics_destroy (&metrics);
     FILE *file = fopen (path, "r");
     assert_non_null (file);
     char line [256];
     int lines = 0;
-    const char *events [] = { "\"event\":\"registered\"", "\"event\":\"done\"" };
+    const char *events [] = { "\"event\":\"registered\"", "\"event\":\"done\"",
+                              "\"event\":\"failed\"" };
     while (fgets (line, sizeof line, file)) {
-        assert_true (lines < 2);
+        assert_true (lines < 3);
         assert_non_null (strstr (line, events [lines]));
         lines++;
     }
     fclose (file);
     unlink (path);
-    assert_int_equal (lines, 2);
+    assert_int_equal (lines, 3);
 }
 
 static void

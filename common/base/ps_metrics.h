@@ -63,8 +63,9 @@ void ps_metrics_tty_clear (ps_metrics_t *self);
 
 //  Write one metrics line {event, time_s, ...obj}, and release obj (NULL:
 //  no other keys). A write error is warned about, not fatal. After a done
-//  or failed record nothing more is written (the event still counts for
-//  the Prometheus text).
+//  record only a failed one is written (a run that did not verify), and
+//  after a failed one nothing (the events still count for the Prometheus
+//  text).
 void ps_metrics_event (ps_metrics_t *self, const char *event, json_t *obj);
 
 //  Training begins now: the progress window and the wall clock of the
