@@ -17,6 +17,7 @@
 #include "ps_checkpoint.h"
 #include "ps_cli.h"
 #include "ps_coord.h"
+#include "ps_cores.h"
 #include "ps_ctrmodel.h"
 #include "ps_curve.h"
 #include "ps_dataset.h"
@@ -50,6 +51,8 @@ typedef struct {
     int local_ps, local_workers;
     const char *ps_memory_limit;        //  each server's --memory-limit, or NULL
     bool local_evaluator;
+    bool no_evaluator;          //  --no-evaluator: not even when the cores allow one
+    int local_cores;            //  --cores: the cores to split; 0: detected
     bool restart;
     bool keep_run_dir;          //  keep the default run directory of a completed run
     const char *log_dir;
@@ -69,7 +72,8 @@ typedef struct {
 enum {
     O_CLUSTER = 'c', O_KEYS = 'k', O_JOB = 'j', O_WORKERS = 'w', O_PS = 'p', O_LOCAL = 'l',
     O_RESUME = 'r', O_OUT = 'o', O_MODEL = 'm',
-    O_PS_MEMORY_LIMIT = 256, O_EVALUATOR, O_NO_RESTART, O_KEEP_RUN_DIR, O_DATA_PLANE, O_LOG_DIR,
+    O_PS_MEMORY_LIMIT = 256, O_EVALUATOR, O_NO_EVALUATOR, O_CORES, O_NO_RESTART, O_KEEP_RUN_DIR,
+    O_DATA_PLANE, O_LOG_DIR,
     O_CLUSTER_RESOLVER, O_METRICS, O_INSECURE, O_AS, O_TIMEOUT_MS, O_CHECKPOINT, O_FORMAT,
     O_METRICS_PORT, O_METRICS_ADDR, O_WIDTH, O_HEIGHT,
 };
@@ -84,7 +88,13 @@ static const struct argp_option s_options [] = {
       "Each local server's --memory-limit (K, M, G): the most its embedding tables may "
       "hold; a run whose rows do not fit fails at once, naming the server", 1 },
     { "workers", O_WORKERS, "N", 0, "Workers of a local cluster (default 2)", 1 },
-    { "evaluator", O_EVALUATOR, NULL, 0, "A local cluster also runs an evaluator task", 1 },
+    { "evaluator", O_EVALUATOR, NULL, 0,
+      "A local cluster also runs an evaluator task (default: when its cores allow one)", 1 },
+    { "no-evaluator", O_NO_EVALUATOR, NULL, 0,
+      "No evaluator task: a worker evaluates, and stops training meanwhile", 1 },
+    { "cores", O_CORES, "N", 0,
+      "The cores a local cluster shares among its processes' threads (default: those this "
+      "process may use; README, Training on a cluster)", 1 },
     { "no-restart", O_NO_RESTART, NULL, 0, "Do not restart local children that die", 1 },
     { "log-dir", O_LOG_DIR, "DIR", 0,
       "Local children's logs (default /tmp/ps-cluster-PID, a run directory removed with its "
@@ -160,6 +170,11 @@ s_parse (int key, char *arg, struct argp_state *state)
         case ARGP_KEY_INIT: state->child_inputs [0] = opt->jobflags; break;
         case O_LOCAL: opt->local = true; break;
         case O_EVALUATOR: opt->local_evaluator = true; break;
+        case O_NO_EVALUATOR: opt->no_evaluator = true; break;
+        case O_CORES:
+            if ((rc = ps_parse_uint ("--cores", arg, 1, 4096, &u, &err)) == PS_OK)
+                opt->local_cores = (int) u;
+            break;
         case O_NO_RESTART: opt->restart = false; break;
         case O_KEEP_RUN_DIR: opt->keep_run_dir = true; break;
         case O_LOG_DIR: opt->log_dir = arg; break;
@@ -821,6 +836,7 @@ s_run (s_options_t opt)
     char local_keys [PATH_MAX] = "";
     ps_exporter_t *exporter = NULL;
     bool launcher_started;              //  set at the end: whether tasks ran
+    ps_cores_split_t split = { 0 };     //  a local cluster's threads
 
     ps_coord_config_t config;
     memset (&config, 0, sizeof config);
@@ -845,7 +861,29 @@ s_run (s_options_t opt)
         }
         nps = opt.local_ps < 0 ? mode->local_servers : opt.local_ps;
         nworkers = opt.local_workers;
-        nevaluators = opt.local_evaluator ? 1 : 0;
+        if (opt.local_evaluator && opt.no_evaluator) {
+            fprintf (stderr, "coordinator: --evaluator and --no-evaluator: give one\n");
+            goto done;
+        }
+        //  The cluster's processes share this machine's cores: threads
+        //  sized so that they do not oversubscribe them, unless the job
+        //  sets the workers'; an evaluator where the cores allow one.
+        char cores_source [32] = "--cores";
+        int cores = opt.local_cores > 0 ? opt.local_cores
+                    : ps_cores_available (cores_source, sizeof cores_source);
+        ps_cores_split (cores, nworkers, nps, !mode->no_evaluator && !opt.no_evaluator, &split);
+        if (!config.job.worker_threads_given)
+            config.job.worker_threads = split.worker_threads;
+        nevaluators = opt.local_evaluator || split.evaluator ? 1 : 0;
+        char evaluator [64] = ", no evaluator";
+        if (nevaluators)
+            snprintf (evaluator, sizeof evaluator, ", an evaluator of %d compute threads",
+                      split.evaluator ? split.evaluator_threads : config.job.worker_threads);
+        ps_info ("local cluster on %d cores (%s): %d workers of %d compute threads%s, %d "
+                 "servers of %d apply threads%s, %d ZeroMQ I/O thread per process", cores,
+                 cores_source, nworkers, config.job.worker_threads,
+                 config.job.worker_threads_given ? " (as the job says)" : "", nps,
+                 split.server_threads, evaluator, split.io_threads);
         int counts [PS_ROLES] = { nps, nworkers, nevaluators };
         if (ps_launcher_local_spec (counts, &tf_cluster, &err)) {
             fprintf (stderr, "coordinator: %s\n", err.msg);
@@ -1000,7 +1038,7 @@ s_run (s_options_t opt)
         launcher = ps_launcher_local_new (opt.restart, log_dir, &err);
         if (!launcher
         ||  ps_launcher_start_cluster (launcher, tf_cluster, counts, config.job.checkpoint_dir,
-                                       opt.keys_dir, opt.ps_memory_limit,
+                                       opt.keys_dir, &split, opt.ps_memory_limit,
                                        strcmp (config.job.device, "gpu") == 0 ? "gpu" : NULL,
                                        &err)) {
             fprintf (stderr, "coordinator: %s\n", err.msg);
@@ -1020,7 +1058,7 @@ s_run (s_options_t opt)
         ||  ps_launcher_start_cluster (launcher, tf_cluster, counts, config.job.checkpoint_dir,
                                        opt.insecure ? NULL
                                        : opt.keys_dir ? opt.keys_dir : getenv ("PS_KEYS"),
-                                       NULL, NULL, &err)) {
+                                       NULL, NULL, NULL, &err)) {
             fprintf (stderr, "coordinator: %s\n", err.msg);
             exit_code = 1;
             goto done;

@@ -454,6 +454,8 @@ ps_job_load_json (ps_job_t *job, const json_t *obj, const char *source, ps_error
     *job = overlay.job;
     if (json_object_get (obj, "optimizer"))
         job->optimizer_given = true;
+    if (json_object_get (obj, "worker_threads"))
+        job->worker_threads_given = true;
     return 0;
 }
 

@@ -75,6 +75,8 @@ typedef struct {
     int register_timeout_ms;            //  wait for servers at start-up
     bool overlap;                       //  workers push step k while computing k + 1
     int worker_threads;                 //  compute threads per worker
+    bool worker_threads_given;          //  the file or --threads set them, so a local
+                                        //  cluster's split of its cores (ps_cores.h) yields
     char device [8];                    //  "cpu", "gpu" or "auto"
     double log_seconds;                 //  metrics window; > 0
     int nonfinite_retries;              //  a step whose gradient is not finite is tried

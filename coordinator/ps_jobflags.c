@@ -23,7 +23,7 @@ enum {
     O_STEPS = PS_JOBFLAGS_FIRST,
     O_OPTIMIZER, O_LR, O_MODE, O_STALENESS, O_SEED, O_LIMIT,
     O_TEST_LIMIT, O_CKPT_STEPS, O_CKPT_SECONDS, O_KEEP, O_EVAL_EPOCHS, O_EVAL_STEPS,
-    O_HEARTBEAT, O_HEARTBEAT_TIMEOUT, O_REGISTER_TIMEOUT, O_DEVICE, O_OVERLAP,
+    O_HEARTBEAT, O_HEARTBEAT_TIMEOUT, O_REGISTER_TIMEOUT, O_DEVICE, O_OVERLAP, O_NO_OVERLAP,
     O_NONFINITE_RETRIES, O_STOP_ON_DIVERGENCE, O_DATA_FORMAT, O_TRAIN_DATA, O_TEST_DATA,
     O_FULL_EVERY, O_STEP_RETRIES, O_TRAIN_IMAGES, O_TRAIN_LABELS, O_TEST_IMAGES, O_TEST_LABELS,
     O_LABEL_COLUMN, O_CLASSES,
@@ -90,10 +90,16 @@ static const struct argp_option s_options [] = {
       "A task silent this long has failed (default 3000)", S_GROUP },
     { "register-timeout-ms", O_REGISTER_TIMEOUT, "N", 0,
       "Wait this long for the servers (default 60000)", S_GROUP },
-    { "threads", O_THREADS, "N", 0, "Compute threads per worker (default 1)", S_GROUP },
+    { "threads", O_THREADS, "N", 0,
+      "Compute threads per worker (default 1; a local cluster splits its cores: README)",
+      S_GROUP },
     { "device", O_DEVICE, "D", 0, "cpu, gpu or auto for the workers (default cpu)", S_GROUP },
     { "overlap", O_OVERLAP, NULL, 0,
-      "Workers push a step while computing the next (faster, one step staler)", S_GROUP },
+      "Workers push a step while computing the next (faster, one step staler: README, "
+      "Benchmarks)", S_GROUP },
+    { "no-overlap", O_NO_OVERLAP, NULL, 0,
+      "Workers wait for a step's push before computing the next (the default; overrides a "
+      "job file's overlap)", S_GROUP },
     { "nonfinite-retries", O_NONFINITE_RETRIES, "N", 0,
       "Retries of a step whose gradient is NaN or infinite before the run fails (default 2)",
       S_GROUP },
@@ -215,7 +221,8 @@ s_apply (ps_job_t *job, int key, const char *value, ps_error_t *err)
                                      value);
             return s_copy (flag, value, job->data_format, sizeof job->data_format, err);
         case O_OVERLAP:
-            job->overlap = true;
+        case O_NO_OVERLAP:
+            job->overlap = key == O_OVERLAP;
             return 0;
         case O_STOP_ON_DIVERGENCE:
             job->stop_on_divergence = true;
@@ -279,7 +286,10 @@ s_apply (ps_job_t *job, int key, const char *value, ps_error_t *err)
         case O_HEARTBEAT: int_field = &job->heartbeat_ms; break;
         case O_HEARTBEAT_TIMEOUT: int_field = &job->heartbeat_timeout_ms; break;
         case O_REGISTER_TIMEOUT: int_field = &job->register_timeout_ms; break;
-        case O_THREADS: int_field = &job->worker_threads; break;
+        case O_THREADS:
+            int_field = &job->worker_threads;
+            job->worker_threads_given = true;
+            break;
         case O_STEPS: u64_field = &job->steps; break;
         case O_SEED: u64_field = &job->seed; break;
         case O_LIMIT: u64_field = &job->train_limit; break;

@@ -115,9 +115,12 @@ ps_launcher_name (const ps_launcher_t *self)
 int
 ps_launcher_start_cluster (ps_launcher_t *self, const char *tf_cluster,
                            const int counts [PS_ROLES], const char *checkpoint_dir,
-                           const char *keys_dir, const char *memory_limit, const char *device,
-                           ps_error_t *err)
+                           const char *keys_dir, const ps_cores_split_t *split,
+                           const char *memory_limit, const char *device, ps_error_t *err)
 {
+    char threads [16], eval_threads [16];
+    snprintf (threads, sizeof threads, "%d", split ? split->server_threads : 0);
+    snprintf (eval_threads, sizeof eval_threads, "%d", split ? split->evaluator_threads : 0);
     for (int r = 0; r < PS_ROLES; r++)
         for (int i = 0; i < counts [r]; i++) {
             const char *role = ps_role_name ((ps_role_t) r);
@@ -132,9 +135,10 @@ ps_launcher_start_cluster (ps_launcher_t *self, const char *tf_cluster,
                 key_args [0] = "--keys";
                 key_args [1] = keys_dir;
             }
-            //  Each server applies updates on its serving thread: the
-            //  machine's cores are the workers'.
-            const char *server_args [] = { "--threads", "0", "--checkpoint-root",
+            //  The caller sized the apply pool (ps_cores.h): the
+            //  server's own default, a thread per core, would
+            //  oversubscribe the cores the workers compute on.
+            const char *server_args [] = { "--threads", threads, "--checkpoint-root",
                                            checkpoint_dir, key_args [0], key_args [1],
                                            NULL, NULL, NULL };
             if (memory_limit) {
@@ -144,11 +148,16 @@ ps_launcher_start_cluster (ps_launcher_t *self, const char *tf_cluster,
             }
             //  A worker told its device checks it before registering, and
             //  one that cannot use it says so and is not restarted.
-            const char *worker_args [] = { key_args [0], key_args [1], NULL, NULL, NULL };
+            const char *worker_args [] = { key_args [0], key_args [1], NULL, NULL, NULL, NULL,
+                                           NULL };
+            int at = keys_dir ? 2 : 1;
             if (device) {
-                int at = keys_dir ? 2 : 1;
-                worker_args [at] = "--device";
-                worker_args [at + 1] = device;
+                worker_args [at++] = "--device";
+                worker_args [at++] = device;
+            }
+            if (r == PS_ROLE_EVALUATOR && split && split->evaluator_threads > 0) {
+                worker_args [at++] = "--threads";
+                worker_args [at++] = eval_threads;
             }
             const char *env [] = { tf, NULL };
             ps_launch_spec_t spec = { r == PS_ROLE_PS ? server_args : worker_args, env };

@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "ps_cores.h"
 #include "ps_error.h"
 #include "ps_role.h"
 #include "ps_supervisor.h"
@@ -111,13 +112,15 @@ int ps_launcher_signal_child (ps_supervisor_t *supervisor, int child, ps_role_t 
 //  Start every task of a cluster of counts[role] tasks per role, whose
 //  spec (the JSON of TF_CONFIG's "cluster") is tf_cluster: each gets its
 //  TF_CONFIG, the key directory (NULL: --insecure), and, for servers,
-//  the checkpoint root and memory_limit (their --memory-limit; NULL:
-//  none), for workers and the evaluator device (their --device; NULL: the
-//  plan's). Returns 0, or the first failure's code with err.
-
+//  the checkpoint root, split's server_threads (their --threads: apply-pool
+//  threads; split NULL: 0, applying on the serving thread) and
+//  memory_limit (their --memory-limit; NULL: none), for workers and the
+//  evaluator device (their --device; NULL: the plan's), for the evaluator
+//  split's evaluator_threads (its --threads; 0 or split NULL: the plan's).
+//  Returns 0, or the first failure's code with err.
 int ps_launcher_start_cluster (ps_launcher_t *self, const char *tf_cluster,
                                const int counts [PS_ROLES], const char *checkpoint_dir,
-                               const char *keys_dir, const char *memory_limit,
-                               const char *device, ps_error_t *err);
+                               const char *keys_dir, const ps_cores_split_t *split,
+                               const char *memory_limit, const char *device, ps_error_t *err);
 
 #endif

@@ -188,6 +188,8 @@ main (int argc, char *argv [])
     ps_error_t err;
     if (ps_heap_tune (&err))
         ps_warn ("%s; large messages will be slower", err.msg);
+    if (ps_heap_one_arena (&err))
+        ps_warn ("%s; the server's peak memory will be higher", err.msg);
     //  The endpoint to bind: --bind, checked and with a host name resolved,
     //  or else the task's address in the cluster spec.
     char endpoint [256];

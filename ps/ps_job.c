@@ -42,6 +42,8 @@ struct _ps_job_t {
     uint64_t *dims;             //  the pulled shapes, PS_MAX_RANK per task
     size_t *nonfinite;          //  per task: index + 1 of the gradient's first
                                 //  NaN or infinity, 0 when it has none
+    ps_opt_runner_t runner;     //  applies large partitions in ranges (ps_job_apply_on)
+    bool split;                 //  runner is set
     atomic_int failed;          //  task index + 1 of the first failure
     ps_error_t err;             //  that failure
 };
@@ -96,7 +98,8 @@ s_push_rounds (ps_job_t *self)
     ps_error_t err;
     int rc = ps_partition_push_rounds (self->parts, n, self->fields.step, self->fields.round,
                                        (uint32_t) self->fields.round_steps, grads, outcomes,
-                                       applied, self->versions, &err);
+                                       applied, self->versions,
+                                       self->split ? &self->runner : NULL, &err);
     if (rc < 0)
         s_fail_task (self, 0, &err);
     for (size_t i = 0; i < n; i++)
@@ -119,8 +122,9 @@ s_run_task (ps_job_t *self, size_t i)
     }
     else
     if (self->push) {
-        int rc = ps_partition_push (self->parts [i], self->fields.step,
-                                    ps_msg_tensor (self->msg, i), out, &self->versions [i], &err);
+        int rc = ps_partition_push_on (self->parts [i], self->fields.step,
+                                       ps_msg_tensor (self->msg, i), out, &self->versions [i],
+                                       self->split ? &self->runner : NULL, &err);
         if (rc < 0)
             s_fail_task (self, i, &err);
         self->duplicate [i] = rc == PS_DUPLICATE;
@@ -396,6 +400,15 @@ ps_job_prepare (ps_job_t *self, ps_table_t *table, uint64_t fence, ps_error_t *e
     return PS_OK;
 }
 
+void
+ps_job_apply_on (ps_job_t *self, ps_pool_t *pool)
+{
+    assert (self);
+    self->split = pool && ps_pool_size (pool) > 0;
+    if (self->split)
+        self->runner = ps_pool_runner (pool);
+}
+
 size_t
 ps_job_bytes (ps_job_t *self)
 {
@@ -471,6 +484,23 @@ s_check_nonfinite (ps_job_t *self, ps_error_t *err)
                          ps_msg_tensor (self->msg, first) [at], at, count, self->base.ntasks);
 }
 
+//  Close the gradient frames of a push that sends no values back, once
+//  nothing reads them. They are freed here, before the reply goes out,
+//  rather than with the job after it: the client's next push of the same
+//  size may arrive as soon as the reply does, and its frame should find
+//  this one's memory free, not add a second copy to the server's peak.
+static void
+s_release_gradients (ps_job_t *self)
+{
+    if (!self->push || self->pull)
+        return;
+    for (size_t i = 0; i < self->base.ntasks; i++) {
+        zmq_msg_t frame;
+        if (ps_msg_take_tensor (self->msg, i, &frame) == PS_OK && zmq_msg_close (&frame) != 0)
+            abort ();
+    }
+}
+
 int
 ps_job_reply (ps_job_t *self, ps_writer_t *writer, zmq_msg_t **frames, size_t *nframes,
               ps_error_t *err)
@@ -478,9 +508,12 @@ ps_job_reply (ps_job_t *self, ps_writer_t *writer, zmq_msg_t **frames, size_t *n
     assert (self);
     if (self->push) {
         int rc = s_check_nonfinite (self, err);
-        if (rc)
+        if (rc) {
+            s_release_gradients (self);
             return rc;
+        }
     }
+    s_release_gradients (self);
     if (atomic_load (&self->failed)) {
         *err = self->err;
         return self->err.code;

@@ -7,7 +7,9 @@
 //  given its reply frames, so that a request is refused whole before
 //  anything is applied. Its tasks, one per partition, then run on the
 //  calling thread or on the pool (ps_pool.h): a push's gradients are all
-//  scanned for NaN and infinities before any partition applies its own.
+//  scanned for NaN and infinities before any partition applies its own. A
+//  task whose partition is large is itself split into ranges that the
+//  pool's other threads help with (ps_job_apply_on).
 //  Gradients are read in place from the request's frames; a push-pull's
 //  fresh values are written over its own gradient frames and sent back in
 //  them. What the job holds is charged to its peer (ps_peers.h) until it
@@ -41,6 +43,11 @@ ps_msg_t *ps_job_destroy (ps_job_t **self_p);
 //  that was wrong; nothing was applied.
 int ps_job_prepare (ps_job_t *self, ps_table_t *table, uint64_t fence, ps_error_t *err);
 
+//  Have the job's pushes update a partition of PS_PARTITION_SPLIT_MIN
+//  floats or more in ranges on pool's threads as well as the one running
+//  its task (ps_partition_push_on); a pool without threads changes nothing.
+void ps_job_apply_on (ps_job_t *self, ps_pool_t *pool);
+
 //  The tensor bytes a prepared job moves, in and out, and its task count:
 //  what decides between running it inline and on the pool.
 size_t ps_job_bytes (ps_job_t *self);
@@ -58,7 +65,8 @@ ps_job_t *ps_job_from_pool (ps_pool_job_t *job);
 //  After its tasks ran: encode the reply into writer and point *frames at
 //  its *nframes tensor frames, which sending consumes; or return the error
 //  code of a refused push (a NaN, a partition's refusal) with err saying
-//  why.
+//  why. A push's gradient frames that the reply does not carry are freed
+//  here, before the reply is sent.
 int ps_job_reply (ps_job_t *self, ps_writer_t *writer, zmq_msg_t **frames, size_t *nframes,
                   ps_error_t *err);
 

@@ -20,6 +20,15 @@
 //  The table is swept when it has grown this much since the last sweep.
 #define S_SWEEP_SLACK  64
 
+//  The header before a reply frame's data (ps_peer_frame_new). 32 bytes
+//  keep the data 16-byte aligned and make the block of an n-byte reply the
+//  same malloc chunk as ZeroMQ's block for an n-byte received frame (n plus
+//  its 40-byte header, rounded to 16): a pull's reply then reuses the
+//  memory a push's gradient has just freed, and the other way round,
+//  rather than each holding a block of its own (a 64-byte header made the
+//  reply 32 bytes too large for the gradient's freed block).
+#define S_FRAME_PREFIX  32
+
 struct _ps_peer_t {
     atomic_int refs;
     atomic_size_t pending;      //  bytes held for this peer
@@ -243,7 +252,7 @@ ps_peer_discharge (ps_peer_t *peer, size_t bytes)
 static void
 s_frame_freed (void *data, void *hint)
 {
-    char *block = (char *) data - 64;
+    char *block = (char *) data - S_FRAME_PREFIX;
     size_t charged;
     memcpy (&charged, block, sizeof charged);
     ps_peer_t *peer = hint;
@@ -252,18 +261,19 @@ s_frame_freed (void *data, void *hint)
     free (block);
 }
 
-//  The amount charged sits in a 64-byte prefix, which keeps the data as
-//  aligned as malloc's block.
+//  The amount charged sits in a prefix of S_FRAME_PREFIX bytes, which
+//  keeps the data as aligned as malloc's block.
 void *
 ps_peer_frame_new (ps_peer_t *peer, size_t size, zmq_msg_t *frame)
 {
-    char *block = size <= SIZE_MAX - 64 ? malloc (size + 64) : NULL;
+    char *block = size <= SIZE_MAX - S_FRAME_PREFIX ? malloc (size + S_FRAME_PREFIX) : NULL;
     if (!block)
         return NULL;
     size_t charged = size + PS_PEER_FRAME_COST;
     memcpy (block, &charged, sizeof charged);
     ps_peer_charge (peer, charged);
-    if (zmq_msg_init_data (frame, block + 64, size, s_frame_freed, ps_peer_link (peer)) != 0)
+    if (zmq_msg_init_data (frame, block + S_FRAME_PREFIX, size, s_frame_freed,
+                           ps_peer_link (peer)) != 0)
         abort ();
-    return block + 64;
+    return block + S_FRAME_PREFIX;
 }

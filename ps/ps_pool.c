@@ -6,16 +6,32 @@
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
 
-//  One task: a scan or a run of task index of job.
+//  The ranges of one ps_pool_for, shared by the caller and the helpers it
+//  queued; the last of them to let go frees it.
+typedef struct {
+    ps_opt_range_fn *fn;
+    void *arg;
+    size_t n, grain, ranges;
+    atomic_size_t next;         //  the next range to take
+    atomic_int refs;            //  the caller and its queued helpers
+    pthread_mutex_t lock;
+    pthread_cond_t done_cond;
+    size_t done;                //  ranges finished, under lock
+} s_for_t;
+
+//  One task: a scan or a run of task index of job, or help with a
+//  ps_pool_for (job NULL).
 typedef struct {
     ps_pool_job_t *job;
     size_t index;
     bool scan;
+    s_for_t *ranges;
 } s_task_t;
 
 struct _ps_pool_t {
@@ -66,6 +82,48 @@ s_run (ps_pool_t *self, s_task_t task, void *notify)
         s_post (notify, job);
 }
 
+static void
+s_for_unlink (s_for_t *ranges)
+{
+    if (atomic_fetch_sub (&ranges->refs, 1) == 1) {
+        pthread_mutex_destroy (&ranges->lock);
+        pthread_cond_destroy (&ranges->done_cond);
+        free (ranges);
+    }
+}
+
+//  Take ranges until none is left, run them, and count them done.
+static void
+s_for_work (s_for_t *ranges)
+{
+    size_t ran = 0;
+    while (true) {
+        size_t k = atomic_fetch_add (&ranges->next, 1);
+        if (k >= ranges->ranges)
+            break;
+        size_t begin = k * ranges->grain;
+        size_t end = ranges->n - begin > ranges->grain ? begin + ranges->grain : ranges->n;
+        ranges->fn (ranges->arg, begin, end);
+        ran++;
+    }
+    if (ran == 0)
+        return;
+    pthread_mutex_lock (&ranges->lock);
+    ranges->done += ran;
+    if (ranges->done == ranges->ranges)
+        pthread_cond_signal (&ranges->done_cond);
+    pthread_mutex_unlock (&ranges->lock);
+}
+
+//  A pool thread's help with a ps_pool_for: it may come after the caller
+//  has returned, finding nothing left to take.
+static void
+s_for_help (s_for_t *ranges)
+{
+    s_for_work (ranges);
+    s_for_unlink (ranges);
+}
+
 static void *
 s_thread (void *arg)
 {
@@ -85,12 +143,35 @@ s_thread (void *arg)
         self->queue_head = (self->queue_head + 1) % self->queue_cap;
         self->queue_len--;
         pthread_mutex_unlock (&self->lock);
-        s_run (self, task, notify);
+        if (task.ranges)
+            s_for_help (task.ranges);
+        else
+            s_run (self, task, notify);
         pthread_mutex_lock (&self->lock);
     }
     pthread_mutex_unlock (&self->lock);
     zmq_close (notify);
     return NULL;
+}
+
+//  Make room in the queue for more tasks. Called with the lock held.
+static void
+s_queue_room (ps_pool_t *self, size_t more)
+{
+    if (self->queue_len + more <= self->queue_cap)
+        return;
+    size_t cap = self->queue_cap * 2;
+    while (cap < self->queue_len + more)
+        cap *= 2;
+    s_task_t *queue = malloc (cap * sizeof *queue);
+    if (!queue)
+        abort ();
+    for (size_t i = 0; i < self->queue_len; i++)
+        queue [i] = self->queue [(self->queue_head + i) % self->queue_cap];
+    free (self->queue);
+    self->queue = queue;
+    self->queue_head = 0;
+    self->queue_cap = cap;
 }
 
 //  Queue a task per index of job, scans or runs, except task skip (pass
@@ -103,25 +184,12 @@ s_enqueue (ps_pool_t *self, ps_pool_job_t *job, bool scan, size_t skip)
     if (count == 0)
         return;
     pthread_mutex_lock (&self->lock);
-    if (self->queue_len + job->ntasks > self->queue_cap) {
-        size_t cap = self->queue_cap * 2;
-        while (cap < self->queue_len + job->ntasks)
-            cap *= 2;
-        s_task_t *queue = malloc (cap * sizeof *queue);
-        if (!queue)
-            abort ();
-        for (size_t i = 0; i < self->queue_len; i++)
-            queue [i] = self->queue [(self->queue_head + i) % self->queue_cap];
-        free (self->queue);
-        self->queue = queue;
-        self->queue_head = 0;
-        self->queue_cap = cap;
-    }
+    s_queue_room (self, job->ntasks);
     for (size_t i = 0; i < job->ntasks; i++) {
         if (i == skip)
             continue;
         size_t slot = (self->queue_head + self->queue_len++) % self->queue_cap;
-        self->queue [slot] = (s_task_t) { job, i, scan };
+        self->queue [slot] = (s_task_t) { job, i, scan, NULL };
     }
     //  One task needs one thread: waking them all would only have the
     //  others find the queue empty again.
@@ -239,4 +307,59 @@ ps_pool_size (ps_pool_t *self)
 {
     assert (self);
     return self->nthreads;
+}
+
+void
+ps_pool_for (void *pool, size_t n, size_t grain, ps_opt_range_fn *fn, void *arg)
+{
+    ps_pool_t *self = pool;
+    assert (self && grain > 0);
+    size_t count = n / grain + (n % grain != 0);
+    size_t helpers = count > 1 ? count - 1 : 0;
+    helpers = helpers < (size_t) self->nthreads ? helpers : (size_t) self->nthreads;
+    if (helpers == 0) {
+        if (n > 0)
+            fn (arg, 0, n);
+        return;
+    }
+    s_for_t *ranges = calloc (1, sizeof *ranges);
+    if (!ranges || pthread_mutex_init (&ranges->lock, NULL) != 0
+    ||  pthread_cond_init (&ranges->done_cond, NULL) != 0)
+        abort ();
+    ranges->fn = fn;
+    ranges->arg = arg;
+    ranges->n = n;
+    ranges->grain = grain;
+    ranges->ranges = count;
+    atomic_init (&ranges->next, 0);
+    atomic_init (&ranges->refs, (int) helpers + 1);
+    //  The helpers go to the front of the queue: the caller holds a
+    //  partition's lock, which every other task on that partition awaits.
+    pthread_mutex_lock (&self->lock);
+    s_queue_room (self, helpers);
+    for (size_t i = 0; i < helpers; i++) {
+        self->queue_head = (self->queue_head + self->queue_cap - 1) % self->queue_cap;
+        self->queue_len++;
+        self->queue [self->queue_head] = (s_task_t) { NULL, 0, false, ranges };
+    }
+    if (helpers == 1)
+        pthread_cond_signal (&self->wake);
+    else
+        pthread_cond_broadcast (&self->wake);
+    pthread_mutex_unlock (&self->lock);
+    s_for_work (ranges);
+    //  Every range is taken now; the ones still running finish without
+    //  waiting on anything.
+    pthread_mutex_lock (&ranges->lock);
+    while (ranges->done < ranges->ranges)
+        pthread_cond_wait (&ranges->done_cond, &ranges->lock);
+    pthread_mutex_unlock (&ranges->lock);
+    s_for_unlink (ranges);
+}
+
+ps_opt_runner_t
+ps_pool_runner (ps_pool_t *self)
+{
+    assert (self);
+    return (ps_opt_runner_t) { ps_pool_for, self };
 }

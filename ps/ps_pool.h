@@ -18,6 +18,7 @@
 #include <stddef.h>
 
 #include "ps_error.h"
+#include "ps_optimizer.h"
 
 typedef struct _ps_pool_t ps_pool_t;
 typedef struct ps_pool_job_t ps_pool_job_t;
@@ -61,5 +62,19 @@ size_t ps_pool_busy (ps_pool_t *self);
 
 //  The number of threads.
 int ps_pool_size (ps_pool_t *self);
+
+//  Run fn (arg, begin, end) over [0, n) in ranges of grain elements (the
+//  last one shorter) on the calling thread and the pool's threads, and
+//  return once every range is done: a ps_opt_runner_t's run, for one
+//  partition's update applied in parallel under its lock. Any thread may
+//  call it, a pool thread too. The pool's threads join at the front of the
+//  queue; each thread, the caller included, takes the next range not taken
+//  yet until none is left, and the caller then waits only for ranges being
+//  run, never for a thread to come free, so it cannot wait on itself or on
+//  another caller. fn must not block on anything the pool runs.
+void ps_pool_for (void *self, size_t n, size_t grain, ps_opt_range_fn *fn, void *arg);
+
+//  A runner that applies on self's threads (ps_pool_for).
+ps_opt_runner_t ps_pool_runner (ps_pool_t *self);
 
 #endif

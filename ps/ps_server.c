@@ -309,6 +309,7 @@ static void
 s_handle_data (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
 {
     ps_job_t *job = ps_job_new (msg, peer);
+    ps_job_apply_on (job, self->pool);
     ps_error_t err;
     int rc = ps_job_prepare (job, self->table, ps_control_fence_generation (self->control), &err);
     if (rc) {

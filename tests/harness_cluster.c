@@ -221,6 +221,13 @@ cluster_run_start (cluster_run_t *run, const char *const *env)
     if (!cluster_has_arg (run->argv, "--local") && !cluster_has_arg (run->argv, "--insecure")
         &&  !cluster_has_arg (run->argv, "--keys"))
         cluster_args (run, (const char *[]) { "--keys", harness_keys (), NULL });
+    //  A local cluster splits the cores it finds (coordinator/ps_cores.h),
+    //  and with 6 or more starts an evaluator: these tests count their
+    //  processes and who evaluates as on the 2-core machine, on any
+    //  machine, unless they name the cores (test_metrics_records tests
+    //  the split).
+    if (cluster_has_arg (run->argv, "--local") && !cluster_has_arg (run->argv, "--cores"))
+        cluster_args (run, (const char *[]) { "--cores", "2", NULL });
     run->argv [run->argc] = NULL;
     run->start_ms = ps_clock_ms ();
     run->pid = harness_spawn (run->argv, env, run->log);

@@ -66,7 +66,7 @@ work=$(mktemp -d /tmp/test_compose.XXXXXX)
 # Each service's container (a restart keeps it), looked up once after up:
 # docker-compose takes a second to start.
 services=(coordinator ps-0 ps-1 worker-0 worker-1 worker-2)
-declare -A containers
+declare -A containers=()
 compose () { docker-compose -f "$compose_file" -p "$project" "$@"; }
 result=FAIL
 

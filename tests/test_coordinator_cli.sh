@@ -56,6 +56,10 @@ else
   pass "--ps x: one message"
 fi
 expect "--ps 300" 2 "--ps \"300\"|1..256" -- "$coordinator" --local --ps 300
+expect "--cores 0" 2 "--cores \"0\": expected a whole number in 1..4096" -- \
+  "$coordinator" --local --cores 0
+expect "--evaluator --no-evaluator" 2 "--evaluator and --no-evaluator: give one" -- \
+  "$coordinator" --local --evaluator --no-evaluator
 expect "--ps-memory-limit 1T" 2 "--ps-memory-limit \"1T\": expected a number of bytes" -- \
   "$coordinator" --local --ps-memory-limit 1T
 expect "--epochs x" 2 "--epochs \"x\"|whole number" -- \

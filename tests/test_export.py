@@ -15,7 +15,8 @@ trained every step exactly once, by tests/faults/check_run.py). Then:
   turned into PyTorch's: conv kernels HWIO -> OIHW, dense kernels
   transposed, Flatten in NHWC order) and its accuracy on the test images
   the coordinator evaluated equals the coordinator's own evaluation of
-  the checkpoint's weights (the "done" record) to 4 decimals.
+  the checkpoint's weights (the "done" record: the evaluator's, which the
+  cluster has with --cores 8) to 4 decimals.
 - ps-worker predict on the export (CSV) and on the checkpoint directory
   (JSON lines): one well-formed row per test image, probabilities that
   sum to 1, and an argmax accuracy equal to the coordinator's.
@@ -171,7 +172,12 @@ def main():
 def body(work):
     ckpt = os.path.join(work, "ckpt")
     metrics = os.path.join(work, "run.jsonl")
-    status, out = run([COORDINATOR, "--local", "--epochs", "1", "--limit", str(TRAIN_LIMIT),
+    # --cores 8: on any machine the cluster has an evaluator (coordinator/
+    # ps_cores.h), whose evaluation of the final parameters, off the
+    # training path, is the one compared below with PyTorch's and with
+    # ps-worker predict's of the same weights.
+    status, out = run([COORDINATOR, "--local", "--cores", "8", "--epochs", "1",
+                       "--limit", str(TRAIN_LIMIT),
                        "--test-limit", str(TEST_LIMIT), "--checkpoint-dir", ckpt,
                        "--metrics", metrics, "--log-dir", os.path.join(work, "logs")])
     check(status == 0, "the cluster trained", "exit %d:\n%s" % (status, out[-3000:]))
@@ -181,6 +187,10 @@ def body(work):
     check(not bad, "every step was trained exactly once", "; ".join(bad))
     done = [json.loads(l) for l in open(metrics) if '"done"' in l][-1]
     accuracy = done["test_accuracy"]
+    final = [r for r in map(json.loads, open(metrics)) if r["event"] == "eval"][-1]
+    check(final["role"] == "evaluator" and final["step"] == done["steps"],
+          "the evaluator evaluated the final parameters (step %d)" % done["steps"],
+          "the last eval record: %s" % final)
     check(accuracy > 0.5, "the run's test accuracy %.4f is well above chance" % accuracy)
 
     st, npz = os.path.join(work, "cnn.safetensors"), os.path.join(work, "cnn.npz")

@@ -267,6 +267,44 @@ test_model_optimizer (void **state)
     assert_memory_equal (&opt, &adam, sizeof adam);
 }
 
+//  Overlap is off by default in every mode (it cost accuracy: README,
+//  Benchmarks); --no-overlap overrides a job file's "overlap": true. The
+//  workers' threads are marked given by the file or --threads (a local
+//  cluster splits its cores otherwise).
+static void
+test_overlap_threads (void **state)
+{
+    harness_job_fixture_t *fx = *state;
+    const char *modes [] = { "async", "ssp", "sync", "mirrored" };
+    for (size_t i = 0; i < sizeof modes / sizeof modes [0]; i++) {
+        ps_job_t job;
+        ps_job_default (&job, 2);
+        s_apply (&job, "mode", modes [i]);
+        assert_false (job.overlap);
+        assert_false (job.worker_threads_given);
+    }
+    ps_job_t job;
+    ps_job_default (&job, 2);
+    ps_error_t err;
+    assert_int_equal (ps_job_load_file (&job, harness_job_write (fx, "on.json",
+                                                                 "{\"overlap\": true}"), &err), 0);
+    assert_true (job.overlap);
+    assert_false (job.worker_threads_given);
+    s_apply (&job, "no-overlap", NULL);
+    assert_false (job.overlap);
+    s_apply (&job, "overlap", NULL);
+    assert_true (job.overlap);
+    ps_job_default (&job, 2);
+    s_apply (&job, "threads", "3");
+    assert_true (job.worker_threads_given);
+    ps_job_default (&job, 2);
+    assert_int_equal (ps_job_load_file (&job, harness_job_write (fx, "t.json",
+                                                                 "{\"worker_threads\": 2}"),
+                                        &err), 0);
+    assert_true (job.worker_threads_given);
+    assert_int_equal (job.worker_threads, 2);
+}
+
 int
 main (void)
 {
@@ -274,6 +312,8 @@ main (void)
         cmocka_unit_test (test_options),
         cmocka_unit_test (test_apply),
         cmocka_unit_test (test_order),
+        cmocka_unit_test_setup_teardown (test_overlap_threads, harness_job_setup,
+                                         harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_refused, harness_job_setup, harness_dir_teardown),
         cmocka_unit_test_setup_teardown (test_model_optimizer, harness_job_setup,
                                          harness_dir_teardown),

@@ -102,6 +102,44 @@ test_progress_record (void **state)
     json_decref (record);
 }
 
+//  A run's file ends with its done record: an event after it (a worker
+//  registering after the last step) is not written, but for the failed
+//  record of a run that did not verify; after failed, nothing. test_own_data read
+//  the last record for the accuracy and found that one, now and then.
+static void
+test_done_is_last (void **state)
+{
+    (void) state;
+    char path [] = "/tmp/test_metrics-XXXXXX";
+    int fd = mkstemp (path);
+    assert_true (fd >= 0);
+    close (fd);
+    ps_error_t err = { 0 };
+    ps_metrics_t *metrics = ps_metrics_new (path, false, 1, false, 0, &err);
+    assert_non_null (metrics);
+    ps_metrics_event (metrics, "registered", json_pack ("{s:s}", "role", "worker"));
+    ps_metrics_event (metrics, "done", json_pack ("{s:f}", "test_accuracy", 0.5));
+    ps_metrics_event (metrics, "registered", json_pack ("{s:s}", "role", "worker"));
+    //  A run whose end did not verify: its failed record follows done.
+    ps_metrics_event (metrics, "failed", NULL);
+    ps_metrics_event (metrics, "registered", json_pack ("{s:s}", "role", "worker"));
+    ps_metrics_destroy (&metrics);
+    FILE *file = fopen (path, "r");
+    assert_non_null (file);
+    char line [256];
+    int lines = 0;
+    const char *events [] = { "\"event\":\"registered\"", "\"event\":\"done\"",
+                              "\"event\":\"failed\"" };
+    while (fgets (line, sizeof line, file)) {
+        assert_true (lines < 3);
+        assert_non_null (strstr (line, events [lines]));
+        lines++;
+    }
+    fclose (file);
+    unlink (path);
+    assert_int_equal (lines, 3);
+}
+
 static void
 s_expect_line (const char *text, const char *line)
 {
@@ -212,6 +250,7 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_promtext_format),
         cmocka_unit_test (test_progress_record),
+        cmocka_unit_test (test_done_is_last),
         cmocka_unit_test (test_prometheus_text),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

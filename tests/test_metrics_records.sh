@@ -65,6 +65,97 @@ if [ "$status" = 0 ]; then
 else
   fail "local cluster run" "exit $status (124: timed out), expected 0"
 fi
+# It logs how it split this machine's cores (coordinator/ps_cores.h), and its
+# servers and workers run with the threads it chose.
+split=$(grep -o "local cluster on [0-9]* cores ([a-zA-Z ]*): 2 workers of [0-9]* compute threads, \
+1 servers of [0-9]* apply threads.*, 1 ZeroMQ I/O thread per process" "$work/out")
+wthreads=$(echo "$split" | sed -n 's/.*2 workers of \([0-9]*\) compute.*/\1/p')
+sthreads=$(echo "$split" | sed -n 's/.*1 servers of \([0-9]*\) apply.*/\1/p')
+if [ -n "$wthreads" ] && [ -n "$sthreads" ] \
+   && grep -q "with $sthreads apply threads" "$work/logs/ps0.log"; then
+  pass "local cluster logs its split of the cores ($wthreads + $sthreads threads)"
+else
+  fail "local cluster logs its split of the cores" "no split line, or ps0 does not use it: \
+$(grep -i "cores\|apply threads" "$work/out" "$work/logs/ps0.log")"
+fi
+
+# Where the cores leave 2 after a core for each worker and server (--cores 8
+# says so on any machine), a local cluster starts an evaluator, which does
+# every evaluation: no worker is ever handed one, so no training step waits
+# for it. Every batch is still applied exactly once.
+run 180 "$coordinator" --local --cores 8 --ps 1 --workers 2 --epochs 1 --limit 3200 \
+  --test-limit 500 --eval-steps 10 --log-dir "$work/elogs" --checkpoint-dir "$work/eckpt" \
+  --metrics "$work/evaluator.jsonl" --data "$data"
+if [ "$status" != 0 ]; then
+  fail "local cluster with an evaluator by default" "exit $status (124: timed out), expected 0"
+elif ! grep -q "local cluster on 8 cores (--cores): 2 workers of 2 compute threads, 1 servers \
+of 1 apply threads, an evaluator of 2 compute threads" "$work/out"; then
+  fail "local cluster with an evaluator by default" "no split line with an evaluator: \
+$(grep "cores" "$work/out")"
+elif ! evals=$(/usr/bin/python3 - "$work/evaluator.jsonl" <<'PY' 2>&1
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+evals = [r for r in rows if r["event"] == "eval"]
+bad = [r for r in evals if r["role"] != "evaluator"]
+done = [r for r in rows if r["event"] == "done"]
+# Evaluations asked for while one runs supersede each other: at least the
+# final one and one before it; and both workers trained.
+if (len(evals) < 2 or bad or not done or done[-1]["steps"] != 50
+        or not all(n > 0 for n in done[-1]["worker_steps"])):
+    sys.exit("%d evaluations, by %s; done %s" % (len(evals), sorted({r["role"] for r in evals}),
+                                                 done[-1:]))
+print(len(evals))
+PY
+); then
+  fail "local cluster with an evaluator by default" "$evals"
+elif ! checked=$(/usr/bin/python3 "$(dirname "$0")/faults/check_run.py" \
+    --metrics "$work/evaluator.jsonl" --total 50 --servers 1 --mode async \
+    --checkpoint-dir "$work/eckpt" 2>&1); then
+  fail "local cluster with an evaluator by default" "check_run.py: $checked"
+else
+  pass "a local cluster with cores to spare evaluates on an evaluator ($evals evaluations)"
+fi
+
+# The evaluator killed once it has evaluated: as today, its evaluation
+# waits again for the next task that asks (a worker, while the supervisor
+# restarts it), the run completes, and every batch is applied once.
+"$coordinator" --local --cores 8 --ps 1 --workers 2 --epochs 4 --limit 3200 --test-limit 500 \
+  --eval-steps 5 --log-dir "$work/klogs" --checkpoint-dir "$work/kckpt" \
+  --metrics "$work/killed.jsonl" --data "$data" >"$work/kout" 2>&1 &
+kcoord=$!
+for _ in $(seq 1 600); do
+  grep -q '"event":"eval".*"role":"evaluator"' "$work/killed.jsonl" 2>/dev/null && break
+  kill -0 "$kcoord" 2>/dev/null || break
+  sleep 0.1
+done
+kpid=$(grep -o "started evaluator:0 (pid [0-9]*" "$work/kout" | grep -o "[0-9]*$")
+killed=no
+[ -n "$kpid" ] && kill -9 "$kpid" 2>/dev/null && killed=yes
+wait "$kcoord"
+kstatus=$?
+if [ "$killed" != yes ]; then
+  fail "evaluator killed mid-run" "no evaluator to kill (pid '$kpid'); the run exited $kstatus"
+elif [ "$kstatus" != 0 ]; then
+  fail "evaluator killed mid-run" "exit $kstatus, expected 0: $(tail -5 "$work/kout")"
+elif ! grep -q "evaluator:0 failed" "$work/kout" \
+     || ! kproblem=$(/usr/bin/python3 - "$work/killed.jsonl" <<'PY' 2>&1
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+done = rows[-1]
+evals = [r for r in rows if r["event"] == "eval"]
+if done["event"] != "done" or done["steps"] != done["total"] or evals[-1]["step"] != done["total"]:
+    sys.exit("done %s, last evaluation of step %s" % (done.get("steps"), evals[-1]["step"]))
+PY
+); then
+  fail "evaluator killed mid-run" "no failure logged, or $kproblem"
+elif ! checked=$(/usr/bin/python3 "$(dirname "$0")/faults/check_run.py" \
+    --metrics "$work/killed.jsonl" --total 200 --servers 1 --mode async \
+    --checkpoint-dir "$work/kckpt" 2>&1); then
+  fail "evaluator killed mid-run" "check_run.py: $checked"
+else
+  pass "an evaluator killed mid-run: the run completes, evaluated to its last step, \
+every batch once"
+fi
 
 problem=$(/usr/bin/python3 - "$schema" "$check_tool" "$work" <<'PY' 2>&1
 import json, os, subprocess, sys

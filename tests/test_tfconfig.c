@@ -477,6 +477,11 @@ test_tensorflow_shapes (void **state)
     assert_int_equal (ps_tfconfig_task_index (tf), 0);
     assert_int_equal (ps_tfconfig_count (tf, "evaluator"), 0);
     assert_null (ps_tfconfig_address (tf, "evaluator", 0));
+    //  It binds nothing: asked for its address, it says so (it crashed).
+    char bind [64];
+    assert_int_equal (ps_tfconfig_bind_endpoint (tf, "evaluator", bind, sizeof bind, &err),
+                      PS_ENOTFOUND);
+    assert_non_null (strstr (err.msg, "task evaluator:0 is not listed in the cluster"));
     assert_int_equal (ps_tfconfig_coordinator_endpoint (tf, endpoint, sizeof endpoint, &err),
                       PS_OK);
     assert_string_equal (endpoint, "tcp://localhost:2222");

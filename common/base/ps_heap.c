@@ -22,6 +22,14 @@ ps_heap_tune (ps_error_t *err)
     return PS_OK;
 }
 
+int
+ps_heap_one_arena (ps_error_t *err)
+{
+    if (mallopt (M_ARENA_MAX, 1) != 1)
+        return ps_error_set (err, PS_EINVAL, "mallopt (M_ARENA_MAX, 1) was refused");
+    return PS_OK;
+}
+
 void
 ps_heap_release (void)
 {

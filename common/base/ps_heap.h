@@ -20,6 +20,17 @@
 //  process works as before, only slower).
 int ps_heap_tune (ps_error_t *err);
 
+//  Have every thread allocate from one heap (glibc's main arena) rather
+//  than from an arena per thread: what a ps-server does, where ZeroMQ's I/O
+//  thread allocates the received gradients and the serving thread the
+//  pulls' replies. With an arena each, the free 16 MB block of the last
+//  push could not hold the next pull's reply, so each kind of request kept
+//  a block of its own; with one, they take turns in the same memory. The
+//  server's threads allocate little else, so sharing one lock costs
+//  nothing measurable. Call it before threads are created. Returns 0, or
+//  PS_EINVAL when glibc refused.
+int ps_heap_one_arena (ps_error_t *err);
+
 //  Return the free heap to the kernel (malloc_trim): what a server does once
 //  it falls idle after moving tensors, so a quiet server holds its model and
 //  little else.

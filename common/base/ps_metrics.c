@@ -50,6 +50,7 @@ enum { S_S_FAILURES, S_S_REGISTRATIONS };
 
 struct _ps_metrics_t {
     FILE *metrics;
+    bool done, failed;          //  the run's closing records written
     bool tty;
     bool tty_dirty;
     double log_seconds;
@@ -227,7 +228,15 @@ ps_metrics_event (ps_metrics_t *self, const char *event, json_t *obj)
     if (!obj)
         obj = json_object ();
     s_count_event (self, event, obj);
-    if (self->metrics) {
+    //  A run's file ends with its done or failed record (schemas/metrics.md),
+    //  whatever the processes still do then: a worker that registers only
+    //  after the last step, say, is counted but not written. Only a failed
+    //  record follows a done one: a run whose end was not what was
+    //  scheduled.
+    bool failed = strcmp (event, "failed") == 0;
+    if (self->metrics && !self->failed && (!self->done || failed)) {
+        self->done = self->done || strcmp (event, "done") == 0;
+        self->failed = failed;
         json_t *line = json_object ();
         json_object_set_new (line, "event", json_string (event));
         json_object_set_new (line, "time_s",

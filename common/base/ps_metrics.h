@@ -62,7 +62,10 @@ void ps_metrics_destroy (ps_metrics_t **self_p);
 void ps_metrics_tty_clear (ps_metrics_t *self);
 
 //  Write one metrics line {event, time_s, ...obj}, and release obj (NULL:
-//  no other keys). A write error is warned about, not fatal.
+//  no other keys). A write error is warned about, not fatal. After a done
+//  record only a failed one is written (a run that did not verify), and
+//  after a failed one nothing (the events still count for the Prometheus
+//  text).
 void ps_metrics_event (ps_metrics_t *self, const char *event, json_t *obj);
 
 //  Training begins now: the progress window and the wall clock of the

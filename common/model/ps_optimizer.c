@@ -251,45 +251,72 @@ ps_opt_init_slots (const ps_opt_config_t *cfg, float **slots, size_t n)
 }
 
 void
-ps_opt_apply (const ps_opt_config_t *cfg, float *params, const float *grad,
-              float **slots, size_t n, uint64_t t)
+ps_opt_prepare (const ps_opt_config_t *cfg, const float *grad, size_t n, uint64_t t,
+                ps_opt_update_t *update)
 {
-    s_prologue_t pro = {
+    *update = (ps_opt_update_t) {
+        .kind = cfg->kind,
+        .nesterov = cfg->nesterov,
         .decay = (float) (1.0 - cfg->lr * cfg->weight_decay),
         .clip = cfg->clip_value > 0 ? (float) cfg->clip_value : INFINITY,
         .scale = 1.0f,
+        .lr = (float) cfg->lr,
+        .momentum = (float) cfg->momentum,
+        .epsilon = (float) cfg->epsilon,
     };
     if (cfg->clip_norm > 0) {
-        double norm = s_norm (grad, n, pro.clip);
-        pro.scale = (float) (cfg->clip_norm / fmax (cfg->clip_norm, norm));
+        double norm = s_norm (grad, n, update->clip);
+        update->scale = (float) (cfg->clip_norm / fmax (cfg->clip_norm, norm));
     }
-    float lr = (float) cfg->lr;
-    switch (cfg->kind) {
+    if (cfg->kind == PS_OPT_ADAM) {
+        //  The bias correction folds into one step size computed in
+        //  double; t = 0 would divide by zero.
+        assert (t >= 1);
+        double b1t = pow (cfg->beta1, (double) t);
+        double b2t = pow (cfg->beta2, (double) t);
+        update->alpha = (float) (cfg->lr * sqrt (1.0 - b2t) / (1.0 - b1t));
+        update->one_minus_b1 = (float) (1.0 - cfg->beta1);
+        update->one_minus_b2 = (float) (1.0 - cfg->beta2);
+    }
+}
+
+void
+ps_opt_apply_range (const ps_opt_update_t *update, float *params, const float *grad,
+                    float **slots, size_t begin, size_t end)
+{
+    assert (begin <= end);
+    const ps_opt_update_t *u = update;
+    s_prologue_t pro = { .decay = u->decay, .clip = u->clip, .scale = u->scale };
+    size_t n = end - begin;
+    float *p = params + begin;
+    const float *g = grad + begin;
+    switch (u->kind) {
         case PS_OPT_SGD:
-            s_sgd (params, grad, n, pro, lr);
+            s_sgd (p, g, n, pro, u->lr);
             break;
         case PS_OPT_MOMENTUM:
-            if (cfg->nesterov)
-                s_nesterov (params, grad, slots [0], n, pro, lr, (float) cfg->momentum);
+            if (u->nesterov)
+                s_nesterov (p, g, slots [0] + begin, n, pro, u->lr, u->momentum);
             else
-                s_momentum (params, grad, slots [0], n, pro, lr, (float) cfg->momentum);
+                s_momentum (p, g, slots [0] + begin, n, pro, u->lr, u->momentum);
             break;
         case PS_OPT_ADAGRAD:
-            s_adagrad (params, grad, slots [0], n, pro, lr, (float) cfg->epsilon);
+            s_adagrad (p, g, slots [0] + begin, n, pro, u->lr, u->epsilon);
             break;
-        case PS_OPT_ADAM: {
-            //  The bias correction folds into one step size computed in
-            //  double; t = 0 would divide by zero.
-            assert (t >= 1);
-            double b1t = pow (cfg->beta1, (double) t);
-            double b2t = pow (cfg->beta2, (double) t);
-            float alpha = (float) (cfg->lr * sqrt (1.0 - b2t) / (1.0 - b1t));
-            s_adam (params, grad, slots [0], slots [1], n, pro, alpha,
-                    (float) (1.0 - cfg->beta1), (float) (1.0 - cfg->beta2),
-                    (float) cfg->epsilon);
+        case PS_OPT_ADAM:
+            s_adam (p, g, slots [0] + begin, slots [1] + begin, n, pro, u->alpha,
+                    u->one_minus_b1, u->one_minus_b2, u->epsilon);
             break;
-        }
     }
+}
+
+void
+ps_opt_apply (const ps_opt_config_t *cfg, float *params, const float *grad,
+              float **slots, size_t n, uint64_t t)
+{
+    ps_opt_update_t update;
+    ps_opt_prepare (cfg, grad, n, t, &update);
+    ps_opt_apply_range (&update, params, grad, slots, 0, n);
 }
 
 static const char *s_double_names [PS_OPT_NDOUBLES] = {

@@ -89,4 +89,37 @@ void ps_opt_init_slots (const ps_opt_config_t *cfg, float **slots, size_t n);
 void ps_opt_apply (const ps_opt_config_t *cfg, float *params, const float *grad,
                    float **slots, size_t n, uint64_t t);
 
+//  One update split in two, so that a large array can be updated in ranges
+//  on several threads: ps_opt_prepare computes the constants of update t
+//  over the whole gradient (clipping by norm reads all of it, on the calling
+//  thread), then ps_opt_apply_range updates elements [begin, end) with them.
+//  Every element's arithmetic is exactly ps_opt_apply's, whatever the
+//  ranges, so any split into ranges gives bit-identical params and slots.
+typedef struct {
+    ps_opt_kind_t kind;
+    bool nesterov;
+    float decay;                //  1 - lr * weight_decay
+    float clip;                 //  clip_value, or infinity when off
+    float scale;                //  clip_norm / max (clip_norm, ||g||), or 1
+    float lr;
+    float momentum;
+    float epsilon;
+    float alpha;                //  Adam's step size, bias corrected for t
+    float one_minus_b1, one_minus_b2;
+} ps_opt_update_t;
+
+void ps_opt_prepare (const ps_opt_config_t *cfg, const float *grad, size_t n, uint64_t t,
+                     ps_opt_update_t *update);
+void ps_opt_apply_range (const ps_opt_update_t *update, float *params, const float *grad,
+                         float **slots, size_t begin, size_t end);
+
+//  A way to run fn over [0, n) in ranges of about grain elements, on any
+//  threads, returning once every range is done (ps_pool_for on a server).
+//  NULL where there is none: the caller then runs [0, n) itself.
+typedef void (ps_opt_range_fn) (void *arg, size_t begin, size_t end);
+typedef struct {
+    void (*run) (void *self, size_t n, size_t grain, ps_opt_range_fn *fn, void *arg);
+    void *self;
+} ps_opt_runner_t;
+
 #endif

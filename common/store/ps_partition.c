@@ -216,27 +216,72 @@ ps_partition_count (ps_partition_t *self)
     return self->count;
 }
 
+//  One update of a partition in ranges: each range is updated, then copied
+//  to out when there is one. A range reads only its own part of grad (the
+//  norm, if any, was taken before), so out may be grad.
+typedef struct {
+    ps_partition_t *self;
+    const ps_opt_update_t *update;  //  NULL: copy only
+    const float *grad;
+    float *out;
+} s_apply_t;
+
+static void
+s_apply_range (void *arg, size_t begin, size_t end)
+{
+    s_apply_t *apply = arg;
+    ps_partition_t *self = apply->self;
+    if (apply->update)
+        ps_opt_apply_range (apply->update, self->values, apply->grad, self->slots, begin, end);
+    if (apply->out)
+        memcpy (apply->out + begin, self->values + begin, (end - begin) * sizeof (float));
+}
+
+//  Apply update opt_t + 1 with grad (NULL: none, only copy) and copy the
+//  values to out (NULL: none), in ranges on runner's threads when the
+//  partition is large. Called with the lock held, which the ranges run
+//  under: the lock's holder waits for them all.
+static void
+s_apply (ps_partition_t *self, const float *grad, float *out, const ps_opt_runner_t *runner)
+{
+    ps_opt_update_t update;
+    if (grad) {
+        self->opt_t++;
+        ps_opt_prepare (&self->opt, grad, self->count, self->opt_t, &update);
+    }
+    s_apply_t apply = { self, grad ? &update : NULL, grad, out };
+    if (runner && self->count >= PS_PARTITION_SPLIT_MIN)
+        runner->run (runner->self, self->count, PS_PARTITION_GRAIN, s_apply_range, &apply);
+    else
+        s_apply_range (&apply, 0, self->count);
+}
+
 int
 ps_partition_push (ps_partition_t *self, uint64_t step, const float *grad,
                    float *out, uint64_t *version, ps_error_t *err)
 {
+    return ps_partition_push_on (self, step, grad, out, version, NULL, err);
+}
+
+int
+ps_partition_push_on (ps_partition_t *self, uint64_t step, const float *grad,
+                      float *out, uint64_t *version, const ps_opt_runner_t *runner,
+                      ps_error_t *err)
+{
     assert (self);
     pthread_mutex_lock (&self->lock);
     int rc = ps_ledger_mark (self->ledger, step, err);
-    if (rc == PS_OK) {
-        self->opt_t++;
-        ps_opt_apply (&self->opt, self->values, grad, self->slots, self->count, self->opt_t);
+    if (rc == PS_OK || (rc == PS_DUPLICATE && out))
+        s_apply (self, rc == PS_OK ? grad : NULL, out, runner);
+    if (rc == PS_OK)
         self->stats.updates++;
-    }
     else
     if (rc == PS_DUPLICATE)
         self->stats.duplicates++;
     if (rc >= 0) {
         self->stats.bytes_in += self->count * sizeof (float);
-        if (out) {
-            memcpy (out, self->values, self->count * sizeof (float));
+        if (out)
             self->stats.bytes_out += self->count * sizeof (float);
-        }
     }
     *version = self->stats.updates;
     pthread_mutex_unlock (&self->lock);
@@ -293,7 +338,7 @@ ps_partition_check_round (ps_partition_t *self, uint64_t step, uint64_t round, u
 //  lock held. Returns PS_OK, or the ledger's error.
 static int
 s_round_add (ps_partition_t *self, uint64_t step, uint64_t round, uint32_t steps,
-             const float *grad, bool *applied, ps_error_t *err)
+             const float *grad, bool *applied, const ps_opt_runner_t *runner, ps_error_t *err)
 {
     int rc = ps_ledger_mark (self->ledger, step, err);
     if (rc != PS_OK)
@@ -311,9 +356,7 @@ s_round_add (ps_partition_t *self, uint64_t step, uint64_t round, uint32_t steps
         float scale = 1.0f / (float) self->round_steps;
         for (size_t i = 0; i < self->count; i++)
             self->round_sum [i] *= scale;
-        self->opt_t++;
-        ps_opt_apply (&self->opt, self->values, self->round_sum, self->slots, self->count,
-                      self->opt_t);
+        s_apply (self, self->round_sum, NULL, runner);
         self->stats.updates++;
         self->round_applied = round;
         self->round_added = 0;
@@ -333,7 +376,8 @@ s_by_address (const void *a, const void *b)
 int
 ps_partition_push_rounds (ps_partition_t *const *parts, size_t n, uint64_t step, uint64_t round,
                           uint32_t steps, const float *const *grads, int *outcomes,
-                          bool *applied, uint64_t *versions, ps_error_t *err)
+                          bool *applied, uint64_t *versions, const ps_opt_runner_t *runner,
+                          ps_error_t *err)
 {
     assert (parts || n == 0);
     //  Every lock is taken before anything is checked, in address order so
@@ -366,7 +410,8 @@ ps_partition_push_rounds (ps_partition_t *const *parts, size_t n, uint64_t step,
     for (size_t i = 0; i < n && rc == PS_OK; i++) {
         ps_partition_t *self = parts [i];
         if (outcomes [i] == PS_OK) {
-            rc = s_round_add (self, step, round, steps, grads [i], &applied [i], err);
+            rc = s_round_add (self, step, round, steps, grads [i], &applied [i], runner,
+                             err);
             refused = i;
         }
         else
@@ -390,7 +435,7 @@ ps_partition_push_round (ps_partition_t *self, uint64_t step, uint64_t round, ui
 {
     int outcome;
     int rc = ps_partition_push_rounds (&self, 1, step, round, steps, &grad, &outcome, applied,
-                                       version, err);
+                                       version, NULL, err);
     return rc < 0 ? rc : outcome;
 }
 

@@ -77,6 +77,24 @@ size_t ps_partition_count (ps_partition_t *self);
 int ps_partition_push (ps_partition_t *self, uint64_t step, const float *grad,
                        float *out, uint64_t *version, ps_error_t *err);
 
+//  A partition of at least this many floats is updated in ranges of
+//  PS_PARTITION_GRAIN floats on several threads when a push is given a
+//  runner (ps_partition_push_on): 512K floats (2 MB an array), where a range
+//  of Adam's moves 7 MB and the hand-off costs a few microseconds. Smaller
+//  ones are updated by the pushing thread alone.
+#define PS_PARTITION_GRAIN      ((size_t) 256 * 1024)
+#define PS_PARTITION_SPLIT_MIN  (2 * PS_PARTITION_GRAIN)
+
+//  ps_partition_push, with a large partition's update (and push-pull's
+//  copy of the values) run in ranges by runner (NULL: by the calling
+//  thread). The semantics are push's: the lock is held across every range,
+//  so no other push, pull or save of the partition sees half an update;
+//  the step is marked, the optimizer's count and the version advanced once;
+//  each element's arithmetic is the single-threaded one, bit for bit.
+int ps_partition_push_on (ps_partition_t *self, uint64_t step, const float *grad,
+                          float *out, uint64_t *version, const ps_opt_runner_t *runner,
+                          ps_error_t *err);
+
 //  Synchronous training on the servers (sync mode): add the gradient of
 //  step `step`, one of the `steps` steps of round `round`, to the round's
 //  sum; the arrival of its last step applies the round's mean as one update
@@ -104,10 +122,12 @@ int ps_partition_push_round (ps_partition_t *self, uint64_t step, uint64_t round
 //  versions [i] the update count. Returns 0, or the first partition's
 //  error, naming it, with nothing changed anywhere; the ledgers' room for
 //  step must have been reserved (ps_partition_reserve_step).
+//  runner (NULL: none) applies a round's mean in ranges, as
+//  ps_partition_push_on does.
 int ps_partition_push_rounds (ps_partition_t *const *parts, size_t n, uint64_t step,
                               uint64_t round, uint32_t steps, const float *const *grads,
                               int *outcomes, bool *applied, uint64_t *versions,
-                              ps_error_t *err);
+                              const ps_opt_runner_t *runner, ps_error_t *err);
 
 //  Whether ps_partition_push_round would take step of round (of steps
 //  steps) now: 0 when it would add it or answer it as a repeat, else the

@@ -426,7 +426,11 @@ ps_tfconfig_bind_endpoint (ps_tfconfig_t *self, const char *expect_type,
     if (strcmp (self->task_type, expect_type) != 0)
         return ps_error_set (err, PS_EINVAL, "task.type is \"%s\", expected \"%s\"",
                              self->task_type, expect_type);
+    //  An evaluator that the cluster does not list has no address to bind.
     const char *address = ps_tfconfig_address (self, self->task_type, self->task_index);
+    if (!address)
+        return ps_error_set (err, PS_ENOTFOUND, "task %s:%d is not listed in the cluster, so "
+                             "it has no address", self->task_type, self->task_index);
     int rc = ps_address_bind (address, buf, len, err);
     if (rc)
         return ps_error_prefix (err, rc, "cluster.%s[%d]", self->task_type, self->task_index);

@@ -93,7 +93,8 @@ int ps_tfconfig_connect_endpoint (ps_tfconfig_t *self, const char *type, int ind
 //  The endpoint this process binds: its own task's address, which must be
 //  of type expect_type, bound as ps_address_bind does (an IP literal as
 //  given, "localhost" as 127.0.0.1, a host name at the address it resolves
-//  to here, never every interface). PS_EINVAL naming the key when the
+//  to here, never every interface). PS_ENOTFOUND for an evaluator the
+//  cluster does not list (it has no address). PS_EINVAL naming the key when the
 //  name does not resolve.
 int ps_tfconfig_bind_endpoint (ps_tfconfig_t *self, const char *expect_type,
                                char *buf, size_t len, ps_error_t *err);

@@ -1,8 +1,12 @@
-//  Benchmark of the optimizer kernels: the time of one ps_opt_apply over n
-//  floats (16M unless argv [1] says otherwise) for each rule, and the memory
-//  traffic that implies, next to a memcpy of 64 MB as the machine's
-//  reference. The kernels are memory bound, so GB/s is the figure to
-//  compare with memcpy; the target for Adam is 30 GB/s.
+//  Benchmark of the optimizer kernels: the time of one update over n floats
+//  (16M unless argv [1] says otherwise) for each rule, on 1 thread
+//  (ps_opt_apply) and on 2 (the calling thread and a pool thread sharing
+//  the ranges, as a ps-server with --threads 2 or more applies a partition
+//  of PS_PARTITION_SPLIT_MIN floats or more: ps_opt_prepare, then
+//  ps_opt_apply_range over ps_pool_for's ranges of PS_PARTITION_GRAIN),
+//  and the memory traffic that implies, next to a memcpy of 64 MB as the
+//  machine's reference. The kernels are memory bound, so GB/s is the figure
+//  to compare with memcpy; the target for Adam is 35 GB/s on 2 threads.
 //
 //  Traffic counts the arrays each kernel reads and writes, 4 bytes an
 //  element each: SGD reads p, g and writes p (12 B); momentum and Adagrad
@@ -19,6 +23,8 @@
 
 #include "ps_floats.h"
 #include "ps_optimizer.h"
+#include "ps_partition.h"
+#include "ps_pool.h"
 
 #define S_REPEATS    5
 #define S_MEMCPY_MB  64
@@ -53,17 +59,47 @@ s_row (const char *name, double seconds, double bytes)
     printf ("%-10s | %9.2f | %8.1f\n", name, seconds * 1e3, bytes / seconds * 1e-9);
 }
 
+typedef struct {
+    const ps_opt_update_t *update;
+    float *params;
+    const float *grad;
+    float **slots;
+} s_ranges_t;
+
+static void
+s_apply_range (void *arg, size_t begin, size_t end)
+{
+    s_ranges_t *ranges = arg;
+    ps_opt_apply_range (ranges->update, ranges->params, ranges->grad, ranges->slots, begin, end);
+}
+
+//  Update t over n elements, on the calling thread alone (pool NULL) or in
+//  ranges shared with pool's threads.
+static void
+s_apply (ps_pool_t *pool, const ps_opt_config_t *cfg, float *params, const float *grad,
+         float **slots, size_t n, uint64_t t)
+{
+    if (!pool) {
+        ps_opt_apply (cfg, params, grad, slots, n, t);
+        return;
+    }
+    ps_opt_update_t update;
+    ps_opt_prepare (cfg, grad, n, t, &update);
+    s_ranges_t ranges = { &update, params, grad, slots };
+    ps_pool_for (pool, n, PS_PARTITION_GRAIN, s_apply_range, &ranges);
+}
+
 //  Best time of S_REPEATS updates after one warm-up update.
 static double
-s_time_apply (const ps_opt_config_t *cfg, float *params, const float *grad,
+s_time_apply (ps_pool_t *pool, const ps_opt_config_t *cfg, float *params, const float *grad,
               float **slots, size_t n)
 {
     uint64_t t = 1;
-    ps_opt_apply (cfg, params, grad, slots, n, t++);
+    s_apply (pool, cfg, params, grad, slots, n, t++);
     double best = 1e30;
     for (int r = 0; r < S_REPEATS; r++) {
         double start = s_now ();
-        ps_opt_apply (cfg, params, grad, slots, n, t++);
+        s_apply (pool, cfg, params, grad, slots, n, t++);
         double elapsed = s_now () - start;
         best = elapsed < best ? elapsed : best;
     }
@@ -101,15 +137,28 @@ main (int argc, char *argv [])
         { "adagrad",  PS_OPT_ADAGRAD,  5 },
         { "adam",     PS_OPT_ADAM,     7 },
     };
-    printf ("n = %zu floats (%.1f MB per array)\n", n, (double) n * 4 / 1e6);
-    printf ("%-10s | %9s | %8s\n", "kernel", "ms", "GB/s");
+    //  One pool thread: with the calling thread, 2 threads apply.
+    ps_error_t err;
+    ps_pool_t *pool = ps_pool_new (1, &err);
+    if (!pool) {
+        fprintf (stderr, "bench_apply: %s\n", err.msg);
+        return EXIT_FAILURE;
+    }
+    printf ("n = %zu floats (%.1f MB per array), ranges of %zu floats\n", n, (double) n * 4 / 1e6,
+            PS_PARTITION_GRAIN);
+    printf ("%-10s | %9s | %8s | %9s | %8s | %6s\n", "kernel", "1 thr ms", "GB/s",
+            "2 thr ms", "GB/s", "2 / 1");
     for (size_t k = 0; k < sizeof kernels / sizeof kernels [0]; k++) {
         ps_opt_config_t cfg;
         ps_opt_config_default (&cfg, kernels [k].kind);
         ps_opt_init_slots (&cfg, slots, n);
-        double seconds = s_time_apply (&cfg, params, grad, slots, n);
-        s_row (kernels [k].name, seconds, (double) kernels [k].arrays * 4 * (double) n);
+        double one = s_time_apply (NULL, &cfg, params, grad, slots, n);
+        double two = s_time_apply (pool, &cfg, params, grad, slots, n);
+        double bytes = (double) kernels [k].arrays * 4 * (double) n;
+        printf ("%-10s | %9.2f | %8.1f | %9.2f | %8.1f | %5.2fx\n", kernels [k].name,
+                one * 1e3, bytes / one * 1e-9, two * 1e3, bytes / two * 1e-9, one / two);
     }
+    ps_pool_destroy (&pool);
 
     //  The scan of a gradient for non-finite values, which every push pays
     //  on top of its kernel.

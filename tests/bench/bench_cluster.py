@@ -30,6 +30,12 @@ or a run that did not train every step).
      --insecure, twice each, interleaved.
   c. Checkpoint pause: a cluster run with --checkpoint-steps 200; per
      checkpoint pause_ms and write_ms against the mean step time.
+  e. (on request) The async cluster's defaults against the alternatives, for
+     the decision on each: with --overlap and --no-overlap (the default),
+     and on 8 cores (--cores 8: an evaluator of 2 threads) and with
+     --no-evaluator, as section a measures time to 89% (the first eval
+     record >= 0.89: its step and params_at_s), the final accuracy and
+     samples/s; --rounds rounds, the variants interleaved in each.
   d. Failure detection: SIGSTOP a worker (found by the heartbeat timeout)
      and kill -9 one (seen by the supervisor at once), with the default
      heartbeats (500 / 3000 ms) and with 100 / 1000 ms; each run must still
@@ -39,7 +45,7 @@ The machine is shared and has few cores: compare figures as ratios inside
 one run. The load average is printed at the start and end of each section.
 
 Usage: tests/bench/bench_cluster.py [--quick] [--build DIR] [--data DIR] [--keep]
-                                   [--sections abcd]
+                                   [--sections abcde] [--rounds N]
   --quick      small subsets and fewer epochs: the whole script in < 1 min
                (section a then aims at 80% on 6,400 examples)
   --build DIR  the build directory (default build, relative to the current
@@ -47,6 +53,7 @@ Usage: tests/bench/bench_cluster.py [--quick] [--build DIR] [--data DIR] [--keep
   --data DIR   the Fashion-MNIST IDX files (default: the programs' own)
   --keep       keep the metrics files and logs (a temporary directory)
   --sections S run only these sections, in this order (default abcd)
+  --rounds N   section e's rounds (default 2)
 """
 
 import argparse
@@ -785,6 +792,46 @@ class Bench:
         row.update(rc=run.rc, steps=steps_text, parts=parts_text, dup=dup)
         return row
 
+    def section_e(self):
+        q = self.quick
+        target = 0.80 if q else TARGET
+        every = 25 if q else 235
+        limit = ["--limit", "6400", "--test-limit", "1000"] if q else []
+        epochs = 2 if q else 3
+        variants = [("overlap", ["--overlap"]), ("no overlap (default)", ["--no-overlap"]),
+                    ("evaluator, --cores 8", ["--cores", "8"]),
+                    ("no evaluator, --cores 8", ["--cores", "8", "--no-evaluator"])]
+        print("e. The async cluster's defaults against the alternatives: time to %.0f%%, %d "
+              "rounds, interleaved" % (100 * target, self.args.rounds))
+        print("   " + load_line())
+        results = {name: [] for name, _ in variants}
+        for r in range(self.args.rounds):
+            for v, (name, extra) in enumerate(variants):
+                tag = "e-%d-%d" % (r, v)
+                run = self.cluster_start(["--epochs", str(epochs), "--eval-steps", str(every)]
+                                         + limit + extra, self.path(tag + ".jsonl"),
+                                         self.path(tag + "-logs"))
+                run.finish(420 if not q else 120)
+                if not self.check_exit(run, "section e, " + name):
+                    continue
+                evals = run.of("eval")
+                hit = next((e for e in evals if e["test_accuracy"] >= target), None)
+                done = run.of("done")
+                d = done[-1] if done else {}
+                results[name].append((hit["params_at_s"] if hit else None,
+                                      hit["step"] if hit else None, d.get("test_accuracy"),
+                                      d.get("samples_per_s"), run.others))
+        rows = []
+        for name, _ in variants:
+            for i, (hit_s, step, final, sps, others) in enumerate(results[name]):
+                rows.append((name, i + 1, f(hit_s, ".1f", "not reached"),
+                             step if step else "-", f(final, ".4f"), f(sps, ".0f"),
+                             f(others, ".2f")))
+        print()
+        table(["variant", "round", "time to %.0f%% (s)" % (100 * target), "step there",
+               "final accuracy", "samples/s", "other load"], rows)
+        print("   " + load_line())
+
     def section_d(self):
         q = self.quick
         limit, epochs = (12800, 3) if q else (25600, 3)
@@ -832,7 +879,7 @@ class Bench:
         print()
         try:
             sections = {"a": self.section_a, "b": self.section_b, "c": self.section_c,
-                        "d": self.section_d}
+                        "d": self.section_d, "e": self.section_e}
             for name in self.args.sections:
                 sections[name]()
                 print()
@@ -857,10 +904,11 @@ def parse_args(argv):
     p.add_argument("--data", default=None, help="Fashion-MNIST directory")
     p.add_argument("--keep", action="store_true", help="keep the metrics files and logs")
     p.add_argument("--sections", default="abcd",
-                   help="which sections to run, in order (default abcd)")
+                   help="which sections to run, in order (default abcd; e on request)")
+    p.add_argument("--rounds", type=int, default=2, help="section e's rounds (default 2)")
     args = p.parse_args(argv)
-    if not args.sections or any(c not in "abcd" for c in args.sections):
-        p.error("--sections: letters among a, b, c and d, e.g. b or ad")
+    if not args.sections or any(c not in "abcde" for c in args.sections):
+        p.error("--sections: letters among a, b, c, d and e, e.g. b or ad")
     return args
 
 

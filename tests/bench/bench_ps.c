@@ -29,7 +29,9 @@
 //  nothing either) say "met" or "NOT met" for information only. It exits non-zero
 //  only when something could not be set up or a request failed.
 //
-//  Usage: bench_ps [--quick] [--server PATH] [--threads N] [--parts K]
+//  Usage: bench_ps [--quick | --memory] [--server PATH] [--threads N] [--parts K]
+//  --memory measures only a server's peak memory under a stream of
+//  requests on one 16 MB variable with Adam (s_memory_mode).
 //  The server binary is --server, else $PS_SERVER, else the one meson
 //  built, else build/ps/ps-server relative to the current directory.
 //
@@ -701,6 +703,76 @@ s_ps_size (int nservers, int size, const s_size_t *sz, const char *const *server
     s_stop_servers ();
 }
 
+//  --memory: one server holding one 16 MB variable with Adam (48 MB of
+//  params and slots) under a stream of pushes, push-pulls and pulls; its
+//  peak RSS (VmHWM) before the variable, once it and its slots exist, and
+//  after the stream, against the limit 1.1 x (params + slots) + 32 MiB.
+#define S_MEMORY_BYTES     (16 * S_MIB)
+#define S_MEMORY_REQUESTS  40
+
+static int
+s_memory_mode (const char *const *server_args, int parts)
+{
+    s_start_servers (1, server_args, false);
+    pid_t pid = s_servers [0].pid;
+    long empty = harness_status_kib (pid, "VmHWM");
+    int nparts;
+    harness_clients_t clients;
+    s_clients (&clients, false, S_MEMORY_BYTES, parts, &nparts);
+    ps_opt_config_t opt;
+    ps_opt_config_default (&opt, PS_OPT_ADAM);
+    ps_error_t err;
+    s_check_ps (ps_client_set_optimizer (clients.control, &opt, &err),
+                "ps_client_set_optimizer", &err);
+    long held = harness_status_kib (pid, "VmHWM");
+    float *grad = s_buffer (S_MEMORY_BYTES, 1e-4f);
+    float *values = s_buffer (S_MEMORY_BYTES, 0.0f);
+    //  Each kind of request alone, then all three interleaved: the peak
+    //  after each phase tells which one holds transient copies.
+    uint64_t step = 0;
+    long phase [S_PUSH_PULL + 1];
+    for (s_op_t op = S_PUSH; op <= S_PUSH_PULL; op++) {
+        for (int i = 0; i < S_MEMORY_REQUESTS; i++)
+            s_ps_request (clients.data, op, &step, nparts, grad, values);
+        phase [op] = harness_status_kib (pid, "VmHWM");
+    }
+    for (int i = 0; i < S_MEMORY_REQUESTS; i++)
+        for (s_op_t op = S_PUSH; op <= S_PUSH_PULL; op++)
+            s_ps_request (clients.data, op, &step, nparts, grad, values);
+    long peak = harness_status_kib (pid, "VmHWM");
+    long rss = harness_status_kib (pid, "VmRSS");
+    harness_clients_close (&clients);
+    free (grad);
+    free (values);
+    s_stop_servers ();
+    if (empty < 0 || held < 0 || peak < 0 || rss < 0)
+        s_fail ("/proc/PID/status", "no VmHWM or VmRSS");
+    double need = 3.0 * (double) S_MEMORY_BYTES / (double) S_MIB;
+    double limit = 1.1 * need + 32;
+    printf ("bench_ps --memory: 1 server, one float32 variable of %zu MiB in %d partition(s), "
+            "Adam (params + slots %.0f MiB), %d pushes, then pulls, then push-pulls, then %d of "
+            "each interleaved\n",
+            S_MEMORY_BYTES / S_MIB, nparts, need, S_MEMORY_REQUESTS, S_MEMORY_REQUESTS);
+    printf ("%-34s | %9s | %s\n", "server", "MiB", "/ (params + slots)");
+    printf ("%-34s | %9.1f |\n", "peak RSS started, no variable", (double) empty / 1024);
+    printf ("%-34s | %9.1f | %.2f\n", "peak RSS with the variable, Adam", (double) held / 1024,
+            (double) held / 1024 / need);
+    for (s_op_t op = S_PUSH; op <= S_PUSH_PULL; op++) {
+        char name [64];
+        snprintf (name, sizeof name, "peak RSS after the %ss", s_op_names [op]);
+        printf ("%-34s | %9.1f | %.2f\n", name, (double) phase [op] / 1024,
+                (double) phase [op] / 1024 / need);
+    }
+    printf ("%-34s | %9.1f | %.2f\n", "peak RSS after all interleaved", (double) peak / 1024,
+            (double) peak / 1024 / need);
+    printf ("%-34s | %9.1f | %.2f\n", "RSS after the requests", (double) rss / 1024,
+            (double) rss / 1024 / need);
+    printf ("peak over the variable's own: %.1f MiB; limit 1.1 x %.0f + 32 = %.1f MiB: %s\n",
+            (double) (peak - held) / 1024, need, limit,
+            (double) peak / 1024 <= limit ? "met" : "NOT met");
+    return EXIT_SUCCESS;
+}
+
 //  ---------------------------------------------------------------------
 //  Report
 
@@ -855,8 +927,9 @@ static void
 s_usage (void)
 {
     fprintf (stderr,
-        "usage: bench_ps [--quick] [--server PATH] [--threads N] [--parts K]\n"
+        "usage: bench_ps [--quick | --memory] [--server PATH] [--threads N] [--parts K]\n"
         "  --quick        fewer repetitions and no 64 MB, for a smoke run\n"
+        "  --memory       only a server's peak RSS under requests on 16 MB with Adam\n"
         "  --server PATH  ps-server binary (default: $PS_SERVER, the meson-built one,\n"
         "                 or build/ps/ps-server)\n"
         "  --threads N    pass --threads N to the servers (default: theirs)\n"
@@ -872,12 +945,16 @@ main (int argc, char *argv [])
     if (ps_heap_tune (&heap_err))
         fprintf (stderr, "bench_ps: %s\n", heap_err.msg);
     bool quick = false;
+    bool memory_only = false;
     const char *server = NULL;
     const char *threads = NULL;
     int parts = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp (argv [i], "--quick") == 0)
             quick = true;
+        else
+        if (strcmp (argv [i], "--memory") == 0)
+            memory_only = true;
         else
         if (strcmp (argv [i], "--server") == 0 && i + 1 < argc)
             server = argv [++i];
@@ -915,6 +992,8 @@ main (int argc, char *argv [])
         return EXIT_FAILURE;
     }
     const char *server_args [] = { threads ? "--threads" : NULL, threads, NULL };
+    if (memory_only)
+        return s_memory_mode (server_args, parts);
 
     //  label, bytes, reps, warm-ups, raw stream messages
     s_size_t sizes [] = {

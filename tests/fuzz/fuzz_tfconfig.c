@@ -49,7 +49,11 @@ s_query (ps_tfconfig_t *tf)
     ps_tfconfig_coordinator_endpoint (tf, buf, sizeof buf, &err);
     const char *type = ps_tfconfig_task_type (tf);
     int index = ps_tfconfig_task_index (tf);
-    if (type && ps_tfconfig_address (tf, type, index) == NULL)
+    //  Only an evaluator may be outside the cluster: TensorFlow's side-car
+    //  evaluator, evaluator:0, which binds nothing.
+    if (type && ps_tfconfig_address (tf, type, index) == NULL
+    &&  !(strcmp (type, "evaluator") == 0 && index == 0
+          && ps_tfconfig_count (tf, "evaluator") == 0))
         s_fail ("the task has no address", type);
     for (size_t t = 0; t < types; t++)
         if (ps_tfconfig_set_task (tf, s_types [t], 0, &err) == 0)

@@ -4,12 +4,12 @@
 # the markers "<!-- cli-reference -->" and "<!-- end cli-reference -->" is
 # replaced by the --help of every program and subcommand.
 #
-#   deploy/cli-reference.sh BUILD_DIR            rewrite README.md's section
-#   deploy/cli-reference.sh BUILD_DIR --check    exit 1 and show the
+#   tests/cli_reference.sh BUILD_DIR            rewrite README.md's section
+#   tests/cli_reference.sh BUILD_DIR --check    exit 1 and show the
 #                                                difference when it is stale
 #                                                (meson test test_cli_reference)
 set -eu
-build=${1:?usage: deploy/cli-reference.sh BUILD_DIR [--check]}
+build=${1:?usage: tests/cli_reference.sh BUILD_DIR [--check]}
 mode=${2:-write}
 src=$(cd "$(dirname "$0")/.." && pwd)
 readme=$src/README.md
@@ -48,7 +48,7 @@ PY
 if [ "$mode" = --check ]; then
   if ! diff -u "$readme" "$section.new"; then
     echo "FAIL: README.md's command-line reference differs from the programs' --help" \
-         "(above); run deploy/cli-reference.sh $build to regenerate it"
+         "(above); run tests/cli_reference.sh $build to regenerate it"
     exit 1
   fi
   echo "README.md's command-line reference matches every command's --help"

@@ -1,0 +1,45 @@
+//  How a local cluster shares the machine's cores among its processes, so
+//  that it does not oversubscribe them by default.
+//
+//  The cores are the fewest of: the CPUs online, the CPUs this process may
+//  run on (its affinity mask: taskset, a container's cpuset), and the
+//  cgroup v2 CPU quota (cpu.max, rounded up). When every worker and server
+//  can keep a core and 2 remain, and the mode allows one, an evaluator
+//  task takes those 2, so that evaluations run beside training rather than
+//  on a worker, whose training would stop for each (2 threads: as fast as
+//  standalone's evaluation). Of the rest, a quarter goes to the
+//  ps-servers' apply pools, split evenly (0 threads each, applying on the
+//  serving thread, when the quarter is less than one core a server, or
+//  when the workers would not keep a core each), and the rest to the
+//  workers' compute threads, split evenly, at least 1 each. Every process
+//  keeps ZeroMQ's one I/O thread (a mirrored ring's transport has its own
+//  2). Workers compute about 70% of a step and the servers apply in the
+//  rest, so the workers get most cores; explicit thread options win over
+//  the split.
+
+#ifndef PS_CORES_H_INCLUDED
+#define PS_CORES_H_INCLUDED
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct {
+    int cores;                  //  what was split
+    int worker_threads;         //  compute threads of each worker
+    int server_threads;         //  apply-pool threads of each ps-server (0: none)
+    int io_threads;             //  ZeroMQ I/O threads of every process
+    bool evaluator;             //  whether an evaluator task evaluates
+    int evaluator_threads;      //  its compute threads (0 without one)
+} ps_cores_split_t;
+
+//  The cores this process may use (>= 1), and in source (when not NULL) a
+//  few words saying which limit decided it.
+int ps_cores_available (char *source, size_t size);
+
+//  Split cores among nworkers workers, nservers servers and, when
+//  may_evaluate (the mode lets an evaluator evaluate) and the cores allow,
+//  an evaluator.
+void ps_cores_split (int cores, int nworkers, int nservers, bool may_evaluate,
+                     ps_cores_split_t *split);
+
+#endif

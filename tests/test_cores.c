@@ -1,0 +1,97 @@
+//  Unit tests for a local cluster's split of its cores (coordinator/ps_cores.c):
+//  worked examples, and over many shapes that the split never gives more
+//  threads than cores (unless every worker's one thread already does) and
+//  never fewer than one compute thread a worker; an evaluator only where
+//  every worker and server keeps a core.
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdbool.h>
+#include <unistd.h>
+
+#include "ps_cores.h"
+
+//  The shapes worked by hand (README, Running a local cluster).
+static void
+test_worked_examples (void **state)
+{
+    (void) state;
+    const struct {
+        int cores, nworkers, nservers;
+        bool may_evaluate;
+        int worker, server, evaluator;
+    } cases [] = {
+        { 2, 2, 2, true, 1, 0, 0 },     //  the 2-core machine: nothing to spare
+        { 4, 2, 2, true, 2, 0, 0 },
+        { 6, 2, 2, true, 2, 0, 2 },     //  a core each, and 2 for evaluations
+        { 8, 2, 2, true, 3, 0, 2 },
+        { 8, 2, 2, false, 3, 1, 0 },    //  no evaluator (mirrored, --no-evaluator)
+        { 16, 2, 2, true, 6, 1, 2 },
+        { 64, 4, 2, true, 12, 7, 2 },
+        { 1, 4, 2, true, 1, 0, 0 },     //  fewer cores than workers: one thread each
+        { 8, 2, 0, false, 4, 0, 0 },    //  mirrored: no servers, every core a worker's
+        { 0, 2, 2, true, 1, 0, 0 },     //  nonsense in, one thread out
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases [0]; i++) {
+        ps_cores_split_t split;
+        ps_cores_split (cases [i].cores, cases [i].nworkers, cases [i].nservers,
+                        cases [i].may_evaluate, &split);
+        assert_int_equal (split.worker_threads, cases [i].worker);
+        assert_int_equal (split.server_threads, cases [i].server);
+        assert_int_equal (split.evaluator_threads, cases [i].evaluator);
+        assert_int_equal (split.evaluator, cases [i].evaluator > 0);
+        assert_int_equal (split.io_threads, 1);
+    }
+}
+
+static void
+test_never_oversubscribes (void **state)
+{
+    (void) state;
+    for (int cores = 1; cores <= 256; cores++)
+        for (int w = 1; w <= 16; w++)
+            for (int s = 0; s <= 8; s++) {
+                ps_cores_split_t split;
+                ps_cores_split (cores, w, s, (cores + w + s) % 2 == 0, &split);
+                assert_int_equal (split.cores, cores);
+                assert_true (split.worker_threads >= 1);
+                assert_true (split.server_threads >= 0);
+                int used = w * split.worker_threads + s * split.server_threads
+                           + split.evaluator_threads;
+                if (cores >= w)
+                    assert_true (used <= cores);
+                else
+                    assert_int_equal (split.worker_threads, 1);
+                //  The servers get at most a quarter.
+                assert_true (4 * s * split.server_threads <= cores);
+                if (split.evaluator)
+                    assert_true (cores >= w + s + split.evaluator_threads);
+            }
+}
+
+static void
+test_available (void **state)
+{
+    (void) state;
+    char source [32] = "";
+    int cores = ps_cores_available (source, sizeof source);
+    assert_true (cores >= 1);
+    assert_true (cores <= sysconf (_SC_NPROCESSORS_ONLN));
+    assert_true (source [0] != '\0');
+    assert_int_equal (ps_cores_available (NULL, 0), cores);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests [] = {
+        cmocka_unit_test (test_worked_examples),
+        cmocka_unit_test (test_never_oversubscribes),
+        cmocka_unit_test (test_available),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
