@@ -1,9 +1,13 @@
 """What the Python system tests share: a check that prints PASS or FAIL
-and keeps the failures, and a run of a program that a time-out cannot
-leave behind."""
+and keeps the failures, a run of a program that a time-out cannot leave
+behind, and a safetensors reader written from the format's description
+alone (an 8-byte header length, a JSON header, raw data), independent of
+the C writer it checks."""
 
+import json
 import os
 import signal
+import struct
 import subprocess
 
 failures = []
@@ -29,3 +33,21 @@ def run(args, limit=300):
         out, _ = p.communicate()
         return 124, out
     return p.returncode, out
+
+
+def read_safetensors(path):
+    """The tensors (NumPy arrays of F32 or U64) and the metadata of a
+    safetensors file, and the tensor names in the header's order."""
+    import numpy as np
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack_from("<Q", blob, 0)
+    header = json.loads(blob[8:8 + n])
+    data = blob[8 + n:]
+    meta = header.pop("__metadata__", {})
+    dtypes = {"F32": "<f4", "U64": "<u8"}
+    tensors = {}
+    for name, e in header.items():
+        b, end = e["data_offsets"]
+        tensors[name] = np.frombuffer(data[b:end], dtype=dtypes[e["dtype"]]).reshape(e["shape"])
+    return tensors, meta, list(header)

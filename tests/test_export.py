@@ -58,23 +58,7 @@ TRAIN_LIMIT, TEST_LIMIT = 6000, 2000
 sys.path.insert(0, os.path.join(ROOT, "tests", "faults"))
 from check_run import check_run  # noqa: E402  (the exactly-once check)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from checks import check, failures, run  # noqa: E402
-
-def read_safetensors(path):
-    """The tensors and metadata of a safetensors file, parsed by hand."""
-    with open(path, "rb") as f:
-        blob = f.read()
-    (n,) = struct.unpack_from("<Q", blob, 0)
-    header = json.loads(blob[8:8 + n])
-    data = blob[8 + n:]
-    meta = header.pop("__metadata__", {})
-    tensors = {}
-    for name, e in header.items():
-        assert e["dtype"] == "F32", (name, e["dtype"])
-        b, end = e["data_offsets"]
-        tensors[name] = np.frombuffer(data[b:end], dtype="<f4").reshape(e["shape"])
-    return tensors, meta, list(header)
-
+from checks import check, failures, read_safetensors, run  # noqa: E402
 
 def spec_variables(spec):
     """Variable names and shapes of a Sequential image spec, from
@@ -203,6 +187,8 @@ def body(work):
     check(not left, "no temporary file is left", " ".join(left))
 
     tensors, meta, order = read_safetensors(st)
+    check(all(t.dtype == np.float32 for t in tensors.values()),
+          "safetensors: every variable is float32", str({n: t.dtype for n, t in tensors.items()}))
     spec = json.loads(meta["model"])
     with open(os.path.join(ROOT, "schemas", "models", "cnn.json")) as f:
         builtin = json.load(f)
