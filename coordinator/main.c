@@ -201,9 +201,6 @@ s_parse (int key, char *arg, struct argp_state *state)
                                      &err)) == PS_OK)
                 *(key == O_PS ? &opt->local_ps : &opt->local_workers) = (int) u;
             break;
-        case ARGP_KEY_ARG:
-            argp_error (state, "unexpected argument '%s'", arg);
-            break;
         default:
             return ARGP_ERR_UNKNOWN;
     }
@@ -343,9 +340,6 @@ s_keygen_parse (int key, char *arg, struct argp_state *state)
             if ((rc = ps_parse_uint (key == O_PS ? "--ps" : "--workers", arg, 0, S_MAX_TASKS,
                                      &u, &err)) == PS_OK)
                 *(key == O_PS ? &args->nps : &args->nworkers) = (int) u;
-            break;
-        case ARGP_KEY_ARG:
-            argp_error (state, "unexpected argument '%s'", arg);
             break;
         case ARGP_KEY_END:
             if (!args->out)
@@ -569,9 +563,6 @@ s_export_parse (int key, char *arg, struct argp_state *state)
         }
         case O_OUT: args->out = arg; break;
         case O_MODEL: args->model = arg; break;
-        case ARGP_KEY_ARG:
-            argp_error (state, "unexpected argument '%s'", arg);
-            break;
         case ARGP_KEY_END:
             if (!args->checkpoint || !args->format || !args->out)
                 argp_error (state, "%s", !args->checkpoint ? "--checkpoint DIR is required"

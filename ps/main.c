@@ -154,9 +154,6 @@ s_parse (int key, char *arg, struct argp_state *state)
         case O_LR:
             rc = ps_parse_double ("--lr", arg, 0, true, DBL_MAX, &args->lr, &err);
             break;
-        case ARGP_KEY_ARG:
-            argp_error (state, "unexpected argument '%s'", arg);
-            break;
         default:
             return ARGP_ERR_UNKNOWN;
     }

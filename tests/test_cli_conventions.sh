@@ -66,6 +66,9 @@ for cmd in "ps-server:$server" "ps-worker:$worker" "coordinator:$coordinator" \
   usage_error "$name" "$name: unrecognized option '--no-such-option'" -- \
     "${argv[@]}" --no-such-option
   usage_error "$name" "$name: invalid option -- 'Z'" -- "${argv[@]}" -Z
+  # Only plot (its metrics file) and ping (its target) take an argument.
+  [ "$name" = "coordinator plot" ] || [ "$name" = "coordinator ping" ] \
+    || usage_error "$name" "$name: unexpected argument 'stray'" -- "${argv[@]}" stray
 done
 for prog in "ps-server:$server" "ps-worker:$worker" "coordinator:$coordinator"; do
   name=${prog%%:*}

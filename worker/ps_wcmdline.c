@@ -231,9 +231,6 @@ s_parse (int key, char *arg, struct argp_state *state)
             rc = ps_parse_uint ("--checkpoint-every", arg, 1, 1000000000,
                                 &cfg->checkpoint_every, &err);
             break;
-        case ARGP_KEY_ARG:
-            argp_error (state, "unexpected argument '%s'", arg);
-            break;
         case ARGP_KEY_END:
             if (self->lr > 0)
                 cfg->optimizer.lr = self->lr;
@@ -321,9 +318,6 @@ s_parse_predict (int key, char *arg, struct argp_state *state)
         case 'd':
             if ((rc = ps_device_parse (arg, &cfg->device, &err)) != PS_OK)
                 ps_error_prefix (&err, rc, "--device");
-            break;
-        case ARGP_KEY_ARG:
-            argp_error (state, "unexpected argument '%s'", arg);
             break;
         case ARGP_KEY_END:
             if (!cfg->weights)

@@ -68,7 +68,6 @@ static const struct argp_option s_options [] = {
 static error_t
 s_parse (int key, char *arg, struct argp_state *state)
 {
-    (void) arg;
     switch (key) {
         case O_HELP:
             s_help_fmt_restore ();
@@ -81,6 +80,11 @@ s_parse (int key, char *arg, struct argp_state *state)
         case O_VERSION:
             printf ("%s\n", s_version);
             exit (0);
+        //  A command that takes arguments reads them in its own parser,
+        //  which argp asks first; one that does not leaves them here.
+        case ARGP_KEY_ARG:
+            argp_error (state, "unexpected argument '%s'", arg);
+            return 0;
         case O_QUIET:
             s_quiet = 1;
             ps_log_init (s_program, PS_LOG_WARN);

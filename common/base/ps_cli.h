@@ -25,8 +25,10 @@
 void ps_cli_init (const char *program);
 
 //  The options every command has: -h (--help), -q/--quiet (only warnings
-//  and errors on stderr) and -v/--verbose (debug lines too). Name it as a
-//  child: { &ps_cli_common, 0, NULL, 0 }.
+//  and errors on stderr) and -v/--verbose (debug lines too); and the usage
+//  error "unexpected argument 'ARG'" for an argument that the command's
+//  own parser does not take. Name it as a child:
+//  { &ps_cli_common, 0, NULL, 0 }.
 extern const struct argp ps_cli_common;
 
 //  The children of a command with no options of its own beyond these:
