@@ -68,17 +68,27 @@ s_two_steps (ps_metrics_t *metrics)
     ps_metrics_step (metrics, &b, 0, 2);
 }
 
-static void
-test_progress_record (void **state)
+//  A metrics report writing to a new file at path (a mkstemp template,
+//  filled in), with a window of one second.
+static ps_metrics_t *
+s_metrics_file (char *path)
 {
-    (void) state;
-    char path [] = "/tmp/test_metrics-XXXXXX";
     int fd = mkstemp (path);
     assert_true (fd >= 0);
     close (fd);
     ps_error_t err = { 0 };
     ps_metrics_t *metrics = ps_metrics_new (path, false, 1, false, 0, &err);
-    assert_non_null (metrics);
+    if (!metrics)
+        fail_msg ("%s: %s", path, err.msg);
+    return metrics;
+}
+
+static void
+test_progress_record (void **state)
+{
+    (void) state;
+    char path [] = "/tmp/test_metrics-XXXXXX";
+    ps_metrics_t *metrics = s_metrics_file (path);
     ps_metrics_start (metrics, 0);
     s_two_steps (metrics);
     ps_progress_t where = { .done = 2, .total = 10, .steps_per_epoch = 5, .lr = 0.5,
@@ -111,12 +121,7 @@ test_done_is_last (void **state)
 {
     (void) state;
     char path [] = "/tmp/test_metrics-XXXXXX";
-    int fd = mkstemp (path);
-    assert_true (fd >= 0);
-    close (fd);
-    ps_error_t err = { 0 };
-    ps_metrics_t *metrics = ps_metrics_new (path, false, 1, false, 0, &err);
-    assert_non_null (metrics);
+    ps_metrics_t *metrics = s_metrics_file (path);
     ps_metrics_event (metrics, "registered", json_pack ("{s:s}", "role", "worker"));
     ps_metrics_event (metrics, "done", json_pack ("{s:f}", "test_accuracy", 0.5));
     ps_metrics_event (metrics, "registered", json_pack ("{s:s}", "role", "worker"));
