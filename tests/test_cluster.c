@@ -135,6 +135,17 @@ test_local_run (void **state)
 //  ---------------------------------------------------------------------
 //  b. A cluster started by hand
 
+//  The cluster spec of a cluster started by hand on free loopback ports:
+//  chief:0, ps:0, ps:1, worker:0 and worker:1, in that order.
+static void
+s_five_tasks (char *cluster, size_t len)
+{
+    int ports [5];
+    cluster_free_ports (ports, 5);
+    snprintf (cluster, len, "{\"chief\": [\"127.0.0.1:%d\"], \"ps\": [\"127.0.0.1:%d\", "
+              "\"127.0.0.1:%d\"], \"worker\": [\"127.0.0.1:%d\", \"127.0.0.1:%d\"]}",
+              ports [0], ports [1], ports [2], ports [3], ports [4]);
+}
 
 //  With hang, worker:1 is stopped (SIGSTOP) within the run and resumed
 //  only after the coordinator has exited: it never asks for work again, so
@@ -148,12 +159,8 @@ s_manual (bool files, bool hang)
     cluster_run_t *run = cluster_run_new (hang ? "by hand, a worker hung across the end"
                                           : files ? "by hand, cluster files"
                                           : "by hand, TF_CONFIG");
-    int ports [5];
-    cluster_free_ports (ports, 5);
     char cluster [512];
-    snprintf (cluster, sizeof cluster, "{\"chief\": [\"127.0.0.1:%d\"], \"ps\": [\"127.0.0.1:%d\", "
-              "\"127.0.0.1:%d\"], \"worker\": [\"127.0.0.1:%d\", \"127.0.0.1:%d\"]}", ports [0],
-              ports [1], ports [2], ports [3], ports [4]);
+    s_five_tasks (cluster, sizeof cluster);
     //  Each process's TF_CONFIG or file: the cluster and its own task.
     char specs [5][700], paths [5][PATH_MAX + 32], names [5][16];
     const char *types [5] = { "chief", "ps", "ps", "worker", "worker" };
@@ -298,12 +305,8 @@ s_same_host (bool distinct)
 {
     cluster_run_t *run = cluster_run_new (distinct ? "same host, distinct host ids"
                                           : "same host, over ipc");
-    int ports [5];
-    cluster_free_ports (ports, 5);
     char cluster [512];
-    snprintf (cluster, sizeof cluster, "{\"chief\": [\"127.0.0.1:%d\"], \"ps\": [\"127.0.0.1:%d\", "
-              "\"127.0.0.1:%d\"], \"worker\": [\"127.0.0.1:%d\", \"127.0.0.1:%d\"]}", ports [0],
-              ports [1], ports [2], ports [3], ports [4]);
+    s_five_tasks (cluster, sizeof cluster);
     char specs [5][700], hosts [5][48], names [5][16];
     const char *types [5] = { "chief", "ps", "ps", "worker", "worker" };
     int indices [5] = { 0, 0, 1, 0, 1 };
