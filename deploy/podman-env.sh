@@ -152,13 +152,21 @@ _psenv_service () {
     pidfile="${sock%.sock}.pid"
     log="${sock%.sock}.log"
     PS_PODMAN_STARTED=0
-    _psenv_alive && return 0
+    # A service started from another checkout reads that checkout's
+    # containers.conf, which may be gone (its builds then fail at once):
+    # such a one is replaced.
+    if _psenv_alive; then
+        [ "$(cat "${sock%.sock}.conf" 2>/dev/null)" = "$CONTAINERS_CONF" ] && return 0
+        echo "podman-env: the API service runs with another CONTAINERS_CONF; restarting it" >&2
+        _psenv_stop
+    fi
     mkdir -p "$(dirname "$sock")" 2>/dev/null \
         || { _psenv_die "cannot create $(dirname "$sock") for the API socket (set PS_PODMAN_SOCK)"; return 1; }
     rm -f "$sock"
     # Its own session: a Ctrl-C in this shell does not stop it.
     setsid podman system service --time=0 "unix://$sock" >"$log" 2>&1 </dev/null {lockfd}>&- &
     echo $! >"$pidfile"
+    echo "$CONTAINERS_CONF" >"${sock%.sock}.conf"
     for _ in $(seq 1 100); do
         _psenv_alive && { PS_PODMAN_STARTED=1; return 0; }
         kill -0 "$(cat "$pidfile")" 2>/dev/null || break
@@ -181,7 +189,7 @@ _psenv_stop () {
         fi
         rm -f "$pidfile"
     fi
-    rm -f "$sock" "${sock%.sock}.log"
+    rm -f "$sock" "${sock%.sock}.log" "${sock%.sock}.conf"
     rmdir "$(dirname "$sock")" 2>/dev/null || true
 }
 
