@@ -1,7 +1,8 @@
 //  The GPU device probe: whether a CUDA device can be used, and which. The
 //  GPU compute backend (worker issue) builds on it; `--device auto` uses it
-//  to choose. Two implementations sit behind this one interface, chosen at
-//  build time: ps_gpu.cu when meson finds CUDA, ps_gpu_none.c otherwise.
+//  to choose. ps_gpu.cu implements it in the module ps-gpu.so, built when
+//  meson finds CUDA; programs call ps_gpuload.c's forwarders, which load
+//  the module on first use (see ps_gpu_plugin.h) or say why they cannot.
 
 #ifndef PS_GPU_H_INCLUDED
 #define PS_GPU_H_INCLUDED

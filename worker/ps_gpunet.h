@@ -13,10 +13,11 @@
 //  operation, the dropout mask included (ps_dropout.h), so the two agree
 //  to float rounding; tests/test_gpu_backend.c holds them to it.
 //
-//  Two implementations sit behind this header: ps_gpunet.cu (with its
-//  kernels in ps_gpukern.cu and its call checks in ps_gpucall.cu) when
-//  meson finds CUDA, ps_gpunet_none.c (every call fails, saying the build has no
-//  CUDA) otherwise.
+//  ps_gpunet.cu (with its kernels in ps_gpukern.cu and its call checks in
+//  ps_gpucall.cu) implements it in the module ps-gpu.so, built when meson
+//  finds CUDA. Programs call ps_gpuload.c's forwarders, which load the
+//  module on first use (see ps_gpu_plugin.h); without it, ps_gpunet_new
+//  fails saying why, and there is no engine to call the rest on.
 
 #ifndef PS_GPUNET_H_INCLUDED
 #define PS_GPUNET_H_INCLUDED
