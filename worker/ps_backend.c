@@ -51,6 +51,26 @@ ps_device_check (ps_device_t device, ps_error_t *err)
     return rc ? ps_error_prefix (err, rc, "--device gpu: no usable GPU") : 0;
 }
 
+//  The device auto means for model: the GPU when one is usable and the
+//  model runs there.
+static ps_device_t
+s_resolve (const ps_model_t *model, ps_device_t device)
+{
+    if (device != PS_DEVICE_AUTO)
+        return device;
+    ps_gpu_info_t info;
+    return !ps_model_cpu_only (model) && ps_gpu_probe (&info, NULL) == 0 && info.count > 0
+         ? PS_DEVICE_GPU : PS_DEVICE_CPU;
+}
+
+int
+ps_backend_eval_batch (const ps_model_t *model, ps_device_t device, int wanted)
+{
+    if (s_resolve (model, device) == PS_DEVICE_GPU || wanted <= PS_BACKEND_CPU_EVAL_BATCH)
+        return wanted;
+    return PS_BACKEND_CPU_EVAL_BATCH;
+}
+
 ps_backend_t *
 ps_backend_new (const ps_model_t *model, ps_device_t device, int max_batch, int threads,
                 ps_error_t *err)
@@ -79,11 +99,7 @@ ps_backend_new (const ps_model_t *model, ps_device_t device, int max_batch, int 
         free (self);
         return NULL;
     }
-    if (device == PS_DEVICE_AUTO) {
-        ps_gpu_info_t info;
-        device = !cpu_only && ps_gpu_probe (&info, NULL) == 0 && info.count > 0
-               ? PS_DEVICE_GPU : PS_DEVICE_CPU;
-    }
+    device = s_resolve (model, device);
     self->device = device;
     if (device == PS_DEVICE_GPU) {
         self->gpu = ps_gpunet_new (model, max_batch, err);

@@ -51,6 +51,16 @@ ps_backend_t *ps_backend_new (const ps_model_t *model, ps_device_t device,
                               int max_batch, int threads, ps_error_t *err);
 void ps_backend_destroy (ps_backend_t **self_p);
 
+//  The batch to evaluate model in on device (auto resolved as
+//  ps_backend_new resolves it), at most wanted: the GPU takes wanted
+//  whole, since a large batch is what hides its per-call overheads; the
+//  CPU engine at most PS_BACKEND_CPU_EVAL_BATCH. Its buffers take about
+//  0.27 MB an example for the seed CNN, so evaluating 500 at once held
+//  65 MiB more than the training batch needs, where 128 examples already
+//  make its GEMMs large. Size the backend's max_batch with it.
+#define PS_BACKEND_CPU_EVAL_BATCH  128
+int ps_backend_eval_batch (const ps_model_t *model, ps_device_t device, int wanted);
+
 //  "cpu (OpenBLAS, 2 threads)" or "gpu (NVIDIA H100 80GB HBM3)".
 const char *ps_backend_describe (const ps_backend_t *self);
 ps_device_t ps_backend_device (const ps_backend_t *self);

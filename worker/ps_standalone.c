@@ -18,8 +18,8 @@
 #include "ps_signal.h"
 #include "ps_standalone_ckpt.h"
 
-//  The evaluation batch: large enough that per-call overheads vanish, small
-//  enough that the backend's buffers stay a few tens of MiB.
+//  The evaluation batch wanted: large enough that a GPU's per-call
+//  overheads vanish; the CPU engine takes less (ps_backend_eval_batch).
 #define S_EVAL_BATCH  500
 
 void
@@ -135,8 +135,8 @@ typedef struct {
 //  add the time taken to timer. Returns 0 or the backend's error.
 static int
 s_evaluate_test (ps_backend_t *backend, const float *params, const ps_dataset_t *test,
-                 float *x, uint8_t *labels, ps_binmetrics_t *bin, s_timer_t *timer,
-                 s_eval_t *eval, ps_error_t *err)
+                 int eval_batch, float *x, uint8_t *labels, ps_binmetrics_t *bin,
+                 s_timer_t *timer, s_eval_t *eval, ps_error_t *err)
 {
     double t0 = ps_clock_ms ();
     eval->time_s = (t0 - timer->start_ms) / 1e3;
@@ -146,7 +146,7 @@ s_evaluate_test (ps_backend_t *backend, const float *params, const ps_dataset_t 
         ps_binmetrics_reset (bin);
     int rc = ps_backend_set_params (backend, params, err);
     if (rc == 0)
-        rc = ps_evaluate (backend, test, S_EVAL_BATCH, x, labels, bin, &stats, err);
+        rc = ps_evaluate (backend, test, eval_batch, x, labels, bin, &stats, err);
     if (rc)
         return rc;
     eval->ms = ps_clock_ms () - t0;
@@ -263,6 +263,7 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
     uint8_t *labels = NULL;
     ps_binmetrics_t *bin = NULL;
     ps_metrics_t *metrics = NULL;
+    int eval_batch = S_EVAL_BATCH;
     ps_error_t local;
     //  The codes below come from err, so it must exist.
     if (!err)
@@ -300,7 +301,8 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
     if ((rc = ps_dataset_check_model (train, model, err))
     ||  (rc = ps_dataset_check_model (test, model, err)))
         goto done;
-    int max_batch = cfg->batch > S_EVAL_BATCH ? cfg->batch : S_EVAL_BATCH;
+    eval_batch = ps_backend_eval_batch (model, cfg->device, S_EVAL_BATCH);
+    int max_batch = cfg->batch > eval_batch ? cfg->batch : eval_batch;
     if (!(backend = ps_backend_new (model, cfg->device, max_batch, cfg->threads, err))) {
         rc = err->code;
         goto done;
@@ -410,14 +412,14 @@ ps_standalone_run (const ps_standalone_config_t *cfg, ps_standalone_result_t *re
                 kept = step;
             }
             if (cfg->eval_steps && step % cfg->eval_steps == 0 && b + 1 < batches) {
-                if ((rc = s_evaluate_test (backend, params, test, x, labels, bin, &timer,
-                                           &eval, err)))
+                if ((rc = s_evaluate_test (backend, params, test, eval_batch, x, labels, bin,
+                                           &timer, &eval, err)))
                     goto done;
                 s_report_eval (metrics, step, batches, &eval);
             }
         }
-        if ((rc = s_evaluate_test (backend, params, test, x, labels, bin, &timer, &eval,
-                                   err))
+        if ((rc = s_evaluate_test (backend, params, test, eval_batch, x, labels, bin, &timer,
+                                   &eval, err))
         ||  (cfg->checkpoint_dir
              && (rc = ps_standalone_ckpt_save (cfg, model, replica, step, batches, total, err))))
             goto done;

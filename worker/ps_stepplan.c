@@ -24,6 +24,7 @@ struct _ps_stepplan_t {
     ps_ctrplan_t *ctr;
     float *x;                   //  a batch of inputs and its labels
     uint8_t *labels;
+    int eval_batch;             //  the plan's, or less on the CPU (ps_backend_eval_batch)
     ps_binmetrics_t *bin;       //  a binary classifier's test predictions, for the AUC
 };
 
@@ -190,7 +191,8 @@ s_build (ps_stepplan_t *self, bool train, const char *device_name, int threads,
         return rc;
     if (threads <= 0)
         threads = plan->threads;
-    int max_batch = plan->batch_size > plan->eval_batch ? plan->batch_size : plan->eval_batch;
+    self->eval_batch = ps_backend_eval_batch (self->model, device, plan->eval_batch);
+    int max_batch = plan->batch_size > self->eval_batch ? plan->batch_size : self->eval_batch;
     if (!(self->backend = ps_backend_new (self->model, device, max_batch, threads, err)))
         return err->code;
     self->x = ps_floats_alloc ((size_t) max_batch * ps_model_input_size (self->model));
@@ -322,7 +324,7 @@ ps_stepplan_evaluate (ps_stepplan_t *self, size_t first, size_t count,
 {
     if (self->bin)
         ps_binmetrics_reset (self->bin);
-    return ps_evaluate_range (self->backend, self->test, first, count, self->plan.eval_batch,
+    return ps_evaluate_range (self->backend, self->test, first, count, self->eval_batch,
                               self->x, self->labels, self->bin, stats, err);
 }
 
