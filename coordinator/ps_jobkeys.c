@@ -52,6 +52,7 @@ const ps_jobkey_t ps_jobkeys [] = {
     S_KEY ("/partitioner/min_shard_bytes",   PS_JOBKEY_INT64,      partitioner.min_shard_bytes),
     S_KEY ("/partitioner/max_shard_bytes",   PS_JOBKEY_INT64,      partitioner.max_shard_bytes),
     S_KEY ("/partitioner/max_shards",        PS_JOBKEY_INT,        partitioner.max_shards),
+    S_KEY ("/partitioner/chunk_bytes",       PS_JOBKEY_INT64,      partitioner.chunk_bytes),
     S_KEY ("/checkpoint/dir",                PS_JOBKEY_TEXT,       checkpoint_dir),
     S_KEY ("/checkpoint/every_steps",        PS_JOBKEY_UINT64,     checkpoint_steps),
     S_KEY ("/checkpoint/every_seconds",      PS_JOBKEY_DOUBLE,     checkpoint_seconds),

@@ -49,6 +49,7 @@ ps_partitioner_default (ps_partitioner_t *self, int nservers)
     self->kind = PS_PARTITIONER_MIN_SIZE;
     self->min_shard_bytes = S_DEFAULT_MIN_SHARD_BYTES;
     self->max_shards = nservers;
+    self->chunk_bytes = PS_PARTITIONER_CHUNK_BYTES;
 }
 
 int
@@ -93,6 +94,10 @@ ps_partitioner_validate (const ps_partitioner_t *self, ps_error_t *err)
                 return ps_error_set (err, PS_EINVAL,
                                      "partitioner min_size: max_shards is %d, expected >= 1",
                                      self->max_shards);
+            if (self->chunk_bytes < 0)
+                return ps_error_set (err, PS_EINVAL,
+                                     "partitioner min_size: chunk_bytes is %lld, expected >= 0 "
+                                     "(0: none)", (long long) self->chunk_bytes);
             return PS_OK;
         case PS_PARTITIONER_MAX_SIZE:
             if (self->max_shard_bytes < 1)
@@ -108,6 +113,17 @@ ps_partitioner_validate (const ps_partitioner_t *self, ps_error_t *err)
     return ps_error_set (err, PS_EINVAL,
                          "partitioner kind is %d, expected fixed, min_size or max_size",
                          (int) self->kind);
+}
+
+//  MaxSizePartitioner's count: shards of whole rows, at least one each, so
+//  a row larger than max_bytes is a shard of its own.
+static int64_t
+s_max_size_shards (int64_t rows, int64_t row_bytes, int64_t max_bytes)
+{
+    int64_t rows_per_shard = max_bytes / row_bytes;
+    if (rows_per_shard < 1)
+        rows_per_shard = 1;
+    return rows / rows_per_shard + (rows % rows_per_shard != 0);
 }
 
 int
@@ -136,16 +152,16 @@ ps_partitioner_shards (const ps_partitioner_t *self, const ps_shape_t *shape)
                 shards = self->max_shards;
             if (shards < 1)
                 shards = 1;
+            if (self->chunk_bytes > 0) {
+                int64_t chunks = s_max_size_shards (rows, row_bytes, self->chunk_bytes);
+                if (chunks > shards)
+                    shards = chunks;
+            }
             break;
         }
         case PS_PARTITIONER_MAX_SIZE: {
             assert (self->max_shard_bytes >= 1 && self->max_shards >= 0);
-            //  A shard holds whole rows, at least one, so a row larger than
-            //  max_shard_bytes is a shard of its own.
-            int64_t rows_per_shard = self->max_shard_bytes / row_bytes;
-            if (rows_per_shard < 1)
-                rows_per_shard = 1;
-            shards = rows / rows_per_shard + (rows % rows_per_shard != 0);
+            shards = s_max_size_shards (rows, row_bytes, self->max_shard_bytes);
             if (self->max_shards > 0 && shards > self->max_shards)
                 shards = self->max_shards;
             break;

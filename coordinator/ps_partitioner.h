@@ -13,6 +13,17 @@
 //              whole rows, so at least one row), capped by max_shards when > 0
 //  where bytes is 4 * the element count and row_bytes 4 * the elements of
 //  one row (float32).
+//
+//  min_size also takes chunk_bytes, which TensorFlow's has not: when it is
+//  not 0, a variable gets at least as many shards as max_size would give
+//  it at chunk_bytes, max_shards notwithstanding. A large variable's
+//  pushes and pulls thus travel as several requests, which a server
+//  applies and answers each as it arrives, on its pool's threads, while
+//  the next is still on the wire, as BytePS partitions tensors for the
+//  same reason; one 16 MB request is instead received whole, applied
+//  whole, then answered whole. The default's chunk_bytes,
+//  PS_PARTITIONER_CHUNK_BYTES, is large enough that the seed models keep
+//  one shard per server; 0 gives TensorFlow's partitioner exactly.
 //  A variable of n rows in k shards gives the first n % k shards one row
 //  more than the others, as TensorFlow does.
 //
@@ -44,10 +55,15 @@ typedef struct {
     int64_t min_shard_bytes;    //  min_size: >= 1 (TensorFlow's default 256 KiB)
     int64_t max_shard_bytes;    //  max_size: >= 1
     int max_shards;             //  min_size: >= 1; max_size: 0 = no cap
+    int64_t chunk_bytes;        //  min_size: >= 0, 0 = none; see above
 } ps_partitioner_t;
 
+//  The default's chunk_bytes.
+#define PS_PARTITIONER_CHUNK_BYTES  (INT64_C (2) << 20)
+
 //  The default: min_size with 256 KiB per shard and at most nservers
-//  shards, what TensorFlow's guide recommends for ParameterServerStrategy.
+//  shards, what TensorFlow's guide recommends for ParameterServerStrategy,
+//  and shards of at most PS_PARTITIONER_CHUNK_BYTES.
 void ps_partitioner_default (ps_partitioner_t *self, int nservers);
 
 //  Parse "fixed", "min_size" or "max_size".

@@ -191,6 +191,43 @@ test_min_size (void **state)
     assert_int_equal (s_shards (s_min_size (256 << 10, 8), 2, 3, 1 << 20), 3);
 }
 
+//  min_size's chunk_bytes: at least max_size's count at chunk_bytes, past
+//  max_shards; none at 0; and the default's value.
+static void
+test_min_size_chunks (void **state)
+{
+    (void) state;
+    ps_partitioner_t p = s_min_size (256 << 10, 1);
+    //  16 MiB as [4096, 1024] float32: one shard without chunks, 8 of 2 MiB
+    //  with, 16 of 1 MiB, and one again at chunks larger than the variable.
+    assert_int_equal (s_shards (p, 2, 4096, 1024), 1);
+    p.chunk_bytes = 2 << 20;
+    assert_int_equal (s_shards (p, 2, 4096, 1024), 8);
+    p.chunk_bytes = 1 << 20;
+    assert_int_equal (s_shards (p, 2, 4096, 1024), 16);
+    p.chunk_bytes = 64 << 20;
+    assert_int_equal (s_shards (p, 2, 4096, 1024), 1);
+    //  Whole rows: 3 rows of 4 MiB at 1 MiB chunks are 3 shards, and
+    //  10 rows of 400 KiB at 1 MiB (two rows a chunk) are 5.
+    p.chunk_bytes = 1 << 20;
+    assert_int_equal (s_shards (p, 2, 3, 1 << 20), 3);
+    assert_int_equal (s_shards (p, 2, 10, 100 << 10), 5);
+    //  More shards by min_shard_bytes than chunks ask for: min_size's count.
+    p = s_min_size (4, 10);
+    p.chunk_bytes = 12;
+    assert_int_equal (s_shards (p, 2, 6, 1), 6);
+    //  Negative is refused, naming the field.
+    p.chunk_bytes = -1;
+    s_assert_invalid (p, "chunk_bytes");
+    //  The default cuts 16 MiB on 2 servers into 2 MiB shards, and leaves
+    //  the seed CNN's 1.4 MB dense kernel at one shard per server.
+    ps_partitioner_default (&p, 2);
+    assert_int_equal (p.chunk_bytes, PS_PARTITIONER_CHUNK_BYTES);
+    assert_int_equal (s_shards (p, 2, 4096, 1024),
+                      (int) ((INT64_C (16) << 20) / PS_PARTITIONER_CHUNK_BYTES));
+    assert_int_equal (s_shards (p, 2, 5408, 64), 2);
+}
+
 //  MaxSizePartitioner: ceil (dims[0] / max (1, floor (max_shard_bytes /
 //  row_bytes))), capped by max_shards when > 0.
 static void
@@ -577,6 +614,7 @@ main (void)
         cmocka_unit_test (test_default),
         cmocka_unit_test (test_fixed),
         cmocka_unit_test (test_min_size),
+        cmocka_unit_test (test_min_size_chunks),
         cmocka_unit_test (test_max_size),
         cmocka_unit_test (test_splits),
         cmocka_unit_test (test_cnn_placement),
