@@ -6,7 +6,8 @@
 //  clock, and the process's CPU time, which a loaded machine disturbs
 //  less), the
 //  growth of the process's peak resident memory over the run, and the
-//  length of the encoded ledger at the end. It prints and never asserts:
+//  length of the encoded ledger at the end, and the CPU time and length
+//  as BENCHROW lines (harness_benchrow.h). It prints and never asserts:
 //  timings on shared machines vary.
 
 #include <inttypes.h>
@@ -16,6 +17,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "harness_benchrow.h"
 #include "harness_rand.h"
 #include "ps_ledger.h"
 
@@ -78,6 +80,14 @@ s_run (const char *order, uint64_t total, bool shuffled)
             s_peak_kib () - peak_before,
             ps_ledger_encoded_size (ledger), rc == PS_OK ? "" : " stopped: ",
             rc == PS_OK ? "" : err.msg);
+    //  Absolute figures, with no anchor: CPU time, which load disturbs less.
+    char row [64];
+    snprintf (row, sizeof row, "%s, CPU per step", order);
+    harness_benchrow ("bench_ledger", row, NULL, 0, done ? cpu * 1e9 / (double) done : 0.0,
+                      "ns", HARNESS_LOWER_BETTER, NULL, HARNESS_GOAL_NONE);
+    snprintf (row, sizeof row, "%s, encoded ledger", order);
+    harness_benchrow ("bench_ledger", row, NULL, 0, (double) ps_ledger_encoded_size (ledger),
+                      "B", HARNESS_LOWER_BETTER, NULL, HARNESS_GOAL_NONE);
     ps_ledger_destroy (&ledger);
     return 0;
 }
