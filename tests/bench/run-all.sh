@@ -51,7 +51,7 @@ mkdir -p "$results" || exit 2
 # name | full run | quick run. The quick runs are the ones README.md's
 # test runs (test_readme), so each is known to finish in a minute or two.
 pb="$py tests/bench" on="--build $build"
-scale_small="--limit-mib 4096 --capacity 256" rows_small="--rows 200000"
+scale_small="--limit-mib 4096 --capacity 256" small="--rows 200000"
 ctr_small="--rows 20000 --models lr"
 benches=(
   "bench_ledger|$bench/bench_ledger|$bench/bench_ledger 1000000"
@@ -65,7 +65,7 @@ benches=(
   "bench_modes|$pb/bench_modes.py $on|$pb/bench_modes.py $on --quick --workers 2"
   "bench_ctr|$pb/bench_ctr.py $on --cluster|$pb/bench_ctr.py $on --cluster $ctr_small"
   "bench_ctr_scale|$pb/bench_ctr_scale.py $on|$pb/bench_ctr_scale.py $on --rows 20000 $scale_small"
-  "bench_export_tables|$pb/bench_export_tables.py $build|$pb/bench_export_tables.py $build $rows_small"
+  "bench_export_tables|$pb/bench_export_tables.py $build|$pb/bench_export_tables.py $build $small"
 )
 
 # Every name --only gives must be a benchmark: a typo must not run nothing.
