@@ -117,11 +117,20 @@ done
 
 echo "| benchmark | row | anchor | anchor value | ps-cluster | unit | better | ratio | goal | met |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
-awk -F'\t' '$1 == "BENCHROW" {
+# The rows keep 6 significant digits; the table shows 4 (whole numbers
+# from 1000 up), and the ratio 3.
+awk -F'\t' '
+function num(v, digits) {
+  if (v !~ /^-?[0-9.]+(e[-+]?[0-9]+)?$/)
+    return v
+  return (v >= 1000 || v <= -1000) ? sprintf("%.0f", v) : sprintf("%." digits "g", v)
+}
+$1 == "BENCHROW" {
+  $5 = num($5, 4); $6 = num($6, 4); $9 = num($9, 3)
   line = "|"
   for (i = 2; i <= 11; i++) { v = $i; gsub(/\|/, "\\|", v); line = line " " v " |" }
   print line
-}' "$rows"
+}' OFS='\t' "$rows"
 echo
 cpu=$(grep -m1 '^model name' /proc/cpuinfo | sed 's/^[^:]*: *//')
 echo "- machine: ${cpu:-unknown CPU}, $(nproc) cores ($(uname -m)), host $(uname -n)"
