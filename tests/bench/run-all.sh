@@ -48,8 +48,10 @@ timeout_s=${PS_BENCH_TIMEOUT:-$([ $quick -eq 1 ] && echo 600 || echo 1800)}
 results=${results:-$(mktemp -d /tmp/ps-bench.XXXXXX)} || exit 2
 mkdir -p "$results" || exit 2
 
-# name | full run | quick run. The quick runs are the ones README.md's
-# test runs (test_readme), so each is known to finish in a minute or two.
+# name | full run | quick run. The quick runs are each benchmark's --quick
+# or a smaller data set, with its peers (about 3 minutes in all on two
+# cores); bench_apply's full run takes seconds, and a smaller array would
+# fit in the caches and say nothing of its goal.
 pb="$py tests/bench" on="--build $build"
 scale_small="--limit-mib 4096 --capacity 256" small="--rows 200000"
 ctr_small="--rows 20000 --models lr"
