@@ -12,15 +12,19 @@
 //  element each: SGD reads p, g and writes p (12 B); momentum and Adagrad
 //  add one slot read and written (20 B); Adam two slots (28 B). The scan a
 //  ps-server runs over every pushed gradient for NaN and infinities before
-//  applying it reads g once (4 B). It prints and never asserts: timings on
+//  applying it reads g once (4 B). Each kernel's 2 threads against its 1,
+//  and Adam's 2 threads against memcpy, are BENCHROW lines too
+//  (harness_benchrow.h). It prints and never asserts: timings on
 //  shared machines vary.
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "harness_benchrow.h"
 #include "ps_floats.h"
 #include "ps_optimizer.h"
 #include "ps_partition.h"
@@ -28,6 +32,8 @@
 
 #define S_REPEATS    5
 #define S_MEMCPY_MB  64
+//  The project's goal for Adam on 2 threads, GB/s of memory traffic.
+#define S_ADAM_GOAL  35.0
 
 static double
 s_now (void)
@@ -148,6 +154,7 @@ main (int argc, char *argv [])
             PS_PARTITION_GRAIN);
     printf ("%-10s | %9s | %8s | %9s | %8s | %6s\n", "kernel", "1 thr ms", "GB/s",
             "2 thr ms", "GB/s", "2 / 1");
+    double adam_gbs = 0;
     for (size_t k = 0; k < sizeof kernels / sizeof kernels [0]; k++) {
         ps_opt_config_t cfg;
         ps_opt_config_default (&cfg, kernels [k].kind);
@@ -157,6 +164,16 @@ main (int argc, char *argv [])
         double bytes = (double) kernels [k].arrays * 4 * (double) n;
         printf ("%-10s | %9.2f | %8.1f | %9.2f | %8.1f | %5.2fx\n", kernels [k].name,
                 one * 1e3, bytes / one * 1e-9, two * 1e3, bytes / two * 1e-9, one / two);
+        char row [64];
+        snprintf (row, sizeof row, "%s apply, 2 threads", kernels [k].name);
+        bool adam = kernels [k].kind == PS_OPT_ADAM;
+        harness_benchrow ("bench_apply", row, "1 thread", bytes / one * 1e-9,
+                          bytes / two * 1e-9, "GB/s", HARNESS_HIGHER_BETTER,
+                          adam ? "ours >= 35 GB/s" : NULL,
+                          adam ? harness_goal (bytes / two * 1e-9 >= S_ADAM_GOAL)
+                               : HARNESS_GOAL_NONE);
+        if (adam)
+            adam_gbs = bytes / two * 1e-9;
     }
     ps_pool_destroy (&pool);
 
@@ -190,6 +207,9 @@ main (int argc, char *argv [])
     printf ("memcpy %d MB: %.2f ms, %.1f GB/s copied, %.1f GB/s read+written\n",
             S_MEMCPY_MB, best * 1e3, (double) bytes / best * 1e-9,
             2.0 * (double) bytes / best * 1e-9);
+    harness_benchrow ("bench_apply", "adam apply, 2 threads vs memcpy", "memcpy read+written",
+                      2.0 * (double) bytes / best * 1e-9, adam_gbs, "GB/s",
+                      HARNESS_HIGHER_BETTER, NULL, HARNESS_GOAL_NONE);
     //  Read the destination so the copies cannot be optimised away.
     printf ("(check %d)\n", dst [bytes - 1]);
 

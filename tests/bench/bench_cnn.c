@@ -41,7 +41,8 @@
 //  ever taken to a figure written into this file.
 //
 //  A benchmark prints and never fails on timings: the summary's target says
-//  "met" or "NOT met" for information only. It exits non-zero only when
+//  "met" or "NOT met" for information only; the summary and the PyTorch
+//  ratios are BENCHROW lines too (harness_benchrow.h). It exits non-zero only when
 //  something could not be set up (model, backend, a failed step).
 //
 //  Usage: bench_cnn [--quick] [--model cnn|cnn2|mlp|all|PATH]
@@ -52,6 +53,7 @@
 //  benchmark, whose tables share the timing, the data and the PyTorch peer.
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdbool.h>
@@ -65,6 +67,7 @@
 
 #include <cblas.h>
 
+#include "harness_benchrow.h"
 #include "ps_backend.h"
 #include "ps_clock.h"
 #include "ps_dataset.h"
@@ -1230,6 +1233,10 @@ main (int argc, char *argv [])
             if (cnn1)
                 printf ("  2-thread / 1-thread: %.2fx (1 thread %s samples/s)\n",
                         row->median / cnn1->median, s_thousands (num, sizeof num, cnn1->median));
+            harness_benchrow ("bench_cnn", "cnn training, 2 threads", cnn1 ? "1 thread" : NULL,
+                              cnn1 ? cnn1->median : 0, row->median, "samples/s",
+                              HARNESS_HIGHER_BETTER, "ours >= 12000 samples/s",
+                              harness_goal (row->median >= S_TARGET_2T));
         }
     }
     if (!cnn_seen)
@@ -1237,13 +1244,26 @@ main (int argc, char *argv [])
     for (int i = 0; i < s_nrows; i++) {
         const s_row_t *row = &s_rows [i];
         const s_peer_t *peer = s_peer_for (row);
-        if (peer)
+        if (peer) {
             printf ("  %s %s, %d thread%s: %.2fx PyTorch's samples/s in this run\n", row->model,
                     row->what, row->threads, row->threads == 1 ? "" : "s",
                     row->median / peer->median);
+            char name [96];
+            snprintf (name, sizeof name, "%.40s %.16s, %s%d thread%s, batch %d", row->model,
+                      row->what, row->gpu ? "gpu, " : "", row->threads,
+                      row->threads == 1 ? "" : "s", row->batch);
+            harness_benchrow ("bench_cnn", name, "PyTorch", peer->median, row->median,
+                              "samples/s", HARNESS_HIGHER_BETTER, NULL, HARNESS_GOAL_NONE);
+        }
     }
-    if (s_npeers == 0)
+    if (s_npeers == 0) {
         printf ("  vs PyTorch: no peer figure (%s)\n", s_peer_note);
+        //  A row that says the peer is missing, rather than no row at all.
+        char anchor [160];
+        snprintf (anchor, sizeof anchor, "PyTorch: not run (%.120s)", s_peer_note);
+        harness_benchrow ("bench_cnn", "cnn training vs PyTorch", anchor, NAN, NAN,
+                          "samples/s", HARNESS_HIGHER_BETTER, NULL, HARNESS_GOAL_NONE);
+    }
     for (int m = 0; m < nmodels; m++)
         ps_model_destroy (&models [m]);
     return EXIT_SUCCESS;

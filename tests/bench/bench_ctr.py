@@ -29,7 +29,8 @@ data, in one run.
 It prints a table per model: examples/s, AUC, log loss, peak RSS, and the
 ratio of each ps-cluster row's examples/s to PyTorch's with the difference
 of their AUCs, against the issue's goal (at least 2x the examples/s at an
-AUC no worse than PyTorch's minus 0.002). Like every benchmark here it prints and
+AUC no worse than PyTorch's minus 0.002), those as BENCHROW lines too
+(benchrow.py). Like every benchmark here it prints and
 never passes or fails on a figure; it exits 1 only when a program is
 missing or a run fails. Compare figures as ratios inside one run: the
 machine is shared.
@@ -63,6 +64,8 @@ import sys
 import tempfile
 import threading
 import time
+
+import benchrow
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -395,6 +398,11 @@ def report(model, mine, local, theirs, planted):
         report_cluster(local)
     if not isinstance(theirs, dict):
         print("PyTorch: no figure: %s" % theirs)
+        # A row that says the peer is missing, rather than no row at all.
+        for name, r in rows:
+            benchrow.row("bench_ctr", "%s, %s, examples/s" % (model, name),
+                         "PyTorch: not run (%s)" % theirs, None, r["examples_per_s"],
+                         "examples/s", "higher")
         return
     for name, r in rows[:-1]:
         ratio = r["examples_per_s"] / theirs["examples_per_s"]
@@ -402,6 +410,11 @@ def report(model, mine, local, theirs, planted):
         met = ratio >= 2 and gap >= -0.002
         print("%s / PyTorch: %.2fx the examples/s, AUC %+.4f (goal: >= 2x at an AUC no worse "
               "than -0.002: %s)" % (name, ratio, gap, "met" if met else "NOT met"))
+        benchrow.row("bench_ctr", "%s, %s, examples/s" % (model, name), "PyTorch, 1 process",
+                     theirs["examples_per_s"], r["examples_per_s"], "examples/s", "higher",
+                     "ratio >= 2 at an AUC >= PyTorch's - 0.002", met)
+        benchrow.row("bench_ctr", "%s, %s, test AUC" % (model, name), "PyTorch, 1 process",
+                     theirs["auc"], r["auc"], "AUC", "higher")
 
 
 def report_cluster(local):

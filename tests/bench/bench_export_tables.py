@@ -12,8 +12,9 @@ sampled from /proc every 20 ms: anonymous memory (RssAnon: what the
 export allocates) and all of its resident set (VmHWM, which also counts
 the pages of the mapped shard file it has read; those are the page
 cache's, clean, and given back under memory pressure). A spot check of
-ids and rows against the file written is printed too. Nothing passes or
-fails on a number.
+ids and rows against the file written is printed too, and the peak
+RssAnon against the output tables' size and the wall time as BENCHROW
+lines after the table (benchrow.py). Nothing passes or fails on a number.
 
 Usage: bench_export_tables.py BUILD_DIR [--rows N] [--work DIR]
 """
@@ -30,6 +31,8 @@ import time
 import zlib
 
 import numpy as np
+
+import benchrow
 
 DIM = 16
 MODEL = {
@@ -161,6 +164,7 @@ def main():
         print("| format | wall s | file MB | peak RssAnon MB | peak VmHWM MB |")
         print("|---|---|---|---|---|")
         sample = np.sort(ids[:: max(1, len(ids) // 1000)])
+        figures = []    # printed as BENCHROW lines after the table, not inside it
         for fmt in ("safetensors", "npz"):
             out = os.path.join(work, "out." + fmt)
             t0 = time.time()
@@ -174,6 +178,7 @@ def main():
                 return 1
             print("| %s | %.1f | %.0f | %.0f | %.0f |" % (fmt, wall, os.path.getsize(out) / 1e6,
                                                          anon / 1024, hwm / 1024))
+            figures.append((fmt, wall, anon / 1024))
             if fmt == "npz":
                 with np.load(out, mmap_mode=None) as w:
                     got_ids = w["emb/table/ids"]
@@ -185,6 +190,11 @@ def main():
                 print("\nspot check of %d ids and rows in the npz: %s"
                       % (len(sample), "as written" if ok else "DIFFERENT"))
             os.remove(out)
+        for fmt, wall, anon_mb in figures:
+            benchrow.row("bench_export_tables", "export to %s, %d rows, peak RssAnon"
+                         % (fmt, len(ids)), "output tables", out_mb, anon_mb, "MB", "lower")
+            benchrow.row("bench_export_tables", "export to %s, %d rows, wall" % (fmt, len(ids)),
+                         None, None, wall, "s", "lower")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -6,7 +6,8 @@
 //  clock, and the process's CPU time, which a loaded machine disturbs
 //  less), the
 //  growth of the process's peak resident memory over the run, and the
-//  length of the encoded ledger at the end. It prints and never asserts:
+//  length of the encoded ledger at the end, and the CPU time and length
+//  as BENCHROW lines (harness_benchrow.h). It prints and never asserts:
 //  timings on shared machines vary.
 
 #include <inttypes.h>
@@ -16,6 +17,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "harness_benchrow.h"
 #include "harness_rand.h"
 #include "ps_ledger.h"
 
@@ -39,9 +41,16 @@ s_peak_kib (void)
     return usage.ru_maxrss;
 }
 
+//  The figures of a run that its BENCHROW lines give, printed after the
+//  table so that they do not split it.
+typedef struct {
+    double cpu_ns;              //  CPU time per step
+    size_t encoded;             //  the encoded ledger's bytes
+} s_figures_t;
+
 //  Record steps 1..total, in order or shuffled within blocks; print a row.
 static int
-s_run (const char *order, uint64_t total, bool shuffled)
+s_run (const char *order, uint64_t total, bool shuffled, s_figures_t *figures)
 {
     ps_ledger_t *ledger = ps_ledger_new ();
     if (!ledger) {
@@ -78,6 +87,8 @@ s_run (const char *order, uint64_t total, bool shuffled)
             s_peak_kib () - peak_before,
             ps_ledger_encoded_size (ledger), rc == PS_OK ? "" : " stopped: ",
             rc == PS_OK ? "" : err.msg);
+    figures->cpu_ns = done ? cpu * 1e9 / (double) done : 0.0;
+    figures->encoded = ps_ledger_encoded_size (ledger);
     ps_ledger_destroy (&ledger);
     return 0;
 }
@@ -97,7 +108,20 @@ main (int argc, char **argv)
     }
     printf ("| order                | steps       | ns/step  | CPU ns   | peak +KiB  | encoded B    |\n");
     printf ("|---|---|---|---|---|---|\n");
-    if (s_run ("in order", total, false) || s_run ("shuffled in 4096s", total, true))
-        return 1;
+    const char *orders [] = { "in order", "shuffled in 4096s" };
+    s_figures_t figures [2];
+    for (int i = 0; i < 2; i++)
+        if (s_run (orders [i], total, i == 1, &figures [i]))
+            return 1;
+    //  Absolute figures, with no anchor: CPU time, which load disturbs less.
+    for (int i = 0; i < 2; i++) {
+        char row [64];
+        snprintf (row, sizeof row, "%s, CPU per step", orders [i]);
+        harness_benchrow ("bench_ledger", row, NULL, 0, figures [i].cpu_ns, "ns",
+                          HARNESS_LOWER_BETTER, NULL, HARNESS_GOAL_NONE);
+        snprintf (row, sizeof row, "%s, encoded ledger", orders [i]);
+        harness_benchrow ("bench_ledger", row, NULL, 0, (double) figures [i].encoded, "B",
+                          HARNESS_LOWER_BETTER, NULL, HARNESS_GOAL_NONE);
+    }
     return 0;
 }

@@ -19,7 +19,8 @@ with 4 workers:
 For each run: samples/s over the whole run (evaluations included), the time
 from the start of training to the first parameters that score >= 89%, the
 epoch at which that happened, the final test accuracy, and the updates the
-model received. Like every benchmark here it prints a table and never
+model received; each mode's samples/s and time against async's are
+BENCHROW lines (benchrow.py). Like every benchmark here it prints a table and never
 passes or fails on a time; it exits 1 only when a run fails.
 
 This machine has 2 cores: 4 workers (plus 2 servers in async mode) share
@@ -40,6 +41,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_cluster as bc  # noqa: E402  (the Run class and table helpers)
+import benchrow  # noqa: E402  (the BENCHROW lines run-all.sh collects)
 
 
 MODES = ("async", "mirrored", "ssp", "sync")
@@ -151,6 +153,10 @@ def main(argv):
                 print("    %d workers: %s / async: samples/s %s, time to target %s" % (
                     workers, mode, bc.f(bc.ratio(same[mode]["sps"], same["async"]["sps"]), ".2f"),
                     bc.f(bc.ratio(same[mode]["hit"], same["async"]["hit"]), ".2f")))
+                for what, key, unit, better in (("samples/s", "sps", "samples/s", "higher"),
+                                                ("time to target", "hit", "s", "lower")):
+                    benchrow.row("bench_modes", "%s, %s, %d workers" % (what, mode, workers),
+                                 "async", same["async"][key], same[mode][key], unit, better)
     if args.keep:
         print("metrics and logs kept in " + tmp)
     else:

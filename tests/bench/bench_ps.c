@@ -26,7 +26,8 @@
 //
 //  A benchmark prints and never fails on timings: the targets in the
 //  summary (set against the unsecured cells, since raw ZeroMQ encrypts
-//  nothing either) say "met" or "NOT met" for information only. It exits non-zero
+//  nothing either) say "met" or "NOT met" for information only, and are
+//  BENCHROW lines too (harness_benchrow.h). It exits non-zero
 //  only when something could not be set up or a request failed.
 //
 //  Usage: bench_ps [--quick | --memory] [--server PATH] [--threads N] [--parts K|default]
@@ -58,6 +59,7 @@
 #include <zmq.h>
 
 #include "harness.h"
+#include "harness_benchrow.h"
 #include "ps_client.h"
 #include "ps_heap.h"
 #include "ps_partitioner.h"
@@ -790,6 +792,10 @@ s_memory_mode (const char *const *server_args, int parts)
     printf ("peak over the variable's own: %.1f MiB; limit 1.1 x %.0f + 32 = %.1f MiB: %s\n",
             (double) (peak - held) / 1024, need, limit,
             (double) peak / 1024 <= limit ? "met" : "NOT met");
+    harness_benchrow ("bench_ps", "server peak RSS, 16 MB Adam, under requests (--memory)",
+                      "params + slots", need, (double) peak / 1024, "MiB", HARNESS_LOWER_BETTER,
+                      "ours <= 1.1 x anchor + 32 MiB",
+                      harness_goal ((double) peak / 1024 <= limit));
     return EXIT_SUCCESS;
 }
 
@@ -908,10 +914,21 @@ s_print_summary (const s_size_t *sizes, int nsizes, const s_row_t *rtt, const s_
     double share = raw && push ? raw->median / push->median : 0;
     snprintf (detail, sizeof detail, "%.0f%% of raw one-way", 100 * share);
     s_target ("push 16MB, SGD, 1 server >= 80% of raw ZeroMQ", raw && push, share >= 0.8, detail);
+    //  The same goals as BENCHROW lines, in GB/s (payload / median).
+    double gb16 = 16.0 * S_MIB / 1e9;
+    if (raw && push)
+        harness_benchrow ("bench_ps", "push 16 MB, SGD, 1 server", "raw ZeroMQ one-way",
+                          gb16 / raw->median, gb16 / push->median, "GB/s", HARNESS_HIGHER_BETTER,
+                          "ratio >= 0.80", harness_goal (share >= 0.8));
     share = raw && pushpull ? raw->median / pushpull->median : 0;
     snprintf (detail, sizeof detail, "%.0f%% of raw one-way", 100 * share);
     s_target ("push-pull 16MB, SGD, 1 server (payload once) >= 60% of raw", raw && pushpull,
               share >= 0.60, detail);
+    if (raw && pushpull)
+        harness_benchrow ("bench_ps", "push-pull 16 MB, SGD, 1 server (payload once)",
+                          "raw ZeroMQ one-way", gb16 / raw->median, gb16 / pushpull->median,
+                          "GB/s", HARNESS_HIGHER_BETTER, "ratio >= 0.60",
+                          harness_goal (share >= 0.60));
     const s_row_t *curve = size16 >= 0 ? s_find ("push", "1", "sgd", "curve", size16) : NULL;
     if (push && curve)
         printf ("  (information: CurveZMQ push 16MB, SGD, 1 server at %.0f%% of the unsecured "
@@ -922,6 +939,11 @@ s_print_summary (const s_size_t *sizes, int nsizes, const s_row_t *rtt, const s_
               rtt->median * 1e6, ratio);
     s_target ("push-pull 4KB median <= 1.2x raw 64-byte round trip", small != NULL,
               ratio <= 1.2, detail);
+    if (small)
+        harness_benchrow ("bench_ps", "push-pull 4 KB, SGD, 1 server, median",
+                          "raw 64-byte REQ/REP round trip", rtt->median * 1e6,
+                          small->median * 1e6, "us", HARNESS_LOWER_BETTER,
+                          "ours <= 1.2 x anchor", harness_goal (ratio <= 1.2));
     if (memory->taken) {
         double need = 3.0 * (double) sizes [memory->size].bytes / (double) S_MIB;
         double limit = 1.1 * need + 32;
@@ -932,6 +954,12 @@ s_print_summary (const s_size_t *sizes, int nsizes, const s_row_t *rtt, const s_
         snprintf (name, sizeof name, "secured server RSS after Adam %s <= 1.1 x %.0f MiB + 32 MiB",
                   sizes [memory->size].label, need);
         s_target (name, memory->rest_kib >= 0, rest <= limit, detail);
+        snprintf (name, sizeof name, "secured server RSS at rest after Adam %s",
+                  sizes [memory->size].label);
+        if (memory->rest_kib >= 0)
+            harness_benchrow ("bench_ps", name, "params + slots", need, rest, "MiB",
+                              HARNESS_LOWER_BETTER,
+                              "ours <= 1.1 x anchor + 32 MiB", harness_goal (rest <= limit));
         snprintf (detail, sizeof detail, "RSS %.1f MiB right after the last request", rss);
         s_target ("  (the same limit, before the idle release)", memory->rss_kib >= 0,
                   rss <= limit, detail);

@@ -70,6 +70,7 @@
 #include <zmq.h>
 
 #include "harness.h"
+#include "harness_benchrow.h"
 #include "harness_rand.h"
 #include "ps_floats.h"
 #include "ps_heap.h"
@@ -1015,6 +1016,12 @@ s_print_memory (const char *where, const s_plan_t *plan, const ps_sparse_stats_t
     if (rss >= 0)
         printf ("  %-27s %10.1f MiB  (%s)\n", rss_what, rss / S_MIB,
                 rss <= bound ? "within the bound" : "OVER the bound");
+    char row [96];
+    snprintf (row, sizeof row, "table memory %s, %s", where, rss >= 0 ? rss_what : "stats bytes");
+    harness_benchrow ("bench_sparse", row, "weights + accumulators", data / S_MIB,
+                      (rss >= 0 ? rss : (double) stats->bytes) / S_MIB, "MiB",
+                      HARNESS_LOWER_BETTER, "ours <= 1.3 x anchor + 64 MiB",
+                      harness_goal ((rss >= 0 ? rss : (double) stats->bytes) <= bound));
 }
 
 static void
@@ -1022,8 +1029,15 @@ s_print_peer (const s_peer_t *peer, const s_plan_t *plan)
 {
     char a [32], b [32];
     printf ("\nPeer: %s\n", peer->note);
-    if (!peer->ran)
+    if (!peer->ran) {
+        //  A row that says the peer is missing, rather than no row at all.
+        char anchor [160];
+        snprintf (anchor, sizeof anchor, "PyTorch sparse Adagrad: not run (%.100s)", peer->note);
+        harness_benchrow ("bench_sparse", "Adagrad push in process (dedup + push)", anchor, NAN,
+                          NAN, "unique rows/s", HARNESS_HIGHER_BETTER, "ratio >= 5",
+                          HARNESS_GOAL_NONE);
         return;
+    }
     printf ("%-50s %14s %15s\n", "", "ids/s", "unique rows/s");
     printf ("%-50s %14s %15s\n", "torch index_select over a request's ids",
             s_thousands (a, sizeof a, peer->gather_ids), "-");
@@ -1042,6 +1056,10 @@ s_print_peer (const s_peer_t *peer, const s_plan_t *plan)
     printf ("Adagrad: the table in process does %.1fx PyTorch's unique rows/s "
             "(goal >= 5x: %s)\n", ours / peer->adagrad_unique,
             ours >= 5 * peer->adagrad_unique ? "met" : "NOT met");
+    harness_benchrow ("bench_sparse", "Adagrad push in process (dedup + push)",
+                      "PyTorch sparse Adagrad", peer->adagrad_unique, ours, "unique rows/s",
+                      HARNESS_HIGHER_BETTER, "ratio >= 5",
+                      harness_goal (ours >= 5 * peer->adagrad_unique));
 }
 
 //  This process's resident memory in bytes, or -1.
@@ -1220,6 +1238,12 @@ s_bench (const s_path_t *paths, size_t npaths, const ps_tablespec_t *spec, s_wor
                 printf ("  %-5s (%c) vs (%c) %5.1f%% (%s)\n", s_op_names [op], *tag, *ceiling,
                         100 * a->seconds / c->seconds,
                         2 * a->seconds >= c->seconds ? "met" : "NOT met");
+                char row [64], anchor [64];
+                snprintf (row, sizeof row, "%s, ps-server (%c)", s_op_names [op], *tag);
+                snprintf (anchor, sizeof anchor, "ceiling (%c)", *ceiling);
+                harness_benchrow ("bench_sparse", row, anchor, a->seconds * 1e3,
+                                  c->seconds * 1e3, "ms per request", HARNESS_LOWER_BETTER,
+                                  "ratio >= 0.50", harness_goal (2 * a->seconds >= c->seconds));
             }
         }
 }
