@@ -31,6 +31,7 @@ import os
 import sys
 import tempfile
 
+import benchrow
 from bench_ctr import ROOT, find_build, program, run, run_sampled, tail
 
 MIB = 1024.0 * 1024.0
@@ -134,6 +135,10 @@ def main():
     print()
     print("Goal: worker peak RSS <= raw data + model + optimizer + 64 MiB: %.1f of %.1f MiB (%s)"
           % (worst / MIB, bound / MIB, "met" if worst <= bound else "NOT met"))
+    for name, peak in rows:
+        benchrow.row("bench_memory", "%s peak RSS, seed CNN" % name,
+                     "raw data + model + Adam slots", (bound - SLACK) / MIB, peak / MIB, "MiB",
+                     "lower", "ours <= anchor + 64 MiB", peak <= bound)
 
 
 if __name__ == "__main__":

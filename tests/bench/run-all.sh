@@ -68,6 +68,7 @@ benches=(
   "bench_ctr|$pb/bench_ctr.py $on --cluster|$pb/bench_ctr.py $on --cluster $ctr_small"
   "bench_ctr_scale|$pb/bench_ctr_scale.py $on|$pb/bench_ctr_scale.py $on --rows 20000 $scale_small"
   "bench_export_tables|$pb/bench_export_tables.py $build|$pb/bench_export_tables.py $build $small"
+  "bench_memory|$pb/bench_memory.py $on|$pb/bench_memory.py $on"
 )
 
 # Every name --only gives must be a benchmark: a typo must not run nothing.
