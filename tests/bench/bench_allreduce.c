@@ -23,17 +23,33 @@
 //  loopback TCP connection switched from BBR to CUBIC (or Reno), as
 //  ps_ring_transport.c explains; --io-threads and --system-cc undo that.
 //
+//  The gloo rows are PyTorch's all-reduce (torch.distributed, backend
+//  gloo, 2 processes over loopback tcp) on the same sizes, timed by
+//  tests/bench/torch_allreduce.py the same way (the same fill, a
+//  one-float all-reduce before each, the slower member's time, the
+//  median). The machine's load drifts over the minutes a run takes, so
+//  gloo is timed in alternation with the ring: three runs of a third of
+//  the iterations each, one right after each transport's 2-process
+//  unsecured rows (tcp, gloo, same-host, gloo, ipc, gloo), pooled into
+//  one median. Each 2-process row then gives gloo's time over its own
+//  ("vs gloo": how many times faster than gloo it is), and a goal line
+//  states the issue's: same-host, 16 MiB, at least 3x gloo.
+//
 //  main tunes the heap with ps_heap_tune first, as ps-worker does, and
 //  the children inherit the tuning through fork, so the allocator behaves
 //  as the worker's does. The parent never makes a ZeroMQ context, so each
 //  child starts ZeroMQ and CZMQ's authenticator afresh.
 //
 //  Usage: bench_allreduce [--quick] [--chunk BYTES] [--io-threads N] [--system-cc]
+//                         [--no-peer] [--python PATH]
 //      --quick        fewer iterations
 //      --chunk        the ring's chunk size (default: the ring's own)
 //      --io-threads   ZeroMQ I/O threads of the raw rows (default 2, as
 //                     the ring uses)
 //      --system-cc    raw rows keep the system's TCP congestion control
+//      --no-peer      no gloo rows
+//      --python       the Python that runs the gloo peer (/usr/bin/python3,
+//                     with Debian's python3-torch)
 //  It never passes or fails on a time: it exits 0 unless something broke.
 
 #include <errno.h>
@@ -53,6 +69,8 @@
 
 #include <zmq.h>
 
+#include <jansson.h>
+
 #include "harness.h"
 #include "ps_clock.h"
 #include "ps_floats.h"
@@ -63,12 +81,21 @@
 #define S_MIB               (1024 * 1024)
 #define S_MAX_PROCS         4
 #define S_MAX_ITERS         64
+#define S_GLOO_RUNS         3       //  one after each transport's 2-process rows
 #define S_MAX_SIZES         8
 #define S_LINE_MAX          4096
 
 //  How long the parent waits for a line from a child before it declares
 //  the run broken.
 #define S_CHILD_WAIT_MS     60000
+//  How long one run of the gloo peer may take (it starts three Pythons
+//  that import torch, then all-reduces up to 64 MiB some twenty times).
+#define S_PEER_TIMEOUT_MS   (5 * 60 * 1000)
+
+//  The gloo peer, as the build knows it.
+#ifndef BENCH_TORCH_SCRIPT
+#   define BENCH_TORCH_SCRIPT "tests/bench/torch_allreduce.py"
+#endif
 
 //  Exit codes of the children.
 #define S_EXIT_PIPE         10      //  talking to the parent failed
@@ -83,6 +110,8 @@ typedef struct {
     size_t chunk;               //  0: the ring's default
     int io_threads;             //  of the raw rows
     bool system_cc;             //  raw rows keep the system's congestion control
+    bool peer;                  //  time gloo too
+    const char *python;         //  that runs the gloo peer
 } s_options_t;
 
 typedef struct {
@@ -336,11 +365,12 @@ s_ring_child (s_child_t *child, void *arg)
 }
 
 //  Run the ring rows of one transport and process count, secured or not,
-//  printing them. medians [s] is the median time of size s: filled in
-//  unsecured, compared with secured. Returns 0 or -1.
+//  printing them. medians [s] is the median time of size s of the
+//  unsecured ring: filled in unsecured, compared with secured; own [s] is
+//  this run's either way. Returns 0 or -1.
 static int
 s_ring_rows (const s_options_t *options, const char *transport, const char *dir, int n,
-             bool secured, double *medians)
+             bool secured, double *medians, double *own)
 {
     s_ring_run_t run = {
         .options = options, .transport = transport, .dir = dir, .n = n,
@@ -382,6 +412,7 @@ s_ring_rows (const s_options_t *options, const char *transport, const char *dir,
         if (rc)
             break;
         double ms = s_median (slowest, run.iters);
+        own [s] = ms;
         double algbw = (double) s_sizes [s] / (ms * 1e6);
         double busbw = algbw * 2.0 * (n - 1) / n;
         char size_name [32], ratio [16] = "-";
@@ -611,12 +642,133 @@ s_raw_rows (const s_options_t *options, const char *transport, const char *dir,
 }
 
 //  ---------------------------------------------------------------------
+//  The gloo rows
+
+//  What the gloo peer measured over its runs: every timed iteration's
+//  time (the slower member's) per size, pooled.
+typedef struct {
+    int runs;                   //  that gave figures
+    bool failed;                //  a run gave none: no gloo rows
+    char note [512];            //  torch's version, or why there are no rows
+    int count [S_SIZES];
+    double times [S_SIZES][S_MAX_ITERS];
+} s_gloo_t;
+
+//  Run the gloo peer once, on every size, with iters timed iterations,
+//  and add its times to gloo. A run that gives no figures sets failed and
+//  says why in note; the bench goes on without gloo rows.
+static void
+s_gloo_run (const s_options_t *options, int warmup, int iters, s_gloo_t *gloo)
+{
+    if (gloo->failed)
+        return;
+    char dir [256], out [320], log [320], warmups [16], counts [16], sizes [S_SIZES][32];
+    harness_tmpdir (dir, sizeof dir);
+    snprintf (out, sizeof out, "%s/peer.jsonl", dir);
+    snprintf (log, sizeof log, "%s/peer.log", dir);
+    snprintf (warmups, sizeof warmups, "%d", warmup);
+    snprintf (counts, sizeof counts, "%d", iters);
+    const char *argv [12 + S_SIZES] = {
+        options->python, BENCH_TORCH_SCRIPT, "--warmup", warmups, "--iters", counts,
+        "--out", out, "--bytes"
+    };
+    int argc = 9;
+    for (size_t s = 0; s < S_SIZES; s++) {
+        snprintf (sizes [s], sizeof sizes [s], "%zu", s_sizes [s]);
+        argv [argc++] = sizes [s];
+    }
+    argv [argc] = NULL;
+    fprintf (stderr, "bench_allreduce: timing gloo (%d of %d): %s %s\n", gloo->runs + 1,
+             S_GLOO_RUNS, options->python, BENCH_TORCH_SCRIPT);
+    json_t *lines = harness_peer_run (argv, out, log, S_PEER_TIMEOUT_MS, gloo->note,
+                                      sizeof gloo->note);
+    size_t index;
+    json_t *line;
+    int sizes_seen = 0;
+    json_array_foreach (lines, index, line) {
+        json_int_t bytes = json_integer_value (json_object_get (line, "bytes"));
+        json_t *times = json_object_get (line, "times_ms");
+        for (size_t s = 0; s < S_SIZES; s++) {
+            if ((size_t) bytes != s_sizes [s] || !json_is_array (times))
+                continue;
+            sizes_seen++;
+            size_t it;
+            json_t *ms;
+            json_array_foreach (times, it, ms)
+                if (gloo->count [s] < S_MAX_ITERS && json_is_number (ms))
+                    gloo->times [s][gloo->count [s]++] = json_number_value (ms);
+        }
+        json_t *version = json_object_get (line, "torch");
+        snprintf (gloo->note, sizeof gloo->note, "PyTorch %s, backend gloo, 2 processes over "
+                  "loopback tcp, timed in this run by %s %s",
+                  json_is_string (version) ? json_string_value (version) : "?",
+                  options->python, BENCH_TORCH_SCRIPT);
+    }
+    if (lines && sizes_seen != (int) S_SIZES) {
+        snprintf (gloo->note, sizeof gloo->note, "%s %s gave %d of the %zu sizes",
+                  options->python, BENCH_TORCH_SCRIPT, sizes_seen, S_SIZES);
+        json_decref (lines);
+        lines = NULL;
+    }
+    if (lines)
+        gloo->runs++;
+    else
+        gloo->failed = true;
+    json_decref (lines);
+    harness_rmtree (dir);
+}
+
+//  Print gloo's rows and each 2-process ring row's ratio to them: gloo's
+//  median time over the row's (how many times faster than gloo the row
+//  is), and the goal line. two [t][secured][s] are the rings' medians.
+static void
+s_gloo_print (s_gloo_t *gloo, const char *const *transports, int ntransports,
+              double two [][2][S_SIZES])
+{
+    printf ("\ngloo: %s\n", gloo->note);
+    if (gloo->failed || gloo->runs == 0) {
+        printf ("all-reduce 16 MiB same host vs gloo: not measured\n");
+        return;
+    }
+    printf ("gloo's %d iterations per size pooled from %d runs, one after each transport's "
+            "2-process unsecured rows\nvs gloo: gloo's median time over the row's\n",
+            gloo->count [0], gloo->runs);
+    printf ("%-9s  %-5s  %-6s  %-8s  %10s  %10s  %10s  %8s\n", "transport", "procs", "curve",
+            "size", "median ms", "algbw GB/s", "busbw GB/s", "vs gloo");
+    double gloo_ms [S_SIZES];
+    for (size_t s = 0; s < S_SIZES; s++) {
+        gloo_ms [s] = s_median (gloo->times [s], gloo->count [s]);
+        double algbw = (double) s_sizes [s] / (gloo_ms [s] * 1e6);
+        char size_name [32];
+        s_size_name (s_sizes [s], size_name, sizeof size_name);
+        printf ("%-9s  %-5d  %-6s  %-8s  %10.3f  %10.2f  %10.2f  %8s\n", "gloo", 2, "none",
+                size_name, gloo_ms [s], algbw, algbw, "-");
+    }
+    for (int t = 0; t < ntransports; t++)
+        for (int secured = 0; secured < 2; secured++)
+            for (size_t s = 0; s < S_SIZES; s++) {
+                double ms = two [t][secured][s], algbw = (double) s_sizes [s] / (ms * 1e6);
+                char size_name [32];
+                s_size_name (s_sizes [s], size_name, sizeof size_name);
+                printf ("%-9s  %-5d  %-6s  %-8s  %10.3f  %10.2f  %10.2f  %7.2fx\n",
+                        transports [t], 2, secured ? "curve" : "none", size_name, ms, algbw,
+                        algbw, gloo_ms [s] / ms);
+            }
+    //  The goal: the automatic same-host transport, unsecured as
+    //  gloo is, at 16 MiB; the CurveZMQ ring's figure beside it.
+    size_t s16 = 1;
+    double ratio = gloo_ms [s16] / two [1][0][s16];
+    printf ("all-reduce 16 MiB same host vs gloo: %.2fx (goal >= 3x: %s); with CurveZMQ "
+            "%.2fx\n", ratio, ratio >= 3 ? "met" : "NOT met", gloo_ms [s16] / two [1][1][s16]);
+}
+
+//  ---------------------------------------------------------------------
 
 static void
 s_usage (void)
 {
     fprintf (stderr, "usage: bench_allreduce [--quick] [--chunk BYTES] [--io-threads N] "
-             "[--system-cc]\n");
+             "[--system-cc] [--no-peer] [--python PATH]\n");
 }
 
 int
@@ -624,7 +776,7 @@ main (int argc, char **argv)
 {
     //  The arithmetic mode ps-worker sums in; the children inherit it.
     ps_floats_flush_subnormals ();
-    s_options_t options = { .io_threads = 2 };
+    s_options_t options = { .io_threads = 2, .peer = true, .python = "/usr/bin/python3" };
     for (int i = 1; i < argc; i++) {
         if (strcmp (argv [i], "--quick") == 0)
             options.quick = true;
@@ -637,6 +789,12 @@ main (int argc, char **argv)
         else
         if (strcmp (argv [i], "--system-cc") == 0)
             options.system_cc = true;
+        else
+        if (strcmp (argv [i], "--no-peer") == 0)
+            options.peer = false;
+        else
+        if (strcmp (argv [i], "--python") == 0 && i + 1 < argc)
+            options.python = argv [++i];
         else {
             s_usage ();
             return 2;
@@ -672,15 +830,22 @@ main (int argc, char **argv)
     //  same-host: tcp endpoints given as endpoint sets (ps_host.h), which
     //  the members of one host turn into ipc:// as a cluster's do.
     const char *transports [] = { "tcp", "same-host", "ipc" };
-    double two [3][S_SIZES];    //  2 processes, unsecured, per transport
+    double two [3][2][S_SIZES]; //  2 processes, per transport, unsecured and secured
+    s_gloo_t gloo = { .note = "not run (--no-peer)", .failed = !options.peer };
+    //  gloo's share of the ring's iterations per run, with as many warm-ups.
+    int gloo_warmup = options.quick ? 2 : 5, gloo_iters = options.quick ? 3 : 14;
     for (int t = 0; t < 3 && rc == 0; t++) {
         for (int n = 2; n <= 3 && rc == 0; n++) {
-            double medians [S_SIZES];
-            rc = s_ring_rows (&options, transports [t], dir, n, false, medians);
-            if (n == 2)
-                memcpy (two [t], medians, sizeof medians);
+            double medians [S_SIZES], secured [S_SIZES];
+            rc = s_ring_rows (&options, transports [t], dir, n, false, medians, medians);
+            if (n == 2 && rc == 0) {
+                memcpy (two [t][0], medians, sizeof medians);
+                s_gloo_run (&options, gloo_warmup, gloo_iters, &gloo);
+            }
             if (rc == 0)
-                rc = s_ring_rows (&options, transports [t], dir, n, true, medians);
+                rc = s_ring_rows (&options, transports [t], dir, n, true, medians, secured);
+            if (n == 2 && rc == 0)
+                memcpy (two [t][1], secured, sizeof secured);
         }
         if (rc == 0 && t != 1)
             rc = s_raw_rows (&options, transports [t], dir, chunk);
@@ -688,7 +853,10 @@ main (int argc, char **argv)
     //  The ratio the same-host goal is stated in: 16 MiB, 2 processes.
     for (size_t s = 0; s < S_SIZES && rc == 0; s++)
         printf ("%zu MiB, 2 procs, unsecured: tcp / same-host time %.2f, tcp / ipc %.2f\n",
-                s_sizes [s] / S_MIB, two [0][s] / two [1][s], two [0][s] / two [2][s]);
+                s_sizes [s] / S_MIB, two [0][0][s] / two [1][0][s],
+                two [0][0][s] / two [2][0][s]);
+    if (rc == 0)
+        s_gloo_print (&gloo, transports, 3, two);
     char path [512];
     //  ZeroMQ removes the IPC files of the sockets it closes; what a
     //  broken run left goes here.
