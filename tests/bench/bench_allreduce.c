@@ -62,6 +62,9 @@
 #include <string.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -642,6 +645,148 @@ s_raw_rows (const s_options_t *options, const char *transport, const char *dir,
 }
 
 //  ---------------------------------------------------------------------
+//  The shared-memory bound (an estimate, not a transport)
+//
+//  What a same-host transport that shares memory instead of copying
+//  through the kernel could reach at best, measured here on this machine
+//  in this run: two processes whose vectors both lie in one shared
+//  mapping. Member i adds the other's half i into its own (read 2 x n/2,
+//  write n/2 floats), waits for the other, and copies the other's summed
+//  half (read and write n/2): every byte crosses memory once, against the
+//  kernel's two copies per byte sent over tcp or ipc (into the socket
+//  buffer, out of it) plus the ring's reduce and all-gather copies. In
+//  "shm-staged" the vectors are each member's own (private) memory, as a
+//  transport's callers' are: member i first copies the half the other
+//  reads into its buffer in the mapping, writes its sum both into its
+//  vector and into that buffer, and copies the other's sum out of the
+//  other's buffer: half a vector more copied and written. The members
+//  meet at spin barriers that yield the core, so the bound holds on a
+//  loaded machine too; the time is from the barrier before the reduce to
+//  the one after both copies, so it is the slower member's.
+
+typedef struct {
+    atomic_int arrived;         //  barrier: members arrived in this generation
+    atomic_int generation;
+    float *vector [2];          //  in the mapping
+} s_shm_head_t;
+
+typedef struct {
+    s_shm_head_t *head;
+    float *private [2];         //  each member's own vector, for shm-staged
+    size_t count;
+    int warmup, iters;
+    bool staged;
+} s_shm_run_t;
+
+static void
+s_shm_barrier (s_shm_head_t *head)
+{
+    int generation = atomic_load (&head->generation);
+    if (atomic_fetch_add (&head->arrived, 1) == 1) {
+        atomic_store (&head->arrived, 0);
+        atomic_fetch_add (&head->generation, 1);
+    }
+    else
+        while (atomic_load (&head->generation) == generation)
+            sched_yield ();
+}
+
+static int
+s_shm_child (s_child_t *child, void *arg)
+{
+    s_shm_run_t *run = arg;
+    int me = child->index, other = 1 - me;
+    //  Unstaged, a member's vector is its buffer in the mapping.
+    float *shared = run->head->vector [me], *theirs = run->head->vector [other];
+    float *mine = run->staged ? run->private [me] : shared;
+    size_t half = run->count / 2;
+    size_t begin [2] = { 0, half }, end [2] = { half, run->count };
+    size_t their_bytes = (end [other] - begin [other]) * sizeof (float);
+    double times [S_MAX_ITERS];
+    for (int it = 0; it < run->warmup + run->iters; it++) {
+        //  The other has copied out of this member's buffer before it
+        //  is written again.
+        s_shm_barrier (run->head);
+        for (size_t i = 0; i < run->count; i++)
+            mine [i] = (float) (me + 1 + (int) (i & 7));
+        s_shm_barrier (run->head);
+        double start = ps_clock_ms ();
+        if (run->staged) {
+            memcpy (shared + begin [other], mine + begin [other], their_bytes);
+            s_shm_barrier (run->head);
+            for (size_t i = begin [me]; i < end [me]; i++)
+                shared [i] = mine [i] = mine [i] + theirs [i];
+        }
+        else
+            for (size_t i = begin [me]; i < end [me]; i++)
+                mine [i] += theirs [i];
+        s_shm_barrier (run->head);
+        memcpy (mine + begin [other], theirs + begin [other], their_bytes);
+        s_shm_barrier (run->head);
+        if (it >= run->warmup)
+            times [it - run->warmup] = ps_clock_ms () - start;
+    }
+    for (size_t i = 0; i < run->count; i++)
+        if (mine [i] != (float) (3 + 2 * (int) (i & 7))) {
+            fprintf (stderr, "bench_allreduce: shm member %d: element %zu is %g\n", me, i,
+                     mine [i]);
+            return S_EXIT_WRONG;
+        }
+    if (me == 0 && harness_write_line (child->out, "%.6f", s_median (times, run->iters)))
+        return S_EXIT_PIPE;
+    return 0;
+}
+
+//  Time the shared-memory bound of size s_sizes [s] for 2 processes,
+//  staged or not. Sets *ms and returns 0, or returns -1.
+static int
+s_shm_time (const s_options_t *options, size_t s, bool staged, double *ms)
+{
+    size_t bytes = s_sizes [s], page = 4096;
+    size_t head_bytes = (sizeof (s_shm_head_t) + page - 1) / page * page;
+    size_t total = head_bytes + 2 * bytes;
+    char *map = mmap (NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) {
+        perror ("bench_allreduce: mmap");
+        return -1;
+    }
+    s_shm_head_t *head = (s_shm_head_t *) map;
+    atomic_init (&head->arrived, 0);
+    atomic_init (&head->generation, 0);
+    head->vector [0] = (float *) (map + head_bytes);
+    head->vector [1] = (float *) (map + head_bytes + bytes);
+    //  The staged members' own vectors come from the heap, which each
+    //  child has a private copy of after the fork (the mapping is shared).
+    s_shm_run_t run = {
+        .head = head, .count = bytes / sizeof (float), .staged = staged,
+        .warmup = options->quick ? 2 : 5, .iters = options->quick ? 5 : 41
+    };
+    float *own = staged ? aligned_alloc (64, 2 * bytes) : NULL;
+    if (staged && !own) {
+        if (munmap (map, total) != 0)
+            perror ("bench_allreduce: munmap");
+        return -1;
+    }
+    run.private [0] = own;
+    run.private [1] = own ? own + run.count : NULL;
+    s_procs_t procs;
+    char line [S_LINE_MAX];
+    int rc = s_spawn (&procs, 2, s_shm_child, &run);
+    if (rc == 0 && harness_read_line (procs.from [0], line, sizeof line, S_CHILD_WAIT_MS) == 0)
+        *ms = strtod (line, NULL);
+    else {
+        rc = -1;
+        s_kill_all (&procs);
+    }
+    if (s_reap (&procs, "shm"))
+        rc = -1;
+    free (own);
+    if (munmap (map, total) != 0)
+        perror ("bench_allreduce: munmap");
+    return rc;
+}
+
+//  ---------------------------------------------------------------------
 //  The gloo rows
 
 //  What the gloo peer measured over its runs: every timed iteration's
@@ -718,42 +863,55 @@ s_gloo_run (const s_options_t *options, int warmup, int iters, s_gloo_t *gloo)
     harness_rmtree (dir);
 }
 
-//  Print gloo's rows and each 2-process ring row's ratio to them: gloo's
-//  median time over the row's (how many times faster than gloo the row
-//  is), and the goal line. two [t][secured][s] are the rings' medians.
+//  One row of the gloo table: ratio is gloo's median time over ms, or
+//  none when gloo_ms is 0.
+static void
+s_gloo_row (const char *transport, const char *curve, size_t s, double ms, double gloo_ms)
+{
+    double algbw = (double) s_sizes [s] / (ms * 1e6);
+    char size_name [32], ratio [16] = "-";
+    s_size_name (s_sizes [s], size_name, sizeof size_name);
+    if (gloo_ms > 0)
+        snprintf (ratio, sizeof ratio, "%.2fx", gloo_ms / ms);
+    printf ("%-10s %-5d  %-6s  %-8s  %10.3f  %10.2f  %10.2f  %8s\n", transport, 2, curve,
+            size_name, ms, algbw, algbw, ratio);
+}
+
+//  Print gloo's rows, each 2-process ring row and the shared-memory
+//  bounds with their ratio to gloo (gloo's median time over the row's:
+//  how many times faster than gloo the row is), and the goal line.
+//  two [t][secured][s] are the rings' medians, shm [staged][s] the bounds'.
 static void
 s_gloo_print (s_gloo_t *gloo, const char *const *transports, int ntransports,
-              double two [][2][S_SIZES])
+              double two [][2][S_SIZES], double shm [2][S_SIZES])
 {
+    bool measured = !gloo->failed && gloo->runs > 0;
     printf ("\ngloo: %s\n", gloo->note);
-    if (gloo->failed || gloo->runs == 0) {
-        printf ("all-reduce 16 MiB same host vs gloo: not measured\n");
-        return;
-    }
-    printf ("gloo's %d iterations per size pooled from %d runs, one after each transport's "
-            "2-process unsecured rows\nvs gloo: gloo's median time over the row's\n",
-            gloo->count [0], gloo->runs);
-    printf ("%-9s  %-5s  %-6s  %-8s  %10s  %10s  %10s  %8s\n", "transport", "procs", "curve",
+    if (measured)
+        printf ("gloo's %d iterations per size pooled from %d runs, one after each "
+                "transport's 2-process unsecured rows\n", gloo->count [0], gloo->runs);
+    printf ("shm-bound, shm-staged: the shared-memory bound, an estimate (see the top of "
+            "bench_allreduce.c)\nvs gloo: gloo's median time over the row's\n");
+    printf ("%-10s %-5s  %-6s  %-8s  %10s  %10s  %10s  %8s\n", "transport", "procs", "curve",
             "size", "median ms", "algbw GB/s", "busbw GB/s", "vs gloo");
-    double gloo_ms [S_SIZES];
-    for (size_t s = 0; s < S_SIZES; s++) {
+    double gloo_ms [S_SIZES] = { 0 };
+    for (size_t s = 0; s < S_SIZES && measured; s++) {
         gloo_ms [s] = s_median (gloo->times [s], gloo->count [s]);
-        double algbw = (double) s_sizes [s] / (gloo_ms [s] * 1e6);
-        char size_name [32];
-        s_size_name (s_sizes [s], size_name, sizeof size_name);
-        printf ("%-9s  %-5d  %-6s  %-8s  %10.3f  %10.2f  %10.2f  %8s\n", "gloo", 2, "none",
-                size_name, gloo_ms [s], algbw, algbw, "-");
+        s_gloo_row ("gloo", "none", s, gloo_ms [s], 0);
     }
     for (int t = 0; t < ntransports; t++)
         for (int secured = 0; secured < 2; secured++)
-            for (size_t s = 0; s < S_SIZES; s++) {
-                double ms = two [t][secured][s], algbw = (double) s_sizes [s] / (ms * 1e6);
-                char size_name [32];
-                s_size_name (s_sizes [s], size_name, sizeof size_name);
-                printf ("%-9s  %-5d  %-6s  %-8s  %10.3f  %10.2f  %10.2f  %7.2fx\n",
-                        transports [t], 2, secured ? "curve" : "none", size_name, ms, algbw,
-                        algbw, gloo_ms [s] / ms);
-            }
+            for (size_t s = 0; s < S_SIZES; s++)
+                s_gloo_row (transports [t], secured ? "curve" : "none", s, two [t][secured][s],
+                            gloo_ms [s]);
+    for (int staged = 0; staged < 2; staged++)
+        for (size_t s = 0; s < S_SIZES; s++)
+            s_gloo_row (staged ? "shm-staged" : "shm-bound", "none", s, shm [staged][s],
+                        gloo_ms [s]);
+    if (!measured) {
+        printf ("all-reduce 16 MiB same host vs gloo: not measured\n");
+        return;
+    }
     //  The goal: the automatic same-host transport, unsecured as
     //  gloo is, at 16 MiB; the CurveZMQ ring's figure beside it.
     size_t s16 = 1;
@@ -855,8 +1013,13 @@ main (int argc, char **argv)
         printf ("%zu MiB, 2 procs, unsecured: tcp / same-host time %.2f, tcp / ipc %.2f\n",
                 s_sizes [s] / S_MIB, two [0][0][s] / two [1][0][s],
                 two [0][0][s] / two [2][0][s]);
+    //  The shared-memory bounds, once, after the rings.
+    double shm [2][S_SIZES];
+    for (int staged = 0; staged < 2 && rc == 0; staged++)
+        for (size_t s = 0; s < S_SIZES && rc == 0; s++)
+            rc = s_shm_time (&options, s, staged, &shm [staged][s]);
     if (rc == 0)
-        s_gloo_print (&gloo, transports, 3, two);
+        s_gloo_print (&gloo, transports, 3, two, shm);
     char path [512];
     //  ZeroMQ removes the IPC files of the sockets it closes; what a
     //  broken run left goes here.
