@@ -33,7 +33,9 @@
 //  unsecured rows (tcp, gloo, same-host, gloo, ipc, gloo), pooled into
 //  one median. Each 2-process row then gives gloo's time over its own
 //  ("vs gloo": how many times faster than gloo it is), and a goal line
-//  states the issue's: same-host, 16 MiB, at least 3x gloo.
+//  states the issue's: same-host, 16 MiB, at least 3x gloo. Beside them
+//  are the shared-memory bound's rows, an estimate of what a same-host
+//  transport sharing memory could reach (see "The shared-memory bound").
 //
 //  main tunes the heap with ps_heap_tune first, as ps-worker does, and
 //  the children inherit the tuning through fork, so the allocator behaves
@@ -890,8 +892,8 @@ s_gloo_print (s_gloo_t *gloo, const char *const *transports, int ntransports,
     if (measured)
         printf ("gloo's %d iterations per size pooled from %d runs, one after each "
                 "transport's 2-process unsecured rows\n", gloo->count [0], gloo->runs);
-    printf ("shm-bound, shm-staged: the shared-memory bound, an estimate (see the top of "
-            "bench_allreduce.c)\nvs gloo: gloo's median time over the row's\n");
+    printf ("shm-bound, shm-staged: the shared-memory bound, an estimate, not a transport "
+            "(see bench_allreduce.c)\nvs gloo: gloo's median time over the row's\n");
     printf ("%-10s %-5s  %-6s  %-8s  %10s  %10s  %10s  %8s\n", "transport", "procs", "curve",
             "size", "median ms", "algbw GB/s", "busbw GB/s", "vs gloo");
     double gloo_ms [S_SIZES] = { 0 };
