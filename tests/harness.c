@@ -693,10 +693,12 @@ harness_event_is (const json_t *row, const char *event)
 
 json_t *
 harness_peer_run (const char *const *argv, const char *out, const char *log, int timeout_ms,
-                  char *why, size_t why_size)
+                  char *why, size_t why_size, int *status_p)
 {
     pid_t pid = harness_spawn (argv, NULL, log);
     int status = pid > 0 ? harness_wait_or_kill (pid, timeout_ms) : -1;
+    if (status_p)
+        *status_p = status;
     json_t *lines = harness_jsonl_read (out);
     if (status == 0 && lines && json_array_size (lines) > 0)
         return lines;

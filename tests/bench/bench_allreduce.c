@@ -43,8 +43,10 @@
 //  child starts ZeroMQ and CZMQ's authenticator afresh.
 //
 //  Usage: bench_allreduce [--quick] [--chunk BYTES] [--io-threads N] [--system-cc]
-//                         [--no-peer] [--python PATH]
+//                         [--no-peer] [--python PATH] [--check]
 //      --quick        fewer iterations
+//      --check        the unit test bench_allreduce_check (s_check): no
+//                     timings, small vectors, the rows' sums and lines
 //      --chunk        the ring's chunk size (default: the ring's own)
 //      --io-threads   ZeroMQ I/O threads of the raw rows (default 2, as
 //                     the ring uses)
@@ -112,6 +114,7 @@
 
 typedef struct {
     bool quick;
+    bool check;                 //  the unit test: see s_check
     size_t chunk;               //  0: the ring's default
     int io_threads;             //  of the raw rows
     bool system_cc;             //  raw rows keep the system's congestion control
@@ -132,8 +135,9 @@ typedef struct {
     int in, out;
 } s_child_t;
 
-static const size_t s_sizes [] = { 1 * S_MIB, 16 * S_MIB, 64 * S_MIB };
-#define S_SIZES (sizeof s_sizes / sizeof s_sizes [0])
+//  The sizes of the rows; --check makes them small.
+#define S_SIZES ((size_t) 3)
+static size_t s_sizes [S_SIZES] = { 1 * S_MIB, 16 * S_MIB, 64 * S_MIB };
 
 //  ---------------------------------------------------------------------
 //  Processes
@@ -796,6 +800,7 @@ s_shm_time (const s_options_t *options, size_t s, bool staged, double *ms)
 typedef struct {
     int runs;                   //  that gave figures
     bool failed;                //  a run gave none: no gloo rows
+    int status;                 //  the last run's exit status
     char note [512];            //  torch's version, or why there are no rows
     int count [S_SIZES];
     double times [S_SIZES][S_MAX_ITERS];
@@ -828,7 +833,7 @@ s_gloo_run (const s_options_t *options, int warmup, int iters, s_gloo_t *gloo)
     fprintf (stderr, "bench_allreduce: timing gloo (%d of %d): %s %s\n", gloo->runs + 1,
              S_GLOO_RUNS, options->python, BENCH_TORCH_SCRIPT);
     json_t *lines = harness_peer_run (argv, out, log, S_PEER_TIMEOUT_MS, gloo->note,
-                                      sizeof gloo->note);
+                                      sizeof gloo->note, &gloo->status);
     size_t index;
     json_t *line;
     int sizes_seen = 0;
@@ -923,12 +928,60 @@ s_gloo_print (s_gloo_t *gloo, const char *const *transports, int ntransports,
 }
 
 //  ---------------------------------------------------------------------
+//  --check: the unit test bench_allreduce_check, on small vectors, which
+//  asserts no time. What the rows rest on: the shared-memory bound's
+//  members end with the right sums (both ways; they check them and exit
+//  S_EXIT_WRONG), and the gloo peer's lines are read back with every
+//  iteration's time for every size (the peer checks its own sums). A
+//  peer that cannot import torch exits 3, as the peers say: the test is
+//  then skipped (77), once the bound's sums have passed; any other
+//  failure of the peer fails it. Returns the exit status.
+static int
+s_check (s_options_t *options)
+{
+    const size_t small [S_SIZES] = { 64 * 1024, 256 * 1024 + 8, 1 * S_MIB };
+    memcpy (s_sizes, small, sizeof small);
+    for (int staged = 0; staged < 2; staged++)
+        for (size_t s = 0; s < S_SIZES; s++) {
+            double ms;
+            if (s_shm_time (options, s, staged, &ms)) {
+                fprintf (stderr, "bench_allreduce: check: the shared-memory bound%s of %zu "
+                         "bytes failed\n", staged ? " (staged)" : "", s_sizes [s]);
+                return 1;
+            }
+        }
+    printf ("shared-memory bound: sums right, in place and staged, %zu to %zu bytes\n",
+            s_sizes [0], s_sizes [S_SIZES - 1]);
+    if (!options->peer)
+        return 0;
+    s_gloo_t gloo = { .note = "" };
+    int iters = 2;
+    s_gloo_run (options, 1, iters, &gloo);
+    if (gloo.failed && gloo.status == 3) {
+        printf ("SKIP: gloo peer: %s\n", gloo.note);
+        return 77;
+    }
+    if (gloo.failed) {
+        fprintf (stderr, "bench_allreduce: check: gloo peer: %s\n", gloo.note);
+        return 1;
+    }
+    for (size_t s = 0; s < S_SIZES; s++)
+        if (gloo.count [s] != iters) {
+            fprintf (stderr, "bench_allreduce: check: gloo peer gave %d times of %zu bytes, "
+                     "expected %d\n", gloo.count [s], s_sizes [s], iters);
+            return 1;
+        }
+    printf ("gloo peer: %d times per size read back; %s\n", iters, gloo.note);
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
 
 static void
 s_usage (void)
 {
     fprintf (stderr, "usage: bench_allreduce [--quick] [--chunk BYTES] [--io-threads N] "
-             "[--system-cc] [--no-peer] [--python PATH]\n");
+             "[--system-cc] [--no-peer] [--python PATH] [--check]\n");
 }
 
 int
@@ -953,6 +1006,9 @@ main (int argc, char **argv)
         if (strcmp (argv [i], "--no-peer") == 0)
             options.peer = false;
         else
+        if (strcmp (argv [i], "--check") == 0)
+            options.check = options.quick = true;
+        else
         if (strcmp (argv [i], "--python") == 0 && i + 1 < argc)
             options.python = argv [++i];
         else {
@@ -968,6 +1024,8 @@ main (int argc, char **argv)
     ps_error_t err;
     if (ps_heap_tune (&err))
         fprintf (stderr, "bench_allreduce: %s\n", err.msg);
+    if (options.check)
+        return s_check (&options);
 
     //  IPC endpoints live in a fresh directory.
     char dir [] = "/tmp/bench_allreduce-XXXXXX";

@@ -941,7 +941,7 @@ s_run_peer (const s_plan_t *plan, s_batch_t *batches, s_peer_t *peer)
     fprintf (stderr, "bench_sparse: timing PyTorch: %s %s\n", plan->python,
              BENCH_TORCH_SCRIPT);
     json_t *lines = harness_peer_run (argv, out, log, S_PEER_TIMEOUT, peer->note,
-                                      sizeof peer->note);
+                                      sizeof peer->note, NULL);
     if (lines) {
         json_t *result = json_array_get (lines, 0);
         peer->ran = true;
