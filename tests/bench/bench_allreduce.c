@@ -666,9 +666,11 @@ s_raw_rows (const s_options_t *options, const char *transport, const char *dir,
 //  reads into its buffer in the mapping, writes its sum both into its
 //  vector and into that buffer, and copies the other's sum out of the
 //  other's buffer: half a vector more copied and written. The members
-//  meet at spin barriers that yield the core, so the bound holds on a
-//  loaded machine too; the time is from the barrier before the reduce to
-//  the one after both copies, so it is the slower member's.
+//  meet at spin barriers that yield the core while they wait (two members
+//  spinning on two loaded cores would starve each other); on a loaded
+//  machine a barrier can still cost a time slice, so the figures err on
+//  the slow side. The time is from the barrier before the reduce to the
+//  one after both copies, so it is the slower member's.
 
 typedef struct {
     atomic_int arrived;         //  barrier: members arrived in this generation
