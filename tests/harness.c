@@ -691,6 +691,32 @@ harness_event_is (const json_t *row, const char *event)
     return name && strcmp (name, event) == 0;
 }
 
+json_t *
+harness_peer_run (const char *const *argv, const char *out, const char *log, int timeout_ms,
+                  char *why, size_t why_size, int *status_p)
+{
+    pid_t pid = harness_spawn (argv, NULL, log);
+    int status = pid > 0 ? harness_wait_or_kill (pid, timeout_ms) : -1;
+    if (status_p)
+        *status_p = status;
+    json_t *lines = harness_jsonl_read (out);
+    if (status == 0 && lines && json_array_size (lines) > 0)
+        return lines;
+    json_decref (lines);
+    //  The peer's last line of output says why it gave no figure.
+    char last [400] = "no output", line [400];
+    FILE *file = fopen (log, "r");
+    while (file && fgets (line, sizeof line, file))
+        if (line [strspn (line, " \n")])
+            snprintf (last, sizeof last, "%s", line);
+    if (file)
+        fclose (file);
+    last [strcspn (last, "\n")] = 0;
+    snprintf (why, why_size, "%s %s exited %d (%s)", argv [0], argv [1] ? argv [1] : "",
+              status, last);
+    return NULL;
+}
+
 int
 harness_write_line (int fd, const char *fmt, ...)
 {

@@ -201,6 +201,17 @@ json_t *harness_jsonl_wait (const char *path, harness_match_fn *match, void *arg
 //  The row's "event" is event.
 bool harness_event_is (const json_t *row, const char *event);
 
+//  Run a benchmark's peer, a program that times the same work with another
+//  library (a PyTorch script) and writes its figures as JSON lines to out:
+//  argv as harness_spawn, its stdout and stderr to log, killed after
+//  timeout_ms. Returns its lines (harness_jsonl_read), a new array, when
+//  it exited 0 and wrote at least one; otherwise NULL, with why it gave
+//  none in why: "ARGV0 ARGV1 exited STATUS (its log's last non-blank
+//  line)", STATUS -1 when it could not start or ran out of time. Sets
+//  *status (when not NULL) to that status, 0 when it gave lines.
+json_t *harness_peer_run (const char *const *argv, const char *out, const char *log,
+                          int timeout_ms, char *why, size_t why_size, int *status);
+
 //  ---------------------------------------------------------------------
 //  Groups of cases that meson runs as tests of their own
 //

@@ -23,17 +23,37 @@
 //  loopback TCP connection switched from BBR to CUBIC (or Reno), as
 //  ps_ring_transport.c explains; --io-threads and --system-cc undo that.
 //
+//  The gloo rows are PyTorch's all-reduce (torch.distributed, backend
+//  gloo, 2 processes over loopback tcp) on the same sizes, timed by
+//  tests/bench/torch_allreduce.py the same way (the same fill, a
+//  one-float all-reduce before each, the slower member's time, the
+//  median). The machine's load drifts over the minutes a run takes, so
+//  gloo is timed in alternation with the ring: three runs of a third of
+//  the iterations each, one right after each transport's 2-process
+//  unsecured rows (tcp, gloo, same-host, gloo, ipc, gloo), pooled into
+//  one median. Each 2-process row then gives gloo's time over its own
+//  ("vs gloo": how many times faster than gloo it is), and a goal line
+//  states the issue's: same-host, 16 MiB, at least 3x gloo. Beside them
+//  are the shared-memory bound's rows, an estimate of what a same-host
+//  transport sharing memory could reach (see "The shared-memory bound").
+//
 //  main tunes the heap with ps_heap_tune first, as ps-worker does, and
 //  the children inherit the tuning through fork, so the allocator behaves
 //  as the worker's does. The parent never makes a ZeroMQ context, so each
 //  child starts ZeroMQ and CZMQ's authenticator afresh.
 //
 //  Usage: bench_allreduce [--quick] [--chunk BYTES] [--io-threads N] [--system-cc]
+//                         [--no-peer] [--python PATH] [--check]
 //      --quick        fewer iterations
+//      --check        the unit test bench_allreduce_check (s_check): no
+//                     timings, small vectors, the rows' sums and lines
 //      --chunk        the ring's chunk size (default: the ring's own)
 //      --io-threads   ZeroMQ I/O threads of the raw rows (default 2, as
 //                     the ring uses)
 //      --system-cc    raw rows keep the system's TCP congestion control
+//      --no-peer      no gloo rows
+//      --python       the Python that runs the gloo peer (/usr/bin/python3,
+//                     with Debian's python3-torch)
 //  It never passes or fails on a time: it exits 0 unless something broke.
 
 #include <errno.h>
@@ -46,12 +66,17 @@
 #include <string.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <zmq.h>
+
+#include <jansson.h>
 
 #include "harness.h"
 #include "harness_benchrow.h"
@@ -64,12 +89,21 @@
 #define S_MIB               (1024 * 1024)
 #define S_MAX_PROCS         4
 #define S_MAX_ITERS         64
+#define S_GLOO_RUNS         3       //  one after each transport's 2-process rows
 #define S_MAX_SIZES         8
 #define S_LINE_MAX          4096
 
 //  How long the parent waits for a line from a child before it declares
 //  the run broken.
 #define S_CHILD_WAIT_MS     60000
+//  How long one run of the gloo peer may take (it starts three Pythons
+//  that import torch, then all-reduces up to 64 MiB some twenty times).
+#define S_PEER_TIMEOUT_MS   (5 * 60 * 1000)
+
+//  The gloo peer, as the build knows it.
+#ifndef BENCH_TORCH_SCRIPT
+#   define BENCH_TORCH_SCRIPT "tests/bench/torch_allreduce.py"
+#endif
 
 //  Exit codes of the children.
 #define S_EXIT_PIPE         10      //  talking to the parent failed
@@ -81,9 +115,12 @@
 
 typedef struct {
     bool quick;
+    bool check;                 //  the unit test: see s_check
     size_t chunk;               //  0: the ring's default
     int io_threads;             //  of the raw rows
     bool system_cc;             //  raw rows keep the system's congestion control
+    bool peer;                  //  time gloo too
+    const char *python;         //  that runs the gloo peer
 } s_options_t;
 
 typedef struct {
@@ -99,8 +136,9 @@ typedef struct {
     int in, out;
 } s_child_t;
 
-static const size_t s_sizes [] = { 1 * S_MIB, 16 * S_MIB, 64 * S_MIB };
-#define S_SIZES (sizeof s_sizes / sizeof s_sizes [0])
+//  The sizes of the rows; --check makes them small.
+#define S_SIZES ((size_t) 3)
+static size_t s_sizes [S_SIZES] = { 1 * S_MIB, 16 * S_MIB, 64 * S_MIB };
 
 //  ---------------------------------------------------------------------
 //  Processes
@@ -337,11 +375,12 @@ s_ring_child (s_child_t *child, void *arg)
 }
 
 //  Run the ring rows of one transport and process count, secured or not,
-//  printing them. medians [s] is the median time of size s: filled in
-//  unsecured, compared with secured. Returns 0 or -1.
+//  printing them. medians [s] is the median time of size s of the
+//  unsecured ring: filled in unsecured, compared with secured; own [s] is
+//  this run's either way. Returns 0 or -1.
 static int
 s_ring_rows (const s_options_t *options, const char *transport, const char *dir, int n,
-             bool secured, double *medians)
+             bool secured, double *medians, double *own)
 {
     s_ring_run_t run = {
         .options = options, .transport = transport, .dir = dir, .n = n,
@@ -383,6 +422,7 @@ s_ring_rows (const s_options_t *options, const char *transport, const char *dir,
         if (rc)
             break;
         double ms = s_median (slowest, run.iters);
+        own [s] = ms;
         double algbw = (double) s_sizes [s] / (ms * 1e6);
         double busbw = algbw * 2.0 * (n - 1) / n;
         char size_name [32], ratio [16] = "-";
@@ -612,12 +652,345 @@ s_raw_rows (const s_options_t *options, const char *transport, const char *dir,
 }
 
 //  ---------------------------------------------------------------------
+//  The shared-memory bound (an estimate, not a transport)
+//
+//  What a same-host transport that shares memory instead of copying
+//  through the kernel could reach at best, measured here on this machine
+//  in this run: two processes whose vectors both lie in one shared
+//  mapping. Member i adds the other's half i into its own (read 2 x n/2,
+//  write n/2 floats), waits for the other, and copies the other's summed
+//  half (read and write n/2): every byte crosses memory once, against the
+//  kernel's two copies per byte sent over tcp or ipc (into the socket
+//  buffer, out of it) plus the ring's reduce and all-gather copies. In
+//  "shm-staged" the vectors are each member's own (private) memory, as a
+//  transport's callers' are: member i first copies the half the other
+//  reads into its buffer in the mapping, writes its sum both into its
+//  vector and into that buffer, and copies the other's sum out of the
+//  other's buffer: half a vector more copied and written. The members
+//  meet at spin barriers that yield the core while they wait (two members
+//  spinning on two loaded cores would starve each other); on a loaded
+//  machine a barrier can still cost a time slice, so the figures err on
+//  the slow side. The time is from the barrier before the reduce to the
+//  one after both copies, so it is the slower member's.
+
+typedef struct {
+    atomic_int arrived;         //  barrier: members arrived in this generation
+    atomic_int generation;
+    float *vector [2];          //  in the mapping
+} s_shm_head_t;
+
+typedef struct {
+    s_shm_head_t *head;
+    float *private [2];         //  each member's own vector, for shm-staged
+    size_t count;
+    int warmup, iters;
+    bool staged;
+} s_shm_run_t;
+
+static void
+s_shm_barrier (s_shm_head_t *head)
+{
+    int generation = atomic_load (&head->generation);
+    if (atomic_fetch_add (&head->arrived, 1) == 1) {
+        atomic_store (&head->arrived, 0);
+        atomic_fetch_add (&head->generation, 1);
+    }
+    else
+        while (atomic_load (&head->generation) == generation)
+            sched_yield ();
+}
+
+static int
+s_shm_child (s_child_t *child, void *arg)
+{
+    s_shm_run_t *run = arg;
+    int me = child->index, other = 1 - me;
+    //  Unstaged, a member's vector is its buffer in the mapping.
+    float *shared = run->head->vector [me], *theirs = run->head->vector [other];
+    float *mine = run->staged ? run->private [me] : shared;
+    size_t half = run->count / 2;
+    size_t begin [2] = { 0, half }, end [2] = { half, run->count };
+    size_t their_bytes = (end [other] - begin [other]) * sizeof (float);
+    double times [S_MAX_ITERS];
+    for (int it = 0; it < run->warmup + run->iters; it++) {
+        //  The other has copied out of this member's buffer before it
+        //  is written again.
+        s_shm_barrier (run->head);
+        for (size_t i = 0; i < run->count; i++)
+            mine [i] = (float) (me + 1 + (int) (i & 7));
+        s_shm_barrier (run->head);
+        double start = ps_clock_ms ();
+        if (run->staged) {
+            memcpy (shared + begin [other], mine + begin [other], their_bytes);
+            s_shm_barrier (run->head);
+            for (size_t i = begin [me]; i < end [me]; i++)
+                shared [i] = mine [i] = mine [i] + theirs [i];
+        }
+        else
+            for (size_t i = begin [me]; i < end [me]; i++)
+                mine [i] += theirs [i];
+        s_shm_barrier (run->head);
+        memcpy (mine + begin [other], theirs + begin [other], their_bytes);
+        s_shm_barrier (run->head);
+        if (it >= run->warmup)
+            times [it - run->warmup] = ps_clock_ms () - start;
+    }
+    for (size_t i = 0; i < run->count; i++)
+        if (mine [i] != (float) (3 + 2 * (int) (i & 7))) {
+            fprintf (stderr, "bench_allreduce: shm member %d: element %zu is %g\n", me, i,
+                     mine [i]);
+            return S_EXIT_WRONG;
+        }
+    if (me == 0 && harness_write_line (child->out, "%.6f", s_median (times, run->iters)))
+        return S_EXIT_PIPE;
+    return 0;
+}
+
+//  Time the shared-memory bound of size s_sizes [s] for 2 processes,
+//  staged or not. Sets *ms and returns 0, or returns -1.
+static int
+s_shm_time (const s_options_t *options, size_t s, bool staged, double *ms)
+{
+    size_t bytes = s_sizes [s], page = 4096;
+    size_t head_bytes = (sizeof (s_shm_head_t) + page - 1) / page * page;
+    size_t total = head_bytes + 2 * bytes;
+    char *map = mmap (NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) {
+        perror ("bench_allreduce: mmap");
+        return -1;
+    }
+    s_shm_head_t *head = (s_shm_head_t *) map;
+    atomic_init (&head->arrived, 0);
+    atomic_init (&head->generation, 0);
+    head->vector [0] = (float *) (map + head_bytes);
+    head->vector [1] = (float *) (map + head_bytes + bytes);
+    //  The staged members' own vectors come from the heap, which each
+    //  child has a private copy of after the fork (the mapping is shared).
+    s_shm_run_t run = {
+        .head = head, .count = bytes / sizeof (float), .staged = staged,
+        .warmup = options->quick ? 2 : 5, .iters = options->quick ? 5 : 41
+    };
+    float *own = staged ? aligned_alloc (64, 2 * bytes) : NULL;
+    if (staged && !own) {
+        if (munmap (map, total) != 0)
+            perror ("bench_allreduce: munmap");
+        return -1;
+    }
+    run.private [0] = own;
+    run.private [1] = own ? own + run.count : NULL;
+    s_procs_t procs;
+    char line [S_LINE_MAX];
+    int rc = s_spawn (&procs, 2, s_shm_child, &run);
+    if (rc == 0 && harness_read_line (procs.from [0], line, sizeof line, S_CHILD_WAIT_MS) == 0)
+        *ms = strtod (line, NULL);
+    else {
+        rc = -1;
+        s_kill_all (&procs);
+    }
+    if (s_reap (&procs, "shm"))
+        rc = -1;
+    free (own);
+    if (munmap (map, total) != 0)
+        perror ("bench_allreduce: munmap");
+    return rc;
+}
+
+//  ---------------------------------------------------------------------
+//  The gloo rows
+
+//  What the gloo peer measured over its runs: every timed iteration's
+//  time (the slower member's) per size, pooled.
+typedef struct {
+    int runs;                   //  that gave figures
+    bool failed;                //  a run gave none: no gloo rows
+    int status;                 //  the last run's exit status
+    char note [512];            //  torch's version, or why there are no rows
+    int count [S_SIZES];
+    double times [S_SIZES][S_MAX_ITERS];
+} s_gloo_t;
+
+//  Run the gloo peer once, on every size, with iters timed iterations,
+//  and add its times to gloo. A run that gives no figures sets failed and
+//  says why in note; the bench goes on without gloo rows.
+static void
+s_gloo_run (const s_options_t *options, int warmup, int iters, s_gloo_t *gloo)
+{
+    if (gloo->failed)
+        return;
+    char dir [256], out [320], log [320], warmups [16], counts [16], sizes [S_SIZES][32];
+    harness_tmpdir (dir, sizeof dir);
+    snprintf (out, sizeof out, "%s/peer.jsonl", dir);
+    snprintf (log, sizeof log, "%s/peer.log", dir);
+    snprintf (warmups, sizeof warmups, "%d", warmup);
+    snprintf (counts, sizeof counts, "%d", iters);
+    const char *argv [12 + S_SIZES] = {
+        options->python, BENCH_TORCH_SCRIPT, "--warmup", warmups, "--iters", counts,
+        "--out", out, "--bytes"
+    };
+    int argc = 9;
+    for (size_t s = 0; s < S_SIZES; s++) {
+        snprintf (sizes [s], sizeof sizes [s], "%zu", s_sizes [s]);
+        argv [argc++] = sizes [s];
+    }
+    argv [argc] = NULL;
+    fprintf (stderr, "bench_allreduce: timing gloo (%d of %d): %s %s\n", gloo->runs + 1,
+             S_GLOO_RUNS, options->python, BENCH_TORCH_SCRIPT);
+    json_t *lines = harness_peer_run (argv, out, log, S_PEER_TIMEOUT_MS, gloo->note,
+                                      sizeof gloo->note, &gloo->status);
+    size_t index;
+    json_t *line;
+    int sizes_seen = 0;
+    json_array_foreach (lines, index, line) {
+        json_int_t bytes = json_integer_value (json_object_get (line, "bytes"));
+        json_t *times = json_object_get (line, "times_ms");
+        for (size_t s = 0; s < S_SIZES; s++) {
+            if ((size_t) bytes != s_sizes [s] || !json_is_array (times))
+                continue;
+            sizes_seen++;
+            size_t it;
+            json_t *ms;
+            json_array_foreach (times, it, ms)
+                if (gloo->count [s] < S_MAX_ITERS && json_is_number (ms))
+                    gloo->times [s][gloo->count [s]++] = json_number_value (ms);
+        }
+        json_t *version = json_object_get (line, "torch");
+        snprintf (gloo->note, sizeof gloo->note, "PyTorch %s, backend gloo, 2 processes over "
+                  "loopback tcp, timed in this run by %s %s",
+                  json_is_string (version) ? json_string_value (version) : "?",
+                  options->python, BENCH_TORCH_SCRIPT);
+    }
+    if (lines && sizes_seen != (int) S_SIZES) {
+        snprintf (gloo->note, sizeof gloo->note, "%s %s gave %d of the %zu sizes",
+                  options->python, BENCH_TORCH_SCRIPT, sizes_seen, S_SIZES);
+        json_decref (lines);
+        lines = NULL;
+    }
+    if (lines)
+        gloo->runs++;
+    else
+        gloo->failed = true;
+    json_decref (lines);
+    harness_rmtree (dir);
+}
+
+//  One row of the gloo table: ratio is gloo's median time over ms, or
+//  none when gloo_ms is 0.
+static void
+s_gloo_row (const char *transport, const char *curve, size_t s, double ms, double gloo_ms)
+{
+    double algbw = (double) s_sizes [s] / (ms * 1e6);
+    char size_name [32], ratio [16] = "-";
+    s_size_name (s_sizes [s], size_name, sizeof size_name);
+    if (gloo_ms > 0)
+        snprintf (ratio, sizeof ratio, "%.2fx", gloo_ms / ms);
+    printf ("%-10s %-5d  %-6s  %-8s  %10.3f  %10.2f  %10.2f  %8s\n", transport, 2, curve,
+            size_name, ms, algbw, algbw, ratio);
+}
+
+//  Print gloo's rows, each 2-process ring row and the shared-memory
+//  bounds with their ratio to gloo (gloo's median time over the row's:
+//  how many times faster than gloo the row is), and the goal line.
+//  two [t][secured][s] are the rings' medians, shm [staged][s] the bounds'.
+static void
+s_gloo_print (s_gloo_t *gloo, const char *const *transports, int ntransports,
+              double two [][2][S_SIZES], double shm [2][S_SIZES])
+{
+    bool measured = !gloo->failed && gloo->runs > 0;
+    printf ("\ngloo: %s\n", gloo->note);
+    if (measured)
+        printf ("gloo's %d iterations per size pooled from %d runs, one after each "
+                "transport's 2-process unsecured rows\n", gloo->count [0], gloo->runs);
+    printf ("shm-bound, shm-staged: the shared-memory bound, an estimate, not a transport "
+            "(see bench_allreduce.c)\nvs gloo: gloo's median time over the row's\n");
+    printf ("%-10s %-5s  %-6s  %-8s  %10s  %10s  %10s  %8s\n", "transport", "procs", "curve",
+            "size", "median ms", "algbw GB/s", "busbw GB/s", "vs gloo");
+    double gloo_ms [S_SIZES] = { 0 };
+    for (size_t s = 0; s < S_SIZES && measured; s++) {
+        gloo_ms [s] = s_median (gloo->times [s], gloo->count [s]);
+        s_gloo_row ("gloo", "none", s, gloo_ms [s], 0);
+    }
+    for (int t = 0; t < ntransports; t++)
+        for (int secured = 0; secured < 2; secured++)
+            for (size_t s = 0; s < S_SIZES; s++)
+                s_gloo_row (transports [t], secured ? "curve" : "none", s, two [t][secured][s],
+                            gloo_ms [s]);
+    for (int staged = 0; staged < 2; staged++)
+        for (size_t s = 0; s < S_SIZES; s++)
+            s_gloo_row (staged ? "shm-staged" : "shm-bound", "none", s, shm [staged][s],
+                        gloo_ms [s]);
+    if (!measured) {
+        printf ("all-reduce 16 MiB same host vs gloo: not measured\n");
+        return;
+    }
+    //  The goal: the automatic same-host transport, unsecured as
+    //  gloo is, at 16 MiB; the CurveZMQ ring's figure beside it.
+    size_t s16 = 1;
+    double ratio = gloo_ms [s16] / two [1][0][s16];
+    printf ("all-reduce 16 MiB same host vs gloo: %.2fx (goal >= 3x: %s); with CurveZMQ "
+            "%.2fx\n", ratio, ratio >= 3 ? "met" : "NOT met", gloo_ms [s16] / two [1][1][s16]);
+    harness_benchrow ("bench_allreduce", "ring 16 MiB, 2 procs, same-host", "gloo",
+                      gloo_ms [s16], two [1][0][s16], "ms", HARNESS_LOWER_BETTER, "ratio >= 3",
+                      harness_goal (ratio >= 3));
+    harness_benchrow ("bench_allreduce", "shared-memory estimate 16 MiB, 2 procs, staged", "gloo",
+                      gloo_ms [s16], shm [1][s16], "ms", HARNESS_LOWER_BETTER, NULL,
+                      HARNESS_GOAL_NONE);
+}
+
+//  ---------------------------------------------------------------------
+//  --check: the unit test bench_allreduce_check, on small vectors, which
+//  asserts no time. What the rows rest on: the shared-memory bound's
+//  members end with the right sums (both ways; they check them and exit
+//  S_EXIT_WRONG), and the gloo peer's lines are read back with every
+//  iteration's time for every size (the peer checks its own sums). A
+//  peer that cannot import torch exits 3, as the peers say: the test is
+//  then skipped (77), once the bound's sums have passed; any other
+//  failure of the peer fails it. Returns the exit status.
+static int
+s_check (s_options_t *options)
+{
+    const size_t small [S_SIZES] = { 64 * 1024, 256 * 1024 + 8, 1 * S_MIB };
+    memcpy (s_sizes, small, sizeof small);
+    for (int staged = 0; staged < 2; staged++)
+        for (size_t s = 0; s < S_SIZES; s++) {
+            double ms;
+            if (s_shm_time (options, s, staged, &ms)) {
+                fprintf (stderr, "bench_allreduce: check: the shared-memory bound%s of %zu "
+                         "bytes failed\n", staged ? " (staged)" : "", s_sizes [s]);
+                return 1;
+            }
+        }
+    printf ("shared-memory bound: sums right, in place and staged, %zu to %zu bytes\n",
+            s_sizes [0], s_sizes [S_SIZES - 1]);
+    if (!options->peer)
+        return 0;
+    s_gloo_t gloo = { .note = "" };
+    int iters = 2;
+    s_gloo_run (options, 1, iters, &gloo);
+    if (gloo.failed && gloo.status == 3) {
+        printf ("SKIP: gloo peer: %s\n", gloo.note);
+        return 77;
+    }
+    if (gloo.failed) {
+        fprintf (stderr, "bench_allreduce: check: gloo peer: %s\n", gloo.note);
+        return 1;
+    }
+    for (size_t s = 0; s < S_SIZES; s++)
+        if (gloo.count [s] != iters) {
+            fprintf (stderr, "bench_allreduce: check: gloo peer gave %d times of %zu bytes, "
+                     "expected %d\n", gloo.count [s], s_sizes [s], iters);
+            return 1;
+        }
+    printf ("gloo peer: %d times per size read back; %s\n", iters, gloo.note);
+    return 0;
+}
+
+//  ---------------------------------------------------------------------
 
 static void
 s_usage (void)
 {
     fprintf (stderr, "usage: bench_allreduce [--quick] [--chunk BYTES] [--io-threads N] "
-             "[--system-cc]\n");
+             "[--system-cc] [--no-peer] [--python PATH] [--check]\n");
 }
 
 int
@@ -625,7 +998,7 @@ main (int argc, char **argv)
 {
     //  The arithmetic mode ps-worker sums in; the children inherit it.
     ps_floats_flush_subnormals ();
-    s_options_t options = { .io_threads = 2 };
+    s_options_t options = { .io_threads = 2, .peer = true, .python = "/usr/bin/python3" };
     for (int i = 1; i < argc; i++) {
         if (strcmp (argv [i], "--quick") == 0)
             options.quick = true;
@@ -638,6 +1011,15 @@ main (int argc, char **argv)
         else
         if (strcmp (argv [i], "--system-cc") == 0)
             options.system_cc = true;
+        else
+        if (strcmp (argv [i], "--no-peer") == 0)
+            options.peer = false;
+        else
+        if (strcmp (argv [i], "--check") == 0)
+            options.check = options.quick = true;
+        else
+        if (strcmp (argv [i], "--python") == 0 && i + 1 < argc)
+            options.python = argv [++i];
         else {
             s_usage ();
             return 2;
@@ -651,6 +1033,8 @@ main (int argc, char **argv)
     ps_error_t err;
     if (ps_heap_tune (&err))
         fprintf (stderr, "bench_allreduce: %s\n", err.msg);
+    if (options.check)
+        return s_check (&options);
 
     //  IPC endpoints live in a fresh directory.
     char dir [] = "/tmp/bench_allreduce-XXXXXX";
@@ -673,15 +1057,22 @@ main (int argc, char **argv)
     //  same-host: tcp endpoints given as endpoint sets (ps_host.h), which
     //  the members of one host turn into ipc:// as a cluster's do.
     const char *transports [] = { "tcp", "same-host", "ipc" };
-    double two [3][S_SIZES];    //  2 processes, unsecured, per transport
+    double two [3][2][S_SIZES]; //  2 processes, per transport, unsecured and secured
+    s_gloo_t gloo = { .note = "not run (--no-peer)", .failed = !options.peer };
+    //  gloo's share of the ring's iterations per run, with as many warm-ups.
+    int gloo_warmup = options.quick ? 2 : 5, gloo_iters = options.quick ? 3 : 14;
     for (int t = 0; t < 3 && rc == 0; t++) {
         for (int n = 2; n <= 3 && rc == 0; n++) {
-            double medians [S_SIZES];
-            rc = s_ring_rows (&options, transports [t], dir, n, false, medians);
-            if (n == 2)
-                memcpy (two [t], medians, sizeof medians);
+            double medians [S_SIZES], secured [S_SIZES];
+            rc = s_ring_rows (&options, transports [t], dir, n, false, medians, medians);
+            if (n == 2 && rc == 0) {
+                memcpy (two [t][0], medians, sizeof medians);
+                s_gloo_run (&options, gloo_warmup, gloo_iters, &gloo);
+            }
             if (rc == 0)
-                rc = s_ring_rows (&options, transports [t], dir, n, true, medians);
+                rc = s_ring_rows (&options, transports [t], dir, n, true, medians, secured);
+            if (n == 2 && rc == 0)
+                memcpy (two [t][1], secured, sizeof secured);
         }
         if (rc == 0 && t != 1)
             rc = s_raw_rows (&options, transports [t], dir, chunk);
@@ -689,19 +1080,27 @@ main (int argc, char **argv)
     //  The ratio the same-host goal is stated in: 16 MiB, 2 processes.
     for (size_t s = 0; s < S_SIZES && rc == 0; s++)
         printf ("%zu MiB, 2 procs, unsecured: tcp / same-host time %.2f, tcp / ipc %.2f\n",
-                s_sizes [s] / S_MIB, two [0][s] / two [1][s], two [0][s] / two [2][s]);
+                s_sizes [s] / S_MIB, two [0][0][s] / two [1][0][s],
+                two [0][0][s] / two [2][0][s]);
     //  The same as BENCHROW lines (harness_benchrow.h), and the goal's bus bandwidth.
     for (size_t s = 0; s < S_SIZES && rc == 0; s++) {
         char row [64];
         snprintf (row, sizeof row, "ring %zu MiB, 2 procs, same-host", s_sizes [s] / S_MIB);
-        harness_benchrow ("bench_allreduce", row, "ring over tcp", two [0][s], two [1][s], "ms",
-                          HARNESS_LOWER_BETTER, NULL, HARNESS_GOAL_NONE);
+        harness_benchrow ("bench_allreduce", row, "ring over tcp", two [0][0][s], two [1][0][s],
+                          "ms", HARNESS_LOWER_BETTER, NULL, HARNESS_GOAL_NONE);
         if (s_sizes [s] == 16 * S_MIB)
             harness_benchrow ("bench_allreduce", "ring 16 MiB, 2 procs, tcp, bus bandwidth", NULL,
-                              0, (double) s_sizes [s] / two [0][s] * 1e-6, "GB/s",
+                              0, (double) s_sizes [s] / two [0][0][s] * 1e-6, "GB/s",
                               HARNESS_HIGHER_BETTER, "ours >= 2.6 GB/s",
-                              harness_goal ((double) s_sizes [s] / two [0][s] * 1e-6 >= 2.6));
+                              harness_goal ((double) s_sizes [s] / two [0][0][s] * 1e-6 >= 2.6));
     }
+    //  The shared-memory bounds, once, after the rings.
+    double shm [2][S_SIZES];
+    for (int staged = 0; staged < 2 && rc == 0; staged++)
+        for (size_t s = 0; s < S_SIZES && rc == 0; s++)
+            rc = s_shm_time (&options, s, staged, &shm [staged][s]);
+    if (rc == 0)
+        s_gloo_print (&gloo, transports, 3, two, shm);
     char path [512];
     //  ZeroMQ removes the IPC files of the sockets it closes; what a
     //  broken run left goes here.

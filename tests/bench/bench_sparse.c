@@ -941,11 +941,10 @@ s_run_peer (const s_plan_t *plan, s_batch_t *batches, s_peer_t *peer)
     };
     fprintf (stderr, "bench_sparse: timing PyTorch: %s %s\n", plan->python,
              BENCH_TORCH_SCRIPT);
-    pid_t pid = harness_spawn (argv, NULL, log);
-    int status = pid > 0 ? harness_wait_or_kill (pid, S_PEER_TIMEOUT) : -1;
-    json_t *lines = harness_jsonl_read (out);
-    json_t *result = lines && json_array_size (lines) ? json_array_get (lines, 0) : NULL;
-    if (status == 0 && result) {
+    json_t *lines = harness_peer_run (argv, out, log, S_PEER_TIMEOUT, peer->note,
+                                      sizeof peer->note, NULL);
+    if (lines) {
+        json_t *result = json_array_get (lines, 0);
         peer->ran = true;
         peer->gather_ids = s_json_number (result, "gather_ids_per_s");
         peer->adagrad_ids = s_json_number (result, "adagrad_ids_per_s");
@@ -954,19 +953,6 @@ s_run_peer (const s_plan_t *plan, s_batch_t *batches, s_peer_t *peer)
         snprintf (peer->note, sizeof peer->note, "PyTorch %s, 1 thread, timed in this run by "
                   "%s %s", json_is_string (version) ? json_string_value (version) : "?",
                   plan->python, BENCH_TORCH_SCRIPT);
-    }
-    else {
-        //  The peer's last line of output says why it gave no figure.
-        char last [400] = "no output", line [400];
-        FILE *file = fopen (log, "r");
-        while (file && fgets (line, sizeof line, file))
-            if (line [strspn (line, " \n")])
-                snprintf (last, sizeof last, "%s", line);
-        if (file)
-            fclose (file);
-        last [strcspn (last, "\n")] = 0;
-        snprintf (peer->note, sizeof peer->note, "%s %s exited %d (%s)", plan->python,
-                  BENCH_TORCH_SCRIPT, status, last);
     }
     json_decref (lines);
     harness_rmtree (dir);
