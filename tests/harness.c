@@ -361,6 +361,21 @@ harness_status_kib (pid_t pid, const char *field)
     return value;
 }
 
+static int
+s_compare_doubles (const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return x < y ? -1 : x > y;
+}
+
+double
+harness_median (double *samples, int n)
+{
+    assert (n >= 1);
+    qsort (samples, (size_t) n, sizeof *samples, s_compare_doubles);
+    return n % 2 ? samples [n / 2] : (samples [n / 2 - 1] + samples [n / 2]) / 2;
+}
+
 long
 harness_cpu_ticks (pid_t pid)
 {

@@ -98,6 +98,10 @@ int harness_clients_add_variable (harness_clients_t *clients, const char *name,
 //  Destroy both clients (harmless when they are closed already).
 void harness_clients_close (harness_clients_t *clients);
 
+//  The median of n >= 1 samples, which it sorts in place (the benchmarks'
+//  figure of a repeated timing).
+double harness_median (double *samples, int n);
+
 //  The CPU time (user + system, in clock ticks) process pid has used, from
 //  /proc/PID/stat, or -1.
 long harness_cpu_ticks (pid_t pid);

@@ -245,20 +245,6 @@ s_kill_all (s_procs_t *procs)
             perror ("kill");
 }
 
-static int
-s_compare_double (const void *a, const void *b)
-{
-    double x = *(const double *) a, y = *(const double *) b;
-    return x < y ? -1 : x > y;
-}
-
-static double
-s_median (double *values, int n)
-{
-    qsort (values, (size_t) n, sizeof *values, s_compare_double);
-    return n % 2 ? values [n / 2] : (values [n / 2 - 1] + values [n / 2]) / 2;
-}
-
 static void
 s_size_name (size_t bytes, char *buf, size_t size)
 {
@@ -421,7 +407,7 @@ s_ring_rows (const s_options_t *options, const char *transport, const char *dir,
         }
         if (rc)
             break;
-        double ms = s_median (slowest, run.iters);
+        double ms = harness_median (slowest, run.iters);
         own [s] = ms;
         double algbw = (double) s_sizes [s] / (ms * 1e6);
         double busbw = algbw * 2.0 * (n - 1) / n;
@@ -520,7 +506,7 @@ s_raw_receiver (s_raw_run_t *run, s_child_t *child)
                 times [b - 1] = (now - start) / per_block;
             start = now;
         }
-        if (harness_write_line (child->out, "%.6f", s_median (times, run->blocks)))
+        if (harness_write_line (child->out, "%.6f", harness_median (times, run->blocks)))
             return S_EXIT_PIPE;
     }
     s_zmq_end (pull, ctx);
@@ -741,7 +727,7 @@ s_shm_child (s_child_t *child, void *arg)
                      mine [i]);
             return S_EXIT_WRONG;
         }
-    if (me == 0 && harness_write_line (child->out, "%.6f", s_median (times, run->iters)))
+    if (me == 0 && harness_write_line (child->out, "%.6f", harness_median (times, run->iters)))
         return S_EXIT_PIPE;
     return 0;
 }
@@ -906,7 +892,7 @@ s_gloo_print (s_gloo_t *gloo, const char *const *transports, int ntransports,
             "size", "median ms", "algbw GB/s", "busbw GB/s", "vs gloo");
     double gloo_ms [S_SIZES] = { 0 };
     for (size_t s = 0; s < S_SIZES && measured; s++) {
-        gloo_ms [s] = s_median (gloo->times [s], gloo->count [s]);
+        gloo_ms [s] = harness_median (gloo->times [s], gloo->count [s]);
         s_gloo_row ("gloo", "none", s, gloo_ms [s], 0);
     }
     for (int t = 0; t < ntransports; t++)

@@ -67,6 +67,7 @@
 
 #include <cblas.h>
 
+#include "harness.h"
 #include "harness_benchrow.h"
 #include "ps_backend.h"
 #include "ps_clock.h"
@@ -203,19 +204,11 @@ s_floats (size_t n)
     return p;
 }
 
-static int
-s_compare_doubles (const void *a, const void *b)
-{
-    double x = *(const double *) a, y = *(const double *) b;
-    return x < y ? -1 : x > y;
-}
-
 //  Median, min and max of n samples; sorts them.
 static void
 s_stats (double *samples, int n, double *median, double *lo, double *hi)
 {
-    qsort (samples, (size_t) n, sizeof (double), s_compare_doubles);
-    *median = n % 2 ? samples [n / 2] : (samples [n / 2 - 1] + samples [n / 2]) / 2;
+    *median = harness_median (samples, n);
     *lo = samples [0];
     *hi = samples [n - 1];
 }

@@ -169,19 +169,11 @@ s_buffer (size_t bytes, float value)
     return buffer;
 }
 
-static int
-s_compare_doubles (const void *a, const void *b)
-{
-    double x = *(const double *) a, y = *(const double *) b;
-    return x < y ? -1 : x > y;
-}
-
 //  Median and mean of n samples; sorts them.
 static void
 s_stats (double *samples, int n, double *median, double *mean)
 {
-    qsort (samples, (size_t) n, sizeof (double), s_compare_doubles);
-    *median = n % 2 ? samples [n / 2] : (samples [n / 2 - 1] + samples [n / 2]) / 2;
+    *median = harness_median (samples, n);
     double sum = 0;
     for (int i = 0; i < n; i++)
         sum += samples [i];

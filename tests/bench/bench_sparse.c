@@ -91,6 +91,7 @@
 #define S_TIMEOUT_MS    120000
 #define S_DEPTH         4
 #define S_HUGE          ((size_t) 2 << 20)
+#define S_RTT_PULLS     501             //  pulls of one row timed for the round trip
 
 //  The PyTorch peer, tests/bench/torch_sparse.py, as the build knows it.
 #ifndef BENCH_TORCH_SCRIPT
@@ -1149,6 +1150,23 @@ s_parse (int argc, char *argv [], s_plan_t *plan)
     return 0;
 }
 
+//  The median round trip of a pull of one row through a path (the first
+//  id of each request in turn): what a request costs before its rows do.
+static double
+s_round_trip (const s_path_t *path, s_batch_t *batches)
+{
+    double times [S_RTT_PULLS];
+    float row [PS_TABLESPEC_MAX_DIM];
+    for (int i = 0; i < S_RTT_PULLS; i++) {
+        double start = s_now ();
+        path->pull (path->ctx, batches [i % 2].uids, 1, row);
+        if (path->flush && path->flush (path->ctx))
+            s_fail ("round trip", path->name);
+        times [i] = s_now () - start;
+    }
+    return harness_median (times, S_RTT_PULLS);
+}
+
 //  Time the worker's dedup and every path, (a) first, each table made and
 //  filled just before its turn and freed after it, then PyTorch; print.
 static void
@@ -1187,7 +1205,7 @@ s_bench (const s_path_t *paths, size_t npaths, const ps_tablespec_t *spec, s_wor
     //  (c) has no figure, and says why, where the server refuses the table.
     char why [1024] = "";
     ps_sparse_stats_t stats_c = { 0 };
-    double fill_c = 0, rss_c = -1;
+    double fill_c = 0, rss_c = -1, round_trip = -1;
     if (s_remote_start (&s_remote, spec, why, sizeof why) == 0) {
         fill_c = s_fill (remote, plan);
         stats_c = s_remote_stats (&s_remote);
@@ -1196,6 +1214,7 @@ s_bench (const s_path_t *paths, size_t npaths, const ps_tablespec_t *spec, s_wor
         s_time (S_PUSH, remote, worker, batches, plan);
         s_time (S_PULL, pipelined, worker, batches, plan);
         s_time (S_PUSH, pipelined, worker, batches, plan);
+        round_trip = s_round_trip (remote, batches);
         s_remote_stop (&s_remote);
     }
 
@@ -1210,6 +1229,15 @@ s_bench (const s_path_t *paths, size_t npaths, const ps_tablespec_t *spec, s_wor
     else
         s_print_memory ("in the ps-server", plan, &stats_c, rss_c, "the server's RSS", fill_c);
     s_print_peer (&peer, plan);
+    if (round_trip > 0) {
+        const s_row_t *a = s_row_find (S_PULL, 'a');
+        printf ("\n(c) a pull of one row, its round trip: %.1f us (median of %d), against the "
+                "%.1f us (a) takes for a whole request\n", round_trip * 1e6, S_RTT_PULLS,
+                a->seconds * 1e6);
+        harness_benchrow ("bench_sparse", "pull of one row, ps-server (c), round trip",
+                          "ceiling (a), a whole request", a->seconds * 1e3, round_trip * 1e3,
+                          "ms per request", HARNESS_LOWER_BETTER, NULL, HARNESS_GOAL_NONE);
+    }
     printf ("\nGoal: the ps-server over loopback at >= 50%% of the ceiling's rows/s\n"
             "(against (a), the plain array, and (h), the array on huge pages):\n");
     for (s_op_t op = S_PULL; op <= S_PUSH; op++)
