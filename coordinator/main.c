@@ -593,7 +593,7 @@ s_export (int argc, char *argv [])
 {
     char name [64];
     s_subcommand_name (argv, name, sizeof name);
-    s_export_args_t args = { NULL };
+    s_export_args_t args = { 0 };
     ps_cli_parse (&s_export_argp, argc, argv, &args);
     const char *checkpoint = args.checkpoint, *format_text = args.format, *out = args.out;
     const char *model = args.model;
