@@ -102,6 +102,7 @@ typedef struct {
     //  checkpoints written and failed when it came (s_on_signal).
     int stop_signal;
     int ckpts_at_signal, failures_at_signal;
+    double stop_eval_deadline_ms;   //  until when the stop waits for an evaluation
     bool stopped;               //  the run stopped on it, its checkpoint taken
 } s_coord_t;
 
@@ -913,6 +914,7 @@ s_on_signal (s_coord_t *self, int signo)
         return -1;
     }
     self->stop_signal = signo;
+    self->stop_eval_deadline_ms = ps_clock_ms () + 4.0 * self->job->heartbeat_ms + 1000;
     if (!ps_ckpt_ctl_enabled (self->ckpt)) {
         ps_warn ("%s: stopping; the job has no checkpoint directory, so the model is not kept",
                  name);
@@ -936,6 +938,11 @@ s_stop_on_signal (s_coord_t *self, double now)
     bool written = keeps && ps_ckpt_ctl_count (self->ckpt) > self->ckpts_at_signal;
     bool failed = keeps && ps_ckpt_ctl_failures (self->ckpt) > self->failures_at_signal;
     if (keeps && !written && !failed)
+        return;
+    //  An evaluation in flight (an epoch's end often asks for one just as
+    //  the signal comes) is waited for, a few heartbeats at most, so that
+    //  its record comes before the stopped record, which closes the file.
+    if (ps_evalq_busy (self->evalq) && now < self->stop_eval_deadline_ms)
         return;
     uint64_t done = ps_schedule_done_count (self->schedule);
     char name [32];

@@ -145,6 +145,34 @@ test_done_is_last (void **state)
     assert_int_equal (lines, 3);
 }
 
+//  So does a stopped run's: an evaluation that comes back after the stop
+//  signal's record (test_stop_signal once found its eval record last) is
+//  not written.
+static void
+test_stopped_is_last (void **state)
+{
+    (void) state;
+    char path [] = "/tmp/test_metrics-XXXXXX";
+    ps_metrics_t *metrics = s_metrics_file (path);
+    ps_metrics_event (metrics, "eval", json_pack ("{s:i}", "step", 40));
+    ps_metrics_event (metrics, "stopped", json_pack ("{s:i}", "steps", 47));
+    ps_metrics_event (metrics, "eval", json_pack ("{s:i}", "step", 47));
+    ps_metrics_destroy (&metrics);
+    FILE *file = fopen (path, "r");
+    assert_non_null (file);
+    char line [256];
+    int lines = 0;
+    const char *events [] = { "\"event\":\"eval\"", "\"event\":\"stopped\"" };
+    while (fgets (line, sizeof line, file)) {
+        assert_true (lines < 2);
+        assert_non_null (strstr (line, events [lines]));
+        lines++;
+    }
+    fclose (file);
+    unlink (path);
+    assert_int_equal (lines, 2);
+}
+
 static void
 s_expect_line (const char *text, const char *line)
 {
@@ -256,6 +284,7 @@ main (void)
         cmocka_unit_test (test_promtext_format),
         cmocka_unit_test (test_progress_record),
         cmocka_unit_test (test_done_is_last),
+        cmocka_unit_test (test_stopped_is_last),
         cmocka_unit_test (test_prometheus_text),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -228,14 +228,15 @@ ps_metrics_event (ps_metrics_t *self, const char *event, json_t *obj)
     if (!obj)
         obj = json_object ();
     s_count_event (self, event, obj);
-    //  A run's file ends with its done or failed record (schemas/metrics.md),
-    //  whatever the processes still do then: a worker that registers only
-    //  after the last step, say, is counted but not written. Only a failed
-    //  record follows a done one: a run whose end was not what was
-    //  scheduled.
+    //  A run's file ends with its done, stopped or failed record
+    //  (schemas/metrics.md), whatever the processes still do then: a worker
+    //  that registers only after the last step, or an evaluation that comes
+    //  back after a stop signal's record, is counted but not written. Only
+    //  a failed record follows a done or stopped one: a run whose end was
+    //  not what was scheduled.
     bool failed = strcmp (event, "failed") == 0;
     if (self->metrics && !self->failed && (!self->done || failed)) {
-        self->done = self->done || strcmp (event, "done") == 0;
+        self->done = self->done || strcmp (event, "done") == 0 || strcmp (event, "stopped") == 0;
         self->failed = failed;
         json_t *line = json_object ();
         json_object_set_new (line, "event", json_string (event));
