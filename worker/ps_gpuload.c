@@ -108,7 +108,7 @@ s_load (void)
 static void
 s_load (void)
 {
-    snprintf (s_why, sizeof s_why, "this build has no CUDA support");
+    snprintf (s_why, sizeof s_why, "no CUDA support: this ps-worker was built without CUDA");
 }
 
 #endif
