@@ -23,17 +23,29 @@ model received; each mode's samples/s and time against async's are
 BENCHROW lines (benchrow.py). Like every benchmark here it prints a table and never
 passes or fails on a time; it exits 1 only when a run fails.
 
+Right after each mirrored run, its peer: PyTorch's DistributedDataParallel
+over gloo (tests/bench/torch_ddp.py, under --python) with as many processes
+as workers, on the same model, data, seed, batch per process, Adam 1e-3,
+epochs and evaluation schedule, one thread per process. Its samples/s,
+time to the target and final accuracy are the anchors of mirrored's
+BENCHROW lines. --no-peer skips it; where torch cannot be imported, the
+rows say why in their anchor column.
+
 This machine has 2 cores: 4 workers (plus 2 servers in async mode) share
 them, so the 4-worker rows measure contention more than scaling.
 
 Usage: tests/bench/bench_modes.py [--quick] [--build DIR] [--epochs N] [--keep]
                                   [--modes LIST] [--workers LIST] [--staleness S]
+                                  [--no-peer] [--python P]
   --quick     6,400 training and 1,000 test examples, 3 epochs, target 80%
   --modes     comma-separated, of async,mirrored,ssp,sync (default all four)
   --workers   comma-separated worker counts (default 2,4)
+  --no-peer   do not run the DDP/gloo peer
+  --python P  the Python that runs torch_ddp.py (default /usr/bin/python3)
 """
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -45,6 +57,8 @@ import benchrow  # noqa: E402  (the BENCHROW lines run-all.sh collects)
 
 
 MODES = ("async", "mirrored", "ssp", "sync")
+HERE = os.path.dirname(os.path.abspath(__file__))
+PEER = "PyTorch DDP/gloo"
 
 
 def histogram_text(staleness):
@@ -90,6 +104,64 @@ def run_mode(bench, tmp, mode, workers, epochs, every, limit, timeout, staleness
     }
 
 
+def run_ddp(bench, workers, epochs, every, limit, timeout):
+    """torch_ddp.py on the mirrored run's configuration: its JSON record
+    with "mode" and "workers" added, or a string saying why there is none."""
+    argv = [bench.args.python, os.path.join(HERE, "torch_ddp.py"), "--world", str(workers),
+            "--epochs", str(epochs), "--batch", str(bc.BATCH), "--every", str(every),
+            "--target", str(bench.target), "--seed", str(bc.SEED)] \
+        + limit + bench.data_args()
+    print("    $ " + bc.command_text(argv))
+    try:
+        run = bc.Run(argv, name="ddp %d" % workers)
+    except OSError as e:
+        return "cannot run %s: %s" % (bench.args.python, e)
+    run.finish(timeout)
+    lines = [text for _, text in run.lines]
+    for text in lines:
+        if text.startswith("peer none:"):
+            return text[len("peer none:"):].strip()
+    record = None
+    for text in reversed(lines):
+        if text.startswith("{"):
+            try:
+                record = json.loads(text)
+            except ValueError:
+                continue
+            break
+    if run.rc != 0 or record is None:
+        print("    DDP/gloo peer FAILED: exit %s; last output:\n%s" % (run.rc, run.tail()))
+        return "torch_ddp.py exited %s%s" % (run.rc, " (timed out)" if run.rc == 124 else "")
+    record.update({"mode": "DDP/gloo", "workers": workers})
+    return record
+
+
+def peer_row(r):
+    """A DDP/gloo record as a row of the modes' table."""
+    return {
+        "mode": r["mode"], "workers": r["workers"], "sps": r["samples_per_s"],
+        "hit": r["time_to_target_s"], "epoch": r["epoch_at_target"], "final": r["final_accuracy"],
+        "updates": r["updates"], "wall": r["wall_s"], "steps_ok": None, "equal": None,
+        "staleness": "-",
+    }
+
+
+def peer_benchrows(workers, mirrored, peer):
+    """Mirrored mode's samples/s, time to target and final accuracy against
+    DDP/gloo's; where the peer did not run, rows that say why."""
+    for what, key, peer_key, unit, better in (
+            ("samples/s", "sps", "samples_per_s", "samples/s", "higher"),
+            ("time to target", "hit", "time_to_target_s", "s", "lower"),
+            ("final test accuracy", "final", "final_accuracy", "accuracy", "higher")):
+        name = "%s, mirrored, %d workers" % (what, workers)
+        if isinstance(peer, dict):
+            benchrow.row("bench_modes", name, "%s, %d processes" % (PEER, workers),
+                         peer[peer_key], mirrored[key], unit, better)
+        else:
+            benchrow.row("bench_modes", name, "%s: not run (%s)" % (PEER, peer), None,
+                         mirrored[key], unit, better)
+
+
 def main(argv):
     p = argparse.ArgumentParser(description="the four modes (see the module docstring)")
     p.add_argument("--quick", action="store_true")
@@ -100,6 +172,8 @@ def main(argv):
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--workers", default="2,4")
     p.add_argument("--staleness", type=int, default=3)
+    p.add_argument("--no-peer", action="store_true")
+    p.add_argument("--python", default="/usr/bin/python3")
     args = p.parse_args(argv)
     modes = args.modes.split(",")
     for mode in modes:
@@ -128,23 +202,34 @@ def main(argv):
               " (all 60,000 / 10,000 examples)"))
     print("    " + bc.load_line())
     rows = []
+    peers = {}                  # workers: DDP/gloo's record, or why there is none
     for workers in counts:
         for mode in modes:
             r = run_mode(bench, tmp, mode, workers, epochs, every, limit, timeout,
                          args.staleness)
             if r:
                 rows.append(r)
+            if mode == "mirrored":
+                peers[workers] = ("--no-peer" if args.no_peer else
+                                  run_ddp(bench, workers, epochs, every, limit, timeout))
     print("    " + bc.load_line())
     print()
+    # Each DDP/gloo run right below the mirrored run it is the peer of.
+    shown = []
+    for r in rows:
+        shown.append(r)
+        peer = peers.get(r["workers"]) if r["mode"] == "mirrored" else None
+        if isinstance(peer, dict):
+            shown.append(peer_row(peer))
     bc.table(
         ["mode", "workers", "samples/s", "time to %.0f%% (s)" % (100 * bench.target),
          "epoch at target", "final accuracy", "updates", "wall (s)", "all steps once",
          "replicas equal", "ssp leads (steps: count)"],
         [[r["mode"], r["workers"], bc.f(r["sps"], ".0f"), bc.f(r["hit"], ".1f"),
           bc.f(r["epoch"], ".2f"), bc.f(r["final"], ".4f"), r["updates"], bc.f(r["wall"], ".1f"),
-          "yes" if r["steps_ok"] else "NO",
+          "-" if r["steps_ok"] is None else ("yes" if r["steps_ok"] else "NO"),
           "-" if r["equal"] is None else ("yes" if r["equal"] else "NO"),
-          r["staleness"]] for r in rows],
+          r["staleness"]] for r in shown],
         ["<"] + [">"] * 7 + ["<", "<", "<"])
     for workers in counts:
         same = {r["mode"]: r for r in rows if r["workers"] == workers}
@@ -157,6 +242,20 @@ def main(argv):
                                                 ("time to target", "hit", "s", "lower")):
                     benchrow.row("bench_modes", "%s, %s, %d workers" % (what, mode, workers),
                                  "async", same["async"][key], same[mode][key], unit, better)
+        if "mirrored" in same and workers in peers:
+            peer = peers[workers]
+            if isinstance(peer, dict):
+                print("    %d workers: mirrored / %s: samples/s %s, time to target %s, "
+                      "final accuracy %s against %s" % (
+                          workers, PEER, bc.f(bc.ratio(same["mirrored"]["sps"],
+                                                       peer["samples_per_s"]), ".2f"),
+                          bc.f(bc.ratio(same["mirrored"]["hit"], peer["time_to_target_s"]),
+                               ".2f"),
+                          bc.f(same["mirrored"]["final"], ".4f"),
+                          bc.f(peer["final_accuracy"], ".4f")))
+            else:
+                print("    %d workers: %s: not run (%s)" % (workers, PEER, peer))
+            peer_benchrows(workers, same["mirrored"], peer)
     if args.keep:
         print("metrics and logs kept in " + tmp)
     else:

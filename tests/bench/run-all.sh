@@ -65,6 +65,7 @@ benches=(
   "bench_sparse|$bench/bench_sparse|$bench/bench_sparse --quick"
   "bench_cluster|$pb/bench_cluster.py $on|$pb/bench_cluster.py $on --quick"
   "bench_modes|$pb/bench_modes.py $on|$pb/bench_modes.py $on --quick --workers 2"
+  "bench_rpc|$pb/bench_rpc.py $on|$pb/bench_rpc.py $on --quick"
   "bench_ctr|$pb/bench_ctr.py $on --cluster|$pb/bench_ctr.py $on --cluster $ctr_small"
   "bench_ctr_scale|$pb/bench_ctr_scale.py $on|$pb/bench_ctr_scale.py $on --rows 20000 $scale_small"
   "bench_export_tables|$pb/bench_export_tables.py $build|$pb/bench_export_tables.py $build $small"
