@@ -289,6 +289,35 @@ def command_text(argv):
     return " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(argv))
 
 
+def run_json_peer(argv, name, what, timeout):
+    """Run a PyTorch peer (argv: its Python and script, then arguments) and
+    return its last JSON line as a dict, or a string saying why there is
+    none: the peer's own "peer none: WHY" line (no torch), or its exit."""
+    print("    $ " + command_text(argv))
+    try:
+        run = Run(argv, name=name)
+    except OSError as e:
+        return "cannot run %s: %s" % (argv[0], e)
+    run.finish(timeout)
+    lines = [text for _, text in run.lines]
+    for text in lines:
+        if text.startswith("peer none:"):
+            return text[len("peer none:"):].strip()
+    record = None
+    for text in reversed(lines):
+        if text.startswith("{"):
+            try:
+                record = json.loads(text)
+            except ValueError:
+                continue
+            break
+    if run.rc != 0 or record is None:
+        print("    %s FAILED: exit %s; last output:\n%s" % (what, run.rc, run.tail()))
+        return "%s exited %s%s" % (os.path.basename(argv[1]), run.rc,
+                                   " (timed out)" if run.rc == 124 else "")
+    return record
+
+
 class Bench:
     def __init__(self, args):
         self.args = args

@@ -45,7 +45,6 @@ Usage: tests/bench/bench_modes.py [--quick] [--build DIR] [--epochs N] [--keep]
 """
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -111,27 +110,9 @@ def run_ddp(bench, workers, epochs, every, limit, timeout):
             "--epochs", str(epochs), "--batch", str(bc.BATCH), "--every", str(every),
             "--target", str(bench.target), "--seed", str(bc.SEED)] \
         + limit + bench.data_args()
-    print("    $ " + bc.command_text(argv))
-    try:
-        run = bc.Run(argv, name="ddp %d" % workers)
-    except OSError as e:
-        return "cannot run %s: %s" % (bench.args.python, e)
-    run.finish(timeout)
-    lines = [text for _, text in run.lines]
-    for text in lines:
-        if text.startswith("peer none:"):
-            return text[len("peer none:"):].strip()
-    record = None
-    for text in reversed(lines):
-        if text.startswith("{"):
-            try:
-                record = json.loads(text)
-            except ValueError:
-                continue
-            break
-    if run.rc != 0 or record is None:
-        print("    DDP/gloo peer FAILED: exit %s; last output:\n%s" % (run.rc, run.tail()))
-        return "torch_ddp.py exited %s%s" % (run.rc, " (timed out)" if run.rc == 124 else "")
+    record = bc.run_json_peer(argv, "ddp %d" % workers, "DDP/gloo peer", timeout)
+    if isinstance(record, str):
+        return record
     record.update({"mode": "DDP/gloo", "workers": workers})
     return record
 

@@ -34,7 +34,6 @@ Usage: tests/bench/bench_rpc.py [--quick] [--build DIR] [--data DIR] [--epochs N
 """
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -82,27 +81,9 @@ def run_peer(bench, epochs, limit, timeout):
     argv = [bench.args.python, os.path.join(HERE, "torch_rpc_ps.py"),
             "--trainers", str(WORKERS), "--epochs", str(epochs), "--batch", str(bc.BATCH),
             "--seed", str(bc.SEED)] + limit + bench.data_args()
-    print("    $ " + bc.command_text(argv))
-    try:
-        run = bc.Run(argv, name="rpc")
-    except OSError as e:
-        return "cannot run %s: %s" % (bench.args.python, e)
-    run.finish(timeout)
-    lines = [text for _, text in run.lines]
-    for text in lines:
-        if text.startswith("peer none:"):
-            return text[len("peer none:"):].strip()
-    record = None
-    for text in reversed(lines):
-        if text.startswith("{"):
-            try:
-                record = json.loads(text)
-            except ValueError:
-                continue
-            break
-    if run.rc != 0 or record is None:
-        print("    rpc peer FAILED: exit %s; last output:\n%s" % (run.rc, run.tail()))
-        return "torch_rpc_ps.py exited %s%s" % (run.rc, " (timed out)" if run.rc == 124 else "")
+    record = bc.run_json_peer(argv, "rpc", "rpc peer", timeout)
+    if isinstance(record, str):
+        return record
     return {"sps": record["samples_per_s"], "train_s": record["train_s"],
             "final": record["final_accuracy"], "updates": record["steps"], "once": "-",
             "torch": record["torch"]}
