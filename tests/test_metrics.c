@@ -112,6 +112,25 @@ test_progress_record (void **state)
     json_decref (record);
 }
 
+//  The file at path holds exactly these n events, in order; it is removed.
+static void
+s_assert_events (const char *path, const char *const *events, int n)
+{
+    FILE *file = fopen (path, "r");
+    assert_non_null (file);
+    char line [256], wanted [64];
+    int lines = 0;
+    while (fgets (line, sizeof line, file)) {
+        assert_true (lines < n);
+        snprintf (wanted, sizeof wanted, "\"event\":\"%s\"", events [lines]);
+        assert_non_null (strstr (line, wanted));
+        lines++;
+    }
+    fclose (file);
+    unlink (path);
+    assert_int_equal (lines, n);
+}
+
 //  A run's file ends with its done record: an event after it (a worker
 //  registering after the last step) is not written, but for the failed
 //  record of a run that did not verify; after failed, nothing. test_own_data read
@@ -129,20 +148,8 @@ test_done_is_last (void **state)
     ps_metrics_event (metrics, "failed", NULL);
     ps_metrics_event (metrics, "registered", json_pack ("{s:s}", "role", "worker"));
     ps_metrics_destroy (&metrics);
-    FILE *file = fopen (path, "r");
-    assert_non_null (file);
-    char line [256];
-    int lines = 0;
-    const char *events [] = { "\"event\":\"registered\"", "\"event\":\"done\"",
-                              "\"event\":\"failed\"" };
-    while (fgets (line, sizeof line, file)) {
-        assert_true (lines < 3);
-        assert_non_null (strstr (line, events [lines]));
-        lines++;
-    }
-    fclose (file);
-    unlink (path);
-    assert_int_equal (lines, 3);
+    const char *events [] = { "registered", "done", "failed" };
+    s_assert_events (path, events, 3);
 }
 
 //  So does a stopped run's: an evaluation that comes back after the stop
@@ -158,19 +165,8 @@ test_stopped_is_last (void **state)
     ps_metrics_event (metrics, "stopped", json_pack ("{s:i}", "steps", 47));
     ps_metrics_event (metrics, "eval", json_pack ("{s:i}", "step", 47));
     ps_metrics_destroy (&metrics);
-    FILE *file = fopen (path, "r");
-    assert_non_null (file);
-    char line [256];
-    int lines = 0;
-    const char *events [] = { "\"event\":\"eval\"", "\"event\":\"stopped\"" };
-    while (fgets (line, sizeof line, file)) {
-        assert_true (lines < 2);
-        assert_non_null (strstr (line, events [lines]));
-        lines++;
-    }
-    fclose (file);
-    unlink (path);
-    assert_int_equal (lines, 2);
+    const char *events [] = { "eval", "stopped" };
+    s_assert_events (path, events, 2);
 }
 
 static void
