@@ -23,6 +23,7 @@
 #include "harness_rand.h"
 #include "ps_ledger.h"
 #include "ps_rowopt.h"
+#include "ps_slabs.h"
 #include "ps_sparse.h"
 
 //  --------------------------------------------------------------------
@@ -452,6 +453,117 @@ test_memory_bound (void **state)
 }
 
 //  --------------------------------------------------------------------
+//  Index blocks
+
+//  Blocks of every kind: calloc's below PS_SLABS_BLOCK_MIN, shared
+//  regions up to half a region, mappings of their own above. Each comes
+//  zeroed (a reused one too), blocks held together are disjoint, shared
+//  ones are aligned to their size, and when the last block of a region
+//  goes, so does the region's mapping.
+static void
+test_index_blocks (void **state)
+{
+    (void) state;
+    enum { REGION = 2 << 20, MAX_BLOCKS = 2 * 32 + 1 };
+    ps_slabs_t *slabs = ps_slabs_new ();
+    assert_non_null (slabs);
+    size_t sizes [] = { 4096, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20,
+                        2 << 20, 4 << 20 };
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes [0]; k++) {
+        size_t size = sizes [k];
+        bool shared = size >= PS_SLABS_BLOCK_MIN && size < REGION;
+        //  Two full regions and one block of a third, where they share.
+        size_t per = shared ? REGION / size : 1;
+        size_t n = shared ? 2 * per + 1 : 3;
+        uint8_t *blocks [MAX_BLOCKS];
+        for (size_t i = 0; i < n; i++) {
+            blocks [i] = ps_slabs_block (slabs, size);
+            assert_non_null (blocks [i]);
+            for (size_t b = 0; b < size; b += 512)
+                assert_int_equal (blocks [i][b] | blocks [i][size - 1], 0);
+            if (shared)
+                assert_int_equal ((uintptr_t) blocks [i] % size, 0);
+            memset (blocks [i], (int) (i + 1), size);
+        }
+        size_t mapped = shared ? 3 * (size_t) REGION : size >= REGION ? n * size : 0;
+        assert_int_equal (ps_slabs_block_mapped (slabs), mapped);
+        for (size_t i = 0; i < n; i++)
+            assert_true (blocks [i][0] == i + 1 && blocks [i][size - 1] == i + 1
+                         && blocks [i][size / 2] == i + 1);
+        //  A block given back and taken again reads as zeros.
+        ps_slabs_block_free (slabs, blocks [0], size);
+        blocks [0] = ps_slabs_block (slabs, size);
+        assert_non_null (blocks [0]);
+        for (size_t b = 0; b < size; b += 64)
+            assert_int_equal (blocks [0][b], 0);
+        assert_int_equal (ps_slabs_block_mapped (slabs), mapped);
+        //  The lone block of the third region goes, and its region.
+        ps_slabs_block_free (slabs, blocks [n - 1], size);
+        if (shared)
+            assert_int_equal (ps_slabs_block_mapped (slabs), 2 * (size_t) REGION);
+        for (size_t i = 0; i + 1 < n; i++)
+            ps_slabs_block_free (slabs, blocks [i], size);
+        assert_int_equal (ps_slabs_block_mapped (slabs), 0);
+    }
+    ps_slabs_block_free (slabs, NULL, 1 << 20);
+    ps_slabs_destroy (&slabs);
+    assert_null (slabs);
+}
+
+//  A table of 800,000 rows: its stripes' indexes grow out of calloc into
+//  blocks of 64 KiB and then 128 KiB, the smaller ones freed as they
+//  double; every row still holds its own value (SGD: start - lr g).
+static void
+test_large_index (void **state)
+{
+    (void) state;
+    enum { ROWS = 800000, DIM = 2, BATCH = 10000 };
+    ps_tablespec_t spec;
+    ps_tablespec_default (&spec, "large", DIM);
+    ps_rowopt_default (&spec.opt, PS_ROWOPT_SGD);
+    spec.opt.lr = 0.5;
+    ps_sparse_t *table = ps_sparse_new (&spec, NULL);
+    assert_non_null (table);
+    uint64_t *ids = malloc (BATCH * sizeof *ids);
+    float *grads = malloc (BATCH * DIM * sizeof *grads);
+    float *got = malloc (BATCH * DIM * sizeof *got);
+    assert_non_null (ids && grads && got);
+    for (uint64_t step = 1; step <= ROWS / BATCH; step++) {
+        for (size_t i = 0; i < BATCH; i++) {
+            uint64_t n = (step - 1) * BATCH + i;
+            ids [i] = ps_mix64 (n) | 1;
+            grads [i * DIM] = (float) (n % 1000) * 0.001f;
+            grads [i * DIM + 1] = -1.0f;
+        }
+        ps_sparse_push_result_t result;
+        harness_ok (ps_sparse_push (table, step, ids, BATCH, grads, &result), NULL);
+        assert_int_equal (result.created, BATCH);
+    }
+    ps_sparse_stats_t stats;
+    ps_sparse_stats (table, &stats);
+    assert_int_equal (stats.rows, ROWS);
+    float start [DIM];
+    for (uint64_t base = 0; base < ROWS; base += BATCH) {
+        for (size_t i = 0; i < BATCH; i++)
+            ids [i] = ps_mix64 (base + i) | 1;
+        ps_sparse_pull (table, ids, BATCH, got);
+        for (size_t i = 0; i < BATCH; i++) {
+            ps_tablespec_init_row (&spec, ids [i], start);
+            float want0 = start [0] - 0.5f * ((float) ((base + i) % 1000) * 0.001f);
+            float want1 = start [1] - 0.5f * -1.0f;
+            if (got [i * DIM] != want0 || got [i * DIM + 1] != want1)
+                fail_msg ("row %llu (id %llu): %.9g %.9g, expected %.9g %.9g",
+                          (unsigned long long) (base + i), (unsigned long long) ids [i],
+                          got [i * DIM], got [i * DIM + 1], want0, want1);
+        }
+    }
+    free (ids);
+    free (grads);
+    free (got);
+    ps_sparse_destroy (&table);
+}
+
+//  --------------------------------------------------------------------
 //  Concurrency
 
 #define C_THREADS  4
@@ -582,6 +694,8 @@ main (void)
         cmocka_unit_test (test_check_push),
         cmocka_unit_test (test_eviction_frees),
         cmocka_unit_test (test_memory_bound),
+        cmocka_unit_test (test_index_blocks),
+        cmocka_unit_test (test_large_index),
         cmocka_unit_test (test_concurrent),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

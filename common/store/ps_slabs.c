@@ -20,12 +20,25 @@ typedef struct {
     size_t len;
 } s_map_t;
 
+//  Block sizes that share regions: PS_SLABS_BLOCK_MIN << c for class c.
+#define S_CLASSES  5
+
+//  A region of blocks of one size: bit b of used and handed is block b.
+typedef struct {
+    uint8_t *base;
+    uint32_t used;              //  held now
+    uint32_t handed;            //  ever handed out: no longer reads as zeros
+} s_blocks_t;
+
 struct _ps_slabs_t {
     pthread_mutex_t lock;
     s_map_t *maps;
     size_t nmaps, cap;
     uint8_t *region;            //  the region slabs are carved out of now
     size_t used;                //  bytes handed out of it
+    s_blocks_t *blocks [S_CLASSES];
+    size_t nblocks [S_CLASSES], blocks_cap [S_CLASSES];
+    size_t block_mapped;        //  bytes mapped for blocks
 };
 
 ps_slabs_t *
@@ -57,17 +70,28 @@ ps_slabs_destroy (ps_slabs_t **self_p)
             logged = true;
         }
     free (self->maps);
+    //  Blocks are freed by their holders first; a region some still hold
+    //  is unmapped all the same.
+    for (int c = 0; c < S_CLASSES; c++) {
+        for (size_t i = 0; i < self->nblocks [c]; i++)
+            if (munmap (self->blocks [c][i].base, S_REGION) != 0 && !logged) {
+                ps_error ("sparse table index blocks: munmap: %s", strerror (errno));
+                logged = true;
+            }
+        free (self->blocks [c]);
+    }
     pthread_mutex_destroy (&self->lock);
     free (self);
     *self_p = NULL;
 }
 
-//  A new region, aligned to its size: mapped twice as large, and the
-//  unaligned head and tail given back. NULL when memory cannot be had.
+//  A new mapping of len bytes (a multiple of S_REGION) aligned to
+//  S_REGION: mapped a region larger, and the unaligned head and tail given
+//  back. NULL when memory cannot be had.
 static void *
-s_region_map (void)
+s_map_aligned (size_t len)
 {
-    uint8_t *base = mmap (NULL, 2 * S_REGION, PROT_READ | PROT_WRITE,
+    uint8_t *base = mmap (NULL, len + S_REGION, PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED)
         return NULL;
@@ -79,15 +103,21 @@ s_region_map (void)
     //  mappings. What is left mapped is then never touched (it holds no
     //  memory, only addresses), and memory could not be had.
     if ((head && munmap (base, head) != 0)
-    ||  (tail && munmap (region + S_REGION, tail) != 0)) {
+    ||  (tail && munmap (region + len, tail) != 0)) {
         ps_error ("sparse table slabs: munmap: %s", strerror (errno));
         return NULL;
     }
     //  A kernel without transparent huge pages refuses (EINVAL): the region
     //  is then ordinary memory, and only the speed differs.
-    if (madvise (region, S_REGION, MADV_HUGEPAGE) != 0 && errno != EINVAL)
+    if (madvise (region, len, MADV_HUGEPAGE) != 0 && errno != EINVAL)
         ps_error ("sparse table slabs: madvise: %s", strerror (errno));
     return region;
+}
+
+static void *
+s_region_map (void)
+{
+    return s_map_aligned (S_REGION);
 }
 
 //  Record a mapping, to be unmapped with the slabs. Returns 0, or -1
@@ -147,4 +177,127 @@ ps_slabs_alloc (ps_slabs_t *self, size_t bytes)
 done:
     pthread_mutex_unlock (&self->lock);
     return slab;
+}
+
+//  --------------------------------------------------------------------
+//  Index blocks
+
+//  The class of a block size shared in regions, or -1.
+static int
+s_block_class (size_t bytes)
+{
+    for (int c = 0; c < S_CLASSES; c++)
+        if (bytes == (size_t) PS_SLABS_BLOCK_MIN << c)
+            return c;
+    return -1;
+}
+
+//  A block of class c: one free in a region of the class, else the first
+//  of a new region. Under the lock.
+static void *
+s_block_take (ps_slabs_t *self, int c)
+{
+    size_t size = (size_t) PS_SLABS_BLOCK_MIN << c;
+    uint32_t full = (uint32_t) ((UINT64_C (1) << (S_REGION / size)) - 1);
+    s_blocks_t *r = NULL;
+    for (size_t i = 0; i < self->nblocks [c] && !r; i++)
+        if (self->blocks [c][i].used != full)
+            r = &self->blocks [c][i];
+    if (!r) {
+        if (self->nblocks [c] == self->blocks_cap [c]) {
+            size_t cap = self->blocks_cap [c] ? 2 * self->blocks_cap [c] : 8;
+            s_blocks_t *grown = realloc (self->blocks [c], cap * sizeof *grown);
+            if (!grown)
+                return NULL;
+            self->blocks [c] = grown;
+            self->blocks_cap [c] = cap;
+        }
+        uint8_t *base = s_region_map ();
+        if (!base)
+            return NULL;
+        self->block_mapped += S_REGION;
+        r = &self->blocks [c][self->nblocks [c]++];
+        *r = (s_blocks_t) { base, 0, 0 };
+    }
+    uint32_t b = (uint32_t) __builtin_ctz (~r->used);
+    uint8_t *block = r->base + (size_t) b * size;
+    if (r->handed & (UINT32_C (1) << b))
+        memset (block, 0, size);
+    r->used |= UINT32_C (1) << b;
+    r->handed |= UINT32_C (1) << b;
+    return block;
+}
+
+void *
+ps_slabs_block (ps_slabs_t *self, size_t bytes)
+{
+    assert (self);
+    assert (bytes && (bytes & (bytes - 1)) == 0);
+    if (bytes < PS_SLABS_BLOCK_MIN)
+        return calloc (1, bytes);
+    void *block = NULL;
+    pthread_mutex_lock (&self->lock);
+    int c = s_block_class (bytes);
+    if (c >= 0)
+        block = s_block_take (self, c);
+    else {
+        //  A fresh mapping reads as zeros.
+        block = s_map_aligned (bytes);
+        if (block)
+            self->block_mapped += bytes;
+    }
+    pthread_mutex_unlock (&self->lock);
+    return block;
+}
+
+void
+ps_slabs_block_free (ps_slabs_t *self, void *block, size_t bytes)
+{
+    assert (self);
+    if (!block)
+        return;
+    if (bytes < PS_SLABS_BLOCK_MIN) {
+        free (block);
+        return;
+    }
+    pthread_mutex_lock (&self->lock);
+    int c = s_block_class (bytes);
+    if (c < 0) {
+        if (munmap (block, bytes) != 0)
+            ps_error ("sparse table index blocks: munmap: %s", strerror (errno));
+        else
+            self->block_mapped -= bytes;
+    }
+    else {
+        size_t size = (size_t) PS_SLABS_BLOCK_MIN << c;
+        uint8_t *p = block;
+        size_t i = 0;
+        while (i < self->nblocks [c]
+           &&  !(p >= self->blocks [c][i].base && p < self->blocks [c][i].base + S_REGION))
+            i++;
+        assert (i < self->nblocks [c]);
+        s_blocks_t *r = &self->blocks [c][i];
+        r->used &= ~(UINT32_C (1) << ((size_t) (p - r->base) / size));
+        //  An empty region goes back to the kernel; one that cannot be
+        //  unmapped stays, to be used again.
+        if (r->used == 0) {
+            if (munmap (r->base, S_REGION) != 0)
+                ps_error ("sparse table index blocks: munmap: %s", strerror (errno));
+            else {
+                self->block_mapped -= S_REGION;
+                *r = self->blocks [c][--self->nblocks [c]];
+            }
+        }
+    }
+    pthread_mutex_unlock (&self->lock);
+}
+
+size_t
+ps_slabs_block_mapped (ps_slabs_t *self)
+{
+    assert (self);
+    pthread_mutex_lock (&self->lock);
+    size_t mapped = self->block_mapped;
+    pthread_mutex_unlock (&self->lock);
+    return mapped;
 }

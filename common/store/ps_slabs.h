@@ -39,4 +39,25 @@ void *ps_slabs_alloc (ps_slabs_t *self, size_t bytes);
 //  unused end is never more than that when a slab does not fit.
 #define PS_SLABS_MAX  (256 * 1024)
 
+//  A block of bytes (a power of two) for a stripe's index, zeroed, or NULL
+//  when memory cannot be had. Safe from several threads. An index is read
+//  at random like the rows, and a table's indexes together are tens of
+//  MiB, so on 4 KiB pages each lookup's entry would cost a TLB miss too.
+//  Unlike slabs, an index is freed when it doubles, so blocks are not
+//  carved for good: from PS_SLABS_BLOCK_MIN to half a region, blocks of
+//  one size share regions, a freed block is the next of its size handed
+//  out, and a region whose blocks are all free is unmapped (the stripes
+//  of a table grow together, so the regions of the smaller sizes empty as
+//  they do); from a region's size up, a block is a huge-page mapping of
+//  its own; below PS_SLABS_BLOCK_MIN, it is calloc's.
+void *ps_slabs_block (ps_slabs_t *self, size_t bytes);
+
+//  Give back a block of ps_slabs_block of this size (NULL: nothing).
+void ps_slabs_block_free (ps_slabs_t *self, void *block, size_t bytes);
+
+//  Bytes mapped for blocks now, regions and own mappings (not calloc's).
+size_t ps_slabs_block_mapped (ps_slabs_t *self);
+
+#define PS_SLABS_BLOCK_MIN  (64 * 1024)
+
 #endif

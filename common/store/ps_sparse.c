@@ -104,7 +104,7 @@ ps_sparse_destroy (ps_sparse_t **self_p)
     if (!self)
         return;
     for (uint32_t s = 0; s < PS_SPARSE_STRIPES; s++)
-        ps_sparse_stripe_fini (&self->stripes [s]);
+        ps_sparse_stripe_fini (&self->stripes [s], &self->layout);
     ps_slabs_destroy (&self->slabs);
     ps_ledger_destroy (&self->ledger);
     pthread_mutex_destroy (&self->ledger_lock);

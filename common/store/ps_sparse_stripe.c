@@ -16,7 +16,9 @@
 //  Snapshots below), stays within PS_SLABS_MAX (256 KiB). The index
 //  is open addressing with linear probing, placed by the low bits of
 //  ps_sparse_hash (id), doubled when it would pass a load of 3/4, and
-//  emptied by backward shifting, so it never holds tombstones. An entry
+//  emptied by backward shifting, so it never holds tombstones; its memory
+//  is a block of the table's (ps_slabs_block: from 64 KiB on, on huge
+//  pages, since every lookup starts with a random read of it). An entry
 //  (0: empty) is 32 bits: slot + 1 in its low bits, as many as the slabs'
 //  slots need (slot_mask), and in the bits above them the same bits of
 //  the id's hash shifted down 26 (below the stripe's bits), a fingerprint:
@@ -124,7 +126,7 @@ s_marks_bytes (uint32_t rows)
 
 //  The chunk and offset of a slot: chunks 0..K double from 16 rows, the
 //  rest all hold 16 << K.
-static void
+static inline void
 s_locate (const ps_sparse_layout_t *lay, uint32_t slot, uint32_t *k, uint32_t *offset)
 {
     uint32_t geometric = S_FIRST_CHUNK_ROWS * ((UINT32_C (2) << lay->chunk_k) - 1);
@@ -140,7 +142,7 @@ s_locate (const ps_sparse_layout_t *lay, uint32_t slot, uint32_t *k, uint32_t *o
     }
 }
 
-static s_row_t *
+static inline s_row_t *
 s_row (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint32_t slot)
 {
     uint32_t k, offset;
@@ -288,7 +290,7 @@ s_index_reserve (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st)
     uint64_t grown = size ? 2 * size : 16;
     if (grown > (UINT64_C (1) << 32))
         return PS_ETOOBIG;
-    uint32_t *index = calloc ((size_t) grown, sizeof *index);
+    uint32_t *index = ps_slabs_block (lay->slabs, (size_t) grown * sizeof *index);
     if (!index)
         return PS_ETOOBIG;
     uint32_t mask = (uint32_t) (grown - 1);
@@ -302,7 +304,7 @@ s_index_reserve (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st)
             pos = (pos + 1) & mask;
         index [pos] = entry;
     }
-    free (st->index);
+    ps_slabs_block_free (lay->slabs, st->index, (size_t) size * sizeof *index);
     st->bytes += (grown - size) * sizeof *index;
     st->index = index;
     st->mask = mask;
@@ -672,10 +674,12 @@ ps_sparse_stripe_init (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
 }
 
 void
-ps_sparse_stripe_fini (ps_sparse_stripe_t *self)
+ps_sparse_stripe_fini (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout)
 {
     free (self->chunks);
-    free (self->index);
+    if (self->index)
+        ps_slabs_block_free (layout->slabs, self->index,
+                             ((size_t) self->mask + 1) * sizeof *self->index);
     free (self->sketch);
     free (self->evicted);
     pthread_mutex_destroy (&self->lock);
@@ -776,6 +780,27 @@ s_pipeline_step (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st,
             s_load_row (lay, st, g->hashes [g->order [k + S_AHEAD]], bytes, write);
 }
 
+//  Copy a row's value: of a constant size for the common widths, a few
+//  vector moves in line rather than a call to memcpy for every row.
+static inline void
+s_copy_value (float *restrict out, const float *restrict value, uint32_t dim)
+{
+    switch (dim) {
+        case 8:
+            memcpy (out, value, 8 * sizeof (float));
+            break;
+        case 16:
+            memcpy (out, value, 16 * sizeof (float));
+            break;
+        case 32:
+            memcpy (out, value, 32 * sizeof (float));
+            break;
+        default:
+            memcpy (out, value, dim * sizeof (float));
+            break;
+    }
+}
+
 void
 ps_sparse_stripe_read (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
                        const ps_sparse_group_t *group, float *out, bool *found)
@@ -791,7 +816,7 @@ ps_sparse_stripe_read (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
                                 group->hashes [i]);
         found [i] = hit.row != NULL;
         if (hit.row && out)
-            memcpy (out + (size_t) i * dim, hit.row->data, dim * sizeof (float));
+            s_copy_value (out + (size_t) i * dim, hit.row->data, dim);
     }
 }
 

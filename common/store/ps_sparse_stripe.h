@@ -61,7 +61,7 @@ typedef struct {
 //  Returns 0, or PS_ETOOBIG when the filter cannot be had; either way
 //  ps_sparse_stripe_fini releases what the stripe holds.
 int ps_sparse_stripe_init (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout);
-void ps_sparse_stripe_fini (ps_sparse_stripe_t *self);
+void ps_sparse_stripe_fini (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout);
 
 //  A stripe's ids of a request, in the order they are used: for k in
 //  [0, n), id ids [order [k]], whose ps_sparse_hash is hashes [order [k]].
