@@ -1107,6 +1107,11 @@ s_parse (int argc, char *argv [], s_plan_t *plan)
         if (strcmp (argv [i], "--zipf") == 0 && value && (plan->zipf = atof (value)) > 0)
             i++;
         else
+        if (strcmp (argv [i], "--batches") == 0 && value && atoi (value) > 0) {
+            plan->nbatches = atoi (value);
+            i++;
+        }
+        else
         if (strcmp (argv [i], "--python") == 0 && value)
             plan->python = argv [++i];
         else
@@ -1292,6 +1297,20 @@ main (int argc, char *argv [])
             s_thousands (rows, sizeof rows, (double) plan.rows), plan.dim, spec.opt.lr,
             s_thousands (ids, sizeof ids, (double) plan.ids), plan.zipf,
             100 * unique / (double) plan.ids, unique);
+    //  The requests are cycled: the rows they touch between them, and so
+    //  whether the timed paths run from the caches, are printed.
+    ps_idmap_t *all = s_idmap_new ((size_t) (unique * plan.nbatches));
+    uint32_t *index = s_alloc (plan.ids * sizeof (uint32_t));
+    for (int b = 0; b < plan.nbatches; b++)
+        if (ps_idmap_add (all, batches [b].uids, batches [b].m, index, &err))
+            s_fail ("ps_idmap_add", err.msg);
+    double touched = (double) ps_idmap_count (all);
+    printf ("bench_sparse: %d distinct requests, cycled, touch %.0f rows between them: "
+            "%.1f MiB of a plain array's rows, %.1f MiB of weights and accumulators\n",
+            plan.nbatches, touched, touched * plan.dim * sizeof (float) / S_MIB,
+            touched * plan.dim * sizeof (float) * 2 / S_MIB);
+    ps_idmap_destroy (&all);
+    free (index);
     fflush (stdout);
 
     s_worker_t worker = {
