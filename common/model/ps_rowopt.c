@@ -5,6 +5,16 @@
 #include <assert.h>
 #include <math.h>
 
+//  As the dense kernels (ps_optimizer.c): a copy for AVX2, which the
+//  loader picks where the CPU has it, 8 lanes wide for a row's sqrt and
+//  division where the portable build has 4; not built for FMA, so both
+//  copies compute the same bits.
+#if defined (__x86_64__)
+#   define S_HOT  __attribute__ ((target_clones ("avx2", "default")))
+#else
+#   define S_HOT
+#endif
+
 void
 ps_rowopt_init_slots (const ps_rowopt_t *opt, float *slots, uint32_t dim)
 {
@@ -86,11 +96,12 @@ s_ftrl (const ps_rowopt_t *opt, float *restrict w, float *restrict z, float *res
     }
 }
 
-void
-ps_rowopt_apply (const ps_rowopt_t *opt, float *w, float *slots, const float *g,
-                 uint32_t dim, uint64_t t)
+//  The update itself, cloned; the public function stays one plain symbol
+//  (a clone called from other files is not resolved by every compiler).
+S_HOT static void
+s_apply (const ps_rowopt_t *opt, float *w, float *slots, const float *g, uint32_t dim,
+         uint64_t t)
 {
-    assert (t >= 1);
     switch (opt->kind) {
         case PS_ROWOPT_SGD:
             s_sgd (w, g, dim, (float) opt->lr);
@@ -110,4 +121,12 @@ ps_rowopt_apply (const ps_rowopt_t *opt, float *w, float *slots, const float *g,
             s_ftrl (opt, w, slots, slots + dim, g, dim);
             break;
     }
+}
+
+void
+ps_rowopt_apply (const ps_rowopt_t *opt, float *w, float *slots, const float *g,
+                 uint32_t dim, uint64_t t)
+{
+    assert (t >= 1);
+    s_apply (opt, w, slots, g, dim, t);
 }

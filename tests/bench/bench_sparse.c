@@ -1062,12 +1062,13 @@ s_usage (void)
 {
     fprintf (stderr,
         "usage: bench_sparse [--quick] [--check] [--rows N] [--dim D] [--zipf S]\n"
-        "                    [--no-peer] [--python PATH] [--server PATH]\n"
+        "                    [--batches N] [--no-peer] [--python PATH] [--server PATH]\n"
         "  --quick      1M rows, shorter repetitions\n"
         "  --check      a test: the three paths must hold the same rows; no timings\n"
         "  --rows N     rows of the table (10,000,000)\n"
         "  --dim D      floats per row (16)\n"
         "  --zipf S     exponent of the ids' power law (1.1)\n"
+        "  --batches N  distinct requests, cycled (32)\n"
         "  --no-peer    do not time PyTorch\n"
         "  --python P   the Python that runs the PyTorch peer (/usr/bin/python3)\n"
         "  --server P   the ps-server to start (default $PS_SERVER, else the one\n"
