@@ -1174,7 +1174,8 @@ s_round_trip (const s_path_t *path, s_batch_t *batches)
 }
 
 //  Time the worker's dedup and every path, (a) first, each table made and
-//  filled just before its turn and freed after it, then PyTorch; print.
+//  filled just before its turn and freed after it, PyTorch right after
+//  (b); print.
 static void
 s_bench (const s_path_t *paths, size_t npaths, const ps_tablespec_t *spec, s_worker_t *worker,
          s_batch_t *batches, const s_plan_t *plan)
@@ -1208,6 +1209,12 @@ s_bench (const s_path_t *paths, size_t npaths, const ps_tablespec_t *spec, s_wor
     s_time (S_PUSH, in_process, worker, batches, plan);
     ps_sparse_destroy (&table->sparse);
 
+    //  PyTorch right after the table it is compared with, so that the two
+    //  run in the same state of a shared machine.
+    s_peer_t peer = { .note = "not run (--no-peer)" };
+    if (plan->peer)
+        s_run_peer (plan, batches, &peer);
+
     //  (c) has no figure, and says why, where the server refuses the table.
     char why [1024] = "";
     ps_sparse_stats_t stats_c = { 0 };
@@ -1223,10 +1230,6 @@ s_bench (const s_path_t *paths, size_t npaths, const ps_tablespec_t *spec, s_wor
         round_trip = s_round_trip (remote, batches);
         s_remote_stop (&s_remote);
     }
-
-    s_peer_t peer = { .note = "not run (--no-peer)" };
-    if (plan->peer)
-        s_run_peer (plan, batches, &peer);
 
     s_print_table (plan);
     s_print_memory ("in process", plan, &stats_b, rss_b, "this process's RSS growth", fill_b);
