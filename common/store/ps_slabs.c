@@ -23,11 +23,10 @@ typedef struct {
 //  Block sizes that share regions: PS_SLABS_BLOCK_MIN << c for class c.
 #define S_CLASSES  5
 
-//  A region of blocks of one size: bit b of used and handed is block b.
+//  A region of blocks of one size: bit b of used is block b, held now.
 typedef struct {
     uint8_t *base;
-    uint32_t used;              //  held now
-    uint32_t handed;            //  ever handed out: no longer reads as zeros
+    uint32_t used;
 } s_blocks_t;
 
 struct _ps_slabs_t {
@@ -217,14 +216,14 @@ s_block_take (ps_slabs_t *self, int c)
             return NULL;
         self->block_mapped += S_REGION;
         r = &self->blocks [c][self->nblocks [c]++];
-        *r = (s_blocks_t) { base, 0, 0 };
+        *r = (s_blocks_t) { base, 0 };
     }
     uint32_t b = (uint32_t) __builtin_ctz (~r->used);
     uint8_t *block = r->base + (size_t) b * size;
-    if (r->handed & (UINT32_C (1) << b))
-        memset (block, 0, size);
+    //  A block may have been held before; the index that takes it writes
+    //  most of its pages anyway.
+    memset (block, 0, size);
     r->used |= UINT32_C (1) << b;
-    r->handed |= UINT32_C (1) << b;
     return block;
 }
 
