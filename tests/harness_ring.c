@@ -207,8 +207,9 @@ harness_ring_child_stats (harness_ring_child_t *child)
     ps_ring_stats_t stats;
     ps_ring_stats (child->ring, &stats);
     return harness_write_line (child->out, "stats %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-                         " %" PRIu64, stats.collectives, stats.stale_dropped, stats.malformed,
-                         stats.bytes_sent, stats.bytes_received) ? HARNESS_RING_EXIT_PIPE : 0;
+                         " %" PRIu64 " %" PRIu64, stats.collectives, stats.stale_dropped,
+                         stats.malformed, stats.bytes_sent, stats.bytes_received,
+                         stats.shared_memory) ? HARNESS_RING_EXIT_PIPE : 0;
 }
 
 //  The body of a child: bind, report the endpoint, run the scenario.
@@ -237,7 +238,7 @@ s_child_main (int index, int in, int out, const harness_ring_net_t *net,
     char task [32];
     snprintf (task, sizeof task, "worker:%d", index);
     ps_ring_config_t config = { .bind = bind, .chunk_bytes = net->chunk_bytes,
-                                .timeout_ms = net->timeout_ms,
+                                .timeout_ms = net->timeout_ms, .shm_bytes = net->shm_bytes,
                                 .curve = child.secured ? harness_curve (task) : NULL };
     child.ring = ps_ring_new (&config, &err);
     if (!child.ring) {
@@ -278,7 +279,7 @@ harness_ring_cluster_start (harness_ring_cluster_t *cluster, int n, const harnes
         //  The program again, with what the child needs on its command
         //  line (made before the fork, which leaves a child of a threaded
         //  process little it may safely do before exec).
-        char words [9][512];
+        char words [10][512];
         snprintf (words [0], sizeof words [0], "%d", i);
         snprintf (words [1], sizeof words [1], "%d", down [0]);
         snprintf (words [2], sizeof words [2], "%d", up [1]);
@@ -288,9 +289,10 @@ harness_ring_cluster_start (harness_ring_cluster_t *cluster, int n, const harnes
         snprintf (words [6], sizeof words [6], "%zu", net->chunk_bytes);
         snprintf (words [7], sizeof words [7], "%d", net->timeout_ms);
         snprintf (words [8], sizeof words [8], "%d", net->insecure);
+        snprintf (words [9], sizeof words [9], "%zu", net->shm_bytes);
         const char *argv [] = { s_program, S_CHILD_FLAG, words [0], words [1], words [2],
                                 words [3], words [4], words [5], words [6], words [7],
-                                words [8], scenario, arg ? arg : "", NULL };
+                                words [8], words [9], scenario, arg ? arg : "", NULL };
         pid_t pid = fork ();
         assert_true (pid >= 0);
         if (pid == 0) {
@@ -517,17 +519,18 @@ harness_ring_teardown_group (void **state)
 static int
 s_child_run (int argc, char *argv [], const harness_ring_scenario_t *scenarios, size_t count)
 {
-    if (argc != 13 || strlen (argv [5]) >= sizeof s_dir)
+    if (argc != 14 || strlen (argv [5]) >= sizeof s_dir)
         return HARNESS_RING_EXIT_EXEC;
     snprintf (s_dir, sizeof s_dir, "%s", argv [5]);
     s_clusters = atoi (argv [6]);
     harness_ring_net_t net = { .transport = argv [7], .chunk_bytes = strtoul (argv [8], NULL, 10),
-                               .timeout_ms = atoi (argv [9]), .insecure = atoi (argv [10]) != 0 };
+                               .timeout_ms = atoi (argv [9]), .insecure = atoi (argv [10]) != 0,
+                               .shm_bytes = strtoul (argv [11], NULL, 10) };
     for (size_t i = 0; i < count; i++)
-        if (strcmp (scenarios [i].name, argv [11]) == 0)
+        if (strcmp (scenarios [i].name, argv [12]) == 0)
             return s_child_main (atoi (argv [2]), atoi (argv [3]), atoi (argv [4]), &net,
-                                 scenarios [i].fn, argv [12]);
-    fprintf (stderr, "%s: no scenario %s\n", s_program, argv [11]);
+                                 scenarios [i].fn, argv [13]);
+    fprintf (stderr, "%s: no scenario %s\n", s_program, argv [12]);
     return HARNESS_RING_EXIT_EXEC;
 }
 

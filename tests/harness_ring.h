@@ -94,6 +94,7 @@ typedef struct {
     size_t chunk_bytes;         //  0: the ring's default
     int timeout_ms;             //  0: the ring's default
     bool insecure;              //  no CURVE: no identity, no member tasks
+    size_t shm_bytes;           //  the shared-memory slot of a "host" ring (0: the default)
 } harness_ring_net_t;
 
 typedef struct {
@@ -132,7 +133,7 @@ int harness_ring_child_case (harness_ring_child_t *child, const char *tag, int k
                              const harness_ring_case_t *c);
 
 //  Send the ring's counters up as "stats COLLECTIVES STALE MALFORMED SENT
-//  RECEIVED". Returns 0 or an exit code.
+//  RECEIVED SHARED". Returns 0 or an exit code.
 int harness_ring_child_stats (harness_ring_child_t *child);
 
 typedef struct {

@@ -2,7 +2,8 @@
 //  sockets (the fixture of tests/harness_ring.h): all-reduces of odd sizes
 //  (1, 7, n - 1, fewer than n, not a multiple of the chunk, 1000003) for
 //  n = 1..5 over TCP and IPC, several in a row, against a float64 sum of
-//  the inputs; re-forming with a member gone and a new order while stale
+//  the inputs, and in shared memory between members of one host, to the
+//  same bits; re-forming with a member gone and a new order while stale
 //  messages of the old ring and of earlier collectives are injected; and
 //  broadcasts from every root. One all-reduce case runs unsecured (no
 //  identity, no tasks).
@@ -96,10 +97,20 @@ s_run_cases (int n, const harness_ring_net_t *net, const char *tag)
         if (n > 1 && strncmp (successor, want, strlen (want)) != 0)
             fail_msg ("%s: member %d sends to %s, not over %s", tag, i, successor, want);
     }
+    //  Which all-reduces went over shared memory: all of a ring of more
+    //  than one member on one host, unless PS_SAME_HOST says otherwise.
+    bool shared = n > 1 && strcmp (net->transport, "host") == 0 && ps_host_shared_memory ();
     for (int i = 0; i < n; i++) {
         const char *stats = harness_ring_cluster_expect (&cluster, i, "stats ", line, sizeof line);
-        uint64_t collectives = strtoull (stats, NULL, 10);
-        assert_int_equal (collectives, cases.count);
+        uint64_t counters [6];
+        char *cursor = (char *) stats;
+        for (int c = 0; c < 6; c++)
+            counters [c] = strtoull (cursor, &cursor, 10);
+        assert_int_equal (counters [0], cases.count);
+        if (counters [5] != (shared ? (uint64_t) cases.count : 0))
+            fail_msg ("%s: member %d did %" PRIu64 " of %d all-reduces over shared memory, "
+                      "expected %d", tag, i, counters [5], cases.count,
+                      shared ? cases.count : 0);
         harness_ring_cluster_expect (&cluster, i, "done", line, sizeof line);
     }
     harness_ring_cluster_finish (&cluster);
@@ -161,10 +172,13 @@ s_same_results (const char *a, const char *b, int n)
         }
 }
 
-//  Members of one host reach each other over ipc:// when given as
-//  endpoint sets, secured and not, and sum bitwise as they do over tcp;
-//  members of different host identities, or of one with same-host
-//  peers turned off, use tcp.
+//  Members of one host, given as endpoint sets, all-reduce in shared
+//  memory (and broadcast over ipc://), secured and not, and sum bitwise
+//  as they do over tcp, in one pass or in many (a slot of 16 KiB: the
+//  large case takes 245 passes), for 2 to 5 members; under
+//  PS_SAME_HOST=ipc they keep to ipc://, again to the same bits. Members
+//  of different host identities, or of one with same-host peers turned
+//  off, use tcp.
 static void
 test_allreduce_same_host (void **state)
 {
@@ -176,9 +190,21 @@ test_allreduce_same_host (void **state)
     s_same_results ("st3", "sh3", 3);
     harness_ring_net_t plain = { .transport = "host", .insecure = true };
     s_run_cases (2, &plain, "sh2");
+    harness_ring_net_t small = { .transport = "host", .shm_bytes = 16384 };
+    char tag [2][32];
+    for (int n = 2; n <= 5; n += n == 2 ? 2 : 1) {
+        snprintf (tag [0], sizeof tag [0], "mt%d", n);
+        snprintf (tag [1], sizeof tag [1], "mh%d", n);
+        s_run_cases (n, &tcp, tag [0]);
+        s_run_cases (n, &small, tag [1]);
+        s_same_results (tag [0], tag [1], n);
+    }
     harness_ring_net_t hosts = { .transport = "hosts", .chunk_bytes = 4096 };
     s_run_cases (3, &hosts, "sd3");
     s_same_results ("st3", "sd3", 3);
+    assert_int_equal (setenv ("PS_SAME_HOST", "ipc", 1), 0);
+    s_run_cases (3, &host, "si3");
+    s_same_results ("st3", "si3", 3);
     assert_int_equal (setenv ("PS_SAME_HOST", "tcp", 1), 0);
     s_run_cases (2, &host, "so2");
     assert_int_equal (unsetenv ("PS_SAME_HOST"), 0);

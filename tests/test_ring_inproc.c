@@ -1,6 +1,7 @@
 //  A ring (worker/ps_ring.h) in this process, whose only peer is missing
 //  or played by the test: the watch (a file descriptor, a ZeroMQ socket,
-//  and the 100 ms calls) returning PS_ECANCELED; malformed, stale and
+//  and the 100 ms calls) returning PS_ECANCELED, over sockets and in the
+//  shared memory of a ring of one host; malformed, stale and
 //  future messages, counted and harmless, and a chunk that does not fit
 //  (PS_EPROTO); the wire format against a peer played on raw ZeroMQ, with
 //  messages of the next collective held until it starts; and bad
@@ -202,6 +203,74 @@ test_watch (void **state)
     assert_int_equal (ps_ring_allreduce (ring, &one, 1, &err), 0);
     assert_true (one == 1);
     ps_ring_destroy (&ring);
+}
+
+//  An unsecured ring of two members of this host, both in this process,
+//  of which only the first (returned) runs collectives: its all-reduces
+//  wait in their shared memory for a member that never comes.
+static ps_ring_t *
+s_shm_pair (ps_ring_t **other, uint64_t ring_id, int timeout_ms)
+{
+    ps_ring_config_t config = { .bind = "tcp://127.0.0.1:*", .timeout_ms = timeout_ms };
+    ps_error_t err;
+    ps_ring_t *ring = ps_ring_new (&config, &err);
+    if (!ring || !(*other = ps_ring_new (&config, &err)))
+        fail_msg ("ps_ring_new: %s", err.msg);
+    const char *members [] = { ps_ring_advert (ring), ps_ring_advert (*other) };
+    if (ps_ring_form (ring, ring_id, 0, 2, members, NULL, &err))
+        fail_msg ("ps_ring_form: %s", err.msg);
+    return ring;
+}
+
+//  In shared memory too, a watch on a descriptor aborts an all-reduce
+//  soon after it is poked (and is called in between), and without a
+//  watch the all-reduce gives up after the timeout, saying where it
+//  waited. Either way the ring must be formed again.
+static void
+test_watch_shared_memory (void **state)
+{
+    (void) state;
+    ps_ring_t *other;
+    ps_ring_t *ring = s_shm_pair (&other, 1, 20000);
+    int fds [2];
+    assert_int_equal (pipe (fds), 0);
+    s_watch_t watch = { .fd = fds [0] };
+    ps_ring_set_watch (ring, NULL, fds [0], s_watch_fd, &watch);
+    s_poke_t poke = { .delay_ms = 300, .fd = fds [1] };
+    pthread_t thread;
+    assert_int_equal (pthread_create (&thread, NULL, s_poke, &poke), 0);
+    double start = ps_clock_ms ();
+    double elapsed = s_cancel_run (ring);
+    assert_int_equal (pthread_join (thread, NULL), 0);
+    double late = start + elapsed - poke.poked_at;
+    if (late > HARNESS_RING_SLACK_MS || elapsed < poke.delay_ms - 1)
+        fail_msg ("the fd watch aborted %.0f ms after the poke (after %.0f ms)", late, elapsed);
+    assert_true (watch.calls >= 2);
+    ps_ring_stats_t stats;
+    ps_ring_stats (ring, &stats);
+    assert_int_equal (stats.collectives, 0);
+    assert_int_equal (stats.shared_memory, 0);
+    ps_ring_destroy (&ring);
+    ps_ring_destroy (&other);
+    assert_int_equal (close (fds [0]), 0);
+    assert_int_equal (close (fds [1]), 0);
+
+    ring = s_shm_pair (&other, 2, HARNESS_RING_TIMEOUT_MS);
+    float data [1000] = { 0 };
+    ps_error_t err;
+    start = ps_clock_ms ();
+    int rc = ps_ring_allreduce (ring, data, 1000, &err);
+    elapsed = ps_clock_ms () - start;
+    if (rc != PS_ETIMEDOUT)
+        fail_msg ("expected PS_ETIMEDOUT, got %d: %s", rc, rc ? err.msg : "");
+    if (elapsed < HARNESS_RING_TIMEOUT_MS - 1
+    ||  elapsed > HARNESS_RING_TIMEOUT_MS + HARNESS_RING_SLACK_MS)
+        fail_msg ("timed out after %.0f ms: %s", elapsed, err.msg);
+    if (!strstr (err.msg, "shared memory") || !strstr (err.msg, "1 of 2 members"))
+        fail_msg ("the timeout does not say where it waited: %s", err.msg);
+    assert_int_equal (ps_ring_allreduce (ring, data, 1000, &err), PS_EINVAL);
+    ps_ring_destroy (&ring);
+    ps_ring_destroy (&other);
 }
 
 //  Malformed, stale and future messages at a member whose only peer is
@@ -534,6 +603,7 @@ main (int argc, char *argv [])
         cmocka_unit_test_teardown (test_wire_peer, harness_ring_teardown),
         cmocka_unit_test_teardown (test_malformed_in_process, harness_ring_teardown),
         cmocka_unit_test_teardown (test_watch, harness_ring_teardown),
+        cmocka_unit_test_teardown (test_watch_shared_memory, harness_ring_teardown),
     };
     return harness_finish (cmocka_run_group_tests (tests, harness_ring_setup_group,
                                                    harness_ring_teardown_group));

@@ -53,7 +53,9 @@
 
 #include "ps_clock.h"
 #include "ps_log.h"
+#include "ps_host.h"
 #include "ps_ring_schedule.h"
+#include "ps_ring_shm.h"
 #include "ps_ring_transport.h"
 
 //  The default chunk is PS_RING_DEFAULT_CHUNK (ps_ring.h), 1 MiB. Swept
@@ -96,6 +98,8 @@ struct _ps_ring_t {
     bool secured;               //  the transport has the owner's identity
     size_t chunk_bytes;
     int timeout_ms;
+    size_t shm_bytes;
+    ps_ring_shm_t *shm;         //  this ring's shared memory, when all members share the host
 
     void *watch_socket;
     int watch_fd;
@@ -215,6 +219,13 @@ ps_ring_new (const ps_ring_config_t *config, ps_error_t *err)
     self->secured = config->curve != NULL;
     self->chunk_bytes = config->chunk_bytes ? config->chunk_bytes : PS_RING_DEFAULT_CHUNK;
     self->timeout_ms = config->timeout_ms ? config->timeout_ms : S_DEFAULT_TIMEOUT_MS;
+    self->shm_bytes = config->shm_bytes ? config->shm_bytes : PS_RING_SHM_DEFAULT_SLOT;
+    if (self->shm_bytes < PS_RING_SHM_MIN_SLOT || self->shm_bytes % 64) {
+        ps_error_set (err, PS_EINVAL, "ring at %s: shm_bytes %zu is not a multiple of 64 of "
+                      "at least %d", config->bind, config->shm_bytes, PS_RING_SHM_MIN_SLOT);
+        free (self);
+        return NULL;
+    }
     if (!(self->transport = ps_ring_transport_new (config->bind, config->ipc, config->curve, err)))
         ps_ring_destroy (&self);
     return self;
@@ -230,6 +241,7 @@ ps_ring_destroy (ps_ring_t **self_p)
     while (self->held_count)
         s_held_remove (self, self->held_count - 1, false);
     free (self->held);
+    ps_ring_shm_destroy (&self->shm);
     ps_ring_transport_destroy (&self->transport);
     free (self);
     *self_p = NULL;
@@ -266,6 +278,23 @@ ps_ring_set_watch (ps_ring_t *self, void *socket, int fd, ps_ring_watch_fn *fn, 
     self->watch_arg = arg;
 }
 
+//  Whether the members of a ring of more than one all share this host,
+//  as ps_host_pick sees it, and are to share memory.
+static bool
+s_one_host (const char *const *members, int n)
+{
+    if (n < 2 || !ps_host_shared_memory ())
+        return false;
+    for (int i = 0; i < n; i++) {
+        char endpoint [PS_HOST_SET_MAX];
+        bool local;
+        ps_error_t err;
+        if (ps_host_pick (members [i], endpoint, sizeof endpoint, &local, &err) != 0 || !local)
+            return false;
+    }
+    return true;
+}
+
 int
 ps_ring_form (ps_ring_t *self, uint64_t ring_id, int rank, int n,
               const char *const *members, const int *tasks, ps_error_t *err)
@@ -296,12 +325,24 @@ ps_ring_form (ps_ring_t *self, uint64_t ring_id, int rank, int n,
                   tasks [(rank + n - 1) % n]);
     }
     //  A formation that fails leaves the previous ring as it was.
+    ps_ring_shm_t *shm = NULL;
+    ps_error_t shm_err;
+    if (s_one_host (members, n)
+    &&  !(shm = ps_ring_shm_new (ring_id, members, n, rank, self->shm_bytes, &shm_err)))
+        return ps_error_set (err, shm_err.code, "%s", shm_err.msg);
     int rc = ps_ring_transport_connect (self->transport, ring_id,
                                         n > 1 ? members [(rank + 1) % n] : NULL, (rank + 1) % n,
                                         successor_task, members [(rank + n - 1) % n],
                                         predecessor_task, err);
-    if (rc)
+    if (rc) {
+        ps_ring_shm_destroy (&shm);
         return rc;
+    }
+    ps_ring_shm_destroy (&self->shm);
+    self->shm = shm;
+    if (shm)
+        ps_info ("ring %" PRIx64 ": all %d members are on this host: all-reduces over the "
+                 "shared memory %s", ring_id, n, ps_ring_shm_name (shm));
     self->formed = true;
     self->broken = false;
     self->ring_id = ring_id;
@@ -712,6 +753,68 @@ s_collective (s_op_t *op, ps_error_t *err)
     return rc;
 }
 
+//  What a member waiting in shared memory checks: the watch (readable,
+//  or every S_WATCH_MS) and the timeout.
+typedef struct {
+    ps_ring_t *ring;
+    size_t count;
+    double watched_at;
+} s_shm_wait_t;
+
+static int
+s_shm_wait (void *arg, double since_ms, ps_error_t *err)
+{
+    s_shm_wait_t *wait = arg;
+    ps_ring_t *self = wait->ring;
+    char where [256];
+    if (self->watch_fn) {
+        bool due = ps_clock_ms () - wait->watched_at >= S_WATCH_MS;
+        if (!due && (self->watch_socket || self->watch_fd >= 0)) {
+            zmq_pollitem_t item = { self->watch_socket, self->watch_fd, ZMQ_POLLIN, 0 };
+            int rc = zmq_poll (&item, 1, 0);
+            if (rc < 0 && errno != EINTR)
+                return ps_error_set (err, PS_EIO, "all-reduce of %zu floats (ring %" PRIx64
+                                     "): zmq_poll of the watch: %s", wait->count,
+                                     self->ring_id, zmq_strerror (errno));
+            due = rc > 0 && (item.revents & ZMQ_POLLIN);
+        }
+        if (due && s_watch (self, &wait->watched_at)) {
+            ps_ring_shm_describe (self->shm, where, sizeof where);
+            return ps_error_set (err, PS_ECANCELED, "all-reduce of %zu floats (ring %" PRIx64
+                                 ", collective %" PRIu64 ", member %d of %d): aborted by the "
+                                 "watch in %s", wait->count, self->ring_id, self->seq,
+                                 self->rank, self->n, where);
+        }
+    }
+    if (since_ms >= self->timeout_ms) {
+        ps_ring_shm_describe (self->shm, where, sizeof where);
+        return ps_error_set (err, PS_ETIMEDOUT, "all-reduce of %zu floats (ring %" PRIx64
+                             ", collective %" PRIu64 ", member %d of %d): no progress for "
+                             "%.0f ms, waiting in %s", wait->count, self->ring_id, self->seq,
+                             self->rank, self->n, since_ms, where);
+    }
+    return PS_OK;
+}
+
+//  The all-reduce of a ring of one host, accounted as s_collective does;
+//  a failure marks the ring broken, and its shared memory is not used
+//  again.
+static int
+s_shm_allreduce (ps_ring_t *self, float *data, size_t count, ps_error_t *err)
+{
+    s_shm_wait_t wait = { .ring = self, .count = count, .watched_at = ps_clock_ms () };
+    int rc = ps_ring_shm_allreduce (self->shm, self->seq, data, count, s_shm_wait, &wait, err);
+    self->seq++;
+    if (rc == PS_OK) {
+        self->stats.collectives++;
+        self->stats.shared_memory++;
+        return PS_OK;
+    }
+    self->broken = true;
+    ps_ring_shm_destroy (&self->shm);
+    return rc;
+}
+
 int
 ps_ring_allreduce (ps_ring_t *self, float *data, size_t count, ps_error_t *err)
 {
@@ -728,6 +831,8 @@ ps_ring_allreduce (ps_ring_t *self, float *data, size_t count, ps_error_t *err)
         self->stats.collectives++;
         return PS_OK;
     }
+    if (self->shm)
+        return s_shm_allreduce (self, data, count, err);
     size_t chunk = self->chunk_bytes / sizeof (float) * sizeof (float);
     s_op_t op = {
         .ring = self, .data = (unsigned char *) data,

@@ -71,6 +71,10 @@ typedef struct {
     //  host (ps_host.h): the one this worker registered; "" none; NULL
     //  one named after the tcp endpoint bound (ps_host_ipc_endpoint).
     const char *ipc;
+    //  Bytes of each member's slot in the shared memory of a ring whose
+    //  members all share this host (ps_ring_shm.h; 0:
+    //  PS_RING_SHM_DEFAULT_SLOT): a multiple of 64, at least 4096.
+    size_t shm_bytes;
 } ps_ring_config_t;
 
 //  Bind this member's receiving socket. Returns NULL and sets err when the
@@ -107,10 +111,14 @@ void ps_ring_set_watch (ps_ring_t *self, void *socket, int fd, ps_ring_watch_fn 
 //  and forgets the previous ring. ring_id must grow from one formation to
 //  the next. In a secured ring the successor must prove it holds worker
 //  task tasks [successor]'s key, and only messages from the predecessor's
-//  key are read; others are dropped and counted as malformed. Returns 0,
+//  key are read; others are dropped and counted as malformed. A ring of
+//  one host maps its shared memory here (see ps_ring_allreduce); that
+//  memory is this user's alone, whom CurveZMQ's keys, files of this user,
+//  do not keep out either. Returns 0,
 //  or PS_EINVAL (bad rank, n < 1, an empty endpoint, a ring id not above
 //  the last, no tasks in a secured ring), PS_ENOTFOUND (no public key
-//  for the successor) or PS_EIO naming the endpoint.
+//  for the successor) or PS_EIO naming the endpoint (or the shared
+//  memory, when it cannot be had).
 int ps_ring_form (ps_ring_t *self, uint64_t ring_id, int rank, int n,
                   const char *const *members, const int *tasks, ps_error_t *err);
 
@@ -120,7 +128,11 @@ int ps_ring_rank (const ps_ring_t *self);
 int ps_ring_size (const ps_ring_t *self);
 
 //  Sum data [0, count) over all members, in place; on return every member
-//  holds bitwise the same sum. count must be the same on every member
+//  holds bitwise the same sum. When every member of the ring is on this
+//  host (each one's endpoint set names this host and an ipc:// socket
+//  this process sees, ps_host.h) and PS_SAME_HOST is neither tcp nor ipc,
+//  the members sum in shared memory (ps_ring_shm.h), in the same order and
+//  so to the same bits as over sockets. count must be the same on every member
 //  (a member that receives a chunk that does not fit says so: PS_EPROTO).
 //  With one member it returns at once. Returns 0, PS_ECANCELED (the
 //  watch said abort), PS_ETIMEDOUT, PS_EPROTO or PS_EIO, data then being
@@ -139,6 +151,7 @@ typedef struct {
     uint64_t bytes_sent, bytes_received;
     uint64_t stale_dropped;     //  messages of an older ring or collective
     uint64_t malformed;         //  messages that did not parse
+    uint64_t shared_memory;     //  all-reduces completed over shared memory
 } ps_ring_stats_t;
 
 void ps_ring_stats (const ps_ring_t *self, ps_ring_stats_t *stats);

@@ -42,12 +42,18 @@ ps_ring_schedule_range (const ps_ring_schedule_t *self, bool sending, int round,
     }
     int n = self->n;
     int member = sending ? self->rank : (self->rank + n - 1) % n;
-    size_t s = (size_t) s_segment (n, member, round);
-    size_t count = self->total / sizeof (float);
+    ps_ring_schedule_segment (self->total, n, s_segment (n, member, round), begin, len);
+}
+
+void
+ps_ring_schedule_segment (size_t total, int n, int s, size_t *begin, size_t *len)
+{
+    size_t count = total / sizeof (float);
     size_t base = count / (size_t) n;
     size_t extra = count % (size_t) n;
-    *begin = (s * base + (s < extra ? s : extra)) * sizeof (float);
-    *len = (base + (s < extra)) * sizeof (float);
+    size_t i = (size_t) s;
+    *begin = (i * base + (i < extra ? i : extra)) * sizeof (float);
+    *len = (base + (i < extra)) * sizeof (float);
 }
 
 void

@@ -35,6 +35,11 @@ ps_ring_schedule_t ps_ring_schedule_broadcast (size_t total, int n, int rank, in
 void ps_ring_schedule_range (const ps_ring_schedule_t *self, bool sending, int round,
                              size_t *begin, size_t *len);
 
+//  The bytes [*begin, *begin + *len) of segment s (0 .. n - 1) of an
+//  all-reduce of total bytes of floats among n members: the range whose
+//  sum starts at member s and runs along the ring from there.
+void ps_ring_schedule_segment (size_t total, int n, int s, size_t *begin, size_t *len);
+
 //  A round's kind on the wire (PS_RING_KIND_*, ps_ring_transport.h) and
 //  its number within that kind.
 void ps_ring_schedule_round_kind (const ps_ring_schedule_t *self, int round, unsigned *kind,

@@ -92,6 +92,13 @@ ps_host_same_host (void)
     return !(mode && strcmp (mode, "tcp") == 0);
 }
 
+bool
+ps_host_shared_memory (void)
+{
+    const char *mode = getenv ("PS_SAME_HOST");
+    return !(mode && (strcmp (mode, "tcp") == 0 || strcmp (mode, "ipc") == 0));
+}
+
 //  Make (or check) the private directory into dir.
 static int
 s_dir (char *dir, size_t len, ps_error_t *err)

@@ -23,8 +23,10 @@
 //  was killed is replaced when its name is bound again. The directory
 //  stays, for the user's next run.
 //
-//  PS_SAME_HOST=tcp turns all of it off: nothing binds an ipc:// endpoint
-//  and every peer is reached over TCP.
+//  Ring members that all share one host also share memory for their
+//  all-reduces (worker/ps_ring_shm.h). PS_SAME_HOST=ipc keeps them on
+//  ipc://; PS_SAME_HOST=tcp turns all of it off: nothing binds an ipc://
+//  endpoint and every peer is reached over TCP.
 
 #ifndef PS_HOST_H_INCLUDED
 #define PS_HOST_H_INCLUDED
@@ -44,6 +46,10 @@ const char *ps_host_id (void);
 
 //  Whether same-host peers use ipc:// (false under PS_SAME_HOST=tcp).
 bool ps_host_same_host (void);
+
+//  Whether ring members of one host share memory (false under
+//  PS_SAME_HOST=tcp or PS_SAME_HOST=ipc).
+bool ps_host_shared_memory (void);
 
 //  The ipc:// endpoint that the process bound at tcp (its bound TCP
 //  endpoint) binds beside it, named after what (a word) and tcp's address,
