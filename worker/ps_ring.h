@@ -19,6 +19,10 @@
 //  the ring in one fixed order and then copied, never summed again, so
 //  every member ends with bitwise the same result.
 //
+//  A ring whose members all run on this host sums in shared memory
+//  instead (ps_ring_shm.h), in the same order, so to the same bits; its
+//  broadcasts still travel over the sockets.
+//
 //  Sends are zero-copy (ZeroMQ reads the caller's vector on its I/O
 //  thread); a collective returns only after ZeroMQ has let go of every
 //  buffer it was handed, so the caller may change the vector at once.

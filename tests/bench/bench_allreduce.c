@@ -1,7 +1,8 @@
 //  Ring all-reduce bus bandwidth between processes on this machine, over
 //  TCP and IPC loopback and "same-host" (tcp endpoints given as endpoint
-//  sets, ps_host.h, which members of one host turn into ipc:// as a
-//  cluster's do), next to the raw throughput of ZeroMQ PUSH/PULL
+//  sets, ps_host.h, by which members of one host find each other and sum
+//  in shared memory, ps_ring_shm.h, as a cluster's do; PS_SAME_HOST=ipc
+//  in the environment keeps them on ipc://), next to the raw throughput of ZeroMQ PUSH/PULL
 //  between two processes measured in the same run, so that the ratio
 //  says how much of what the transport moves the ring gets.
 //
@@ -34,20 +35,24 @@
 //  one median. Each 2-process row then gives gloo's time over its own
 //  ("vs gloo": how many times faster than gloo it is), and a goal line
 //  states the issue's: same-host, 16 MiB, at least 3x gloo. Beside them
-//  are the shared-memory bound's rows, an estimate of what a same-host
-//  transport sharing memory could reach (see "The shared-memory bound").
+//  are the shared-memory bound's rows, what two processes that sum
+//  vectors lying in one mapping reach on this machine (see "The
+//  shared-memory bound"), against which the same-host ring's shared
+//  memory, which must copy the callers' vectors in and out, is judged.
 //
 //  main tunes the heap with ps_heap_tune first, as ps-worker does, and
 //  the children inherit the tuning through fork, so the allocator behaves
 //  as the worker's does. The parent never makes a ZeroMQ context, so each
 //  child starts ZeroMQ and CZMQ's authenticator afresh.
 //
-//  Usage: bench_allreduce [--quick] [--chunk BYTES] [--io-threads N] [--system-cc]
-//                         [--no-peer] [--python PATH] [--check]
+//  Usage: bench_allreduce [--quick] [--chunk BYTES] [--shm-bytes BYTES] [--io-threads N]
+//                         [--system-cc] [--no-peer] [--python PATH] [--check]
 //      --quick        fewer iterations
 //      --check        the unit test bench_allreduce_check (s_check): no
 //                     timings, small vectors, the rows' sums and lines
 //      --chunk        the ring's chunk size (default: the ring's own)
+//      --shm-bytes    each member's slot in the shared memory of the
+//                     same-host rings (default: the ring's own, 4 MiB)
 //      --io-threads   ZeroMQ I/O threads of the raw rows (default 2, as
 //                     the ring uses)
 //      --system-cc    raw rows keep the system's TCP congestion control
@@ -117,6 +122,7 @@ typedef struct {
     bool quick;
     bool check;                 //  the unit test: see s_check
     size_t chunk;               //  0: the ring's default
+    size_t shm_bytes;           //  the same-host rings' shared-memory slot (0: the default)
     int io_threads;             //  of the raw rows
     bool system_cc;             //  raw rows keep the system's congestion control
     bool peer;                  //  time gloo too
@@ -285,6 +291,7 @@ s_ring_child (s_child_t *child, void *arg)
     char task [32];
     snprintf (task, sizeof task, "worker:%d", child->index);
     ps_ring_config_t config = { .bind = bind, .chunk_bytes = run->options->chunk,
+                                .shm_bytes = run->options->shm_bytes,
                                 .timeout_ms = 20000,
                                 .curve = run->secured ? harness_curve (task) : NULL };
     ps_ring_t *ring = ps_ring_new (&config, &err);
@@ -976,8 +983,8 @@ s_check (s_options_t *options)
 static void
 s_usage (void)
 {
-    fprintf (stderr, "usage: bench_allreduce [--quick] [--chunk BYTES] [--io-threads N] "
-             "[--system-cc] [--no-peer] [--python PATH] [--check]\n");
+    fprintf (stderr, "usage: bench_allreduce [--quick] [--chunk BYTES] [--shm-bytes BYTES] "
+             "[--io-threads N] [--system-cc] [--no-peer] [--python PATH] [--check]\n");
 }
 
 int
@@ -992,6 +999,9 @@ main (int argc, char **argv)
         else
         if (strcmp (argv [i], "--chunk") == 0 && i + 1 < argc)
             options.chunk = strtoull (argv [++i], NULL, 0);
+        else
+        if (strcmp (argv [i], "--shm-bytes") == 0 && i + 1 < argc)
+            options.shm_bytes = strtoull (argv [++i], NULL, 0);
         else
         if (strcmp (argv [i], "--io-threads") == 0 && i + 1 < argc)
             options.io_threads = atoi (argv [++i]);
