@@ -221,10 +221,15 @@ s_child_main (int index, int in, int out, const harness_ring_net_t *net,
                                    .secured = !net->insecure };
     ps_error_t err;
     char bind [512];
-    //  "host" and "hosts" bind tcp and hand out the ring's endpoint set
-    //  (ps_host.h); under "hosts" every child has a host identity of its
-    //  own, as the members of a ring over several machines have.
-    bool set = strcmp (net->transport, "host") == 0 || strcmp (net->transport, "hosts") == 0;
+    //  "host", "hosts" and "mixed" bind tcp and hand out the ring's
+    //  endpoint set (ps_host.h); under "hosts" every child has a host
+    //  identity of its own, as the members of a ring over several machines
+    //  have, and under "mixed" child 0 shares no memory (PS_SAME_HOST=ipc).
+    bool set = strcmp (net->transport, "host") == 0 || strcmp (net->transport, "hosts") == 0
+            || strcmp (net->transport, "mixed") == 0;
+    if (strcmp (net->transport, "mixed") == 0 && index == 0
+    &&  setenv ("PS_SAME_HOST", "ipc", 1) != 0)
+        return HARNESS_RING_EXIT_EXEC;
     if (strcmp (net->transport, "hosts") == 0) {
         char host [32];
         snprintf (host, sizeof host, "harness-host-%d", index);

@@ -89,7 +89,8 @@ typedef struct {
     //  "tcp" or "ipc"; or "host": tcp, the members given as endpoint sets
     //  (ps_host.h) so that they reach each other over ipc://; or "hosts":
     //  the same, each child with a host identity of its own (PS_HOST_ID),
-    //  so that they use tcp.
+    //  so that they use tcp; or "mixed": "host" with child 0 under
+    //  PS_SAME_HOST=ipc, so that no member shares memory.
     const char *transport;
     size_t chunk_bytes;         //  0: the ring's default
     int timeout_ms;             //  0: the ring's default

@@ -1,7 +1,9 @@
 //  Unit tests for same-host peers (common/wire/ps_host.c): the host
 //  identity from PS_HOST_ID (made safe for an endpoint set); endpoint sets
 //  and the pick of one (ipc:// on the same host only and with its socket
-//  there, tcp elsewhere, for a plain endpoint and under PS_SAME_HOST=tcp); the private ipc
+//  there, tcp elsewhere, for a plain endpoint and under PS_SAME_HOST=tcp);
+//  whether memory is shared with a set's process (not with another host,
+//  nor under PS_SAME_HOST=ipc at either end, said by shm=off); the private ipc
 //  directory, made with mode 0700 and refused when open to others or
 //  named with a comma; the ipc endpoint named after the tcp one.
 
@@ -107,6 +109,32 @@ test_sets (void **state)
         assert_string_equal (out, "tcp://h:1");
         assert_false (local);
     }
+    //  Memory is shared with this host's set whose socket is there, and
+    //  with no other; not with one that says shm=off (as a set of a
+    //  process under PS_SAME_HOST=ipc does), nor under PS_SAME_HOST=ipc
+    //  here, which keeps the ipc endpoint.
+    snprintf (want, sizeof want, "tcp://10.0.0.5:2222,%s,host=test_host_1", ipc);
+    assert_true (ps_host_shares_memory (want));
+    assert_false (ps_host_shares_memory ("tcp://h:1,host=test_host_1"));
+    snprintf (want, sizeof want, "tcp://h:1,%s,host=test_host_2", ipc);
+    assert_false (ps_host_shares_memory (want));
+    snprintf (want, sizeof want, "tcp://h:1,%s,host=test_host_1,shm=off", ipc);
+    assert_false (ps_host_shares_memory (want));
+    snprintf (want, sizeof want, "tcp://h:1,%s,host=test_host_1,shm=offx", ipc);
+    assert_true (ps_host_shares_memory (want));
+    assert_int_equal (setenv ("PS_SAME_HOST", "ipc", 1), 0);
+    assert_true (ps_host_same_host ());
+    assert_false (ps_host_shared_memory ());
+    assert_int_equal (ps_host_set ("tcp://h:1", ipc, set, sizeof set, &err), 0);
+    snprintf (want, sizeof want, "tcp://h:1,%s,host=test_host_1,shm=off", ipc);
+    assert_string_equal (set, want);
+    assert_int_equal (ps_host_pick (set, out, sizeof out, &local, &err), 0);
+    assert_string_equal (out, ipc);
+    assert_true (local);
+    assert_false (ps_host_shares_memory (set));
+    assert_int_equal (unsetenv ("PS_SAME_HOST"), 0);
+    assert_true (ps_host_shared_memory ());
+    assert_false (ps_host_shares_memory (set));
     //  Without an ipc endpoint the set is the tcp endpoint alone.
     assert_int_equal (ps_host_set ("tcp://h:1", NULL, set, sizeof set, &err), 0);
     assert_string_equal (set, "tcp://h:1");

@@ -88,8 +88,8 @@ s_run_cases (int n, const harness_ring_net_t *net, const char *tag)
     char line [HARNESS_RING_LINE_MAX];
     //  Which transport each member sends on: ipc:// where the members are
     //  given as endpoint sets of one host (ps_host.h) or bound on ipc.
-    const char *want = strcmp (net->transport, "ipc") == 0
-                    || (strcmp (net->transport, "host") == 0 && ps_host_same_host ())
+    bool sets = strcmp (net->transport, "host") == 0 || strcmp (net->transport, "mixed") == 0;
+    const char *want = strcmp (net->transport, "ipc") == 0 || (sets && ps_host_same_host ())
                      ? "ipc://" : "tcp://";
     for (int i = 0; i < n; i++) {
         const char *successor = harness_ring_cluster_expect (&cluster, i, "successor ", line,
@@ -176,7 +176,8 @@ s_same_results (const char *a, const char *b, int n)
 //  memory (and broadcast over ipc://), secured and not, and sum bitwise
 //  as they do over tcp, in one pass or in many (a slot of 16 KiB: the
 //  large case takes 245 passes), for 2 to 5 members; under
-//  PS_SAME_HOST=ipc they keep to ipc://, again to the same bits. Members
+//  PS_SAME_HOST=ipc, in all of them or in one, they keep to ipc://, again
+//  to the same bits. Members
 //  of different host identities, or of one with same-host peers turned
 //  off, use tcp.
 static void
@@ -205,6 +206,11 @@ test_allreduce_same_host (void **state)
     assert_int_equal (setenv ("PS_SAME_HOST", "ipc", 1), 0);
     s_run_cases (3, &host, "si3");
     s_same_results ("st3", "si3", 3);
+    assert_int_equal (unsetenv ("PS_SAME_HOST"), 0);
+    //  One member that shares no memory keeps the whole ring on ipc://.
+    harness_ring_net_t mixed = { .transport = "mixed", .chunk_bytes = 4096 };
+    s_run_cases (3, &mixed, "sx3");
+    s_same_results ("st3", "sx3", 3);
     assert_int_equal (setenv ("PS_SAME_HOST", "tcp", 1), 0);
     s_run_cases (2, &host, "so2");
     assert_int_equal (unsetenv ("PS_SAME_HOST"), 0);

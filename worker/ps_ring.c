@@ -278,20 +278,18 @@ ps_ring_set_watch (ps_ring_t *self, void *socket, int fd, ps_ring_watch_fn *fn, 
     self->watch_arg = arg;
 }
 
-//  Whether the members of a ring of more than one all share this host,
-//  as ps_host_pick sees it, and are to share memory.
+//  Whether the members of a ring of more than one all share this host and
+//  memory with this member (ps_host_shares_memory). Every member decides
+//  from the same list, and each one's own set says whether it shares
+//  memory, so all decide alike.
 static bool
 s_one_host (const char *const *members, int n)
 {
-    if (n < 2 || !ps_host_shared_memory ())
+    if (n < 2)
         return false;
-    for (int i = 0; i < n; i++) {
-        char endpoint [PS_HOST_SET_MAX];
-        bool local;
-        ps_error_t err;
-        if (ps_host_pick (members [i], endpoint, sizeof endpoint, &local, &err) != 0 || !local)
+    for (int i = 0; i < n; i++)
+        if (!ps_host_shares_memory (members [i]))
             return false;
-    }
     return true;
 }
 

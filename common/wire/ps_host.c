@@ -154,7 +154,8 @@ int
 ps_host_set (const char *tcp, const char *ipc, char *buf, size_t len, ps_error_t *err)
 {
     int n = ipc && *ps_host_id ()
-          ? snprintf (buf, len, "%s,%s,host=%s", tcp, ipc, ps_host_id ())
+          ? snprintf (buf, len, "%s,%s,host=%s%s", tcp, ipc, ps_host_id (),
+                      ps_host_shared_memory () ? "" : ",shm=off")
           : snprintf (buf, len, "%s", tcp);
     if (n < 0 || (size_t) n >= len)
         return ps_error_set (err, PS_EINVAL, "no room for the endpoints of %s", tcp);
@@ -210,4 +211,23 @@ ps_host_pick (const char *set, char *buf, size_t len, bool *local, ps_error_t *e
     memcpy (buf, pick, pick_len);
     buf [pick_len] = '\0';
     return 0;
+}
+
+bool
+ps_host_shares_memory (const char *set)
+{
+    char endpoint [PS_HOST_SET_MAX];
+    bool local;
+    if (!ps_host_shared_memory ()
+    ||  ps_host_pick (set, endpoint, sizeof endpoint, &local, NULL) != 0 || !local)
+        return false;
+    //  An element of its own, not a part of another (a path may hold it).
+    for (const char *p = set; *p; ) {
+        size_t n = strcspn (p, ",");
+        if (n == 7 && strncmp (p, "shm=off", 7) == 0)
+            return false;
+        p += n;
+        p += strspn (p, ",");
+    }
+    return true;
 }

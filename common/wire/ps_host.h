@@ -11,8 +11,10 @@
 //  taken to share a file system for their ipc:// sockets.
 //
 //  A process that others connect to advertises an endpoint set: its TCP
-//  endpoint, then optionally its ipc:// endpoint and host identity,
-//  separated by commas (lists of endpoints are separated by spaces):
+//  endpoint, then optionally its ipc:// endpoint and host identity, and
+//  "shm=off" when it shares no memory (PS_SAME_HOST=ipc), separated by
+//  commas (lists of endpoints are separated by spaces; elements a reader
+//  does not know are skipped):
 //      tcp://10.0.0.5:2222,ipc:///run/user/1000/ps-cluster/ps-4242-1,host=ID
 //  A peer with the same identity connects to the ipc:// endpoint (when
 //  its socket file is there to see), any other to the first. A plain endpoint is a set of one. The ipc://
@@ -64,7 +66,8 @@ int ps_host_ipc_endpoint (const char *what, const char *tcp, char *buf, size_t l
                           ps_error_t *err);
 
 //  Write the set of tcp, ipc (may be NULL: tcp alone) and this host's
-//  identity into buf. Returns 0, or PS_EINVAL when it does not fit.
+//  identity (and shm=off, when this process shares no memory) into buf.
+//  Returns 0, or PS_EINVAL when it does not fit.
 int ps_host_set (const char *tcp, const char *ipc, char *buf, size_t len, ps_error_t *err);
 
 //  The endpoint of set to connect to from here, into buf: its ipc://
@@ -73,5 +76,12 @@ int ps_host_set (const char *tcp, const char *ipc, char *buf, size_t len, ps_err
 //  *local (may be NULL) says which.
 //  Returns 0, or PS_EINVAL when set is empty or buf too small.
 int ps_host_pick (const char *set, char *buf, size_t len, bool *local, ps_error_t *err);
+
+//  Whether this process and the one that advertised set may share memory:
+//  set's ipc:// endpoint is the one picked from here (ps_host_pick), set
+//  does not say shm=off, and this process shares memory
+//  (ps_host_shared_memory). Both ends of a pair answer alike when their
+//  sets tell the truth about them.
+bool ps_host_shares_memory (const char *set);
 
 #endif
