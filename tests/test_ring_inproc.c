@@ -1,7 +1,8 @@
 //  A ring (worker/ps_ring.h) in this process, whose only peer is missing
 //  or played by the test: the watch (a file descriptor, a ZeroMQ socket,
 //  and the 100 ms calls) returning PS_ECANCELED, over sockets and in the
-//  shared memory of a ring of one host; malformed, stale and
+//  shared memory of a ring of one host; the names of that memory left by
+//  dead rings removed, those of live ones kept; malformed, stale and
 //  future messages, counted and harmless, and a chunk that does not fit
 //  (PS_EPROTO); the wire format against a peer played on raw ZeroMQ, with
 //  messages of the next collective held until it starts; and bad
@@ -14,12 +15,16 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -265,6 +270,42 @@ test_watch_shared_memory (void **state)
     if (!strstr (err.msg, "shared memory") || !strstr (err.msg, "1 of 2 members"))
         fail_msg ("the timeout does not say where it waited: %s", err.msg);
     assert_int_equal (ps_ring_allreduce (ring, data, 1000, &err), PS_EINVAL);
+    ps_ring_destroy (&ring);
+    ps_ring_destroy (&other);
+}
+
+//  The names of ring memory that no process holds, left more than a
+//  minute ago by rings whose members all died before their first
+//  barrier, go when the next ring of this host is formed; one that a
+//  process holds stays, however old.
+static void
+test_shm_sweep (void **state)
+{
+    (void) state;
+    char names [2][64];
+    int fds [2];
+    for (int i = 0; i < 2; i++) {
+        snprintf (names [i], sizeof names [i], "/ps-ring-%u-test-%s-%d", (unsigned) geteuid (),
+                  i ? "held" : "stale", (int) getpid ());
+        fds [i] = shm_open (names [i], O_RDWR | O_CREAT | O_EXCL, 0600);
+        assert_true (fds [i] >= 0);
+        struct timespec old [2] = { { time (NULL) - 120, 0 }, { time (NULL) - 120, 0 } };
+        assert_int_equal (futimens (fds [i], old), 0);
+    }
+    assert_int_equal (close (fds [0]), 0);
+    assert_int_equal (flock (fds [1], LOCK_SH), 0);
+    ps_ring_t *other;
+    ps_ring_t *ring = s_shm_pair (&other, 1, 20000);
+    int fd = shm_open (names [0], O_RDONLY, 0);
+    if (fd >= 0)
+        fail_msg ("%s is still there", names [0]);
+    assert_int_equal (errno, ENOENT);
+    fd = shm_open (names [1], O_RDONLY, 0);
+    if (fd < 0)
+        fail_msg ("%s, held, was removed: %s", names [1], strerror (errno));
+    assert_int_equal (close (fd), 0);
+    assert_int_equal (shm_unlink (names [1]), 0);
+    assert_int_equal (close (fds [1]), 0);
     ps_ring_destroy (&ring);
     ps_ring_destroy (&other);
 }
@@ -600,6 +641,7 @@ main (int argc, char *argv [])
         cmocka_unit_test_teardown (test_malformed_in_process, harness_ring_teardown),
         cmocka_unit_test_teardown (test_watch, harness_ring_teardown),
         cmocka_unit_test_teardown (test_watch_shared_memory, harness_ring_teardown),
+        cmocka_unit_test_teardown (test_shm_sweep, harness_ring_teardown),
     };
     return harness_finish (cmocka_run_group_tests (tests, harness_ring_setup_group,
                                                    harness_ring_teardown_group));

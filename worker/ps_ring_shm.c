@@ -31,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -51,6 +53,11 @@
 
 //  How often a member checks the barrier before it sleeps on the futex.
 #define S_SPINS             256
+
+//  Where shm_open keeps its objects, and how old an object no process
+//  holds must be for s_sweep to remove its name.
+#define S_SHM_DIR           "/dev/shm"
+#define S_STALE_S           60
 
 typedef struct {
     _Atomic uint64_t seq;
@@ -77,6 +84,8 @@ struct _ps_ring_shm_t {
     s_head_t *head;
     float **in, **out;          //  each member's input slot and output
     size_t *segment;            //  the ring's segments of this collective: n + 1 bounds
+    int fd;                     //  open for the mapping's life, holding a shared lock
+    bool owned;                 //  the object is this user's: its name may be removed
     bool unlinked;
     double progress_at;
     int pass, passes;           //  for messages
@@ -103,6 +112,48 @@ s_round_up (size_t value, size_t to)
     return (value + to - 1) / to * to;
 }
 
+//  Remove the names of this user's ring memory that no process holds and
+//  that are older than S_STALE_S: the memory of rings whose members all
+//  died before their first barrier, which would otherwise stay in
+//  /dev/shm until the machine restarts. A member holds a shared lock on
+//  its object for as long as it has it mapped, so an exclusive lock that
+//  can be had means nobody does; the age spares an object whose maker
+//  has opened it but not locked it yet. Failures only leave a name.
+static void
+s_sweep (void)
+{
+    char prefix [32];
+    int len = snprintf (prefix, sizeof prefix, "ps-ring-%u-", (unsigned) geteuid ());
+    DIR *dir = opendir (S_SHM_DIR);
+    if (!dir)
+        return;
+    struct dirent *entry;
+    while ((entry = readdir (dir))) {
+        if (strncmp (entry->d_name, prefix, (size_t) len) != 0
+        ||  strlen (entry->d_name) + 2 > sizeof ((ps_ring_shm_t *) 0)->name)
+            continue;
+        char name [sizeof ((ps_ring_shm_t *) 0)->name];
+        snprintf (name, sizeof name, "/%s", entry->d_name);
+        int fd = shm_open (name, O_RDONLY, 0);
+        if (fd < 0)
+            continue;
+        struct stat st;
+        if (fstat (fd, &st) == 0 && st.st_uid == geteuid ()
+        &&  time (NULL) - st.st_mtime > S_STALE_S
+        &&  flock (fd, LOCK_EX | LOCK_NB) == 0) {
+            if (shm_unlink (name) == 0)
+                ps_info ("removed the shared memory %s of a ring whose members are gone", name);
+            else
+            if (errno != ENOENT)
+                ps_warn ("shm_unlink %s: %s", name, strerror (errno));
+        }
+        if (close (fd) != 0)
+            ps_warn ("close of the shared memory %s: %s", name, strerror (errno));
+    }
+    if (closedir (dir) != 0)
+        ps_warn ("closedir %s: %s", S_SHM_DIR, strerror (errno));
+}
+
 ps_ring_shm_t *
 ps_ring_shm_new (uint64_t ring_id, const char *const *members, int n, int rank,
                  size_t slot_bytes, ps_error_t *err)
@@ -114,9 +165,11 @@ ps_ring_shm_new (uint64_t ring_id, const char *const *members, int n, int rank,
                       PS_RING_SHM_MIN_SLOT);
         return NULL;
     }
+    s_sweep ();
     ps_ring_shm_t *self = calloc (1, sizeof *self);
     if (!self)
         abort ();
+    self->fd = -1;
     self->rank = rank;
     self->n = n;
     self->slot_floats = slot_bytes / sizeof (float);
@@ -134,7 +187,7 @@ ps_ring_shm_new (uint64_t ring_id, const char *const *members, int n, int rank,
     size_t out_bytes = self->out_floats * sizeof (float);
     self->map_bytes = head_bytes + (size_t) n * (slot_bytes + out_bytes);
 
-    int fd = shm_open (self->name, O_RDWR | O_CREAT, 0600);
+    int fd = self->fd = shm_open (self->name, O_RDWR | O_CREAT, 0600);
     if (fd < 0) {
         ps_error_set (err, PS_EIO, "ring %" PRIx64 ": shm_open %s: %s", ring_id, self->name,
                       strerror (errno));
@@ -146,39 +199,45 @@ ps_ring_shm_new (uint64_t ring_id, const char *const *members, int n, int rank,
     if (fstat (fd, &st) != 0) {
         ps_error_set (err, PS_EIO, "ring %" PRIx64 ": fstat %s: %s", ring_id, self->name,
                       strerror (errno));
-        goto closed;
+        goto failed;
     }
     if (st.st_uid != geteuid () || (st.st_mode & 077)) {
         ps_error_set (err, PS_EIO, "ring %" PRIx64 ": the shared memory %s is of user %u, "
                       "mode %03o: it must be this user's (%u) with mode 0600", ring_id,
                       self->name, (unsigned) st.st_uid, (unsigned) (st.st_mode & 0777),
                       (unsigned) geteuid ());
-        goto closed;
+        goto failed;
     }
+    self->owned = true;
+    //  Held until the mapping goes, so that s_sweep leaves it be.
+    while (flock (fd, LOCK_SH) != 0)
+        if (errno != EINTR) {
+            ps_error_set (err, PS_EIO, "ring %" PRIx64 ": flock %s: %s", ring_id, self->name,
+                          strerror (errno));
+            goto failed;
+        }
     //  Every member sizes it alike, whoever comes first. The pages are
     //  taken now, so that a full /dev/shm is an error here rather than a
     //  SIGBUS in the middle of a collective.
     if ((size_t) st.st_size != self->map_bytes && ftruncate (fd, (off_t) self->map_bytes) != 0) {
         ps_error_set (err, PS_EIO, "ring %" PRIx64 ": cannot size the shared memory %s to "
                       "%zu bytes: %s", ring_id, self->name, self->map_bytes, strerror (errno));
-        goto closed;
+        goto failed;
     }
     int rc = posix_fallocate (fd, 0, (off_t) self->map_bytes);
     if (rc != 0) {
         ps_error_set (err, PS_EIO, "ring %" PRIx64 ": no room for the %zu bytes of shared "
                       "memory %s: %s (PS_SAME_HOST=ipc keeps the ring on sockets)", ring_id,
                       self->map_bytes, self->name, strerror (rc));
-        goto closed;
+        goto failed;
     }
     self->map = mmap (NULL, self->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (self->map == MAP_FAILED) {
         self->map = NULL;
         ps_error_set (err, PS_EIO, "ring %" PRIx64 ": mmap of the shared memory %s: %s",
                       ring_id, self->name, strerror (errno));
-        goto closed;
+        goto failed;
     }
-    if (close (fd) != 0)
-        ps_warn ("close of the shared memory %s: %s", self->name, strerror (errno));
     self->head = (s_head_t *) self->map;
     for (int k = 0; k < n; k++) {
         self->in [k] = (float *) (self->map + head_bytes + (size_t) k * slot_bytes);
@@ -187,9 +246,6 @@ ps_ring_shm_new (uint64_t ring_id, const char *const *members, int n, int rank,
     }
     return self;
 
-closed:
-    if (close (fd) != 0)
-        ps_warn ("close of the shared memory %s: %s", self->name, strerror (errno));
 failed:
     ps_ring_shm_destroy (&self);
     return NULL;
@@ -206,8 +262,10 @@ ps_ring_shm_destroy (ps_ring_shm_t **self_p)
     //  or the name; neither is worth more than a word in the log.
     if (self->map && munmap (self->map, self->map_bytes) != 0)
         ps_warn ("munmap of the shared memory %s: %s", self->name, strerror (errno));
-    if (!self->unlinked && shm_unlink (self->name) != 0 && errno != ENOENT)
+    if (self->owned && !self->unlinked && shm_unlink (self->name) != 0 && errno != ENOENT)
         ps_warn ("shm_unlink %s: %s", self->name, strerror (errno));
+    if (self->fd >= 0 && close (self->fd) != 0)
+        ps_warn ("close of the shared memory %s: %s", self->name, strerror (errno));
     free (self->in);
     free (self->out);
     free (self->segment);

@@ -13,7 +13,11 @@
 //  on the wire. It holds a header and one slot of slot_bytes per member.
 //  The first member through the first barrier removes its name, so no
 //  file is left behind once the ring works; a member that forms its next
-//  ring removes it too, in case the first barrier was never passed.
+//  ring removes it too, in case the first barrier was never passed. Each
+//  member holds a shared lock on the object while it has it mapped, and
+//  making a ring removes the names of this user's ring objects that no
+//  process holds and that are more than a minute old: those of rings
+//  whose members all died before their first barrier.
 //
 //  A collective runs in passes over pieces of the vector of at most
 //  slot_bytes. In a pass, member m copies the parts of its piece that the
