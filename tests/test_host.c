@@ -3,7 +3,8 @@
 //  and the pick of one (ipc:// on the same host only and with its socket
 //  there, tcp elsewhere, for a plain endpoint and under PS_SAME_HOST=tcp);
 //  whether memory is shared with a set's process (not with another host,
-//  nor under PS_SAME_HOST=ipc at either end, said by shm=off); the private ipc
+//  user or /dev/shm, nor under PS_SAME_HOST=ipc at either end, said by
+//  shm=off); the private ipc
 //  directory, made with mode 0700 and refused when open to others or
 //  named with a comma; the ipc endpoint named after the tcp one.
 
@@ -79,7 +80,9 @@ test_sets (void **state)
     //  identity that shares no /tmp with this one): tcp.
     assert_int_equal (ps_host_set ("tcp://10.0.0.5:2222", ipc, set, sizeof set, &err), 0);
     char want [PS_HOST_SET_MAX];
-    snprintf (want, sizeof want, "tcp://10.0.0.5:2222,%s,host=test_host_1", ipc);
+    const char *shm = ps_host_shm_id ();
+    assert_true (*shm);
+    snprintf (want, sizeof want, "tcp://10.0.0.5:2222,%s,host=test_host_1,shm=%s", ipc, shm);
     assert_string_equal (set, want);
     assert_int_equal (ps_host_pick (set, out, sizeof out, &local, &err), 0);
     assert_string_equal (out, "tcp://10.0.0.5:2222");
@@ -109,29 +112,38 @@ test_sets (void **state)
         assert_string_equal (out, "tcp://h:1");
         assert_false (local);
     }
-    //  Memory is shared with this host's set whose socket is there, and
-    //  with no other; not with one that says shm=off (as a set of a
-    //  process under PS_SAME_HOST=ipc does), nor under PS_SAME_HOST=ipc
-    //  here, which keeps the ipc endpoint.
-    snprintf (want, sizeof want, "tcp://10.0.0.5:2222,%s,host=test_host_1", ipc);
+    //  Memory is shared with a set of this host and this shared-memory
+    //  identity, whether or not its socket is seen from here (strings
+    //  alone decide, so that all members of a ring decide alike); not
+    //  with another host's, another user's or another /dev/shm's, nor one
+    //  without an identity or that says shm=off (as a set of a process
+    //  under PS_SAME_HOST=ipc does), nor under PS_SAME_HOST=ipc here,
+    //  which keeps the ipc endpoint.
+    assert_true (ps_host_shares_memory (set));
+    snprintf (want, sizeof want, "tcp://h:1,ipc:///nowhere/x,host=test_host_1,shm=%s", shm);
     assert_true (ps_host_shares_memory (want));
-    assert_false (ps_host_shares_memory ("tcp://h:1,host=test_host_1"));
-    snprintf (want, sizeof want, "tcp://h:1,%s,host=test_host_2", ipc);
-    assert_false (ps_host_shares_memory (want));
-    snprintf (want, sizeof want, "tcp://h:1,%s,host=test_host_1,shm=off", ipc);
-    assert_false (ps_host_shares_memory (want));
-    snprintf (want, sizeof want, "tcp://h:1,%s,host=test_host_1,shm=offx", ipc);
+    snprintf (want, sizeof want, "tcp://h:1,%s,shm=%s,host=test_host_1", ipc, shm);
     assert_true (ps_host_shares_memory (want));
+    const char *not_shared [] = { "host=test_host_2,shm=%s", "host=test_host_1",
+                                  "host=test_host_1,shm=off", "host=test_host_1,shm=%sx",
+                                  "host=test_host_1,shm=1%s", "shm=%s" };
+    for (size_t i = 0; i < sizeof not_shared / sizeof not_shared [0]; i++) {
+        char tail [128];
+        snprintf (tail, sizeof tail, not_shared [i], shm);
+        snprintf (want, sizeof want, "tcp://h:1,%s,%s", ipc, tail);
+        if (ps_host_shares_memory (want))
+            fail_msg ("memory shared with %s", want);
+    }
     assert_int_equal (setenv ("PS_SAME_HOST", "ipc", 1), 0);
     assert_true (ps_host_same_host ());
     assert_false (ps_host_shared_memory ());
+    assert_false (ps_host_shares_memory (set));
     assert_int_equal (ps_host_set ("tcp://h:1", ipc, set, sizeof set, &err), 0);
     snprintf (want, sizeof want, "tcp://h:1,%s,host=test_host_1,shm=off", ipc);
     assert_string_equal (set, want);
     assert_int_equal (ps_host_pick (set, out, sizeof out, &local, &err), 0);
     assert_string_equal (out, ipc);
     assert_true (local);
-    assert_false (ps_host_shares_memory (set));
     assert_int_equal (unsetenv ("PS_SAME_HOST"), 0);
     assert_true (ps_host_shared_memory ());
     assert_false (ps_host_shares_memory (set));

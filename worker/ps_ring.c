@@ -220,9 +220,11 @@ ps_ring_new (const ps_ring_config_t *config, ps_error_t *err)
     self->chunk_bytes = config->chunk_bytes ? config->chunk_bytes : PS_RING_DEFAULT_CHUNK;
     self->timeout_ms = config->timeout_ms ? config->timeout_ms : S_DEFAULT_TIMEOUT_MS;
     self->shm_bytes = config->shm_bytes ? config->shm_bytes : PS_RING_SHM_DEFAULT_SLOT;
-    if (self->shm_bytes < PS_RING_SHM_MIN_SLOT || self->shm_bytes % 64) {
-        ps_error_set (err, PS_EINVAL, "ring at %s: shm_bytes %zu is not a multiple of 64 of "
-                      "at least %d", config->bind, config->shm_bytes, PS_RING_SHM_MIN_SLOT);
+    if (self->shm_bytes < PS_RING_SHM_MIN_SLOT || self->shm_bytes > PS_RING_SHM_MAX_SLOT
+    ||  self->shm_bytes % 64) {
+        ps_error_set (err, PS_EINVAL, "ring at %s: shm_bytes %zu is not a multiple of 64 from "
+                      "%d to %d", config->bind, config->shm_bytes, PS_RING_SHM_MIN_SLOT,
+                      PS_RING_SHM_MAX_SLOT);
         free (self);
         return NULL;
     }
@@ -278,10 +280,10 @@ ps_ring_set_watch (ps_ring_t *self, void *socket, int fd, ps_ring_watch_fn *fn, 
     self->watch_arg = arg;
 }
 
-//  Whether the members of a ring of more than one all share this host and
-//  memory with this member (ps_host_shares_memory). Every member decides
-//  from the same list, and each one's own set says whether it shares
-//  memory, so all decide alike.
+//  Whether the members of a ring of more than one all share memory with
+//  this member (ps_host_shares_memory): all their sets name this host and
+//  this member's shared-memory identity. That compares strings alone, so
+//  every member, deciding from the same list, decides alike.
 static bool
 s_one_host (const char *const *members, int n)
 {
@@ -325,9 +327,18 @@ ps_ring_form (ps_ring_t *self, uint64_t ring_id, int rank, int n,
     //  A formation that fails leaves the previous ring as it was.
     ps_ring_shm_t *shm = NULL;
     ps_error_t shm_err;
-    if (s_one_host (members, n)
-    &&  !(shm = ps_ring_shm_new (ring_id, members, n, rank, self->shm_bytes, &shm_err)))
-        return ps_error_set (err, shm_err.code, "%s", shm_err.msg);
+    if (s_one_host (members, n)) {
+        shm = ps_ring_shm_new (ring_id, members, n, rank, self->shm_bytes, &shm_err);
+        //  The previous ring's memory may be what leaves no room for this
+        //  one's: let it go, which breaks the previous ring, and try again.
+        if (!shm && shm_err.code == PS_EIO && self->shm) {
+            ps_ring_shm_destroy (&self->shm);
+            self->broken = true;
+            shm = ps_ring_shm_new (ring_id, members, n, rank, self->shm_bytes, &shm_err);
+        }
+        if (!shm)
+            return ps_error_set (err, shm_err.code, "%s", shm_err.msg);
+    }
     int rc = ps_ring_transport_connect (self->transport, ring_id,
                                         n > 1 ? members [(rank + 1) % n] : NULL, (rank + 1) % n,
                                         successor_task, members [(rank + n - 1) % n],

@@ -77,7 +77,8 @@ typedef struct {
     const char *ipc;
     //  Bytes of each member's slot in the shared memory of a ring whose
     //  members all share this host (ps_ring_shm.h; 0:
-    //  PS_RING_SHM_DEFAULT_SLOT): a multiple of 64, at least 4096.
+    //  PS_RING_SHM_DEFAULT_SLOT): a multiple of 64 from 4096 to 1 GiB, the
+    //  same in every member (one that differs fails to join, PS_EPROTO).
     size_t shm_bytes;
 } ps_ring_config_t;
 
@@ -118,7 +119,10 @@ void ps_ring_set_watch (ps_ring_t *self, void *socket, int fd, ps_ring_watch_fn 
 //  key are read; others are dropped and counted as malformed. A ring of
 //  one host maps its shared memory here (see ps_ring_allreduce); that
 //  memory is this user's alone, whom CurveZMQ's keys, files of this user,
-//  do not keep out either. Returns 0,
+//  do not keep out either. A formation that fails leaves the previous
+//  ring as it was, but for one case: when there was no room for the new
+//  ring's shared memory beside the previous ring's, that is let go and
+//  the previous ring broken. Returns 0,
 //  or PS_EINVAL (bad rank, n < 1, an empty endpoint, a ring id not above
 //  the last, no tasks in a secured ring), PS_ENOTFOUND (no public key
 //  for the successor) or PS_EIO naming the endpoint (or the shared

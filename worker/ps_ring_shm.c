@@ -27,6 +27,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,10 +55,19 @@
 //  How often a member checks the barrier before it sleeps on the futex.
 #define S_SPINS             256
 
-//  Where shm_open keeps its objects, and how old an object no process
-//  holds must be for s_sweep to remove its name.
+//  Where the objects live (as shm_open's do), and how old an object no
+//  process holds must be for s_sweep to remove its name.
 #define S_SHM_DIR           "/dev/shm"
 #define S_STALE_S           60
+
+//  The header's first words, which a member that joins checks: the mark
+//  of this layout, and the geometry it was made for.
+#define S_MAGIC             0x52534d50u     //  "PMSR"
+#define S_LAYOUT            1
+
+//  Tries at opening or making the object before giving up (each lost
+//  race with another member, or a stale object removed, costs one).
+#define S_OPEN_TRIES        8
 
 typedef struct {
     _Atomic uint64_t seq;
@@ -65,6 +75,11 @@ typedef struct {
 } s_announce_t;
 
 typedef struct {
+    uint32_t magic;
+    uint32_t layout;
+    uint64_t members;
+    uint64_t slot_bytes;
+    uint64_t map_bytes;
     //  The barrier: members arrived in this generation, the generation
     //  (the futex word), and members asleep on it.
     _Atomic uint32_t arrived;
@@ -75,8 +90,11 @@ typedef struct {
 } s_head_t;
 
 struct _ps_ring_shm_t {
-    char name [96];
+    char name [96];             //  "/ps-ring-...", as shm_open names it
+    char path [112];            //  S_SHM_DIR and the name
+    uint64_t ring_id;
     int rank, n;
+    size_t slot_bytes;
     size_t slot_floats;         //  a piece, at most
     size_t out_floats;          //  a part, at most
     unsigned char *map;
@@ -85,8 +103,7 @@ struct _ps_ring_shm_t {
     float **in, **out;          //  each member's input slot and output
     size_t *segment;            //  the ring's segments of this collective: n + 1 bounds
     int fd;                     //  open for the mapping's life, holding a shared lock
-    bool owned;                 //  the object is this user's: its name may be removed
-    bool unlinked;
+    bool unlinked;              //  the name is gone (or was never this member's to remove)
     double progress_at;
     int pass, passes;           //  for messages
 };
@@ -112,13 +129,47 @@ s_round_up (size_t value, size_t to)
     return (value + to - 1) / to * to;
 }
 
+static int
+s_flock (int fd, int how)
+{
+    int rc;
+    while ((rc = flock (fd, how)) != 0 && errno == EINTR)
+        ;
+    return rc;
+}
+
+//  Remove the name at path if it still names the object open at fd, on
+//  which the caller holds an exclusive lock or its own shared one: never
+//  another object made under the same name since. Returns 0 or -1.
+static int
+s_unlink_if (const char *path, int fd)
+{
+    struct stat named, held;
+    if (stat (path, &named) != 0 || fstat (fd, &held) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (named.st_dev != held.st_dev || named.st_ino != held.st_ino)
+        return 0;
+    return unlink (path) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+//  Whether the object open at fd is held by no process (an exclusive lock
+//  can be had, and is kept) and was last changed more than min_age_s ago.
+static bool
+s_abandoned (int fd, int min_age_s)
+{
+    struct stat st;
+    return fstat (fd, &st) == 0 && st.st_uid == geteuid ()
+        && time (NULL) - st.st_mtime >= min_age_s
+        && flock (fd, LOCK_EX | LOCK_NB) == 0;
+}
+
 //  Remove the names of this user's ring memory that no process holds and
 //  that are older than S_STALE_S: the memory of rings whose members all
-//  died before their first barrier, which would otherwise stay in
-//  /dev/shm until the machine restarts. A member holds a shared lock on
-//  its object for as long as it has it mapped, so an exclusive lock that
-//  can be had means nobody does; the age spares an object whose maker
-//  has opened it but not locked it yet. Failures only leave a name.
+//  died before their first barrier (and the half-made objects of members
+//  that died making one), which would otherwise stay in /dev/shm until the
+//  machine restarts. A member holds a shared lock on its object for as
+//  long as it has it, so an exclusive lock that can be had means nobody
+//  does; the age spares an object just made. Failures only leave a name.
 static void
 s_sweep (void)
 {
@@ -129,29 +180,171 @@ s_sweep (void)
         return;
     struct dirent *entry;
     while ((entry = readdir (dir))) {
+        char path [sizeof ((ps_ring_shm_t *) 0)->path];
         if (strncmp (entry->d_name, prefix, (size_t) len) != 0
-        ||  strlen (entry->d_name) + 2 > sizeof ((ps_ring_shm_t *) 0)->name)
+        ||  snprintf (path, sizeof path, "%s/%s", S_SHM_DIR, entry->d_name) >= (int) sizeof path)
             continue;
-        char name [sizeof ((ps_ring_shm_t *) 0)->name];
-        snprintf (name, sizeof name, "/%s", entry->d_name);
-        int fd = shm_open (name, O_RDONLY, 0);
+        int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
             continue;
-        struct stat st;
-        if (fstat (fd, &st) == 0 && st.st_uid == geteuid ()
-        &&  time (NULL) - st.st_mtime > S_STALE_S
-        &&  flock (fd, LOCK_EX | LOCK_NB) == 0) {
-            if (shm_unlink (name) == 0)
-                ps_info ("removed the shared memory %s of a ring whose members are gone", name);
+        if (s_abandoned (fd, S_STALE_S)) {
+            if (s_unlink_if (path, fd) == 0)
+                ps_info ("removed %s, the shared memory of a ring whose members are gone", path);
             else
-            if (errno != ENOENT)
-                ps_warn ("shm_unlink %s: %s", name, strerror (errno));
+                ps_warn ("cannot remove %s: %s", path, strerror (errno));
         }
         if (close (fd) != 0)
-            ps_warn ("close of the shared memory %s: %s", name, strerror (errno));
+            ps_warn ("close of %s: %s", path, strerror (errno));
     }
     if (closedir (dir) != 0)
         ps_warn ("closedir %s: %s", S_SHM_DIR, strerror (errno));
+}
+
+//  Check the object open at fd (this member holding a shared lock on it)
+//  before using it: this user's alone, and made for this ring's layout.
+//  Another user's object, or one open to others, could let them read or
+//  change the sums. Returns 0 or a code with err set.
+static int
+s_check (ps_ring_shm_t *self, int fd, ps_error_t *err)
+{
+    struct stat st;
+    if (fstat (fd, &st) != 0)
+        return ps_error_set (err, PS_EIO, "ring %" PRIx64 ": fstat %s: %s", self->ring_id,
+                             self->path, strerror (errno));
+    if (st.st_uid != geteuid () || (st.st_mode & 077))
+        return ps_error_set (err, PS_EIO, "ring %" PRIx64 ": the shared memory %s is of user "
+                             "%u, mode %03o: it must be this user's (%u) with mode 0600",
+                             self->ring_id, self->path, (unsigned) st.st_uid,
+                             (unsigned) (st.st_mode & 0777), (unsigned) geteuid ());
+    s_head_t head;
+    ssize_t got = (size_t) st.st_size >= sizeof head ? pread (fd, &head, sizeof head, 0) : 0;
+    if (got < 0)
+        return ps_error_set (err, PS_EIO, "ring %" PRIx64 ": reading %s: %s", self->ring_id,
+                             self->path, strerror (errno));
+    if ((size_t) got != sizeof head || head.magic != S_MAGIC || head.layout != S_LAYOUT
+    ||  (size_t) st.st_size != self->map_bytes || head.map_bytes != self->map_bytes
+    ||  head.members != (uint64_t) self->n || head.slot_bytes != self->slot_bytes)
+        return ps_error_set (err, PS_EPROTO, "ring %" PRIx64 ": the shared memory %s was made "
+                             "for another layout (%zu bytes, layout %u, %" PRIu64 " members, "
+                             "slots of %" PRIu64 " bytes) than this member's (%zu bytes, "
+                             "layout %d, %d members, slots of %zu bytes): do the members "
+                             "run the same build and shm_bytes?", self->ring_id, self->path,
+                             (size_t) st.st_size, got == sizeof head ? head.layout : 0,
+                             got == sizeof head ? head.members : 0,
+                             got == sizeof head ? head.slot_bytes : 0, self->map_bytes,
+                             S_LAYOUT, self->n, self->slot_bytes);
+    return PS_OK;
+}
+
+//  Make the object whole under a name of this member's own (sized, its
+//  pages taken, so that a full /dev/shm is an error here rather than a
+//  SIGBUS in a collective, and its header written), holding a shared lock
+//  on it, and then give it the ring's name, which fails when another
+//  member's is there already. Returns the descriptor, -1 with *taken set
+//  when the name was taken, or -1 with err set.
+static int
+s_make (ps_ring_shm_t *self, bool *taken, ps_error_t *err)
+{
+    *taken = false;
+    char own [sizeof self->path + 32];
+    snprintf (own, sizeof own, "%s.%d.%p", self->path, (int) getpid (), (void *) self);
+    int fd = open (own, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        ps_error_set (err, PS_EIO, "ring %" PRIx64 ": cannot make %s: %s", self->ring_id, own,
+                      strerror (errno));
+        return -1;
+    }
+    int rc = 0;
+    if (s_flock (fd, LOCK_SH) != 0)
+        rc = ps_error_set (err, PS_EIO, "ring %" PRIx64 ": flock %s: %s", self->ring_id, own,
+                           strerror (errno));
+    else
+    if (ftruncate (fd, (off_t) self->map_bytes) != 0)
+        rc = ps_error_set (err, PS_EIO, "ring %" PRIx64 ": cannot size %s to %zu bytes: %s",
+                           self->ring_id, own, self->map_bytes, strerror (errno));
+    else
+    if ((errno = posix_fallocate (fd, 0, (off_t) self->map_bytes)) != 0)
+        rc = ps_error_set (err, PS_EIO, "ring %" PRIx64 ": no room in %s for the %zu bytes of "
+                           "the ring's shared memory: %s (PS_SAME_HOST=ipc keeps the ring on "
+                           "sockets)", self->ring_id, S_SHM_DIR, self->map_bytes,
+                           strerror (errno));
+    else {
+        s_head_t head = { .magic = S_MAGIC, .layout = S_LAYOUT, .members = (uint64_t) self->n,
+                          .slot_bytes = self->slot_bytes, .map_bytes = self->map_bytes };
+        ssize_t put = pwrite (fd, &head, sizeof head, 0);
+        if (put != (ssize_t) sizeof head)
+            rc = ps_error_set (err, PS_EIO, "ring %" PRIx64 ": writing %s: %s", self->ring_id,
+                               own, put < 0 ? strerror (errno) : "short write");
+        else
+        if (link (own, self->path) != 0) {
+            if (errno == EEXIST)
+                *taken = true;
+            else
+                rc = ps_error_set (err, PS_EIO, "ring %" PRIx64 ": cannot name %s %s: %s",
+                                   self->ring_id, own, self->path, strerror (errno));
+        }
+    }
+    if (unlink (own) != 0)
+        ps_warn ("cannot remove %s: %s", own, strerror (errno));
+    if (rc == 0 && !*taken)
+        return fd;
+    if (close (fd) != 0)
+        ps_warn ("close of %s: %s", own, strerror (errno));
+    return -1;
+}
+
+//  Open the ring's object, joining the one another member made or making
+//  it, and hold a shared lock on it. An object of that name that no
+//  process holds is a dead ring's (a ring id and members used again): it
+//  is removed and made anew, never joined, since its barrier and
+//  announcements hold whatever its members left. Returns the descriptor
+//  or -1 with err set.
+static int
+s_open (ps_ring_shm_t *self, ps_error_t *err)
+{
+    for (int tries = 0; tries < S_OPEN_TRIES; tries++) {
+        int fd = open (self->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0 && errno != ENOENT) {
+            ps_error_set (err, PS_EIO, "ring %" PRIx64 ": cannot open %s: %s", self->ring_id,
+                          self->path, strerror (errno));
+            return -1;
+        }
+        if (fd >= 0) {
+            int rc = 0;
+            if (s_abandoned (fd, 0)) {
+                if (s_unlink_if (self->path, fd) != 0)
+                    rc = ps_error_set (err, PS_EIO, "ring %" PRIx64 ": cannot remove %s, the "
+                                       "memory of a dead ring of this name: %s", self->ring_id,
+                                       self->path, strerror (errno));
+            }
+            else
+            if (s_flock (fd, LOCK_SH) != 0)
+                rc = ps_error_set (err, PS_EIO, "ring %" PRIx64 ": flock %s: %s",
+                                   self->ring_id, self->path, strerror (errno));
+            else
+            if ((rc = s_check (self, fd, err)) == 0) {
+                //  It may have lost its last holder, and its name, while
+                //  this member waited for the lock: then make another.
+                struct stat named, held;
+                if (stat (self->path, &named) == 0 && fstat (fd, &held) == 0
+                &&  named.st_dev == held.st_dev && named.st_ino == held.st_ino)
+                    return fd;
+            }
+            if (close (fd) != 0)
+                ps_warn ("close of %s: %s", self->path, strerror (errno));
+            if (rc)
+                return -1;
+            continue;
+        }
+        bool taken;
+        if ((fd = s_make (self, &taken, err)) >= 0)
+            return fd;
+        if (!taken)
+            return -1;
+    }
+    ps_error_set (err, PS_EIO, "ring %" PRIx64 ": could not open or make %s in %d tries",
+                  self->ring_id, self->path, S_OPEN_TRIES);
+    return -1;
 }
 
 ps_ring_shm_t *
@@ -159,10 +352,23 @@ ps_ring_shm_new (uint64_t ring_id, const char *const *members, int n, int rank,
                  size_t slot_bytes, ps_error_t *err)
 {
     assert (members && n >= 2 && rank >= 0 && rank < n);
-    if (slot_bytes < PS_RING_SHM_MIN_SLOT || slot_bytes % 64) {
+    if (slot_bytes < PS_RING_SHM_MIN_SLOT || slot_bytes > PS_RING_SHM_MAX_SLOT
+    ||  slot_bytes % 64) {
         ps_error_set (err, PS_EINVAL, "ring %" PRIx64 ": a shared-memory slot of %zu bytes "
-                      "(at least %d, a multiple of 64)", ring_id, slot_bytes,
-                      PS_RING_SHM_MIN_SLOT);
+                      "(a multiple of 64 from %d to %d)", ring_id, slot_bytes,
+                      PS_RING_SHM_MIN_SLOT, PS_RING_SHM_MAX_SLOT);
+        return NULL;
+    }
+    size_t head_bytes = s_round_up (sizeof (s_head_t) + (size_t) n * sizeof (s_announce_t),
+                                    4096);
+    size_t out_floats = s_round_up ((slot_bytes / sizeof (float) + (size_t) n - 1) / (size_t) n,
+                                    S_ALIGN_FLOATS);
+    size_t per_member = slot_bytes + out_floats * sizeof (float), map_bytes;
+    if (__builtin_mul_overflow ((size_t) n, per_member, &map_bytes)
+    ||  __builtin_add_overflow (map_bytes, head_bytes, &map_bytes)
+    ||  map_bytes > (size_t) INT64_MAX) {
+        ps_error_set (err, PS_EINVAL, "ring %" PRIx64 ": %d members with slots of %zu bytes "
+                      "are too many to map", ring_id, n, slot_bytes);
         return NULL;
     }
     s_sweep ();
@@ -170,11 +376,14 @@ ps_ring_shm_new (uint64_t ring_id, const char *const *members, int n, int rank,
     if (!self)
         abort ();
     self->fd = -1;
+    self->unlinked = true;      //  until this member has the object
+    self->ring_id = ring_id;
     self->rank = rank;
     self->n = n;
+    self->slot_bytes = slot_bytes;
     self->slot_floats = slot_bytes / sizeof (float);
-    self->out_floats = s_round_up ((self->slot_floats + (size_t) n - 1) / (size_t) n,
-                                   S_ALIGN_FLOATS);
+    self->out_floats = out_floats;
+    self->map_bytes = map_bytes;
     self->in = calloc ((size_t) n, sizeof *self->in);
     self->out = calloc ((size_t) n, sizeof *self->out);
     self->segment = calloc ((size_t) n + 1, sizeof *self->segment);
@@ -182,67 +391,22 @@ ps_ring_shm_new (uint64_t ring_id, const char *const *members, int n, int rank,
         abort ();
     snprintf (self->name, sizeof self->name, "/ps-ring-%u-%016" PRIx64 "-%016" PRIx64,
               (unsigned) geteuid (), s_hash (members, n), ring_id);
-    size_t head_bytes = s_round_up (sizeof (s_head_t) + (size_t) n * sizeof (s_announce_t),
-                                    4096);
-    size_t out_bytes = self->out_floats * sizeof (float);
-    self->map_bytes = head_bytes + (size_t) n * (slot_bytes + out_bytes);
-
-    int fd = self->fd = shm_open (self->name, O_RDWR | O_CREAT, 0600);
-    if (fd < 0) {
-        ps_error_set (err, PS_EIO, "ring %" PRIx64 ": shm_open %s: %s", ring_id, self->name,
-                      strerror (errno));
+    snprintf (self->path, sizeof self->path, "%s%s", S_SHM_DIR, self->name);
+    if ((self->fd = s_open (self, err)) < 0)
         goto failed;
-    }
-    //  An object someone else made, or left open to others, could let
-    //  them read or change the sums: refuse it.
-    struct stat st;
-    if (fstat (fd, &st) != 0) {
-        ps_error_set (err, PS_EIO, "ring %" PRIx64 ": fstat %s: %s", ring_id, self->name,
-                      strerror (errno));
-        goto failed;
-    }
-    if (st.st_uid != geteuid () || (st.st_mode & 077)) {
-        ps_error_set (err, PS_EIO, "ring %" PRIx64 ": the shared memory %s is of user %u, "
-                      "mode %03o: it must be this user's (%u) with mode 0600", ring_id,
-                      self->name, (unsigned) st.st_uid, (unsigned) (st.st_mode & 0777),
-                      (unsigned) geteuid ());
-        goto failed;
-    }
-    self->owned = true;
-    //  Held until the mapping goes, so that s_sweep leaves it be.
-    while (flock (fd, LOCK_SH) != 0)
-        if (errno != EINTR) {
-            ps_error_set (err, PS_EIO, "ring %" PRIx64 ": flock %s: %s", ring_id, self->name,
-                          strerror (errno));
-            goto failed;
-        }
-    //  Every member sizes it alike, whoever comes first. The pages are
-    //  taken now, so that a full /dev/shm is an error here rather than a
-    //  SIGBUS in the middle of a collective.
-    if ((size_t) st.st_size != self->map_bytes && ftruncate (fd, (off_t) self->map_bytes) != 0) {
-        ps_error_set (err, PS_EIO, "ring %" PRIx64 ": cannot size the shared memory %s to "
-                      "%zu bytes: %s", ring_id, self->name, self->map_bytes, strerror (errno));
-        goto failed;
-    }
-    int rc = posix_fallocate (fd, 0, (off_t) self->map_bytes);
-    if (rc != 0) {
-        ps_error_set (err, PS_EIO, "ring %" PRIx64 ": no room for the %zu bytes of shared "
-                      "memory %s: %s (PS_SAME_HOST=ipc keeps the ring on sockets)", ring_id,
-                      self->map_bytes, self->name, strerror (rc));
-        goto failed;
-    }
-    self->map = mmap (NULL, self->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    self->unlinked = false;
+    self->map = mmap (NULL, self->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, self->fd, 0);
     if (self->map == MAP_FAILED) {
         self->map = NULL;
         ps_error_set (err, PS_EIO, "ring %" PRIx64 ": mmap of the shared memory %s: %s",
-                      ring_id, self->name, strerror (errno));
+                      ring_id, self->path, strerror (errno));
         goto failed;
     }
     self->head = (s_head_t *) self->map;
     for (int k = 0; k < n; k++) {
         self->in [k] = (float *) (self->map + head_bytes + (size_t) k * slot_bytes);
         self->out [k] = (float *) (self->map + head_bytes + (size_t) n * slot_bytes
-                                   + (size_t) k * out_bytes);
+                                   + (size_t) k * out_floats * sizeof (float));
     }
     return self;
 
@@ -261,11 +425,11 @@ ps_ring_shm_destroy (ps_ring_shm_t **self_p)
     //  Nothing can be done about a failure here but to leak the mapping
     //  or the name; neither is worth more than a word in the log.
     if (self->map && munmap (self->map, self->map_bytes) != 0)
-        ps_warn ("munmap of the shared memory %s: %s", self->name, strerror (errno));
-    if (self->owned && !self->unlinked && shm_unlink (self->name) != 0 && errno != ENOENT)
-        ps_warn ("shm_unlink %s: %s", self->name, strerror (errno));
+        ps_warn ("munmap of the shared memory %s: %s", self->path, strerror (errno));
+    if (!self->unlinked && s_unlink_if (self->path, self->fd) != 0)
+        ps_warn ("cannot remove %s: %s", self->path, strerror (errno));
     if (self->fd >= 0 && close (self->fd) != 0)
-        ps_warn ("close of the shared memory %s: %s", self->name, strerror (errno));
+        ps_warn ("close of the shared memory %s: %s", self->path, strerror (errno));
     free (self->in);
     free (self->out);
     free (self->segment);
@@ -454,9 +618,10 @@ ps_ring_shm_allreduce (ps_ring_shm_t *self, uint64_t seq, float *data, size_t co
         if (self->pass == 0) {
             if ((rc = s_check_announcements (self, seq, count, err)))
                 return rc;
-            //  Every member has the object mapped now: its name can go.
-            if (!self->unlinked && shm_unlink (self->name) != 0 && errno != ENOENT)
-                return ps_error_set (err, PS_EIO, "shm_unlink %s: %s", self->name,
+            //  Every member has the object now: its name can go, and
+            //  member 0 removes it.
+            if (!self->unlinked && rank == 0 && s_unlink_if (self->path, self->fd) != 0)
+                return ps_error_set (err, PS_EIO, "cannot remove %s: %s", self->path,
                                      strerror (errno));
             self->unlinked = true;
         }

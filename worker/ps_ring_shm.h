@@ -10,23 +10,30 @@
 //  (mode 0600, refused when someone else's or open to others), named
 //  after the user, the ring id and the members' endpoints, so that the
 //  members of one ring, and only they, open the same one without a word
-//  on the wire. It holds a header and one slot of slot_bytes per member.
-//  The first member through the first barrier removes its name, so no
-//  file is left behind once the ring works; a member that forms its next
-//  ring removes it too, in case the first barrier was never passed. Each
-//  member holds a shared lock on the object while it has it mapped, and
-//  making a ring removes the names of this user's ring objects that no
-//  process holds and that are more than a minute old: those of rings
-//  whose members all died before their first barrier.
+//  on the wire. It holds a header (the layout it was made for, the
+//  barrier, each member's announcement), an input slot of slot_bytes per
+//  member and an output of a part per member. The member that makes it
+//  makes it whole under a name of its own and then links it to the
+//  ring's name, so a member that joins never sees half an object, and
+//  checks the layout before it uses it. Each member holds a shared lock
+//  on the object while it has it: an object of the ring's name that no
+//  one holds is a dead ring's, whose barrier holds whatever its members
+//  left, and is made anew rather than joined. Member 0 removes the name
+//  once all have passed the first barrier, so no file is left behind once
+//  the ring works; a member that lets go of the ring removes it too, in
+//  case the first barrier was never passed; and making a ring removes the
+//  names of this user's ring objects that no process holds and that are
+//  more than a minute old (rings whose members all died before their
+//  first barrier).
 //
 //  A collective runs in passes over pieces of the vector of at most
 //  slot_bytes. In a pass, member m copies the parts of its piece that the
 //  others sum into its slot; all meet at a barrier; member m sums part m
 //  of the piece over every member's copy (its own from its vector) into
-//  its vector and its slot; all meet again; and member m copies every
-//  other part's sum out of its summing member's slot. The first barrier of
-//  the next pass is also what lets a member overwrite its slot, so a pass
-//  needs two barriers.
+//  its vector and its output; all meet again; and member m copies every
+//  other part's sum out of its summing member's output. The first barrier
+//  of the next pass is also what lets a member overwrite its output, so a
+//  pass needs two barriers.
 //
 //  Every element is summed in the ring's own order (ps_ring.c, "The
 //  schedule"): an element of the ring's segment s as member s's value plus
@@ -61,8 +68,10 @@
 //  more barriers (see ps_ring_shm.c for the measurements).
 #define PS_RING_SHM_DEFAULT_SLOT    (4 * 1024 * 1024)
 
-//  The smallest slot (a part of every member in one cache line at least).
+//  The smallest slot (a part of every member in one cache line at least),
+//  and the largest.
 #define PS_RING_SHM_MIN_SLOT        4096
+#define PS_RING_SHM_MAX_SLOT        (1024 * 1024 * 1024)
 
 //  How often at least a waiting member calls the wait function.
 #define PS_RING_SHM_POLL_MS         10
@@ -76,9 +85,12 @@ typedef int (ps_ring_shm_wait_fn) (void *arg, double since_ms, ps_error_t *err);
 
 //  Open (making it if this member is the first) and map the shared memory
 //  of ring ring_id, whose n members (n >= 2) advertise members [0 .. n),
-//  as member rank, with slots of slot_bytes (a multiple of 64, at least
-//  PS_RING_SHM_MIN_SLOT). Returns NULL with err set (PS_EIO naming the
-//  object and the reason, such as no room in /dev/shm) when it cannot.
+//  as member rank, with slots of slot_bytes (a multiple of 64 from
+//  PS_RING_SHM_MIN_SLOT to PS_RING_SHM_MAX_SLOT). Returns NULL with err
+//  set when it cannot: PS_EIO naming the object and the reason (such as
+//  no room in /dev/shm), PS_EPROTO when another member made it for
+//  another layout (another build, another slot size), PS_EINVAL for bad
+//  sizes.
 ps_ring_shm_t *ps_ring_shm_new (uint64_t ring_id, const char *const *members, int n, int rank,
                                 size_t slot_bytes, ps_error_t *err);
 

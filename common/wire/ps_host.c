@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,12 @@
 
 static char s_id [PS_HOST_ID_MAX];
 static pthread_once_t s_id_once = PTHREAD_ONCE_INIT;
+
+//  Where shm_open keeps its objects on Linux.
+#define S_SHM_DIR "/dev/shm"
+
+static char s_shm [64];
+static pthread_once_t s_shm_once = PTHREAD_ONCE_INIT;
 
 //  Append the first line of file to buf (of len bytes), keeping only the
 //  characters an endpoint set can carry. Returns whether it read any.
@@ -92,6 +99,25 @@ ps_host_same_host (void)
     return !(mode && strcmp (mode, "tcp") == 0);
 }
 
+//  The user and the /dev/shm (its device and inode, which differ in a
+//  container of its own /dev/shm) that this process shares memory through.
+static void
+s_read_shm (void)
+{
+    struct stat st;
+    if (stat (S_SHM_DIR, &st) == 0 && S_ISDIR (st.st_mode))
+        snprintf (s_shm, sizeof s_shm, "%x.%jx.%jx", (unsigned) geteuid (),
+                  (uintmax_t) st.st_dev, (uintmax_t) st.st_ino);
+}
+
+const char *
+ps_host_shm_id (void)
+{
+    if (pthread_once (&s_shm_once, s_read_shm) != 0)
+        return "";
+    return s_shm;
+}
+
 bool
 ps_host_shared_memory (void)
 {
@@ -153,9 +179,10 @@ ps_host_ipc_endpoint (const char *what, const char *tcp, char *buf, size_t len, 
 int
 ps_host_set (const char *tcp, const char *ipc, char *buf, size_t len, ps_error_t *err)
 {
+    bool shm = ps_host_shared_memory () && *ps_host_shm_id ();
     int n = ipc && *ps_host_id ()
-          ? snprintf (buf, len, "%s,%s,host=%s%s", tcp, ipc, ps_host_id (),
-                      ps_host_shared_memory () ? "" : ",shm=off")
+          ? snprintf (buf, len, "%s,%s,host=%s,shm=%s", tcp, ipc, ps_host_id (),
+                      shm ? ps_host_shm_id () : "off")
           : snprintf (buf, len, "%s", tcp);
     if (n < 0 || (size_t) n >= len)
         return ps_error_set (err, PS_EINVAL, "no room for the endpoints of %s", tcp);
@@ -216,18 +243,19 @@ ps_host_pick (const char *set, char *buf, size_t len, bool *local, ps_error_t *e
 bool
 ps_host_shares_memory (const char *set)
 {
-    char endpoint [PS_HOST_SET_MAX];
-    bool local;
-    if (!ps_host_shared_memory ()
-    ||  ps_host_pick (set, endpoint, sizeof endpoint, &local, NULL) != 0 || !local)
+    if (!ps_host_shared_memory () || !*ps_host_shm_id () || !*ps_host_id ())
         return false;
-    //  An element of its own, not a part of another (a path may hold it).
-    for (const char *p = set; *p; ) {
-        size_t n = strcspn (p, ",");
-        if (n == 7 && strncmp (p, "shm=off", 7) == 0)
-            return false;
-        p += n;
+    bool host = false, shm = false;
+    size_t id_len = strlen (ps_host_id ()), shm_len = strlen (ps_host_shm_id ());
+    for (const char *p = set + strcspn (set, ","); *p; ) {
         p += strspn (p, ",");
+        size_t n = strcspn (p, ",");
+        if (n > 5 && strncmp (p, "host=", 5) == 0)
+            host = n - 5 == id_len && strncmp (p + 5, ps_host_id (), id_len) == 0;
+        else
+        if (n > 4 && strncmp (p, "shm=", 4) == 0)
+            shm = n - 4 == shm_len && strncmp (p + 4, ps_host_shm_id (), shm_len) == 0;
+        p += n;
     }
-    return true;
+    return host && shm;
 }

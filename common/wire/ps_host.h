@@ -11,11 +11,11 @@
 //  taken to share a file system for their ipc:// sockets.
 //
 //  A process that others connect to advertises an endpoint set: its TCP
-//  endpoint, then optionally its ipc:// endpoint and host identity, and
-//  "shm=off" when it shares no memory (PS_SAME_HOST=ipc), separated by
-//  commas (lists of endpoints are separated by spaces; elements a reader
-//  does not know are skipped):
-//      tcp://10.0.0.5:2222,ipc:///run/user/1000/ps-cluster/ps-4242-1,host=ID
+//  endpoint, then optionally its ipc:// endpoint, its host identity and
+//  its shared-memory identity (shm=off when it shares no memory, under
+//  PS_SAME_HOST=ipc), separated by commas (lists of endpoints are
+//  separated by spaces; elements a reader does not know are skipped):
+//      tcp://10.0.0.5:2222,ipc:///run/user/1000/ps-cluster/ps-4242-1,host=ID,shm=SHM
 //  A peer with the same identity connects to the ipc:// endpoint (when
 //  its socket file is there to see), any other to the first. A plain endpoint is a set of one. The ipc://
 //  sockets live in a directory of this user's alone (mode 0700):
@@ -53,6 +53,13 @@ bool ps_host_same_host (void);
 //  PS_SAME_HOST=tcp or PS_SAME_HOST=ipc).
 bool ps_host_shared_memory (void);
 
+//  This process's shared-memory identity: its user and the /dev/shm it
+//  sees (device and inode), so that processes of one host identity that
+//  cannot open each other's shared memory (other users, containers of
+//  their own /dev/shm) tell so from their sets. "" when /dev/shm is not
+//  there.
+const char *ps_host_shm_id (void);
+
 //  The ipc:// endpoint that the process bound at tcp (its bound TCP
 //  endpoint) binds beside it, named after what (a word) and tcp's address,
 //  in the private directory (made if need be). The name stays the same
@@ -65,8 +72,8 @@ bool ps_host_shared_memory (void);
 int ps_host_ipc_endpoint (const char *what, const char *tcp, char *buf, size_t len,
                           ps_error_t *err);
 
-//  Write the set of tcp, ipc (may be NULL: tcp alone) and this host's
-//  identity (and shm=off, when this process shares no memory) into buf.
+//  Write the set of tcp, ipc (may be NULL: tcp alone), this host's
+//  identity and this process's shared-memory identity (or off) into buf.
 //  Returns 0, or PS_EINVAL when it does not fit.
 int ps_host_set (const char *tcp, const char *ipc, char *buf, size_t len, ps_error_t *err);
 
@@ -77,11 +84,11 @@ int ps_host_set (const char *tcp, const char *ipc, char *buf, size_t len, ps_err
 //  Returns 0, or PS_EINVAL when set is empty or buf too small.
 int ps_host_pick (const char *set, char *buf, size_t len, bool *local, ps_error_t *err);
 
-//  Whether this process and the one that advertised set may share memory:
-//  set's ipc:// endpoint is the one picked from here (ps_host_pick), set
-//  does not say shm=off, and this process shares memory
-//  (ps_host_shared_memory). Both ends of a pair answer alike when their
-//  sets tell the truth about them.
+//  Whether this process and the one that advertised set share memory:
+//  this process does (ps_host_shared_memory, and /dev/shm is there), and
+//  set names this host identity and this shared-memory identity. It
+//  compares strings alone, so processes that compare their sets in turn
+//  all answer alike: a ring's members decide together from its list.
 bool ps_host_shares_memory (const char *set);
 
 #endif
