@@ -15,9 +15,11 @@
 //  last starts on a cache line of its own and members never write one
 //  line together.
 //
-//  Measured with tests/bench/bench_allreduce (2 members, 16 MiB, the
-//  2-core machine): see the commit that made this file and README's
-//  "Same-host peers" for the slot size.
+//  The slot size: three alternated runs of tests/bench/bench_allreduce
+//  --quick --no-peer with each of --shm-bytes 1, 4 and 16 MiB (2 members,
+//  16 MiB, the shared 2-core machine) took 3.3-7.0, 3.9-7.3 and 3.9-7.5
+//  ms: no size stood out against the noise, so the default is the middle
+//  one, which keeps a ring's memory at (n + 1) x 4 MiB.
 
 #include "ps_ring_shm.h"
 
