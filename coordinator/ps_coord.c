@@ -579,8 +579,12 @@ s_host_finish (void *loop, double now)
         ps_info ("training done: %" PRIu64 " steps in %.1f s (%.0f samples/s), test AUC %.4f, "
                  "test log loss %.4f", done, wall, samples_s, test_auc, test_loss);
     else
+    if (have_eval)
         ps_info ("training done: %" PRIu64 " steps in %.1f s (%.0f samples/s), test accuracy "
-                 "%.4f", done, wall, samples_s, have_eval ? test_accuracy : NAN);
+                 "%.4f", done, wall, samples_s, test_accuracy);
+    else
+        ps_info ("training done: %" PRIu64 " steps in %.1f s (%.0f samples/s), not evaluated",
+                 done, wall, samples_s);
     json_t *record = json_pack ("{s:I, s:I, s:I, s:f, s:f, s:o, s:i, s:i, s:i, s:o, s:o}",
                                 "steps", (json_int_t) done, "total", (json_int_t) self->host.total,
                                 "steps_per_epoch", (json_int_t) self->host.steps_per_epoch,

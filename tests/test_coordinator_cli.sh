@@ -271,6 +271,11 @@ printf '{"input_shape": [784], "layers": [{"type": "Dense", "units": 10}]}\n' >"
 expect "flat model trains" 0 "training done" -- \
   "$coordinator" --local --model "$work/flat.json" --steps 20 --limit 1280 --test-limit 200 \
   --log-dir "$work/flat-logs"
+# A run without evaluation says so, not "test accuracy nan".
+expect "no evaluation" 0 "training done: 20 steps|, not evaluated" -- \
+  "$coordinator" --local --model "$work/flat.json" --steps 20 --limit 1280 --eval-epochs 0 \
+  --log-dir "$work/noeval-logs"
+if grep -q "nan" "$work/out"; then fail "no evaluation: no nan" "the output says nan"; fi
 # Options in any order give the same run: a rate on the command line wins
 # over the defaults of the optimizer named, before or after it. The servers
 # log the optimizer they were set (a run this short has no progress record
