@@ -285,7 +285,7 @@ ps_ring_set_watch (ps_ring_t *self, void *socket, int fd, ps_ring_watch_fn *fn, 
 //  this member's shared-memory identity. That compares strings alone, so
 //  every member, deciding from the same list, decides alike.
 static bool
-s_one_host (const char *const *members, int n)
+s_shares_memory (const char *const *members, int n)
 {
     if (n < 2)
         return false;
@@ -324,10 +324,11 @@ ps_ring_form (ps_ring_t *self, uint64_t ring_id, int rank, int n,
         snprintf (predecessor_task, sizeof predecessor_task, "worker:%d",
                   tasks [(rank + n - 1) % n]);
     }
-    //  A formation that fails leaves the previous ring as it was.
+    //  A formation that fails leaves the previous ring as it was, but for
+    //  the one case of ps_ring.h's.
     ps_ring_shm_t *shm = NULL;
     ps_error_t shm_err;
-    if (s_one_host (members, n)) {
+    if (s_shares_memory (members, n)) {
         shm = ps_ring_shm_new (ring_id, members, n, rank, self->shm_bytes, &shm_err);
         //  The previous ring's memory may be what leaves no room for this
         //  one's: let it go, which breaks the previous ring, and try again.
