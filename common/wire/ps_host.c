@@ -176,6 +176,36 @@ ps_host_ipc_endpoint (const char *what, const char *tcp, char *buf, size_t len, 
     return 0;
 }
 
+//  The last element of set, after its first, that starts with prefix and
+//  holds more than it, with its length in *len; NULL when there is none.
+static const char *
+s_element (const char *set, const char *prefix, size_t *len)
+{
+    const char *found = NULL;
+    size_t prefix_len = strlen (prefix);
+    for (const char *p = set + strcspn (set, ","); *p; ) {
+        p += strspn (p, ",");
+        size_t n = strcspn (p, ",");
+        if (n > prefix_len && strncmp (p, prefix, prefix_len) == 0) {
+            found = p;
+            *len = n;
+        }
+        p += n;
+    }
+    return found;
+}
+
+//  Whether set's element prefix (such as "host=") holds exactly value,
+//  which must not be empty.
+static bool
+s_says (const char *set, const char *prefix, const char *value)
+{
+    size_t len = 0, prefix_len = strlen (prefix);
+    const char *element = s_element (set, prefix, &len);
+    return element && *value && len - prefix_len == strlen (value)
+        && strncmp (element + prefix_len, value, len - prefix_len) == 0;
+}
+
 int
 ps_host_set (const char *tcp, const char *ipc, char *buf, size_t len, ps_error_t *err)
 {
@@ -199,22 +229,9 @@ ps_host_pick (const char *set, char *buf, size_t len, bool *local, ps_error_t *e
         return ps_error_set (err, PS_EINVAL, "an empty endpoint");
     const char *pick = set;
     size_t pick_len = first;
-    const char *ipc = NULL;
     size_t ipc_len = 0;
-    bool same = false;
-    for (const char *p = set + first; *p; ) {
-        p += strspn (p, ",");
-        size_t n = strcspn (p, ",");
-        if (n > 6 && strncmp (p, "ipc://", 6) == 0) {
-            ipc = p;
-            ipc_len = n;
-        }
-        else
-        if (n > 5 && strncmp (p, "host=", 5) == 0)
-            same = *ps_host_id () && n - 5 == strlen (ps_host_id ())
-                && strncmp (p + 5, ps_host_id (), n - 5) == 0;
-        p += n;
-    }
+    const char *ipc = s_element (set, "ipc://", &ipc_len);
+    bool same = s_says (set, "host=", ps_host_id ());
     //  The socket must be there, seen from here: a process of the same
     //  identity that does not share this file system (a container of its
     //  own /tmp) is reached over tcp rather than never.
@@ -243,19 +260,6 @@ ps_host_pick (const char *set, char *buf, size_t len, bool *local, ps_error_t *e
 bool
 ps_host_shares_memory (const char *set)
 {
-    if (!ps_host_shared_memory () || !*ps_host_shm_id () || !*ps_host_id ())
-        return false;
-    bool host = false, shm = false;
-    size_t id_len = strlen (ps_host_id ()), shm_len = strlen (ps_host_shm_id ());
-    for (const char *p = set + strcspn (set, ","); *p; ) {
-        p += strspn (p, ",");
-        size_t n = strcspn (p, ",");
-        if (n > 5 && strncmp (p, "host=", 5) == 0)
-            host = n - 5 == id_len && strncmp (p + 5, ps_host_id (), id_len) == 0;
-        else
-        if (n > 4 && strncmp (p, "shm=", 4) == 0)
-            shm = n - 4 == shm_len && strncmp (p + 4, ps_host_shm_id (), shm_len) == 0;
-        p += n;
-    }
-    return host && shm;
+    return ps_host_shared_memory () && s_says (set, "host=", ps_host_id ())
+        && s_says (set, "shm=", ps_host_shm_id ());
 }
