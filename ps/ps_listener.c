@@ -399,6 +399,13 @@ ps_listener_handle (ps_listener_t *self, ps_error_t *err)
             ps_warn ("descriptors ran out with %zu connections open: keeping at most %zu "
                      "from now on", self->nconns, self->high);
     }
+    //  Before any connection is shut down for the mark, the descriptors
+    //  that are not connections are counted again: the server opens some
+    //  after its listener first counted (its same-host socket, its threads'
+    //  mailboxes, files), and connections that come one at a time never
+    //  make accept fail, which would count them.
+    if (!exhausted && self->live > self->high && s_measure (self) != 0)
+        ps_warn ("cannot count the descriptors open in /proc/self/fd: %s", strerror (errno));
     //  The newest go first: the peers connected before keep their service.
     for (size_t i = self->nconns; i-- > 0 && self->live > self->high; ) {
         s_conn_t *conn = &self->conns [i];

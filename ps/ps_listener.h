@@ -16,8 +16,10 @@
 //  libzmq a listener owns the sessions it accepted.
 //
 //  The mark is the limit less the reserve less the descriptors that are not
-//  connections, counted at start and again whenever accept fails for want
-//  of descriptors. A burst of connections makes it fail even so (ZeroMQ
+//  connections, counted at start, again whenever accept fails for want of
+//  descriptors, and again before connections beyond the mark are shut down
+//  (the server opens descriptors of its own after the listener starts).
+//  A burst of connections makes it fail even so (ZeroMQ
 //  accepts into every free descriptor before its events are read), and
 //  the monitor's events lag behind: so each descriptor is asked whether it
 //  is a connection of the endpoint (its local address), rather than taking
