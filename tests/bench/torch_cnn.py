@@ -144,30 +144,37 @@ def bench(a):
     """bench_cnn's measurements, on PyTorch: training steps (forward,
     backward, Adam with Keras's defaults) on the first --limit training
     examples in a fresh shuffled order each epoch, then forward-only
-    evaluation over the test set in file order."""
+    evaluation over the test set in file order. With --device cuda the
+    data, model and optimizer live on the GPU and every step ends with a
+    synchronisation, so a step's time is its whole time on the device."""
     print("peer torch %s" % torch.__version__, flush=True)
     torch.set_num_interop_threads(1)
     torch.manual_seed(1)
+    dev = torch.device(a.device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     xtr, ytr = load("train", a.data)
-    xtr, ytr = xtr[:a.limit], ytr[:a.limit]
-    xte, yte = load("test", a.data)
+    xtr, ytr = xtr[:a.limit].to(dev), ytr[:a.limit].to(dev)
+    xte, yte = [t.to(dev) for t in load("test", a.data)]
     threads = [int(t) for t in a.threads.split(",")]
     for t in threads:
         torch.set_num_threads(t)
         model = CNN() if a.model == "cnn" else MLP()
         keras_init(model)
+        model.to(dev)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7)
-        order = {"perm": torch.randperm(xtr.shape[0]), "next": 0}
+        order = {"perm": torch.randperm(xtr.shape[0], device=dev), "next": 0}
 
         def train_step():
             if order["next"] >= xtr.shape[0]:
-                order["perm"], order["next"] = torch.randperm(xtr.shape[0]), 0
+                order["perm"] = torch.randperm(xtr.shape[0], device=dev)
+                order["next"] = 0
             idx = order["perm"][order["next"]:order["next"] + a.batch]
             order["next"] += a.batch
             loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            sync()
             return idx.numel()
 
         print("peer train %s %d %d %.1f %.1f %.1f" % ((a.model, t, a.batch)
