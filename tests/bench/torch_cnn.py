@@ -34,7 +34,10 @@ Usage: /usr/bin/python3 tests/bench/torch_cnn.py --variant keras --seed 1
        /usr/bin/python3 tests/bench/torch_cnn.py --bench --model cnn|mlp
            [--threads 1,2] [--eval-threads 2] [--batch 64] [--eval-batch 500]
            [--limit 12800] [--reps 5] [--rep-seconds 1.0] [--warmup 0.3]
-           [--data DIR]
+           [--data DIR] [--device cpu|cuda]
+
+On a GPU (--device cuda) the --bench figures are bench_cnn --device gpu's
+peers at the same batch (64 and 512 in the README's GPU measurements).
 """
 import argparse, gzip, os, struct, sys, time
 
