@@ -29,10 +29,10 @@ status=0
 # made without, so both the CUDA and the CPU-only code paths are built and
 # tested on every run.
 # The system tests (the compose demo in containers, the failure
-# injection across network namespaces, and a real Slurm) run once, in the
-# release build.
+# injection across network namespaces, and a real Slurm) and the
+# benchmarks' table script run once, in the release build.
 run_config build "" || status=1
-run_config build-asan "--no-suite system" -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false \
+run_config build-asan "--no-suite system --no-suite bench" -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false \
   -Dcuda=disabled || status=1
 # The fuzz build (clang, libFuzzer, ASan + UBSan, no CUDA) holds only the
 # fuzz targets; its suite runs each for 10 s on its seeds, two at a time
