@@ -34,7 +34,7 @@ Usage: /usr/bin/python3 tests/bench/torch_cnn.py --variant keras --seed 1
        /usr/bin/python3 tests/bench/torch_cnn.py --bench --model cnn|mlp
            [--threads 1,2] [--eval-threads 2] [--batch 64] [--eval-batch 500]
            [--limit 12800] [--reps 5] [--rep-seconds 1.0] [--warmup 0.3]
-           [--data DIR] [--device cpu|cuda]
+           [--data DIR] [--device cpu|cuda] [--host-data]
 
 On a GPU (--device cuda) the --bench figures are bench_cnn --device gpu's
 peers at the same batch (64 and 512 in the README's GPU measurements).
@@ -155,9 +155,13 @@ def bench(a):
     torch.manual_seed(1)
     dev = torch.device(a.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    # --host-data keeps the examples in host memory and copies each batch
+    # to the device inside the timed step, as ps-worker's engine does;
+    # otherwise the whole data set is on the device before timing starts.
+    home = torch.device("cpu") if a.host_data else dev
     xtr, ytr = load("train", a.data)
-    xtr, ytr = xtr[:a.limit].to(dev), ytr[:a.limit].to(dev)
-    xte, yte = [t.to(dev) for t in load("test", a.data)]
+    xtr, ytr = xtr[:a.limit].to(home), ytr[:a.limit].to(home)
+    xte, yte = [t.to(home) for t in load("test", a.data)]
     threads = [int(t) for t in a.threads.split(",")]
     for t in threads:
         torch.set_num_threads(t)
@@ -165,15 +169,15 @@ def bench(a):
         keras_init(model)
         model.to(dev)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7)
-        order = {"perm": torch.randperm(xtr.shape[0], device=dev), "next": 0}
+        order = {"perm": torch.randperm(xtr.shape[0], device=home), "next": 0}
 
         def train_step():
             if order["next"] >= xtr.shape[0]:
-                order["perm"] = torch.randperm(xtr.shape[0], device=dev)
+                order["perm"] = torch.randperm(xtr.shape[0], device=home)
                 order["next"] = 0
             idx = order["perm"][order["next"]:order["next"] + a.batch]
             order["next"] += a.batch
-            loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
+            loss = F.cross_entropy(model(xtr[idx].to(dev)), ytr[idx].to(dev))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -191,8 +195,8 @@ def bench(a):
             if at["next"] >= xte.shape[0]:
                 at["next"] = 0
             i = at["next"]
-            out = model(xte[i:i + a.eval_batch])
-            (out.argmax(1) == yte[i:i + a.eval_batch]).sum().item()
+            out = model(xte[i:i + a.eval_batch].to(dev))
+            (out.argmax(1) == yte[i:i + a.eval_batch].to(dev)).sum().item()
             at["next"] += out.shape[0]
             return out.shape[0]
 
@@ -219,6 +223,8 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rep-seconds", type=float, default=1.0)
     ap.add_argument("--warmup", type=float, default=0.3)
+    ap.add_argument("--host-data", action="store_true",
+                    help="--bench on a GPU: copy each batch from host memory in the step")
     a = ap.parse_args()
     if a.bench:
         bench(a)
