@@ -403,8 +403,9 @@ s_keygen (int argc, char *argv [])
         return 1;
     }
     printf ("keys for chief:0, %d ps, %d worker and %d evaluator tasks in %s: hand each process "
-            "%s/public/ and its own %s/<role>-<index>.cert_secret (README.md, Security)\n", nps,
-            nworkers, nevaluators, out, out, out);
+            "%s/public/ and its own %s/<role>-<index>.cert_secret and .password (a server: "
+            "%s/passwords) (README.md, Security)\n", nps, nworkers, nevaluators, out, out, out,
+            out);
     return 0;
 }
 

@@ -43,6 +43,7 @@ struct _ps_server_t {
     void *router;               //  in ps_curve_context (), where zauth serves
     ps_listener_t *listener;    //  the bound endpoint and its connections
     char ipc [256];             //  the same-host endpoint bound beside it, or ""
+    bool ipc_plain;             //  its connections use PLAIN (ps_curve.h, same-host plane)
     char advert [PS_HOST_SET_MAX];  //  what peers are told (ps_host.h)
     char name [64];
     ps_curve_t *curve;          //  the caller's; NULL: unsecured
@@ -66,9 +67,12 @@ struct _ps_server_t {
 //  Construction
 
 //  Bind the router also to an ipc:// endpoint for peers on this host
-//  (ps_host.h), when it serves tcp. The same socket, so CurveZMQ guards
-//  both alike. A failure costs only speed: it is logged, and peers on
-//  this host use tcp.
+//  (ps_host.h), when it serves tcp. The same socket: where the keys have
+//  passwords, its ipc endpoint takes PLAIN, the same-host data plane of
+//  ps_curve.h, and its tcp endpoint stays CurveZMQ (ZeroMQ fixes each
+//  endpoint's mechanism when it binds); else CurveZMQ guards both alike.
+//  A failure costs only speed: it is logged, and peers on this host use
+//  tcp.
 static void
 s_bind_ipc (ps_server_t *self)
 {
@@ -77,12 +81,19 @@ s_bind_ipc (ps_server_t *self)
         return;
     ps_error_t err = { 0 };
     char ipc [sizeof self->ipc];
+    bool plain = self->curve && ps_curve_local_plain (self->curve);
     if (ps_host_ipc_endpoint ("ps", tcp, ipc, sizeof ipc, &err)
+    ||  (plain && ps_curve_local_server (self->curve, self->router, &err))
     ||  ps_listener_bind_also (self->listener, ipc, &err)) {
         ps_warn ("peers on this host use %s: %s", tcp, err.msg);
         return;
     }
     memcpy (self->ipc, ipc, sizeof self->ipc);
+    self->ipc_plain = plain;
+    if (plain)
+        ps_info ("peers of this user on this host connect at %s with PLAIN: each proves its "
+                 "task by its password, and nothing is encrypted, since only this user can "
+                 "reach the socket (README.md, \"Security\")", ipc);
 }
 
 ps_server_t *
@@ -142,7 +153,7 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     if (config->same_host)
         s_bind_ipc (self);
     if (ps_host_set (ps_listener_endpoint (self->listener), self->ipc [0] ? self->ipc : NULL,
-                     self->advert, sizeof self->advert, err))
+                     self->ipc_plain, self->advert, sizeof self->advert, err))
         goto fail;
     self->pool = ps_pool_new (config->threads, err);
     if (!self->pool)
@@ -584,7 +595,8 @@ static bool
 s_authorized (ps_server_t *self, ps_msg_t *msg, ps_peer_t *client)
 {
     const ps_proto_info_t *info = &ps_proto_info [ps_msg_proto (msg)->type];
-    const char *task = ps_msg_property (msg, ps_curve_data_peer (self->curve));
+    const char *task = ps_curve_data_task (ps_msg_property (msg, PS_CURVE_PEER_KEY),
+                                           ps_msg_property (msg, PS_CURVE_PEER_TASK));
     if (ps_proto_may_send (ps_msg_proto (msg)->type, task))
         return true;
     char text [192];

@@ -55,6 +55,23 @@ s_mode (const char *path)
     return st.st_mode & 07777;
 }
 
+//  A task's password (64 hex digits) from its file, stem.password in
+//  dir, which must be private.
+#define S_PASSWORD_MAX 128
+static void
+s_read_password (const char *dir, const char *stem, char *password, size_t len)
+{
+    char path [PATH_MAX + 64];
+    snprintf (path, sizeof path, "%s/%s.password", dir, stem);
+    assert_int_equal (s_mode (path), 0600);
+    FILE *file = fopen (path, "r");
+    assert_non_null (file);
+    assert_non_null (fgets (password, (int) len, file));
+    fclose (file);
+    *strchr (password, '\n') = 0;
+    assert_int_equal (strlen (password), 64);
+}
+
 static void
 test_keygen (void **state)
 {
@@ -188,8 +205,9 @@ s_round_trip (void *server, void *client, char *task, size_t len, int timeout_ms
     assert_true (zmq_msg_recv (&id, server, 0) >= 0);
     assert_true (zmq_msg_recv (&body, server, 0) >= 0);
     //  CURVE names the peer by its certificate's task and its key; PLAIN
-    //  by the user name whose password it proved.
-    const char *peer = curve ? ps_curve_peer_task (&body) : ps_curve_peer_key (&body);
+    //  by the user name whose password it proved (ps_curve_data_task).
+    const char *peer = ps_curve_data_task (zmq_msg_gets (&body, PS_CURVE_PEER_KEY),
+                                           ps_curve_peer_task (&body));
     snprintf (task, len, "%s", peer ? peer : "?");
     if (curve)
         assert_int_equal (strlen (ps_curve_peer_key (&body)), 40);
@@ -371,15 +389,8 @@ test_plain_data_plane (void **state)
         fail_msg ("keygen: %s", err.msg);
     snprintf (path, sizeof path, "%s/passwords", dir);
     assert_int_equal (s_mode (path), 0600);
-    char password [128] = "";
-    snprintf (path, sizeof path, "%s/worker-1.password", dir);
-    assert_int_equal (s_mode (path), 0600);
-    FILE *file = fopen (path, "r");
-    assert_non_null (file);
-    assert_non_null (fgets (password, sizeof password, file));
-    fclose (file);
-    *strchr (password, '\n') = 0;
-    assert_int_equal (strlen (password), 64);
+    char password [S_PASSWORD_MAX];
+    s_read_password (dir, "worker-1", password, sizeof password);
     snprintf (path, sizeof path, "%s/public/ps-0.cert", dir);
     zcert_t *cert = zcert_load (path);
     assert_non_null (cert);
@@ -391,7 +402,7 @@ test_plain_data_plane (void **state)
     assert_non_null (ps0);
     assert_non_null (worker);
     assert_true (ps_curve_plain (ps0));
-    assert_string_equal (ps_curve_data_peer (ps0), PS_CURVE_PEER_KEY);
+    assert_false (ps_curve_local_plain (ps0));
     char endpoint [128];
     void *server = s_listener (ps0, ps_curve_data_server, endpoint, sizeof endpoint);
     void *client_ctx = zmq_ctx_new ();
@@ -441,6 +452,123 @@ test_plain_data_plane (void **state)
     harness_rmtree (tmp);
 }
 
+//  The same-host plane of a CurveZMQ cluster: keygen gives every task a
+//  password and the servers their file, private; one ROUTER serves tcp
+//  with CurveZMQ and, bound after ps_curve_local_server, ipc with PLAIN.
+//  Over ipc a task that proves its password is served and named by its
+//  task; over tcp the same credentials are refused, as are CurveZMQ over
+//  ipc, a wrong password and a password claimed for another task. Keys
+//  without passwords (made before keygen wrote them) keep ipc CurveZMQ;
+//  a password file open to others is refused. And ps_curve_data_task
+//  reads a PLAIN peer's task only from the user name it proved.
+static void
+test_local_plane (void **state)
+{
+    (void) state;
+    char dir [1024], path [PATH_MAX];
+    s_keys (dir, sizeof dir);
+    for (size_t i = 0; i < S_NTASKS; i++) {
+        char stem [32];
+        snprintf (stem, sizeof stem, "%s", s_tasks [i]);
+        *strchr (stem, ':') = '-';
+        snprintf (path, sizeof path, "%s/%s.password", dir, stem);
+        assert_int_equal (s_mode (path), 0600);
+    }
+    snprintf (path, sizeof path, "%s/passwords", dir);
+    assert_int_equal (s_mode (path), 0600);
+    ps_error_t err;
+    ps_curve_t *ps0 = ps_curve_new (dir, "ps:0", &err);
+    ps_curve_t *worker = ps_curve_new (dir, "worker:1", &err);
+    assert_non_null (ps0);
+    assert_non_null (worker);
+    assert_false (ps_curve_plain (worker));
+    assert_true (ps_curve_local_plain (ps0));
+    assert_true (ps_curve_local_plain (worker));
+
+    char tcp [128], ipc [PATH_MAX];
+    void *server = s_listener (ps0, ps_curve_data_server, tcp, sizeof tcp);
+    char sockdir [1100];
+    snprintf (sockdir, sizeof sockdir, "%s/ipc", dir);
+    assert_int_equal (mkdir (sockdir, 0700), 0);
+    snprintf (ipc, sizeof ipc, "ipc://%s/ps-0", sockdir);
+    assert_int_equal (ps_curve_local_server (ps0, server, &err), 0);
+    assert_int_equal (zmq_bind (server, ipc), 0);
+    void *client_ctx = zmq_ctx_new ();
+    assert_non_null (client_ctx);
+    char task [64];
+
+    //  CurveZMQ over tcp, as before; PLAIN over ipc, named by its task.
+    void *curve = s_client (client_ctx);
+    assert_int_equal (ps_curve_data_client (worker, curve, "ps:0", &err), 0);
+    assert_int_equal (zmq_connect (curve, tcp), 0);
+    s_round_trip (server, curve, task, sizeof task, 5000, true);
+    assert_string_equal (task, "worker:1");
+    void *local = s_client (client_ctx);
+    assert_int_equal (ps_curve_local_client (worker, local, &err), 0);
+    assert_int_equal (zmq_connect (local, ipc), 0);
+    s_round_trip (server, local, task, sizeof task, 5000, false);
+    assert_string_equal (task, "worker:1");
+
+    //  The refusals.
+    char password [S_PASSWORD_MAX];
+    s_read_password (dir, "worker-1", password, sizeof password);
+    void *plain_tcp = s_client (client_ctx);
+    assert_int_equal (ps_curve_local_client (worker, plain_tcp, &err), 0);
+    s_refused (client_ctx, plain_tcp, tcp, server, "PLAIN over tcp");
+    void *curve_ipc = s_client (client_ctx);
+    assert_int_equal (ps_curve_data_client (worker, curve_ipc, "ps:0", &err), 0);
+    s_refused (client_ctx, curve_ipc, ipc, server, "CurveZMQ over the PLAIN ipc endpoint");
+    struct { const char *user, *password, *what; } bad [] = {
+        { "worker:1", "00", "a wrong password over ipc" },
+        { "chief:0", password, "worker:1's password claimed for chief:0 over ipc" },
+    };
+    void *clients [6] = { curve, local, plain_tcp, curve_ipc };
+    for (int i = 0; i < 2; i++) {
+        void *client = clients [4 + i] = s_client (client_ctx);
+        assert_int_equal (zmq_setsockopt (client, ZMQ_PLAIN_USERNAME, bad [i].user,
+                                          strlen (bad [i].user)), 0);
+        assert_int_equal (zmq_setsockopt (client, ZMQ_PLAIN_PASSWORD, bad [i].password,
+                                          strlen (bad [i].password)), 0);
+        s_refused (client_ctx, client, ipc, server, bad [i].what);
+    }
+    s_round_trip (server, local, task, sizeof task, 5000, false);
+    assert_string_equal (task, "worker:1");
+    for (int i = 0; i < 6; i++)
+        assert_int_equal (zmq_close (clients [i]), 0);
+    assert_int_equal (zmq_ctx_term (client_ctx), 0);
+    assert_int_equal (zmq_close (server), 0);
+    ps_curve_destroy (&worker);
+    ps_curve_destroy (&ps0);
+
+    //  The task read from a message's properties.
+    const char *key = "rq:JM7ed[9(]!X<ra^R]Dm0BE<w.wKt1o2VzJDkJ";
+    assert_int_equal (strlen (key), 40);
+    assert_string_equal (ps_curve_data_task ("worker:1", "chief:0"), "worker:1");
+    assert_string_equal (ps_curve_data_task (key, "worker:2"), "worker:2");
+    assert_string_equal (ps_curve_data_task ("ab:12345", "worker:2"), "worker:2");
+    assert_string_equal (ps_curve_data_task (NULL, "worker:2"), "worker:2");
+    assert_null (ps_curve_data_task ("", NULL));
+
+    //  Keys without passwords: ipc stays CurveZMQ. A password file open
+    //  to others is refused, as a secret certificate would be.
+    snprintf (path, sizeof path, "%s/worker-0.password", dir);
+    assert_int_equal (chmod (path, 0644), 0);
+    assert_null (ps_curve_new (dir, "worker:0", &err));
+    assert_non_null (strstr (err.msg, "chmod 600"));
+    assert_int_equal (unlink (path), 0);
+    snprintf (path, sizeof path, "%s/passwords", dir);
+    assert_int_equal (unlink (path), 0);
+    ps_curve_t *old_worker = ps_curve_new (dir, "worker:0", &err);
+    ps_curve_t *old_ps = ps_curve_new (dir, "ps:1", &err);
+    assert_non_null (old_worker);
+    assert_non_null (old_ps);
+    assert_false (ps_curve_local_plain (old_worker));
+    assert_false (ps_curve_local_plain (old_ps));
+    ps_curve_destroy (&old_ps);
+    ps_curve_destroy (&old_worker);
+    s_rm_keys (dir);
+}
+
 int
 main (void)
 {
@@ -449,6 +577,7 @@ main (void)
         cmocka_unit_test (test_load_refusals),
         cmocka_unit_test (test_sockets),
         cmocka_unit_test (test_plain_data_plane),
+        cmocka_unit_test (test_local_plane),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -78,23 +78,23 @@ test_sets (void **state)
     snprintf (ipc, sizeof ipc, "ipc://%s", path);
     //  This host's set whose socket is not there (a process of this
     //  identity that shares no /tmp with this one): tcp.
-    assert_int_equal (ps_host_set ("tcp://10.0.0.5:2222", ipc, set, sizeof set, &err), 0);
+    assert_int_equal (ps_host_set ("tcp://10.0.0.5:2222", ipc, false, set, sizeof set, &err), 0);
     char want [PS_HOST_SET_MAX];
     const char *shm = ps_host_shm_id ();
     assert_true (*shm);
     snprintf (want, sizeof want, "tcp://10.0.0.5:2222,%s,host=test_host_1,shm=%s", ipc, shm);
     assert_string_equal (set, want);
-    assert_int_equal (ps_host_pick (set, out, sizeof out, &local, &err), 0);
+    assert_int_equal (ps_host_pick (set, false, out, sizeof out, &local, NULL, &err), 0);
     assert_string_equal (out, "tcp://10.0.0.5:2222");
     assert_false (local);
     //  A file that is no socket: tcp still.
     assert_int_equal (harness_write_file (path, "not a socket"), 0);
-    assert_int_equal (ps_host_pick (set, out, sizeof out, &local, &err), 0);
+    assert_int_equal (ps_host_pick (set, false, out, sizeof out, &local, NULL, &err), 0);
     assert_false (local);
     assert_int_equal (unlink (path), 0);
     //  With the socket there: its ipc endpoint.
     s_socket_file (path);
-    assert_int_equal (ps_host_pick (set, out, sizeof out, &local, &err), 0);
+    assert_int_equal (ps_host_pick (set, false, out, sizeof out, &local, NULL, &err), 0);
     assert_string_equal (out, ipc);
     assert_true (local);
     //  Another host's, or a host named only in part: the tcp endpoint.
@@ -108,7 +108,7 @@ test_sets (void **state)
         else
             snprintf (other, sizeof other, "%s", i == sizeof others / sizeof others [0]
                       ? "tcp://h:1,host=test_host_1" : "tcp://h:1");
-        assert_int_equal (ps_host_pick (other, out, sizeof out, &local, &err), 0);
+        assert_int_equal (ps_host_pick (other, false, out, sizeof out, &local, NULL, &err), 0);
         assert_string_equal (out, "tcp://h:1");
         assert_false (local);
     }
@@ -138,32 +138,87 @@ test_sets (void **state)
     assert_true (ps_host_same_host ());
     assert_false (ps_host_shared_memory ());
     assert_false (ps_host_shares_memory (set));
-    assert_int_equal (ps_host_set ("tcp://h:1", ipc, set, sizeof set, &err), 0);
+    assert_int_equal (ps_host_set ("tcp://h:1", ipc, false, set, sizeof set, &err), 0);
     snprintf (want, sizeof want, "tcp://h:1,%s,host=test_host_1,shm=off", ipc);
     assert_string_equal (set, want);
-    assert_int_equal (ps_host_pick (set, out, sizeof out, &local, &err), 0);
+    assert_int_equal (ps_host_pick (set, false, out, sizeof out, &local, NULL, &err), 0);
     assert_string_equal (out, ipc);
     assert_true (local);
     assert_int_equal (unsetenv ("PS_SAME_HOST"), 0);
     assert_true (ps_host_shared_memory ());
     assert_false (ps_host_shares_memory (set));
     //  Without an ipc endpoint the set is the tcp endpoint alone.
-    assert_int_equal (ps_host_set ("tcp://h:1", NULL, set, sizeof set, &err), 0);
+    assert_int_equal (ps_host_set ("tcp://h:1", NULL, false, set, sizeof set, &err), 0);
     assert_string_equal (set, "tcp://h:1");
     //  Same-host peers turned off.
     assert_int_equal (setenv ("PS_SAME_HOST", "tcp", 1), 0);
     assert_false (ps_host_same_host ());
     snprintf (set, sizeof set, "tcp://h:1,%s,host=test_host_1", ipc);
-    assert_int_equal (ps_host_pick (set, out, sizeof out, &local, &err), 0);
+    assert_int_equal (ps_host_pick (set, false, out, sizeof out, &local, NULL, &err), 0);
     assert_string_equal (out, "tcp://h:1");
     assert_false (local);
     assert_int_equal (unsetenv ("PS_SAME_HOST"), 0);
     assert_true (ps_host_same_host ());
     //  Empty, or no room.
-    assert_int_equal (ps_host_pick ("", out, sizeof out, NULL, &err), PS_EINVAL);
-    assert_int_equal (ps_host_pick (",ipc:///x", out, sizeof out, NULL, &err), PS_EINVAL);
-    assert_int_equal (ps_host_pick ("tcp://h:1", out, 5, NULL, &err), PS_EINVAL);
-    assert_int_equal (ps_host_set ("tcp://h:1", "ipc:///x", set, 12, &err), PS_EINVAL);
+    assert_int_equal (ps_host_pick ("", false, out, sizeof out, NULL, NULL, &err), PS_EINVAL);
+    assert_int_equal (ps_host_pick (",ipc:///x", false, out, sizeof out, NULL, NULL, &err), PS_EINVAL);
+    assert_int_equal (ps_host_pick ("tcp://h:1", false, out, 5, NULL, NULL, &err), PS_EINVAL);
+    assert_int_equal (ps_host_set ("tcp://h:1", "ipc:///x", false, set, 12, &err), PS_EINVAL);
+}
+
+//  A server's set whose ipc endpoint takes PLAIN (ps_curve.h): picked only
+//  by a caller with a password, and only where the socket and its
+//  directory are this user's alone; *plain says so.
+static void
+test_plain_sets (void **state)
+{
+    (void) state;
+    ps_error_t err;
+    char dir [128], path [160], ipc [192], set [PS_HOST_SET_MAX], out [256], want [PS_HOST_SET_MAX];
+    bool local, plain;
+    snprintf (dir, sizeof dir, "%s/private", s_tmp);
+    assert_int_equal (mkdir (dir, 0700), 0);
+    snprintf (path, sizeof path, "%s/ps-p", dir);
+    snprintf (ipc, sizeof ipc, "ipc://%s", path);
+    s_socket_file (path);
+    assert_int_equal (ps_host_set ("tcp://h:1", ipc, true, set, sizeof set, &err), 0);
+    snprintf (want, sizeof want, "tcp://h:1,%s,host=test_host_1,shm=%s,ipcauth=plain", ipc,
+              ps_host_shm_id ());
+    assert_string_equal (set, want);
+    assert_int_equal (ps_host_pick (set, true, out, sizeof out, &local, &plain, &err), 0);
+    assert_string_equal (out, ipc);
+    assert_true (local);
+    assert_true (plain);
+    //  No password: tcp, which stays CurveZMQ.
+    assert_int_equal (ps_host_pick (set, false, out, sizeof out, &local, &plain, &err), 0);
+    assert_string_equal (out, "tcp://h:1");
+    assert_false (local);
+    assert_false (plain);
+    //  A directory others may enter or write: someone else could have put
+    //  the socket there to take the password, so tcp.
+    assert_int_equal (chmod (dir, 0755), 0);
+    assert_int_equal (ps_host_pick (set, true, out, sizeof out, &local, &plain, &err), 0);
+    assert_string_equal (out, "tcp://h:1");
+    assert_false (plain);
+    assert_int_equal (chmod (dir, 0700), 0);
+    //  A socket of another user's (as root: a file given away).
+    if (geteuid () == 0) {
+        assert_int_equal (chown (path, 65534, 65534), 0);
+        assert_int_equal (ps_host_pick (set, true, out, sizeof out, &local, &plain, &err), 0);
+        assert_string_equal (out, "tcp://h:1");
+        assert_int_equal (chown (path, 0, 0), 0);
+    }
+    //  A set without ipcauth: the ipc endpoint is CurveZMQ's, for anyone.
+    assert_int_equal (ps_host_set ("tcp://h:1", ipc, false, set, sizeof set, &err), 0);
+    assert_int_equal (ps_host_pick (set, true, out, sizeof out, &local, &plain, &err), 0);
+    assert_string_equal (out, ipc);
+    assert_true (local);
+    assert_false (plain);
+    assert_int_equal (ps_host_pick (set, false, out, sizeof out, &local, &plain, &err), 0);
+    assert_string_equal (out, ipc);
+    assert_false (plain);
+    assert_int_equal (unlink (path), 0);
+    assert_int_equal (rmdir (dir), 0);
 }
 
 static void
@@ -224,6 +279,7 @@ main (void)
     const struct CMUnitTest tests [] = {
         cmocka_unit_test (test_identity),
         cmocka_unit_test (test_sets),
+        cmocka_unit_test (test_plain_sets),
         cmocka_unit_test (test_directory),
     };
     return harness_finish (cmocka_run_group_tests (tests, s_setup, s_teardown));

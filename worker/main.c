@@ -162,7 +162,7 @@ s_cluster (const ps_wcmdline_t *args)
         ring_ipc [0] = '\0';
     }
     if (have_ring
-    &&  ps_host_set (ring_bind, ring_ipc [0] ? ring_ipc : NULL, ring_advert,
+    &&  ps_host_set (ring_bind, ring_ipc [0] ? ring_ipc : NULL, false, ring_advert,
                      sizeof ring_advert, &err) != 0) {
         ps_warn ("ring members on this host will use tcp: %s", err.msg);
         ring_ipc [0] = ring_advert [0] = '\0';

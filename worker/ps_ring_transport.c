@@ -464,7 +464,7 @@ s_open (ps_ring_transport_t *self, const char *bind, const char *ipc, ps_error_t
         return ps_error_set (err, PS_EIO, "ring at %s: ZMQ_LAST_ENDPOINT: %s", bind,
                              zmq_strerror (errno));
     s_bind_ipc (self, ipc);
-    return ps_host_set (self->endpoint, self->ipc [0] ? self->ipc : NULL, self->advert,
+    return ps_host_set (self->endpoint, self->ipc [0] ? self->ipc : NULL, false, self->advert,
                         sizeof self->advert, err);
 }
 
@@ -533,12 +533,12 @@ ps_ring_transport_connect (ps_ring_transport_t *self, uint64_t ring_id,
     char picked [sizeof self->endpoint], from [sizeof self->endpoint];
     bool local = false;
     if (successor) {
-        int rc = ps_host_pick (successor, picked, sizeof picked, &local, err);
+        int rc = ps_host_pick (successor, false, picked, sizeof picked, &local, NULL, err);
         if (rc)
             return rc;
         successor = picked;
     }
-    if (predecessor && ps_host_pick (predecessor, from, sizeof from, NULL, err) == 0)
+    if (predecessor && ps_host_pick (predecessor, false, from, sizeof from, NULL, NULL, err) == 0)
         predecessor = from;
     if (successor) {
         //  The monitor's inproc endpoint is unique to this transport and

@@ -81,6 +81,7 @@ typedef struct {
 typedef struct {
     char endpoint [256];
     char connect [256];         //  where it is reached from here (ps_host.h: ipc:// on its host)
+    bool plain;                 //  connect takes PLAIN (ps_curve.h, the same-host plane)
     void *socket;
     size_t *parts;              //  indices into the client's parts, in order
     size_t nparts;
@@ -146,8 +147,10 @@ s_connect (ps_client_t *self, s_server_t *server, ps_error_t *err)
     ||  zmq_setsockopt (server->socket, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0)
         rc = ps_error_set (err, PS_EIO, "zmq_socket: %s", zmq_strerror (errno));
     else
-    if (self->curve && (rc = ps_curve_data_client (self->curve, server->socket, task, err)))
-        ;                       //  err names the certificate that is missing
+    if (self->curve && (rc = server->plain
+                             ? ps_curve_local_client (self->curve, server->socket, err)
+                             : ps_curve_data_client (self->curve, server->socket, task, err)))
+        ;                       //  err names what is missing (a certificate)
     else
     if (zmq_connect (server->socket, server->connect) != 0)
         rc = ps_error_set (err, PS_EINVAL, "cannot connect to %s: %s",
@@ -202,11 +205,14 @@ ps_client_new (const char *const *endpoints, int nservers, int timeout_ms, ps_cu
         }
         memcpy (server->endpoint, endpoints [i], name_len);
         server->endpoint [name_len] = '\0';
-        if (ps_host_pick (endpoints [i], server->connect, sizeof server->connect, &local, err))
+        bool plain_ok = curve && ps_curve_local_plain (curve);
+        if (ps_host_pick (endpoints [i], plain_ok, server->connect, sizeof server->connect,
+                          &local, &server->plain, err))
             goto fail;
         if (local)
-            ps_info ("server %d is on this host: reached at %s (for %s)", i, server->connect,
-                     server->endpoint);
+            ps_info ("server %d is on this host: reached at %s (for %s)%s", i, server->connect,
+                     server->endpoint, server->plain ? " with PLAIN, as only this user can "
+                     "reach it" : "");
         if (s_connect (self, server, err))
             goto fail;
     }

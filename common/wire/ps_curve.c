@@ -42,7 +42,10 @@ struct _ps_curve_t {
     zcert_t *cert;              //  this process's key pair
     zhashx_t *refused;          //  keys refused something, logged once
     bool plain;                 //  the cluster's data plane is PLAIN (ps_curve.h)
-    char token [S_TOKEN_HEX + 1];   //  this task's data-plane password ("" for a server)
+    //  The passwords of a PLAIN data plane, or else of the same-host ipc
+    //  connections to the servers; "" when the keys have none (keys made
+    //  before every key directory had them: then ipc stays CurveZMQ).
+    char token [S_TOKEN_HEX + 1];   //  this task's password ("" for a server)
     char passwords [PATH_MAX];  //  a server's: every task's password ("" otherwise)
 };
 
@@ -170,8 +173,9 @@ ps_curve_keygen (const char *dir, const char *const *tasks, size_t ntasks, bool 
         rc = ps_error_set (err, PS_EIO, "cannot create %s: %s", path, strerror (errno));
         goto done;
     }
-    //  With a PLAIN data plane each task has a password, in its own file,
-    //  and the servers have every task's, in one.
+    //  Each task has a password, in its own file, and the servers have
+    //  every task's, in one: a PLAIN data plane's, or else the same-host
+    //  ipc connections' (ps_curve.h).
     char *passwords = calloc (ntasks, PS_CURVE_TASK_MAX + S_TOKEN_HEX + 2);
     if (!passwords)
         abort ();
@@ -185,22 +189,20 @@ ps_curve_keygen (const char *dir, const char *const *tasks, size_t ntasks, bool 
         zcert_set_meta (cert, "role", "%s", role);
         zcert_set_meta (cert, "task", "%s:%d", role, index);
         zcert_set_meta (cert, S_PLANE_KEY, "%s", plain ? "plain" : "curve");
-        if (plain) {
-            unsigned char bytes [S_TOKEN_BYTES];
-            char token [S_TOKEN_HEX + 2];
-            if (getrandom (bytes, sizeof bytes, 0) != (ssize_t) sizeof bytes) {
-                rc = ps_error_set (err, PS_EIO, "getrandom: %s", strerror (errno));
-                zcert_destroy (&cert);
-                break;
-            }
-            for (int b = 0; b < S_TOKEN_BYTES; b++)
-                snprintf (token + 2 * b, 3, "%02x", bytes [b]);
-            snprintf (passwords + strlen (passwords), PS_CURVE_TASK_MAX + S_TOKEN_HEX + 2,
-                      "%s:%d=%s\n", role, index, token);
-            strcat (token, "\n");
-            snprintf (path, sizeof path, "%s/%s.password", dir, stems [i]);
-            rc = s_write_secret (path, token, err);
+        unsigned char bytes [S_TOKEN_BYTES];
+        char token [S_TOKEN_HEX + 2];
+        if (getrandom (bytes, sizeof bytes, 0) != (ssize_t) sizeof bytes) {
+            rc = ps_error_set (err, PS_EIO, "getrandom: %s", strerror (errno));
+            zcert_destroy (&cert);
+            break;
         }
+        for (int b = 0; b < S_TOKEN_BYTES; b++)
+            snprintf (token + 2 * b, 3, "%02x", bytes [b]);
+        snprintf (passwords + strlen (passwords), PS_CURVE_TASK_MAX + S_TOKEN_HEX + 2,
+                  "%s:%d=%s\n", role, index, token);
+        strcat (token, "\n");
+        snprintf (path, sizeof path, "%s/%s.password", dir, stems [i]);
+        rc = s_write_secret (path, token, err);
         snprintf (path, sizeof path, "%s/public/%s.cert", dir, stems [i]);
         if (zcert_save_public (cert, path) != 0)
             rc = ps_error_set (err, PS_EIO, "cannot write %s: %s", path, strerror (errno));
@@ -209,7 +211,7 @@ ps_curve_keygen (const char *dir, const char *const *tasks, size_t ntasks, bool 
             rc = ps_error_set (err, PS_EIO, "cannot write %s: %s", path, strerror (errno));
         zcert_destroy (&cert);
     }
-    if (rc == PS_OK && plain) {
+    if (rc == PS_OK) {
         snprintf (path, sizeof path, "%s/passwords", dir);
         rc = s_write_secret (path, passwords, err);
     }
@@ -338,17 +340,21 @@ ps_curve_new (const char *dir, const char *task, ps_error_t *err)
     }
     zcert_destroy (&public_cert);
     //  The data plane the keys were made for: a PLAIN one needs this
-    //  task's password, or, for a server, every task's.
+    //  task's password, or, for a server, every task's. Keys of a CurveZMQ
+    //  data plane have them too, for the same-host ipc connections, unless
+    //  they were made before they did; a password file that is there must
+    //  be private all the same.
     const char *plane = zcert_meta (self->cert, S_PLANE_KEY);
     self->plain = plane && strcmp (plane, "plain") == 0;
-    if (self->plain && strncmp (task, "ps:", 3) == 0) {
-        snprintf (self->passwords, sizeof self->passwords, "%s/passwords", dir);
-        if (s_check_private (self->passwords, "password file", task, err))
+    bool server = strncmp (task, "ps:", 3) == 0;
+    snprintf (path, sizeof path, server ? "%s/passwords" : "%s/%s.password", dir, stem);
+    if (self->plain || access (path, F_OK) == 0) {
+        if (server && s_check_private (path, "password file", task, err) == PS_OK)
+            snprintf (self->passwords, sizeof self->passwords, "%s", path);
+        else
+        if (server || s_read_token (self, dir, stem, err))
             goto fail;
     }
-    else
-    if (self->plain && s_read_token (self, dir, stem, err))
-        goto fail;
     //  One ZAP handler per process, on one trust directory.
     pthread_mutex_lock (&s_auth_lock);
     if (s_auth_refs > 0 && strcmp (s_auth_dir, self->public_dir) != 0) {
@@ -378,7 +384,8 @@ ps_curve_new (const char *dir, const char *task, ps_error_t *err)
         }
         snprintf (s_auth_dir, sizeof s_auth_dir, "%s", self->public_dir);
     }
-    //  A server of a PLAIN data plane checks its peers' passwords too.
+    //  A server checks its peers' passwords too: a PLAIN data plane's, or
+    //  its same-host ipc connections'.
     if (*self->passwords
     &&  (zstr_sendx (s_auth, "PLAIN", self->passwords, NULL) != 0 || zsock_wait (s_auth) != 0)) {
         if (s_auth_refs == 0)
@@ -494,12 +501,11 @@ ps_curve_plain (ps_curve_t *self)
     return self->plain;
 }
 
-int
-ps_curve_data_server (ps_curve_t *self, void *socket, ps_error_t *err)
+//  Make socket a PLAIN server whose peers zauth checks against the
+//  passwords file.
+static int
+s_plain_server (void *socket, ps_error_t *err)
 {
-    assert (self);
-    if (!self->plain)
-        return ps_curve_server (self, socket, err);
     int on = 1;
     if (zmq_setsockopt (socket, ZMQ_PLAIN_SERVER, &on, sizeof on) != 0
     ||  zmq_setsockopt (socket, ZMQ_ZAP_DOMAIN, S_DOMAIN, strlen (S_DOMAIN)) != 0)
@@ -507,24 +513,59 @@ ps_curve_data_server (ps_curve_t *self, void *socket, ps_error_t *err)
     return PS_OK;
 }
 
-int
-ps_curve_data_client (ps_curve_t *self, void *socket, const char *server_task, ps_error_t *err)
+//  Make socket a PLAIN client that proves this task by its password.
+static int
+s_plain_client (ps_curve_t *self, void *socket, ps_error_t *err)
 {
-    assert (self);
-    if (!self->plain)
-        return ps_curve_client (self, socket, server_task, err);
     if (zmq_setsockopt (socket, ZMQ_PLAIN_USERNAME, self->task, strlen (self->task)) != 0
     ||  zmq_setsockopt (socket, ZMQ_PLAIN_PASSWORD, self->token, strlen (self->token)) != 0)
         return ps_error_set (err, PS_EIO, "PLAIN client options: %s", zmq_strerror (errno));
     return PS_OK;
 }
 
-const char *
-ps_curve_data_peer (ps_curve_t *self)
+int
+ps_curve_data_server (ps_curve_t *self, void *socket, ps_error_t *err)
 {
     assert (self);
-    //  zauth names a PLAIN peer by the user name it proved, its task.
-    return self->plain ? PS_CURVE_PEER_KEY : PS_CURVE_PEER_TASK;
+    return self->plain ? s_plain_server (socket, err) : ps_curve_server (self, socket, err);
+}
+
+int
+ps_curve_data_client (ps_curve_t *self, void *socket, const char *server_task, ps_error_t *err)
+{
+    assert (self);
+    return self->plain ? s_plain_client (self, socket, err)
+                       : ps_curve_client (self, socket, server_task, err);
+}
+
+bool
+ps_curve_local_plain (ps_curve_t *self)
+{
+    assert (self);
+    return !self->plain && (*self->token || *self->passwords);
+}
+
+int
+ps_curve_local_server (ps_curve_t *self, void *socket, ps_error_t *err)
+{
+    assert (self && ps_curve_local_plain (self) && *self->passwords);
+    return s_plain_server (socket, err);
+}
+
+int
+ps_curve_local_client (ps_curve_t *self, void *socket, ps_error_t *err)
+{
+    assert (self && ps_curve_local_plain (self) && *self->token);
+    return s_plain_client (self, socket, err);
+}
+
+const char *
+ps_curve_data_task (const char *user_id, const char *cert_task)
+{
+    //  A Z85 key is 40 characters, and s_stem wants a known role of
+    //  under 16 before a colon and a number after it: no key passes.
+    char stem [PS_CURVE_TASK_MAX];
+    return user_id && s_stem (user_id, stem, sizeof stem, NULL) == PS_OK ? user_id : cert_task;
 }
 
 const char *

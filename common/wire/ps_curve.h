@@ -44,10 +44,11 @@ typedef struct _ps_curve_t ps_curve_t;
 //  Make a cluster's key directory: dir (created with mode 0700; it must
 //  not exist yet, or be empty) gets public/ with a certificate for each
 //  of the ntasks tasks ("chief:0", "ps:0", "worker:3", ...) and the
-//  secret certificate of each beside it. With plain, the certificates say
-//  that the data plane is PLAIN, and dir also gets each task's password
+//  secret certificate of each beside it, each task's password
 //  (<role>-<index>.password) and the servers' file of every task's
-//  (passwords), all mode 0600. Returns 0, or PS_EINVAL naming a bad task
+//  (passwords), all mode 0600. With plain, the certificates say that the
+//  data plane is PLAIN; else the passwords serve the same-host ipc
+//  connections to the servers (below). Returns 0, or PS_EINVAL naming a bad task
 //  name or a duplicate, PS_EEXIST when dir holds files, or PS_EIO naming
 //  the file that could not be written.
 int ps_curve_keygen (const char *dir, const char *const *tasks, size_t ntasks, bool plain,
@@ -116,9 +117,43 @@ int ps_curve_data_server (ps_curve_t *self, void *socket, ps_error_t *err);
 int ps_curve_data_client (ps_curve_t *self, void *socket, const char *server_task,
                           ps_error_t *err);
 
-//  The metadata property that names a data-plane peer's task
-//  (PS_CURVE_PEER_TASK, or PLAIN's user name, PS_CURVE_PEER_KEY).
-const char *ps_curve_data_peer (ps_curve_t *self);
+//  The same-host data plane. A ps-server's ipc:// endpoint (ps_host.h) is
+//  a socket in a directory that only its user may enter (mode 0700,
+//  checked by both ends), so only processes of that user, or root, can
+//  connect to it, and no other user can read or change what crosses it:
+//  the kernel guards it as CurveZMQ guards a network. Processes of the
+//  same user can read the cluster's keys anyway. So, where the keys have
+//  passwords, the servers take same-host connections over ipc with PLAIN,
+//  each task proving itself by its password, and encrypt nothing; tcp
+//  stays CurveZMQ. ZeroMQ takes a connection's mechanism from the options
+//  a socket had when it bound the endpoint, so one ROUTER serves both.
+//  Keys made before every key directory had passwords keep ipc CurveZMQ.
+
+//  Whether this process takes part in the same-host PLAIN plane: the data
+//  plane is CurveZMQ and its keys hold its password (a server: every
+//  task's).
+bool ps_curve_local_plain (ps_curve_t *self);
+
+//  Make socket, after it bound its tcp endpoint with ps_curve_data_server
+//  and before it binds its ipc one, a PLAIN server for the latter.
+//  Only where ps_curve_local_plain. Returns 0 or PS_EIO.
+int ps_curve_local_server (ps_curve_t *self, void *socket, ps_error_t *err);
+
+//  Make socket, before it connects to a server's ipc endpoint, a PLAIN
+//  client with this task's password. Only where ps_curve_local_plain.
+//  Returns 0 or PS_EIO.
+int ps_curve_local_client (ps_curve_t *self, void *socket, ps_error_t *err);
+
+//  A data-plane peer's task, from two properties of a message it sent:
+//  user_id (PS_CURVE_PEER_KEY) and cert_task (PS_CURVE_PEER_TASK; either
+//  may be NULL). A peer that connected with PLAIN proved a user name, its
+//  task, which zauth gives as its User-Id; one that connected with
+//  CurveZMQ has its key's Z85 text there, and its certificate's task in
+//  cert_task. The task property is read only for the latter: both come
+//  from zauth, whose properties win over any a peer sends of itself, but
+//  zauth gives a PLAIN peer no task property, so one a PLAIN peer sent
+//  would stand.
+const char *ps_curve_data_task (const char *user_id, const char *cert_task);
 
 //  The authenticated task of the peer that sent frame, or NULL when the
 //  socket is not secured.

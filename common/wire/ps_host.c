@@ -207,23 +207,45 @@ s_says (const char *set, const char *prefix, const char *value)
 }
 
 int
-ps_host_set (const char *tcp, const char *ipc, char *buf, size_t len, ps_error_t *err)
+ps_host_set (const char *tcp, const char *ipc, bool ipc_plain, char *buf, size_t len,
+             ps_error_t *err)
 {
     bool shm = ps_host_shared_memory () && *ps_host_shm_id ();
     int n = ipc && *ps_host_id ()
-          ? snprintf (buf, len, "%s,%s,host=%s,shm=%s", tcp, ipc, ps_host_id (),
-                      shm ? ps_host_shm_id () : "off")
+          ? snprintf (buf, len, "%s,%s,host=%s,shm=%s%s", tcp, ipc, ps_host_id (),
+                      shm ? ps_host_shm_id () : "off", ipc_plain ? ",ipcauth=plain" : "")
           : snprintf (buf, len, "%s", tcp);
     if (n < 0 || (size_t) n >= len)
         return ps_error_set (err, PS_EINVAL, "no room for the endpoints of %s", tcp);
     return 0;
 }
 
+//  Whether the socket at path is this user's, in a directory of this
+//  user's alone: no other user (root aside) can have put it there, so a
+//  password sent over it reaches a process of this user.
+static bool
+s_private_socket (const char *path)
+{
+    char dir [sizeof ((struct sockaddr_un *) 0)->sun_path];
+    snprintf (dir, sizeof dir, "%s", path);
+    char *slash = strrchr (dir, '/');
+    if (!slash || slash == dir)
+        return false;
+    *slash = '\0';
+    struct stat st, sock;
+    return lstat (dir, &st) == 0 && S_ISDIR (st.st_mode) && st.st_uid == getuid ()
+        && (st.st_mode & 077) == 0
+        && lstat (path, &sock) == 0 && S_ISSOCK (sock.st_mode) && sock.st_uid == getuid ();
+}
+
 int
-ps_host_pick (const char *set, char *buf, size_t len, bool *local, ps_error_t *err)
+ps_host_pick (const char *set, bool plain_ok, char *buf, size_t len, bool *local, bool *plain,
+              ps_error_t *err)
 {
     if (local)
         *local = false;
+    if (plain)
+        *plain = false;
     size_t first = strcspn (set, ",");
     if (first == 0)
         return ps_error_set (err, PS_EINVAL, "an empty endpoint");
@@ -243,11 +265,18 @@ ps_host_pick (const char *set, char *buf, size_t len, bool *local, ps_error_t *e
         path [ipc_len - 6] = '\0';
         there = stat (path, &st) == 0 && S_ISSOCK (st.st_mode);
     }
+    //  An ipc endpoint that takes PLAIN (ps_curve.h) is for a process with
+    //  a password, and only where the socket is private to this user.
+    bool ipc_plain = s_says (set, "ipcauth=", "plain");
+    if (there && ipc_plain)
+        there = plain_ok && s_private_socket (path);
     if (ipc && same && there && ps_host_same_host ()) {
         pick = ipc;
         pick_len = ipc_len;
         if (local)
             *local = true;
+        if (plain)
+            *plain = ipc_plain;
     }
     if (pick_len >= len)
         return ps_error_set (err, PS_EINVAL, "no room for the endpoint %.*s", (int) pick_len,

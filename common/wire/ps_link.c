@@ -34,6 +34,12 @@
 #define S_MAX_INTERVAL_MS       60000
 #define S_MAX_TIMEOUT_MS        600000
 
+//  A register answered "busy" is sent again after at most this long: the
+//  coordinator says busy while its run waits for the servers (a local
+//  cluster's first half second), and a worker should start the moment
+//  they are there, not a heartbeat interval later.
+#define S_BUSY_RETRY_MS         50
+
 //  Received messages queued for the owner before new ones are dropped.
 #define S_PIPE_HWM              1000
 
@@ -229,13 +235,16 @@ s_on_error (ps_link_t *self, const ps_proto_error_t *error, bool registered, dou
     }
     else
     if (code == PS_EBUSY && !registered) {
-        //  Another incarnation of this task is alive to the coordinator:
-        //  this one is taken once that one's death is known or its silence
-        //  has lasted the timeout. Registering on is right; say so once.
+        //  The coordinator waits for its servers, or another incarnation
+        //  of this task is alive to it (this one is taken once that one's
+        //  death is known or its silence has lasted the timeout).
+        //  Registering on, soon, is right; say so once.
         if (!self->busy_logged) {
-            ps_warn ("link to %s: waiting to register: %s", self->coordinator, error->message);
+            ps_info ("link to %s: waiting to register: %s", self->coordinator, error->message);
             self->busy_logged = true;
         }
+        if (self->next_register > now + S_BUSY_RETRY_MS)
+            self->next_register = now + S_BUSY_RETRY_MS;
     }
     else
         s_deliver (self);

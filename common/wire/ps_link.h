@@ -24,10 +24,12 @@
 //  of code "timeout" (PS_ETIMEDOUT by ps_error_from_name) naming the
 //  coordinator; an error of code not_found is the link's own business and
 //  is never handed on, nor is an error of code busy that answers a
-//  register (another incarnation of this task is alive to the coordinator:
-//  the link registers on, and is taken once that one is known dead or has
-//  been silent for the timeout). The next "register_ok" the owner receives means the
-//  link is back (possibly to a restarted coordinator, with a new plan), also
+//  register (the coordinator's run waits for its servers, or another
+//  incarnation of this task is alive to it: the link registers on, every
+//  50 ms, and is taken once the servers are there, or that incarnation is
+//  known dead or has been silent for the timeout). The next "register_ok"
+//  the owner receives means the link is back (possibly to a restarted
+//  coordinator, with a new plan), also
 //  when it re-registered without a timeout (coordinator restarted, or it
 //  declared this process failed). Whether the coordinator had said that
 //  the run is over before it fell silent is ps_link_finished's answer.

@@ -24,8 +24,8 @@
 # PS_NUM_PS servers and PS_NUM_WORKERS workers.
 #
 # Keys (README.md, Security): the task's secret certificate
-# ROLE-I.cert_secret (and, for a PLAIN data plane, ROLE-I.password and a
-# server's passwords) from the Secret mounted at PS_SECRET_DIR (default
+# ROLE-I.cert_secret, its password ROLE-I.password and a server's
+# passwords (a PLAIN data plane's, or the same-host plane's) from the Secret mounted at PS_SECRET_DIR (default
 # /etc/ps-cluster/secret), and every public certificate from the ConfigMap
 # mounted at PS_PUBLIC_DIR (default /etc/ps-cluster/public), are copied
 # into PS_KEYS (default /run/ps-cluster/keys) as files of this user, mode

@@ -6,9 +6,10 @@
 #                              [--data-plane curve|plain] | kubectl apply -f -
 #
 # - a Secret NAME-keys-ROLE per role (chief, ps, worker) holding the secret
-#   certificates of that role's tasks, ROLE-I.cert_secret (and with
-#   --data-plane plain each task's ROLE-I.password, and the servers'
-#   passwords file); a pod mounts its role's Secret and entrypoint.sh uses
+#   certificates of that role's tasks, ROLE-I.cert_secret, each task's
+#   ROLE-I.password and the servers' passwords file (the PLAIN data
+#   plane's with --data-plane plain, else the same-host plane's, README.md
+#   Security); a pod mounts its role's Secret and entrypoint.sh uses
 #   only its own task's file;
 # - a ConfigMap NAME-public with every task's public certificate, i.e. the
 #   keys every process trusts (they are not secret).

@@ -27,8 +27,10 @@ or a run that did not train every step).
   b. Throughput with 1, 2 and 4 workers (2 servers) on a 25,600-example
      subset, 2 epochs, no evaluation; standalone with 1 and 2 threads on the
      same subset as references; and what security costs: 2 workers secured
-     by CurveZMQ (the default), over a PLAIN data plane, and with
-     --insecure, twice each, interleaved.
+     as by default (CurveZMQ, whose same-host plane is PLAIN over a
+     private ipc socket), by CurveZMQ over tcp alone (PS_SAME_HOST=tcp, as
+     between hosts), over a PLAIN data plane, and with --insecure, twice
+     each, interleaved.
   c. Checkpoint pause: a cluster run with --checkpoint-steps 200; per
      checkpoint pause_ms and write_ms against the mean step time.
   e. (on request) The async cluster's defaults against the alternatives, for
@@ -96,7 +98,7 @@ class Run:
     """A program started now, its output lines and metrics-file lines each
     stamped with time.monotonic() when they appear here."""
 
-    def __init__(self, argv, metrics=None, poll_s=0.01, name=None):
+    def __init__(self, argv, metrics=None, poll_s=0.01, name=None, env=None):
         self.argv = [str(a) for a in argv]
         self.name = name or os.path.basename(self.argv[0])
         self.metrics_path = metrics
@@ -112,6 +114,7 @@ class Run:
         self._busy = machine_busy_s()
         self.launch = time.monotonic()
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE,
+                                     env=dict(os.environ, **env) if env else None,
                                      stderr=subprocess.STDOUT, text=True,
                                      errors="replace", bufsize=1)
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -353,11 +356,12 @@ class Bench:
         self.check_exit(run, "standalone %d thread%s" % (threads, "" if threads == 1 else "s"))
         return run
 
-    def cluster_start(self, extra, metrics, log_dir, poll_s=0.01):
+    def cluster_start(self, extra, metrics, log_dir, poll_s=0.01, env=None):
         argv = [self.coordinator, "--local", "--metrics", metrics, "--log-dir", log_dir] \
             + self.job_args() + extra
-        print("    $ " + command_text(argv))
-        return Run(argv, metrics, poll_s=poll_s, name="cluster")
+        print("    $ " + "".join("%s=%s " % kv for kv in (env or {}).items())
+              + command_text(argv))
+        return Run(argv, metrics, poll_s=poll_s, name="cluster", env=env)
 
     def check_exit(self, run, what):
         if run.rc != 0:
@@ -615,12 +619,15 @@ class Bench:
                                 busy_sps=samples / busy if busy else None,
                                 cpu=run.cpu_s / run.wall_s if run.wall_s else None,
                                 others=run.others, sanity="exit %s" % run.rc, computing=None))
-        # What security costs: 2 workers secured by CurveZMQ (the default),
-        # over a PLAIN data plane, and with --insecure, twice each,
-        # interleaved, so that a change in the machine's load hits all alike.
-        configs = [(1, None), (2, None), (2, "plain"), (2, "insecure"), (2, None), (2, "plain"),
-                   (2, "insecure"), (4, None)]
-        by_security = {None: [], "plain": [], "insecure": []}
+        # What security costs: 2 workers secured as by default (CurveZMQ,
+        # with the same-host plane), by CurveZMQ over tcp alone, over a
+        # PLAIN data plane, and with --insecure, twice each, interleaved,
+        # so that a change in the machine's load hits all alike.
+        configs = [(1, None), (2, None), (2, "tcp"), (2, "plain"), (2, "insecure"), (2, None),
+                   (2, "tcp"), (2, "plain"), (2, "insecure"), (4, None)]
+        by_security = {None: [], "tcp": [], "plain": [], "insecure": []}
+        names = {None: "", "tcp": ", CurveZMQ over tcp alone (PS_SAME_HOST=tcp)",
+                 "plain": ", --data-plane plain", "insecure": ", --insecure"}
         for workers, security in configs:
             unsecured = security == "insecure"
             tag = "%dw%s-%d" % (workers, "-" + security if security else "", len(results))
@@ -629,8 +636,9 @@ class Bench:
             run = self.cluster_start(["--workers", str(workers), "--limit", str(limit),
                                       "--test-limit", "500", "--epochs", str(epochs),
                                       "--eval-epochs", "0"]
-                                     + {None: [], "plain": ["--data-plane", "plain"],
-                                        "insecure": ["--insecure"]}[security], m, log_dir)
+                                     + {None: [], "tcp": [], "plain": ["--data-plane", "plain"],
+                                        "insecure": ["--insecure"]}[security], m, log_dir,
+                                     env={"PS_SAME_HOST": "tcp"} if security == "tcp" else None)
             run.finish(timeout)
             self.check_exit(run, "cluster, %d workers" % workers)
             done = run.of("done")
@@ -653,9 +661,7 @@ class Bench:
             if workers == 2 and d:
                 by_security[security].append(d["samples_per_s"])
             results.append(dict(name="cluster, 2 servers, %d worker%s%s" % (
-                                    workers, "" if workers == 1 else "s",
-                                    {None: "", "plain": ", --data-plane plain",
-                                     "insecure": ", --insecure"}[security]),
+                                    workers, "" if workers == 1 else "s", names[security]),
                                 steps=d["steps"] if d else None,
                                 wall=d["wall_s"] if d else None,
                                 sps=d["samples_per_s"] if d else None, busy_sps=None,
@@ -676,12 +682,15 @@ class Bench:
         print()
         if all(by_security.values()):
             mean = {k: sum(v) / len(v) for k, v in by_security.items()}
-            print("   security, 2 workers (samples/s): CurveZMQ %s, PLAIN data plane %s, "
-                  "--insecure %s; / insecure: CurveZMQ %.3f, PLAIN %.3f" % (
+            print("   security, 2 workers (samples/s): default %s, CurveZMQ over tcp %s, "
+                  "PLAIN data plane %s, --insecure %s; / insecure: default %.3f, CurveZMQ over "
+                  "tcp %.3f, PLAIN %.3f" % (
                       ", ".join("%.0f" % v for v in by_security[None]),
+                      ", ".join("%.0f" % v for v in by_security["tcp"]),
                       ", ".join("%.0f" % v for v in by_security["plain"]),
                       ", ".join("%.0f" % v for v in by_security["insecure"]),
-                      mean[None] / mean["insecure"], mean["plain"] / mean["insecure"]))
+                      mean[None] / mean["insecure"], mean["tcp"] / mean["insecure"],
+                      mean["plain"] / mean["insecure"]))
         table(["run", "steps", "wall s", "samples/s", "in steps", "/ standalone 2T",
                "cores busy", "others", "% computing", "sanity"], rows,
               ["<", ">", ">", ">", ">", ">", ">", ">", ">", "<"])
