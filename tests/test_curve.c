@@ -277,6 +277,23 @@ s_client (void *ctx)
     return client;
 }
 
+//  A client of ctx with PLAIN credentials user and password (none for a
+//  NULL user) that s_refused checks is refused at endpoint; returned, for
+//  the caller to close.
+static void *
+s_plain_refused (void *ctx, const char *user, const char *password, const char *endpoint,
+                 void *server, const char *what)
+{
+    void *client = s_client (ctx);
+    if (user) {
+        assert_int_equal (zmq_setsockopt (client, ZMQ_PLAIN_USERNAME, user, strlen (user)), 0);
+        assert_int_equal (zmq_setsockopt (client, ZMQ_PLAIN_PASSWORD, password,
+                                          strlen (password)), 0);
+    }
+    s_refused (ctx, client, endpoint, server, what);
+    return client;
+}
+
 //  A ROUTER bound on a free port of 127.0.0.1 in ps_curve_context, secured
 //  by server_fn (ps_curve_server or ps_curve_data_server) with curve's
 //  identity; endpoint gets where it listens.
@@ -421,16 +438,9 @@ test_plain_data_plane (void **state)
         { NULL, NULL, "no credentials" },
     };
     void *clients [4] = { good };
-    for (int i = 0; i < 3; i++) {
-        void *client = clients [i + 1] = s_client (client_ctx);
-        if (bad [i].user) {
-            assert_int_equal (zmq_setsockopt (client, ZMQ_PLAIN_USERNAME, bad [i].user,
-                                              strlen (bad [i].user)), 0);
-            assert_int_equal (zmq_setsockopt (client, ZMQ_PLAIN_PASSWORD, bad [i].password,
-                                              strlen (bad [i].password)), 0);
-        }
-        s_refused (client_ctx, client, endpoint, server, bad [i].what);
-    }
+    for (int i = 0; i < 3; i++)
+        clients [i + 1] = s_plain_refused (client_ctx, bad [i].user, bad [i].password, endpoint,
+                                           server, bad [i].what);
     s_round_trip (server, good, task, sizeof task, 5000, false);
     assert_string_equal (task, "worker:1");
     for (int i = 0; i < 4; i++)
@@ -523,14 +533,9 @@ test_local_plane (void **state)
         { "chief:0", password, "worker:1's password claimed for chief:0 over ipc" },
     };
     void *clients [6] = { curve, local, plain_tcp, curve_ipc };
-    for (int i = 0; i < 2; i++) {
-        void *client = clients [4 + i] = s_client (client_ctx);
-        assert_int_equal (zmq_setsockopt (client, ZMQ_PLAIN_USERNAME, bad [i].user,
-                                          strlen (bad [i].user)), 0);
-        assert_int_equal (zmq_setsockopt (client, ZMQ_PLAIN_PASSWORD, bad [i].password,
-                                          strlen (bad [i].password)), 0);
-        s_refused (client_ctx, client, ipc, server, bad [i].what);
-    }
+    for (int i = 0; i < 2; i++)
+        clients [4 + i] = s_plain_refused (client_ctx, bad [i].user, bad [i].password, ipc,
+                                           server, bad [i].what);
     s_round_trip (server, local, task, sizeof task, 5000, false);
     assert_string_equal (task, "worker:1");
     for (int i = 0; i < 6; i++)

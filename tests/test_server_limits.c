@@ -403,15 +403,23 @@ s_wait_fds_kept (harness_server_t *server, int connections)
     assert_true (open >= 0);
 }
 
+//  Start the server under the descriptor limit S_NOFILE, with 2 apply
+//  threads, and connect a client to it.
+static void
+s_start_limited (harness_server_t *server, harness_clients_t *clients)
+{
+    assert_int_equal (harness_server_start_nofile (server, 0, (const char *[]) { "--threads", "2",
+                                                                                 NULL }, S_NOFILE), 0);
+    s_clients (clients, server);
+}
+
 static void
 test_fd_limit (void **state)
 {
     (void) state;
     harness_server_t *server = &s_server;
-    assert_int_equal (harness_server_start_nofile (server, 0, (const char *[]) { "--threads", "2",
-                                                                                 NULL }, S_NOFILE), 0);
     harness_clients_t clients;
-    s_clients (&clients, server);
+    s_start_limited (server, &clients);
     ps_client_t *client = clients.data;
     for (int i = 0; i < S_CONNECTIONS; i++)
         s_conns [i] = s_raw_connect (server);
@@ -469,10 +477,8 @@ test_fd_limit_one_by_one (void **state)
 {
     (void) state;
     harness_server_t *server = &s_server;
-    assert_int_equal (harness_server_start_nofile (server, 0, (const char *[]) { "--threads", "2",
-                                                                                 NULL }, S_NOFILE), 0);
     harness_clients_t clients;
-    s_clients (&clients, server);
+    s_start_limited (server, &clients);
     //  Each connection is waited for until the server has dealt with it:
     //  its descriptor count has stopped changing for 100 ms.
     for (int i = 0; i < S_ONE_BY_ONE; i++) {
