@@ -357,7 +357,8 @@ static const struct argp s_keygen_argp = {
     s_keygen_options, s_keygen_parse, NULL,
     "Makes a cluster's key directory: a CurveZMQ certificate for every task of the cluster "
     "spec, or of the counts given, with chief:0 first (README.md, Security).\v"
-    "Hand each process DIR/public/ and its own DIR/<role>-<index>.cert_secret.",
+    "Hand each process DIR/public/, its own DIR/<role>-<index>.cert_secret and "
+    "DIR/<role>-<index>.password, and each server DIR/passwords.",
     ps_cli_children, NULL, NULL,
 };
 

@@ -139,9 +139,12 @@ ps_admit_register (ps_admit_t *self, ps_msg_t *msg, void *router, const void *id
                  join == PS_JOIN_RESTARTED ? ", a new incarnation"
                  : join == PS_JOIN_BACK ? ", back after a silence" : "");
         //  The event's endpoint is the tcp one, as before endpoint sets
-        //  (ps_host.h); the ipc endpoint beside it, if any, is its own field.
+        //  (ps_host.h); the ipc endpoint beside it, if any, is its own field
+        //  (the ZeroMQ endpoint, also where the set says plain+ipc://).
         const char *endpoint = reg->endpoint;
         const char *ipc = strstr (endpoint, ",ipc://");
+        if (!ipc && (ipc = strstr (endpoint, ",plain+ipc://")))
+            ipc += strlen ("plain+");
         json_t *event = json_pack ("{s:s, s:I, s:I, s:b, s:s%}", "role", role_name,
                                    "task", (json_int_t) index, "pid", (json_int_t) pid,
                                    "restarted", join == PS_JOIN_RESTARTED,

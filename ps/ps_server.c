@@ -81,7 +81,7 @@ s_bind_ipc (ps_server_t *self)
         return;
     ps_error_t err = { 0 };
     char ipc [sizeof self->ipc];
-    bool plain = self->curve && ps_curve_local_plain (self->curve);
+    bool plain = self->curve && ps_curve_local_serves (self->curve);
     if (ps_host_ipc_endpoint ("ps", tcp, ipc, sizeof ipc, &err)
     ||  (plain && ps_curve_local_server (self->curve, self->router, &err))
     ||  ps_listener_bind_also (self->listener, ipc, &err)) {

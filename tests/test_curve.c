@@ -419,7 +419,8 @@ test_plain_data_plane (void **state)
     assert_non_null (ps0);
     assert_non_null (worker);
     assert_true (ps_curve_plain (ps0));
-    assert_false (ps_curve_local_plain (ps0));
+    assert_false (ps_curve_local_serves (ps0));
+    assert_false (ps_curve_local_connects (worker));
     char endpoint [128];
     void *server = s_listener (ps0, ps_curve_data_server, endpoint, sizeof endpoint);
     void *client_ctx = zmq_ctx_new ();
@@ -469,8 +470,9 @@ test_plain_data_plane (void **state)
 //  task; over tcp the same credentials are refused, as are CurveZMQ over
 //  ipc, a wrong password and a password claimed for another task. Keys
 //  without passwords (made before keygen wrote them) keep ipc CurveZMQ;
-//  a password file open to others is refused. And ps_curve_data_task
-//  reads a PLAIN peer's task only from the user name it proved.
+//  a password file open to others is refused, and so is a servers' file
+//  with a user that is no task. And ps_curve_data_task reads a PLAIN
+//  peer's task only from the user name it proved.
 static void
 test_local_plane (void **state)
 {
@@ -492,8 +494,10 @@ test_local_plane (void **state)
     assert_non_null (ps0);
     assert_non_null (worker);
     assert_false (ps_curve_plain (worker));
-    assert_true (ps_curve_local_plain (ps0));
-    assert_true (ps_curve_local_plain (worker));
+    assert_true (ps_curve_local_serves (ps0));
+    assert_true (ps_curve_local_connects (ps0));
+    assert_true (ps_curve_local_connects (worker));
+    assert_false (ps_curve_local_serves (worker));
 
     char tcp [128], ipc [PATH_MAX];
     void *server = s_listener (ps0, ps_curve_data_server, tcp, sizeof tcp);
@@ -562,13 +566,26 @@ test_local_plane (void **state)
     assert_non_null (strstr (err.msg, "chmod 600"));
     assert_int_equal (unlink (path), 0);
     snprintf (path, sizeof path, "%s/passwords", dir);
+    assert_int_equal (chmod (path, 0644), 0);
+    assert_null (ps_curve_new (dir, "ps:1", &err));
+    assert_non_null (strstr (err.msg, "chmod 600"));
+    assert_int_equal (chmod (path, 0600), 0);
+    //  A user that is no task (a hand-edited file) would let a PLAIN peer
+    //  name its own task: the file is refused.
+    FILE *file = fopen (path, "a");
+    assert_non_null (file);
+    fprintf (file, "someone=%064d\n", 0);
+    assert_int_equal (fclose (file), 0);
+    assert_null (ps_curve_new (dir, "ps:1", &err));
+    assert_int_equal (err.code, PS_ECORRUPT);
+    assert_non_null (strstr (err.msg, "line 6: expected TASK=PASSWORD"));
     assert_int_equal (unlink (path), 0);
     ps_curve_t *old_worker = ps_curve_new (dir, "worker:0", &err);
     ps_curve_t *old_ps = ps_curve_new (dir, "ps:1", &err);
     assert_non_null (old_worker);
     assert_non_null (old_ps);
-    assert_false (ps_curve_local_plain (old_worker));
-    assert_false (ps_curve_local_plain (old_ps));
+    assert_false (ps_curve_local_connects (old_worker));
+    assert_false (ps_curve_local_serves (old_ps));
     ps_curve_destroy (&old_ps);
     ps_curve_destroy (&old_worker);
     s_rm_keys (dir);

@@ -166,9 +166,10 @@ test_sets (void **state)
     assert_int_equal (ps_host_set ("tcp://h:1", "ipc:///x", false, set, 12, &err), PS_EINVAL);
 }
 
-//  A server's set whose ipc endpoint takes PLAIN (ps_curve.h): picked only
-//  by a caller with a password, and only where the socket and its
-//  directory are this user's alone; *plain says so.
+//  A server's set whose ipc endpoint takes PLAIN (ps_curve.h), written
+//  plain+ipc://, which readers of an earlier build skip: picked, as its
+//  ipc:// endpoint, only by a caller with a password, and only where the
+//  socket and its directory are this user's alone; *plain says so.
 static void
 test_plain_sets (void **state)
 {
@@ -182,7 +183,7 @@ test_plain_sets (void **state)
     snprintf (ipc, sizeof ipc, "ipc://%s", path);
     s_socket_file (path);
     assert_int_equal (ps_host_set ("tcp://h:1", ipc, true, set, sizeof set, &err), 0);
-    snprintf (want, sizeof want, "tcp://h:1,%s,host=test_host_1,shm=%s,ipcauth=plain", ipc,
+    snprintf (want, sizeof want, "tcp://h:1,plain+%s,host=test_host_1,shm=%s", ipc,
               ps_host_shm_id ());
     assert_string_equal (set, want);
     assert_int_equal (ps_host_pick (set, true, out, sizeof out, &local, &plain, &err), 0);
@@ -208,7 +209,7 @@ test_plain_sets (void **state)
         assert_string_equal (out, "tcp://h:1");
         assert_int_equal (chown (path, 0, 0), 0);
     }
-    //  A set without ipcauth: the ipc endpoint is CurveZMQ's, for anyone.
+    //  A set whose ipc endpoint is CurveZMQ's: for anyone.
     assert_int_equal (ps_host_set ("tcp://h:1", ipc, false, set, sizeof set, &err), 0);
     assert_int_equal (ps_host_pick (set, true, out, sizeof out, &local, &plain, &err), 0);
     assert_string_equal (out, ipc);

@@ -42,8 +42,11 @@ report(kinds == [("ConfigMap", "ps-cluster-public"), ("Secret", "ps-cluster-keys
                  ("Secret", "ps-cluster-keys-ps"), ("Secret", "ps-cluster-keys-worker")],
        "make-secrets.sh: a Secret per role and the public ConfigMap", repr(kinds))
 ps_secret = [d for _, d in secret_docs if d["metadata"]["name"] == "ps-cluster-keys-ps"]
-report(bool(ps_secret) and sorted(ps_secret[0]["data"]) == ["ps-0.cert_secret", "ps-1.cert_secret"],
-       "make-secrets.sh: the ps Secret holds the servers' secret certificates, nothing else",
+report(bool(ps_secret) and sorted(ps_secret[0]["data"]) == ["passwords", "ps-0.cert_secret",
+                                                             "ps-0.password", "ps-1.cert_secret",
+                                                             "ps-1.password"],
+       "make-secrets.sh: the ps Secret holds the servers' secret certificates and passwords, "
+       "and every task's passwords file, nothing else",
        repr(ps_secret and sorted(ps_secret[0]["data"])))
 
 for args, says in ((["--ps", "x"], '--ps "x": expected a whole number'),

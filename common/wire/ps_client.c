@@ -205,7 +205,7 @@ ps_client_new (const char *const *endpoints, int nservers, int timeout_ms, ps_cu
         }
         memcpy (server->endpoint, endpoints [i], name_len);
         server->endpoint [name_len] = '\0';
-        bool plain_ok = curve && ps_curve_local_plain (curve);
+        bool plain_ok = curve && ps_curve_local_connects (curve);
         if (ps_host_pick (endpoints [i], plain_ok, server->connect, sizeof server->connect,
                           &local, &server->plain, err))
             goto fail;

@@ -241,6 +241,39 @@ s_check_private (const char *path, const char *what, const char *task, ps_error_
     return PS_OK;
 }
 
+//  Check a servers' file of every task's password: private, and every line
+//  TASK=PASSWORD with a task name (so zauth's User-Id for a PLAIN peer,
+//  the user name it proved, is always a task name: ps_curve_data_task).
+static int
+s_check_passwords (const char *path, const char *task, ps_error_t *err)
+{
+    int rc = s_check_private (path, "password file", task, err);
+    char *text = NULL;
+    size_t len = 0;
+    if (rc == PS_OK)
+        rc = ps_file_read (path, 1 << 20, &text, &len, err);
+    int number = 0;
+    for (char *line = text; rc == PS_OK && line && *line; ) {
+        char *end = strchr (line, '\n');
+        if (end)
+            *end = '\0';
+        number++;
+        char *equals = strchr (line, '=');
+        char stem [PS_CURVE_TASK_MAX];
+        if (equals)
+            *equals = '\0';
+        if (!equals || s_stem (line, stem, sizeof stem, NULL) != PS_OK
+        ||  strlen (equals + 1) != S_TOKEN_HEX
+        ||  strspn (equals + 1, "0123456789abcdef") != S_TOKEN_HEX)
+            rc = ps_error_set (err, PS_ECORRUPT, "password file %s: line %d: expected TASK="
+                               "PASSWORD (a task such as worker:0, %d hex digits)", path, number,
+                               S_TOKEN_HEX);
+        line = end ? end + 1 : NULL;
+    }
+    free (text);
+    return rc;
+}
+
 //  Read this task's data-plane password, <stem>.password in dir.
 static int
 s_read_token (ps_curve_t *self, const char *dir, const char *stem, ps_error_t *err)
@@ -347,14 +380,18 @@ ps_curve_new (const char *dir, const char *task, ps_error_t *err)
     const char *plane = zcert_meta (self->cert, S_PLANE_KEY);
     self->plain = plane && strcmp (plane, "plain") == 0;
     bool server = strncmp (task, "ps:", 3) == 0;
-    snprintf (path, sizeof path, server ? "%s/passwords" : "%s/%s.password", dir, stem);
-    if (self->plain || access (path, F_OK) == 0) {
-        if (server && s_check_private (path, "password file", task, err) == PS_OK)
-            snprintf (self->passwords, sizeof self->passwords, "%s", path);
-        else
-        if (server || s_read_token (self, dir, stem, err))
+    snprintf (path, sizeof path, "%s/passwords", dir);
+    if (server && (self->plain || access (path, F_OK) == 0)) {
+        if (s_check_passwords (path, task, err))
             goto fail;
+        snprintf (self->passwords, sizeof self->passwords, "%s", path);
     }
+    //  A task's own password, which a server needs only to connect to
+    //  another server (as a client).
+    snprintf (path, sizeof path, "%s/%s.password", dir, stem);
+    if (((self->plain && !server) || access (path, F_OK) == 0)
+    &&  s_read_token (self, dir, stem, err))
+        goto fail;
     //  One ZAP handler per process, on one trust directory.
     pthread_mutex_lock (&s_auth_lock);
     if (s_auth_refs > 0 && strcmp (s_auth_dir, self->public_dir) != 0) {
@@ -539,23 +576,30 @@ ps_curve_data_client (ps_curve_t *self, void *socket, const char *server_task, p
 }
 
 bool
-ps_curve_local_plain (ps_curve_t *self)
+ps_curve_local_serves (ps_curve_t *self)
 {
     assert (self);
-    return !self->plain && (*self->token || *self->passwords);
+    return !self->plain && *self->passwords;
+}
+
+bool
+ps_curve_local_connects (ps_curve_t *self)
+{
+    assert (self);
+    return !self->plain && *self->token;
 }
 
 int
 ps_curve_local_server (ps_curve_t *self, void *socket, ps_error_t *err)
 {
-    assert (self && ps_curve_local_plain (self) && *self->passwords);
+    assert (self && ps_curve_local_serves (self));
     return s_plain_server (socket, err);
 }
 
 int
 ps_curve_local_client (ps_curve_t *self, void *socket, ps_error_t *err)
 {
-    assert (self && ps_curve_local_plain (self) && *self->token);
+    assert (self && ps_curve_local_connects (self));
     return s_plain_client (self, socket, err);
 }
 

@@ -129,18 +129,21 @@ int ps_curve_data_client (ps_curve_t *self, void *socket, const char *server_tas
 //  a socket had when it bound the endpoint, so one ROUTER serves both.
 //  Keys made before every key directory had passwords keep ipc CurveZMQ.
 
-//  Whether this process takes part in the same-host PLAIN plane: the data
-//  plane is CurveZMQ and its keys hold its password (a server: every
-//  task's).
-bool ps_curve_local_plain (ps_curve_t *self);
+//  Whether this process serves the same-host PLAIN plane: the data plane
+//  is CurveZMQ and its keys hold every task's password (a server's).
+bool ps_curve_local_serves (ps_curve_t *self);
+
+//  Whether this process can connect over it: the data plane is CurveZMQ
+//  and its keys hold its own password.
+bool ps_curve_local_connects (ps_curve_t *self);
 
 //  Make socket, after it bound its tcp endpoint with ps_curve_data_server
 //  and before it binds its ipc one, a PLAIN server for the latter.
-//  Only where ps_curve_local_plain. Returns 0 or PS_EIO.
+//  Only where ps_curve_local_serves. Returns 0 or PS_EIO.
 int ps_curve_local_server (ps_curve_t *self, void *socket, ps_error_t *err);
 
 //  Make socket, before it connects to a server's ipc endpoint, a PLAIN
-//  client with this task's password. Only where ps_curve_local_plain.
+//  client with this task's password. Only where ps_curve_local_connects.
 //  Returns 0 or PS_EIO.
 int ps_curve_local_client (ps_curve_t *self, void *socket, ps_error_t *err);
 
@@ -152,7 +155,8 @@ int ps_curve_local_client (ps_curve_t *self, void *socket, ps_error_t *err);
 //  cert_task. The task property is read only for the latter: both come
 //  from zauth, whose properties win over any a peer sends of itself, but
 //  zauth gives a PLAIN peer no task property, so one a PLAIN peer sent
-//  would stand.
+//  would stand. A server's passwords file is refused unless every user
+//  in it is a task name, so a PLAIN peer's User-Id always is one.
 const char *ps_curve_data_task (const char *user_id, const char *cert_task);
 
 //  The authenticated task of the peer that sent frame, or NULL when the

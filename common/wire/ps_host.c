@@ -211,9 +211,12 @@ ps_host_set (const char *tcp, const char *ipc, bool ipc_plain, char *buf, size_t
              ps_error_t *err)
 {
     bool shm = ps_host_shared_memory () && *ps_host_shm_id ();
+    //  A PLAIN ipc endpoint is written plain+ipc://PATH, an element that
+    //  readers of an earlier build skip: they would offer CurveZMQ to it
+    //  and be refused for ever, where over tcp they are served.
     int n = ipc && *ps_host_id ()
-          ? snprintf (buf, len, "%s,%s,host=%s,shm=%s%s", tcp, ipc, ps_host_id (),
-                      shm ? ps_host_shm_id () : "off", ipc_plain ? ",ipcauth=plain" : "")
+          ? snprintf (buf, len, "%s,%s%s,host=%s,shm=%s", tcp, ipc_plain ? "plain+" : "", ipc,
+                      ps_host_id (), shm ? ps_host_shm_id () : "off")
           : snprintf (buf, len, "%s", tcp);
     if (n < 0 || (size_t) n >= len)
         return ps_error_set (err, PS_EINVAL, "no room for the endpoints of %s", tcp);
@@ -253,6 +256,14 @@ ps_host_pick (const char *set, bool plain_ok, char *buf, size_t len, bool *local
     size_t pick_len = first;
     size_t ipc_len = 0;
     const char *ipc = s_element (set, "ipc://", &ipc_len);
+    //  An ipc endpoint that takes PLAIN (ps_curve.h) is for a process with
+    //  a password, and only where the socket is private to this user.
+    bool ipc_plain = false;
+    if (!ipc && plain_ok && (ipc = s_element (set, "plain+ipc://", &ipc_len))) {
+        ipc += strlen ("plain+");
+        ipc_len -= strlen ("plain+");
+        ipc_plain = true;
+    }
     bool same = s_says (set, "host=", ps_host_id ());
     //  The socket must be there, seen from here: a process of the same
     //  identity that does not share this file system (a container of its
@@ -265,11 +276,8 @@ ps_host_pick (const char *set, bool plain_ok, char *buf, size_t len, bool *local
         path [ipc_len - 6] = '\0';
         there = stat (path, &st) == 0 && S_ISSOCK (st.st_mode);
     }
-    //  An ipc endpoint that takes PLAIN (ps_curve.h) is for a process with
-    //  a password, and only where the socket is private to this user.
-    bool ipc_plain = s_says (set, "ipcauth=", "plain");
     if (there && ipc_plain)
-        there = plain_ok && s_private_socket (path);
+        there = s_private_socket (path);
     if (ipc && same && there && ps_host_same_host ()) {
         pick = ipc;
         pick_len = ipc_len;

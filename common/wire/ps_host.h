@@ -11,15 +11,16 @@
 //  taken to share a file system for their ipc:// sockets.
 //
 //  A process that others connect to advertises an endpoint set: its TCP
-//  endpoint, then optionally its ipc:// endpoint, its host identity, its
-//  shared-memory identity (shm=off when it shares no memory, under
-//  PS_SAME_HOST=ipc) and, for a ps-server whose ipc endpoint takes PLAIN
-//  (ps_curve.h, the same-host data plane), ipcauth=plain, separated by
-//  commas (lists of endpoints are separated by spaces; elements a reader
-//  does not know are skipped):
+//  endpoint, then optionally its ipc:// endpoint (written plain+ipc://PATH
+//  for a ps-server whose ipc endpoint takes PLAIN: ps_curve.h, the
+//  same-host data plane), its host identity and its shared-memory
+//  identity (shm=off when it shares no memory, under PS_SAME_HOST=ipc),
+//  separated by commas (lists of endpoints are separated by spaces;
+//  elements a reader does not know are skipped, so a reader of an earlier
+//  build takes a PLAIN endpoint's server over tcp):
 //      tcp://10.0.0.5:2222,ipc:///run/user/1000/ps-cluster/ps-4242-1,host=ID,shm=SHM
 //  A peer with the same identity connects to the ipc:// endpoint (when
-//  its socket file is there to see, and, for ipcauth=plain, when it has a
+//  its socket file is there to see, and, for plain+ipc://, when it has a
 //  password and the socket and its directory are its user's alone), any
 //  other to the first. A plain endpoint is a set of one. The ipc://
 //  sockets live in a directory of this user's alone (mode 0700):
@@ -76,20 +77,20 @@ const char *ps_host_shm_id (void);
 int ps_host_ipc_endpoint (const char *what, const char *tcp, char *buf, size_t len,
                           ps_error_t *err);
 
-//  Write the set of tcp, ipc (may be NULL: tcp alone), this host's
-//  identity, this process's shared-memory identity (or off) and, with
-//  ipc_plain, ipcauth=plain into buf. Returns 0, or PS_EINVAL when it does
-//  not fit.
+//  Write the set of tcp, ipc (may be NULL: tcp alone; written
+//  plain+ipc://PATH with ipc_plain), this host's identity and this
+//  process's shared-memory identity (or off) into buf. Returns 0, or
+//  PS_EINVAL when it does not fit.
 int ps_host_set (const char *tcp, const char *ipc, bool ipc_plain, char *buf, size_t len,
                  ps_error_t *err);
 
 //  The endpoint of set to connect to from here, into buf: its ipc://
 //  endpoint when its host identity is this process's, its socket is there
-//  (seen from this process), same-host peers are on and, where the set
-//  says ipcauth=plain, plain_ok (the caller has a password) and the socket
-//  and its directory are this user's alone; else its first. *local (may
-//  be NULL) says which, and *plain (may be NULL) whether the endpoint
-//  picked takes PLAIN. Returns 0, or PS_EINVAL when set is empty or buf
+//  (seen from this process), same-host peers are on and, for a
+//  plain+ipc:// endpoint, plain_ok (the caller has a password) and the
+//  socket and its directory are this user's alone; else its first. The
+//  endpoint picked is a ZeroMQ endpoint (ipc://PATH). *local (may be NULL)
+//  says which, and *plain (may be NULL) whether it takes PLAIN. Returns 0, or PS_EINVAL when set is empty or buf
 //  too small.
 int ps_host_pick (const char *set, bool plain_ok, char *buf, size_t len, bool *local,
                   bool *plain, ps_error_t *err);

@@ -34,10 +34,13 @@
 #define S_MAX_INTERVAL_MS       60000
 #define S_MAX_TIMEOUT_MS        600000
 
-//  A register answered "busy" is sent again after at most this long: the
-//  coordinator says busy while its run waits for the servers (a local
-//  cluster's first half second), and a worker should start the moment
-//  they are there, not a heartbeat interval later.
+//  A register answered "busy" is sent again after this long, doubling with
+//  each busy in a row up to the heartbeat interval: the coordinator says
+//  busy while its run waits for the servers (a local cluster's first half
+//  second), and a worker should start soon after they are there, not a
+//  heartbeat interval later; a busy for another live incarnation of the
+//  task, which lasts up to the heartbeat timeout, is soon asked at the
+//  heartbeat interval again.
 #define S_BUSY_RETRY_MS         50
 
 //  Received messages queued for the owner before new ones are dropped.
@@ -99,6 +102,7 @@ struct _ps_link_t {
     double next_register;
     bool register_blocked;      //  the last register found the queue full
     bool busy_logged;           //  a register was refused as "busy", and said so
+    double busy_retry_ms;       //  the next register's delay after a busy
     ps_msg_t *incoming;
     ps_writer_t writer;
 };
@@ -185,6 +189,7 @@ s_reregister (ps_link_t *self, double now)
     atomic_store (&self->registered, false);
     self->next_register = now;
     self->register_blocked = false;
+    self->busy_retry_ms = S_BUSY_RETRY_MS;
 }
 
 //  Hand the message just received to the owner, when it wants messages.
@@ -209,6 +214,9 @@ s_on_register_ok (ps_link_t *self, const ps_proto_register_ok_t *reply, double n
     self->coordinator_incarnation = reply->coordinator;
     self->next_heartbeat = now + self->heartbeat_ms;
     self->register_blocked = false;
+    //  A later refusal is news again.
+    self->busy_logged = false;
+    self->busy_retry_ms = S_BUSY_RETRY_MS;
     //  A coordinator that registers this process runs a job, even one that
     //  resumes a finished run: its own heartbeats will say so.
     atomic_store (&self->finished, false);
@@ -243,8 +251,9 @@ s_on_error (ps_link_t *self, const ps_proto_error_t *error, bool registered, dou
             ps_info ("link to %s: waiting to register: %s", self->coordinator, error->message);
             self->busy_logged = true;
         }
-        if (self->next_register > now + S_BUSY_RETRY_MS)
-            self->next_register = now + S_BUSY_RETRY_MS;
+        if (self->next_register > now + self->busy_retry_ms)
+            self->next_register = now + self->busy_retry_ms;
+        self->busy_retry_ms = fmin (2 * self->busy_retry_ms, self->heartbeat_ms);
     }
     else
         s_deliver (self);
@@ -536,6 +545,7 @@ ps_link_new (const ps_link_config_t *config, ps_error_t *err)
     self->timeout_ms = s_clamp_ms (config->timeout_ms > 0
                                    ? (uint64_t) config->timeout_ms : S_DEFAULT_TIMEOUT_MS,
                                    S_MAX_TIMEOUT_MS);
+    self->busy_retry_ms = S_BUSY_RETRY_MS;
     self->next_id = 1;
     atomic_init (&self->registered, false);
     atomic_init (&self->finished, false);

@@ -25,9 +25,10 @@
 //  coordinator; an error of code not_found is the link's own business and
 //  is never handed on, nor is an error of code busy that answers a
 //  register (the coordinator's run waits for its servers, or another
-//  incarnation of this task is alive to it: the link registers on, every
-//  50 ms, and is taken once the servers are there, or that incarnation is
-//  known dead or has been silent for the timeout). The next "register_ok"
+//  incarnation of this task is alive to it: the link registers on, after
+//  50 ms, then after twice as long each time up to the heartbeat
+//  interval, and is taken once the servers are there, or that incarnation
+//  is known dead or has been silent for the timeout). The next "register_ok"
 //  the owner receives means the link is back (possibly to a restarted
 //  coordinator, with a new plan), also
 //  when it re-registered without a timeout (coordinator restarted, or it
