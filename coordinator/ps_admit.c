@@ -78,8 +78,8 @@ ps_admit_authorized (ps_admit_t *self, ps_msg_t *msg, void *router, const char *
 
 ps_peer_t *
 ps_admit_register (ps_admit_t *self, ps_msg_t *msg, void *router, const void *id,
-                   size_t id_len, double now, ps_role_t *role_p, int *index_p,
-                   ps_join_t *join_p)
+                   size_t id_len, double now, bool servers_awaited, ps_role_t *role_p,
+                   int *index_p, ps_join_t *join_p)
 {
     const ps_proto_register_t *reg = &ps_msg_proto (msg)->register_;
     const char *role_name = reg->role;
@@ -104,6 +104,14 @@ ps_admit_register (ps_admit_t *self, ps_msg_t *msg, void *router, const void *id
     }
     if (id_len > PS_ROSTER_ID_MAX) {
         s_refuse (msg, router, PS_EINVAL, "routing id too long");
+        return NULL;
+    }
+    int servers = ps_roster_count (self->roster, PS_ROLE_PS);
+    int alive = ps_roster_alive (self->roster, PS_ROLE_PS);
+    if (servers_awaited && role == PS_ROLE_WORKER && alive < servers) {
+        snprintf (message, sizeof message, "the run starts once all %d servers have registered "
+                  "(%d so far)", servers, alive);
+        s_refuse (msg, router, PS_EBUSY, message);
         return NULL;
     }
     ps_peer_t *peer = ps_roster_peer (self->roster, role, (int) index);

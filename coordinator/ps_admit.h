@@ -36,10 +36,17 @@ bool ps_admit_authorized (ps_admit_t *self, ps_msg_t *msg, void *router, const c
 
 //  Take the registration msg from routing id id, received on router, at
 //  now: returns its task's peer, with *role, *index and *join, or NULL
-//  after answering the refusal.
+//  after answering the refusal. With servers_awaited (the run has not
+//  started, and servers hold its variables), a worker that registers
+//  before every server has is answered "busy": its plan would give those
+//  servers as the cluster spec does (tcp), never their endpoint sets, so
+//  it would reach a server of its own host over loopback TCP and CurveZMQ
+//  for the whole run rather than over the same-host plane (ps_curve.h).
+//  Its link registers again shortly (ps_link.h). An evaluator, off the
+//  training path, is taken at once.
 ps_peer_t *ps_admit_register (ps_admit_t *self, ps_msg_t *msg, void *router, const void *id,
-                              size_t id_len, double now, ps_role_t *role, int *index,
-                              ps_join_t *join);
+                              size_t id_len, double now, bool servers_awaited, ps_role_t *role,
+                              int *index, ps_join_t *join);
 
 //  Registrations refused because the task's process was alive.
 uint64_t ps_admit_refused (const ps_admit_t *self);

@@ -390,33 +390,13 @@ s_on_register (s_coord_t *self, const char *id, size_t id_len)
     ps_role_t role;
     int index;
     ps_join_t join;
-    //  A worker that registers before every server has, as those of a
-    //  local cluster often do, would be told those servers as the cluster
-    //  spec gives them (tcp), never their endpoint sets: it would reach a
-    //  server of its own host over loopback TCP and CurveZMQ for the whole
-    //  run, not over the same-host plane (ps_curve.h). So until the run
-    //  starts it is told "busy", and its link registers again shortly
-    //  (ps_link.h). An evaluator, off the training path, is taken at once;
-    //  a worker the cluster does not have is refused by admission.
-    const ps_proto_register_t *reg = &ps_msg_proto (self->msg)->register_;
-    int servers = ps_roster_count (self->roster, PS_ROLE_PS);
-    int alive = ps_roster_alive (self->roster, PS_ROLE_PS);
-    if (self->host.state == PS_RUN_STARTING && self->ops->holders == PS_ROLE_PS
-    &&  ps_role_parse (reg->role, &role) == 0 && role == PS_ROLE_WORKER
-    &&  reg->index < (uint64_t) ps_roster_count (self->roster, role) && alive < servers) {
-        char message [160];
-        snprintf (message, sizeof message, "the run starts once all %d servers have registered "
-                  "(%d so far)", servers, alive);
-        zmq_msg_t *envelope;
-        size_t nenvelope = ps_msg_envelope (self->msg, &envelope);
-        if (ps_msg_send_error (self->router, envelope, nenvelope, ps_msg_id (self->msg),
-                               PS_EBUSY, message, NULL) != 0)
-            ps_warn ("answering a registration of %s:%" PRIu64 ": %s", reg->role, reg->index,
-                     zmq_strerror (errno));
-        return;
-    }
+    //  Until the servers that hold the variables have all registered,
+    //  workers wait (ps_admit.h), so that their plans name every server's
+    //  endpoint set.
+    bool servers_awaited = self->host.state == PS_RUN_STARTING
+                        && self->ops->holders == PS_ROLE_PS;
     ps_peer_t *peer = ps_admit_register (self->admit, self->msg, self->router, id, id_len,
-                                         ps_clock_ms (), &role, &index, &join);
+                                         ps_clock_ms (), servers_awaited, &role, &index, &join);
     if (!peer)
         return;
     if (self->ops->joined)

@@ -386,26 +386,23 @@ ps_listener_handle (ps_listener_t *self, ps_error_t *err)
     if (got < 0)
         return ps_error_set (err, PS_EIO, "reading the connection monitor of %s: %s",
                              self->endpoint, zmq_strerror (errno));
-    //  Descriptors ran out. A burst of connections does that (ZeroMQ
-    //  accepts as many as there are descriptors free before their events
-    //  are read here), but so does something else holding more than it
-    //  did: count again what is not a connection.
-    if (exhausted) {
+    //  What is not a connection is counted again when descriptors ran out
+    //  and before any connection is shut down for the mark. A burst of
+    //  connections runs them out (ZeroMQ accepts as many as there are
+    //  descriptors free before their events are read here), but so does
+    //  something else holding more than it did; and the server opens
+    //  descriptors after its listener first counted (its same-host socket,
+    //  its threads' mailboxes, files), which connections that come one at
+    //  a time, never making accept fail, would not have counted.
+    if (exhausted || self->live > self->high) {
         size_t before = self->high;
         if (s_measure (self) != 0)
             ps_warn ("cannot count the descriptors open in /proc/self/fd: %s", strerror (errno));
         else
-        if (self->high < before)
+        if (exhausted && self->high < before)
             ps_warn ("descriptors ran out with %zu connections open: keeping at most %zu "
                      "from now on", self->nconns, self->high);
     }
-    //  Before any connection is shut down for the mark, the descriptors
-    //  that are not connections are counted again: the server opens some
-    //  after its listener first counted (its same-host socket, its threads'
-    //  mailboxes, files), and connections that come one at a time never
-    //  make accept fail, which would count them.
-    if (!exhausted && self->live > self->high && s_measure (self) != 0)
-        ps_warn ("cannot count the descriptors open in /proc/self/fd: %s", strerror (errno));
     //  The newest go first: the peers connected before keep their service.
     for (size_t i = self->nconns; i-- > 0 && self->live > self->high; ) {
         s_conn_t *conn = &self->conns [i];
