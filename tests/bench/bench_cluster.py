@@ -15,7 +15,9 @@ or a run that did not train every step).
      `ps-worker --standalone --threads 2 --eval-steps 235`, and (2) on the
      local async cluster, `coordinator --local --eval-steps 235` (2 servers,
      2 workers of 1 thread; its steps are global steps, so the granularity
-     in samples is the same). The time to 89% is from launch to the moment
+     in samples is the same), and (3) the same cluster with one worker,
+     whose steps to 89% set beside (1)'s and (2)'s tell async staleness's
+     cost from any other difference. The time to 89% is from launch to the moment
      the first parameters that score >= 0.89 existed: standalone, its
      "training on" log line (stamped here) plus the eval event's params_at_s;
      cluster, the "started" event (stamped here when it appears in the
@@ -418,6 +420,16 @@ class Bench:
                                c_metrics, log_dir)
         c.finish(timeout)
         self.check_exit(c, "cluster")
+        # The same cluster with one worker computes every gradient on the
+        # parameters of the step before, as standalone does: set beside the
+        # two workers' run, it tells the cost of async staleness (a worker's
+        # gradient computed while the other's update lands) from any other
+        # difference between the cluster's training and standalone's.
+        c1 = self.cluster_start(["--workers", "1", "--epochs", str(epochs), "--eval-steps",
+                                 str(every)] + limit, self.path("cluster-1w.jsonl"),
+                                self.path("cluster-1w-logs"))
+        c1.finish(timeout)
+        self.check_exit(c1, "cluster of 1 worker")
 
         # Standalone.
         s_start = s.line_time("training on")
@@ -470,6 +482,8 @@ class Bench:
             eval_s=sum(e["eval_ms"] for e in c_evals) / 1e3,
             train_wall=d["wall_s"] if d else None)
         checkpoints = c.of("checkpoint")
+        c1_evals = c1.of("eval")
+        c1_hit = next((e for e in c1_evals if e["test_accuracy"] >= target), None)
         # Issue 20's goals: time to target <= 1.05 x standalone's, samples/s
         # >= 0.95 x, both on the same machine in this run.
         name = "time to %.0f%%, launch -> params, 2 servers + 2 workers" % (100 * target)
@@ -529,14 +543,13 @@ class Bench:
 
         # The timeline, side by side by step.
         by_step = {}
-        for e in s_evals:
-            by_step.setdefault(e["step"], [None, None])[0] = e
-        for e in c_evals:
-            by_step.setdefault(e["step"], [None, None])[1] = e
+        for k, evals in enumerate((s_evals, c_evals, c1_evals)):
+            for e in evals:
+                by_step.setdefault(e["step"], [None, None, None])[k] = e
         print()
         rows = []
         for step in sorted(by_step):
-            se, ce = by_step[step]
+            se, ce, c1e = by_step[step]
             rows.append((step, f(step / spe if spe else None, ".2f"),
                          f(se["test_accuracy"] if se else None, ".4f"),
                          f(s_boot + se["params_at_s"] if se and s_boot is not None else None,
@@ -544,9 +557,19 @@ class Bench:
                          f(ce["test_accuracy"] if ce else None, ".4f"),
                          f(c_boot + ce["params_at_s"] if ce and c_boot is not None else None,
                            ".1f"),
-                         f(ce["eval_ms"] if ce else None, ".0f")))
+                         f(ce["eval_ms"] if ce else None, ".0f"),
+                         f(c1e["test_accuracy"] if c1e else None, ".4f")))
         table(["step", "epoch", "standalone acc", "at s", "cluster acc", "at s",
-               "cluster eval ms"], rows)
+               "cluster eval ms", "1 worker acc"], rows)
+        def steps_at(hit):
+            return hit["step"] if hit else "not reached"
+        print("   steps to %.0f%%: standalone %s, a cluster of 1 worker %s, of %d workers %s."
+              "\n   One worker makes standalone's updates in standalone's order (up to float"
+              " rounding, which\n   training then amplifies); the steps %d workers need"
+              " beyond it are the cost of async\n   staleness (each gradient computed while"
+              " the others' updates land)."
+              % (100 * target, steps_at(s_hit), steps_at(c1_hit), nworkers, steps_at(c_hit),
+                 nworkers))
 
         # Where the cluster's time went.
         print()
@@ -563,7 +586,7 @@ class Bench:
         for name in sorted(os.listdir(log_dir)) if os.path.isdir(log_dir) else []:
             if not name.startswith("worker"):
                 continue
-            computing, rates, evals_ms = [], [], []
+            computing, rates = [], []
             with open(os.path.join(log_dir, name), errors="replace") as fh:
                 for line in fh:
                     if "% of the time computing" in line:
@@ -629,7 +652,6 @@ class Bench:
         names = {None: "", "tcp": ", CurveZMQ over tcp alone (PS_SAME_HOST=tcp)",
                  "plain": ", --data-plane plain", "insecure": ", --insecure"}
         for workers, security in configs:
-            unsecured = security == "insecure"
             tag = "%dw%s-%d" % (workers, "-" + security if security else "", len(results))
             m = self.path("cluster-%s.jsonl" % tag)
             log_dir = self.path("cluster-%s-logs" % tag)

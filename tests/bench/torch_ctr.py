@@ -34,7 +34,7 @@ Usage: /usr/bin/python3 tests/bench/torch_ctr.py --model lr|dlrm
            --train FILE --test FILE [--batch 512] [--threads 2]
            [--buckets 1048576] [--seed 1] [--out FILE]
 """
-import argparse, gzip, json, math, os, resource, sys, time
+import argparse, gzip, json, os, resource, sys, time
 
 NUM_INT, NUM_CAT = 13, 26
 NUM_FIELDS = 1 + NUM_INT + NUM_CAT
