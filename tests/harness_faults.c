@@ -367,8 +367,10 @@ cluster_kill_coordinator (const char *name, const char *const *mode, int example
     assert_int_equal (run->status, 128 + SIGKILL);
     run->rows = harness_jsonl_read (run->metrics);
     assert_non_null (run->rows);
-    //  PR_SET_PDEATHSIG: every child dies with the coordinator, within 2 s.
-    cluster_check_no_children (run, (int) (2000 - (ps_clock_ms () - t_kill)), NULL);
+    //  PR_SET_PDEATHSIG: every child dies with the coordinator. Without it
+    //  none would ever exit; 10 s leaves room for sanitized processes
+    //  tearing down on a loaded machine (gone_ms below says how long it took).
+    cluster_check_no_children (run, (int) (10000 - (ps_clock_ms () - t_kill)), NULL);
     double gone_ms = ps_clock_ms () - t_kill;
     cluster_check_logs (run);
     assert_int_equal (cluster_count (run->rows, "done"), 0);

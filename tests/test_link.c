@@ -883,7 +883,7 @@ test_bad_config (void **state)
 //  The coordinator's timeout in test_stopped_process: the test's
 //  coordinator must not go unscheduled that long, and the child is stopped
 //  for twice as long.
-#define S_STOP_TIMEOUT_MS   1500
+#define S_STOP_TIMEOUT_MS   3000
 
 //  The child of test_stopped_process: registers as worker:7, then counts
 //  the timeouts it is told of until the coordinator's work says the test

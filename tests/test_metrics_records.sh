@@ -81,8 +81,9 @@ fi
 
 # Where the cores leave 2 after a core for each worker and server (--cores 8
 # says so on any machine), a local cluster starts an evaluator, which does
-# every evaluation: no worker is ever handed one, so no training step waits
-# for it. Every batch is still applied exactly once.
+# every evaluation once it has registered: no worker is handed one after
+# that, so no training step waits for it. Every batch is still applied
+# exactly once.
 run 180 "$coordinator" --local --cores 8 --ps 1 --workers 2 --epochs 1 --limit 3200 \
   --test-limit 500 --eval-steps 10 --log-dir "$work/elogs" --checkpoint-dir "$work/eckpt" \
   --metrics "$work/evaluator.jsonl" --data "$data"
@@ -96,7 +97,14 @@ elif ! evals=$(/usr/bin/python3 - "$work/evaluator.jsonl" <<'PY' 2>&1
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 evals = [r for r in rows if r["event"] == "eval"]
-bad = [r for r in evals if r["role"] != "evaluator"]
+# The launcher starts the evaluator last, and until it has registered the
+# coordinator hands an evaluation to a worker, as in a cluster without one:
+# what must never happen is a worker handed one (at the start time plus
+# params_at_s) after the evaluator was there.
+started = [r["time_s"] for r in rows if r["event"] == "started"]
+came = [r["time_s"] for r in rows if r["event"] == "registered" and r["role"] == "evaluator"]
+bad = [r for r in evals if r["role"] != "evaluator"
+       and (not started or not came or started[0] + r["params_at_s"] >= came[0])]
 done = [r for r in rows if r["event"] == "done"]
 # Evaluations asked for while one runs supersede each other: at least the
 # final one and one before it; and both workers trained.

@@ -378,7 +378,10 @@ test_async_step_retries (void **state)
     for (int i = 0; i < fx->cfg.job.step_retries; i++) {
         s_request (fx, 0, true, &failed, 1);
         assert_string_equal (fx->log.last [0], "wait");
-        assert_true (fx->log.out.work.wait_ms >= (uint64_t) 10 << i);
+        //  The wait is what is left of the backoff when the answer is
+        //  made, which a loaded machine may make a few milliseconds after
+        //  the failure; it is never longer, and half is still the doubling.
+        assert_true (fx->log.out.work.wait_ms > (uint64_t) 5 << i);
         assert_true (fx->log.out.work.wait_ms <= (uint64_t) 10 << i);
         assert_int_equal (fx->log.failures, 0);
         s_ask_until_train (fx, 0);
