@@ -37,6 +37,7 @@ struct _ps_mode_ps_t {
     int nworkers;
     s_hold_t *holds;                    //  one per worker task
     bool *evaluating;                   //  per worker task: told the policy so
+    bool said_evaluator_coming;         //  logged that evaluations wait for the evaluator
     //  A server failed: dispatch is paused until every server is back and
     //  restored.
     bool recovering;
@@ -545,6 +546,31 @@ s_busy (ps_mode_ps_t *self, int index)
     return ps_schedule_worker_in_flight (self->host->schedule, index) > 0;
 }
 
+//  Whether the evaluator the cluster lists has yet to register, and is
+//  still worth waiting for: within the registration timeout of the run's
+//  start, and while training has steps left. A launcher starts it after
+//  the workers, so without the wait the first evaluations would take a
+//  worker off training; one that never comes only delays them.
+static bool
+s_evaluator_coming (ps_mode_ps_t *self)
+{
+    ps_mode_host_t *host = self->host;
+    if (host->cfg->nevaluators < 1 || ps_roster_count (host->roster, PS_ROLE_EVALUATOR) < 1
+    ||  ps_roster_peer (host->roster, PS_ROLE_EVALUATOR, 0)->known)
+        return false;
+    bool coming = ps_clock_ms () - ps_metrics_start_ms (host->report)
+                  < host->job->register_timeout_ms
+                  && ps_schedule_done_count (host->schedule)
+                     + ps_schedule_in_flight (host->schedule) < host->total;
+    if (coming && !self->said_evaluator_coming) {
+        ps_info ("evaluations wait for evaluator:0, which the cluster lists, to register "
+                 "(at most %d ms from the start, while steps are left to train)",
+                 host->job->register_timeout_ms);
+        self->said_evaluator_coming = true;
+    }
+    return coming;
+}
+
 //  Answer request id of role:index, if it needs no training step: "stop"
 //  when the run is stopping, an evaluation when one is due and role:index
 //  should have it (want: the task asks for work). Returns true when it
@@ -559,13 +585,15 @@ s_answer_other (ps_mode_ps_t *self, ps_peer_t *peer, ps_role_t role, int index, 
         s_reply (self, peer, id, "stop", 0, 0, 0, 0);
         return true;
     }
-    //  Evaluation goes to the evaluator when one is alive, else to the
-    //  first worker that asks (for a policy that says so, the first that
-    //  holds no step in flight).
+    //  Evaluation goes to the evaluator when one is alive or about to
+    //  register, else to the first worker that asks (for a policy that
+    //  says so, the first that holds no step in flight).
     bool may_eval = role == PS_ROLE_EVALUATOR
                     || (ps_roster_alive (host->roster, PS_ROLE_EVALUATOR) == 0
                         && !(self->policy && self->policy->eval_idle && s_busy (self, index)));
-    if (want && may_eval && !ps_evalq_busy (host->evalq) && host->state != PS_RUN_STARTING) {
+    if (want && may_eval && !ps_evalq_busy (host->evalq) && host->state != PS_RUN_STARTING
+    &&  ps_evalq_pending (host->evalq, NULL, NULL)
+    &&  (role == PS_ROLE_EVALUATOR || !s_evaluator_coming (self))) {
         const ps_eval_t *eval = ps_evalq_take (host->evalq, role, index, host->generation,
                                                ps_clock_ms ());
         if (eval) {

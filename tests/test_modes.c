@@ -179,9 +179,10 @@ s_finish (void *loop, double now)
     ((s_fixture_t *) loop)->log.finished++;
 }
 
-//  A fixture for mode, whose job has ssp's staleness.
+//  A fixture for mode, whose job has ssp's staleness, of a cluster that
+//  lists nevaluators evaluators.
 static s_fixture_t *
-s_fixture_with (ps_mode_t mode, int staleness)
+s_fixture_full (ps_mode_t mode, int staleness, int nevaluators)
 {
     static s_fixture_t fx;
     static const char *workers [S_NWORKERS] = { "tcp://127.0.0.1:1", "tcp://127.0.0.1:2" };
@@ -193,8 +194,9 @@ s_fixture_with (ps_mode_t mode, int staleness)
     fx.cfg.nworkers = S_NWORKERS;
     fx.cfg.workers = workers;
     fx.cfg.train_count = 1000;
+    fx.cfg.nevaluators = nevaluators;
     ps_error_t err;
-    fx.roster = ps_roster_new (0, S_NWORKERS, 0);
+    fx.roster = ps_roster_new (0, S_NWORKERS, nevaluators);
     fx.schedule = ps_schedule_new (10, 20, &err);
     fx.report = ps_metrics_new (NULL, false, 1e9, false, 0, &err);
     fx.evalq = ps_evalq_new (fx.report);
@@ -223,6 +225,12 @@ s_fixture_with (ps_mode_t mode, int staleness)
             fx.ops->joined (fx.mode, PS_ROLE_WORKER, w, true);
     }
     return &fx;
+}
+
+static s_fixture_t *
+s_fixture_with (ps_mode_t mode, int staleness)
+{
+    return s_fixture_full (mode, staleness, 0);
 }
 
 static s_fixture_t *
@@ -442,6 +450,72 @@ s_done_and_ask (s_fixture_t *fx, int w)
 {
     s_report_t done = { "train", "done", fx->log.last_step [w], fx->host.generation, 0, 0, NULL, 0 };
     s_request (fx, w, true, &done, 1);
+}
+
+//  The evaluator asks for work; returns the kind it was answered.
+static const char *
+s_evaluator_asks (s_fixture_t *fx)
+{
+    ps_proto_work_request_t req = { .want = true };
+    snprintf (fx->log.kind, sizeof fx->log.kind, "%s", "none");
+    fx->ops->request (fx->mode, ps_roster_peer (fx->roster, PS_ROLE_EVALUATOR, 0),
+                      PS_ROLE_EVALUATOR, 0, 1, &req);
+    return fx->log.kind;
+}
+
+//  An evaluator the cluster lists takes the evaluations from its first
+//  registration on: until then they wait for it, while steps are left and
+//  within the registration timeout; once it has failed, a worker takes
+//  them.
+static void
+test_async_eval_waits_for_evaluator (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture_full (PS_MODE_ASYNC, 3, 1);
+    //  The run starts now, as the loop starts it.
+    ps_metrics_start (fx->report, ps_clock_ms ());
+    fx->host.state = PS_RUN_RUNNING;
+    ps_evalq_ask (fx->evalq, 0, 0);
+    s_ask (fx, 0);
+    assert_string_equal (fx->log.last [0], "train");
+    assert_true (ps_evalq_pending (fx->evalq, NULL, NULL));
+    assert_int_equal (ps_roster_register (fx->roster, PS_ROLE_EVALUATOR, 0, 1, "e0", 2, 20, 0),
+                      PS_JOIN_FIRST);
+    if (fx->ops->joined)
+        fx->ops->joined (fx->mode, PS_ROLE_EVALUATOR, 0, true);
+    assert_string_equal (s_evaluator_asks (fx), "eval");
+    //  The evaluator fails with the evaluation in hand (the loop gives the
+    //  evaluation back, as ps_coord.c does): a worker has it.
+    assert_true (ps_roster_fail (fx->roster, PS_ROLE_EVALUATOR, 0));
+    ps_evalq_lost (fx->evalq, PS_ROLE_EVALUATOR, 0);
+    fx->ops->task_failed (fx->mode, PS_ROLE_EVALUATOR, 0);
+    s_done_and_ask (fx, 0);
+    assert_string_equal (fx->log.last [0], "eval");
+    s_close (fx);
+
+    //  Past the registration timeout, a worker evaluates.
+    fx = s_fixture_full (PS_MODE_ASYNC, 3, 1);
+    ps_metrics_start (fx->report, ps_clock_ms ());
+    fx->host.state = PS_RUN_RUNNING;
+    fx->cfg.job.register_timeout_ms = 0;
+    ps_evalq_ask (fx->evalq, 0, 0);
+    s_ask (fx, 1);
+    assert_string_equal (fx->log.last [1], "eval");
+    s_close (fx);
+
+    //  With no step left to hand out, a worker evaluates.
+    fx = s_fixture_full (PS_MODE_ASYNC, 3, 1);
+    ps_metrics_start (fx->report, ps_clock_ms ());
+    fx->host.state = PS_RUN_RUNNING;
+    for (uint64_t s = 1; s <= 20; s++) {
+        uint64_t step;
+        assert_int_equal (ps_schedule_next (fx->schedule, 0, &step), 0);
+        assert_int_equal (ps_schedule_complete (fx->schedule, step), 0);
+    }
+    ps_evalq_ask (fx->evalq, 1, 20);
+    s_ask (fx, 1);
+    assert_string_equal (fx->log.last [1], "eval");
+    s_close (fx);
 }
 
 //  The done record's "staleness" histogram entry d.
@@ -866,6 +940,7 @@ main (void)
         cmocka_unit_test (test_async_nonfinite),
         cmocka_unit_test (test_async_step_retries),
         cmocka_unit_test (test_async_eval_and_end),
+        cmocka_unit_test (test_async_eval_waits_for_evaluator),
         cmocka_unit_test (test_sync_rounds),
         cmocka_unit_test (test_sync_eval),
         cmocka_unit_test (test_sync_rehand),
