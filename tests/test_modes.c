@@ -401,6 +401,17 @@ test_async_step_retries (void **state)
     s_close (fx);
 }
 
+//  Every step of the schedule handed out and done.
+static void
+s_all_steps_done (s_fixture_t *fx)
+{
+    for (uint64_t s = 1; s <= fx->host.total; s++) {
+        uint64_t step;
+        assert_int_equal (ps_schedule_next (fx->schedule, 0, &step), 0);
+        assert_int_equal (ps_schedule_complete (fx->schedule, step), 0);
+    }
+}
+
 static void
 test_async_eval_and_end (void **state)
 {
@@ -429,11 +440,7 @@ test_async_eval_and_end (void **state)
     assert_true (ps_evalq_latest (fx->evalq, &loss, &accuracy, &auc));
     assert_true (auc == 0.75 && loss == 60.0 / 50);
     //  Every step done: advance hands over to the loop's finish.
-    for (uint64_t s = 1; s <= 20; s++) {
-        uint64_t step;
-        assert_int_equal (ps_schedule_next (fx->schedule, 0, &step), 0);
-        assert_int_equal (ps_schedule_complete (fx->schedule, step), 0);
-    }
+    s_all_steps_done (fx);
     fx->ops->advance (fx->mode, 0);
     assert_int_equal (fx->log.finished, 1);
     //  Once stopping, a request is answered "stop".
@@ -463,6 +470,16 @@ s_evaluator_asks (s_fixture_t *fx)
     return fx->log.kind;
 }
 
+//  An async run, started now, of a cluster that lists an evaluator.
+static s_fixture_t *
+s_listed_evaluator_run (void)
+{
+    s_fixture_t *fx = s_fixture_full (PS_MODE_ASYNC, 3, 1);
+    ps_metrics_start (fx->report, ps_clock_ms ());
+    fx->host.state = PS_RUN_RUNNING;
+    return fx;
+}
+
 //  An evaluator the cluster lists takes the evaluations from its first
 //  registration on: until then they wait for it, while steps are left and
 //  within the registration timeout; once it has failed, a worker takes
@@ -471,10 +488,7 @@ static void
 test_async_eval_waits_for_evaluator (void **state)
 {
     (void) state;
-    s_fixture_t *fx = s_fixture_full (PS_MODE_ASYNC, 3, 1);
-    //  The run starts now, as the loop starts it.
-    ps_metrics_start (fx->report, ps_clock_ms ());
-    fx->host.state = PS_RUN_RUNNING;
+    s_fixture_t *fx = s_listed_evaluator_run ();
     ps_evalq_ask (fx->evalq, 0, 0);
     s_ask (fx, 0);
     assert_string_equal (fx->log.last [0], "train");
@@ -494,9 +508,7 @@ test_async_eval_waits_for_evaluator (void **state)
     s_close (fx);
 
     //  Past the registration timeout, a worker evaluates.
-    fx = s_fixture_full (PS_MODE_ASYNC, 3, 1);
-    ps_metrics_start (fx->report, ps_clock_ms ());
-    fx->host.state = PS_RUN_RUNNING;
+    fx = s_listed_evaluator_run ();
     fx->cfg.job.register_timeout_ms = 0;
     ps_evalq_ask (fx->evalq, 0, 0);
     s_ask (fx, 1);
@@ -504,14 +516,8 @@ test_async_eval_waits_for_evaluator (void **state)
     s_close (fx);
 
     //  With no step left to hand out, a worker evaluates.
-    fx = s_fixture_full (PS_MODE_ASYNC, 3, 1);
-    ps_metrics_start (fx->report, ps_clock_ms ());
-    fx->host.state = PS_RUN_RUNNING;
-    for (uint64_t s = 1; s <= 20; s++) {
-        uint64_t step;
-        assert_int_equal (ps_schedule_next (fx->schedule, 0, &step), 0);
-        assert_int_equal (ps_schedule_complete (fx->schedule, step), 0);
-    }
+    fx = s_listed_evaluator_run ();
+    s_all_steps_done (fx);
     ps_evalq_ask (fx->evalq, 1, 20);
     s_ask (fx, 1);
     assert_string_equal (fx->log.last [1], "eval");
