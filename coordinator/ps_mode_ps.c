@@ -550,19 +550,22 @@ s_busy (ps_mode_ps_t *self, int index)
 //  still worth waiting for: within the registration timeout of the run's
 //  start, and while training has steps left. A launcher starts it after
 //  the workers, so without the wait the first evaluations would take a
-//  worker off training; one that never comes only delays them.
+//  worker off training. While it is waited for, a newer evaluation
+//  replaces the one held (ps_evalq.h), so one that never comes costs the
+//  evaluations of that time, not the run's final one. (The roster has a
+//  place for evaluator:0 whenever the cluster lists one.)
 static bool
 s_evaluator_coming (ps_mode_ps_t *self)
 {
     ps_mode_host_t *host = self->host;
-    if (host->cfg->nevaluators < 1 || ps_roster_count (host->roster, PS_ROLE_EVALUATOR) < 1
-    ||  ps_roster_peer (host->roster, PS_ROLE_EVALUATOR, 0)->known)
+    if (host->cfg->nevaluators < 1 || ps_roster_peer (host->roster, PS_ROLE_EVALUATOR, 0)->known)
         return false;
     bool coming = ps_clock_ms () - ps_metrics_start_ms (host->report)
                   < host->job->register_timeout_ms
                   && ps_schedule_done_count (host->schedule)
                      + ps_schedule_in_flight (host->schedule) < host->total;
     if (coming && !self->said_evaluator_coming) {
+        ps_metrics_tty_clear (host->report);
         ps_info ("evaluations wait for evaluator:0, which the cluster lists, to register "
                  "(at most %d ms from the start, while steps are left to train)",
                  host->job->register_timeout_ms);

@@ -97,14 +97,19 @@ elif ! evals=$(/usr/bin/python3 - "$work/evaluator.jsonl" <<'PY' 2>&1
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 evals = [r for r in rows if r["event"] == "eval"]
-# The launcher starts the evaluator last, and until it has registered the
-# coordinator hands an evaluation to a worker, as in a cluster without one:
-# what must never happen is a worker handed one (at the start time plus
-# params_at_s) after the evaluator was there.
+# The launcher starts the evaluator last, and the coordinator waits for it
+# (ps_mode_ps.c, s_evaluator_coming) until it registers, or every step is
+# handed out (the newest evaluation asked for is then after step 40 of 50),
+# or the registration timeout (60 s) has passed since the start. A worker
+# may evaluate only so: before the evaluator came (whose registration goes
+# unrecorded if it comes after the done record) and for one of those two
+# reasons.
 started = [r["time_s"] for r in rows if r["event"] == "started"]
 came = [r["time_s"] for r in rows if r["event"] == "registered" and r["role"] == "evaluator"]
+came0 = came[0] if came else float("inf")
 bad = [r for r in evals if r["role"] != "evaluator"
-       and (not started or not came or started[0] + r["params_at_s"] >= came[0])]
+       and not (started and started[0] + r["params_at_s"] < came0
+                and (r["step"] >= 40 or r["params_at_s"] >= 60))]
 done = [r for r in rows if r["event"] == "done"]
 # Evaluations asked for while one runs supersede each other: at least the
 # final one and one before it; and both workers trained.
