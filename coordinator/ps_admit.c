@@ -9,6 +9,7 @@
 
 #include <zmq.h>
 
+#include "ps_host.h"
 #include "ps_log.h"
 #include "ps_proto.h"
 
@@ -150,15 +151,14 @@ ps_admit_register (ps_admit_t *self, ps_msg_t *msg, void *router, const void *id
         //  (ps_host.h); the ipc endpoint beside it, if any, is its own field
         //  (the ZeroMQ endpoint, also where the set says plain+ipc://).
         const char *endpoint = reg->endpoint;
-        const char *ipc = strstr (endpoint, ",ipc://");
-        if (!ipc && (ipc = strstr (endpoint, ",plain+ipc://")))
-            ipc += strlen ("plain+");
+        size_t ipc_len = 0;
+        const char *ipc = ps_host_ipc_of (endpoint, &ipc_len, NULL);
         json_t *event = json_pack ("{s:s, s:I, s:I, s:b, s:s%}", "role", role_name,
                                    "task", (json_int_t) index, "pid", (json_int_t) pid,
                                    "restarted", join == PS_JOIN_RESTARTED,
                                    "endpoint", endpoint, strcspn (endpoint, ","));
         if (event && ipc)
-            json_object_set_new (event, "ipc", json_stringn (ipc + 1, strcspn (ipc + 1, ",")));
+            json_object_set_new (event, "ipc", json_stringn (ipc, ipc_len));
         ps_metrics_event (self->report, "registered", event);
     }
     //  The endpoint of the process taken now (a new incarnation may have

@@ -186,6 +186,14 @@ test_plain_sets (void **state)
     snprintf (want, sizeof want, "tcp://h:1,plain+%s,host=test_host_1,shm=%s", ipc,
               ps_host_shm_id ());
     assert_string_equal (set, want);
+    //  Its ipc endpoint, as the coordinator's registered event gives it.
+    size_t ipc_len = 0;
+    const char *found = ps_host_ipc_of (set, &ipc_len, &plain);
+    assert_non_null (found);
+    assert_int_equal (ipc_len, strlen (ipc));
+    assert_memory_equal (found, ipc, ipc_len);
+    assert_true (plain);
+    assert_null (ps_host_ipc_of ("tcp://h:1,host=x", &ipc_len, &plain));
     assert_int_equal (ps_host_pick (set, true, out, sizeof out, &local, &plain, &err), 0);
     assert_string_equal (out, ipc);
     assert_true (local);
@@ -211,6 +219,9 @@ test_plain_sets (void **state)
     }
     //  A set whose ipc endpoint is CurveZMQ's: for anyone.
     assert_int_equal (ps_host_set ("tcp://h:1", ipc, false, set, sizeof set, &err), 0);
+    found = ps_host_ipc_of (set, &ipc_len, &plain);
+    assert_true (found && ipc_len == strlen (ipc) && memcmp (found, ipc, ipc_len) == 0);
+    assert_false (plain);
     assert_int_equal (ps_host_pick (set, true, out, sizeof out, &local, &plain, &err), 0);
     assert_string_equal (out, ipc);
     assert_true (local);

@@ -241,6 +241,22 @@ s_private_socket (const char *path)
         && lstat (path, &sock) == 0 && S_ISSOCK (sock.st_mode) && sock.st_uid == getuid ();
 }
 
+const char *
+ps_host_ipc_of (const char *set, size_t *len, bool *plain)
+{
+    static const char plain_prefix [] = "plain+";
+    const char *ipc = s_element (set, "ipc://", len);
+    bool is_plain = false;
+    if (!ipc && (ipc = s_element (set, "plain+ipc://", len))) {
+        ipc += strlen (plain_prefix);
+        *len -= strlen (plain_prefix);
+        is_plain = true;
+    }
+    if (plain)
+        *plain = is_plain;
+    return ipc;
+}
+
 int
 ps_host_pick (const char *set, bool plain_ok, char *buf, size_t len, bool *local, bool *plain,
               ps_error_t *err)
@@ -255,15 +271,12 @@ ps_host_pick (const char *set, bool plain_ok, char *buf, size_t len, bool *local
     const char *pick = set;
     size_t pick_len = first;
     size_t ipc_len = 0;
-    const char *ipc = s_element (set, "ipc://", &ipc_len);
+    bool ipc_plain = false;
+    const char *ipc = ps_host_ipc_of (set, &ipc_len, &ipc_plain);
     //  An ipc endpoint that takes PLAIN (ps_curve.h) is for a process with
     //  a password, and only where the socket is private to this user.
-    bool ipc_plain = false;
-    if (!ipc && plain_ok && (ipc = s_element (set, "plain+ipc://", &ipc_len))) {
-        ipc += strlen ("plain+");
-        ipc_len -= strlen ("plain+");
-        ipc_plain = true;
-    }
+    if (ipc_plain && !plain_ok)
+        ipc = NULL;
     bool same = s_says (set, "host=", ps_host_id ());
     //  The socket must be there, seen from here: a process of the same
     //  identity that does not share this file system (a container of its

@@ -84,6 +84,11 @@ int ps_host_ipc_endpoint (const char *what, const char *tcp, char *buf, size_t l
 int ps_host_set (const char *tcp, const char *ipc, bool ipc_plain, char *buf, size_t len,
                  ps_error_t *err);
 
+//  The ipc endpoint of set, as a ZeroMQ endpoint (ipc://PATH, also where
+//  the set writes it plain+ipc://PATH), with its length in *len and, in
+//  *plain (may be NULL), whether it takes PLAIN; NULL when set has none.
+const char *ps_host_ipc_of (const char *set, size_t *len, bool *plain);
+
 //  The endpoint of set to connect to from here, into buf: its ipc://
 //  endpoint when its host identity is this process's, its socket is there
 //  (seen from this process), same-host peers are on and, for a
