@@ -3,8 +3,10 @@
 
 netfault.py runs a chosen scenario (required, as the short version's
 faults are) whose fault cannot happen: a corrupted checkpoint in a job
-that writes no checkpoint after its initial one (--ckpt-steps above the
-job's length), so there is never one just written with one before it.
+that writes no checkpoint between its initial one and its final one
+(--ckpt-steps above the job's length). The harness never corrupts the
+final one (the job ends as it is written), so there is never one to
+corrupt with one before it, however the processes are scheduled.
 The harness must exit 1 and name the fault as not injected; a pass would
 mean a schedule that misses can still report green. A small, short job
 keeps this to two runs of a few seconds.
