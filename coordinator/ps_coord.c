@@ -93,6 +93,8 @@ typedef struct {
 
     int worker_failures;
     double no_worker_ms;        //  since when no worker has been alive, or 0
+    double unanswered_ms;       //  since when a server has not answered the final query, or 0
+    double finish_retry_ms;     //  when the final query may be asked again
     double next_heartbeat_ms;
     double next_publish_ms;     //  when the Prometheus text is due again
     double wait_log_ms;
@@ -274,8 +276,13 @@ s_failed (s_coord_t *self, ps_role_t role, int index, const char *reason)
     if (role != PS_ROLE_PS)
         s_task_failed (self, role, index, reason);
     else
-    if (self->host.state == PS_RUN_RUNNING && self->ops->server_failed)
+    if (self->host.state == PS_RUN_RUNNING && self->ops->server_failed) {
+        //  A wait for a server's answer to the final query ends here: the
+        //  server is restored, and the query is asked afresh after that.
+        self->unanswered_ms = 0;
+        self->finish_retry_ms = 0;
         self->ops->server_failed (self->mode, index, reason);
+    }
 }
 
 //  The deaths the launcher saw, then silences past the heartbeat timeout.
@@ -536,16 +543,16 @@ s_fail_verify (s_coord_t *self, const json_t *mismatches, uint64_t done)
                                  n == 1 ? "" : "s", done, list);
 }
 
-//  Every step is done: the final evaluation, of the parameters after the
-//  last step; the final checkpoint; the done record; then stop.
+//  Every step is done: the final checkpoint; the final evaluation, of the
+//  parameters after the last step; the done record; then stop. The
+//  checkpoint comes first so that the run's result is safe as soon as it
+//  exists: a server lost during the evaluation (which can take a while) is
+//  restored from it, and no step is trained again.
 static void
 s_host_finish (void *loop, double now)
 {
     s_coord_t *self = loop;
     uint64_t done = ps_schedule_done_count (self->schedule);
-    if ((self->job->eval_epochs > 0 || self->job->eval_steps > 0)
-    &&  !ps_evalq_final (self->evalq, done / self->host.steps_per_epoch, done))
-        return;
     switch (ps_ckpt_ctl_final (self->ckpt, now)) {
         case PS_CKPT_FINAL_FAILED:
             s_fail (self, PS_EIO, "the final checkpoint in \"%s\" failed %d times (see above)",
@@ -560,13 +567,39 @@ s_host_finish (void *loop, double now)
         case PS_CKPT_FINAL_DONE:
             break;
     }
+    if ((self->job->eval_epochs > 0 || self->job->eval_steps > 0)
+    &&  !ps_evalq_final (self->evalq, done / self->host.steps_per_epoch, done))
+        return;
+    if (now < self->finish_retry_ms)
+        return;
+    json_t *mismatches = json_array ();
+    int unanswered;
+    json_t *servers = ps_outcome_servers (self->host.client, self->cfg->nservers, done,
+                                          mismatches, &unanswered);
+    //  A server that does not answer has died or hangs since the final
+    //  checkpoint, which is not a ledger that disagrees: the run waits for
+    //  it to answer, or to be declared failed and restored from that
+    //  checkpoint as during training. Only one that stays unanswering for
+    //  the registration timeout, while not declared failed, ends the run.
+    if (unanswered >= 0) {
+        if (self->unanswered_ms == 0) {
+            self->unanswered_ms = now;
+            ps_metrics_tty_clear (self->report);
+            ps_warn ("training done, but ps:%d did not answer the query of its ledger; waiting "
+                     "for it to answer or be declared failed", unanswered);
+        }
+        if (now - self->unanswered_ms <= self->job->register_timeout_ms) {
+            json_decref (servers);
+            json_decref (mismatches);
+            self->finish_retry_ms = ps_clock_ms () + 1000;
+            return;
+        }
+    }
+    self->unanswered_ms = 0;
     double wall = (now - ps_metrics_start_ms (self->report)) / 1e3;
     double samples_s = wall > 0 ? ps_metrics_samples (self->report) / wall : 0;
     double test_loss = NAN, test_accuracy = NAN, test_auc = NAN;
     bool have_eval = ps_evalq_latest (self->evalq, &test_loss, &test_accuracy, &test_auc);
-    json_t *mismatches = json_array ();
-    json_t *servers = ps_outcome_servers (self->host.client, self->cfg->nservers, done,
-                                          mismatches);
     json_t *tables = ps_model_ctr (self->cfg->model)
                    ? ps_outcome_tables (self->host.client, self->cfg->nservers, done, mismatches)
                    : NULL;

@@ -7,8 +7,10 @@
 #include <string.h>
 
 json_t *
-ps_outcome_servers (ps_client_t *client, int nservers, uint64_t done, json_t *mismatches)
+ps_outcome_servers (ps_client_t *client, int nservers, uint64_t done, json_t *mismatches,
+                    int *unanswered)
 {
+    *unanswered = -1;
     json_t *servers = json_array ();
     for (int s = 0; s < nservers && client; s++) {
         ps_part_stats_t *stats = NULL;
@@ -16,7 +18,8 @@ ps_outcome_servers (ps_client_t *client, int nservers, uint64_t done, json_t *mi
         ps_error_t err;
         json_t *server = json_object ();
         json_object_set_new (server, "task", json_integer (s));
-        if (ps_client_stats (client, s, &stats, &count, &err) == 0) {
+        int rc = ps_client_stats (client, s, &stats, &count, &err);
+        if (rc == 0) {
             uint64_t updates = 0, duplicates = 0;
             json_t *parts = json_array ();
             for (size_t p = 0; p < count; p++) {
@@ -40,6 +43,8 @@ ps_outcome_servers (ps_client_t *client, int nservers, uint64_t done, json_t *mi
             json_object_set_new (server, "partitions", parts);
         }
         else {
+            if (*unanswered < 0 && (rc == PS_ETIMEDOUT || rc == PS_EIO))
+                *unanswered = s;
             json_object_set_new (server, "error", json_string (err.msg));
             json_array_append_new (mismatches,
                 json_pack ("{s:s, s:i, s:s}", "role", "ps", "task", s, "error", err.msg));

@@ -18,9 +18,12 @@
 //  Ask each of nservers servers (none when client is NULL) for its
 //  partitions' ledgers: returns the done record's "servers" array, and
 //  appends to mismatches each partition whose ledger did not record
-//  `done` steps, or each server that could not be asked.
+//  `done` steps, or each server that could not be asked. Sets
+//  *unanswered to the first server that did not answer in time (or could
+//  not be reached), -1 when every one answered: such a server may have
+//  died or hung, which is not a ledger that disagrees.
 json_t *ps_outcome_servers (ps_client_t *client, int nservers, uint64_t done,
-                            json_t *mismatches);
+                            json_t *mismatches, int *unanswered);
 
 //  Ask each of nservers servers for its embedding table shards' counters:
 //  returns the done record's "tables" array, one object per table, in name

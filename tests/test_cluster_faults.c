@@ -9,7 +9,9 @@
 //       finishes the run from the newest checkpoint; --resume with no
 //       checkpoint fails at once and says so;
 //    g. damaged newest checkpoints (a truncated snapshot file, a truncated
-//       manifest): --resume warns and resumes from the one before.
+//       manifest): --resume warns and resumes from the one before;
+//    h. kill -9 of a server after the last step, during the final
+//       evaluation: it is restored from the final checkpoint.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -249,6 +251,70 @@ test_damaged_checkpoint (void **state)
     cluster_run_destroy (run);
 }
 
+//  ---------------------------------------------------------------------
+//  h. A server killed after the last step, before the run's end
+
+//  The final checkpoint is written as soon as the last step is done, and
+//  the final evaluation comes after it: a server lost while that runs is
+//  restored from the final checkpoint, and no step is trained again. The
+//  evaluator is stopped before the end, so the final evaluation waits for
+//  it for as long as the test holds it (the heartbeat timeout is set far
+//  beyond that, so nothing is declared failed but the server).
+static void
+test_kill_server_after_last_step (void **state)
+{
+    (void) state;
+    cluster_run_t *run = cluster_run_new ("kill -9 server after the last step");
+    int limit = cluster_limit (12800), test_limit = cluster_test_limit (1000), epochs = 3;
+    uint64_t total = cluster_steps_per_epoch (limit) * (uint64_t) epochs;
+    cluster_local_args (run, limit, test_limit, epochs);
+    cluster_args (run, (const char *[]) { "--evaluator", "--heartbeat-ms", "100",
+                                          "--heartbeat-timeout-ms", "120000", NULL });
+    cluster_arg (run, "--checkpoint-steps");
+    cluster_arg (run, "%" PRIu64, total / 6);
+    cluster_run_start (run, NULL);
+    json_decref (cluster_wait_event (run, cluster_ev ("registered", "evaluator", 0),
+                                     CLUSTER_EVENT_MS));
+    json_decref (cluster_wait_event (run, cluster_ev_min ("checkpoint", NULL, -1, "step",
+                                                          (json_int_t) (total * 5 / 6)),
+                                     CLUSTER_RUN_MS));
+    pid_t evaluator = cluster_task_pid (run, "evaluator", 0);
+    assert_int_equal (kill (evaluator, SIGSTOP), 0);
+    json_t *final = cluster_wait_event (run, cluster_ev_min ("checkpoint", NULL, -1, "step",
+                                                             (json_int_t) total),
+                                        3 * CLUSTER_EVENT_MS);
+    char final_dir [PATH_MAX];
+    snprintf (final_dir, sizeof final_dir, "%s", cluster_str (final, "dir"));
+    json_decref (final);
+    pid_t victim = cluster_task_pid (run, "ps", 1);
+    assert_int_equal (kill (victim, SIGKILL), 0);
+    json_decref (cluster_wait_event (run, cluster_ev ("server_failed", NULL, 1),
+                                     CLUSTER_EVENT_MS));
+    assert_int_equal (kill (evaluator, SIGCONT), 0);
+    cluster_run_finish (run, 0);
+    assert_int_equal (cluster_check_done (run, total, 2), 0);
+    json_t *rows = run->rows;
+    //  Restored from the final checkpoint: nothing to train again, and no
+    //  second final checkpoint.
+    assert_int_equal (cluster_count (rows, "recovered"), 1);
+    json_t *recovered = cluster_find (rows, "recovered", 0);
+    assert_string_equal (cluster_str (recovered, "checkpoint"), final_dir);
+    assert_int_equal (cluster_int (recovered, "step"), (json_int_t) total);
+    assert_int_equal (cluster_int (recovered, "steps_lost"), 0);
+    assert_int_equal (cluster_count_match (rows, cluster_ev_min ("checkpoint", NULL, -1, "step",
+                                                                 (json_int_t) total)), 1);
+    //  The final evaluation, of the parameters after the last step, is in
+    //  the done record.
+    json_t *eval = cluster_find (rows, "eval", -1);
+    assert_non_null (eval);
+    assert_int_equal (cluster_int (eval, "step"), (json_int_t) total);
+    json_t *done = cluster_find (rows, "done", 0);
+    assert_true (json_is_real (json_object_get (done, "test_accuracy")));
+    cluster_summary (run, "ps:1 killed after %s; restored from it, 0 steps lost",
+                     strrchr (final_dir, '/') + 1);
+    cluster_run_destroy (run);
+}
+
 int
 main (void)
 {
@@ -259,6 +325,7 @@ main (void)
         cmocka_unit_test_teardown (test_kill_server, cluster_teardown),
         cmocka_unit_test_teardown (test_kill_coordinator_resume, cluster_teardown),
         cmocka_unit_test_teardown (test_damaged_checkpoint, cluster_teardown),
+        cmocka_unit_test_teardown (test_kill_server_after_last_step, cluster_teardown),
     };
     return CLUSTER_MAIN ("faults", tests);
 }
