@@ -548,13 +548,12 @@ def _ckpt_step(path):
 def _fresh_checkpoint(run, mark):
     """The newest committed checkpoint once one was committed after the
     first mark events and an older one is there to fall back on; else
-    None. The final checkpoint, of the job's last step, is never one: the
-    job ends as soon as it is written, so whether a load meets it would
-    depend on which of the harness and the coordinator is quicker."""
-    fresh = [e for _, e in run.events[mark:]
-             if e["event"] == "checkpoint" and e.get("step", run.total) < run.total]
-    names = [n for n in run.committed() if _ckpt_step(n) < run.total]
-    if not fresh or len(names) < 2 or _ckpt_step(names[-1]) < fresh[-1]["step"]:
+    None. The final checkpoint, of the job's last step, is never one, and
+    none is once it is written: the job ends soon after it, so whether a
+    load met it would depend on which of the harness and the coordinator
+    is quicker."""
+    names = run.committed()
+    if not run.seen("checkpoint", mark) or len(names) < 2 or _ckpt_step(names[-1]) >= run.total:
         return None
     return os.path.join(run.ckpt, names[-1])
 
@@ -615,6 +614,10 @@ def inject(run, fault, deadline):
             fault.missed = ("no checkpoint was written after step %d, with one before it, "
                             "before the job's last step" % at)
             return
+        fault.corrupted = _fresh_checkpoint(run, mark)
+        if not fault.corrupted:
+            fault.missed = "the final checkpoint was written before step %d's could be taken" % at
+            return
     if fault.kind in ("kill", "stop", "corrupt") and not p.alive():
         fault.missed = "%s was not running" % fault.target()
         return
@@ -660,7 +663,6 @@ def inject(run, fault, deadline):
         finally:
             os.unlink(filler)
     elif fault.kind == "corrupt":
-        fault.corrupted = os.path.join(run.ckpt, run.committed()[-1])
         _flip(fault.corrupted)
         # Force a load: a server's restore in async mode, a resume in
         # mirrored mode.
