@@ -12,10 +12,10 @@
 //  are read as soon as the call returns, so no one is declared failed for
 //  it.
 //
-//  At about 950 lines this file is over the 800 the project
+//  At about 1150 lines this file is over the 800 the project
 //  aims for. It is one concept, the loop's state machine: start-up (the
 //  servers, the placement, the workers), the dispatch of messages, and the
-//  end (the final evaluation and checkpoint, the done record, the stop;
+//  end (the final checkpoint and evaluation, the done record, the stop;
 //  or, on a stop signal, a checkpoint of the steps done and the stop).
 //  Each step reads and moves the same run state, and what it calls into
 //  (roster, modes, evaluation queue, checkpoint control, report, outcome)
@@ -104,6 +104,7 @@ typedef struct {
     //  checkpoints written and failed when it came (s_on_signal).
     int stop_signal;
     int ckpts_at_signal, failures_at_signal;
+    bool final_at_signal;       //  it came with the final checkpoint written already
     double stop_eval_deadline_ms;   //  until when the stop waits for an evaluation
     bool stopped;               //  the run stopped on it, its checkpoint taken
 } s_coord_t;
@@ -327,6 +328,7 @@ s_check_peers (s_coord_t *self, double now)
         if (ps_roster_fail (self->roster, event->role, event->index))
             s_failed (self, event->role, event->index, event->reason);
         if (event->gave_up) {
+            ps_roster_peer (self->roster, event->role, event->index)->abandoned = true;
             ps_metrics_tty_clear (self->report);
             ps_error ("%s:%d keeps failing; no more restarts (see its log)",
                       ps_role_name (event->role), event->index);
@@ -547,7 +549,9 @@ s_fail_verify (s_coord_t *self, const json_t *mismatches, uint64_t done)
 //  parameters after the last step; the done record; then stop. The
 //  checkpoint comes first so that the run's result is safe as soon as it
 //  exists: a server lost during the evaluation (which can take a while) is
-//  restored from it, and no step is trained again.
+//  restored from it, and no step is trained again. (The mirrored mode
+//  runs an evaluation asked at the last step before it calls this: its
+//  replicas need no server.)
 static void
 s_host_finish (void *loop, double now)
 {
@@ -580,7 +584,8 @@ s_host_finish (void *loop, double now)
     //  checkpoint, which is not a ledger that disagrees: the run waits for
     //  it to answer, or to be declared failed and restored from that
     //  checkpoint as during training. Only one that stays unanswering for
-    //  the registration timeout, while not declared failed, ends the run.
+    //  the registration and heartbeat timeouts together, while not
+    //  declared failed, ends the run.
     if (unanswered >= 0) {
         if (self->unanswered_ms == 0) {
             self->unanswered_ms = now;
@@ -588,7 +593,8 @@ s_host_finish (void *loop, double now)
             ps_warn ("training done, but ps:%d did not answer the query of its ledger; waiting "
                      "for it to answer or be declared failed", unanswered);
         }
-        if (now - self->unanswered_ms <= self->job->register_timeout_ms) {
+        if (now - self->unanswered_ms
+            <= (double) self->job->register_timeout_ms + self->job->heartbeat_timeout_ms) {
             json_decref (servers);
             json_decref (mismatches);
             self->finish_retry_ms = ps_clock_ms () + 1000;
@@ -947,10 +953,12 @@ s_on_signal (s_coord_t *self, int signo)
     ps_signal_name (signo, name, sizeof name);
     if (self->stop_signal || self->host.state != PS_RUN_RUNNING) {
         ps_warn ("%s: stopping at once", name);
-        s_fail (self, PS_ECANCELED, "stopped by %s %s", name,
-                self->stop_signal ? "again, before the final checkpoint was written"
-                : self->host.state == PS_RUN_STARTING ? "before training started"
-                : "while the run was ending");
+        const char *when = !self->stop_signal
+                           ? (self->host.state == PS_RUN_STARTING ? "before training started"
+                                                                  : "while the run was ending")
+                           : self->final_at_signal ? "again, while the run was ending"
+                           : "again, before the final checkpoint was written";
+        s_fail (self, PS_ECANCELED, "stopped by %s %s", name, when);
         if (!self->stop_signal)
             self->stop_signal = signo;
         return -1;
@@ -962,10 +970,19 @@ s_on_signal (s_coord_t *self, int signo)
                  name);
         return 0;
     }
-    ps_warn ("%s: writing a final checkpoint, then stopping (a second signal stops at once)",
-             name);
     self->ckpts_at_signal = ps_ckpt_ctl_count (self->ckpt);
     self->failures_at_signal = ps_ckpt_ctl_failures (self->ckpt);
+    //  Past the last step, once its checkpoint is written (the final
+    //  evaluation or the servers' last query may be what the run waits
+    //  for), that checkpoint is the stop's: nothing is trained after it.
+    if (ps_schedule_finished (self->schedule)
+    &&  ps_ckpt_ctl_final (self->ckpt, ps_clock_ms ()) == PS_CKPT_FINAL_DONE) {
+        ps_warn ("%s: stopping; every step is done and in the final checkpoint", name);
+        self->final_at_signal = true;
+        return 0;
+    }
+    ps_warn ("%s: writing a final checkpoint, then stopping (a second signal stops at once)",
+             name);
     ps_ckpt_ctl_force (self->ckpt);
     return 0;
 }
@@ -977,7 +994,8 @@ static void
 s_stop_on_signal (s_coord_t *self, double now)
 {
     bool keeps = ps_ckpt_ctl_enabled (self->ckpt);
-    bool written = keeps && ps_ckpt_ctl_count (self->ckpt) > self->ckpts_at_signal;
+    bool written = keeps && (self->final_at_signal
+                             || ps_ckpt_ctl_count (self->ckpt) > self->ckpts_at_signal);
     bool failed = keeps && ps_ckpt_ctl_failures (self->ckpt) > self->failures_at_signal;
     if (keeps && !written && !failed)
         return;

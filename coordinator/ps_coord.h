@@ -61,7 +61,7 @@ typedef struct {
 } ps_coord_config_t;
 
 //  Train the job. Returns 0 when training completed (every step done, the
-//  final evaluation and checkpoint taken, the servers and workers told to
+//  final checkpoint and evaluation taken, the servers and workers told to
 //  stop); a negative code with err set otherwise (a server that never
 //  registered, a checkpoint that cannot be written or restored: PS_EINVAL
 //  / PS_ETIMEDOUT / PS_EIO ...). A stop signal while training writes a

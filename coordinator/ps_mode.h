@@ -129,7 +129,7 @@ typedef struct {
     //  and counts in the progress and divergence report. Ends epochs and
     //  asks for the evaluations due.
     void (*completed) (void *loop, uint64_t step, ps_peer_t *peer, const ps_step_report_t *stats);
-    //  Every step is done: evaluate, take the last checkpoint, write the
+    //  Every step is done: take the last checkpoint, evaluate, write the
     //  done record, and stop (called again until it has).
     void (*finish) (void *loop, double now);
 } ps_mode_host_t;

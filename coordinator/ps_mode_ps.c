@@ -552,13 +552,17 @@ s_busy (ps_mode_ps_t *self, int index)
 //  the workers, so without the wait the first evaluations would take a
 //  worker off training. While it is waited for, a newer evaluation
 //  replaces the one held (ps_evalq.h), so one that never comes costs the
-//  evaluations of that time, not the run's final one. (The roster has a
-//  place for evaluator:0 whenever the cluster lists one.)
+//  evaluations of that time, not the run's final one; one whose launcher
+//  gave up restarting it is not waited for. (The roster has a place for
+//  evaluator:0 whenever the cluster lists one.)
 static bool
 s_evaluator_coming (ps_mode_ps_t *self)
 {
     ps_mode_host_t *host = self->host;
-    if (host->cfg->nevaluators < 1 || ps_roster_peer (host->roster, PS_ROLE_EVALUATOR, 0)->known)
+    if (host->cfg->nevaluators < 1)
+        return false;
+    const ps_peer_t *evaluator = ps_roster_peer (host->roster, PS_ROLE_EVALUATOR, 0);
+    if (evaluator->known || evaluator->abandoned)
         return false;
     bool coming = ps_clock_ms () - ps_metrics_start_ms (host->report)
                   < host->job->register_timeout_ms

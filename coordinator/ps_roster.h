@@ -31,12 +31,13 @@
 #define PS_ROSTER_ID_MAX 128
 
 //  A task as the roster knows it. The loop may read every field, and
-//  keeps the counters and the `stopped` mark; the roster alone changes
-//  the rest.
+//  keeps the counters and the `stopped` and `abandoned` marks; the roster
+//  alone changes the rest.
 typedef struct {
     bool known;                 //  registered at least once
     bool alive;
     bool stopped;               //  told to stop
+    bool abandoned;             //  its launcher gave up restarting it
     bool silent;                //  declared failed for its silence: it may come back
     uint64_t incarnation;
     char id [PS_ROSTER_ID_MAX];

@@ -10,8 +10,9 @@
 //       checkpoint fails at once and says so;
 //    g. damaged newest checkpoints (a truncated snapshot file, a truncated
 //       manifest): --resume warns and resumes from the one before;
-//    h. kill -9 of a server after the last step, during the final
-//       evaluation: it is restored from the final checkpoint.
+//    h. after the last step, during the final evaluation: kill -9 of a
+//       server (it is restored from the final checkpoint), and SIGINT to
+//       the coordinator (it stops at once, with that checkpoint).
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -252,50 +253,63 @@ test_damaged_checkpoint (void **state)
 }
 
 //  ---------------------------------------------------------------------
-//  h. A server killed after the last step, before the run's end
+//  h. After the last step: a server killed, a stop signal
 
-//  The final checkpoint is written as soon as the last step is done, and
-//  the final evaluation comes after it: a server lost while that runs is
-//  restored from the final checkpoint, and no step is trained again. The
-//  evaluator is stopped before the end, so the final evaluation waits for
-//  it for as long as the test holds it (the heartbeat timeout is set far
-//  beyond that, so nothing is declared failed but the server).
-static void
-test_kill_server_after_last_step (void **state)
+//  A run whose evaluator is stopped (SIGSTOP) as soon as it registers,
+//  so that every evaluation, the final one included, waits for it for as
+//  long as the test holds it: the heartbeat timeout is far beyond the
+//  run, so nothing is declared failed that the test does not kill, and
+//  workers never evaluate while the evaluator lives. Returns the run at
+//  its final checkpoint, whose directory is in final_dir, the evaluator's
+//  pid in *evaluator. (Should an assertion fail while it is stopped, it
+//  dies with its coordinator: children have PR_SET_PDEATHSIG SIGKILL.)
+static cluster_run_t *
+s_at_final_checkpoint (const char *name, uint64_t *total, char *final_dir, size_t len,
+                       pid_t *evaluator)
 {
-    (void) state;
-    cluster_run_t *run = cluster_run_new ("kill -9 server after the last step");
+    cluster_run_t *run = cluster_run_new (name);
     int limit = cluster_limit (12800), test_limit = cluster_test_limit (1000), epochs = 3;
-    uint64_t total = cluster_steps_per_epoch (limit) * (uint64_t) epochs;
+    *total = cluster_steps_per_epoch (limit) * (uint64_t) epochs;
     cluster_local_args (run, limit, test_limit, epochs);
     cluster_args (run, (const char *[]) { "--evaluator", "--heartbeat-ms", "100",
                                           "--heartbeat-timeout-ms", "120000", NULL });
     cluster_arg (run, "--checkpoint-steps");
-    cluster_arg (run, "%" PRIu64, total / 6);
+    cluster_arg (run, "%" PRIu64, *total / 6);
     cluster_run_start (run, NULL);
     json_decref (cluster_wait_event (run, cluster_ev ("registered", "evaluator", 0),
                                      CLUSTER_EVENT_MS));
-    json_decref (cluster_wait_event (run, cluster_ev_min ("checkpoint", NULL, -1, "step",
-                                                          (json_int_t) (total * 5 / 6)),
-                                     CLUSTER_RUN_MS));
-    pid_t evaluator = cluster_task_pid (run, "evaluator", 0);
-    assert_int_equal (kill (evaluator, SIGSTOP), 0);
+    *evaluator = cluster_task_pid (run, "evaluator", 0);
+    assert_int_equal (kill (*evaluator, SIGSTOP), 0);
     json_t *final = cluster_wait_event (run, cluster_ev_min ("checkpoint", NULL, -1, "step",
-                                                             (json_int_t) total),
-                                        3 * CLUSTER_EVENT_MS);
-    char final_dir [PATH_MAX];
-    snprintf (final_dir, sizeof final_dir, "%s", cluster_str (final, "dir"));
+                                                             (json_int_t) *total),
+                                        CLUSTER_RUN_MS);
+    snprintf (final_dir, len, "%s", cluster_str (final, "dir"));
     json_decref (final);
+    return run;
+}
+
+//  The final checkpoint is written as soon as the last step is done, and
+//  the final evaluation comes after it: a server lost while that runs is
+//  restored from the final checkpoint, and no step is trained again.
+static void
+test_kill_server_after_last_step (void **state)
+{
+    (void) state;
+    uint64_t total;
+    char final_dir [PATH_MAX];
+    pid_t evaluator;
+    cluster_run_t *run = s_at_final_checkpoint ("kill -9 server after the last step", &total,
+                                                final_dir, sizeof final_dir, &evaluator);
     pid_t victim = cluster_task_pid (run, "ps", 1);
     assert_int_equal (kill (victim, SIGKILL), 0);
-    json_decref (cluster_wait_event (run, cluster_ev ("server_failed", NULL, 1),
-                                     CLUSTER_EVENT_MS));
+    json_decref (cluster_wait_event (run, cluster_ev ("recovered", NULL, -1), CLUSTER_EVENT_MS));
     assert_int_equal (kill (evaluator, SIGCONT), 0);
     cluster_run_finish (run, 0);
     assert_int_equal (cluster_check_done (run, total, 2), 0);
     json_t *rows = run->rows;
     //  Restored from the final checkpoint: nothing to train again, and no
     //  second final checkpoint.
+    assert_int_equal (cluster_count (rows, "server_failed"), 1);
     assert_int_equal (cluster_count (rows, "recovered"), 1);
     json_t *recovered = cluster_find (rows, "recovered", 0);
     assert_string_equal (cluster_str (recovered, "checkpoint"), final_dir);
@@ -315,6 +329,36 @@ test_kill_server_after_last_step (void **state)
     cluster_run_destroy (run);
 }
 
+//  A stop signal once the final checkpoint is written stops the run at
+//  once (after a few heartbeats for an evaluation in flight), with that
+//  checkpoint as its own: it neither writes another nor waits for the
+//  final evaluation.
+static void
+test_stop_signal_after_last_step (void **state)
+{
+    (void) state;
+    uint64_t total;
+    char final_dir [PATH_MAX];
+    pid_t evaluator;
+    cluster_run_t *run = s_at_final_checkpoint ("SIGINT after the last step", &total, final_dir,
+                                                sizeof final_dir, &evaluator);
+    assert_int_equal (kill (run->pid, SIGINT), 0);
+    json_t *stopped = cluster_wait_event (run, cluster_ev ("stopped", NULL, -1),
+                                          CLUSTER_EVENT_MS);
+    assert_int_equal (kill (evaluator, SIGCONT), 0);
+    assert_true (json_is_true (json_object_get (stopped, "checkpointed")));
+    assert_int_equal (cluster_int (stopped, "checkpoint_step"), (json_int_t) total);
+    assert_int_equal (cluster_int (stopped, "steps"), (json_int_t) total);
+    json_decref (stopped);
+    cluster_run_finish (run, 128 + SIGINT);
+    assert_int_equal (cluster_count_match (run->rows, cluster_ev_min ("checkpoint", NULL, -1,
+                                                                      "step",
+                                                                      (json_int_t) total)), 1);
+    assert_int_equal (cluster_count (run->rows, "done"), 0);
+    cluster_summary (run, "stopped with %s, no checkpoint after it", strrchr (final_dir, '/') + 1);
+    cluster_run_destroy (run);
+}
+
 int
 main (void)
 {
@@ -326,6 +370,7 @@ main (void)
         cmocka_unit_test_teardown (test_kill_coordinator_resume, cluster_teardown),
         cmocka_unit_test_teardown (test_damaged_checkpoint, cluster_teardown),
         cmocka_unit_test_teardown (test_kill_server_after_last_step, cluster_teardown),
+        cmocka_unit_test_teardown (test_stop_signal_after_last_step, cluster_teardown),
     };
     return CLUSTER_MAIN ("faults", tests);
 }

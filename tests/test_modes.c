@@ -522,6 +522,18 @@ test_async_eval_waits_for_evaluator (void **state)
     s_ask (fx, 1);
     assert_string_equal (fx->log.last [1], "eval");
     s_close (fx);
+
+    //  Once the launcher gave up restarting an evaluator that never
+    //  registered (the loop marks it, as ps_coord.c does), a worker
+    //  evaluates.
+    fx = s_listed_evaluator_run ();
+    ps_evalq_ask (fx->evalq, 0, 0);
+    s_ask (fx, 0);
+    assert_string_equal (fx->log.last [0], "train");
+    ps_roster_peer (fx->roster, PS_ROLE_EVALUATOR, 0)->abandoned = true;
+    s_ask (fx, 1);
+    assert_string_equal (fx->log.last [1], "eval");
+    s_close (fx);
 }
 
 //  The done record's "staleness" histogram entry d.
