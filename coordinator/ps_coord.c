@@ -547,11 +547,12 @@ s_fail_verify (s_coord_t *self, const json_t *mismatches, uint64_t done)
 
 //  Every step is done: the final checkpoint; the final evaluation, of the
 //  parameters after the last step; the done record; then stop. The
-//  checkpoint comes first so that the run's result is safe as soon as it
-//  exists: a server lost during the evaluation (which can take a while) is
-//  restored from it, and no step is trained again. (The mirrored mode
-//  runs an evaluation asked at the last step before it calls this: its
-//  replicas need no server.)
+//  checkpoint does not wait for the evaluation (which may be running
+//  already, asked at the last step, and can take a while), so that the
+//  run's result is safe as soon as it exists: a server lost during the
+//  evaluation is restored from it, and no step is trained again. (The
+//  mirrored mode runs an evaluation asked at the last step before it
+//  calls this: its replicas need no server.)
 static void
 s_host_finish (void *loop, double now)
 {
