@@ -94,7 +94,8 @@ typedef struct {
     int worker_failures;
     double no_worker_ms;        //  since when no worker has been alive, or 0
     double unanswered_ms;       //  since when a server has not answered the final query, or 0
-    double finish_retry_ms;     //  when the final query may be asked again
+    int unanswered;             //  that server
+    double finish_retry_ms;     //  when it may be asked again
     double next_heartbeat_ms;
     double next_publish_ms;     //  when the Prometheus text is due again
     double wait_log_ms;
@@ -575,18 +576,34 @@ s_host_finish (void *loop, double now)
     if ((self->job->eval_epochs > 0 || self->job->eval_steps > 0)
     &&  !ps_evalq_final (self->evalq, done / self->host.steps_per_epoch, done))
         return;
-    if (now < self->finish_retry_ms)
-        return;
+    //  A server that does not answer has died or hangs since the final
+    //  checkpoint, which is not a ledger that disagrees: the run waits for
+    //  it to answer, or to be declared failed and restored from that
+    //  checkpoint as during training. While it waits, only that server is
+    //  asked again, a second apart, each time after the heartbeats (a
+    //  call blocks the loop for up to the client timeout). One that stays
+    //  unanswering for the registration and heartbeat timeouts together,
+    //  while not declared failed, ends the run.
+    if (self->unanswered_ms > 0) {
+        if (now < self->finish_retry_ms)
+            return;
+        s_send_heartbeats (self, false);
+        ps_error_t err;
+        if (ps_client_ping (self->host.client, self->unanswered, &err) != 0) {
+            if (now - self->unanswered_ms
+                > (double) self->job->register_timeout_ms + self->job->heartbeat_timeout_ms)
+                s_fail (self, PS_ETIMEDOUT, "training done, but ps:%d did not answer for "
+                        "%.0f s and was not declared failed (%s)", self->unanswered,
+                        (now - self->unanswered_ms) / 1e3, err.msg);
+            else
+                self->finish_retry_ms = ps_clock_ms () + 1000;
+            return;
+        }
+    }
     json_t *mismatches = json_array ();
     int unanswered;
     json_t *servers = ps_outcome_servers (self->host.client, self->cfg->nservers, done,
                                           mismatches, &unanswered);
-    //  A server that does not answer has died or hangs since the final
-    //  checkpoint, which is not a ledger that disagrees: the run waits for
-    //  it to answer, or to be declared failed and restored from that
-    //  checkpoint as during training. Only one that stays unanswering for
-    //  the registration and heartbeat timeouts together, while not
-    //  declared failed, ends the run.
     if (unanswered >= 0) {
         if (self->unanswered_ms == 0) {
             self->unanswered_ms = now;
@@ -594,13 +611,11 @@ s_host_finish (void *loop, double now)
             ps_warn ("training done, but ps:%d did not answer the query of its ledger; waiting "
                      "for it to answer or be declared failed", unanswered);
         }
-        if (now - self->unanswered_ms
-            <= (double) self->job->register_timeout_ms + self->job->heartbeat_timeout_ms) {
-            json_decref (servers);
-            json_decref (mismatches);
-            self->finish_retry_ms = ps_clock_ms () + 1000;
-            return;
-        }
+        self->unanswered = unanswered;
+        self->finish_retry_ms = ps_clock_ms () + 1000;
+        json_decref (servers);
+        json_decref (mismatches);
+        return;
     }
     self->unanswered_ms = 0;
     double wall = (now - ps_metrics_start_ms (self->report)) / 1e3;
@@ -943,9 +958,10 @@ s_close (s_coord_t *self)
 //  A stop signal, signo. The first while training makes a checkpoint due
 //  at once, the same consistent cut a scheduled one is, and the run stops
 //  once it is written (s_stop_on_signal), so that --resume continues from
-//  where the user stopped it. A second signal, or one before training has
-//  started or after it ended, stops the loop now: the caller then stops
-//  the processes it started. Returns -1 when the loop must end.
+//  where the user stopped it; one after the last step, once the final
+//  checkpoint is written, takes that one. A second signal, or one before
+//  training has started or after it ended, stops the loop now: the caller
+//  then stops the processes it started. Returns -1 when the loop must end.
 static int
 s_on_signal (s_coord_t *self, int signo)
 {
@@ -989,8 +1005,9 @@ s_on_signal (s_coord_t *self, int signo)
 }
 
 //  After a stop signal: once the checkpoint it asked for is written (or
-//  has failed, or the job keeps none), record the stop and tell every
-//  process to stop, as the end of a finished run does.
+//  was the final one, written before it came, or has failed, or the job
+//  keeps none), record the stop and tell every process to stop, as the
+//  end of a finished run does.
 static void
 s_stop_on_signal (s_coord_t *self, double now)
 {
@@ -1126,7 +1143,7 @@ ps_coord_run (const ps_coord_config_t *cfg, ps_error_t *err)
         char name [32];
         ps_signal_name (self.stop_signal, name, sizeof name);
         uint64_t done = ps_schedule_done_count (self.schedule);
-        if (ps_ckpt_ctl_count (self.ckpt) > self.ckpts_at_signal)
+        if (self.final_at_signal || ps_ckpt_ctl_count (self.ckpt) > self.ckpts_at_signal)
             self.rc = ps_error_set (err, PS_ECANCELED, "stopped by %s after %" PRIu64 " of %"
                                     PRIu64 " steps; the checkpoint of step %" PRIu64 " in %s "
                                     "continues it with --resume", name,

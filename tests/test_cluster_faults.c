@@ -351,6 +351,13 @@ test_stop_signal_after_last_step (void **state)
     assert_int_equal (cluster_int (stopped, "steps"), (json_int_t) total);
     json_decref (stopped);
     cluster_run_finish (run, 128 + SIGINT);
+    //  Its last word names that checkpoint, as any stop's does.
+    char said [96];
+    snprintf (said, sizeof said, "steps; the checkpoint of step %" PRIu64 " in ", total);
+    if (!harness_file_contains (run->log, said)) {
+        harness_print_log (run->log);
+        fail_msg ("the coordinator's exit message does not say: %s", said);
+    }
     assert_int_equal (cluster_count_match (run->rows, cluster_ev_min ("checkpoint", NULL, -1,
                                                                       "step",
                                                                       (json_int_t) total)), 1);

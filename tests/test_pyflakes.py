@@ -16,13 +16,19 @@ import shutil
 import subprocess
 import sys
 
-# Build directories hold no sources of ours; .git holds none at all.
+# Outside a git checkout: directories that hold no sources of ours.
 SKIP_DIRS = {".git", "__pycache__"}
 
 
 def sources(root):
-    """The .py files under root, outside build directories (any directory
-    holding meson-private), in a stable order."""
+    """The tracked .py files of root's git checkout; outside one (a
+    release tarball), the .py files under root but for build directories
+    (any holding meson-private). In a stable order."""
+    if os.path.isdir(os.path.join(root, ".git")) and shutil.which("git"):
+        r = subprocess.run(["git", "-C", root, "ls-files", "-z", "--", "*.py"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if r.returncode == 0:
+            return sorted(os.path.join(root, f) for f in r.stdout.decode().split("\0") if f)
     found = []
     for top, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS

@@ -610,14 +610,19 @@ def inject(run, fault, deadline):
         # it: the newest is corrupted right after it is written (no newer
         # one is near), and the load is forced at once.
         mark = len(run.events)
-        if not run.wait(lambda: _fresh_checkpoint(run, mark), deadline):
+        found = []
+
+        def fresh():
+            ckpt = _fresh_checkpoint(run, mark)
+            if ckpt:
+                found.append(ckpt)
+            return ckpt
+
+        if not run.wait(fresh, deadline):
             fault.missed = ("no checkpoint was written after step %d, with one before it, "
                             "before the job's last step" % at)
             return
-        fault.corrupted = _fresh_checkpoint(run, mark)
-        if not fault.corrupted:
-            fault.missed = "the final checkpoint was written before step %d's could be taken" % at
-            return
+        fault.corrupted = found[0]
     if fault.kind in ("kill", "stop", "corrupt") and not p.alive():
         fault.missed = "%s was not running" % fault.target()
         return
