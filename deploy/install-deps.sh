@@ -19,7 +19,7 @@ packages=(
   python3-numpy python3-torch   # tests/test_export.py (NumPy reads the export, PyTorch rebuilds the model), tests/gen_images.py (.npy data)
   prometheus                # tests/test_prometheus.sh: promtool and a real server scraping the coordinator
   gnuplot-nox               # coordinator plot (and tests/test_plot.sh)
-  pyflakes3                 # tests/test_pyflakes.py: every Python file of the tree checked
+  pyflakes3 shellcheck      # tests/test_lint.py: every Python file and shell script of the tree checked
 )
 missing=()
 for p in "${packages[@]}"; do

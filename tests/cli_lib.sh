@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2154  # $work is the sourcing test's
 # Helpers shared by the command-line tests, sourced by them: each test
 # sets $work (a scratch directory) and failures=0 first.
 #

@@ -59,7 +59,7 @@ container_setup () {
     setup_log=$(mktemp "/tmp/$test-setup.XXXXXX")
     # Installs what is missing, makes the base image, starts the API service,
     # exports DOCKER_HOST, CONTAINERS_CONF and PS_PODMAN_STARTED.
-    # shellcheck source=deploy/podman-env.sh
+    # shellcheck source=../deploy/podman-env.sh
     source "$root/deploy/podman-env.sh" 2>"$setup_log"
     setup_status=$?
     if [ $setup_status -ne 0 ]; then

@@ -6,7 +6,7 @@
 # each skipped test with the reason it printed and, for each failed one,
 # its name and the end of its output.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 bash deploy/install-deps.sh || { echo "dependency installation failed"; exit 1; }
 
 run_config () {

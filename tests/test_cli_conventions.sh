@@ -113,8 +113,8 @@ serve () {
   rm -f "$work/endpoint"
   "$server" --insecure --bind tcp://127.0.0.1:0 --endpoint-file "$work/endpoint" "$@" \
     >/dev/null 2>"$work/out" &
-  local pid=$! i
-  for i in $(seq 1 300); do
+  local pid=$!
+  for _ in $(seq 1 300); do
     [ -s "$work/endpoint" ] && break
     sleep 0.1
   done

@@ -55,7 +55,7 @@ total=$((steps_per_epoch * epochs))
 export PS_NET="10.213.$(( $$ % 200 + 20 ))"
 
 test=test_compose
-# shellcheck source=tests/container_lib.sh
+# shellcheck source=container_lib.sh
 source "$root/tests/container_lib.sh"
 
 # ---- can this machine run it? --------------------------------------------

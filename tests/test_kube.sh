@@ -59,7 +59,7 @@ coordinator_args="--limit $((steps_per_epoch * 64)) --test-limit 1000 --epochs $
 net="10.214.$(( $$ % 200 + 20 ))"
 
 test=test_kube
-# shellcheck source=tests/container_lib.sh
+# shellcheck source=container_lib.sh
 source "$root/tests/container_lib.sh"
 
 # ---- can this machine run it? --------------------------------------------

@@ -101,7 +101,7 @@ run 60 "$worker" --standalone --model "$work/lin.json" --format csv --data "$wor
   --metrics "$work/standalone.jsonl" --checkpoint-dir "$work/ckpt"
 if [ "$status" = 0 ] && grep -q "^epoch 8/8: .*test mse [0-9.]*, test mae " "$work/out"; then
   check_errors "standalone, CSV" "$work/standalone.jsonl" epoch 0.02 0.12
-  check_errors "standalone, CSV (done record)" "$work/standalone.jsonl" done 0.02 0.12
+  check_errors "standalone, CSV (done record)" "$work/standalone.jsonl" "done" 0.02 0.12
   check_records "standalone, CSV" "$work/standalone.jsonl"
 else
   fail "standalone, CSV" "exit $status, expected 0 and an epoch line with test mse and mae"
@@ -110,7 +110,7 @@ run 120 "$coordinator" --local --model "$work/lin.json" --data-format csv "${csv
   --epochs 6 "${train[@]}" --metrics "$work/cluster.jsonl"
 if [ "$status" = 0 ] && grep -q "test mse [0-9.]*, test mae" "$work/out"; then
   check_errors "local cluster, CSV" "$work/cluster.jsonl" eval 0.02 0.12
-  check_errors "local cluster, CSV (done record)" "$work/cluster.jsonl" done 0.02 0.12
+  check_errors "local cluster, CSV (done record)" "$work/cluster.jsonl" "done" 0.02 0.12
   check_records "local cluster, CSV" "$work/cluster.jsonl"
 else
   fail "local cluster, CSV" "exit $status, expected 0 and an evaluation with test mse and mae"

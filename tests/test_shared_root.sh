@@ -26,10 +26,10 @@ failures=0
 # start_servers ROOT0 ROOT1: two servers of a fresh cluster ("" = no
 # --checkpoint-root), its spec in $spec; waits until both serve.
 start_servers () {
-  local s root pid ports=() i
+  local s root pid ports=()
   for pid in "${servers[@]}"; do kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
   servers=()
-  for i in 0 1 2 3; do ports+=("$(free_port)"); done
+  for _ in 0 1 2 3; do ports+=("$(free_port)"); done
   spec="{\"chief\": [\"127.0.0.1:${ports[0]}\"], \"ps\": [\"127.0.0.1:${ports[1]}\", \
 \"127.0.0.1:${ports[2]}\"], \"worker\": [\"127.0.0.1:${ports[3]}\"]}"
   for s in 0 1; do
@@ -61,7 +61,7 @@ if [ "$status" = 1 ] \
    && grep -qF "ps:1 at $ps1 writes its checkpoints into $work/elsewhere on its machine, which is not this coordinator's checkpoint directory $work/shared" "$work/out" \
    && grep -qF "start every ps-server with --checkpoint-root set to the coordinator's --checkpoint-dir" "$work/out" \
    && ! grep -q "all [0-9]* workers registered\|training done" "$work/out" \
-   && [ -z "$(ls -A "$work/shared" | grep -v '^ckpt' )" ]; then
+   && [ -z "$(find "$work/shared" -mindepth 1 -maxdepth 1 ! -name 'ckpt*')" ]; then
   pass "a server writing elsewhere is refused at start, named, with what to do"
 else
   fail "a server writing elsewhere is refused at start, named" "exit $status"
@@ -82,7 +82,7 @@ fi
 # file is left behind.
 start_servers "$work/shared3" "$work/shared3"
 coordinate "$work/shared3"
-probes=$(ls -A "$work/shared3" | grep -c '^\.probe' )
+probes=$(find "$work/shared3" -mindepth 1 -maxdepth 1 -name '.probe*' | wc -l)
 if [ -d "$work/shared3/ckpt-000000000000" ] && [ "$probes" = 0 ] \
    && ! grep -q "writes its checkpoints into" "$work/out"; then
   pass "servers sharing the directory pass the check, leaving no probe file"

@@ -26,7 +26,7 @@ failures=0
 # One thread on the CPU: the same arithmetic in the same order in every run.
 train=("$worker" --standalone --device cpu --threads 1 --limit 3000 --test-limit 500
        --progress 0)
-total=94    # 2 epochs of ceil (3000 / 64) = 47 steps
+# 2 epochs of ceil (3000 / 64) = 47 steps: the final checkpoint is of step 94.
 
 # same_state NAME DIR: the final checkpoint in DIR is the reference's, file
 # for file.

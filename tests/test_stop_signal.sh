@@ -51,8 +51,7 @@ children () {
 
 # wait_for FILE PATTERN: wait (up to 120 s) until FILE holds PATTERN.
 wait_for () {
-  local i
-  for i in $(seq 1 1200); do
+  for _ in $(seq 1 1200); do
     grep -q -- "$2" "$1" 2>/dev/null && return 0
     sleep 0.1
   done
@@ -62,8 +61,8 @@ wait_for () {
 # wait_exit PID LIMIT: wait up to LIMIT seconds for background job PID to
 # end; its status in $status (124 when it did not).
 wait_exit () {
-  local pid=$1 limit=$2 i
-  for i in $(seq 1 $((limit * 10))); do
+  local pid=$1 limit=$2
+  for _ in $(seq 1 $((limit * 10))); do
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
@@ -217,7 +216,8 @@ pid=$!
 started+=("$pid")
 status=none
 if wait_for "$work/m4.jsonl" '"event":"progress"'; then
-  kill -TERM "$pid" $(children "$work/c4.out")
+  mapfile -t kids < <(children "$work/c4.out")
+  kill -TERM "$pid" "${kids[@]}"
   wait_exit "$pid" 120
 fi
 cp "$work/c4.out" "$work/out"

@@ -82,10 +82,10 @@ for i in 0 1; do
   TF_CONFIG="{\"cluster\": $cluster, \"task\": {\"type\": \"worker\", \"index\": $i}, \"rpc_layer\": \"grpc\"}" \
     "$worker" --insecure --job "$work/job.json" >"$work/w$i.log" 2>&1 &
   pids+=($!)
-  w[$i]=$!
+  wpids[$i]=$!
 done
-wait_exit "${w[0]}" 90; s0=$?
-wait_exit "${w[1]}" 30; s1=$?
+wait_exit "${wpids[0]}" 90; s0=$?
+wait_exit "${wpids[1]}" 30; s1=$?
 cp "$work/w0.log" "$work/out"
 child=$(sed -n 's/.*started the coordinator (pid \([0-9]*\)).*/\1/p' "$work/w0.log" | head -n 1)
 if [ "$s0" = 0 ] && [ "$s1" = 0 ]; then
