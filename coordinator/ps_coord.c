@@ -282,7 +282,6 @@ s_failed (s_coord_t *self, ps_role_t role, int index, const char *reason)
         //  A wait for a server's answer to the final query ends here: the
         //  server is restored, and the query is asked afresh after that.
         self->unanswered_ms = 0;
-        self->finish_retry_ms = 0;
         self->ops->server_failed (self->mode, index, reason);
     }
 }

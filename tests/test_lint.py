@@ -23,14 +23,28 @@ import sys
 # Outside a git checkout: directories that hold no sources of ours.
 SKIP_DIRS = {".git", "__pycache__"}
 
-# Each tool: its program, its arguments, and which files it reads (by
-# name, or for scripts without the .sh suffix by their first line).
+
+def first_line(path):
+    try:
+        with open(path, "rb") as f:
+            return f.readline(200).decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def shell_script(path):
+    """A .sh file, or one without the suffix whose #! line runs a shell."""
+    if path.endswith(".sh"):
+        return True
+    first = first_line(path)
+    return first.startswith("#!") and ("bash" in first or first.endswith("/sh"))
+
+
+# Each tool: its program and arguments, and which files it reads.
 TOOLS = {
-    "pyflakes": (["pyflakes3"], lambda path, first: path.endswith(".py")),
+    "pyflakes": (["pyflakes3"], lambda path: path.endswith(".py")),
     "shellcheck": (["shellcheck", "--external-sources", "--source-path=SCRIPTDIR",
-                    "--severity=warning"],
-                   lambda path, first: path.endswith(".sh")
-                   or first.startswith("#!") and ("bash" in first or first.endswith("/sh"))),
+                    "--severity=warning"], shell_script),
 }
 
 
@@ -51,14 +65,6 @@ def tree(root):
     return found
 
 
-def first_line(path):
-    try:
-        with open(path, "rb") as f:
-            return f.readline(200).decode("utf-8", "replace").strip()
-    except OSError:
-        return ""
-
-
 def main():
     if len(sys.argv) < 2 or sys.argv[1] not in TOOLS:
         print("usage: test_lint.py pyflakes|shellcheck [SOURCE_ROOT]")
@@ -72,7 +78,7 @@ def main():
         print("SKIP: no %s on PATH; apt-get install %s (deploy/install-deps.sh)"
               % (command[0], command[0]))
         return 77
-    files = [p for p in tree(root) if os.path.isfile(p) and wanted(p, first_line(p))]
+    files = [p for p in tree(root) if os.path.isfile(p) and wanted(p)]
     if not files:
         print("FAIL: no file for %s found under %s" % (command[0], root))
         return 1

@@ -416,17 +416,18 @@ class Run:
         self.start_coordinator(resume=False)
 
     def wait(self, cond, deadline):
-        """Waits until cond() holds while the job runs. False when the job
-        ended first (its coordinator exited, finished or failed, or wrote
-        its done record) or the deadline passed: a fault strikes a running
-        job, not one that is over."""
+        """Waits until cond() holds while the job runs, and returns what it
+        gave then. False when the job ended first (its coordinator exited,
+        finished or failed, or wrote its done record) or the deadline
+        passed: a fault strikes a running job, not one that is over."""
         while time.monotonic() < deadline:
             self.supervise()
             self.poll_events()
             if not self.coordinator().alive() or self.done():
                 return False
-            if cond():
-                return True
+            held = cond()
+            if held:
+                return held
             time.sleep(0.05)
         return False
 
@@ -610,19 +611,12 @@ def inject(run, fault, deadline):
         # it: the newest is corrupted right after it is written (no newer
         # one is near), and the load is forced at once.
         mark = len(run.events)
-        found = []
-
-        def fresh():
-            ckpt = _fresh_checkpoint(run, mark)
-            if ckpt:
-                found.append(ckpt)
-            return ckpt
-
-        if not run.wait(fresh, deadline):
+        ckpt = run.wait(lambda: _fresh_checkpoint(run, mark), deadline)
+        if not ckpt:
             fault.missed = ("no checkpoint was written after step %d, with one before it, "
                             "before the job's last step" % at)
             return
-        fault.corrupted = found[0]
+        fault.corrupted = ckpt
     if fault.kind in ("kill", "stop", "corrupt") and not p.alive():
         fault.missed = "%s was not running" % fault.target()
         return
