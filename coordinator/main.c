@@ -89,7 +89,8 @@ static const struct argp_option s_options [] = {
       "hold; a run whose rows do not fit fails at once, naming the server", 1 },
     { "workers", O_WORKERS, "N", 0, "Workers of a local cluster (default 2)", 1 },
     { "evaluator", O_EVALUATOR, NULL, 0,
-      "A local cluster also runs an evaluator task (default: when its cores allow one)", 1 },
+      "A local cluster also runs an evaluator task (the default where the mode has one: on "
+      "2 cores of its own where the cores allow, else in their idle time)", 1 },
     { "no-evaluator", O_NO_EVALUATOR, NULL, 0,
       "No evaluator task: a worker evaluates, and stops training meanwhile", 1 },
     { "cores", O_CORES, "N", 0,
@@ -867,11 +868,12 @@ s_run (s_options_t opt)
         ps_cores_split (cores, nworkers, nps, !mode->no_evaluator && !opt.no_evaluator, &split);
         if (!config.job.worker_threads_given)
             config.job.worker_threads = split.worker_threads;
-        nevaluators = opt.local_evaluator || split.evaluator ? 1 : 0;
-        char evaluator [64] = ", no evaluator";
+        nevaluators = split.evaluator ? 1 : 0;
+        char evaluator [96] = ", no evaluator";
         if (nevaluators)
-            snprintf (evaluator, sizeof evaluator, ", an evaluator of %d compute threads",
-                      split.evaluator ? split.evaluator_threads : config.job.worker_threads);
+            snprintf (evaluator, sizeof evaluator, ", an evaluator of %d compute threads%s",
+                      split.evaluator_threads,
+                      split.evaluator_idle ? " in the cores' idle time" : "");
         ps_info ("local cluster on %d cores (%s): %d workers of %d compute threads%s, %d "
                  "servers of %d apply threads%s, %d ZeroMQ I/O thread per process", cores,
                  cores_source, nworkers, config.job.worker_threads,

@@ -67,6 +67,7 @@ ps_cores_split (int cores, int nworkers, int nservers, bool may_evaluate,
         nservers = 0;
     int total = cores;
     bool evaluator = may_evaluate && cores >= nworkers + nservers + S_EVALUATOR_THREADS;
+    bool idle = may_evaluate && !evaluator;
     if (evaluator)
         cores -= S_EVALUATOR_THREADS;
     int server_threads = nservers > 0 ? cores / 4 / nservers : 0;
@@ -79,7 +80,10 @@ ps_cores_split (int cores, int nworkers, int nservers, bool may_evaluate,
         .worker_threads = worker_threads > 0 ? worker_threads : 1,
         .server_threads = server_threads,
         .io_threads = 1,
-        .evaluator = evaluator,
-        .evaluator_threads = evaluator ? S_EVALUATOR_THREADS : 0,
+        .evaluator = evaluator || idle,
+        .evaluator_idle = idle,
+        .evaluator_threads = evaluator ? S_EVALUATOR_THREADS
+                           : idle ? (total < S_EVALUATOR_THREADS ? total : S_EVALUATOR_THREADS)
+                           : 0,
     };
 }

@@ -3,11 +3,15 @@
 //
 //  The cores are the fewest of: the CPUs online, the CPUs this process may
 //  run on (its affinity mask: taskset, a container's cpuset), and the
-//  cgroup v2 CPU quota (cpu.max, rounded up). When every worker and server
-//  can keep a core and 2 remain, and the mode allows one, an evaluator
-//  task takes those 2, so that evaluations run beside training rather than
-//  on a worker, whose training would stop for each (2 threads: as fast as
-//  standalone's evaluation). Of the rest, a quarter goes to the
+//  cgroup v2 CPU quota (cpu.max, rounded up). When the mode allows one, an
+//  evaluator task evaluates beside training rather than on a worker, whose
+//  training would stop for each: where every worker and server can keep a
+//  core and 2 remain, it takes those 2 (2 threads: as fast as standalone's
+//  evaluation); where they cannot, it computes in the cores' idle time
+//  (ps-worker --idle-priority, SCHED_IDLE) on up to 2 threads, which count
+//  against no one's cores: it runs only while training leaves a core idle
+//  (waiting on its push-pulls), and at full speed once training is over.
+//  Of the rest, a quarter goes to the
 //  ps-servers' apply pools, split evenly (0 threads each, applying on the
 //  serving thread, when the quarter is less than one core a server, or
 //  when the workers would not keep a core each), and the rest to the
@@ -29,6 +33,7 @@ typedef struct {
     int server_threads;         //  apply-pool threads of each ps-server (0: none)
     int io_threads;             //  ZeroMQ I/O threads of every process
     bool evaluator;             //  whether an evaluator task evaluates
+    bool evaluator_idle;        //  in the cores' idle time, on no cores of its own
     int evaluator_threads;      //  its compute threads (0 without one)
 } ps_cores_split_t;
 

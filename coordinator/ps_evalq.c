@@ -93,7 +93,8 @@ ps_evalq_lost (ps_evalq_t *self, ps_role_t role, int index)
 
 void
 ps_evalq_result (ps_evalq_t *self, double loss, uint64_t correct, uint64_t count,
-                 double auc, double abs_error, const char *who, int task, double now)
+                 double auc, double abs_error, const char *who, int task, double params_ms,
+                 double now)
 {
     self->busy = false;
     if (count == 0)
@@ -105,6 +106,8 @@ ps_evalq_result (ps_evalq_t *self, double loss, uint64_t correct, uint64_t count
     self->have = true;
     self->last_step = self->out.step;
     const ps_eval_t *e = &self->out;
+    if (!(params_ms >= e->sent_ms && params_ms <= now))
+        params_ms = e->sent_ms;
     ps_metrics_tty_clear (self->report);
     if (isfinite (self->test_mae))
         ps_info ("evaluation after epoch %" PRIu64 " (step %" PRIu64 "): test mse %.4f, test "
@@ -125,7 +128,7 @@ ps_evalq_result (ps_evalq_t *self, double loss, uint64_t correct, uint64_t count
                                 "test_accuracy", self->test_accuracy,
                                 "count", (json_int_t) count,
                                 "params_at_s",
-                                (e->sent_ms - ps_metrics_start_ms (self->report)) / 1e3,
+                                (params_ms - ps_metrics_start_ms (self->report)) / 1e3,
                                 "eval_ms", now - e->sent_ms, "role", who, "task", task);
     if (isfinite (auc)) {
         json_object_set_new (record, "test_auc", json_real (auc));

@@ -63,9 +63,14 @@ void ps_evalq_lost (ps_evalq_t *self, ps_role_t role, int index);
 //  abs_error is a regression model's summed absolute error (NaN for a
 //  classifier): its record then gives test_mse (loss / count) and test_mae
 //  in place of test_accuracy. A binary image classifier's AUC is recorded
-//  as a CTR model's is.
+//  as a CTR model's is. params_ms is when the evaluated parameters were
+//  read (the record's params_at_s), now less the evaluation's computing:
+//  a task may read them a while after it is handed the evaluation (a
+//  worker finishes its step first; an evaluator in the cores' idle time
+//  waits for one). NaN, or a time before the hand-out: the hand-out's.
 void ps_evalq_result (ps_evalq_t *self, double loss, uint64_t correct, uint64_t count,
-                      double auc, double abs_error, const char *who, int task, double now);
+                      double auc, double abs_error, const char *who, int task,
+                      double params_ms, double now);
 
 //  The parameters were rewound to step `after`: drop what lies past it.
 void ps_evalq_rewind (ps_evalq_t *self, uint64_t after);

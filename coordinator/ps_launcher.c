@@ -149,7 +149,7 @@ ps_launcher_start_cluster (ps_launcher_t *self, const char *tf_cluster,
             //  A worker told its device checks it before registering, and
             //  one that cannot use it says so and is not restarted.
             const char *worker_args [] = { key_args [0], key_args [1], NULL, NULL, NULL, NULL,
-                                           NULL };
+                                           NULL, NULL };
             int at = keys_dir ? 2 : 1;
             if (device) {
                 worker_args [at++] = "--device";
@@ -158,6 +158,10 @@ ps_launcher_start_cluster (ps_launcher_t *self, const char *tf_cluster,
             if (r == PS_ROLE_EVALUATOR && split && split->evaluator_threads > 0) {
                 worker_args [at++] = "--threads";
                 worker_args [at++] = eval_threads;
+                //  An evaluator on no cores of its own computes only when
+                //  training leaves one idle (ps_cores.h).
+                if (split->evaluator_idle)
+                    worker_args [at++] = "--idle-priority";
             }
             const char *env [] = { tf, NULL };
             ps_launch_spec_t spec = { r == PS_ROLE_PS ? server_args : worker_args, env };

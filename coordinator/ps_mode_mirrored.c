@@ -708,9 +708,10 @@ s_end_eval (s_mirror_t *self, bool all)
                                  (json_int_t) (eval ? eval->step : 0), "updates",
                                  (json_int_t) self->committed, "equal", equal,
                                  "checksums", sums));
+    //  The ring trains no step while it evaluates: its parameters are the
+    //  hand-out's.
     ps_evalq_result (host->evalq, self->ev_loss, self->ev_correct, self->ev_count, NAN,
-                     self->ev_abs, "ring",
-                     self->ring_n, ps_clock_ms ());
+                     self->ev_abs, "ring", self->ring_n, NAN, ps_clock_ms ());
 }
 
 //  Every live member has reported the current phase: act on the outcome.

@@ -462,10 +462,11 @@ s_on_eval_report (ps_mode_ps_t *self, ps_role_t role, int index,
         ps_evalq_requeue (host->evalq);
         return;
     }
+    double now = ps_clock_ms ();
     ps_evalq_result (host->evalq, report->loss, report->correct, report->count,
                      report->has_auc ? report->auc : NAN,
                      report->has_abs_error ? report->abs_error : NAN,
-                     ps_role_name (role), index, ps_clock_ms ());
+                     ps_role_name (role), index, now - report->compute_ms, now);
 }
 
 //  A train report of worker index: a step completed, or given back.

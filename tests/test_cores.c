@@ -1,8 +1,9 @@
 //  Unit tests for a local cluster's split of its cores (coordinator/ps_cores.c):
 //  worked examples, and over many shapes that the split never gives more
 //  threads than cores (unless every worker's one thread already does) and
-//  never fewer than one compute thread a worker; an evaluator only where
-//  every worker and server keeps a core.
+//  never fewer than one compute thread a worker; an evaluator on cores of
+//  its own only where every worker and server keeps a core, else one in
+//  the cores' idle time, which takes none.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,17 +25,20 @@ test_worked_examples (void **state)
         int cores, nworkers, nservers;
         bool may_evaluate;
         int worker, server, evaluator;
+        bool idle;
     } cases [] = {
-        { 2, 2, 2, true, 1, 0, 0 },     //  the 2-core machine: nothing to spare
-        { 4, 2, 2, true, 2, 0, 0 },
-        { 6, 2, 2, true, 2, 0, 2 },     //  a core each, and 2 for evaluations
-        { 8, 2, 2, true, 3, 0, 2 },
-        { 8, 2, 2, false, 3, 1, 0 },    //  no evaluator (mirrored, --no-evaluator)
-        { 16, 2, 2, true, 6, 1, 2 },
-        { 64, 4, 2, true, 12, 7, 2 },
-        { 1, 4, 2, true, 1, 0, 0 },     //  fewer cores than workers: one thread each
-        { 8, 2, 0, false, 4, 0, 0 },    //  mirrored: no servers, every core a worker's
-        { 0, 2, 2, true, 1, 0, 0 },     //  nonsense in, one thread out
+        //  The 2-core machine: nothing to spare, evaluations in idle time.
+        { 2, 2, 2, true, 1, 0, 2, true },
+        { 2, 2, 2, false, 1, 0, 0, false },     //  --no-evaluator: a worker evaluates
+        { 4, 2, 2, true, 2, 0, 2, true },
+        { 6, 2, 2, true, 2, 0, 2, false },      //  a core each, and 2 for evaluations
+        { 8, 2, 2, true, 3, 0, 2, false },
+        { 8, 2, 2, false, 3, 1, 0, false },     //  no evaluator (mirrored, --no-evaluator)
+        { 16, 2, 2, true, 6, 1, 2, false },
+        { 64, 4, 2, true, 12, 7, 2, false },
+        { 1, 4, 2, true, 1, 0, 1, true },       //  fewer cores than workers: one thread each
+        { 8, 2, 0, false, 4, 0, 0, false },     //  mirrored: no servers, every core a worker's
+        { 0, 2, 2, true, 1, 0, 1, true },       //  nonsense in, one thread out
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases [0]; i++) {
         ps_cores_split_t split;
@@ -44,6 +48,7 @@ test_worked_examples (void **state)
         assert_int_equal (split.server_threads, cases [i].server);
         assert_int_equal (split.evaluator_threads, cases [i].evaluator);
         assert_int_equal (split.evaluator, cases [i].evaluator > 0);
+        assert_int_equal (split.evaluator_idle, cases [i].idle);
         assert_int_equal (split.io_threads, 1);
     }
 }
@@ -60,16 +65,24 @@ test_never_oversubscribes (void **state)
                 assert_int_equal (split.cores, cores);
                 assert_true (split.worker_threads >= 1);
                 assert_true (split.server_threads >= 0);
+                //  An evaluator in the idle time takes no one's cores.
                 int used = w * split.worker_threads + s * split.server_threads
-                           + split.evaluator_threads;
+                           + (split.evaluator_idle ? 0 : split.evaluator_threads);
                 if (cores >= w)
                     assert_true (used <= cores);
                 else
                     assert_int_equal (split.worker_threads, 1);
                 //  The servers get at most a quarter.
                 assert_true (4 * s * split.server_threads <= cores);
-                if (split.evaluator)
+                //  Every mode that may evaluate has an evaluator: on
+                //  cores of its own where every worker and server keeps
+                //  one, else in the idle time, on at most 2 threads.
+                assert_int_equal (split.evaluator, (cores + w + s) % 2 == 0);
+                if (split.evaluator && !split.evaluator_idle)
                     assert_true (cores >= w + s + split.evaluator_threads);
+                if (split.evaluator_idle)
+                    assert_true (cores < w + s + 2 && split.evaluator_threads >= 1
+                                 && split.evaluator_threads <= 2);
             }
 }
 

@@ -129,6 +129,58 @@ else
   pass "a local cluster with cores to spare evaluates on an evaluator ($evals evaluations)"
 fi
 
+# Where the cores leave nothing to spare (--cores 2 says so on any machine),
+# the evaluator computes in their idle time (ps-worker --idle-priority,
+# SCHED_IDLE): it still does every evaluation once it has registered, the
+# final one included, so no worker stops training for one; an evaluation
+# asked for while it computes supersedes the one waiting. Every batch is
+# applied once.
+run 180 "$coordinator" --local --cores 2 --ps 1 --workers 2 --epochs 1 --limit 3200 \
+  --test-limit 500 --eval-steps 10 --log-dir "$work/ilogs" --checkpoint-dir "$work/ickpt" \
+  --metrics "$work/idle.jsonl" --data "$data"
+if [ "$status" != 0 ]; then
+  fail "local cluster on 2 cores: an evaluator in the idle time" \
+    "exit $status (124: timed out), expected 0"
+elif ! grep -q "local cluster on 2 cores (--cores): 2 workers of 1 compute threads, 1 servers \
+of 0 apply threads, an evaluator of 2 compute threads in the cores' idle time" "$work/out"; then
+  fail "local cluster on 2 cores: an evaluator in the idle time" "no split line with one: \
+$(grep "cores" "$work/out")"
+elif ! grep -qF "computing in the cores' idle time (SCHED_IDLE)" "$work/ilogs/evaluator0.log"; then
+  fail "local cluster on 2 cores: an evaluator in the idle time" "the evaluator did not take \
+SCHED_IDLE: $(tail -3 "$work/ilogs/evaluator0.log")"
+elif ! ievals=$(/usr/bin/python3 - "$work/idle.jsonl" <<'PY' 2>&1
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+evals = [r for r in rows if r["event"] == "eval"]
+# As in the case with cores to spare: a worker evaluates only before the
+# evaluator came, and then only once every step is handed out or the
+# registration timeout has passed.
+started = [r["time_s"] for r in rows if r["event"] == "started"]
+came = [r["time_s"] for r in rows if r["event"] == "registered" and r["role"] == "evaluator"]
+came0 = came[0] if came else float("inf")
+bad = [r for r in evals if r["role"] != "evaluator"
+       and not (started and started[0] + r["params_at_s"] < came0
+                and (r["step"] >= 40 or r["params_at_s"] >= 60))]
+done = [r for r in rows if r["event"] == "done"]
+if (not evals or bad or not done or done[-1]["steps"] != 50 or evals[-1]["step"] != 50
+        or evals[-1]["role"] != "evaluator"
+        or not all(n > 0 for n in done[-1]["worker_steps"])):
+    sys.exit("%d evaluations, by %s, the last of step %s; done %s" % (
+        len(evals), sorted({r["role"] for r in evals}), evals[-1]["step"] if evals else None,
+        done[-1:]))
+print(len(evals))
+PY
+); then
+  fail "local cluster on 2 cores: an evaluator in the idle time" "$ievals"
+elif ! checked=$(/usr/bin/python3 "$(dirname "$0")/faults/check_run.py" \
+    --metrics "$work/idle.jsonl" --total 50 --servers 1 --mode async \
+    --checkpoint-dir "$work/ickpt" 2>&1); then
+  fail "local cluster on 2 cores: an evaluator in the idle time" "check_run.py: $checked"
+else
+  pass "a local cluster on 2 cores evaluates on an evaluator in their idle time \
+($ievals evaluations, the last one final)"
+fi
+
 # The evaluator killed once it has evaluated: as today, its evaluation
 # waits again for the next task that asks (a worker, while the supervisor
 # restarts it), the run completes, and every batch is applied once.

@@ -131,6 +131,45 @@ else
   fi
 fi
 
+# --idle-priority (an evaluator on cores it cannot have to itself): once
+# its link runs, the worker's main thread, and every thread it starts after,
+# computes under SCHED_IDLE (policy 5 in /proc/PID/task/TID/stat, field
+# 41), while the link's threads, which send the heartbeats, keep the normal
+# policy (0). Read while it waits for a coordinator that is not there; then
+# SIGTERM still stops it cleanly.
+env TF_CONFIG="{\"cluster\": {$chief_ok}, \"task\": {\"type\": \"worker\", \"index\": 0}}" \
+  "$worker" --idle-priority >"$work/out" 2>&1 &
+pid=$!
+for _ in $(seq 300); do
+  grep -qF "computing in the cores' idle time (SCHED_IDLE)" "$work/out" && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+# The command name may hold spaces: the fields are counted after its ")".
+policies=$(for t in /proc/"$pid"/task/*; do
+  echo "$(basename "$t") $(sed 's/.*) //' "$t/stat" | cut -d' ' -f39)"
+done 2>/dev/null)
+main_policy=$(echo "$policies" | awk -v pid="$pid" '$1 == pid { print $2 }')
+normal=$(echo "$policies" | awk '$2 == 0' | wc -l)
+kill -TERM "$pid"
+for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$pid" 2>/dev/null; then
+  kill -KILL "$pid"; wait "$pid"
+  fail "--idle-priority" "still running 5 s after SIGTERM"
+else
+  wait "$pid"; status=$?
+  if [ "$status" = 0 ] && [ "$main_policy" = 5 ] && [ "$normal" -ge 1 ] \
+     && grep -qF "computing in the cores' idle time (SCHED_IDLE)" "$work/out"; then
+    pass "--idle-priority: main thread SCHED_IDLE, $normal others (the link's) normal, exit 0"
+  else
+    fail "--idle-priority" "exit $status (expected 0), main thread's policy '$main_policy'" \
+      "(expected 5), $normal threads at 0 (expected >= 1); threads: $(echo "$policies" | tr '\n' ' ')" \
+      "$(tail -3 "$work/out")"
+  fi
+fi
+expect "--idle-priority with --standalone" 2 "--idle-priority are for cluster mode" -- \
+  "$worker" --standalone --idle-priority --data "$data"
+
 # --- bad option values ----------------------------------------------------
 # Each names the option (or the model) and what was wrong with it.
 expect "--epochs 0" nonzero "epochs|\"0\"" -- "$worker" --standalone --epochs 0 --data "$data"

@@ -171,7 +171,7 @@ s_cluster (const ps_wcmdline_t *args)
         .coordinator = coordinator, .role = type, .index = index, .threads = args->threads,
         .device = device, .stop_fd = stop_fd, .ring_bind = have_ring ? ring_bind : NULL,
         .ring_ipc = ring_ipc, .ring_advert = ring_advert [0] ? ring_advert : NULL,
-        .curve = curve,
+        .curve = curve, .idle_priority = args->idle_priority,
     };
     status = ps_chief_child_train (tf, args->job_file, args->keys_dir, args->insecure, &config);
     close (stop_fd);
@@ -250,9 +250,9 @@ main (int argc, char *argv [])
         return s_cluster (&args);
     }
     if (args.cluster_path || args.resolver || args.task_text || args.keys_dir || args.insecure
-    ||  args.job_file) {
-        ps_cli_error ("--cluster, --cluster-resolver, --task, --keys, --insecure and --job are for "
-                      "cluster mode, not --standalone");
+    ||  args.job_file || args.idle_priority) {
+        ps_cli_error ("--cluster, --cluster-resolver, --task, --keys, --insecure, --job and "
+                      "--idle-priority are for cluster mode, not --standalone");
         return 2;
     }
     //  A click-through-rate model trains on its own path; the model is

@@ -16,6 +16,8 @@
 #include "ps_trainer.h"
 
 #include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,6 +306,20 @@ s_run (s_trainer_t *self, ps_error_t *err)
     return 0;
 }
 
+//  Take SCHED_IDLE for this thread and those it starts (ps_trainer_run).
+static void
+s_idle_priority (void)
+{
+    struct sched_param param = { .sched_priority = 0 };
+    int rc = pthread_setschedparam (pthread_self (), SCHED_IDLE, &param);
+    if (rc != 0)
+        ps_warn ("--idle-priority: cannot take SCHED_IDLE (%s); computing at normal priority",
+                 strerror (rc));
+    else
+        ps_info ("computing in the cores' idle time (SCHED_IDLE); heartbeats at normal "
+                 "priority");
+}
+
 int
 ps_trainer_run (const ps_trainer_config_t *config, ps_error_t *err)
 {
@@ -333,6 +349,8 @@ ps_trainer_run (const ps_trainer_config_t *config, ps_error_t *err)
         rc = err->code;
     else {
         self->reports = ps_wsession_reports (self->session);
+        if (config->idle_priority)
+            s_idle_priority ();
         self->host = (ps_wmode_host_t) {
             .poll = s_poll, .arg = self, .socket = ps_wsession_socket (self->session),
         };

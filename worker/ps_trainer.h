@@ -45,6 +45,7 @@ typedef struct {
                                 //  and ring_ipc as an endpoint set (ps_host.h), or NULL
     ps_curve_t *curve;          //  this process's identity for every socket it opens
                                 //  (NULL: an unsecured cluster); the caller's
+    bool idle_priority;         //  compute in the cores' idle time (see ps_trainer_run)
 } ps_trainer_config_t;
 
 //  Run until the coordinator says stop or has gone after saying the run is
@@ -52,6 +53,15 @@ typedef struct {
 //  (returns 0 after finishing the step in hand). Returns a negative code
 //  with err set when the plan cannot be used (bad model, missing data,
 //  device unavailable): such a worker could never do its work.
+//
+//  With idle_priority the calling thread, once the session's link runs,
+//  takes Linux's SCHED_IDLE policy, and so does every thread it starts
+//  afterwards (the compute threads, the servers' client): the process
+//  computes only when no other wants the CPU, so an evaluator beside
+//  training on cores it cannot have to itself never makes a training step
+//  wait. The link's threads keep their policy, so heartbeats stay on time
+//  however long the evaluation is held off. A policy that cannot be set
+//  is warned of, and the process runs at its normal priority.
 int ps_trainer_run (const ps_trainer_config_t *config, ps_error_t *err);
 
 #endif

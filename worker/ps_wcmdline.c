@@ -17,7 +17,7 @@ enum {
     O_STANDALONE = 256, O_SUMMARY, O_RESOLVER, O_INSECURE, O_JOB, O_OPTIMIZER, O_SEED,
     O_LIMIT, O_TEST_LIMIT, O_METRICS, O_PROGRESS, O_EVAL_STEPS, O_TEST_DATA, O_FORMAT,
     O_CHECKPOINT_DIR, O_CHECKPOINT_EVERY, O_RESUME, O_TRAIN_IMAGES, O_TRAIN_LABELS,
-    O_TEST_IMAGES, O_TEST_LABELS, O_LABEL_COLUMN,
+    O_TEST_IMAGES, O_TEST_LABELS, O_LABEL_COLUMN, O_IDLE_PRIORITY,
 };
 
 //  The groups of the help, in its order.
@@ -43,6 +43,10 @@ static const struct argp_option s_options [] = {
       "For a cluster of workers only (no chief): worker 0 runs the coordinator with this "
       "job (schemas/job.md) and exits with its status; the other workers ignore it "
       "(README.md, TF_CONFIG from TensorFlow)", G_CLUSTER },
+    { "idle-priority", O_IDLE_PRIORITY, NULL, 0,
+      "Compute only in the cores' idle time (SCHED_IDLE), so that other processes never "
+      "wait for this one; its heartbeats keep their priority (an evaluator beside training "
+      "on a machine with no cores to spare: README.md, Running a local cluster)", G_CLUSTER },
     { NULL, 0, NULL, 0, "Standalone training:", G_STANDALONE },
     { "standalone", O_STANDALONE, NULL, 0, "Train in this process, without a cluster",
       G_STANDALONE },
@@ -157,6 +161,7 @@ s_parse (int key, char *arg, struct argp_state *state)
         case 't': self->task_text = arg; break;
         case 'k': self->keys_dir = arg; break;
         case O_INSECURE: self->insecure = true; break;
+        case O_IDLE_PRIORITY: self->idle_priority = true; break;
         case O_JOB: self->job_file = arg; break;
         case 'm': cfg->model = arg; break;
         case 'D': cfg->data_dir = self->data_arg = arg; break;

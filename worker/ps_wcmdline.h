@@ -32,6 +32,7 @@ typedef struct {
     const char *device_name;    //  --device as given (checked), or NULL
     const char *keys_dir;
     bool insecure;
+    bool idle_priority;         //  --idle-priority
     int threads;                //  --threads, or 0
     //  A job file (schemas/job.md), for worker 0 of a cluster without a
     //  chief to start the coordinator with; kept here, not read yet.
