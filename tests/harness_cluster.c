@@ -222,12 +222,17 @@ cluster_run_start (cluster_run_t *run, const char *const *env)
         &&  !cluster_has_arg (run->argv, "--keys"))
         cluster_args (run, (const char *[]) { "--keys", harness_keys (), NULL });
     //  A local cluster splits the cores it finds (coordinator/ps_cores.h),
-    //  and with 6 or more starts an evaluator: these tests count their
-    //  processes and who evaluates as on the 2-core machine, on any
-    //  machine, unless they name the cores (test_metrics_records tests
-    //  the split).
+    //  and starts an evaluator: on cores of its own with 6 or more, else
+    //  in the cores' idle time, where how many evaluations it gets done
+    //  depends on how busy the machine is. These tests count their
+    //  processes and evaluations as a worker does them, on any machine,
+    //  unless they name the cores or the evaluator (test_metrics_records
+    //  tests the split and both kinds of evaluator).
     if (cluster_has_arg (run->argv, "--local") && !cluster_has_arg (run->argv, "--cores"))
         cluster_args (run, (const char *[]) { "--cores", "2", NULL });
+    if (cluster_has_arg (run->argv, "--local") && !cluster_has_arg (run->argv, "--evaluator")
+    &&  !cluster_has_arg (run->argv, "--no-evaluator"))
+        cluster_args (run, (const char *[]) { "--no-evaluator", NULL });
     run->argv [run->argc] = NULL;
     run->start_ms = ps_clock_ms ();
     run->pid = harness_spawn (run->argv, env, run->log);

@@ -472,11 +472,12 @@ class Bench:
         c_row = {"boot": c_boot, "hit": None, "hit_excl": None, "epoch": None, "acc_at": None}
         if c_hit and c_boot is not None:
             at = c_hit["params_at_s"]
-            # Evaluations run on a worker while the others train: the time
-            # they took from training is about their overlap with [0, at]
-            # divided among the workers.
+            # An evaluation on a worker stops its training while the others
+            # train: the time it took from training is about its overlap
+            # with [0, at] divided among the workers. The evaluator's (in
+            # the cores' idle time on a small machine) take none.
             overlap = sum(max(0.0, min(e["params_at_s"] + e["eval_ms"] / 1e3, at)
-                              - e["params_at_s"]) for e in c_evals)
+                              - e["params_at_s"]) for e in c_evals if e["role"] == "worker")
             c_row.update(hit=c_boot + at, hit_excl=c_boot + at - overlap / nworkers,
                          epoch=c_hit["step"] / spe, acc_at=c_hit["test_accuracy"])
         c_row.update(
@@ -539,10 +540,10 @@ class Bench:
         ]
         print()
         table(["measure", "standalone 2T", "cluster 2ps+2w", "cluster/standalone"], rows)
-        print("   cluster 'less evaluation' is an estimate: each evaluation runs on one of the "
-              "%d workers,\n   so about 1/%d of its time is taken from training; time to "
-              "accuracy counts the params'\n   time (standalone: the eval's start; cluster: "
-              "when the eval was handed out)." % (nworkers, nworkers))
+        print("   cluster 'less evaluation' is an estimate: an evaluation on one of the "
+              "%d workers takes\n   about 1/%d of its time from training, the evaluator's "
+              "none; time to accuracy counts\n   the params' time (standalone: the eval's "
+              "start; cluster: when the task read them)." % (nworkers, nworkers))
 
         # The timeline, side by side by step.
         by_step = {}
