@@ -51,7 +51,7 @@ typedef struct {
     int local_ps, local_workers;
     const char *ps_memory_limit;        //  each server's --memory-limit, or NULL
     bool local_evaluator;
-    bool no_evaluator;          //  --no-evaluator: not even when the cores allow one
+    bool no_evaluator;          //  --no-evaluator: a worker evaluates
     int local_cores;            //  --cores: the cores to split; 0: detected
     bool restart;
     bool keep_run_dir;          //  keep the default run directory of a completed run
@@ -861,7 +861,8 @@ s_run (s_options_t opt)
         }
         //  The cluster's processes share this machine's cores: threads
         //  sized so that they do not oversubscribe them, unless the job
-        //  sets the workers'; an evaluator where the cores allow one.
+        //  sets the workers'; an evaluator where the mode has one, in the
+        //  cores' idle time where none is left for it.
         char cores_source [32] = "--cores";
         int cores = opt.local_cores > 0 ? opt.local_cores
                     : ps_cores_available (cores_source, sizeof cores_source);
@@ -869,6 +870,7 @@ s_run (s_options_t opt)
         if (!config.job.worker_threads_given)
             config.job.worker_threads = split.worker_threads;
         nevaluators = split.evaluator ? 1 : 0;
+        config.idle_evaluator = split.evaluator_idle;
         char evaluator [96] = ", no evaluator";
         if (nevaluators)
             snprintf (evaluator, sizeof evaluator, ", an evaluator of %d compute threads%s",

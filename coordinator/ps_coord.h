@@ -40,6 +40,11 @@ typedef struct {
     ps_job_t job;
     const char *bind;               //  the coordinator's ZeroMQ endpoint
     int nservers, nworkers, nevaluators;
+    //  The evaluator computes in the cores' idle time (a local cluster's on
+    //  a machine with none to spare, ps_cores.h), so on a busy machine it
+    //  may wait long for a core: once every step is done, the workers,
+    //  idle then, evaluate instead, and the run's end never waits for it.
+    bool idle_evaluator;
     size_t train_count;             //  training examples (after the job's limit)
     const ps_model_t *model;        //  the job's model, checked against the data
     const char *const *servers;     //  each server's endpoint, to connect to

@@ -10,7 +10,8 @@
 //  evaluation); where they cannot, it computes in the cores' idle time
 //  (ps-worker --idle-priority, SCHED_IDLE) on up to 2 threads, which count
 //  against no one's cores: it runs only while training leaves a core idle
-//  (waiting on its push-pulls), and at full speed once training is over.
+//  (waiting on its push-pulls), and the final evaluation goes to a worker
+//  (ps_coord.h, idle_evaluator).
 //  Of the rest, a quarter goes to the
 //  ps-servers' apply pools, split evenly (0 threads each, applying on the
 //  serving thread, when the quarter is less than one core a server, or
@@ -42,8 +43,8 @@ typedef struct {
 int ps_cores_available (char *source, size_t size);
 
 //  Split cores among nworkers workers, nservers servers and, when
-//  may_evaluate (the mode lets an evaluator evaluate) and the cores allow,
-//  an evaluator.
+//  may_evaluate (the mode lets an evaluator evaluate), an evaluator: on
+//  cores of its own where they allow, else in their idle time.
 void ps_cores_split (int cores, int nworkers, int nservers, bool may_evaluate,
                      ps_cores_split_t *split);
 

@@ -271,7 +271,10 @@ s_at_final_checkpoint (const char *name, uint64_t *total, char *final_dir, size_
     int limit = cluster_limit (12800), test_limit = cluster_test_limit (1000), epochs = 3;
     *total = cluster_steps_per_epoch (limit) * (uint64_t) epochs;
     cluster_local_args (run, limit, test_limit, epochs);
-    cluster_args (run, (const char *[]) { "--evaluator", "--heartbeat-ms", "100",
+    //  An evaluator of cores of its own (--cores 8), which the final
+    //  evaluation waits for (one in the idle time would leave it to a
+    //  worker once the steps are done).
+    cluster_args (run, (const char *[]) { "--evaluator", "--cores", "8", "--heartbeat-ms", "100",
                                           "--heartbeat-timeout-ms", "120000", NULL });
     cluster_arg (run, "--checkpoint-steps");
     cluster_arg (run, "%" PRIu64, *total / 6);

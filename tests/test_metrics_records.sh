@@ -79,6 +79,50 @@ else
 $(grep -i "cores\|apply threads" "$work/out" "$work/logs/ps0.log")"
 fi
 
+# The evaluations of a local cluster's 50-step run with an evaluator, in
+# metrics file $1: prints how many, or exits 1 saying what is wrong. At
+# least $2 of them, the last of the final step; both workers trained. $3
+# "idle": the evaluator computes in the cores' idle time, so a worker does
+# the final evaluation (ps_coord.h, idle_evaluator).
+evaluator_evals () {
+  /usr/bin/python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+evals = [r for r in rows if r["event"] == "eval"]
+idle = sys.argv[3] == "idle"
+# The launcher starts the evaluator last, and the coordinator waits for it
+# (ps_mode_ps.c, s_evaluator_coming) until it registers, or every step is
+# handed out (the newest evaluation asked for is then after step 40 of 50),
+# or the registration timeout (60 s) has passed since the start. A worker
+# may evaluate only so: before the evaluator came (whose registration goes
+# unrecorded if it comes after the done record) and for one of those two
+# reasons.
+# The hand-out's time is the record's less the evaluation's (params_at_s
+# is when the parameters were read, which may be later), in seconds since
+# the run's start, as the registration timeout counts.
+started = [r["time_s"] for r in rows if r["event"] == "started"]
+came = [r["time_s"] for r in rows if r["event"] == "registered" and r["role"] == "evaluator"]
+came0 = came[0] if came else float("inf")
+def handed(r):
+    return r["time_s"] - r["eval_ms"] / 1e3
+final = evals[-1] if evals else None
+bad = [r for r in evals if r["role"] != "evaluator"
+       and not (idle and r is final)
+       and not (started and handed(r) < came0
+                and (r["step"] >= 40 or handed(r) >= 60))]
+done = [r for r in rows if r["event"] == "done"]
+# Evaluations asked for while one runs supersede the one waiting: how many
+# are done depends on the evaluator's speed, but never the final one.
+if (len(evals) < int(sys.argv[2]) or bad or not done or done[-1]["steps"] != 50
+        or final["step"] != 50 or (idle and final["role"] != "worker")
+        or not all(n > 0 for n in done[-1]["worker_steps"])):
+    sys.exit("%d evaluations, by %s, the last of step %s; done %s" % (
+        len(evals), sorted({r["role"] for r in evals}), evals[-1]["step"] if evals else None,
+        done[-1:]))
+print(len(evals))
+PY
+}
+
 # Where the cores leave 2 after a core for each worker and server (--cores 8
 # says so on any machine), a local cluster starts an evaluator, which does
 # every evaluation once it has registered: no worker is handed one after
@@ -93,33 +137,7 @@ elif ! grep -q "local cluster on 8 cores (--cores): 2 workers of 2 compute threa
 of 1 apply threads, an evaluator of 2 compute threads" "$work/out"; then
   fail "local cluster with an evaluator by default" "no split line with an evaluator: \
 $(grep "cores" "$work/out")"
-elif ! evals=$(/usr/bin/python3 - "$work/evaluator.jsonl" <<'PY' 2>&1
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-evals = [r for r in rows if r["event"] == "eval"]
-# The launcher starts the evaluator last, and the coordinator waits for it
-# (ps_mode_ps.c, s_evaluator_coming) until it registers, or every step is
-# handed out (the newest evaluation asked for is then after step 40 of 50),
-# or the registration timeout (60 s) has passed since the start. A worker
-# may evaluate only so: before the evaluator came (whose registration goes
-# unrecorded if it comes after the done record) and for one of those two
-# reasons.
-started = [r["time_s"] for r in rows if r["event"] == "started"]
-came = [r["time_s"] for r in rows if r["event"] == "registered" and r["role"] == "evaluator"]
-came0 = came[0] if came else float("inf")
-bad = [r for r in evals if r["role"] != "evaluator"
-       and not (started and started[0] + r["params_at_s"] < came0
-                and (r["step"] >= 40 or r["params_at_s"] >= 60))]
-done = [r for r in rows if r["event"] == "done"]
-# Evaluations asked for while one runs supersede each other: at least the
-# final one and one before it; and both workers trained.
-if (len(evals) < 2 or bad or not done or done[-1]["steps"] != 50
-        or not all(n > 0 for n in done[-1]["worker_steps"])):
-    sys.exit("%d evaluations, by %s; done %s" % (len(evals), sorted({r["role"] for r in evals}),
-                                                 done[-1:]))
-print(len(evals))
-PY
-); then
+elif ! evals=$(evaluator_evals "$work/evaluator.jsonl" 2 own 2>&1); then
   fail "local cluster with an evaluator by default" "$evals"
 elif ! checked=$(/usr/bin/python3 "$(dirname "$0")/faults/check_run.py" \
     --metrics "$work/evaluator.jsonl" --total 50 --servers 1 --mode async \
@@ -131,10 +149,11 @@ fi
 
 # Where the cores leave nothing to spare (--cores 2 says so on any machine),
 # the evaluator computes in their idle time (ps-worker --idle-priority,
-# SCHED_IDLE): it still does every evaluation once it has registered, the
-# final one included, so no worker stops training for one; an evaluation
-# asked for while it computes supersedes the one waiting. Every batch is
-# applied once.
+# SCHED_IDLE): it does every evaluation while steps are left, once it has
+# registered, so no worker stops training for one; an evaluation asked for
+# while it computes supersedes the one waiting. The final one a worker
+# does, idle by then, so that the run's end never waits for idle CPU.
+# Every batch is applied once.
 run 180 "$coordinator" --local --cores 2 --ps 1 --workers 2 --epochs 1 --limit 3200 \
   --test-limit 500 --eval-steps 10 --log-dir "$work/ilogs" --checkpoint-dir "$work/ickpt" \
   --metrics "$work/idle.jsonl" --data "$data"
@@ -148,29 +167,7 @@ $(grep "cores" "$work/out")"
 elif ! grep -qF "computing in the cores' idle time (SCHED_IDLE)" "$work/ilogs/evaluator0.log"; then
   fail "local cluster on 2 cores: an evaluator in the idle time" "the evaluator did not take \
 SCHED_IDLE: $(tail -3 "$work/ilogs/evaluator0.log")"
-elif ! ievals=$(/usr/bin/python3 - "$work/idle.jsonl" <<'PY' 2>&1
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-evals = [r for r in rows if r["event"] == "eval"]
-# As in the case with cores to spare: a worker evaluates only before the
-# evaluator came, and then only once every step is handed out or the
-# registration timeout has passed.
-started = [r["time_s"] for r in rows if r["event"] == "started"]
-came = [r["time_s"] for r in rows if r["event"] == "registered" and r["role"] == "evaluator"]
-came0 = came[0] if came else float("inf")
-bad = [r for r in evals if r["role"] != "evaluator"
-       and not (started and started[0] + r["params_at_s"] < came0
-                and (r["step"] >= 40 or r["params_at_s"] >= 60))]
-done = [r for r in rows if r["event"] == "done"]
-if (not evals or bad or not done or done[-1]["steps"] != 50 or evals[-1]["step"] != 50
-        or evals[-1]["role"] != "evaluator"
-        or not all(n > 0 for n in done[-1]["worker_steps"])):
-    sys.exit("%d evaluations, by %s, the last of step %s; done %s" % (
-        len(evals), sorted({r["role"] for r in evals}), evals[-1]["step"] if evals else None,
-        done[-1:]))
-print(len(evals))
-PY
-); then
+elif ! ievals=$(evaluator_evals "$work/idle.jsonl" 1 idle 2>&1); then
   fail "local cluster on 2 cores: an evaluator in the idle time" "$ievals"
 elif ! checked=$(/usr/bin/python3 "$(dirname "$0")/faults/check_run.py" \
     --metrics "$work/idle.jsonl" --total 50 --servers 1 --mode async \
@@ -178,7 +175,7 @@ elif ! checked=$(/usr/bin/python3 "$(dirname "$0")/faults/check_run.py" \
   fail "local cluster on 2 cores: an evaluator in the idle time" "check_run.py: $checked"
 else
   pass "a local cluster on 2 cores evaluates on an evaluator in their idle time \
-($ievals evaluations, the last one final)"
+($ievals evaluations, the final one by a worker)"
 fi
 
 # The evaluator killed once it has evaluated: as today, its evaluation

@@ -104,31 +104,44 @@ expect "--data with a FIFO for a file" 1 \
   "$work/fifo-data/train-images-idx3-ubyte: a FIFO, not a regular file" -- \
   "$worker" --standalone --data "$work/fifo-data" --epochs 1
 
+# Wait until file $1 holds the line $2, or background process $3 has
+# ended, for at most 30 s (generous for a loaded machine): a signal is sent
+# once the process says it is ready, not after a guessed while.
+wait_for_line () {
+  for _ in $(seq 300); do
+    grep -qF "$2" "$1" && return
+    kill -0 "$3" 2>/dev/null || return
+    sleep 0.1
+  done
+}
+
+# SIGTERM background process $1 and wait for it: 0 with its exit status in
+# $status, or 1 (after SIGKILL) when it still ran 30 s later (generous for
+# a loaded machine, where a process under SCHED_IDLE waits for a core).
+term_and_wait () {
+  kill -TERM "$1"
+  for _ in $(seq 300); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$1" 2>/dev/null; then
+    kill -KILL "$1"; wait "$1"
+    return 1
+  fi
+  wait "$1"; status=$?
+  return 0
+}
+
 # A worker whose coordinator is not there keeps registering; SIGTERM stops it
 # cleanly (exit 0), which needs the signal blocked in every thread, the
 # BLAS pool's included.
 env TF_CONFIG="{\"cluster\": {$chief_ok}, \"task\": {\"type\": \"worker\", \"index\": 0}}" \
   "$worker" >"$work/out" 2>&1 &
 pid=$!
-# SIGTERM once it says it is registering (a generous 30 s for a loaded
-# machine), not after a guessed while.
-for _ in $(seq 300); do
-  grep -qF "registering with the coordinator" "$work/out" && break
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.1
-done
-kill -TERM "$pid"
-for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$pid" 2>/dev/null; then
-  kill -KILL "$pid"; wait "$pid"
-  fail "SIGTERM while registering" "still running 5 s after SIGTERM"
+wait_for_line "$work/out" "registering with the coordinator" "$pid"
+if ! term_and_wait "$pid"; then
+  fail "SIGTERM while registering" "still running 30 s after SIGTERM"
+elif [ "$status" = 0 ] && grep -qF "registering with the coordinator" "$work/out"; then
+  pass "SIGTERM while registering (exit 0)"
 else
-  wait "$pid"; status=$?
-  if [ "$status" = 0 ] && grep -qF "registering with the coordinator" "$work/out"; then
-    pass "SIGTERM while registering (exit 0)"
-  else
-    fail "SIGTERM while registering" "exit $status, expected 0 and a 'registering' line"
-  fi
+  fail "SIGTERM while registering" "exit $status, expected 0 and a 'registering' line"
 fi
 
 # --idle-priority (an evaluator on cores it cannot have to itself): once
@@ -140,32 +153,22 @@ fi
 env TF_CONFIG="{\"cluster\": {$chief_ok}, \"task\": {\"type\": \"worker\", \"index\": 0}}" \
   "$worker" --idle-priority >"$work/out" 2>&1 &
 pid=$!
-for _ in $(seq 300); do
-  grep -qF "computing in the cores' idle time (SCHED_IDLE)" "$work/out" && break
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.1
-done
+wait_for_line "$work/out" "computing in the cores' idle time (SCHED_IDLE)" "$pid"
 # The command name may hold spaces: the fields are counted after its ")".
 policies=$(for t in /proc/"$pid"/task/*; do
   echo "$(basename "$t") $(sed 's/.*) //' "$t/stat" | cut -d' ' -f39)"
 done 2>/dev/null)
 main_policy=$(echo "$policies" | awk -v pid="$pid" '$1 == pid { print $2 }')
 normal=$(echo "$policies" | awk '$2 == 0' | wc -l)
-kill -TERM "$pid"
-for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$pid" 2>/dev/null; then
-  kill -KILL "$pid"; wait "$pid"
-  fail "--idle-priority" "still running 5 s after SIGTERM"
-else
-  wait "$pid"; status=$?
-  if [ "$status" = 0 ] && [ "$main_policy" = 5 ] && [ "$normal" -ge 1 ] \
+if ! term_and_wait "$pid"; then
+  fail "--idle-priority" "still running 30 s after SIGTERM"
+elif [ "$status" = 0 ] && [ "$main_policy" = 5 ] && [ "$normal" -ge 1 ] \
      && grep -qF "computing in the cores' idle time (SCHED_IDLE)" "$work/out"; then
-    pass "--idle-priority: main thread SCHED_IDLE, $normal others (the link's) normal, exit 0"
-  else
-    fail "--idle-priority" "exit $status (expected 0), main thread's policy '$main_policy'" \
-      "(expected 5), $normal threads at 0 (expected >= 1); threads: $(echo "$policies" | tr '\n' ' ')" \
-      "$(tail -3 "$work/out")"
-  fi
+  pass "--idle-priority: main thread SCHED_IDLE, $normal others (the link's) normal, exit 0"
+else
+  fail "--idle-priority" "exit $status (expected 0), main thread's policy '$main_policy'" \
+    "(expected 5), $normal threads at 0 (expected >= 1); threads: $(echo "$policies" | tr '\n' ' ')" \
+    "$(tail -3 "$work/out")"
 fi
 expect "--idle-priority with --standalone" 2 "--idle-priority are for cluster mode" -- \
   "$worker" --standalone --idle-priority --data "$data"
