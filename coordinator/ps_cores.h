@@ -11,8 +11,7 @@
 //  (ps-worker --idle-priority, SCHED_IDLE) on up to 2 threads, which count
 //  against no one's cores: it runs only while training leaves a core idle
 //  (waiting on its push-pulls), and the final evaluation goes to a worker
-//  (ps_coord.h, idle_evaluator).
-//  Of the rest, a quarter goes to the
+//  (ps_coord.h, idle_evaluator). Of the rest, a quarter goes to the
 //  ps-servers' apply pools, split evenly (0 threads each, applying on the
 //  serving thread, when the quarter is less than one core a server, or
 //  when the workers would not keep a core each), and the rest to the

@@ -597,15 +597,20 @@ s_answer_other (ps_mode_ps_t *self, ps_peer_t *peer, ps_role_t role, int index, 
     //  register, else to the first worker that asks (for a policy that
     //  says so, the first that holds no step in flight). An evaluator in
     //  the cores' idle time evaluates only while steps are left: then the
-    //  workers do, and one it holds is taken back (its late result is
-    //  ignored), so that the run's end never waits on idle CPU.
+    //  workers do, so that the run's end never waits on idle CPU. The
+    //  final evaluation it holds is taken back, as is an older one once
+    //  the final one waits (which supersedes it); its late result is
+    //  ignored. An older one alone is left to it: handed to a worker now,
+    //  it would read the final parameters under its older step.
     bool idle_over = host->cfg->idle_evaluator && ps_schedule_finished (host->schedule);
     bool may_eval = idle_over ? role == PS_ROLE_WORKER
                     : role == PS_ROLE_EVALUATOR
                       || (ps_roster_alive (host->roster, PS_ROLE_EVALUATOR) == 0
                           && !(self->policy && self->policy->eval_idle && s_busy (self, index)));
     const ps_eval_t *held = ps_evalq_busy (host->evalq);
-    if (want && may_eval && idle_over && held && held->role == PS_ROLE_EVALUATOR)
+    if (want && may_eval && idle_over && held && held->role == PS_ROLE_EVALUATOR
+    &&  (ps_evalq_pending (host->evalq, NULL, NULL)
+         || held->step == ps_schedule_done_count (host->schedule)))
         ps_evalq_requeue (host->evalq);
     if (want && may_eval && !ps_evalq_busy (host->evalq) && host->state != PS_RUN_STARTING
     &&  ps_evalq_pending (host->evalq, NULL, NULL)
