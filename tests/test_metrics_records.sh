@@ -79,12 +79,16 @@ else
 $(grep -i "cores\|apply threads" "$work/out" "$work/logs/ps0.log")"
 fi
 
-# The evaluations of a local cluster's 50-step run with an evaluator, in
-# metrics file $1: prints how many, or exits 1 saying what is wrong. At
-# least $2 of them, the last of the final step; both workers trained. $3
-# "idle": the evaluator computes in the cores' idle time, so a worker does
-# the final evaluation (ps_coord.h, idle_evaluator).
-evaluator_evals () {
+# A local cluster's 50-step run with an evaluator, of metrics file $1 and
+# checkpoints in $4: prints how many evaluations, or exits 1 saying what is
+# wrong. At least $2 of them, the last of the final step; both workers
+# trained; check_run.py finds every batch applied once. $3 "idle": the
+# evaluator computes in the cores' idle time, so a worker does the final
+# evaluation (ps_coord.h, idle_evaluator).
+evaluator_run () {
+  local checked
+  checked=$(/usr/bin/python3 "$(dirname "$0")/faults/check_run.py" --metrics "$1" --total 50 \
+    --servers 1 --mode async --checkpoint-dir "$4" 2>&1) || { echo "check_run.py: $checked"; return 1; }
   /usr/bin/python3 - "$1" "$2" "$3" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -97,19 +101,26 @@ idle = sys.argv[3] == "idle"
 # may evaluate only so: before the evaluator came (whose registration goes
 # unrecorded if it comes after the done record) and for one of those two
 # reasons.
-# The hand-out's time is the record's less the evaluation's (params_at_s
-# is when the parameters were read, which may be later), in seconds since
-# the run's start, as the registration timeout counts.
+# The hand-out's time is the record's (time_s counts from the metrics
+# file's opening) less the evaluation's; params_at_s counts from the
+# "started" record, as the registration timeout does, and is when the
+# task read the parameters: after the hand-out, by at least the request's
+# round trip and the pull (0.1 ms is far less), and before the result.
 started = [r["time_s"] for r in rows if r["event"] == "started"]
 came = [r["time_s"] for r in rows if r["event"] == "registered" and r["role"] == "evaluator"]
 came0 = came[0] if came else float("inf")
 def handed(r):
     return r["time_s"] - r["eval_ms"] / 1e3
+if not started:
+    sys.exit("no started record")
+read = [r for r in evals if not handed(r) + 1e-4 < started[0] + r["params_at_s"] <= r["time_s"]]
+if read:
+    sys.exit("params_at_s not between the hand-out and the result: %s" % read[0])
 final = evals[-1] if evals else None
 bad = [r for r in evals if r["role"] != "evaluator"
        and not (idle and r is final)
-       and not (started and handed(r) < came0
-                and (r["step"] >= 40 or handed(r) >= 60))]
+       and not (handed(r) < came0
+                and (r["step"] >= 40 or handed(r) - started[0] >= 60))]
 done = [r for r in rows if r["event"] == "done"]
 # Evaluations asked for while one runs supersede the one waiting: how many
 # are done depends on the evaluator's speed, but never the final one.
@@ -137,12 +148,8 @@ elif ! grep -q "local cluster on 8 cores (--cores): 2 workers of 2 compute threa
 of 1 apply threads, an evaluator of 2 compute threads" "$work/out"; then
   fail "local cluster with an evaluator by default" "no split line with an evaluator: \
 $(grep "cores" "$work/out")"
-elif ! evals=$(evaluator_evals "$work/evaluator.jsonl" 2 own 2>&1); then
+elif ! evals=$(evaluator_run "$work/evaluator.jsonl" 2 own "$work/eckpt" 2>&1); then
   fail "local cluster with an evaluator by default" "$evals"
-elif ! checked=$(/usr/bin/python3 "$(dirname "$0")/faults/check_run.py" \
-    --metrics "$work/evaluator.jsonl" --total 50 --servers 1 --mode async \
-    --checkpoint-dir "$work/eckpt" 2>&1); then
-  fail "local cluster with an evaluator by default" "check_run.py: $checked"
 else
   pass "a local cluster with cores to spare evaluates on an evaluator ($evals evaluations)"
 fi
@@ -167,12 +174,8 @@ $(grep "cores" "$work/out")"
 elif ! grep -qF "computing in the cores' idle time (SCHED_IDLE)" "$work/ilogs/evaluator0.log"; then
   fail "local cluster on 2 cores: an evaluator in the idle time" "the evaluator did not take \
 SCHED_IDLE: $(tail -3 "$work/ilogs/evaluator0.log")"
-elif ! ievals=$(evaluator_evals "$work/idle.jsonl" 1 idle 2>&1); then
+elif ! ievals=$(evaluator_run "$work/idle.jsonl" 1 idle "$work/ickpt" 2>&1); then
   fail "local cluster on 2 cores: an evaluator in the idle time" "$ievals"
-elif ! checked=$(/usr/bin/python3 "$(dirname "$0")/faults/check_run.py" \
-    --metrics "$work/idle.jsonl" --total 50 --servers 1 --mode async \
-    --checkpoint-dir "$work/ickpt" 2>&1); then
-  fail "local cluster on 2 cores: an evaluator in the idle time" "check_run.py: $checked"
 else
   pass "a local cluster on 2 cores evaluates on an evaluator in their idle time \
 ($ievals evaluations, the final one by a worker)"
