@@ -200,6 +200,9 @@ typedef struct {
     const char *name;
     double seconds;             //  the fastest repetition's, per request
     double unique;              //  mean unique rows per request timed
+    double cpu_self;            //  CPU seconds per request over the timed
+    double cpu_server;          //  repetitions: this process's (every thread:
+                                //  the client's side) and the server's, or -1
 } s_row_t;
 
 #define S_MAX_ROWS 12
@@ -221,6 +224,27 @@ s_fail (const char *what, const char *detail)
     if (s_remote.server.pid > 0)
         harness_server_stop (&s_remote.server, SIGTERM);
     exit (EXIT_FAILURE);
+}
+
+//  The CPU time of this process, every thread's, in seconds.
+static double
+s_cpu_self (void)
+{
+    struct timespec ts;
+    if (clock_gettime (CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+        s_fail ("clock_gettime", strerror (errno));
+    return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
+}
+
+//  The CPU time of the server while one runs, in seconds, else -1.
+static double
+s_cpu_server (void)
+{
+    static long ticks_per_s;
+    if (!ticks_per_s)
+        ticks_per_s = sysconf (_SC_CLK_TCK);
+    long ticks = s_remote.socket ? harness_cpu_ticks (s_remote.server.pid) : -1;
+    return ticks < 0 || ticks_per_s <= 0 ? -1 : (double) ticks / (double) ticks_per_s;
 }
 
 static void *
@@ -410,6 +434,7 @@ s_time (s_op_t op, const s_path_t *path, s_worker_t *worker, s_batch_t *batches,
     double times [S_MAX_REPS] = { 0 };     //  plan->reps is at least 1
     double unique = 0, requests = 0;
     int next = 0;
+    double cpu_self = s_cpu_self (), cpu_server = s_cpu_server ();
     for (int r = 0; r < plan->reps; r++) {
         int count = 0;
         double start = s_now (), elapsed;
@@ -430,6 +455,9 @@ s_time (s_op_t op, const s_path_t *path, s_worker_t *worker, s_batch_t *batches,
         requests += count;
         times [r] = elapsed / count;
     }
+    cpu_self = (s_cpu_self () - cpu_self) / requests;
+    double server_end = s_cpu_server ();
+    cpu_server = cpu_server >= 0 && server_end >= 0 ? (server_end - cpu_server) / requests : -1;
     double best = times [0];
     for (int r = 1; r < plan->reps; r++)
         if (times [r] < best)
@@ -437,7 +465,7 @@ s_time (s_op_t op, const s_path_t *path, s_worker_t *worker, s_batch_t *batches,
     if (s_nrows == S_MAX_ROWS)
         s_fail ("table", "too many rows");
     s_rows [s_nrows++] = (s_row_t) {
-        op, path ? path->tag : '-', name, best, unique / requests
+        op, path ? path->tag : '-', name, best, unique / requests, cpu_self, cpu_server
     };
     fprintf (stderr, "bench_sparse: %s %s: %.3f ms per request\n", s_op_names [op], name,
              best * 1e3);
@@ -1049,6 +1077,62 @@ s_print_peer (const s_peer_t *peer, const s_plan_t *plan)
                       harness_goal (ours >= 5 * peer->adagrad_unique));
 }
 
+//  Where the CPU of a request over loopback goes, and what that leaves the
+//  goal on this machine: the floor of each remote path were the table as
+//  fast as the array (a), from this run's own figures. One request at a
+//  time (c) cannot take less than a request's round trip (that of a pull
+//  of one row) and the array's work. Requests in flight (p) cannot take
+//  less than the CPU the client and the server spend on one, over the
+//  cores, with the server's table work ((b)'s CPU per request) at (a)'s;
+//  an estimate, since the server's table work runs on its pool threads
+//  and may cost more or less than (b)'s. Every CPU figure is a mean over
+//  the timed repetitions; the floors are compared with (a)'s fastest
+//  repetition, as the goal is.
+static void
+s_print_floors (double round_trip)
+{
+    long cores = sysconf (_SC_NPROCESSORS_ONLN);
+    if (cores < 1)
+        cores = 1;
+    printf ("\nWhere a request's CPU goes (ms per request, the mean over the timed "
+            "repetitions; %ld cores):\n", cores);
+    printf ("%-6s %-40s %8s %8s %16s\n", "op", "path", "client", "server",
+            "server less (b)");
+    for (s_op_t op = S_PULL; op <= S_PUSH; op++)
+        for (const char *tag = "cp"; *tag; tag++) {
+            const s_row_t *row = s_row_find (op, *tag), *b = s_row_find (op, 'b');
+            if (row && b && row->cpu_server >= 0)
+                printf ("%-6s %-40s %8.3f %8.3f %16.3f\n", s_op_names [op], row->name,
+                        row->cpu_self * 1e3, row->cpu_server * 1e3,
+                        (row->cpu_server - b->cpu_self) * 1e3);
+        }
+    printf ("\nThe floors with a table as fast as the array (a), on this machine:\n");
+    for (s_op_t op = S_PULL; op <= S_PUSH; op++) {
+        const s_row_t *a = s_row_find (op, 'a'), *b = s_row_find (op, 'b'),
+                      *p = s_row_find (op, 'p');
+        if (!a || !b || !p || p->cpu_server < 0 || round_trip <= 0)
+            continue;
+        double floor_c = round_trip + a->seconds;
+        double floor_p = (p->cpu_self + p->cpu_server - b->cpu_self + a->cpu_self)
+                       / (double) cores;
+        printf ("  %-5s (c) >= the round trip %.3f + (a) %.3f = %.3f ms: at most %.1f%% of (a)\n",
+                s_op_names [op], round_trip * 1e3, a->seconds * 1e3, floor_c * 1e3,
+                100 * a->seconds / floor_c);
+        printf ("  %-5s (p) >= (client %.3f + server %.3f - (b) %.3f + (a) %.3f) / %ld cores = "
+                "%.3f ms: at most %.1f%% of (a)\n", s_op_names [op], p->cpu_self * 1e3,
+                p->cpu_server * 1e3, b->cpu_self * 1e3, a->cpu_self * 1e3, cores, floor_p * 1e3,
+                100 * a->seconds / floor_p);
+        for (const char *tag = "cp"; *tag; tag++) {
+            char row [96];
+            snprintf (row, sizeof row, "%s, ps-server (%c), floor at the array's speed",
+                      s_op_names [op], *tag);
+            harness_benchrow ("bench_sparse", row, "ceiling (a)", a->seconds * 1e3,
+                              (*tag == 'c' ? floor_c : floor_p) * 1e3, "ms per request",
+                              HARNESS_LOWER_BETTER, NULL, HARNESS_GOAL_NONE);
+        }
+    }
+}
+
 //  This process's resident memory in bytes, or -1.
 static double
 s_rss (pid_t pid)
@@ -1246,6 +1330,7 @@ s_bench (const s_path_t *paths, size_t npaths, const ps_tablespec_t *spec, s_wor
         harness_benchrow ("bench_sparse", "pull of one row, ps-server (c), round trip",
                           "ceiling (a), a whole request", a->seconds * 1e3, round_trip * 1e3,
                           "ms per request", HARNESS_LOWER_BETTER, NULL, HARNESS_GOAL_NONE);
+        s_print_floors (round_trip);
     }
     printf ("\nGoal: the ps-server over loopback at >= 50%% of the ceiling's rows/s\n"
             "(against (a), the plain array, and (h), the array on huge pages):\n");
