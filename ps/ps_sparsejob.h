@@ -49,9 +49,10 @@ ps_msg_t *ps_sparsejob_destroy (ps_sparsejob_t **self_p);
 int ps_sparsejob_prepare (ps_sparsejob_t *self, ps_tables_t *tables, uint64_t fence,
                           ps_error_t *err);
 
-//  The bytes a prepared job moves, in and out: what decides between
-//  running it inline and on the pool.
+//  The bytes a prepared job moves, in and out, and the rows it pushes and
+//  pulls: what decides between running it inline and on the pool.
 size_t ps_sparsejob_bytes (ps_sparsejob_t *self);
+size_t ps_sparsejob_rows (ps_sparsejob_t *self);
 
 //  Run every task of a prepared job on the calling thread.
 void ps_sparsejob_run (ps_sparsejob_t *self);
