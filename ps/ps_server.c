@@ -30,14 +30,16 @@
 #define S_INLINE_BYTES  (256 * 1024)
 
 //  A sparse request costs the server its rows' lookups more than its
-//  bytes, so one is served inline while it holds fewer rows than this and
-//  fewer bytes than that: the pool's hand-off (wakeups of threads on other
-//  cores, and the reply's trip back) costs more than running its tasks
-//  side by side saves. Measured with bench_sparse (10M rows, 2 cores,
-//  three runs each way): requests of 5,580 rows of 16 floats (400 KB)
-//  handed to the pool gave 4 in flight 0.56-0.70 ms a pull and 1.03-1.59
-//  ms a push; inline, 0.50-0.51 and 1.01-1.16, with one request at a time
-//  unchanged (its pull's two tasks on two threads saved no time).
+//  bytes. With a pool of at most S_SMALL_POOL threads, whose second thread
+//  shares the machine's few cores with the clients, one is also served
+//  inline while it holds fewer rows than S_INLINE_SPARSE_ROWS and fewer
+//  bytes than S_INLINE_SPARSE_BYTES: the pool's hand-off (wakeups of
+//  threads on other cores, and the reply's trip back) costs more than its
+//  tasks side by side save. Measured with bench_sparse (10M rows, 2 cores,
+//  runs interleaved; README, "Sparse requests served inline"). A larger
+//  pool keeps such requests, from several workers at once, on its threads
+//  side by side.
+#define S_SMALL_POOL           2
 #define S_INLINE_SPARSE_ROWS   8192
 #define S_INLINE_SPARSE_BYTES  (1024 * 1024)
 
@@ -365,9 +367,20 @@ s_sparsejob_finish (ps_server_t *self, ps_sparsejob_t *job)
     s_msg_give (self, ps_sparsejob_destroy (&job));
 }
 
+//  Whether a prepared sparse job is served inline (S_INLINE_SPARSE_ROWS
+//  says why).
+static bool
+s_sparse_inline (ps_server_t *self, ps_sparsejob_t *job)
+{
+    int pool = ps_pool_size (self->pool);
+    size_t bytes = ps_sparsejob_bytes (job);
+    return pool == 0 || bytes < S_INLINE_BYTES
+        || (pool <= S_SMALL_POOL && ps_sparsejob_rows (job) < S_INLINE_SPARSE_ROWS
+            && bytes < S_INLINE_SPARSE_BYTES);
+}
+
 //  Serve a sparse pull, push or push-pull as s_handle_data serves a dense
-//  one, small ones (S_INLINE_SPARSE_ROWS) inline: the job owns msg from
-//  here on.
+//  one, small ones inline: the job owns msg from here on.
 static void
 s_handle_sparse (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
 {
@@ -380,9 +393,7 @@ s_handle_sparse (ps_server_t *self, ps_msg_t *msg, ps_peer_t *peer)
         s_msg_give (self, ps_sparsejob_destroy (&job));
     }
     else
-    if (ps_pool_size (self->pool) == 0
-    ||  (ps_sparsejob_rows (job) < S_INLINE_SPARSE_ROWS
-         && ps_sparsejob_bytes (job) < S_INLINE_SPARSE_BYTES)) {
+    if (s_sparse_inline (self, job)) {
         ps_sparsejob_run (job);
         s_sparsejob_finish (self, job);
     }

@@ -44,7 +44,7 @@ struct _ps_sparsejob_t {
     ps_peer_t *peer;            //  who sent it, charged with what it holds
     size_t held;                //  request bytes charged to the peer
     size_t bytes;               //  bytes in and out
-    size_t nrows;               //  rows pushed and pulled
+    size_t nrows;               //  rows pushed, and pulled by tasks of their own
     const char *type;           //  the request's type name, for errors
     const char *push_field;     //  the fields that list pushed and pulled
     const char *pull_field;     //  tables, for errors
@@ -432,7 +432,8 @@ ps_sparsejob_prepare (ps_sparsejob_t *self, ps_tables_t *tables, uint64_t fence,
     for (size_t i = 0; rc == PS_OK && i < self->npush; i++)
         self->nrows += self->pushes [i].count;
     for (size_t j = 0; rc == PS_OK && j < self->npull; j++)
-        self->nrows += self->pulls [j].count;
+        if (self->pulls [j].after == SIZE_MAX)
+            self->nrows += self->pulls [j].count;
     self->base.ntasks = self->npush + self->nchunks;
     return rc;
 }

@@ -50,7 +50,8 @@ int ps_sparsejob_prepare (ps_sparsejob_t *self, ps_tables_t *tables, uint64_t fe
                           ps_error_t *err);
 
 //  The bytes a prepared job moves, in and out, and the rows it pushes and
-//  pulls: what decides between running it inline and on the pool.
+//  pulls in tasks of their own (a pull of a pushed table is part of the
+//  push's task): what decides between running it inline and on the pool.
 size_t ps_sparsejob_bytes (ps_sparsejob_t *self);
 size_t ps_sparsejob_rows (ps_sparsejob_t *self);
 
