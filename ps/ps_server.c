@@ -30,16 +30,16 @@
 #define S_INLINE_BYTES  (256 * 1024)
 
 //  A sparse request costs the server its rows' lookups more than its
-//  bytes. With a pool of at most S_SMALL_POOL threads, whose second thread
-//  shares the machine's few cores with the clients, one is also served
-//  inline while it holds fewer rows than S_INLINE_SPARSE_ROWS and fewer
-//  bytes than S_INLINE_SPARSE_BYTES: the pool's hand-off (wakeups of
-//  threads on other cores, and the reply's trip back) costs more than its
-//  tasks side by side save. Measured with bench_sparse (10M rows, 2 cores,
-//  runs interleaved; README, "Sparse requests served inline"). A larger
-//  pool keeps such requests, from several workers at once, on its threads
-//  side by side.
-#define S_SMALL_POOL           2
+//  bytes. On a machine of at most S_FEW_CORES cores, where the pool's
+//  threads share the cores with the clients, one is also served inline
+//  while it holds fewer rows than S_INLINE_SPARSE_ROWS and fewer bytes
+//  than S_INLINE_SPARSE_BYTES: the pool's hand-off (wakeups of threads on
+//  other cores, and the reply's trip back) costs more than its tasks side
+//  by side save. Measured with bench_sparse (10M rows, 2 cores, runs
+//  interleaved; README, "Sparse requests served inline on a small
+//  machine"). With more cores the pool keeps such requests, from several
+//  workers at once, on its threads side by side; that was not measured.
+#define S_FEW_CORES            2
 #define S_INLINE_SPARSE_ROWS   8192
 #define S_INLINE_SPARSE_BYTES  (1024 * 1024)
 
@@ -65,6 +65,7 @@ struct _ps_server_t {
     ps_tables_t *tables;        //  the embedding table shards held
     ps_control_t *control;      //  the coordinator's requests, and the fence
     ps_pool_t *pool;            //  applies large requests' partitions in parallel
+    bool few_cores;             //  S_FEW_CORES or fewer online
     ps_msg_t **spare_msgs;      //  received-message objects for reuse
     size_t nspare, spare_cap;
     ps_writer_t writer;         //  reply headers; main thread only
@@ -169,6 +170,8 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     if (ps_host_set (ps_listener_endpoint (self->listener), self->ipc [0] ? self->ipc : NULL,
                      self->ipc_plain, self->advert, sizeof self->advert, err))
         goto fail;
+    long online = sysconf (_SC_NPROCESSORS_ONLN);
+    self->few_cores = online > 0 && online <= S_FEW_CORES;
     self->pool = ps_pool_new (config->threads, err);
     if (!self->pool)
         goto fail;
@@ -372,10 +375,9 @@ s_sparsejob_finish (ps_server_t *self, ps_sparsejob_t *job)
 static bool
 s_sparse_inline (ps_server_t *self, ps_sparsejob_t *job)
 {
-    int pool = ps_pool_size (self->pool);
     size_t bytes = ps_sparsejob_bytes (job);
-    return pool == 0 || bytes < S_INLINE_BYTES
-        || (pool <= S_SMALL_POOL && ps_sparsejob_rows (job) < S_INLINE_SPARSE_ROWS
+    return ps_pool_size (self->pool) == 0 || bytes < S_INLINE_BYTES
+        || (self->few_cores && ps_sparsejob_rows (job) < S_INLINE_SPARSE_ROWS
             && bytes < S_INLINE_SPARSE_BYTES);
 }
 
