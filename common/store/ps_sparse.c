@@ -86,7 +86,7 @@ ps_sparse_new (const ps_tablespec_t *spec, ps_error_t *err)
     self->ledger = ps_ledger_new ();
     bool ok = self->ledger && self->slabs;
     for (uint32_t s = 0; s < PS_SPARSE_STRIPES; s++)
-        if (ps_sparse_stripe_init (&self->stripes [s], &self->layout))
+        if (ps_sparse_stripe_init (&self->stripes [s], &self->layout, s))
             ok = false;
     if (!ok) {
         ps_sparse_destroy (&self);
@@ -199,9 +199,11 @@ size_t
 ps_sparse_row_bytes (ps_sparse_t *self)
 {
     assert (self);
-    //  The index doubles past a load of 3/4, so it holds at most 8/3
-    //  entries of 4 bytes per row: 16 bytes cover that.
-    return self->layout.stride + 16;
+    //  A row's counters (16 bytes) and data; the index doubles past a load
+    //  of 3/4, so it holds at most 8/3 entries of 8 bytes per row, which 24
+    //  bytes cover (it doubles earlier only when an entry would lie 64
+    //  places from its home, which a load of 3/4 makes rare).
+    return 16 + self->layout.data_bytes + 24;
 }
 
 size_t

@@ -56,6 +56,13 @@ ps_sparse_hash (uint64_t id)
     return ps_mix64 (ps_mix64 (id) ^ 0x5851f42d4c957f2dULL);
 }
 
+//  The id whose ps_sparse_hash is hash: the hash is a bijection.
+static inline uint64_t
+ps_sparse_unhash (uint64_t hash)
+{
+    return ps_mix64_inverse (ps_mix64_inverse (hash) ^ 0x5851f42d4c957f2dULL);
+}
+
 static inline uint32_t
 ps_sparse_stripe_of (uint64_t id)
 {
