@@ -18,6 +18,7 @@
 #include "ps_cli.h"
 #include "ps_coord.h"
 #include "ps_cores.h"
+#include "ps_cpus.h"
 #include "ps_ctrmodel.h"
 #include "ps_curve.h"
 #include "ps_dataset.h"
@@ -865,7 +866,7 @@ s_run (s_options_t opt)
         //  cores' idle time where none is left for it.
         char cores_source [32] = "--cores";
         int cores = opt.local_cores > 0 ? opt.local_cores
-                    : ps_cores_available (cores_source, sizeof cores_source);
+                    : ps_cpus_available (cores_source, sizeof cores_source);
         ps_cores_split (cores, nworkers, nps, !mode->no_evaluator && !opt.no_evaluator, &split);
         if (!config.job.worker_threads_given)
             config.job.worker_threads = split.worker_threads;

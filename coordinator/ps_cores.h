@@ -1,9 +1,7 @@
 //  How a local cluster shares the machine's cores among its processes, so
 //  that it does not oversubscribe them by default.
 //
-//  The cores are the fewest of: the CPUs online, the CPUs this process may
-//  run on (its affinity mask: taskset, a container's cpuset), and the
-//  cgroup v2 CPU quota (cpu.max, rounded up). When the mode allows one, an
+//  The cores are those this process may use (ps_cpus.h). When the mode allows one, an
 //  evaluator task evaluates beside training rather than on a worker, whose
 //  training would stop for each: where every worker and server can keep a
 //  core and 2 remain, it takes those 2 (2 threads: as fast as standalone's
@@ -36,10 +34,6 @@ typedef struct {
     bool evaluator_idle;        //  in the cores' idle time, on no cores of its own
     int evaluator_threads;      //  its compute threads (0 without one)
 } ps_cores_split_t;
-
-//  The cores this process may use (>= 1), and in source (when not NULL) a
-//  few words saying which limit decided it.
-int ps_cores_available (char *source, size_t size);
 
 //  Split cores among nworkers workers, nservers servers and, when
 //  may_evaluate (the mode lets an evaluator evaluate), an evaluator: on

@@ -5,6 +5,7 @@
 #include "ps_address.h"
 #include "ps_cli.h"
 #include "ps_curve.h"
+#include "ps_cpus.h"
 #include "ps_floats.h"
 #include "ps_heap.h"
 #include "ps_host.h"
@@ -81,8 +82,9 @@ static const struct argp_option s_options [] = {
     { "insecure", O_INSECURE, NULL, 0, "No authentication, no encryption (warns at start)", 2 },
     { NULL, 0, NULL, 0, "Resources:", 3 },
     { "threads", 'T', "N", 0,
-      "Apply pool threads (default: number of cores; 0 applies every update on the "
-      "serving thread)", 3 },
+      "Apply pool threads (default: the cores it may use, the fewest of the CPUs online, "
+      "its CPU affinity and the cgroup v2 quota; 0 applies every update on the serving "
+      "thread)", 3 },
     { "max-message", O_MAX_MESSAGE, "MB", 0,
       "Largest frame accepted, in MiB (default 2048); a peer sending more is disconnected "
       "by ZeroMQ", 3 },
@@ -178,7 +180,7 @@ main (int argc, char *argv [])
     ps_cli_init ("ps-server");
     ps_floats_flush_subnormals ();
     s_args_t args = {
-        .opt_kind = "sgd", .threads = sysconf (_SC_NPROCESSORS_ONLN), .max_mb = 2048,
+        .opt_kind = "sgd", .threads = ps_cpus_available (NULL, 0), .max_mb = 2048,
         .pending_mb = 1024, .stop_grace = 30,
     };
     ps_cli_parse (&s_argp, argc, argv, &args);

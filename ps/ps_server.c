@@ -3,6 +3,7 @@
 #include "ps_server.h"
 #include "ps_clock.h"
 #include "ps_control.h"
+#include "ps_cpus.h"
 #include "ps_heap.h"
 #include "ps_job.h"
 #include "ps_listener.h"
@@ -30,9 +31,9 @@
 #define S_INLINE_BYTES  (256 * 1024)
 
 //  A sparse request costs the server its rows' lookups more than its
-//  bytes. On a machine of at most S_FEW_CORES cores, where the pool's
-//  threads share the cores with the clients, one is also served inline
-//  while it holds fewer rows than S_INLINE_SPARSE_ROWS and fewer bytes
+//  bytes. Where the server may use at most S_FEW_CORES cores (ps_cpus.h:
+//  online, affinity, cgroup quota), so that the pool's threads share the
+//  cores with the clients, one is also served inline while it holds fewer rows than S_INLINE_SPARSE_ROWS and fewer bytes
 //  than S_INLINE_SPARSE_BYTES: the pool's hand-off (wakeups of threads on
 //  other cores, and the reply's trip back) costs more than its tasks side
 //  by side save. Measured with bench_sparse (10M rows, 2 cores, runs
@@ -65,7 +66,7 @@ struct _ps_server_t {
     ps_tables_t *tables;        //  the embedding table shards held
     ps_control_t *control;      //  the coordinator's requests, and the fence
     ps_pool_t *pool;            //  applies large requests' partitions in parallel
-    bool few_cores;             //  S_FEW_CORES or fewer online
+    bool few_cores;             //  S_FEW_CORES or fewer to use
     ps_msg_t **spare_msgs;      //  received-message objects for reuse
     size_t nspare, spare_cap;
     ps_writer_t writer;         //  reply headers; main thread only
@@ -170,8 +171,7 @@ ps_server_new (const ps_server_config_t *config, ps_error_t *err)
     if (ps_host_set (ps_listener_endpoint (self->listener), self->ipc [0] ? self->ipc : NULL,
                      self->ipc_plain, self->advert, sizeof self->advert, err))
         goto fail;
-    long online = sysconf (_SC_NPROCESSORS_ONLN);
-    self->few_cores = online > 0 && online <= S_FEW_CORES;
+    self->few_cores = ps_cpus_available (NULL, 0) <= S_FEW_CORES;
     self->pool = ps_pool_new (config->threads, err);
     if (!self->pool)
         goto fail;

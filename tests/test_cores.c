@@ -1,4 +1,5 @@
-//  Unit tests for a local cluster's split of its cores (coordinator/ps_cores.c):
+//  Unit tests for a local cluster's split of its cores (coordinator/ps_cores.c)
+//  and the cores a process may use (common/base/ps_cpus.c):
 //  worked examples, and over many shapes that the split never gives more
 //  threads than cores (unless every worker's one thread already does) and
 //  never fewer than one compute thread a worker; an evaluator on cores of
@@ -11,10 +12,15 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <sched.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include "ps_cores.h"
+#include "ps_cpus.h"
 
 //  The shapes worked by hand (README, Running a local cluster).
 static void
@@ -91,11 +97,39 @@ test_available (void **state)
 {
     (void) state;
     char source [32] = "";
-    int cores = ps_cores_available (source, sizeof source);
+    int cores = ps_cpus_available (source, sizeof source);
     assert_true (cores >= 1);
     assert_true (cores <= sysconf (_SC_NPROCESSORS_ONLN));
     assert_true (source [0] != '\0');
-    assert_int_equal (ps_cores_available (NULL, 0), cores);
+    assert_int_equal (ps_cpus_available (NULL, 0), cores);
+}
+
+//  A process whose affinity allows one CPU may use one core, and says why
+//  (as under taskset -c 0 or a cpuset of one CPU), however many are online.
+static void
+test_available_affinity (void **state)
+{
+    (void) state;
+    if (sysconf (_SC_NPROCESSORS_ONLN) < 2) {
+        printf ("SKIP: one CPU online, no affinity to narrow\n");
+        return;
+    }
+    pid_t pid = fork ();
+    assert_true (pid >= 0);
+    if (pid == 0) {
+        cpu_set_t one;
+        CPU_ZERO (&one);
+        CPU_SET (0, &one);
+        if (sched_setaffinity (0, sizeof one, &one) != 0)
+            _exit (2);
+        char source [32] = "";
+        int cores = ps_cpus_available (source, sizeof source);
+        _exit (cores == 1 && strcmp (source, "CPU affinity") == 0 ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal (waitpid (pid, &status, 0), pid);
+    assert_true (WIFEXITED (status));
+    assert_int_equal (WEXITSTATUS (status), 0);
 }
 
 int
@@ -105,6 +139,7 @@ main (void)
         cmocka_unit_test (test_worked_examples),
         cmocka_unit_test (test_never_oversubscribes),
         cmocka_unit_test (test_available),
+        cmocka_unit_test (test_available_affinity),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
