@@ -512,6 +512,18 @@ test_index_blocks (void **state)
     assert_null (slabs);
 }
 
+//  An empty table of SGD rows, its spec in spec.
+static ps_sparse_t *
+s_sgd_table (ps_tablespec_t *spec, const char *name, uint32_t dim, double lr)
+{
+    ps_tablespec_default (spec, name, dim);
+    ps_rowopt_default (&spec->opt, PS_ROWOPT_SGD);
+    spec->opt.lr = lr;
+    ps_sparse_t *table = ps_sparse_new (spec, NULL);
+    assert_non_null (table);
+    return table;
+}
+
 //  A table of 800,000 rows: its stripes' indexes grow out of calloc into
 //  blocks of 64 KiB and then 128 KiB, the smaller ones freed as they
 //  double; every row still holds its own value (SGD: start - lr g).
@@ -521,11 +533,7 @@ test_large_index (void **state)
     (void) state;
     enum { ROWS = 800000, DIM = 2, BATCH = 10000 };
     ps_tablespec_t spec;
-    ps_tablespec_default (&spec, "large", DIM);
-    ps_rowopt_default (&spec.opt, PS_ROWOPT_SGD);
-    spec.opt.lr = 0.5;
-    ps_sparse_t *table = ps_sparse_new (&spec, NULL);
-    assert_non_null (table);
+    ps_sparse_t *table = s_sgd_table (&spec, "large", DIM, 0.5);
     uint64_t *ids = malloc (BATCH * sizeof *ids);
     float *grads = malloc (BATCH * DIM * sizeof *grads);
     float *got = malloc (BATCH * DIM * sizeof *got);
@@ -610,11 +618,7 @@ test_colliding_ids (void **state)
     (void) state;
     enum { SPREAD = 300, SAME = 100, DIM = 4 };
     ps_tablespec_t spec;
-    ps_tablespec_default (&spec, "collide", DIM);
-    ps_rowopt_default (&spec.opt, PS_ROWOPT_SGD);
-    spec.opt.lr = 1.0;
-    ps_sparse_t *table = ps_sparse_new (&spec, NULL);
-    assert_non_null (table);
+    ps_sparse_t *table = s_sgd_table (&spec, "collide", DIM, 1.0);
     static uint64_t ids [SPREAD];
     static float grads [SPREAD * DIM], got [SPREAD * DIM];
     for (int i = 0; i < SPREAD; i++) {
