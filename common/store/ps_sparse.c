@@ -308,8 +308,9 @@ ps_sparse_push (ps_sparse_t *self, uint64_t step, const uint64_t *ids, size_t n,
     //  Once per table, so that a server short of memory does not flood
     //  its log; the count goes on in stats.
     if (result->oom && !atomic_exchange (&self->oom_logged, true))
-        ps_error ("table %s: out of memory: %zu rows of step %llu could not be allocated, "
-                  "their gradients lost (counted in the table's stats as oom; logged once)",
+        ps_error ("table %s: out of memory: %zu rows of step %llu could not be allocated "
+                  "(or their ids' hashes collide in the index), their gradients lost "
+                  "(counted in the table's stats as oom; logged once)",
                   self->layout.spec.name, result->oom, (unsigned long long) step);
     return PS_OK;
 }
