@@ -1,11 +1,11 @@
 //  How a local cluster shares the machine's cores among its processes, so
 //  that it does not oversubscribe them by default.
 //
-//  The cores are those this process may use (ps_cpus.h). When the mode allows one, an
-//  evaluator task evaluates beside training rather than on a worker, whose
-//  training would stop for each: where every worker and server can keep a
-//  core and 2 remain, it takes those 2 (2 threads: as fast as standalone's
-//  evaluation); where they cannot, it computes in the cores' idle time
+//  The cores are those this process may use (ps_cpus.h). When the mode
+//  allows one, an evaluator task evaluates beside training rather than on
+//  a worker, whose training would stop for each: where every worker and
+//  server can keep a core and 2 remain, it takes those 2 (2 threads: as
+//  fast as standalone's evaluation); where they cannot, it computes in the cores' idle time
 //  (ps-worker --idle-priority, SCHED_IDLE) on up to 2 threads, which count
 //  against no one's cores: it runs only while training leaves a core idle
 //  (waiting on its push-pulls), and the final evaluation goes to a worker

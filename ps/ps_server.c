@@ -33,8 +33,9 @@
 //  A sparse request costs the server its rows' lookups more than its
 //  bytes. Where the server may use at most S_FEW_CORES cores (ps_cpus.h:
 //  online, affinity, cgroup quota), so that the pool's threads share the
-//  cores with the clients, one is also served inline while it holds fewer rows than S_INLINE_SPARSE_ROWS and fewer bytes
-//  than S_INLINE_SPARSE_BYTES: the pool's hand-off (wakeups of threads on
+//  cores with the clients, one is also served inline while it holds
+//  fewer rows than S_INLINE_SPARSE_ROWS and fewer bytes than
+//  S_INLINE_SPARSE_BYTES: the pool's hand-off (wakeups of threads on
 //  other cores, and the reply's trip back) costs more than its tasks side
 //  by side save. Measured with bench_sparse (10M rows, 2 cores, runs
 //  interleaved; README, "Sparse requests served inline on a small

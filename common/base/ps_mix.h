@@ -32,19 +32,6 @@ ps_mix64 (uint64_t z)
     return z ^ (z >> 31);
 }
 
-//  The inverse of ps_mix64: each xor-shift undone by the shifts of its
-//  square, each product by the multiplier's inverse modulo 2^64. A table
-//  that keeps only an id's hash (ps_sparse_stripe.c) gets the id back.
-static inline PS_HOST_DEVICE uint64_t
-ps_mix64_inverse (uint64_t z)
-{
-    z = z ^ (z >> 31) ^ (z >> 62);
-    z *= 0x319642b2d24d8ec3ULL;
-    z = z ^ (z >> 27) ^ (z >> 54);
-    z *= 0x96de1b173f119089ULL;
-    return z ^ (z >> 30) ^ (z >> 60);
-}
-
 //  Draw number `counter` of the stream whose hashed seed is key
 //  (key = ps_mix64 (seed)), as 64 random bits.
 static inline PS_HOST_DEVICE uint64_t

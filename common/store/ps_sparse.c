@@ -86,7 +86,7 @@ ps_sparse_new (const ps_tablespec_t *spec, ps_error_t *err)
     self->ledger = ps_ledger_new ();
     bool ok = self->ledger && self->slabs;
     for (uint32_t s = 0; s < PS_SPARSE_STRIPES; s++)
-        if (ps_sparse_stripe_init (&self->stripes [s], &self->layout, s))
+        if (ps_sparse_stripe_init (&self->stripes [s], &self->layout))
             ok = false;
     if (!ok) {
         ps_sparse_destroy (&self);
@@ -199,11 +199,9 @@ size_t
 ps_sparse_row_bytes (ps_sparse_t *self)
 {
     assert (self);
-    //  A row's counters (16 bytes) and data; the index doubles past a load
-    //  of 3/4, so it holds at most 8/3 entries of 8 bytes per row, which 24
-    //  bytes cover (it doubles earlier only when an entry would lie 64
-    //  places from its home, which a load of 3/4 makes rare).
-    return 16 + self->layout.data_bytes + 24;
+    //  The index doubles past a load of 3/4, so it holds at most 8/3
+    //  entries of 4 bytes per row: 16 bytes cover that.
+    return self->layout.stride + 16;
 }
 
 size_t
@@ -308,9 +306,8 @@ ps_sparse_push (ps_sparse_t *self, uint64_t step, const uint64_t *ids, size_t n,
     //  Once per table, so that a server short of memory does not flood
     //  its log; the count goes on in stats.
     if (result->oom && !atomic_exchange (&self->oom_logged, true))
-        ps_error ("table %s: out of memory: %zu rows of step %llu could not be allocated "
-                  "(or their ids' hashes collide in the index), their gradients lost "
-                  "(counted in the table's stats as oom; logged once)",
+        ps_error ("table %s: out of memory: %zu rows of step %llu could not be allocated, "
+                  "their gradients lost (counted in the table's stats as oom; logged once)",
                   self->layout.spec.name, result->oom, (unsigned long long) step);
     return PS_OK;
 }

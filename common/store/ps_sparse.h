@@ -56,13 +56,6 @@ ps_sparse_hash (uint64_t id)
     return ps_mix64 (ps_mix64 (id) ^ 0x5851f42d4c957f2dULL);
 }
 
-//  The id whose ps_sparse_hash is hash: the hash is a bijection.
-static inline uint64_t
-ps_sparse_unhash (uint64_t hash)
-{
-    return ps_mix64_inverse (ps_mix64_inverse (hash) ^ 0x5851f42d4c957f2dULL);
-}
-
 static inline uint32_t
 ps_sparse_stripe_of (uint64_t id)
 {
@@ -117,9 +110,8 @@ typedef struct {
 //  step check_push would refuse returns its code, nothing applied). Safe
 //  beside other pushes and pulls; pushes of different steps to the same
 //  row are applied one after the other. An id whose row cannot be
-//  allocated (out of memory, or its hash collides in the index with too
-//  many others: ps_sparse_stripe.c) loses its gradient and is counted in
-//  oom, apart from those not admitted; the first time, the table logs it.
+//  allocated (out of memory) loses its gradient and is counted in oom,
+//  apart from those not admitted; the first time, the table logs it.
 int ps_sparse_push (ps_sparse_t *self, uint64_t step, const uint64_t *ids, size_t n,
                     const float *grads, ps_sparse_push_result_t *result);
 

@@ -6,38 +6,26 @@
 //  section of a table file) all work on the same private row layout,
 //  which a split would have to publish in a header.
 //
-//  Layout. A stripe has an index and slabs. A row is a slot of a slab: its
-//  last-update step and update count (also Adam's per-row t), and its
-//  data, value [dim] then slots [dim * nslots]. A slab ("chunk") holds,
-//  in this order, the two bitmaps of its rows' marks (dirty, then in base;
-//  see Snapshots below), padded to 64 bytes, its rows' counters, 16 bytes
-//  each, and its rows' data: a row's value thus starts on a cache line
-//  whenever the data's size is a multiple of 64 bytes (16 floats of value
-//  and one slot of Adagrad's), and a pull reads one line of it. Slabs are
-//  allocated as the stripe grows, from the table's huge-page regions
+//  Layout. A stripe has an index and slabs. A row is a slot of a slab:
+//  id, last-update step, update count (also Adam's per-row t), then value
+//  [dim] and slots [dim * nslots], padded to 8 bytes. Slabs ("chunks")
+//  are allocated as the stripe grows, from the table's huge-page regions
 //  (ps_slabs.h), and never moved or freed before the table is: chunk k
-//  holds 16 << min (k, K) rows, K chosen so that a chunk stays within
-//  PS_SLABS_MAX (256 KiB). An evicted row's slot goes on a free list and is
-//  the next one used: eviction bounds memory.
-//
-//  The index is open addressing with linear probing over 2^bits entries,
-//  placed by the low bits of h = ps_sparse_hash (id), doubled when it would
-//  pass a load of 3/4 or an entry would lie more than 63 places past its
-//  home (up to 16 entries a row: past that the row is refused, as one that
-//  cannot be allocated, so that ids chosen to share their hashes' low bits
-//  cannot take the server's memory), and emptied by backward shifting, so
-//  it never holds tombstones;
-//  its memory is a block of the table's (ps_slabs_block: from 64 KiB on, on
-//  huge pages, since every lookup starts with a random read of it). An
-//  entry (0: empty) is 64 bits: from the top, bits [bits, 58) of h, then
-//  slot + 1 in `bits` bits, then in 6 bits the distance d from its home.
-//  With the home (its place less d), which gives h's low bits, and the
-//  stripe, h's top 6, an entry holds all of h, and so the id (the hash is
-//  a bijection, ps_sparse_unhash): a probe compares entries and reads no
-//  row, and a pull reads the index and the row's value, two cache lines,
-//  where an index of fingerprints would read the row's id too. A slot + 1
-//  fits in `bits` bits because a slot is handed out only when every slot
-//  before it holds a row, and the index holds rows + 1 <= 3/4 of 2^bits.
+//  holds 16 << min (k, K) rows, K chosen so that a chunk, with the two
+//  bitmaps of its rows' marks that start it (dirty, then in base; see
+//  Snapshots below), stays within PS_SLABS_MAX (256 KiB). The index
+//  is open addressing with linear probing, placed by the low bits of
+//  ps_sparse_hash (id), doubled when it would pass a load of 3/4, and
+//  emptied by backward shifting, so it never holds tombstones; its memory
+//  is a block of the table's (ps_slabs_block: from 64 KiB on, on huge
+//  pages, since every lookup starts with a random read of it). An entry
+//  (0: empty) is 32 bits: slot + 1 in its low bits, as many as the slabs'
+//  slots need (slot_mask), and in the bits above them the same bits of
+//  the id's hash shifted down 26 (below the stripe's bits), a fingerprint:
+//  a probe reads a row only when its fingerprint matches, so a probe run
+//  past other ids costs no cache miss for each. When the slabs outgrow
+//  slot_mask, every entry gives up its lowest fingerprint bit. An evicted row's slot goes on a free list and is the
+//  next one used: eviction bounds memory.
 //
 //  Admission. With admit_count >= 2 or admit_prob < 1 each stripe has a
 //  count-min sketch, PS_SPARSE_SKETCH_DEPTH rows of byte counters that
@@ -96,22 +84,16 @@
 
 #define S_FIRST_CHUNK_ROWS 16
 #define S_NO_SLOT          UINT32_MAX
-//  An index entry's bits for its distance from its home, and the most.
-#define S_DIST_BITS        6
-#define S_MAX_DIST         ((UINT32_C (1) << S_DIST_BITS) - 1)
-//  The bits of h an entry holds end below the stripe's.
-#define S_HASH_BITS        58
+//  An index entry's slot bits at first: enough for the first slab, so that
+//  a small stripe keeps a long fingerprint (and every table that grows
+//  past a slab widens its entries, which the tests thus exercise).
+#define S_FIRST_SLOT_MASK  UINT32_C (0x1f)
 
-//  A row's counters.
 typedef struct {
+    uint64_t id;
     uint64_t last_step;         //  on the free list: the next free slot
     uint64_t count;
-} s_meta_t;
-
-//  A row: its counters and its data, value [dim] then slots [nslots * dim].
-typedef struct {
-    s_meta_t *meta;
-    float *data;
+    float data [];              //  value [dim], then slots [nslots * dim]
 } s_row_t;
 
 //  --------------------------------------------------------------------
@@ -142,21 +124,6 @@ s_marks_bytes (uint32_t rows)
     return S_MARKS * s_bitmap_bytes (rows);
 }
 
-//  Where a chunk of this many rows keeps their counters: after the marks,
-//  on a line of its own. Their data follows them, also on a line (rows is
-//  a multiple of 16, so the counters take whole lines).
-static size_t
-s_meta_offset (uint32_t rows)
-{
-    return (s_marks_bytes (rows) + 63) / 64 * 64;
-}
-
-static size_t
-s_chunk_bytes (const ps_sparse_layout_t *lay, uint32_t rows)
-{
-    return s_meta_offset (rows) + (size_t) rows * (sizeof (s_meta_t) + lay->data_bytes);
-}
-
 //  The chunk and offset of a slot: chunks 0..K double from 16 rows, the
 //  rest all hold 16 << K.
 static inline void
@@ -175,17 +142,13 @@ s_locate (const ps_sparse_layout_t *lay, uint32_t slot, uint32_t *k, uint32_t *o
     }
 }
 
-static inline s_row_t
+static inline s_row_t *
 s_row (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint32_t slot)
 {
     uint32_t k, offset;
     s_locate (lay, slot, &k, &offset);
-    uint32_t rows = s_chunk_rows (lay, k);
-    uint8_t *meta = st->chunks [k] + s_meta_offset (rows);
-    uint8_t *data = meta + (size_t) rows * sizeof (s_meta_t);
-    return (s_row_t) {
-        (s_meta_t *) meta + offset, (float *) (data + (size_t) offset * lay->data_bytes)
-    };
+    return (s_row_t *) (st->chunks [k] + s_marks_bytes (s_chunk_rows (lay, k))
+                        + (size_t) offset * lay->stride);
 }
 
 //  The word of a chunk's bitmap that holds a slot's mark, and its bit.
@@ -220,52 +183,33 @@ s_marked (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint32_t 
     return (*s_mark_word (lay, st, slot, mark, &bit) & bit) != 0;
 }
 
-//  --------------------------------------------------------------------
-//  Index entries
-
-//  The bits of h that an index of 2^bits entries keeps in an entry.
-static inline uint64_t
-s_key (uint32_t bits, uint64_t hash)
-{
-    return (hash >> bits) & ((UINT64_C (1) << (S_HASH_BITS - bits)) - 1);
-}
-
-static inline uint64_t
-s_entry_make (uint32_t bits, uint64_t hash, uint32_t slot, uint32_t dist)
-{
-    return s_key (bits, hash) << (bits + S_DIST_BITS)
-         | (uint64_t) (slot + 1) << S_DIST_BITS | dist;
-}
-
+//  The slot an index entry names.
 static inline uint32_t
-s_entry_slot (const ps_sparse_stripe_t *st, uint64_t entry)
+s_entry_slot (const ps_sparse_stripe_t *st, uint32_t entry)
 {
-    return (uint32_t) ((entry >> S_DIST_BITS) & st->mask) - 1;
+    return (entry & st->slot_mask) - 1;
 }
 
+//  The fingerprint bits of an entry for an id with this hash.
 static inline uint32_t
-s_entry_dist (uint64_t entry)
+s_entry_fingerprint (const ps_sparse_stripe_t *st, uint64_t hash)
 {
-    return (uint32_t) (entry & S_MAX_DIST);
+    return (uint32_t) (hash >> 26) & ~st->slot_mask;
 }
 
-//  The hash of the id whose entry lies at pos.
-static uint64_t
-s_entry_hash (const ps_sparse_stripe_t *st, uint32_t pos, uint64_t entry)
+//  Widen the entries' slot bits until they hold capacity slots + 1, each
+//  entry's lowest fingerprint bit giving way (the rest stay the hash's).
+static void
+s_entry_widen (ps_sparse_stripe_t *st, uint32_t capacity)
 {
-    uint64_t home = (pos - s_entry_dist (entry)) & st->mask;
-    return (uint64_t) st->number << S_HASH_BITS
-         | (entry >> (st->bits + S_DIST_BITS)) << st->bits | home;
+    while (capacity > st->slot_mask) {
+        uint32_t mask = st->slot_mask << 1 | 1;
+        uint32_t bit = mask & ~st->slot_mask;
+        for (uint64_t pos = 0; st->index && pos <= st->mask; pos++)
+            st->index [pos] &= ~bit;
+        st->slot_mask = mask;
+    }
 }
-
-static uint64_t
-s_entry_id (const ps_sparse_stripe_t *st, uint32_t pos)
-{
-    return ps_sparse_unhash (s_entry_hash (st, pos, st->index [pos]));
-}
-
-//  --------------------------------------------------------------------
-//  Slots
 
 //  A free slot: a freed one, or the next of the chunks (a new chunk when
 //  they are full). S_NO_SLOT when memory cannot be had.
@@ -274,7 +218,7 @@ s_slot_alloc (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st)
 {
     if (st->free_head != S_NO_SLOT) {
         uint32_t slot = st->free_head;
-        st->free_head = (uint32_t) s_row (lay, st, slot).meta->last_step;
+        st->free_head = (uint32_t) s_row (lay, st, slot)->last_step;
         return slot;
     }
     if (st->used == st->capacity) {
@@ -290,13 +234,14 @@ s_slot_alloc (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st)
             st->chunks = chunks;
             st->chunks_cap = cap;
         }
-        size_t bytes = s_chunk_bytes (lay, rows);
+        size_t bytes = s_marks_bytes (rows) + (size_t) rows * lay->stride;
         uint8_t *chunk = ps_slabs_alloc (lay->slabs, bytes);
         if (!chunk)
             return S_NO_SLOT;
         st->chunks [st->nchunks++] = chunk;
         st->capacity += rows;
         st->bytes += bytes;
+        s_entry_widen (st, st->capacity);
     }
     return st->used++;
 }
@@ -304,112 +249,86 @@ s_slot_alloc (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st)
 //  --------------------------------------------------------------------
 //  The index
 
-//  The position of the entry of the id with this hash, with *found, or
-//  else of the empty entry where it would go, *dist places past its home
-//  (more than S_MAX_DIST: it cannot go there).
-static inline uint32_t
-s_probe (const ps_sparse_stripe_t *st, uint64_t hash, bool *found, uint32_t *dist)
+//  The position of id's entry, or of the empty entry where it would go.
+static uint32_t
+s_probe (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint64_t id, uint64_t hash,
+         s_row_t **row)
 {
-    uint64_t key = s_key (st->bits, hash);
     uint32_t pos = (uint32_t) hash & st->mask;
-    uint32_t d = 0;
-    *found = false;
-    for (uint64_t entry; (entry = st->index [pos]); pos = (pos + 1) & st->mask, d++) {
-        if (d > S_MAX_DIST)
-            break;
-        if (s_entry_dist (entry) == d && entry >> (st->bits + S_DIST_BITS) == key) {
-            *found = true;
-            break;
+    uint32_t fingerprint = s_entry_fingerprint (st, hash);
+    *row = NULL;
+    for (uint32_t entry; (entry = st->index [pos]); pos = (pos + 1) & st->mask)
+        if ((entry & ~st->slot_mask) == fingerprint) {
+            s_row_t *candidate = s_row (lay, st, s_entry_slot (st, entry));
+            if (candidate->id == id) {
+                *row = candidate;
+                break;
+            }
         }
-    }
-    *dist = d;
     return pos;
 }
 
-//  The slot of the row of the id with this hash, or S_NO_SLOT.
-static inline uint32_t
-s_find (const ps_sparse_stripe_t *st, uint64_t hash)
+//  The slot of id's row, or S_NO_SLOT.
+static uint32_t
+s_find (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint64_t id, uint64_t hash)
 {
     if (!st->index)
         return S_NO_SLOT;
-    bool found;
-    uint32_t dist;
-    uint32_t pos = s_probe (st, hash, &found, &dist);
-    return found ? s_entry_slot (st, st->index [pos]) : S_NO_SLOT;
+    s_row_t *row;
+    uint32_t pos = s_probe (lay, st, id, hash, &row);
+    return row ? s_entry_slot (st, st->index [pos]) : S_NO_SLOT;
 }
 
-//  The most index bits a stripe may have for its rows: 16 entries a row.
-//  An index grows past its load only for entries that would lie too far
-//  from their home, which ids whose hashes share their low bits make; ids
-//  chosen to do so thus cost their rows, not the server's memory.
-static uint32_t
-s_bits_cap (const ps_sparse_stripe_t *st)
-{
-    uint64_t most = 16 * ((uint64_t) st->rows + 1);
-    uint32_t bits = 4;
-    while (bits < 32 && (UINT64_C (1) << (bits + 1)) <= most)
-        bits++;
-    return bits;
-}
-
-//  Move the index to 2^bits entries, or more up to 2^cap while an entry
-//  would lie too far from its home. Returns 0, or PS_ETOOBIG.
+//  Make room in the index for one more row, doubling it (or creating it)
+//  when it would pass a load of 3/4.
 static int
-s_index_grow (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t bits,
-              uint32_t cap)
+s_index_reserve (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st)
 {
     uint64_t size = st->index ? (uint64_t) st->mask + 1 : 0;
-    for (; bits <= cap; bits++) {
-        uint64_t grown = UINT64_C (1) << bits;
-        uint64_t *index = ps_slabs_block (lay->slabs, (size_t) grown * sizeof *index);
-        if (!index)
-            return PS_ETOOBIG;
-        uint32_t mask = (uint32_t) (grown - 1);
-        bool placed = true;
-        for (uint64_t i = 0; i < size && placed; i++) {
-            uint64_t entry = st->index [i];
-            if (!entry)
-                continue;
-            uint64_t hash = s_entry_hash (st, (uint32_t) i, entry);
-            uint32_t pos = (uint32_t) hash & mask, dist = 0;
-            while (index [pos] && dist <= S_MAX_DIST) {
-                pos = (pos + 1) & mask;
-                dist++;
-            }
-            placed = dist <= S_MAX_DIST;
-            if (placed)
-                index [pos] = s_entry_make (bits, hash, s_entry_slot (st, entry), dist);
-        }
-        if (!placed) {
-            ps_slabs_block_free (lay->slabs, index, (size_t) grown * sizeof *index);
-            continue;
-        }
-        ps_slabs_block_free (lay->slabs, st->index, (size_t) size * sizeof *index);
-        st->bytes += (grown - size) * sizeof *index;
-        st->index = index;
-        st->mask = mask;
-        st->bits = bits;
+    if (4 * ((uint64_t) st->rows + 1) <= 3 * size)
         return PS_OK;
+    uint64_t grown = size ? 2 * size : 16;
+    if (grown > (UINT64_C (1) << 32))
+        return PS_ETOOBIG;
+    uint32_t *index = ps_slabs_block (lay->slabs, (size_t) grown * sizeof *index);
+    if (!index)
+        return PS_ETOOBIG;
+    uint32_t mask = (uint32_t) (grown - 1);
+    for (uint64_t i = 0; i < size; i++) {
+        uint32_t entry = st->index [i];
+        if (!entry)
+            continue;
+        uint32_t pos = (uint32_t) ps_sparse_hash (s_row (lay, st, s_entry_slot (st, entry))->id)
+                     & mask;
+        while (index [pos])
+            pos = (pos + 1) & mask;
+        index [pos] = entry;
     }
-    return PS_ETOOBIG;
+    ps_slabs_block_free (lay->slabs, st->index, (size_t) size * sizeof *index);
+    st->bytes += (grown - size) * sizeof *index;
+    st->index = index;
+    st->mask = mask;
+    return PS_OK;
 }
 
 //  Empty the index entry at pos, shifting back the entries of the probe
 //  run after it that may move closer to their home.
 static void
-s_index_remove_at (ps_sparse_stripe_t *st, uint32_t pos)
+s_index_remove_at (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t pos)
 {
     uint32_t hole = pos;
     uint32_t j = pos;
     for (;;) {
         j = (j + 1) & st->mask;
-        uint64_t entry = st->index [j];
+        uint32_t entry = st->index [j];
         if (!entry)
             break;
-        //  The entry moves when its home is at or before the hole.
-        uint32_t gap = (j - hole) & st->mask;
-        if (s_entry_dist (entry) >= gap) {
-            st->index [hole] = entry - gap;
+        uint32_t home = (uint32_t) ps_sparse_hash (s_row (lay, st, s_entry_slot (st, entry))->id)
+                      & st->mask;
+        //  The entry stays when its home lies cyclically in (hole, j].
+        bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (!stays) {
+            st->index [hole] = entry;
             hole = j;
         }
     }
@@ -419,31 +338,21 @@ s_index_remove_at (ps_sparse_stripe_t *st, uint32_t pos)
 //  --------------------------------------------------------------------
 //  Rows created, evicted
 
-//  A new row for the id with this hash (which has none), its marks clear
-//  and nothing else set: its slot, or S_NO_SLOT when memory cannot be had.
+//  A new row for id, its id set, its marks clear and nothing else: its
+//  slot, or S_NO_SLOT when memory cannot be had.
 static uint32_t
-s_insert (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint64_t hash)
+s_insert (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint64_t id, uint64_t hash)
 {
-    uint64_t size = st->index ? (uint64_t) st->mask + 1 : 0;
-    uint32_t cap = s_bits_cap (st);
-    if (4 * ((uint64_t) st->rows + 1) > 3 * size
-    &&  s_index_grow (lay, st, size ? st->bits + 1 : 4, cap))
+    if (s_index_reserve (lay, st))
         return S_NO_SLOT;
-    bool found;
-    uint32_t dist;
-    uint32_t pos = s_probe (st, hash, &found, &dist);
-    assert (!found);
-    while (dist > S_MAX_DIST) {
-        if (st->bits >= cap || s_index_grow (lay, st, st->bits + 1, cap))
-            return S_NO_SLOT;
-        pos = s_probe (st, hash, &found, &dist);
-    }
     uint32_t slot = s_slot_alloc (lay, st);
     if (slot == S_NO_SLOT)
         return S_NO_SLOT;
-    assert (slot < st->mask);
-    st->index [pos] = s_entry_make (st->bits, hash, slot, dist);
+    s_row_t *row;
+    uint32_t pos = s_probe (lay, st, id, hash, &row);
+    st->index [pos] = s_entry_fingerprint (st, hash) | (slot + 1);
     st->rows++;
+    s_row (lay, st, slot)->id = id;
     s_set_mark (lay, st, slot, S_DIRTY, false);
     s_set_mark (lay, st, slot, S_IN_BASE, false);
     return slot;
@@ -453,14 +362,14 @@ s_insert (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint64_t hash)
 static uint32_t
 s_create (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint64_t id, uint64_t hash)
 {
-    uint32_t slot = s_insert (lay, st, hash);
+    uint32_t slot = s_insert (lay, st, id, hash);
     if (slot == S_NO_SLOT)
         return S_NO_SLOT;
-    s_row_t row = s_row (lay, st, slot);
-    row.meta->last_step = 0;
-    row.meta->count = 0;
-    ps_tablespec_init_row (&lay->spec, id, row.data);
-    ps_rowopt_init_slots (&lay->spec.opt, row.data + lay->spec.dim, lay->spec.dim);
+    s_row_t *row = s_row (lay, st, slot);
+    row->last_step = 0;
+    row->count = 0;
+    ps_tablespec_init_row (&lay->spec, id, row->data);
+    ps_rowopt_init_slots (&lay->spec.opt, row->data + lay->spec.dim, lay->spec.dim);
     st->created++;
     return slot;
 }
@@ -486,7 +395,7 @@ s_evicted_compact (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st)
         uint64_t id = st->evicted [i];
         if (kept && st->evicted [kept - 1] == id)
             continue;
-        uint32_t slot = s_find (st, ps_sparse_hash (id));
+        uint32_t slot = s_find (lay, st, id, ps_sparse_hash (id));
         if (slot != S_NO_SLOT) {
             s_set_mark (lay, st, slot, S_IN_BASE, true);
             continue;
@@ -520,7 +429,7 @@ s_evicted_reserve (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, size_t
 //  True when the row in the slot an index entry names is in base: its
 //  eviction must be listed.
 static bool
-s_entry_in_base (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint64_t entry)
+s_entry_in_base (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint32_t entry)
 {
     return s_marked (lay, st, s_entry_slot (st, entry), S_IN_BASE);
 }
@@ -528,7 +437,7 @@ s_entry_in_base (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, ui
 //  True when the row in the slot an index entry names is dirty: an
 //  incremental snapshot writes it.
 static bool
-s_entry_dirty (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint64_t entry)
+s_entry_dirty (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint32_t entry)
 {
     return s_marked (lay, st, s_entry_slot (st, entry), S_DIRTY);
 }
@@ -539,10 +448,11 @@ static void
 s_evict_at (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t pos)
 {
     uint32_t slot = s_entry_slot (st, st->index [pos]);
+    s_row_t *row = s_row (lay, st, slot);
     if (s_marked (lay, st, slot, S_IN_BASE))
-        st->evicted [st->nevicted++] = s_entry_id (st, pos);
-    s_index_remove_at (st, pos);
-    s_row (lay, st, slot).meta->last_step = st->free_head;
+        st->evicted [st->nevicted++] = row->id;
+    s_index_remove_at (lay, st, pos);
+    row->last_step = st->free_head;
     st->free_head = slot;
     st->rows--;
     st->evictions++;
@@ -559,8 +469,8 @@ s_sweep (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint64_t now)
     size_t expired = 0, listed = 0;
     for (uint64_t pos = 0; st->index && pos <= st->mask; pos++)
         if (st->index [pos]) {
-            const s_meta_t *meta = s_row (lay, st, s_entry_slot (st, st->index [pos])).meta;
-            bool old = meta->last_step < now && now - meta->last_step > ttl;
+            s_row_t *row = s_row (lay, st, s_entry_slot (st, st->index [pos]));
+            bool old = row->last_step < now && now - row->last_step > ttl;
             expired += old;
             listed += old && s_entry_in_base (lay, st, st->index [pos]);
         }
@@ -573,8 +483,8 @@ s_sweep (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint64_t now)
     size_t evicted = 0;
     for (uint64_t pos = 0; expired && pos <= st->mask; pos++)
         while (st->index [pos]) {
-            const s_meta_t *meta = s_row (lay, st, s_entry_slot (st, st->index [pos])).meta;
-            if (!(meta->last_step < now && now - meta->last_step > ttl))
+            s_row_t *row = s_row (lay, st, s_entry_slot (st, st->index [pos]));
+            if (!(row->last_step < now && now - row->last_step > ttl))
                 break;
             s_evict_at (lay, st, (uint32_t) pos);
             evicted++;
@@ -651,11 +561,10 @@ s_trim (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t s)
     size_t n = 0;
     for (uint64_t pos = 0; pos <= st->mask; pos++)
         if (st->index [pos]) {
-            const s_meta_t *meta = s_row (lay, st, s_entry_slot (st, st->index [pos])).meta;
-            uint64_t id = s_entry_id (st, (uint32_t) pos);
-            s_key_t key = { meta->last_step, id, 0, (uint32_t) pos };
+            const s_row_t *row = s_row (lay, st, s_entry_slot (st, st->index [pos]));
+            s_key_t key = { row->last_step, row->id, 0, (uint32_t) pos };
             if (lay->spec.policy == PS_EVICT_LFU)
-                key = (s_key_t) { meta->count, meta->last_step, id, (uint32_t) pos };
+                key = (s_key_t) { row->count, row->last_step, row->id, (uint32_t) pos };
             keys [n++] = key;
         }
     s_select (keys, n, k);
@@ -666,15 +575,16 @@ s_trim (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t s)
         free (keys);
         return 0;
     }
-    //  The victims are removed by hash, since each removal may move others'
+    //  The victims are removed by id, since each removal may move others'
     //  index entries.
-    for (size_t i = 0; i < k; i++)
-        keys [i].a = s_entry_hash (st, keys [i].pos, st->index [keys [i].pos]);
     for (size_t i = 0; i < k; i++) {
-        bool found;
-        uint32_t dist;
-        uint32_t pos = s_probe (st, keys [i].a, &found, &dist);
-        assert (found);
+        uint64_t id = s_row (lay, st, s_entry_slot (st, st->index [keys [i].pos]))->id;
+        keys [i].a = id;
+    }
+    for (size_t i = 0; i < k; i++) {
+        s_row_t *row;
+        uint32_t pos = s_probe (lay, st, keys [i].a, ps_sparse_hash (keys [i].a), &row);
+        assert (row);
         s_evict_at (lay, st, pos);
     }
     free (keys);
@@ -733,23 +643,26 @@ ps_sparse_layout_init (ps_sparse_layout_t *layout, const ps_tablespec_t *spec,
     memset (layout, 0, sizeof *layout);
     layout->spec = *spec;
     layout->nslots = (uint32_t) ps_rowopt_slot_count (spec->opt.kind);
-    layout->data_bytes = 4 * (size_t) spec->dim * (1 + layout->nslots);
+    layout->stride = (sizeof (s_row_t) + 4 * (size_t) spec->dim * (1 + layout->nslots) + 7) / 8 * 8;
+    layout->value_end = sizeof (s_row_t) + 4 * (size_t) spec->dim;
     //  Slabs grow while they fit a slab of the shared regions (ps_slabs.h).
     while (layout->chunk_k < 12
-       &&  s_chunk_bytes (layout, S_FIRST_CHUNK_ROWS << (layout->chunk_k + 1)) <= PS_SLABS_MAX)
+       &&  s_marks_bytes (S_FIRST_CHUNK_ROWS << (layout->chunk_k + 1))
+           + ((size_t) S_FIRST_CHUNK_ROWS << (layout->chunk_k + 1)) * layout->stride
+           <= PS_SLABS_MAX)
         layout->chunk_k++;
     layout->sketch_width = s_sketch_width (spec);
     layout->slabs = slabs;
 }
 
 int
-ps_sparse_stripe_init (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout, uint32_t s)
+ps_sparse_stripe_init (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout)
 {
     memset (self, 0, sizeof *self);
     if (pthread_mutex_init (&self->lock, NULL) != 0)
         abort ();
-    self->number = s;
     self->free_head = S_NO_SLOT;
+    self->slot_mask = S_FIRST_SLOT_MASK;
     size_t sketch_bytes = (size_t) PS_SPARSE_SKETCH_DEPTH * layout->sketch_width;
     if (sketch_bytes) {
         self->sketch = calloc (1, sketch_bytes);
@@ -782,109 +695,89 @@ ps_sparse_stripe_fini (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
 //  only for the first ids of a group.
 #define S_AHEAD  8
 #define S_RING   16             //  a power of two above S_AHEAD
-//  A slot the pipeline has not looked up (S_NO_SLOT: the id has no row).
-#define S_UNKNOWN  (UINT32_MAX - 1)
 
 static inline void
 s_load_entry (const ps_sparse_stripe_t *st, uint64_t hash)
 {
-    uint32_t home = (uint32_t) hash & st->mask;
-    __builtin_prefetch (&st->index [home]);
-    //  A probe run mostly ends within 3 entries of its home (at a load of
-    //  3/4 at most): the next line too when they reach it.
-    if ((home & 7) > 4)
-        __builtin_prefetch (&st->index [(home + 3) & st->mask]);
+    __builtin_prefetch (&st->index [(uint32_t) hash & st->mask]);
 }
 
-//  Start loading bytes from p, for writing when write.
-static inline void
-s_load_bytes (const void *p, size_t bytes, int write)
-{
-    const uint8_t *b = p;
-    //  Every line of the part used: the data is on a line only when its
-    //  size is a multiple of the line's.
-    if (write) {
-        for (size_t off = 0; off < bytes; off += 64)
-            __builtin_prefetch (b + off, 1);
-        __builtin_prefetch (b + bytes - 1, 1);
-    }
-    else {
-        for (size_t off = 0; off < bytes; off += 64)
-            __builtin_prefetch (b + off, 0);
-        __builtin_prefetch (b + bytes - 1, 0);
-    }
-}
-
-//  A row found, and its slot (S_NO_SLOT: none; S_UNKNOWN: not looked up).
+//  A row and its slot (row NULL: none).
 typedef struct {
-    s_row_t row;
+    s_row_t *row;
     uint32_t slot;
 } s_hit_t;
 
-static inline s_hit_t
-s_hit (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint32_t slot)
-{
-    s_hit_t hit = { { NULL, NULL }, slot };
-    if (slot != S_NO_SLOT && slot != S_UNKNOWN)
-        hit.row = s_row (lay, st, slot);
-    return hit;
-}
-
-//  The row of the id with this hash, its data loaded (bytes of it, for
-//  writing when write, with the counters then).
+//  The row that the first entry of hash's probe run with its fingerprint
+//  names, the bytes used loading (for writing when write), or none. It is
+//  id's row only when its id is: a probe decides otherwise.
 static inline s_hit_t
 s_load_row (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, uint64_t hash,
             size_t bytes, int write)
 {
-    s_hit_t hit = s_hit (lay, st, s_find (st, hash));
-    if (hit.slot == S_NO_SLOT)
-        return hit;
-    s_load_bytes (hit.row.data, bytes, write);
-    if (write)
-        __builtin_prefetch (hit.row.meta, 1);
-    return hit;
+    //  The first entry of the probe run with the hash's fingerprint: the
+    //  run is short and its entries mostly in the line loaded.
+    uint32_t fingerprint = s_entry_fingerprint (st, hash);
+    uint32_t pos = (uint32_t) hash & st->mask, entry;
+    while ((entry = st->index [pos]) && (entry & ~st->slot_mask) != fingerprint)
+        pos = (pos + 1) & st->mask;
+    if (!entry)
+        return (s_hit_t) { NULL, S_NO_SLOT };
+    uint32_t slot = s_entry_slot (st, entry);
+    const uint8_t *row = (const uint8_t *) s_row (lay, st, slot);
+    //  Every line of the part used: rows are not aligned to lines.
+    if (write) {
+        for (size_t off = 0; off < bytes; off += 64)
+            __builtin_prefetch (row + off, 1);
+        __builtin_prefetch (row + bytes - 1, 1);
+    }
+    else {
+        for (size_t off = 0; off < bytes; off += 64)
+            __builtin_prefetch (row + off, 0);
+        __builtin_prefetch (row + bytes - 1, 0);
+    }
+    return (s_hit_t) { (s_row_t *) row, slot };
+}
+
+//  Id's row, the pipeline's guess when it is id's, else found by a probe.
+static inline s_hit_t
+s_row_of (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st, s_hit_t guess,
+          uint64_t id, uint64_t hash)
+{
+    if (guess.row && guess.row->id == id)
+        return guess;
+    uint32_t slot = s_find (lay, st, id, hash);
+    return (s_hit_t) { slot == S_NO_SLOT ? NULL : s_row (lay, st, slot), slot };
 }
 
 //  Start the pipeline of a group: the entries of its first 2 * S_AHEAD
-//  ids, then the rows of its first S_AHEAD, into slots. A stripe without
-//  an index yet has nothing to load: its slots stay unknown.
+//  ids, then the rows of its first S_AHEAD, into guess. A stripe without
+//  an index yet has nothing to load: its guesses stay none.
 static void
 s_pipeline_start (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st,
-                  const ps_sparse_group_t *g, size_t bytes, int write, s_hit_t *slots)
+                  const ps_sparse_group_t *g, size_t bytes, int write, s_hit_t *guess)
 {
-    for (uint32_t k = 0; k < S_RING; k++)
-        slots [k] = s_hit (lay, st, S_UNKNOWN);
     if (!st->index)
         return;
     for (uint32_t k = 0; k < g->n && k < 2 * S_AHEAD; k++)
         s_load_entry (st, g->hashes [g->order [k]]);
     for (uint32_t k = 0; k < g->n && k < S_AHEAD; k++)
-        slots [k] = s_load_row (lay, st, g->hashes [g->order [k]], bytes, write);
+        guess [k] = s_load_row (lay, st, g->hashes [g->order [k]], bytes, write);
 }
 
 //  Advance it before id k is used.
 static inline void
 s_pipeline_step (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st,
                  const ps_sparse_group_t *g, uint32_t k, size_t bytes, int write,
-                 s_hit_t *slots)
+                 s_hit_t *guess)
 {
     if (!st->index)
         return;
     if (k + 2 * S_AHEAD < g->n)
         s_load_entry (st, g->hashes [g->order [k + 2 * S_AHEAD]]);
     if (k + S_AHEAD < g->n)
-        slots [(k + S_AHEAD) % S_RING] =
+        guess [(k + S_AHEAD) % S_RING] =
             s_load_row (lay, st, g->hashes [g->order [k + S_AHEAD]], bytes, write);
-}
-
-//  The row of id k of the group: the pipeline's, or found now when it had
-//  no index to look in.
-static inline s_hit_t
-s_pipeline_hit (const ps_sparse_layout_t *lay, const ps_sparse_stripe_t *st,
-                const ps_sparse_group_t *g, uint32_t k, const s_hit_t *slots)
-{
-    s_hit_t hit = slots [k % S_RING];
-    return hit.slot == S_UNKNOWN ? s_hit (lay, st, s_find (st, g->hashes [g->order [k]])) : hit;
 }
 
 //  Copy a row's value: of a constant size for the common widths, a few
@@ -913,29 +806,27 @@ ps_sparse_stripe_read (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
                        const ps_sparse_group_t *group, float *out, bool *found)
 {
     uint32_t dim = layout->spec.dim;
-    //  Only the index when the values are not wanted.
-    size_t bytes = out ? 4 * (size_t) dim : 0;
-    s_hit_t slots [S_RING];
-    s_pipeline_start (layout, self, group, bytes, 0, slots);
+    size_t bytes = out ? layout->value_end : sizeof (uint64_t);
+    s_hit_t guess [S_RING] = { { NULL, S_NO_SLOT } };
+    s_pipeline_start (layout, self, group, bytes, 0, guess);
     for (uint32_t k = 0; k < group->n; k++) {
-        s_pipeline_step (layout, self, group, k, bytes, 0, slots);
+        s_pipeline_step (layout, self, group, k, bytes, 0, guess);
         uint32_t i = group->order [k];
-        s_hit_t hit = s_pipeline_hit (layout, self, group, k, slots);
-        found [i] = hit.slot != S_NO_SLOT;
-        if (hit.slot != S_NO_SLOT && out)
-            s_copy_value (out + (size_t) i * dim, hit.row.data, dim);
+        s_hit_t hit = s_row_of (layout, self, guess [k % S_RING], group->ids [i],
+                                group->hashes [i]);
+        found [i] = hit.row != NULL;
+        if (hit.row && out)
+            s_copy_value (out + (size_t) i * dim, hit.row->data, dim);
     }
 }
 
-//  Apply grad to id's row (hit's, none when its slot is S_NO_SLOT) for step, creating
-//  the row when admission lets it in, else dropping the gradient; counted
-//  in result.
+//  Apply grad to id's row for step, creating the row when admission lets
+//  it in, else dropping the gradient; counted in result.
 static void
 s_push_one (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, s_hit_t hit, uint64_t id,
             uint64_t hash, const float *grad, uint64_t step, ps_sparse_push_result_t *result)
 {
-    uint32_t slot = hit.slot;
-    if (slot == S_NO_SLOT) {
+    if (!hit.row) {
         if (!s_admit (lay, st, id, hash)) {
             st->dropped++;
             result->dropped++;
@@ -943,22 +834,22 @@ s_push_one (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, s_hit_t hit, 
         }
         //  An admitted id whose row cannot be allocated loses an update:
         //  counted apart from admission's drops, so that it is seen.
-        slot = s_create (lay, st, id, hash);
-        if (slot == S_NO_SLOT) {
+        hit.slot = s_create (lay, st, id, hash);
+        if (hit.slot == S_NO_SLOT) {
             st->oom++;
             result->oom++;
             return;
         }
         result->created++;
-        hit.row = s_row (lay, st, slot);
+        hit.row = s_row (lay, st, hit.slot);
     }
-    s_row_t row = hit.row;
-    row.meta->count++;
-    if (step > row.meta->last_step)
-        row.meta->last_step = step;
+    s_row_t *row = hit.row;
+    row->count++;
+    if (step > row->last_step)
+        row->last_step = step;
     uint32_t dim = lay->spec.dim;
-    ps_rowopt_apply (&lay->spec.opt, row.data, row.data + dim, grad, dim, row.meta->count);
-    s_set_mark (lay, st, slot, S_DIRTY, true);
+    ps_rowopt_apply (&lay->spec.opt, row->data, row->data + dim, grad, dim, row->count);
+    s_set_mark (lay, st, hit.slot, S_DIRTY, true);
     st->row_updates++;
     result->applied++;
 }
@@ -969,16 +860,17 @@ ps_sparse_stripe_push (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
                        ps_sparse_push_result_t *result)
 {
     uint32_t dim = layout->spec.dim;
-    s_hit_t slots [S_RING];
-    s_pipeline_start (layout, self, group, layout->data_bytes, 1, slots);
+    s_hit_t guess [S_RING] = { { NULL, S_NO_SLOT } };
+    s_pipeline_start (layout, self, group, layout->stride, 1, guess);
     for (uint32_t k = 0; k < group->n; k++) {
         //  A row created by this loop may have made or grown the index: the
-        //  slots found before stay right (rows do not move, and the group's
-        //  ids are distinct, so none of theirs was created since).
-        s_pipeline_step (layout, self, group, k, layout->data_bytes, 1, slots);
+        //  guesses made before stay right (rows do not move), a missing one
+        //  is probed for.
+        s_pipeline_step (layout, self, group, k, layout->stride, 1, guess);
         uint32_t i = group->order [k];
-        s_push_one (layout, self, s_pipeline_hit (layout, self, group, k, slots), group->ids [i],
-                    group->hashes [i], grads + (size_t) i * dim, step, result);
+        uint64_t id = group->ids [i], hash = group->hashes [i];
+        s_hit_t hit = s_row_of (layout, self, guess [k % S_RING], id, hash);
+        s_push_one (layout, self, hit, id, hash, grads + (size_t) i * dim, step, result);
     }
 }
 
@@ -1032,13 +924,9 @@ ps_sparse_stripe_copy (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layou
         self->evicted_clean = 0;
     }
     for (uint64_t pos = 0; self->index && pos <= self->mask; pos++) {
-        uint64_t entry = self->index [pos];
+        uint32_t entry = self->index [pos];
         if (entry && (full || s_entry_dirty (layout, self, entry))) {
-            s_row_t row = s_row (layout, self, s_entry_slot (self, entry));
-            ps_put_u64 (p, s_entry_id (self, (uint32_t) pos));
-            ps_put_u64 (p + 8, row.meta->last_step);
-            ps_put_u64 (p + 16, row.meta->count);
-            memcpy (p + 24, row.data, layout->data_bytes);
+            memcpy (p, s_row (layout, self, s_entry_slot (self, entry)), row_bytes);
             p += row_bytes;
             if (full)
                 s_set_mark (layout, self, s_entry_slot (self, entry), S_IN_BASE, true);
@@ -1082,19 +970,16 @@ s_load_rows (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t s,
         //  A row of the full file is clean once loaded, and one of the
         //  incremental file dirty: a row found already in this file's
         //  state is there twice.
-        uint32_t slot = s_find (st, hash);
+        uint32_t slot = s_find (lay, st, id, hash);
         if (slot != S_NO_SLOT && (!incremental || s_marked (lay, st, slot, S_DIRTY)))
             return ps_error_set (err, PS_ECORRUPT, "file %s: row %llu appears twice",
                                  file->path, (unsigned long long) id);
         if (slot == S_NO_SLOT)
-            slot = s_insert (lay, st, hash);
+            slot = s_insert (lay, st, id, hash);
         if (slot == S_NO_SLOT)
             return ps_error_set (err, PS_ETOOBIG, "file %s: cannot allocate row %llu",
                                  file->path, (unsigned long long) id);
-        s_row_t row = s_row (lay, st, slot);
-        row.meta->last_step = last_step;
-        row.meta->count = count;
-        memcpy (row.data, src + 24, lay->data_bytes);
+        memcpy (s_row (lay, st, slot), src, row_bytes);
         s_set_mark (lay, st, slot, S_DIRTY, incremental);
         if (!incremental)
             s_set_mark (lay, st, slot, S_IN_BASE, true);
@@ -1119,10 +1004,9 @@ s_load_evicted (const ps_sparse_layout_t *lay, ps_sparse_stripe_t *st, uint32_t 
         if (s_evicted_reserve (lay, st, 1))
             return ps_error_set (err, PS_ETOOBIG, "file %s: cannot allocate the evicted ids",
                                  file->path);
-        bool found = false;
-        uint32_t dist;
-        uint32_t pos = st->index ? s_probe (st, hash, &found, &dist) : 0;
-        if (found)
+        s_row_t *row = NULL;
+        uint32_t pos = st->index ? s_probe (lay, st, id, hash, &row) : 0;
+        if (row)
             s_evict_at (lay, st, pos);
         else
             st->evicted [st->nevicted++] = id;
@@ -1175,26 +1059,25 @@ ps_sparse_stripe_differs (const ps_sparse_stripe_t *self, const ps_sparse_stripe
     for (uint64_t pos = 0; x->index && pos <= x->mask; pos++) {
         if (!x->index [pos])
             continue;
-        uint64_t id = s_entry_id (x, (uint32_t) pos);
-        s_row_t p = s_row (layout, x, s_entry_slot (x, x->index [pos]));
-        uint32_t slot = s_find (y, ps_sparse_hash (id));
+        const s_row_t *p = s_row (layout, x, s_entry_slot (x, x->index [pos]));
+        uint32_t slot = s_find (layout, y, p->id, ps_sparse_hash (p->id));
         if (slot == S_NO_SLOT) {
-            snprintf (buf, len, "table %s: row %llu is missing", name, (unsigned long long) id);
+            snprintf (buf, len, "table %s: row %llu is missing", name, (unsigned long long) p->id);
             return true;
         }
-        s_row_t q = s_row (layout, y, slot);
-        if (p.meta->last_step != q.meta->last_step || p.meta->count != q.meta->count) {
+        const s_row_t *q = s_row (layout, y, slot);
+        if (p->last_step != q->last_step || p->count != q->count) {
             snprintf (buf, len, "table %s: row %llu has %llu updates, the last at step %llu, "
-                      "not %llu at %llu", name, (unsigned long long) id,
-                      (unsigned long long) p.meta->count, (unsigned long long) p.meta->last_step,
-                      (unsigned long long) q.meta->count, (unsigned long long) q.meta->last_step);
+                      "not %llu at %llu", name, (unsigned long long) p->id,
+                      (unsigned long long) p->count, (unsigned long long) p->last_step,
+                      (unsigned long long) q->count, (unsigned long long) q->last_step);
             return true;
         }
         for (uint32_t j = 0; j < floats; j++)
-            if (memcmp (&p.data [j], &q.data [j], sizeof (float)) != 0) {
+            if (memcmp (&p->data [j], &q->data [j], sizeof (float)) != 0) {
                 snprintf (buf, len, "table %s: row %llu: %s [%u] is %.9g, not %.9g", name,
-                          (unsigned long long) id, j < dim ? "value" : "slots",
-                          j < dim ? j : j - dim, p.data [j], q.data [j]);
+                          (unsigned long long) p->id, j < dim ? "value" : "slots",
+                          j < dim ? j : j - dim, p->data [j], q->data [j]);
                 return true;
             }
     }

@@ -25,7 +25,8 @@
 typedef struct {
     ps_tablespec_t spec;
     uint32_t nslots;            //  slot floats per element
-    size_t data_bytes;          //  bytes of a row's value and slots
+    size_t stride;              //  bytes of a row in a slab
+    size_t value_end;           //  bytes of a row up to its value's end
     uint32_t chunk_k;           //  slab k holds 16 << min (k, K) rows
     uint32_t sketch_width;      //  admission counters per sketch row; 0: none
     ps_slabs_t *slabs;          //  where every stripe's slabs come from
@@ -38,10 +39,9 @@ void ps_sparse_layout_init (ps_sparse_layout_t *layout, const ps_tablespec_t *sp
 
 typedef struct {
     pthread_mutex_t lock;       //  taken by the table, never here
-    uint32_t number;            //  which stripe of its table this is
-    uint64_t *index;            //  mask + 1 entries (ps_sparse_stripe.c), 0: empty
+    uint32_t *index;            //  mask + 1 entries: fingerprint | slot + 1, or 0
     uint32_t mask;
-    uint32_t bits;              //  log2 (mask + 1)
+    uint32_t slot_mask;         //  an entry's bits for slot + 1
     uint32_t rows;              //  live rows
     uint32_t used;              //  slots ever handed out
     uint32_t capacity;          //  slots in the slabs allocated
@@ -57,11 +57,10 @@ typedef struct {
     uint64_t bytes;             //  memory held: slabs, index, sketch, evicted list
 } ps_sparse_stripe_t;
 
-//  An empty stripe s, with its admission filter when the layout has one.
+//  An empty stripe, with its admission filter when the layout has one.
 //  Returns 0, or PS_ETOOBIG when the filter cannot be had; either way
 //  ps_sparse_stripe_fini releases what the stripe holds.
-int ps_sparse_stripe_init (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout,
-                           uint32_t s);
+int ps_sparse_stripe_init (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout);
 void ps_sparse_stripe_fini (ps_sparse_stripe_t *self, const ps_sparse_layout_t *layout);
 
 //  A stripe's ids of a request, in the order they are used: for k in
