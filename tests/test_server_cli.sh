@@ -170,5 +170,26 @@ expect 2 '--cluster-resolver: task.type is "worker", expected "ps"' -- \
   env SLURM_PROCID=2 SLURM_NTASKS=3 SLURM_JOB_NODELIST=localhost SLURM_TASKS_PER_NODE=3 \
   "$server" --cluster-resolver slurm
 
+# The default apply pool is the cores the server may use: pinned to one
+# CPU (as in a cpuset of one), it has one thread however many are online.
+if command -v taskset >/dev/null && [ "$(nproc --all)" -ge 2 ]; then
+  cpu=$(python3 -c 'import os; print(min(os.sched_getaffinity(0)))')
+  rm -f "$work/endpoint"
+  taskset -c "$cpu" "$server" --bind tcp://127.0.0.1:0 --endpoint-file "$work/endpoint" \
+    >"$work/stdout" 2>"$work/stderr" &
+  pid=$!
+  for _ in $(seq 600); do [ -s "$work/endpoint" ] && break; sleep 0.05; done
+  if grep -qF "with 1 apply threads" "$work/stderr"; then
+    echo "ok: a server pinned to CPU $cpu serves with 1 apply thread"
+  else
+    echo "FAIL: a server pinned to CPU $cpu, expected 1 apply thread:"; cat "$work/stderr"
+    failures=$((failures + 1))
+  fi
+  kill -TERM "$pid"
+  wait "$pid"
+else
+  echo "SKIP: no taskset or one CPU: the pool's size by affinity is not checked"
+fi
+
 [ "$failures" = 0 ] || { echo "$failures check(s) failed"; exit 1; }
 echo "all checks passed"
