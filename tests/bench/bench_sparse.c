@@ -56,7 +56,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <math.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -73,6 +72,7 @@
 #include "harness.h"
 #include "harness_benchrow.h"
 #include "harness_rand.h"
+#include "ps_cpus.h"
 #include "ps_floats.h"
 #include "ps_heap.h"
 #include "ps_idmap.h"
@@ -1092,8 +1092,8 @@ s_beyond (double server, double table)
 //  time (c) cannot take less than a request's round trip (that of a pull
 //  of one row) and the array's work. Requests in flight (p) cannot take
 //  less than the CPU the client and the server spend on one, over the
-//  cores this process may run on, with the server's table work ((b)'s CPU
-//  per request) at (a)'s. That is an estimate: (b) ran in this process a
+//  cores this process may use (ps_cpus.h), with the server's table work
+//  ((b)'s CPU per request) at (a)'s. That is an estimate: (b) ran in this process a
 //  minute before, and the same work in the server, on its serving thread
 //  or its pool's, may cost more or less (a push's measured less), so the
 //  server's CPU beyond it counts as at least zero. Every CPU figure is a
@@ -1103,11 +1103,7 @@ s_beyond (double server, double table)
 static void
 s_print_floors (double round_trip)
 {
-    cpu_set_t set;
-    long cores = sched_getaffinity (0, sizeof set, &set) == 0 ? CPU_COUNT (&set)
-                                                               : sysconf (_SC_NPROCESSORS_ONLN);
-    if (cores < 1)
-        cores = 1;
+    long cores = ps_cpus_available (NULL, 0);
     printf ("\nWhere a request's CPU goes (ms per request, the mean over the timed "
             "repetitions; %ld cores):\n", cores);
     printf ("%-6s %-40s %8s %8s %16s\n", "op", "path", "client", "server",
