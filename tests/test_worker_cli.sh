@@ -344,5 +344,16 @@ expect "--cluster-resolver: rank 0" 2 "task type \"chief\"|ps-worker runs as a w
   env SLURM_PROCID=0 SLURM_NTASKS=3 SLURM_JOB_NODELIST=localhost SLURM_TASKS_PER_NODE=3 \
   "$worker" --cluster-resolver slurm
 
+# Standalone, the CPU engine's default threads are the cores the worker may
+# use: pinned to one CPU (as in a cpuset of one), one thread however many
+# are online.
+if command -v taskset >/dev/null && [ "$(nproc --all)" -ge 2 ]; then
+  cpu=$(python3 -c 'import os; print(min(os.sched_getaffinity(0)))')
+  expect "--standalone pinned to CPU $cpu: 1 thread" 0 "(OpenBLAS, 1 thread)" -- \
+    taskset -c "$cpu" "$worker" --standalone --device cpu --data "$data" --epochs 1 --limit 128
+else
+  echo "SKIP: no taskset or one CPU: the default threads by affinity are not checked"
+fi
+
 [ "$failures" = 0 ] || { echo "$failures check(s) failed"; exit 1; }
 echo "all checks passed"

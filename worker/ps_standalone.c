@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "ps_clock.h"
+#include "ps_cpus.h"
 #include "ps_floats.h"
 #include "ps_log.h"
 #include "ps_metrics.h"
@@ -29,9 +30,11 @@ ps_standalone_config_default (ps_standalone_config_t *cfg)
     cfg->model = "cnn";
     cfg->data_dir = PS_DATASET_DEFAULT_DIR;
     cfg->device = PS_DEVICE_AUTO;
-    long cores = sysconf (_SC_NPROCESSORS_ONLN);
-    //  The CPU engine takes at most 256 threads.
-    cfg->threads = cores < 1 ? 1 : cores > 256 ? 256 : (int) cores;
+    //  The cores it may use (ps_cpus.h), not those online: a worker in a
+    //  cpuset or under a CPU quota would oversubscribe its share. The CPU
+    //  engine takes at most 256 threads.
+    int cores = ps_cpus_available (NULL, 0);
+    cfg->threads = cores > 256 ? 256 : cores;
     cfg->epochs = 3;
     cfg->batch = 64;
     cfg->seed = 1;

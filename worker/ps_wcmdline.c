@@ -107,7 +107,8 @@ static const struct argp_option s_options [] = {
     { NULL, 0, NULL, 0, "In a cluster and standalone:", G_BOTH },
     { "threads", 'T', "N", 0,
       "CPU threads, OpenBLAS's included (default: the plan's in a cluster; standalone, "
-      "all cores, or 1 for a click-through-rate model)", G_BOTH },
+      "the cores it may use (CPUs online, affinity, cgroup quota), or 1 for a "
+      "click-through-rate model)", G_BOTH },
     { "device", 'd', "D", 0,
       "cpu, gpu or auto (default: the plan's in a cluster; standalone, auto: the GPU when "
       "present)", G_BOTH },

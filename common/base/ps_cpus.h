@@ -3,8 +3,9 @@
 //  cgroup v2 CPU quota (cpu.max, rounded up). A local cluster splits them
 //  among its processes (coordinator/ps_cores.h); a ps-server sizes its
 //  apply pool by them and serves small requests inline where they are few,
-//  so that a server in a container limited to 2 cores of a larger host
-//  behaves as on a 2-core machine.
+//  and a standalone worker sizes its CPU engine by them, so that a process
+//  in a container limited to 2 cores of a larger host behaves as on a
+//  2-core machine.
 
 #ifndef PS_CPUS_H_INCLUDED
 #define PS_CPUS_H_INCLUDED
