@@ -980,6 +980,7 @@ s_on_signal (s_coord_t *self, int signo)
         return -1;
     }
     self->stop_signal = signo;
+    self->host.draining = true;
     self->stop_eval_deadline_ms = ps_clock_ms () + 4.0 * self->job->heartbeat_ms + 1000;
     if (!ps_ckpt_ctl_enabled (self->ckpt)) {
         ps_warn ("%s: stopping; the job has no checkpoint directory, so the model is not kept",

@@ -95,6 +95,10 @@ typedef struct {
     const ps_plan_t *plan;
     ps_run_state_t state;       //  read only
     bool failed;                //  read only: the run has failed and ends
+    //  Read only: a stop signal came. No training step is handed out from
+    //  then on, so that the checkpoint it asks for is the run's last word:
+    //  the run stops once that checkpoint is written.
+    bool draining;
     uint64_t steps_per_epoch, total;
 
     //  The servers, when the mode keeps the variables there (it creates

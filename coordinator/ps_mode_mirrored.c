@@ -840,6 +840,7 @@ s_advance (void *self_, double now)
     if (ps_schedule_finished (host->schedule))
         host->finish (host->loop, now);
     else
+    if (!host->draining)
         s_start_step (self);
 }
 

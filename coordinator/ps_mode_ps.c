@@ -669,7 +669,9 @@ s_answer (ps_mode_ps_t *self, ps_peer_t *peer, ps_role_t role, int index, uint64
             s_reply (self, peer, id, "wait", 0, 0, 0, (uint64_t) ceil (backoff));
             return true;
         }
-        bool paused = ps_ckpt_ctl_state (host->ckpt) != PS_CKPT_IDLE;
+        //  A stop signal pauses dispatch for good, as a checkpoint does
+        //  for a while (sync's open round still runs to its end).
+        bool paused = ps_ckpt_ctl_state (host->ckpt) != PS_CKPT_IDLE || host->draining;
         bool may = self->policy && self->policy->may_hand
                    ? self->policy->may_hand (self->arg, index, paused) : !paused;
         if (may) {

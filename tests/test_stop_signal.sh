@@ -21,7 +21,14 @@
 #   restarts stands in for them): the servers serve on until the
 #   coordinator's final checkpoint is written and it tells them to stop,
 #   so the coordinator exits 143 with that checkpoint, and every process
-#   exits.
+#   exits;
+# - a signal while evaluations keep the evaluator busy (one after every
+#   step, on the whole test set), in every mode: no step is
+#   handed out once the signal has come, so the run stops at the
+#   checkpoint it wrote, and the stopped record, the message and the
+#   checkpoint name the same step (before, workers trained on while the
+#   stop waited for the evaluation: "after 82 of 141 steps; the
+#   checkpoint of step 55", or the run went on to its end and exited 0).
 set -u
 coordinator=${PS_COORDINATOR:?PS_COORDINATOR is not set}
 worker=${PS_WORKER:?PS_WORKER is not set}
@@ -232,6 +239,37 @@ else
   fail "SIGTERM to every process: the final checkpoint is written, every process exits" \
     "exit $status, last record $event, steps $steps, checkpoint_step $at, still running:$left"
 fi
+
+# 5. A signal while an evaluation is in flight.
+for mode in async ssp sync mirrored; do
+  echo "{\"log_seconds\": 0.5, \"mode\": \"$mode\", \"eval\": {\"every_steps\": 1}}" \
+    >"$work/job5.json"
+  out="$work/c5-$mode.out" metrics="$work/m5-$mode.jsonl"
+  "$coordinator" --local --job "$work/job5.json" --limit 3000 --test-limit 10000 --epochs 5 \
+    --metrics "$metrics" --checkpoint-dir "$work/ck5-$mode" --log-dir "$work/logs5-$mode" \
+    >"$out" 2>&1 &
+  pid=$!
+  started+=("$pid")
+  status=none
+  if wait_for "$metrics" '"event":"progress"'; then
+    kill -TERM "$pid"
+    wait_exit "$pid" 120
+  fi
+  cp "$out" "$work/out"
+  event=$(last_field "$metrics" event 2>/dev/null)
+  steps=$(last_field "$metrics" steps 2>/dev/null)
+  at=$(last_field "$metrics" checkpoint_step 2>/dev/null)
+  if [ "$status" = 143 ] && [ "$event" = stopped ] && [ "$at" = "$steps" ] \
+     && [ "$steps" -gt 0 ] && [ "$steps" -lt 235 ] \
+     && [ -f "$(printf '%s/ck5-%s/ckpt-%012d' "$work" "$mode" "${at:-0}")/MANIFEST.json" ] \
+     && grep -q "stopped by SIGTERM after $steps of 235 steps; the checkpoint of step $steps " \
+          "$work/out"; then
+    pass "$mode: a signal during an evaluation stops at its checkpoint (step $steps)"
+  else
+    fail "$mode: a signal during an evaluation stops at its checkpoint, no step after it" \
+      "exit $status, last record $event, steps $steps, checkpoint_step $at"
+  fi
+done
 
 [ "$failures" = 0 ] || { echo "$failures check(s) failed"; exit 1; }
 echo "all checks passed"
