@@ -621,6 +621,27 @@ s_export (int argc, char *argv [])
     return 0;
 }
 
+//  Make a local cluster's default run directory, in dir (len bytes): one
+//  that no earlier run has used, since a completed run removes it with
+//  everything in it. /tmp/ps-cluster-PID, unless a directory of that name
+//  is left from an earlier run (a run that did not complete keeps its
+//  own, and process ids come round again); then /tmp/ps-cluster-PID-
+//  and six random characters. Returns 0, or -1 after saying why not.
+static int
+s_new_run_dir (char *dir, size_t len)
+{
+    snprintf (dir, len, "/tmp/ps-cluster-%d", (int) getpid ());
+    if (mkdir (dir, 0755) == 0)
+        return 0;
+    if (errno == EEXIST) {
+        snprintf (dir, len, "/tmp/ps-cluster-%d-XXXXXX", (int) getpid ());
+        if (mkdtemp (dir))
+            return 0;
+    }
+    fprintf (stderr, "coordinator: cannot create %s: %s\n", dir, strerror (errno));
+    return -1;
+}
+
 //  The job: defaults (for nps servers), the file, then the flags; for a
 //  local cluster also its log directory (made here) and default
 //  checkpoints. Returns 0, or -1 after saying what is wrong.
@@ -645,14 +666,17 @@ s_load_job (ps_job_t *job, int nps, const s_options_t *opt, char *log_dir, size_
                      "--log-dir) of the run to resume\n");
             return -1;
         }
-        if (opt->log_dir)
+        if (opt->log_dir) {
             snprintf (log_dir, log_len, "%s", opt->log_dir);
-        else
-            snprintf (log_dir, log_len, "/tmp/ps-cluster-%d", (int) getpid ());
-        if (mkdir (log_dir, 0755) != 0 && errno != EEXIST) {
-            fprintf (stderr, "coordinator: cannot create %s: %s\n", log_dir, strerror (errno));
-            return -1;
+            if (mkdir (log_dir, 0755) != 0 && errno != EEXIST) {
+                fprintf (stderr, "coordinator: cannot create %s: %s\n", log_dir,
+                         strerror (errno));
+                return -1;
+            }
         }
+        else
+        if (s_new_run_dir (log_dir, log_len) != 0)
+            return -1;
         //  Recovering a failed server, or a mirrored ring that lost every
         //  worker, needs a checkpoint; a local cluster has one by default.
         if (!*job->checkpoint_dir) {

@@ -4,7 +4,8 @@
 # kept; a local cluster's default run directory (/tmp/ps-cluster-PID: its
 # children's logs and, without --checkpoint-dir, its checkpoints) is
 # removed when the run completes, unless --keep-run-dir keeps it, and the
-# last line says which and where the checkpoints are. Real coordinator,
+# last line says which and where the checkpoints are; one of that name
+# left by an earlier run is neither used nor removed. Real coordinator,
 # ps-server and ps-worker processes, on a small MLP run.
 set -u
 coordinator=${PS_COORDINATOR:?PS_COORDINATOR is not set}
@@ -17,7 +18,7 @@ failures=0
 
 # run_dir: the run directory the local run in $work/out named.
 run_dir () {
-  sed -n 's/.*local cluster: .*; logs and checkpoints in \(\/tmp\/ps-cluster-[0-9]*\).*/\1/p' \
+  sed -n 's/.*local cluster: .*; logs and checkpoints in \(\/tmp\/ps-cluster-[0-9A-Za-z-]*\).*/\1/p' \
     "$work/out" | head -1
 }
 
@@ -61,6 +62,7 @@ fi
 run 120 "$coordinator" "${small[@]}" --keep-run-dir
 dir=$(run_dir)
 kept="$kept $dir"
+kept_dir=$dir
 if [ "$status" = 0 ] && [ -n "$dir" ] && [ -f "$dir/worker0.log" ] \
    && ls -d "$dir"/checkpoints/ckpt-* >/dev/null 2>&1 \
    && tail -1 "$work/out" | grep -q "run directory $dir kept: logs, checkpoints in $dir/checkpoints"
@@ -83,6 +85,31 @@ else
   fail "--checkpoint-dir: the run directory removed, the checkpoints kept" \
     "exit $status, run directory '$dir'"
   kept="$kept $dir"
+fi
+
+# 5. A directory of the default name left by an earlier run (process ids
+# come round again: 32768 of them on a small machine) is neither used nor
+# removed: the run makes one of its own. The earlier one is staged at the
+# coordinator's pid, a copy of the run kept in 3 (its checkpoints and
+# logs), by the shell that then becomes the coordinator (exec).
+if [ -n "$kept_dir" ] && [ -d "$kept_dir" ]; then
+  sum () { (cd "$1" && find . -type f | sort | xargs md5sum) 2>/dev/null; }
+  run 120 bash -c 'stale=/tmp/ps-cluster-$$; mkdir "$stale" && cp -a "$0"/. "$stale"/ \
+    && echo "stale $stale" && exec "$@"' "$kept_dir" "$coordinator" "${small[@]}"
+  stale=$(sed -n 's/^stale \(.*\)/\1/p' "$work/out")
+  [ -n "$stale" ] && kept="$kept $stale"
+  dir=$(run_dir)
+  if [ "$status" = 0 ] && [ -n "$stale" ] && [ -n "$dir" ] && [ "$dir" != "$stale" ] \
+     && [ ! -e "$dir" ] && [ "$(sum "$stale")" = "$(sum "$kept_dir")" ] \
+     && tail -1 "$work/out" | grep -q "removed the run directory $dir with its logs and checkpoints"
+  then
+    pass "a run directory left at the same pid is kept as it was; the run made $dir"
+  else
+    fail "a run directory left at the same pid is neither used nor removed" \
+      "exit $status, the earlier one '$stale', the run's '$dir'"
+  fi
+else
+  fail "a run directory left at the same pid: no run directory kept in 3 to stage"
 fi
 
 [ "$failures" = 0 ] || { echo "$failures check(s) failed"; exit 1; }
