@@ -307,6 +307,12 @@ main (int argc, char *argv [])
     }
     printf ("ps-server listening on %s\n", ps_server_endpoint (server));
     fflush (stdout);
+    ps_info ("serving %s with %d apply threads%s", ps_server_advert (server),
+             (int) args.threads,
+             !config.curve ? ", UNSECURED" : ps_curve_plain (config.curve)
+             ? ", a PLAIN data plane (not encrypted)" : ", CurveZMQ");
+    //  The endpoint file comes last: whoever waits for it may read every
+    //  line above at once.
     if (args.endpoint_file) {
         FILE *file = fopen (args.endpoint_file, "w");
         if (!file || fprintf (file, "%s\n", ps_server_endpoint (server)) < 0
@@ -316,10 +322,6 @@ main (int argc, char *argv [])
             goto done;
         }
     }
-    ps_info ("serving %s with %d apply threads%s", ps_server_advert (server),
-             (int) args.threads,
-             !config.curve ? ", UNSECURED" : ps_curve_plain (config.curve)
-             ? ", a PLAIN data plane (not encrypted)" : ", CurveZMQ");
     //  The link registers and heartbeats on its own thread, so the
     //  coordinator sees this server alive however busy the serving loop is,
     //  and sees a restarted server as a new incarnation.
