@@ -186,12 +186,12 @@ cluster_local_args (cluster_run_t *run, int limit, int test_limit, int epochs)
 }
 
 void
-cluster_heartbeat_args (cluster_run_t *run)
+cluster_heartbeat_args (cluster_run_t *run, int timeout_ms)
 {
     cluster_arg (run, "--heartbeat-ms");
     cluster_arg (run, "%d", CLUSTER_HEARTBEAT_MS);
     cluster_arg (run, "--heartbeat-timeout-ms");
-    cluster_arg (run, "%d", CLUSTER_TIMEOUT_MS);
+    cluster_arg (run, "%d", timeout_ms);
 }
 
 //  The ssp cases' mode: the default bound, named.

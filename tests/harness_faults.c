@@ -31,7 +31,7 @@ cluster_kill_worker (const char *name, bool restart, const char *const *mode, in
     uint64_t total = cluster_steps_per_epoch (limit) * (uint64_t) epochs;
     cluster_local_args (run, limit, test_limit, epochs);
     cluster_mode_args (run, mode);
-    cluster_heartbeat_args (run);
+    cluster_heartbeat_args (run, CLUSTER_KILL_TIMEOUT_MS);
     if (!restart)
         cluster_arg (run, "--no-restart");
     cluster_run_start (run, NULL);
@@ -158,7 +158,7 @@ cluster_stop_worker (const char *name, const char *const *mode, int examples,
     uint64_t total = cluster_steps_per_epoch (limit) * (uint64_t) epochs;
     cluster_local_args (run, limit, test_limit, epochs);
     cluster_mode_args (run, mode);
-    cluster_heartbeat_args (run);
+    cluster_heartbeat_args (run, CLUSTER_TIMEOUT_MS);
     cluster_run_start (run, NULL);
     //  The worker must be stopped in its training loop, holding a step:
     //  after it has its plan, model and data (its log says so once it
@@ -260,7 +260,7 @@ cluster_kill_server (const char *name, const char *const *mode, int examples)
     uint64_t total = cluster_steps_per_epoch (limit) * (uint64_t) epochs;
     cluster_local_args (run, limit, test_limit, epochs);
     cluster_mode_args (run, mode);
-    cluster_heartbeat_args (run);
+    cluster_heartbeat_args (run, CLUSTER_TIMEOUT_MS);
     cluster_arg (run, "--checkpoint-steps");
     cluster_arg (run, "%" PRIu64, total / 6);
     cluster_run_start (run, NULL);
@@ -347,7 +347,7 @@ cluster_kill_coordinator (const char *name, const char *const *mode, int example
     uint64_t total = cluster_steps_per_epoch (limit) * (uint64_t) epochs;
     cluster_local_args (run, limit, test_limit, epochs);
     cluster_mode_args (run, mode);
-    cluster_heartbeat_args (run);
+    cluster_heartbeat_args (run, CLUSTER_KILL_TIMEOUT_MS);
     cluster_args (run, (const char *[]) { "--checkpoint-dir", root, NULL });
     cluster_arg (run, "--checkpoint-steps");
     cluster_arg (run, "%" PRIu64, total / 6);

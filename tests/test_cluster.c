@@ -252,7 +252,7 @@ s_manual (bool files, bool hang)
     cluster_args (run, (const char *[]) { "--checkpoint-dir", root, NULL });
     cluster_job_args (run, limit, test_limit, epochs);
     if (hang)
-        cluster_heartbeat_args (run);
+        cluster_heartbeat_args (run, CLUSTER_TIMEOUT_MS);
     const char *env [] = { specs [0], NULL };
     cluster_run_start (run, files ? bad_env : env);
     pids [0] = run->pid;

@@ -124,7 +124,7 @@ test_mirrored_kill_worker (void **state)
     int limit = cluster_limit (12800), test_limit = cluster_test_limit (1000), epochs = 3;
     uint64_t total = cluster_steps_per_epoch (limit) * (uint64_t) epochs;
     cluster_local_args (run, limit, test_limit, epochs);
-    cluster_heartbeat_args (run);
+    cluster_heartbeat_args (run, CLUSTER_TIMEOUT_MS);
     cluster_args (run, (const char *[]) { "--mode", "mirrored", "--workers", "3", NULL });
     cluster_run_start (run, NULL);
     cluster_match_t due = cluster_ev_min ("progress", NULL, -1, "step", (json_int_t) total / 4);

@@ -257,7 +257,7 @@ s_rogue_cluster (cluster_run_t *run, int nslots, int nworkers, int limit, int te
     }
     cluster_job_args (run, limit, test_limit, epochs);
     if (quick)
-        cluster_heartbeat_args (run);
+        cluster_heartbeat_args (run, CLUSTER_TIMEOUT_MS);
     snprintf (spec, sizeof spec, "TF_CONFIG={\"cluster\": %s, \"task\": {\"type\": \"chief\", "
               "\"index\": 0}}", cluster);
     cluster_run_start (run, (const char *[]) { spec, NULL });

@@ -171,7 +171,7 @@ test_kill_worker (void **state)
     int epochs = 3;
     cluster_run_t *run = harness_ctr_run_new ("lr, kill -9 worker", &harness_ctr_lr, data, epochs);
     uint64_t total = (uint64_t) epochs * harness_ctr_steps_per_epoch (data);
-    cluster_heartbeat_args (run);
+    cluster_heartbeat_args (run, CLUSTER_KILL_TIMEOUT_MS);
     //  Not restarted, so that the survivor trains every step left whatever
     //  the timing: the killed worker's pushes and its released steps are
     //  all there is to the failure.
@@ -216,7 +216,7 @@ test_kill_server (void **state)
     char root [PATH_MAX], first [PATH_MAX];
     //  Every checkpoint kept, to read the restored one after the run.
     harness_ctr_checkpoint_args (run, root, sizeof root, total / 6, 16);
-    cluster_heartbeat_args (run);
+    cluster_heartbeat_args (run, CLUSTER_TIMEOUT_MS);
     cluster_run_start (run, NULL);
     //  Once a step is done after the first incremental checkpoint on a
     //  full one with rows (the fifth, at two thirds of the run): the next
@@ -295,7 +295,7 @@ test_resume_incremental (void **state)
     uint64_t total = (uint64_t) epochs * harness_ctr_steps_per_epoch (data);
     char root [PATH_MAX], incr [PATH_MAX];
     harness_ctr_checkpoint_args (run, root, sizeof root, total / 6, 3);
-    cluster_heartbeat_args (run);
+    cluster_heartbeat_args (run, CLUSTER_KILL_TIMEOUT_MS);
     int base_argc = run->argc;
     cluster_run_start (run, NULL);
     json_int_t incr_step = s_wait_incremental (run, incr, sizeof incr);
