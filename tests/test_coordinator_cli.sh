@@ -368,7 +368,9 @@ fi
 # worker:1: it is refused, and exits non-zero with the coordinator's
 # words. An evaluator:0 is taken although the coordinator's spec lists
 # none (TensorFlow's side-car evaluator, tests/test_tfconfig_compat.sh).
-TF_CONFIG="$good" "$coordinator" --register-timeout-ms 20000 --limit 640 --data "$data" \
+# Its register timeout outlasts every step below, however slow the
+# machine: it exits only on the SIGTERM that ends the section.
+TF_CONFIG="$good" "$coordinator" --register-timeout-ms 600000 --limit 640 --data "$data" \
   >"$work/coordinator.log" 2>&1 &
 coordinator_pid=$!
 background="$coordinator_pid"

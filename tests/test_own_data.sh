@@ -128,7 +128,7 @@ expect "resume with other training files" 1 \
   "was written by a job with another data.train_images" -- \
   "$coordinator" --local --resume --model "$work/rgb8.json" "${files[@]}" --epochs 2 \
   --batch 32 --lr 0.01 --threads 1 --checkpoint-dir "$work/ckpt" --keep 10 \
-  --train-images "$data/copy-images.idx.gz"
+  --train-images "$data/copy-images.idx.gz" --log-dir "$work/refused-logs"
 
 # --- a binary classifier ------------------------------------------------------
 run 120 "$worker" --standalone --model "$work/bin8.json" "${bin_files[@]}" --epochs 3 \

@@ -94,26 +94,40 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print(rows[-1].get(sys.argv[2]))' "$1" "$2"
 }
 
+# signal_run SIGNAL OUT METRICS PATTERN CMD...: start CMD in the
+# background (output in OUT), send SIGNAL to it once METRICS holds
+# PATTERN (with $to_children set, also to the children OUT names then),
+# and wait up to 120 s for it to end. Leaves its exit status in $status
+# (none: PATTERN never came), its output in $work/out, and its metrics
+# file's last record's event, steps and checkpoint_step in $event, $steps
+# and $at.
+to_children=""
+signal_run () {
+  local signal=$1 out=$2 metrics=$3 pattern=$4 pid kids=()
+  shift 4
+  "$@" >"$out" 2>&1 &
+  pid=$!
+  started+=("$pid")
+  status=none
+  if wait_for "$metrics" "$pattern"; then
+    [ -n "$to_children" ] && mapfile -t kids < <(children "$out")
+    kill -"$signal" "$pid" "${kids[@]}"
+    wait_exit "$pid" 120
+  fi
+  cp "$out" "$work/out"
+  event=$(last_field "$metrics" event 2>/dev/null)
+  steps=$(last_field "$metrics" steps 2>/dev/null)
+  at=$(last_field "$metrics" checkpoint_step 2>/dev/null)
+}
+
 echo '{"log_seconds": 0.5}' >"$work/job.json"
 cluster=("$coordinator" --local --job "$work/job.json" --limit 3000 --test-limit 500
          --epochs 3)
 total=141   # 3 epochs of ceil (3000 / 64) = 47 steps
 
 # 1. A local cluster stopped by SIGINT mid-run, then resumed.
-"${cluster[@]}" --metrics "$work/m1.jsonl" --checkpoint-dir "$work/ck" --log-dir "$work/logs" \
-  >"$work/c1.out" 2>&1 &
-pid=$!
-started+=("$pid")
-if wait_for "$work/m1.jsonl" '"event":"progress"'; then
-  kill -INT "$pid"
-  wait_exit "$pid" 120
-else
-  status=none
-fi
-cp "$work/c1.out" "$work/out"
-event=$(last_field "$work/m1.jsonl" event 2>/dev/null)
-steps=$(last_field "$work/m1.jsonl" steps 2>/dev/null)
-at=$(last_field "$work/m1.jsonl" checkpoint_step 2>/dev/null)
+signal_run INT "$work/c1.out" "$work/m1.jsonl" '"event":"progress"' \
+  "${cluster[@]}" --metrics "$work/m1.jsonl" --checkpoint-dir "$work/ck" --log-dir "$work/logs"
 ckpt=$(printf '%s/ck/ckpt-%012d' "$work" "${at:-0}" 2>/dev/null)
 if [ "$status" = 130 ] && [ "$event" = stopped ] && [ "$at" = "$steps" ] \
    && [ "$steps" -gt 0 ] && [ "$steps" -lt "$total" ] && [ -f "$ckpt/MANIFEST.json" ] \
@@ -151,8 +165,11 @@ else
 fi
 
 # 2. A second signal while the final checkpoint waits on frozen workers.
-"${cluster[@]}" --metrics "$work/m3.jsonl" --checkpoint-dir "$work/ck3" \
-  --log-dir "$work/logs3" >"$work/c3.out" 2>&1 &
+# Their silence is never judged (the timeout is a minute), so the
+# checkpoint waits for their steps until the second signal, however late
+# a loaded machine lets it come.
+"${cluster[@]}" --heartbeat-timeout-ms 60000 --metrics "$work/m3.jsonl" \
+  --checkpoint-dir "$work/ck3" --log-dir "$work/logs3" >"$work/c3.out" 2>&1 &
 pid=$!
 started+=("$pid")
 status=none
@@ -180,18 +197,8 @@ fi
 # 3. Standalone training stopped by SIGTERM mid-run, then resumed.
 standalone=("$worker" --standalone --device cpu --threads 1 --limit 3000 --test-limit 500
             --progress 0)
-"${standalone[@]}" --epochs 50 --checkpoint-dir "$work/sck" --metrics "$work/s1.jsonl" \
-  >"$work/s1.out" 2>&1 &
-pid=$!
-started+=("$pid")
-status=none
-if wait_for "$work/s1.jsonl" '"event":"epoch"'; then
-  kill -TERM "$pid"
-  wait_exit "$pid" 120
-fi
-cp "$work/s1.out" "$work/out"
-event=$(last_field "$work/s1.jsonl" event 2>/dev/null)
-steps=$(last_field "$work/s1.jsonl" steps 2>/dev/null)
+signal_run TERM "$work/s1.out" "$work/s1.jsonl" '"event":"epoch"' \
+  "${standalone[@]}" --epochs 50 --checkpoint-dir "$work/sck" --metrics "$work/s1.jsonl"
 sckpt=$(printf '%s/sck/ckpt-%012d' "$work" "${steps:-0}" 2>/dev/null)
 if [ "$status" = 143 ] && [ "$event" = stopped ] && [ "$steps" -ge 47 ] \
    && [ "$steps" -lt 2350 ] && [ -f "$sckpt/MANIFEST.json" ] \
@@ -217,20 +224,11 @@ else
 fi
 
 # 4. SIGTERM to every process at once.
-"${cluster[@]}" --no-restart --metrics "$work/m4.jsonl" --checkpoint-dir "$work/ck4" \
-  --log-dir "$work/logs4" >"$work/c4.out" 2>&1 &
-pid=$!
-started+=("$pid")
-status=none
-if wait_for "$work/m4.jsonl" '"event":"progress"'; then
-  mapfile -t kids < <(children "$work/c4.out")
-  kill -TERM "$pid" "${kids[@]}"
-  wait_exit "$pid" 120
-fi
-cp "$work/c4.out" "$work/out"
-event=$(last_field "$work/m4.jsonl" event 2>/dev/null)
-steps=$(last_field "$work/m4.jsonl" steps 2>/dev/null)
-at=$(last_field "$work/m4.jsonl" checkpoint_step 2>/dev/null)
+to_children=yes
+signal_run TERM "$work/c4.out" "$work/m4.jsonl" '"event":"progress"' \
+  "${cluster[@]}" --no-restart --metrics "$work/m4.jsonl" --checkpoint-dir "$work/ck4" \
+  --log-dir "$work/logs4"
+to_children=""
 left=$(orphans "$work/c4.out")
 if [ "$status" = 143 ] && [ "$event" = stopped ] && [ "$at" = "$steps" ] \
    && [ -f "$(printf '%s/ck4/ckpt-%012d' "$work" "${at:-0}")/MANIFEST.json" ] && [ -z "$left" ]; then
@@ -244,21 +242,10 @@ fi
 for mode in async ssp sync mirrored; do
   echo "{\"log_seconds\": 0.5, \"mode\": \"$mode\", \"eval\": {\"every_steps\": 1}}" \
     >"$work/job5.json"
-  out="$work/c5-$mode.out" metrics="$work/m5-$mode.jsonl"
-  "$coordinator" --local --job "$work/job5.json" --limit 3000 --test-limit 10000 --epochs 5 \
-    --metrics "$metrics" --checkpoint-dir "$work/ck5-$mode" --log-dir "$work/logs5-$mode" \
-    >"$out" 2>&1 &
-  pid=$!
-  started+=("$pid")
-  status=none
-  if wait_for "$metrics" '"event":"progress"'; then
-    kill -TERM "$pid"
-    wait_exit "$pid" 120
-  fi
-  cp "$out" "$work/out"
-  event=$(last_field "$metrics" event 2>/dev/null)
-  steps=$(last_field "$metrics" steps 2>/dev/null)
-  at=$(last_field "$metrics" checkpoint_step 2>/dev/null)
+  signal_run TERM "$work/c5-$mode.out" "$work/m5-$mode.jsonl" '"event":"progress"' \
+    "$coordinator" --local --job "$work/job5.json" --limit 3000 --test-limit 10000 --epochs 5 \
+    --metrics "$work/m5-$mode.jsonl" --checkpoint-dir "$work/ck5-$mode" \
+    --log-dir "$work/logs5-$mode"
   if [ "$status" = 143 ] && [ "$event" = stopped ] && [ "$at" = "$steps" ] \
      && [ "$steps" -gt 0 ] && [ "$steps" -lt 235 ] \
      && [ -f "$(printf '%s/ck5-%s/ckpt-%012d' "$work" "$mode" "${at:-0}")/MANIFEST.json" ] \
