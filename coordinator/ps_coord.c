@@ -955,9 +955,10 @@ s_close (s_coord_t *self)
 }
 
 //  A stop signal, signo. The first while training makes a checkpoint due
-//  at once, the same consistent cut a scheduled one is, and the run stops
-//  once it is written (s_stop_on_signal), so that --resume continues from
-//  where the user stopped it; one after the last step, once the final
+//  at once, the same consistent cut a scheduled one is, and ends the
+//  hand-out of steps (host.stop_asked); the run stops once that checkpoint
+//  is written (s_stop_on_signal), so that --resume continues from where
+//  the user stopped it and no step is trained past it; one after the last step, once the final
 //  checkpoint is written, takes that one. A second signal, or one before
 //  training has started or after it ended, stops the loop now: the caller
 //  then stops the processes it started. Returns -1 when the loop must end.
@@ -980,7 +981,7 @@ s_on_signal (s_coord_t *self, int signo)
         return -1;
     }
     self->stop_signal = signo;
-    self->host.draining = true;
+    self->host.stop_asked = true;
     self->stop_eval_deadline_ms = ps_clock_ms () + 4.0 * self->job->heartbeat_ms + 1000;
     if (!ps_ckpt_ctl_enabled (self->ckpt)) {
         ps_warn ("%s: stopping; the job has no checkpoint directory, so the model is not kept",

@@ -98,7 +98,7 @@ typedef struct {
     //  Read only: a stop signal came. No training step is handed out from
     //  then on, so that the checkpoint it asks for is the run's last word:
     //  the run stops once that checkpoint is written.
-    bool draining;
+    bool stop_asked;
     uint64_t steps_per_epoch, total;
 
     //  The servers, when the mode keeps the variables there (it creates

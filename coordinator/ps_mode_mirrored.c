@@ -828,6 +828,8 @@ s_advance (void *self_, double now)
         ready = false;
     if (!ready)
         return;
+    //  After a stop signal the ring starts no global step: the checkpoint
+    //  it asked for (taken here once due) is where the run stops.
     if (self->need_ring)
         s_form_ring (self);
     else
@@ -840,7 +842,7 @@ s_advance (void *self_, double now)
     if (ps_schedule_finished (host->schedule))
         host->finish (host->loop, now);
     else
-    if (!host->draining)
+    if (!host->stop_asked)
         s_start_step (self);
 }
 

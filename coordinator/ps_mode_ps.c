@@ -671,7 +671,7 @@ s_answer (ps_mode_ps_t *self, ps_peer_t *peer, ps_role_t role, int index, uint64
         }
         //  A stop signal pauses dispatch for good, as a checkpoint does
         //  for a while (sync's open round still runs to its end).
-        bool paused = ps_ckpt_ctl_state (host->ckpt) != PS_CKPT_IDLE || host->draining;
+        bool paused = ps_ckpt_ctl_state (host->ckpt) != PS_CKPT_IDLE || host->stop_asked;
         bool may = self->policy && self->policy->may_hand
                    ? self->policy->may_hand (self->arg, index, paused) : !paused;
         if (may) {

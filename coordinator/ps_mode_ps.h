@@ -43,10 +43,11 @@ typedef struct _ps_mode_ps_t ps_mode_ps_t;
 //  Every hook may be NULL (async's behaviour).
 typedef struct {
     //  Whether worker index may be handed a step now, training with no
-    //  recovery under way; paused: a checkpoint waits to be taken (async
-    //  hands out nothing then). NULL: !paused.
+    //  recovery under way; paused: a checkpoint waits to be taken, or a
+    //  stop signal came, which pauses dispatch for good (async hands out
+    //  nothing then). NULL: !paused.
     bool (*may_hand) (void *arg, int index, bool paused);
-    //  A request may_hand refused while no checkpoint pauses dispatch is
+    //  A request may_hand refused while nothing pauses dispatch is
     //  held, not answered "wait": it is served as soon as may_hand lets
     //  it (advance tries), or answered "wait" after PS_MODE_HOLD_MS. Only
     //  a worker that holds no step in flight is held: a worker asks for

@@ -81,7 +81,8 @@ s_may_hand (void *arg, int index, bool paused)
     s_sync_t *self = arg;
     s_close_if_done (self);
     //  A checkpoint waits for the open round, so its steps are still
-    //  handed out; no round opens before it is taken.
+    //  handed out; no round opens while dispatch is paused (before the
+    //  checkpoint is taken, or ever again after a stop signal).
     if (!self->open && (paused || !s_open (self)))
         return false;
     uint64_t handled = s_round_done (self) + ps_schedule_in_flight (self->host->schedule);

@@ -22,7 +22,8 @@
 //  with its step in flight told to wait at once), an evaluation only for
 //  a worker with nothing in flight, a failed worker's step handed to
 //  another with the same round, a checkpoint waiting for the open round,
-//  and the rounds in the done record.
+//  and the rounds in the done record. Every mode: no step handed out
+//  after a stop signal but what the open sync round needs.
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -874,6 +875,83 @@ test_sync_checkpoint_drain (void **state)
     s_close (fx);
 }
 
+//  After a stop signal (the host's stop_asked) no mode hands out a step
+//  the run's last checkpoint would miss: async answers "wait", ssp its
+//  held request "wait", sync finishes the open round (the checkpoint
+//  waits for it) and opens none, and a mirrored ring that is ready starts
+//  no global step.
+static void
+test_stop_asked (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture (PS_MODE_ASYNC);
+    fx->host.state = PS_RUN_RUNNING;
+    s_ask (fx, 0);
+    assert_int_equal (fx->log.last_step [0], 1);
+    fx->host.stop_asked = true;
+    s_ask (fx, 1);
+    assert_string_equal (fx->log.last [1], "wait");
+    s_done (fx, 0, 1);
+    assert_string_equal (fx->log.last [0], "wait");
+    assert_int_equal (ps_schedule_done_count (fx->schedule), 1);
+    assert_int_equal (ps_schedule_in_flight (fx->schedule), 0);
+    s_close (fx);
+
+    //  ssp, bound 0: worker 0, a step ahead, is held; the signal comes.
+    fx = s_fixture_with (PS_MODE_SSP, 0);
+    fx->host.state = PS_RUN_RUNNING;
+    s_ask (fx, 0);
+    s_ask (fx, 1);
+    int sent = fx->log.sent [0];
+    s_done_and_ask (fx, 0);
+    assert_int_equal (fx->log.sent [0], sent);
+    fx->host.stop_asked = true;
+    fx->ops->advance (fx->mode, ps_clock_ms ());
+    assert_int_equal (fx->log.sent [0], sent + 1);
+    assert_string_equal (fx->log.last [0], "wait");
+    s_done_and_ask (fx, 1);
+    assert_string_equal (fx->log.last [1], "wait");
+    assert_int_equal (ps_schedule_done_count (fx->schedule), 2);
+    s_close (fx);
+
+    //  sync: round 1 is open with step 2 not yet handed out.
+    fx = s_fixture (PS_MODE_SYNC);
+    fx->host.state = PS_RUN_RUNNING;
+    s_ask (fx, 0);
+    fx->host.stop_asked = true;
+    s_ask (fx, 1);
+    s_assert_train (fx, 1, 2, 1, 2);
+    s_done (fx, 0, 1);
+    assert_string_equal (fx->log.last [0], "wait");
+    s_done (fx, 1, 2);
+    assert_string_equal (fx->log.last [1], "wait");
+    s_ask (fx, 0);
+    assert_string_equal (fx->log.last [0], "wait");
+    assert_int_equal (ps_schedule_done_count (fx->schedule), 2);
+    s_close (fx);
+
+    //  mirrored: the ring trained step 1 (batches 1 and 2) and is ready.
+    fx = s_fixture (PS_MODE_MIRRORED);
+    assert_int_equal (fx->ops->setup (fx->mode), 0);
+    fx->host.state = PS_RUN_RUNNING;
+    s_ask (fx, 0);
+    s_ask (fx, 1);
+    fx->ops->advance (fx->mode, 0);
+    s_ring_reports (fx, "ring", 1, 0);
+    fx->ops->advance (fx->mode, 0);
+    assert_string_equal (fx->log.last [0], "train");
+    fx->host.stop_asked = true;
+    sent = fx->log.sent [0];
+    s_ring_reports (fx, "train", 2, 1);
+    fx->ops->advance (fx->mode, 0);
+    fx->ops->advance (fx->mode, 0);
+    assert_int_equal (ps_schedule_done_count (fx->schedule), 2);
+    assert_int_equal (fx->log.sent [0], sent);
+    assert_string_equal (fx->log.last [0], "train");
+    assert_int_equal (fx->log.last_step [0], 1);
+    s_close (fx);
+}
+
 static void
 test_mirrored_ring (void **state)
 {
@@ -963,6 +1041,7 @@ main (void)
         cmocka_unit_test (test_sync_eval),
         cmocka_unit_test (test_sync_rehand),
         cmocka_unit_test (test_sync_checkpoint_drain),
+        cmocka_unit_test (test_stop_asked),
         cmocka_unit_test (test_mirrored_ring),
         cmocka_unit_test (test_mirrored_step_lost),
         cmocka_unit_test (test_ssp_clock),
