@@ -99,8 +99,9 @@ static const struct argp_option s_options [] = {
       "process may use; README, Training on a cluster)", 1 },
     { "no-restart", O_NO_RESTART, NULL, 0, "Do not restart local children that die", 1 },
     { "log-dir", O_LOG_DIR, "DIR", 0,
-      "Local children's logs (default /tmp/ps-cluster-PID, a run directory removed with its "
-      "logs and default checkpoints when the run completes; kept when it does not)", 1 },
+      "Local children's logs (default a new /tmp/ps-cluster-PID[-XXXXXX], a run directory "
+      "removed with its logs and default checkpoints when the run completes; kept when it "
+      "does not)", 1 },
     { "keep-run-dir", O_KEEP_RUN_DIR, NULL, 0,
       "Keep the default run directory after a completed run", 1 },
     { "cluster", O_CLUSTER, "FILE", 0, "The cluster spec (TF_CONFIG's JSON); default: TF_CONFIG",
@@ -626,20 +627,35 @@ s_export (int argc, char *argv [])
 //  everything in it. /tmp/ps-cluster-PID, unless a directory of that name
 //  is left from an earlier run (a run that did not complete keeps its
 //  own, and process ids come round again); then /tmp/ps-cluster-PID-
-//  and six random characters. Returns 0, or -1 after saying why not.
+//  and six random characters, opened to others' reading as the first
+//  name is (mkdtemp makes it the owner's only). Returns 0, or -1 after
+//  saying why not, with dir empty: the end of the run must remove
+//  nothing, the name being another's or nobody's.
 static int
 s_new_run_dir (char *dir, size_t len)
 {
-    snprintf (dir, len, "/tmp/ps-cluster-%d", (int) getpid ());
-    if (mkdir (dir, 0755) == 0)
-        return 0;
-    if (errno == EEXIST) {
-        snprintf (dir, len, "/tmp/ps-cluster-%d-XXXXXX", (int) getpid ());
-        if (mkdtemp (dir))
-            return 0;
+    char name [64];
+    snprintf (name, sizeof name, "/tmp/ps-cluster-%d", (int) getpid ());
+    int rc = mkdir (name, 0755);
+    if (rc != 0 && errno == EEXIST) {
+        snprintf (name, sizeof name, "/tmp/ps-cluster-%d-XXXXXX", (int) getpid ());
+        rc = mkdtemp (name) ? 0 : -1;
+        if (rc == 0 && chmod (name, 0755) != 0) {
+            int code = errno;
+            if (rmdir (name) != 0)
+                ps_warn ("cannot remove %s: %s", name, strerror (errno));
+            errno = code;
+            rc = -1;
+        }
     }
-    fprintf (stderr, "coordinator: cannot create %s: %s\n", dir, strerror (errno));
-    return -1;
+    if (rc != 0) {
+        fprintf (stderr, "coordinator: cannot create the run directory %s: %s\n", name,
+                 strerror (errno));
+        *dir = 0;
+        return -1;
+    }
+    snprintf (dir, len, "%s", name);
+    return 0;
 }
 
 //  The job: defaults (for nps servers), the file, then the flags; for a
