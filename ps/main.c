@@ -315,10 +315,13 @@ main (int argc, char *argv [])
     //  line above at once.
     if (args.endpoint_file) {
         FILE *file = fopen (args.endpoint_file, "w");
-        if (!file || fprintf (file, "%s\n", ps_server_endpoint (server)) < 0
-        ||  fclose (file) != 0) {
+        int code = file && fprintf (file, "%s\n", ps_server_endpoint (server)) >= 0 ? 0
+                   : errno ? errno : EIO;
+        if (file && fclose (file) != 0 && code == 0)
+            code = errno ? errno : EIO;
+        if (code) {
             fprintf (stderr, "ps-server: cannot write %s: %s\n", args.endpoint_file,
-                     strerror (errno));
+                     strerror (code));
             goto done;
         }
     }
