@@ -47,10 +47,12 @@ struct CMUnitTest;
 //  at once; PR_SET_PDEATHSIG ends the children), so it judges none that
 //  a stall of a loaded machine could make: a live process declared
 //  failed would add failures, registrations and duplicates to the counts
-//  it checks.
-#define CLUSTER_HEARTBEAT_MS  100
-#define CLUSTER_TIMEOUT_MS    1000
-#define CLUSTER_KILL_TIMEOUT_MS 60000
+//  it checks. (A mirrored member's kill keeps the short one: the ring's
+//  own timeout, which bounds a collective the dead member was in, is
+//  twice the workers' client timeout, which is the heartbeat timeout.)
+#define CLUSTER_HEARTBEAT_MS     100
+#define CLUSTER_TIMEOUT_MS       1000
+#define CLUSTER_KILL_TIMEOUT_MS  60000
 //  The coordinator's heartbeat timeout when none is given.
 #define CLUSTER_DEFAULT_TIMEOUT_MS 3000
 

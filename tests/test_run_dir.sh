@@ -94,12 +94,12 @@ fi
 # logs), by the shell that then becomes the coordinator (exec).
 if [ -n "$kept_dir" ] && [ -d "$kept_dir" ]; then
   sum () { (cd "$1" && find . -type f | sort | xargs md5sum) 2>/dev/null; }
-  run 120 bash -c 'stale=/tmp/ps-cluster-$$; mkdir "$stale" && cp -a "$0"/. "$stale"/ \
-    && echo "stale $stale" && exec "$@"' "$kept_dir" "$coordinator" "${small[@]}"
+  run 120 bash -c 'stale=/tmp/ps-cluster-$$; mkdir "$stale" && echo "stale $stale" \
+    && cp -a "$0"/. "$stale"/ && exec "$@"' "$kept_dir" "$coordinator" "${small[@]}"
   stale=$(sed -n 's/^stale \(.*\)/\1/p' "$work/out")
   [ -n "$stale" ] && kept="$kept $stale"
   dir=$(run_dir)
-  if [ "$status" = 0 ] && [ -n "$stale" ] && [ -n "$dir" ] && [ "$dir" != "$stale" ] \
+  if [ "$status" = 0 ] && [ -n "$stale" ] && [[ "$dir" == "$stale"-?????? ]] \
      && [ ! -e "$dir" ] && [ "$(sum "$stale")" = "$(sum "$kept_dir")" ] \
      && tail -1 "$work/out" | grep -q "removed the run directory $dir with its logs and checkpoints"
   then
@@ -107,6 +107,7 @@ if [ -n "$kept_dir" ] && [ -d "$kept_dir" ]; then
   else
     fail "a run directory left at the same pid is neither used nor removed" \
       "exit $status, the earlier one '$stale', the run's '$dir'"
+    [ -n "$dir" ] && kept="$kept $dir"
   fi
 else
   fail "a run directory left at the same pid: no run directory kept in 3 to stage"
