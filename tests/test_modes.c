@@ -875,87 +875,22 @@ test_sync_checkpoint_drain (void **state)
     s_close (fx);
 }
 
-//  After a stop signal (the host's stop_asked) no mode hands out a step
-//  the run's last checkpoint would miss: async answers "wait", ssp its
-//  held request "wait", sync finishes the open round (the checkpoint
-//  waits for it) and opens none, and a mirrored ring that is ready starts
-//  no global step.
-static void
-test_stop_asked (void **state)
+//  A run of mode under way, worker 0 handed step 1; then the stop signal.
+static s_fixture_t *
+s_stop_after_one (ps_mode_t mode)
 {
-    (void) state;
-    s_fixture_t *fx = s_fixture (PS_MODE_ASYNC);
-    fx->host.state = PS_RUN_RUNNING;
-    s_ask (fx, 0);
-    assert_int_equal (fx->log.last_step [0], 1);
-    fx->host.stop_asked = true;
-    s_ask (fx, 1);
-    assert_string_equal (fx->log.last [1], "wait");
-    s_done (fx, 0, 1);
-    assert_string_equal (fx->log.last [0], "wait");
-    assert_int_equal (ps_schedule_done_count (fx->schedule), 1);
-    assert_int_equal (ps_schedule_in_flight (fx->schedule), 0);
-    s_close (fx);
-
-    //  ssp, bound 0: worker 0, a step ahead, is held; the signal comes.
-    fx = s_fixture_with (PS_MODE_SSP, 0);
-    fx->host.state = PS_RUN_RUNNING;
-    s_ask (fx, 0);
-    s_ask (fx, 1);
-    int sent = fx->log.sent [0];
-    s_done_and_ask (fx, 0);
-    assert_int_equal (fx->log.sent [0], sent);
-    fx->host.stop_asked = true;
-    fx->ops->advance (fx->mode, ps_clock_ms ());
-    assert_int_equal (fx->log.sent [0], sent + 1);
-    assert_string_equal (fx->log.last [0], "wait");
-    s_done_and_ask (fx, 1);
-    assert_string_equal (fx->log.last [1], "wait");
-    assert_int_equal (ps_schedule_done_count (fx->schedule), 2);
-    s_close (fx);
-
-    //  sync: round 1 is open with step 2 not yet handed out.
-    fx = s_fixture (PS_MODE_SYNC);
+    s_fixture_t *fx = s_fixture (mode);
     fx->host.state = PS_RUN_RUNNING;
     s_ask (fx, 0);
     fx->host.stop_asked = true;
-    s_ask (fx, 1);
-    s_assert_train (fx, 1, 2, 1, 2);
-    s_done (fx, 0, 1);
-    assert_string_equal (fx->log.last [0], "wait");
-    s_done (fx, 1, 2);
-    assert_string_equal (fx->log.last [1], "wait");
-    s_ask (fx, 0);
-    assert_string_equal (fx->log.last [0], "wait");
-    assert_int_equal (ps_schedule_done_count (fx->schedule), 2);
-    s_close (fx);
-
-    //  mirrored: the ring trained step 1 (batches 1 and 2) and is ready.
-    fx = s_fixture (PS_MODE_MIRRORED);
-    assert_int_equal (fx->ops->setup (fx->mode), 0);
-    fx->host.state = PS_RUN_RUNNING;
-    s_ask (fx, 0);
-    s_ask (fx, 1);
-    fx->ops->advance (fx->mode, 0);
-    s_ring_reports (fx, "ring", 1, 0);
-    fx->ops->advance (fx->mode, 0);
-    assert_string_equal (fx->log.last [0], "train");
-    fx->host.stop_asked = true;
-    sent = fx->log.sent [0];
-    s_ring_reports (fx, "train", 2, 1);
-    fx->ops->advance (fx->mode, 0);
-    fx->ops->advance (fx->mode, 0);
-    assert_int_equal (ps_schedule_done_count (fx->schedule), 2);
-    assert_int_equal (fx->log.sent [0], sent);
-    assert_string_equal (fx->log.last [0], "train");
-    assert_int_equal (fx->log.last_step [0], 1);
-    s_close (fx);
+    return fx;
 }
 
-static void
-test_mirrored_ring (void **state)
+//  A mirrored run whose ring of both workers is formed and was handed
+//  global step 1 (batches 1 and 2).
+static s_fixture_t *
+s_mirrored_stepping (void)
 {
-    (void) state;
     s_fixture_t *fx = s_fixture (PS_MODE_MIRRORED);
     assert_int_equal (fx->ops->holders, PS_ROLE_WORKER);
     assert_int_equal (fx->ops->setup (fx->mode), 0);
@@ -976,6 +911,89 @@ test_mirrored_ring (void **state)
     assert_string_equal (fx->log.last [0], "train");
     assert_int_equal (fx->log.last_step [0], 1);
     assert_int_equal (fx->log.last_step [1], 2);
+    return fx;
+}
+
+//  After a stop signal (the host's stop_asked) no mode hands out a step
+//  the run's last checkpoint would miss. Async answers "wait".
+static void
+test_stop_asked_async (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_stop_after_one (PS_MODE_ASYNC);
+    s_ask (fx, 1);
+    assert_string_equal (fx->log.last [1], "wait");
+    s_done (fx, 0, 1);
+    assert_string_equal (fx->log.last [0], "wait");
+    assert_int_equal (ps_schedule_done_count (fx->schedule), 1);
+    assert_int_equal (ps_schedule_in_flight (fx->schedule), 0);
+    s_close (fx);
+}
+
+//  Ssp (bound 0): the request of worker 0, a step ahead and held when the
+//  signal comes, is answered "wait" at the next advance, as is worker 1.
+static void
+test_stop_asked_ssp (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_fixture_with (PS_MODE_SSP, 0);
+    fx->host.state = PS_RUN_RUNNING;
+    s_ask (fx, 0);
+    s_ask (fx, 1);
+    int sent = fx->log.sent [0];
+    s_done_and_ask (fx, 0);
+    assert_int_equal (fx->log.sent [0], sent);
+    fx->host.stop_asked = true;
+    fx->ops->advance (fx->mode, ps_clock_ms ());
+    assert_int_equal (fx->log.sent [0], sent + 1);
+    assert_string_equal (fx->log.last [0], "wait");
+    s_done_and_ask (fx, 1);
+    assert_string_equal (fx->log.last [1], "wait");
+    assert_int_equal (ps_schedule_done_count (fx->schedule), 2);
+    s_close (fx);
+}
+
+//  Sync: the open round's last step is still handed out (the checkpoint
+//  waits for the round), and no round opens after it.
+static void
+test_stop_asked_sync (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_stop_after_one (PS_MODE_SYNC);
+    s_ask (fx, 1);
+    s_assert_train (fx, 1, 2, 1, 2);
+    s_done (fx, 0, 1);
+    s_done (fx, 1, 2);
+    s_ask (fx, 0);
+    assert_string_equal (fx->log.last [0], "wait");
+    assert_string_equal (fx->log.last [1], "wait");
+    assert_int_equal (ps_schedule_done_count (fx->schedule), 2);
+    s_close (fx);
+}
+
+//  Mirrored: a ring that trained global step 1 (batches 1 and 2) and is
+//  ready starts no other.
+static void
+test_stop_asked_mirrored (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_mirrored_stepping ();
+    fx->host.stop_asked = true;
+    int sent = fx->log.sent [0];
+    s_ring_reports (fx, "train", 2, 1);
+    fx->ops->advance (fx->mode, 0);
+    fx->ops->advance (fx->mode, 0);
+    assert_int_equal (ps_schedule_done_count (fx->schedule), 2);
+    assert_int_equal (fx->log.sent [0], sent);
+    assert_int_equal (fx->log.last_step [0], 1);
+    s_close (fx);
+}
+
+static void
+test_mirrored_ring (void **state)
+{
+    (void) state;
+    s_fixture_t *fx = s_mirrored_stepping ();
     //  Both applied update 1 (order 2): both batches are done, with stats.
     s_ring_reports (fx, "train", 2, 1);
     fx->ops->advance (fx->mode, 0);
@@ -1041,7 +1059,10 @@ main (void)
         cmocka_unit_test (test_sync_eval),
         cmocka_unit_test (test_sync_rehand),
         cmocka_unit_test (test_sync_checkpoint_drain),
-        cmocka_unit_test (test_stop_asked),
+        cmocka_unit_test (test_stop_asked_async),
+        cmocka_unit_test (test_stop_asked_ssp),
+        cmocka_unit_test (test_stop_asked_sync),
+        cmocka_unit_test (test_stop_asked_mirrored),
         cmocka_unit_test (test_mirrored_ring),
         cmocka_unit_test (test_mirrored_step_lost),
         cmocka_unit_test (test_ssp_clock),
