@@ -958,10 +958,11 @@ s_close (s_coord_t *self)
 //  at once, the same consistent cut a scheduled one is, and ends the
 //  hand-out of steps (host.stop_asked); the run stops once that checkpoint
 //  is written (s_stop_on_signal), so that --resume continues from where
-//  the user stopped it and no step is trained past it; one after the last step, once the final
-//  checkpoint is written, takes that one. A second signal, or one before
-//  training has started or after it ended, stops the loop now: the caller
-//  then stops the processes it started. Returns -1 when the loop must end.
+//  the user stopped it and no step is trained past it. One after the last
+//  step, once the final checkpoint is written, takes that one. A second
+//  signal, or one before training has started or after it ended, stops
+//  the loop now: the caller then stops the processes it started. Returns
+//  -1 when the loop must end.
 static int
 s_on_signal (s_coord_t *self, int signo)
 {

@@ -70,9 +70,10 @@ typedef struct {
 //  stop); a negative code with err set otherwise (a server that never
 //  registered, a checkpoint that cannot be written or restored: PS_EINVAL
 //  / PS_ETIMEDOUT / PS_EIO ...). A stop signal while training hands out
-//  no more steps, writes a checkpoint, tells every process to stop, ends the metrics file with a
-//  "stopped" record and returns PS_ECANCELED, naming the checkpoint, with
-//  the signal in *stopped_by; a second signal ends the run at once.
+//  no more steps, writes a checkpoint, tells every process to stop, ends
+//  the metrics file with a "stopped" record and returns PS_ECANCELED,
+//  naming the checkpoint, with the signal in *stopped_by; a second signal
+//  ends the run at once.
 int ps_coord_run (const ps_coord_config_t *config, ps_error_t *err);
 
 #endif
